@@ -1,0 +1,11 @@
+/* cli — the subcommands of the sglc binary.  Each returns the process exit
+ * status: 0 ok, 1 runtime failure, 2 bad arguments. */
+#ifndef SGLC_CLI_H
+#define SGLC_CLI_H
+
+#define SGLC_VERSION "0.1.0"
+
+int cmd_version(int argc, char **argv);
+int cmd_cpu_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,147 @@
+/* kernels — the CPU math of a forward pass.
+ *
+ * DESIGN: every kernel is a plain function over pointers and sizes.  Kernels
+ * that are worth splitting across threads take (ith, nth) and do the share
+ * of thread ith out of nth; they never create threads and never allocate —
+ * per-thread scratch is handed in, sized by the matching *_scratch()
+ * function.  Each kernel has a portable scalar reference (kern_ref_*, in
+ * kernels_ref.c) and ISA variants (kernels_avx2.c, kernels_avx512.c)
+ * selected once by kernels_init() from the CPU's features.  Tests check
+ * every SIMD variant against its reference on odd sizes.
+ *
+ * Conventions:
+ *   - activations are f32, row-major; a "row" is one token;
+ *   - weights follow Hugging Face's Linear: W is (n, k) = (out, in), and
+ *     y = x · Wᵀ (+ bias);
+ *   - the KV cache is addressed by slot: K and V of one layer are
+ *     (n_slots, n_kv_head, head_dim) of kv dtype; a sequence's position p
+ *     lives at slot slots[p].  Pages are a scheduler concept: a page of
+ *     size P is P consecutive slots.
+ */
+#ifndef SGLC_KERNELS_H
+#define SGLC_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/dtype.h"
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+typedef enum kern_isa { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2 } kern_isa;
+
+/* Choose the best ISA this CPU supports, or `force` ("scalar", "avx2",
+ * "avx512"; NULL or "auto" = best; the SGLC_KERNELS environment variable
+ * is read when force is NULL).  Returns 0, or -1 if the forced ISA is not
+ * supported here (the selection is left unchanged). Safe to call again. */
+int kernels_init(const char *force);
+kern_isa kernels_isa(void);
+const char *kernels_isa_name(kern_isa isa);
+
+/* ---- weight matrices --------------------------------------------------- */
+
+typedef struct kern_mat {
+    int n, k;          /* (out, in) */
+    dtype dt;          /* DTYPE_F32 or DTYPE_BF16 */
+    int layout;        /* 0 = row-major (n, k); other values are private to an ISA file */
+    kern_isa isa;      /* the ISA whose layout `data` is in */
+    const void *data;  /* borrowed (e.g. mmap) unless owned != NULL */
+    void *owned;       /* allocated copy (converted or repacked); freed by kern_mat_free */
+    size_t bytes;      /* bytes resident at data */
+} kern_mat;
+
+/* Prepare a weight for kern_matmul.  src is row-major (n, k) of src_dt.
+ * want is DTYPE_F32 or DTYPE_BF16.  If the current ISA wants another
+ * layout, or src_dt != want, the weight is converted/repacked into an owned
+ * buffer (and src is no longer needed); otherwise, when borrow_ok, data
+ * points into src.  Returns 0, or -1 (bad args, out of memory). */
+int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtype want,
+                  int borrow_ok);
+void kern_mat_free(kern_mat *m);
+
+/* Per-thread scratch bytes kern_matmul needs for m rows of k inputs. */
+size_t kern_matmul_scratch(int m, int k);
+
+/* y (m, w->n) = x (m, w->k) · Wᵀ (+ bias (n) if non-NULL).  Thread ith
+ * computes its share of output columns for all rows. */
+void kern_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
+                 int nth, void *scratch);
+
+/* ---- attention --------------------------------------------------------- */
+
+typedef struct kern_attn_args {
+    int n_q;               /* new query tokens of this sequence */
+    int n_kv;              /* kv length including the new tokens: query i is at position n_kv - n_q + i */
+    int n_head, n_kv_head, head_dim;
+    const float *q;        /* (n_q, q_stride) : head h at q + i*q_stride + h*head_dim */
+    size_t q_stride;
+    const void *k_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
+    const void *v_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
+    dtype kv_dt;           /* DTYPE_F32 or DTYPE_BF16 */
+    const int32_t *slots;  /* (n_kv) slot of each position */
+    int sliding_window;    /* 0 = none; else query at p sees positions > p - window */
+    float scale;           /* usually 1/sqrt(head_dim) */
+    float softcap;         /* 0 = none; else scores = softcap * tanh(s / softcap) */
+    float *out;            /* (n_q, out_stride): head h at out + i*out_stride + h*head_dim */
+    size_t out_stride;
+} kern_attn_args;
+
+/* Per-thread scratch bytes for kern_attention with kv length n_kv. */
+size_t kern_attention_scratch(int n_kv, int head_dim);
+/* Causal attention of the n_q new queries over positions [0, n_kv); GQA
+ * maps query head h to kv head h / (n_head / n_kv_head).  Work is split
+ * over (query, head) pairs. */
+void kern_attention(const kern_attn_args *a, int ith, int nth, void *scratch);
+
+/* Store one token's K or V row (n_kv_head*head_dim f32) at a slot. */
+void kern_kv_store(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src);
+
+/* ---- elementwise / row ops (single row; callers split rows) ------------ */
+
+/* y = x / rms(x) * (w + w_offset); w_offset is 0 (Llama) or 1 (Gemma). y may alias x. */
+void kern_rmsnorm(float *y, const float *x, const float *w, int n, float eps, float w_offset);
+/* cos/sin tables for one position: (rot_dim/2) each; angle_i = pos * inv_freq[i]; both scaled by mscale. */
+void kern_rope_cache(float *cos_out, float *sin_out, int pos, const float *inv_freq, int half,
+                     float mscale);
+/* Rotate n_head heads of head_dim in x (heads contiguous), the first rot_dim
+ * dims of each.  neox=1: pairs (i, i+rot_dim/2) (HF rotate_half);
+ * neox=0: pairs (2i, 2i+1) (GPT-J / llama2.c). */
+void kern_rope_apply(float *x, int n_head, int head_dim, int rot_dim, const float *cos_t,
+                     const float *sin_t, int neox);
+/* y = silu(gate) * up */
+void kern_silu_mul(float *y, const float *gate, const float *up, int n);
+/* y = gelu_tanh(gate) * up */
+void kern_gelu_tanh_mul(float *y, const float *gate, const float *up, int n);
+/* y = a + b (y may alias a) */
+void kern_add(float *y, const float *a, const float *b, int n);
+/* in-place softmax */
+void kern_softmax(float *x, int n);
+/* index of the max (first on ties) */
+int kern_argmax(const float *x, int n);
+/* dot product of f32 vectors */
+float kern_dot_f32(const float *a, const float *b, int n);
+
+/* ---- scalar references (always available; used by tests) -------------- */
+
+void kern_ref_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias,
+                     int ith, int nth, void *scratch);
+void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch);
+void kern_ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps, float w_offset);
+void kern_ref_rope_apply(float *x, int n_head, int head_dim, int rot_dim, const float *cos_t,
+                         const float *sin_t, int neox);
+void kern_ref_silu_mul(float *y, const float *gate, const float *up, int n);
+void kern_ref_gelu_tanh_mul(float *y, const float *gate, const float *up, int n);
+void kern_ref_add(float *y, const float *a, const float *b, int n);
+void kern_ref_softmax(float *x, int n);
+int kern_ref_argmax(const float *x, int n);
+float kern_ref_dot_f32(const float *a, const float *b, int n);
+
+/* Split [0, total) into nth near-equal parts; part ith is [*lo, *hi). */
+static inline void kern_split(int total, int ith, int nth, int *lo, int *hi)
+{
+    int base = total / nth, rem = total % nth;
+    *lo = ith * base + (ith < rem ? ith : rem);
+    *hi = *lo + base + (ith < rem ? 1 : 0);
+}
+
+#endif

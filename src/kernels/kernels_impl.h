@@ -1,0 +1,34 @@
+/* kernels_impl — private to src/kernels: the per-ISA vtable.
+ *
+ * Each ISA file (kernels_avx2.c, kernels_avx512.c) defines its table and
+ * points kern_vtable_<isa> at it; a slot left NULL falls back to the scalar
+ * reference.  mat_pack, when set, prepares weights in the ISA's own layout
+ * (it must fill m->data, m->owned, m->bytes, m->layout). */
+#ifndef SGLC_KERNELS_IMPL_H
+#define SGLC_KERNELS_IMPL_H
+
+#include "kernels/kernels.h"
+
+typedef struct kern_vtable {
+    int (*mat_pack)(kern_mat *m, const void *src, dtype src_dt);
+    size_t (*matmul_scratch)(int m, int k);
+    void (*matmul)(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
+                   int nth, void *scratch);
+    size_t (*attention_scratch)(int n_kv, int head_dim);
+    void (*attention)(const kern_attn_args *a, int ith, int nth, void *scratch);
+    void (*rmsnorm)(float *y, const float *x, const float *w, int n, float eps, float w_offset);
+    void (*rope_apply)(float *x, int n_head, int head_dim, int rot_dim, const float *cos_t,
+                       const float *sin_t, int neox);
+    void (*silu_mul)(float *y, const float *gate, const float *up, int n);
+    void (*gelu_tanh_mul)(float *y, const float *gate, const float *up, int n);
+    void (*add)(float *y, const float *a, const float *b, int n);
+    void (*softmax)(float *x, int n);
+    int (*argmax)(const float *x, int n);
+    float (*dot_f32)(const float *a, const float *b, int n);
+} kern_vtable;
+
+/* NULL until an ISA file provides one. */
+extern const kern_vtable *const kern_vtable_avx2;
+extern const kern_vtable *const kern_vtable_avx512;
+
+#endif

@@ -1,0 +1,150 @@
+/* kernels_ref — portable scalar reference of every kernel.
+ *
+ * DESIGN: written for clarity, not speed.  Accumulation is f32 in input
+ * order (attention uses a two-pass softmax over the full score row), so the
+ * SIMD variants are checked against these with a relative tolerance. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+void kern_ref_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias,
+                     int ith, int nth, void *scratch)
+{
+    (void)scratch;
+    int lo, hi;
+    kern_split(w->n, ith, nth, &lo, &hi);
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * w->k;
+        for (int j = lo; j < hi; j++) {
+            float acc = 0.0f;
+            if (w->dt == DTYPE_F32) {
+                const float *wr = (const float *)w->data + (size_t)j * w->k;
+                for (int i = 0; i < w->k; i++) acc += xr[i] * wr[i];
+            } else {
+                const uint16_t *wr = (const uint16_t *)w->data + (size_t)j * w->k;
+                for (int i = 0; i < w->k; i++) acc += xr[i] * bf16_to_f32(wr[i]);
+            }
+            y[(size_t)r * w->n + j] = acc + (bias ? bias[j] : 0.0f);
+        }
+    }
+}
+
+static float kv_elem(const void *cache, dtype dt, size_t idx)
+{
+    if (dt == DTYPE_F32) return ((const float *)cache)[idx];
+    return bf16_to_f32(((const uint16_t *)cache)[idx]);
+}
+
+void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch)
+{
+    float *scores = scratch; /* (n_kv) */
+    int group = a->n_head / a->n_kv_head;
+    size_t row = (size_t)a->n_kv_head * a->head_dim;
+    int lo, hi;
+    kern_split(a->n_q * a->n_head, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        int i = t / a->n_head, h = t % a->n_head, kh = h / group;
+        int pos = a->n_kv - a->n_q + i;
+        int start = 0;
+        if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
+            start = pos - a->sliding_window + 1;
+        const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * a->head_dim;
+        float mx = -INFINITY;
+        for (int p = start; p <= pos; p++) {
+            size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
+            float s = 0.0f;
+            for (int d = 0; d < a->head_dim; d++) s += q[d] * kv_elem(a->k_cache, a->kv_dt, base + d);
+            s *= a->scale;
+            if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
+            scores[p] = s;
+            if (s > mx) mx = s;
+        }
+        float sum = 0.0f;
+        for (int p = start; p <= pos; p++) {
+            scores[p] = expf(scores[p] - mx);
+            sum += scores[p];
+        }
+        float *o = a->out + (size_t)i * a->out_stride + (size_t)h * a->head_dim;
+        for (int d = 0; d < a->head_dim; d++) o[d] = 0.0f;
+        for (int p = start; p <= pos; p++) {
+            size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
+            float wgt = scores[p] / sum;
+            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d);
+        }
+    }
+}
+
+void kern_ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps, float w_offset)
+{
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * inv * (w[i] + w_offset);
+}
+
+void kern_ref_rope_apply(float *x, int n_head, int head_dim, int rot_dim, const float *cos_t,
+                         const float *sin_t, int neox)
+{
+    int half = rot_dim / 2;
+    for (int h = 0; h < n_head; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+            v[b] = x1 * cos_t[i] + x0 * sin_t[i];
+        }
+    }
+}
+
+void kern_ref_silu_mul(float *y, const float *gate, const float *up, int n)
+{
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        y[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void kern_ref_gelu_tanh_mul(float *y, const float *gate, const float *up, int n)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        y[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
+    }
+}
+
+void kern_ref_add(float *y, const float *a, const float *b, int n)
+{
+    for (int i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void kern_ref_softmax(float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (x[i] > mx) mx = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+int kern_ref_argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+float kern_ref_dot_f32(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}

@@ -1,0 +1,43 @@
+/* sglc — an LLM serving engine in C.  main() only dispatches subcommands;
+ * each lives in src/cli/cmd_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"version", cmd_version, "print the version"},
+    {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: sglc COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'sglc COMMAND --help' describes a command's arguments.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "sglc: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,77 @@
+/* test_util — dtype conversions and the thread pool. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <cmocka.h>
+
+#include "util/dtype.h"
+#include "util/threadpool.h"
+
+static void test_bf16_roundtrip(void **state)
+{
+    (void)state;
+    assert_int_equal(f32_to_bf16(1.0f), 0x3f80);
+    assert_true(bf16_to_f32(0x3f80) == 1.0f);
+    /* round to nearest even: 1 + 2^-8 is a tie between 1 and 1+2^-7 -> 1 */
+    assert_int_equal(f32_to_bf16(1.00390625f), 0x3f80);
+    assert_int_equal(f32_to_bf16(1.01171875f), 0x3f82);
+    assert_true(isnan(bf16_to_f32(f32_to_bf16(NAN))));
+}
+
+static void test_f16_roundtrip(void **state)
+{
+    (void)state;
+    for (int h = 0; h < 0x10000; h++) {
+        uint16_t v = (uint16_t)h;
+        if ((v & 0x7c00) == 0x7c00 && (v & 0x3ff)) continue; /* NaN payloads */
+        float f = f16_to_f32(v);
+        assert_int_equal(f32_to_f16(f), v);
+    }
+    assert_int_equal(f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(f32_to_f16(65504.0f), 0x7bff);
+    assert_true(f16_to_f32(0x0001) == 5.9604644775390625e-8f);
+}
+
+typedef struct {
+    atomic_int hits[8];
+    atomic_int total;
+    tpool *pool;
+    atomic_int phase_ok;
+} pool_ctx;
+
+static void pool_task(void *vctx, int ith, int nth)
+{
+    pool_ctx *c = vctx;
+    atomic_fetch_add(&c->hits[ith], 1);
+    atomic_fetch_add(&c->total, 1);
+    tpool_barrier(c->pool);
+    /* after the barrier every thread of this run has counted */
+    if (atomic_load(&c->total) % nth == 0) atomic_fetch_add(&c->phase_ok, 1);
+}
+
+static void test_threadpool(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 4; n++) {
+        pool_ctx c = {0};
+        c.pool = tpool_create(n);
+        assert_non_null(c.pool);
+        assert_int_equal(tpool_size(c.pool), n);
+        for (int r = 0; r < 1000; r++) tpool_run(c.pool, pool_task, &c);
+        for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&c.hits[i]), 1000);
+        assert_int_equal(atomic_load(&c.phase_ok), 1000 * n);
+        tpool_destroy(c.pool);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_roundtrip),
+        cmocka_unit_test(test_f16_roundtrip),
+        cmocka_unit_test(test_threadpool),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
