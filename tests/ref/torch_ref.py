@@ -266,9 +266,13 @@ def load_state(model_dir):
 class Model:
     """Weights in f32 (optionally rounded to bf16) plus the forward pass."""
 
-    def __init__(self, model_dir, dtype="float32", compute="float32"):
+    def __init__(self, model_dir, dtype="float32", compute="float32", config_override=None):
+        """config_override: dict merged into config.json (tests use it to
+        switch a feature off and check that the comparison would notice)."""
         with open(os.path.join(model_dir, "config.json")) as f:
-            self.cfg = cfg = Config(json.load(f))
+            raw = json.load(f)
+        raw.update(config_override or {})
+        self.cfg = cfg = Config(raw)
         self.cdt = torch.float64 if compute == "float64" else torch.float32
         st = load_state(model_dir)
         emb, head = "model.embed_tokens.weight", "lm_head.weight"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Golden: tiny random-weight models (tests/ref/make_tiny_model.py, cached in
+# build/tiny-models) for llama (rope llama3 / linear / dynamic / yarn),
+# mistral (sliding window 16 < 64-token prompt), qwen2 (q/k/v bias) and
+# qwen3 (qk-norm, head_dim != hidden/heads).  Per model: 64-token prompt
+# logits within 1e-4 (f32, and bf16 weights with f32 compute) and 2e-2
+# (bf16), 32 greedy ids identical in f32.
+set -u
+. "$(dirname "$0")/golden_common.sh"
+golden_require models/TinyStories-656K/config.json \
+    models/configs/meta-llama__Llama-3.2-1B-Instruct/config.json \
+    models/configs/Qwen__Qwen2.5-0.5B-Instruct/config.json \
+    models/configs/Qwen__Qwen3-0.6B/config.json \
+    models/tokenizers/mistral-chatml/config.json
+mkdir -p "$ROOT/build/tiny-models"
+exec "$PY" "$ROOT/tests/ref/golden.py" arch --cache "$ROOT/build/tiny-models"
