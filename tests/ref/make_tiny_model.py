@@ -21,7 +21,9 @@ DESIGN
   writes) -- TinyStories covers the other way round.
 
   Output: OUT/<name>/f32/ (F32 safetensors) and OUT/<name>/bf16/ (the same
-  weights rounded to BF16), each with config.json.  A stamp file holds a
+  weights rounded to BF16), each with config.json.  The f32 folders of the
+  models in SHARDED are split in two shards with a
+  model.safetensors.index.json, as large HF checkpoints are.  A stamp file holds a
   hash of the spec and of this generator's source; folders are rebuilt only when it
   changes.  OUT is a build directory (default build/tiny-models), never
   committed.
@@ -33,6 +35,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 import sys
 import zlib
 
@@ -45,6 +48,8 @@ import safetensors_np  # noqa: E402
 
 GENERATOR_VERSION = 1
 VOCAB = 512
+# models whose f32 folder is written as two shards + model.safetensors.index.json
+SHARDED = {"mistral-sw"}
 
 # name -> (base config relative to $SGLC_SHARED/models, overrides, notes)
 SPECS = {
@@ -163,6 +168,23 @@ def make_weights(name, cfg):
     return t
 
 
+def write_sharded(d, weights, tag):
+    """Two shards (embeddings + layer 0 | the rest) and the HF index file."""
+    names = sorted(weights)
+    first = [n for n in names if n.startswith("model.embed_tokens") or n.startswith("model.layers.0.")]
+    shards = [first, [n for n in names if n not in first]]
+    weight_map, total = {}, 0
+    for i, part in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        safetensors_np.write(os.path.join(d, fname), {n: weights[n] for n in part}, dtype=tag,
+                             metadata={"format": "pt"})
+        for n in part:
+            weight_map[n] = fname
+            total += weights[n].size * (4 if tag == "F32" else 2)
+    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
 def build(name, out_root, shared):
     base_rel, overrides, _ = SPECS[name]
     base_path = os.path.join(shared, "models", base_rel)
@@ -183,13 +205,17 @@ def build(name, out_root, shared):
     weights = make_weights(name, cfg)
     for sub, tag, tdt in (("f32", "F32", "float32"), ("bf16", "BF16", "bfloat16")):
         sd = os.path.join(d, sub)
-        os.makedirs(sd, exist_ok=True)
+        shutil.rmtree(sd, ignore_errors=True)  # no stale shards from an older layout
+        os.makedirs(sd)
         c = dict(cfg, torch_dtype=tdt)
         c["_sglc_tiny_model"] = {"name": name, "base": base_rel, "note": SPECS[name][2]}
         with open(os.path.join(sd, "config.json"), "w") as f:
             json.dump(c, f, indent=2)
-        safetensors_np.write(os.path.join(sd, "model.safetensors"), weights, dtype=tag,
-                             metadata={"format": "pt"})
+        if sub == "f32" and name in SHARDED:
+            write_sharded(sd, weights, tag)
+        else:
+            safetensors_np.write(os.path.join(sd, "model.safetensors"), weights, dtype=tag,
+                                 metadata={"format": "pt"})
     with open(stamp_path, "w") as f:
         f.write(stamp + "\n")
     return d, True

@@ -107,6 +107,7 @@ class Config:
             rs = dict(rs)
             rs["rope_type"] = rs.get("rope_type", rs.get("type", "default"))
         self.rope_scaling = rs
+        self.dynamic_mode = "hf"  # or "static" (vLLM/SGLang), see rope_parameters
 
         a = self.arch
         ab = bool(g("attention_bias", False))
@@ -144,7 +145,10 @@ def rope_parameters(cfg, seq_len=None):
     only "dynamic" uses it.  Follows transformers' modeling_rope_utils:
       linear   inv_freq / factor
       dynamic  base' = base * (factor*L/M - (factor-1)) ** (d/(d-2)),
-               L = max(seq_len, M), M = max_position_embeddings
+               L = max(seq_len, M), M = max_position_embeddings (HF).
+               cfg.dynamic_mode "static" instead fixes L = M*factor for all
+               positions, as vLLM/SGLang's DynamicNTKScalingRotaryEmbedding
+               does (not what the golden tests check).
       llama3   wavelength bands with low/high_freq_factor and
                original_max_position_embeddings
       yarn     NTK-by-parts blend, beta_fast/beta_slow (32/1), truncate
@@ -167,6 +171,8 @@ def rope_parameters(cfg, seq_len=None):
     if rtype == "dynamic":
         m = cfg.max_pos
         L = seq_len if (seq_len is not None and seq_len > m) else m
+        if cfg.dynamic_mode == "static":
+            L = m * factor
         base2 = base * ((factor * L / m) - (factor - 1)) ** (dim / (dim - 2))
         return _default_inv_freq(base2, dim), 1.0
     if rtype == "llama3":
@@ -266,13 +272,15 @@ def load_state(model_dir):
 class Model:
     """Weights in f32 (optionally rounded to bf16) plus the forward pass."""
 
-    def __init__(self, model_dir, dtype="float32", compute="float32", config_override=None):
+    def __init__(self, model_dir, dtype="float32", compute="float32", config_override=None,
+                 dynamic_mode="hf"):
         """config_override: dict merged into config.json (tests use it to
         switch a feature off and check that the comparison would notice)."""
         with open(os.path.join(model_dir, "config.json")) as f:
             raw = json.load(f)
         raw.update(config_override or {})
         self.cfg = cfg = Config(raw)
+        cfg.dynamic_mode = dynamic_mode
         self.cdt = torch.float64 if compute == "float64" else torch.float32
         st = load_state(model_dir)
         emb, head = "model.embed_tokens.weight", "lm_head.weight"
@@ -478,13 +486,16 @@ def main(argv=None):
     ap.add_argument("--dump-logits")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dynamic-rope", choices=["hf", "static"], default="hf",
+                    help="rope_scaling dynamic: per-call seq_len like transformers (default) "
+                         "or fixed max_position_embeddings*factor like vLLM/SGLang")
     a = ap.parse_args(argv)
     try:
         if a.temperature != 0:
             raise RefError("only --temperature 0 (greedy) is supported")
         torch.set_num_threads(a.threads)
         ids = parse_ids(a.input_ids)
-        m = Model(a.model_path, a.dtype, a.compute)
+        m = Model(a.model_path, a.dtype, a.compute, dynamic_mode=a.dynamic_rope)
         bad = [i for i in ids if not 0 <= i < m.cfg.vocab]
         if bad:
             raise RefError(f"input id {bad[0]} outside vocab of {m.cfg.vocab}")
