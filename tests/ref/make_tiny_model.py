@@ -70,9 +70,11 @@ SPECS = {
                      dict(rope_scaling={"type": "linear", "factor": 4.0},
                           tie_word_embeddings=False),
                      "rope_scaling linear (legacy 'type' key), untied"),
-    # dynamic NTK: max_position_embeddings 32 so a 64-token prompt triggers it
+    # dynamic NTK: max_position_embeddings 32 so a 64-token prompt triggers
+    # it; factor 4 so that SGLang-style context length (max_position *
+    # factor = 128) still fits prompt + 32 new tokens
     "llama-dynamic": ("TinyStories-656K/config.json",
-                      dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+                      dict(rope_scaling={"rope_type": "dynamic", "factor": 4.0},
                            max_position_embeddings=32),
                       "rope_scaling dynamic, prompt longer than max_position_embeddings"),
     # yarn: factor 4 over original 256 (max_position_embeddings = factor * orig)
