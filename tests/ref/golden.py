@@ -16,8 +16,9 @@ DESIGN
 
   Sub-commands (one per tests/scripts/test_*.sh):
     tinystories  TinyStories-656K (real weights): 100 greedy ids from BOS
-                 and 61-token prompt logits, f32.
-    arch         every tiny model of make_tiny_model.py: 64-token prompt
+                 and 61-token prompt logits, f32 (1e-4); the same logits
+                 with --dtype bfloat16 (2e-2).
+    arch         every tiny model of make_tiny_model.py (--only a,b to pick): 64-token prompt
                  logits (f32 1e-4; bf16 weights with f32 compute 1e-4; bf16
                  2e-2) and 32 greedy ids (f32).  Before comparing, checks
                  that switching the model's feature off in the reference
@@ -142,12 +143,15 @@ def cmd_tinystories(a):
     report(ref_ids[:6] == doc, f"reference greedy from BOS begins {ref_ids[:6]} (documented {doc})")
     prompt = [1] + ref_ids[:60]
     ref_logits, _ = m.generate(prompt, 1, ignore_eos=True)
+    ref_bf16, _ = torch_ref.Model(d, "bfloat16").generate(prompt, 1, ignore_eos=True)
 
     def go():
         ids, _ = run_sglc(a.sglc, d, [1], 100, "float32", dump=False)
         check_ids("tinystories f32 from BOS", ids, ref_ids)
         _, lg = run_sglc(a.sglc, d, prompt, 1, "float32")
         check_logits("tinystories f32 61-token prompt", lg, ref_logits, F32_TOL)
+        _, lg = run_sglc(a.sglc, d, prompt, 1, "bfloat16")
+        check_logits("tinystories bf16 61-token prompt", lg, ref_bf16, BF16_TOL)
     guard("tinystories", go)
 
 
@@ -155,6 +159,12 @@ def _no_qkv_bias(m):
     for L in m.layers:
         for k in ("bq", "bk", "bv"):
             L[k] = L[k] * 0
+
+
+def _no_attn_bias(m):
+    _no_qkv_bias(m)
+    for L in m.layers:
+        L["bo"] = L["bo"] * 0
 
 
 def _no_qk_norm(m):
@@ -168,6 +178,7 @@ ABLATE = {
     "llama-linear": ("rope_scaling", {"rope_scaling": None}, None),
     "llama-dynamic": ("rope_scaling", {"rope_scaling": None}, None),
     "llama-yarn": ("rope_scaling", {"rope_scaling": None}, None),
+    "llama-bias": ("q/k/v/o bias", None, _no_attn_bias),
     "mistral-sw": ("sliding_window", {"sliding_window": None}, None),
     "qwen2": ("q/k/v bias", None, _no_qkv_bias),
     "qwen3": ("q/k norm", None, _no_qk_norm),

@@ -83,6 +83,12 @@ SPECS = {
                                       "original_max_position_embeddings": 256},
                         max_position_embeddings=1024),
                    "rope_scaling yarn (attention factor 1+0.1 ln 4)"),
+    # SmolLM2-135M (llama, GQA 3:1, tied, theta 1e5) with attention_bias:
+    # HF Llama then has q, k, v AND o_proj biases
+    "llama-bias": ("configs/HuggingFaceTB__SmolLM2-135M-Instruct/config.json",
+                   dict(hidden_size=96, num_attention_heads=6, num_key_value_heads=2,
+                        intermediate_size=256, attention_bias=True),
+                   "attention_bias: q/k/v/o biases"),
     # Mistral (Minueza-32M config): GQA 3:1, untied, sliding window 16
     "mistral-sw": ("tokenizers/mistral-chatml/config.json",
                    dict(hidden_size=96, num_attention_heads=6, num_key_value_heads=2,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Golden: tiny random-weight models (tests/ref/make_tiny_model.py, cached in
-# build/tiny-models) for llama (rope llama3 / linear / dynamic / yarn),
+# build/tiny-models) for llama (rope llama3 / linear / dynamic / yarn; q/k/v/o
+# bias with attention_bias),
 # mistral (sliding window 16 < 64-token prompt), qwen2 (q/k/v bias) and
 # qwen3 (qk-norm, head_dim != hidden/heads).  Per model: 64-token prompt
 # logits within 1e-4 (f32, and bf16 weights with f32 compute) and 2e-2
