@@ -167,21 +167,37 @@ def _no_attn_bias(m):
         L["bo"] = L["bo"] * 0
 
 
+def _static_dynamic_ntk(m):
+    m.cfg.dynamic_mode = "static"
+
+
+def _yarn_no_attention_factor(m):
+    m.cfg.rope_scaling["attention_factor"] = 1.0
+
+
 def _no_qk_norm(m):
     m.cfg.qk_norm = False
 
 
-# feature switched off in the reference for the sensitivity check:
-# name -> (feature, config.json override, function applied to the Model)
+# variants of the reference for the sensitivity check (feature off or done
+# the wrong way):
+# name -> (feature, config.json override, function applied to the Model),
+# or a list of such triples
 ABLATE = {
-    "llama3": ("rope_scaling", {"rope_scaling": None}, None),
-    "llama-linear": ("rope_scaling", {"rope_scaling": None}, None),
-    "llama-dynamic": ("rope_scaling", {"rope_scaling": None}, None),
-    "llama-yarn": ("rope_scaling", {"rope_scaling": None}, None),
-    "llama-bias": ("q/k/v/o bias", None, _no_attn_bias),
-    "mistral-sw": ("sliding_window", {"sliding_window": None}, None),
-    "qwen2": ("q/k/v bias", None, _no_qkv_bias),
-    "qwen3": ("q/k norm", None, _no_qk_norm),
+    "llama3": ("without rope_scaling", {"rope_scaling": None}, None),
+    "llama-linear": ("without rope_scaling", {"rope_scaling": None}, None),
+    "llama-dynamic": [("without rope_scaling", {"rope_scaling": None}, None),
+                      ("with a static NTK base (vLLM/SGLang) instead of HF's per-call one", None,
+                       _static_dynamic_ntk)],
+    "llama-yarn": [("without rope_scaling", {"rope_scaling": None}, None),
+                   ("without the yarn attention factor", None, _yarn_no_attention_factor)],
+    "llama-bias": ("without q/k/v/o bias", None, _no_attn_bias),
+    "mistral-sw": [("without sliding_window", {"sliding_window": None}, None),
+                   ("with W+1 keys in the window instead of W", {"sliding_window": 17}, None)],
+    "qwen2": ("without q/k/v bias", None, _no_qkv_bias),
+    "qwen2-sw": [("without use_sliding_window", {"use_sliding_window": False}, None),
+                 ("with the window on every layer", {"max_window_layers": 0}, None)],
+    "qwen3": ("without q/k norm", None, _no_qk_norm),
 }
 
 
@@ -197,14 +213,14 @@ def cmd_arch(a):
         m = torch_ref.Model(f32_dir, "float32")
         ref_logits, ref_ids = m.generate(prompt, n_new, ignore_eos=True)
         ref_bf16, _ = torch_ref.Model(bf16_dir, "bfloat16").generate(prompt, 1, ignore_eos=True)
-        if name in ABLATE:
-            feat, override, fn = ABLATE[name]
+        abl_list = ABLATE.get(name, [])
+        for feat, override, fn in (abl_list if isinstance(abl_list, list) else [abl_list]):
             am = torch_ref.Model(f32_dir, "float32", config_override=override)
             if fn:
                 fn(am)
             abl, _ = am.generate(prompt, 1, ignore_eos=True)
             e = rel_err(abl, ref_logits)
-            report(e > 100 * F32_TOL, f"{name}: reference without {feat} differs by {e:.3g} "
+            report(e > 100 * F32_TOL, f"{name}: reference {feat} differs by {e:.3g} "
                                       f"(> {100 * F32_TOL:g} needed for the test to bite)")
         if a.ref_only:
             print(f"     {name}: ref ids {ref_ids[:12]}...")

@@ -99,6 +99,12 @@ SPECS = {
               dict(hidden_size=112, num_attention_heads=7, num_key_value_heads=1,
                    intermediate_size=320),
               "q/k/v bias"),
+    # Qwen2.5 with use_sliding_window: layer 0 full, layer 1 windowed (16)
+    "qwen2-sw": ("configs/Qwen__Qwen2.5-0.5B-Instruct/config.json",
+                 dict(hidden_size=112, num_attention_heads=7, num_key_value_heads=1,
+                      intermediate_size=320, use_sliding_window=True, sliding_window=16,
+                      max_window_layers=1),
+                 "use_sliding_window: window 16 on layers >= max_window_layers=1"),
     # Qwen3-0.6B: GQA 2:1, qk-norm, head_dim 32 with hidden 64 (q dim 128)
     "qwen3": ("configs/Qwen__Qwen3-0.6B/config.json",
               dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
