@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Golden: tiny random-weight models (tests/ref/make_tiny_model.py, cached in
-# build/tiny-models) for llama (rope llama3 / linear / dynamic / yarn; q/k/v/o
-# bias with attention_bias),
-# mistral (sliding window 16 < 64-token prompt), qwen2 (q/k/v bias; and
-# use_sliding_window on layers >= max_window_layers) and qwen3 (qk-norm, head_dim != hidden/heads).  Per model: 64-token prompt
-# logits within 1e-4 (f32, and bf16 weights with f32 compute) and 2e-2
-# (bf16), 32 greedy ids identical in f32.
+# Golden: tiny random-weight models (tests/ref/make_tiny_model.py, cached
+# in build/tiny-models): llama (rope llama3 / linear / dynamic / yarn;
+# attention_bias = q/k/v/o bias), mistral (sliding window 16 < 64-token
+# prompt, sharded f32 folder), qwen2 (q/k/v bias; use_sliding_window on
+# layers >= max_window_layers), qwen3 (qk-norm, head_dim != hidden/heads).
+# Per model: 64-token prompt logits within 1e-4 (f32, and bf16 weights with
+# f32 compute) and 2e-2 (bf16); 32 greedy ids identical in f32.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/TinyStories-656K/config.json \
