@@ -16,6 +16,8 @@
 
 #include "model/arch.h"
 #include "util/dtype.h"
+#include "util/log.h"
+#include <strings.h>
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -315,11 +317,18 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     int derived = derive_context_length(c, root);
     if (context_length > 0) {
         if (context_length > derived) {
-            seterr(err, errlen,
-                   "--context-length %d is longer than the model's context length %d (derived "
-                   "from max_position_embeddings and rope_scaling)",
-                   context_length, derived);
-            goto out;
+            /* SGLang refuses this unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set */
+            const char *allow = getenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN");
+            if (!allow || !*allow || !strcmp(allow, "0") || !strcasecmp(allow, "false")) {
+                seterr(err, errlen,
+                       "--context-length %d is longer than the model's context length %d "
+                       "(derived from max_position_embeddings and rope_scaling); set "
+                       "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 to allow it",
+                       context_length, derived);
+                goto out;
+            }
+            log_warn("--context-length %d is greater than the derived context length %d; "
+                     "outputs past it may be wrong", context_length, derived);
         }
         c->context_length = context_length;
     } else {
