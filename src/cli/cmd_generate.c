@@ -298,6 +298,12 @@ int cmd_generate(int argc, char **argv)
     log_info("prefill %d tokens in %.3f s; %d new tokens in %.3f s (%.1f tok/s decode)", n_prompt,
              t_prefill, n_out, e2e - t_prefill,
              n_out > 1 ? (n_out - 1) / (e2e - t_prefill) : 0.0);
+    {
+        size_t rss = model_rss_bytes(), wb = model_weight_bytes(m);
+        log_info("VmRSS after generation %.1f MiB = %.0f%% of weights (%.1f MiB) + KV (%.1f MiB)",
+                 rss / 1048576.0, 100.0 * rss / (double)(wb + kv->bytes), wb / 1048576.0,
+                 kv->bytes / 1048576.0);
+    }
     if (as_json) {
         json_t *root = json_object();
         out_ids = json_array();

@@ -125,6 +125,25 @@ static float round_prec(float v, model_prec p)
     return v;
 }
 
+/* Dummy weights: uniform in [-1e-3, 1e-3) like SGLang's dummy loader, four
+ * 16-bit draws per xorshift64 step so a 1B model fills in about a second. */
+static void fill_dummy(void *buf, dtype dt, size_t n, uint64_t *state, model_prec prec)
+{
+    uint64_t s = *state | 1;
+    for (size_t i = 0; i < n; i += 4) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        for (size_t j = 0; j < 4 && i + j < n; j++) {
+            float u = (float)((s >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
+            float v = -1e-3f + 2e-3f * u;
+            if (dt == DTYPE_BF16) ((uint16_t *)buf)[i + j] = f32_to_bf16(v);
+            else ((float *)buf)[i + j] = round_prec(v, prec);
+        }
+    }
+    *state = s;
+}
+
 /* Find a supported-dtype tensor of the expected shape ((d0) or (d0, d1)
  * when d1 > 0).  NULL (and a note/failure) if absent or malformed. */
 static const st_tensor *find_tensor(loader *L, const char *name, int64_t d0, int64_t d1,
@@ -247,14 +266,7 @@ static void load_mat(loader *L, kern_mat *w, const char *name, int n, int k)
             fail(L, "out of memory for dummy weight '%s' (%zu bytes)", name, count * esz);
             return;
         }
-        if (m->wdt == DTYPE_BF16) {
-            uint16_t *d = buf;
-            for (size_t i = 0; i < count; i++) d[i] = f32_to_bf16(rng_uniform(&L->rng, -1e-3f, 1e-3f));
-        } else {
-            float *d = buf;
-            for (size_t i = 0; i < count; i++)
-                d[i] = round_prec(rng_uniform(&L->rng, -1e-3f, 1e-3f), m->prec);
-        }
+        fill_dummy(buf, m->wdt, count, &L->rng, m->prec);
         if (kern_mat_init(w, buf, m->wdt, n, k, m->wdt, 1)) {
             free(buf);
             fail(L, "cannot prepare dummy weight '%s'", name);
@@ -334,14 +346,7 @@ static void load_embeddings(loader *L)
             fail(L, "out of memory for dummy embeddings");
             return;
         }
-        if (m->wdt == DTYPE_BF16) {
-            uint16_t *d = buf;
-            for (size_t i = 0; i < count; i++) d[i] = f32_to_bf16(rng_uniform(&L->rng, -1e-3f, 1e-3f));
-        } else {
-            float *d = buf;
-            for (size_t i = 0; i < count; i++)
-                d[i] = round_prec(rng_uniform(&L->rng, -1e-3f, 1e-3f), m->prec);
-        }
+        fill_dummy(buf, m->wdt, count, &L->rng, m->prec);
         m->embed = buf;
         m->embed_dt = m->wdt;
         m->weight_bytes += count * esz;
@@ -386,7 +391,9 @@ static void load_embeddings(loader *L)
         m->embed = cpy;
     } else {
         m->embed = te->data;
-        st_mark_keep(&m->st, te);
+        /* Only keep the pages resident when lm_head shares them; otherwise
+         * they are dropped after load and fault back in per token seen. */
+        if (m->lm_head.data == te->data) st_mark_keep(&m->st, te);
     }
     m->embed_dt = (dtype)te->dt;
     if (m->embed != m->lm_head.data) m->weight_bytes += te->nbytes;

@@ -492,6 +492,9 @@ void st_release_unused(st_archive *a)
         for (int i = 0; i < nk; i++) {
             release_range(f, cur, keep[i].begin, page);
             if (keep[i].end > cur) cur = keep[i].end;
+            /* borrowed weights: start reading them in now, not on the first forward */
+            size_t b0 = keep[i].begin / page * page;
+            madvise((char *)f->map + b0, keep[i].end - b0, MADV_WILLNEED);
         }
         /* the tail: round its end up to a page (no kept byte lies beyond) */
         size_t end = (f->map_len + page - 1) / page * page;
