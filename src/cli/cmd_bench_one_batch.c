@@ -124,7 +124,8 @@ static int run_once(model *m, tpool *pool, dtype kv_dt, int B, int I, int O, uin
         }
     }
     start[B] = B * I;
-    if (model_reserve(m, B * I, L, tpool_size(pool))) goto out;
+    if (model_reserve(m, B * I < MODEL_DEFAULT_CHUNK ? B * I : MODEL_DEFAULT_CHUNK, L, tpool_size(pool)))
+        goto out;
     model_batch b = {.n_tokens = B * I, .tokens = tokens, .positions = pos, .n_seqs = B,
                      .seq_start = start, .seq_kv_len = kvl, .seq_slots = sl, .n_logits = B,
                      .logit_rows = rows};

@@ -44,6 +44,8 @@ struct model {
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 
+    int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
+
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
     void *scratch_mem;                 /* owned, holds all of the below */

@@ -512,10 +512,11 @@ static void test_tied_embed_only(void **state)
 
 /* Several sequences with different cached prefixes in one call give the
  * same logits as running each sequence alone, token by token. */
-static void batched_vs_single(int wdt, dtype kv_dt, float tol)
+static void batched_vs_single(int wdt, dtype kv_dt, float tol, int chunk, int reverse)
 {
     model *m = load_tinystories(wdt);
     if (!m) skip();
+    model_set_chunk_tokens(m, chunk);
     const model_config *c = model_get_config(m);
     int V = c->vocab_size;
     enum { NS = 4 };
@@ -576,12 +577,13 @@ static void batched_vs_single(int wdt, dtype kv_dt, float tol)
         for (int i = 0; i < n_new[s]; i++) {
             tk[nt] = toks[s][prefix[s] + i];
             pos[nt] = prefix[s] + i;
-            rows[nt] = nt;
             nt++;
         }
         kvl[s] = total[s];
     }
     start[NS] = nt;
+    /* reverse != 0: logit rows in a scrambled order (5 is coprime with nt = 12) */
+    for (int r = 0; r < nt; r++) rows[r] = reverse ? (r * 5) % nt : r;
     float *got = malloc(sizeof(float) * (size_t)nt * V);
     model_batch b2 = {.n_tokens = nt, .tokens = tk, .positions = pos, .n_seqs = NS,
                       .seq_start = start, .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nt,
@@ -590,7 +592,9 @@ static void batched_vs_single(int wdt, dtype kv_dt, float tol)
     float worst = 0;
     for (int s = 0; s < NS; s++)
         for (int i = 0; i < n_new[s]; i++) {
-            const float *g = got + (size_t)(start[s] + i) * V;
+            int row = start[s] + i, li = 0;
+            while (rows[li] != row) li++;
+            const float *g = got + (size_t)li * V;
             const float *r = ref + ((size_t)s * 16 + prefix[s] + i) * V;
             for (int v = 0; v < V; v++) {
                 float d = fabsf(g[v] - r[v]);
@@ -609,16 +613,25 @@ static void batched_vs_single(int wdt, dtype kv_dt, float tol)
 static void test_batched_equals_single_f32(void **state)
 {
     (void)state;
-    batched_vs_single(DTYPE_F32, DTYPE_F32, 1e-5f);
+    batched_vs_single(DTYPE_F32, DTYPE_F32, 1e-5f, 0, 0);
 }
 
 static void test_batched_equals_single_bf16(void **state)
 {
     (void)state;
-    batched_vs_single(DTYPE_BF16, DTYPE_BF16, 1e-5f);
+    batched_vs_single(DTYPE_BF16, DTYPE_BF16, 1e-5f, 0, 0);
 }
 
 /* Dummy weights from a real config (shrunk by overrides to stay quick). */
+/* Batches bigger than the chunk size run as several passes (chunked
+ * prefill), with logit rows in any order. */
+static void test_batched_chunked(void **state)
+{
+    (void)state;
+    batched_vs_single(DTYPE_F32, DTYPE_F32, 1e-5f, 3, 0);
+    batched_vs_single(DTYPE_F32, DTYPE_BF16, 1e-5f, 4, 1);
+}
+
 static void test_dummy_real_config(void **state)
 {
     (void)state;
@@ -698,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_tied_embed_only),
         cmocka_unit_test(test_batched_equals_single_f32),
         cmocka_unit_test(test_batched_equals_single_bf16),
+        cmocka_unit_test(test_batched_chunked),
         cmocka_unit_test(test_dummy_real_config),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
