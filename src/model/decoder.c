@@ -35,8 +35,11 @@ void model_embed_row(const model *m, int token, float *out)
 {
     int H = m->cfg.hidden_size;
     size_t esz = dtype_size(m->embed_dt);
-    dtype_to_f32(out, (const char *)m->embed + (size_t)token * H * esz, m->embed_dt, (size_t)H);
-    if (m->prec == MODEL_PREC_BF16 && m->embed_dt != DTYPE_BF16)
+    if (!m->embed) model_dummy_embed_row(m, token, out);
+    else dtype_to_f32(out, (const char *)m->embed + (size_t)token * H * esz, m->embed_dt, (size_t)H);
+    if (!m->embed) {
+        /* already rounded */
+    } else if (m->prec == MODEL_PREC_BF16 && m->embed_dt != DTYPE_BF16)
         for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
     else if (m->prec == MODEL_PREC_F16 && m->embed_dt != DTYPE_F16)
         for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
@@ -237,7 +240,7 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        kern_matmul(m->xn, m->att, T, &l->wo, NULL, ith, nth, scr); /* (T, H), stride H */
+        kern_matmul(m->xn, m->att, T, &l->wo, l->bo, ith, nth, scr); /* (T, H) */
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
@@ -246,8 +249,8 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* MLP slot (dense gated) */
-        kern_matmul(m->gate, m->xn, T, &l->wgate, NULL, ith, nth, scr);
-        kern_matmul(m->up, m->xn, T, &l->wup, NULL, ith, nth, scr);
+        kern_matmul(m->gate, m->xn, T, &l->wgate, l->bgate, ith, nth, scr);
+        kern_matmul(m->up, m->xn, T, &l->wup, l->bup, ith, nth, scr);
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -256,7 +259,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        kern_matmul(m->xn, m->gate, T, &l->wdown, NULL, ith, nth, scr);
+        kern_matmul(m->xn, m->gate, T, &l->wdown, l->bdown, ith, nth, scr);
         tpool_barrier(cx->pool);
     }
     /* last residual add, final norm of the rows that need logits */
