@@ -231,6 +231,15 @@ int cmd_bench_one_batch(int argc, char **argv)
     model *m = cli_model_load(&mo);
     if (!m) return 1;
     const model_config *c = model_get_config(m);
+    for (int x = 0; x < nbs; x++)
+        for (int a = 0; a < nil; a++)
+            for (int o = 0; o < nol; o++)
+                if ((long long)bs[x] * (il[a] + ol[o]) > (1LL << 28)) {
+                    fprintf(stderr, "error: batch %d x (%d + %d) tokens is too large\n", bs[x],
+                            il[a], ol[o]);
+                    model_free(m);
+                    return 2;
+                }
     for (int a = 0; a < nil; a++)
         for (int o = 0; o < nol; o++)
             if (il[a] + ol[o] > c->context_length) {
