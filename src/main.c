@@ -14,6 +14,8 @@ typedef struct command {
 static const command commands[] = {
     {"version", cmd_version, "print the version"},
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
+    {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
+    {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
 };
 
 static void usage(FILE *f)

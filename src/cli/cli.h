@@ -7,5 +7,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_cpu_info(int argc, char **argv);
+int cmd_server_args(int argc, char **argv);
+int cmd_download(int argc, char **argv);
 
 #endif
