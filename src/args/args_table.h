@@ -88,8 +88,13 @@ X(port, INT, "--port", "30000", NULL, HTTP, SUPPORTED, "The port of the HTTP ser
 X(skip_server_warmup, BOOL, "--skip-server-warmup", "false", NULL, HTTP, NOT_YET, "If set, skip warmup.") \
 X(warmups, STR, "--warmups", NULL, NULL, HTTP, NOT_YET, "Comma-separated custom warmup functions to run before the server starts.") \
 X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
-X(fastapi_root_path, STR, "--fastapi-root-path", NULL, NULL, HTTP, NOT_YET, "App is behind a path-based routing proxy (root path prefix).") \
+X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, NOT_YET, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
+X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, NOT_YET, "The SSL key file path for HTTPS.") \
+X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, NOT_YET, "The SSL certificate file path for HTTPS.") \
+X(ssl_ca_certs, STR, "--ssl-ca-certs", NULL, NULL, HTTP, NOT_YET, "The CA certificates file for verifying client certificates.") \
+X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, NOT_YET, "The password of the SSL key file.") \
+X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET, "Reload SSL certificates when the files change.") \
 /* ---- Quantization and data type ---- */ \
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \
 X(quantization, STR, "--quantization", NULL, NULL, QUANT, NOT_YET, "The quantization method.") \
@@ -112,6 +117,8 @@ X(chunked_prefill_size, INT, "--chunked-prefill-size", NULL, NULL, MEMSCHED, SUP
 X(max_prefill_tokens, INT, "--max-prefill-tokens", "16384", NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a prefill batch.") \
 X(schedule_policy, CHOICE, "--schedule-policy", "fcfs", "fcfs|lpm", MEMSCHED, SUPPORTED, "The scheduling policy of the requests (fcfs: first come first served; lpm: longest cached prefix first).") \
 X(enable_priority_scheduling, BOOL, "--enable-priority-scheduling", "false", NULL, MEMSCHED, NOT_YET, "Enable priority scheduling.") \
+X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, NOT_YET, "Disable preemption of running requests by higher-priority ones.") \
+X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, NOT_YET, "Priority given to requests that set none.") \
 X(schedule_low_priority_values_first, BOOL, "--schedule-low-priority-values-first", "false", NULL, MEMSCHED, NOT_YET, "Schedule requests with lower priority values first.") \
 X(priority_scheduling_preemption_threshold, INT, "--priority-scheduling-preemption-threshold", "10", NULL, MEMSCHED, NOT_YET, "Minimum priority difference for a request to preempt a running one.") \
 X(schedule_conservativeness, FLOAT, "--schedule-conservativeness", "1.0", NULL, MEMSCHED, NOT_YET, "How conservative the schedule policy is; larger is more conservative.") \
@@ -133,9 +140,11 @@ X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, NOT_YE
 X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The attention context parallelism size.") \
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
 X(pp_max_micro_batch_size, INT, "--pp-max-micro-batch-size", NULL, NULL, RUNTIME, NOT_YET, "The maximum micro batch size in pipeline parallelism.") \
-X(pp_async_batch_depth, INT, "--pp-async-batch-depth", NULL, NULL, RUNTIME, NOT_YET, "The async batch depth of pipeline parallelism.") \
+X(pp_async_batch_depth, INT, "--pp-async-batch-depth", "0", NULL, RUNTIME, NOT_YET, "The async batch depth of pipeline parallelism.") \
 X(stream_interval, INT, "--stream-interval", "1", NULL, RUNTIME, NOT_YET, "The interval (in tokens) for streaming.") \
 X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false", NULL, RUNTIME, NOT_YET, "Stream output as disjoint segments.") \
+X(enable_streaming_session, BOOL, "--enable-streaming-session", "false", NULL, RUNTIME, NOT_YET, "Enable streaming sessions.") \
+X(use_ray, BOOL, "--use-ray", "false", NULL, RUNTIME, NOT_YET, "Launch the scheduler processes with Ray.") \
 X(random_seed, INT, "--random-seed", NULL, NULL, RUNTIME, SUPPORTED, "The random seed (default: chosen at start-up).") \
 X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, NOT_YET, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
 X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, NOT_YET, "Disallow any whitespace in JSON constrained output.") \
@@ -154,10 +163,12 @@ X(log_requests, BOOL, "--log-requests", "false", NULL, LOGGING, NOT_YET, "Log me
 X(log_requests_level, INT, "--log-requests-level", "2", "0|1|2|3", LOGGING, NOT_YET, "Verbosity of request logging: 0 metadata only ... 3 everything.") \
 X(log_requests_format, CHOICE, "--log-requests-format", "text", "text|json", LOGGING, NOT_YET, "Format for request logging.") \
 X(crash_dump_folder, STR, "--crash-dump-folder", NULL, NULL, LOGGING, NOT_YET, "Folder to dump requests from the last minutes before a crash.") \
+X(show_time_cost, BOOL, "--show-time-cost", "false", NULL, LOGGING, NOT_YET, "Show time cost of custom marks.") \
 X(enable_metrics, BOOL, "--enable-metrics", "false", NULL, LOGGING, NOT_YET, "Enable Prometheus metrics at /metrics.") \
 X(enable_metrics_for_all_schedulers, BOOL, "--enable-metrics-for-all-schedulers", "false", NULL, LOGGING, NOT_YET, "Record metrics on all TP ranks.") \
 X(tokenizer_metrics_custom_labels_header, STR, "--tokenizer-metrics-custom-labels-header", "x-custom-labels", NULL, LOGGING, NOT_YET, "HTTP header carrying custom metric labels.") \
 X(tokenizer_metrics_allowed_custom_labels, LIST_STR, "--tokenizer-metrics-allowed-custom-labels", NULL, NULL, LOGGING, NOT_YET, "The custom labels allowed for tokenizer metrics.") \
+X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, NOT_YET, "Extra constant labels for all metrics (JSON object).") \
 X(bucket_time_to_first_token, LIST_FLOAT, "--bucket-time-to-first-token", NULL, NULL, LOGGING, NOT_YET, "Buckets of the time-to-first-token histogram.") \
 X(bucket_inter_token_latency, LIST_FLOAT, "--bucket-inter-token-latency", NULL, NULL, LOGGING, NOT_YET, "Buckets of the inter-token latency histogram.") \
 X(bucket_e2e_request_latency, LIST_FLOAT, "--bucket-e2e-request-latency", NULL, NULL, LOGGING, NOT_YET, "Buckets of the end-to-end request latency histogram.") \
@@ -169,7 +180,7 @@ X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, NOT_YE
 X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, NOT_YET, "Enable per-request time stats logging.") \
 X(kv_events_config, STR, "--kv-events-config", NULL, NULL, LOGGING, NOT_YET, "Config in JSON for KV cache event publishing.") \
 X(enable_trace, BOOL, "--enable-trace", "false", NULL, LOGGING, NOT_YET, "Enable OpenTelemetry tracing.") \
-X(oltp_traces_endpoint, STR, "--oltp-traces-endpoint", "localhost:4317", NULL, LOGGING, NOT_YET, "OpenTelemetry collector endpoint (host:port).") \
+X(otlp_traces_endpoint, STR, "--otlp-traces-endpoint --oltp-traces-endpoint", "localhost:4317", NULL, LOGGING, NOT_YET, "OpenTelemetry collector endpoint (host:port).") \
 X(log_requests_target, STR, "--log-requests-target", NULL, NULL, LOGGING, NOT_YET, "Where request logs go (stdout or a folder).") \
 X(uvicorn_access_log_exclude_prefixes, LIST_STR, "--uvicorn-access-log-exclude-prefixes", "[]", NULL, LOGGING, NOT_YET, "Path prefixes excluded from the HTTP access log.") \
 /* ---- RequestMetricsExporter configuration ---- */ \
@@ -183,6 +194,7 @@ X(weight_version, STR, "--weight-version", "default", NULL, API, NOT_YET, "Versi
 X(chat_template, STR, "--chat-template", NULL, NULL, API, SUPPORTED, "The builtin chat template name or the path of a chat template file (default: the tokenizer's).") \
 X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, NOT_YET, "Name of the chat template to pick when the tokenizer has several.") \
 X(completion_template, STR, "--completion-template", NULL, NULL, API, NOT_YET, "The builtin completion template name or a file path (code completion).") \
+X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NOT_YET, "The path of the file storage in the backend.") \
 X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, NOT_YET, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
 X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, NOT_YET, "The reasoning parser of the model.") \
 X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen3_coder", API, NOT_YET, "The tool-call parser of the model.") \
@@ -218,6 +230,11 @@ X(mm_attention_backend, STR, "--mm-attention-backend", NULL, NULL, KERNEL, NOT_Y
 X(nsa_prefill_backend, STR, "--nsa-prefill-backend", "flashmla_sparse", NULL, KERNEL, NOT_YET, "The NSA prefill backend.") \
 X(nsa_decode_backend, STR, "--nsa-decode-backend", "fa3", NULL, KERNEL, NOT_YET, "The NSA decode backend.") \
 X(fp8_gemm_runner_backend, STR, "--fp8-gemm-backend", "auto", NULL, KERNEL, NOT_YET, "The FP8 GEMM backend.") \
+X(fp4_gemm_runner_backend, STR, "--fp4-gemm-backend", "auto", NULL, KERNEL, NOT_YET, "The FP4 GEMM backend.") \
+X(mamba_backend, STR, "--mamba-backend", "triton", NULL, KERNEL, NOT_YET, "The kernel backend of mamba layers.") \
+X(linear_attn_backend, STR, "--linear-attn-backend", "triton", NULL, KERNEL, NOT_YET, "The kernel backend of linear attention layers.") \
+X(linear_attn_decode_backend, STR, "--linear-attn-decode-backend", NULL, NULL, KERNEL, NOT_YET, "The linear attention backend for decode.") \
+X(linear_attn_prefill_backend, STR, "--linear-attn-prefill-backend", NULL, NULL, KERNEL, NOT_YET, "The linear attention backend for prefill.") \
 X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", NULL, KERNEL, NOT_YET, "Disable FlashInfer autotuning.") \
 /* ---- Speculative decoding ---- */ \
 X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, NOT_YET, "The speculative decoding algorithm.") \
@@ -235,13 +252,14 @@ X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL,
 X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, NOT_YET, "MoE all-to-all backend for the draft model.") \
 X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, NOT_YET, "Attention backend for the draft model.") \
 X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, NOT_YET, "Quantization method of the draft model.") \
+X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \
 /* ---- Ngram speculative decoding ---- */ \
 X(speculative_ngram_min_match_window_size, INT, "--speculative-ngram-min-match-window-size", "1", NULL, NGRAM, NOT_YET, "Minimum window size for pattern matching.") \
 X(speculative_ngram_max_match_window_size, INT, "--speculative-ngram-max-match-window-size", "12", NULL, NGRAM, NOT_YET, "Maximum window size for pattern matching.") \
 X(speculative_ngram_min_bfs_breadth, INT, "--speculative-ngram-min-bfs-breadth", "1", NULL, NGRAM, NOT_YET, "Minimum BFS breadth.") \
 X(speculative_ngram_max_bfs_breadth, INT, "--speculative-ngram-max-bfs-breadth", "10", NULL, NGRAM, NOT_YET, "Maximum BFS breadth.") \
 X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS", "BFS|PROB", NGRAM, NOT_YET, "BFS uses recency-based expansion; PROB uses frequency-based expansion.") \
-X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth", "18", NULL, NGRAM, NOT_YET, "Maximum depth of the n-gram trie.") \
+X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, NOT_YET, "Maximum depth of the n-gram trie.") \
 X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, NOT_YET, "Cache capacity of the n-gram trie.") \
 /* ---- Expert parallelism ---- */ \
 X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, NOT_YET, "The expert parallelism size.") \
@@ -249,13 +267,14 @@ X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuse
 X(moe_runner_backend, CHOICE, "--moe-runner-backend", "auto", "auto|triton", EP, NOT_YET, "The runner backend for MoE.") \
 X(flashinfer_mxfp4_moe_precision, CHOICE, "--flashinfer-mxfp4-moe-precision", "default", "default|bf16", EP, NOT_YET, "Computation precision of the FlashInfer MXFP4 MoE.") \
 X(enable_flashinfer_allreduce_fusion, BOOL, "--enable-flashinfer-allreduce-fusion", "false", NULL, EP, NOT_YET, "Fuse allreduce with residual RMSNorm.") \
+X(enable_aiter_allreduce_fusion, BOOL, "--enable-aiter-allreduce-fusion", "false", NULL, EP, NOT_YET, "Fuse allreduce with residual RMSNorm on AMD (aiter).") \
 X(deepep_mode, CHOICE, "--deepep-mode", "auto", "normal|low_latency|auto", EP, NOT_YET, "The DeepEP mode.") \
 X(deepep_config, STR, "--deepep-config", NULL, NULL, EP, NOT_YET, "Tuned DeepEP config (JSON string or file).") \
 X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, NOT_YET, "Allocate this number of redundant experts.") \
 X(ep_dispatch_algorithm, CHOICE, "--ep-dispatch-algorithm", NULL, "static|dynamic|fake", EP, NOT_YET, "The algorithm choosing ranks for redundant experts.") \
 X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, NOT_YET, "Initial location of EP experts.") \
 X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, NOT_YET, "Enable the EPLB algorithm.") \
-X(eplb_algorithm, CHOICE, "--eplb-algorithm", "deepseek", "auto|deepseek", EP, NOT_YET, "The EPLB algorithm.") \
+X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, NOT_YET, "The EPLB algorithm.") \
 X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, NOT_YET, "Iterations between automatic EPLB rebalances.") \
 X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, NOT_YET, "Layers to rebalance per forward pass.") \
 X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, NOT_YET, "Minimum GPU balancedness to trigger a rebalance.") \
@@ -264,6 +283,7 @@ X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder
 X(enable_expert_distribution_metrics, BOOL, "--enable-expert-distribution-metrics", "false", NULL, EP, NOT_YET, "Enable logging metrics for expert balancedness.") \
 X(moe_dense_tp_size, INT, "--moe-dense-tp-size", NULL, NULL, EP, NOT_YET, "TP size for MoE dense MLP layers.") \
 X(elastic_ep_backend, CHOICE, "--elastic-ep-backend", NULL, "none|mooncake", EP, NOT_YET, "Collective communication backend for elastic EP.") \
+X(enable_elastic_expert_backup, BOOL, "--enable-elastic-expert-backup", "false", NULL, EP, NOT_YET, "Keep expert weight backups for elastic EP.") \
 X(mooncake_ib_device, STR, "--mooncake-ib-device", NULL, NULL, EP, NOT_YET, "InfiniBand devices for the Mooncake backend.") \
 /* ---- Mamba cache ---- */ \
 X(max_mamba_cache_size, INT, "--max-mamba-cache-size", NULL, NULL, MAMBA, NOT_YET, "The maximum size of the mamba cache.") \
@@ -281,6 +301,8 @@ X(hicache_mem_layout, STR, "--hicache-mem-layout", "layer_first", NULL, HICACHE,
 X(hicache_storage_backend, STR, "--hicache-storage-backend", NULL, NULL, HICACHE, NOT_YET, "The storage backend of the hierarchical cache.") \
 X(hicache_storage_prefetch_policy, CHOICE, "--hicache-storage-prefetch-policy", "best_effort", "best_effort|wait_complete|timeout", HICACHE, NOT_YET, "Control when prefetching from storage stops.") \
 X(hicache_storage_backend_extra_config, STR, "--hicache-storage-backend-extra-config", NULL, NULL, HICACHE, NOT_YET, "Extra config of the storage backend (JSON).") \
+X(disable_hicache_numa_detect, BOOL, "--disable-hicache-numa-detect", "false", NULL, HICACHE, NOT_YET, "Disable NUMA detection for the host KV cache.") \
+X(hierarchical_sparse_attention_extra_config, STR, "--hierarchical-sparse-attention-extra-config", NULL, NULL, HICACHE, NOT_YET, "Extra config of hierarchical sparse attention (JSON).") \
 /* ---- LMCache ---- */ \
 X(enable_lmcache, BOOL, "--enable-lmcache", "false", NULL, LMCACHE, NOT_YET, "Use LMCache as an alternative hierarchical cache.") \
 /* ---- Offloading ---- */ \
@@ -348,6 +370,21 @@ X(enable_layerwise_nvtx_marker, BOOL, "--enable-layerwise-nvtx-marker", "false",
 X(enable_attn_tp_input_scattered, BOOL, "--enable-attn-tp-input-scattered", "false", NULL, OPT, NOT_YET, "Allow input of attention to be scattered across TP ranks.") \
 X(enable_nsa_prefill_context_parallel, BOOL, "--enable-nsa-prefill-context-parallel", "false", NULL, OPT, NOT_YET, "Context parallel for NSA prefill.") \
 X(enable_fused_qk_norm_rope, BOOL, "--enable-fused-qk-norm-rope", "false", NULL, OPT, NOT_YET, "Fuse QK norm and RoPE.") \
+X(disable_outlines_disk_cache, BOOL, "--disable-outlines-disk-cache", "false", NULL, OPT, NOT_YET, "Disable the disk cache of the outlines grammar backend.") \
+X(pre_warm_nccl, BOOL, "--pre-warm-nccl", "false", NULL, OPT, NOT_YET, "Pre-warm NCCL communicators at start-up.") \
+X(disable_piecewise_cuda_graph, BOOL, "--disable-piecewise-cuda-graph", "false", NULL, OPT, NOT_YET, "Disable piecewise CUDA graph.") \
+X(num_continuous_decode_steps, INT, "--num-continuous-decode-steps", "1", NULL, OPT, NOT_YET, "Number of decode steps run back to back before checking the queue.") \
+X(nsa_prefill_cp_mode, STR, "--nsa-prefill-cp-mode", "round-robin-split", NULL, OPT, NOT_YET, "Token split mode of NSA prefill context parallelism.") \
+X(enable_precise_embedding_interpolation, BOOL, "--enable-precise-embedding-interpolation", "false", NULL, OPT, NOT_YET, "Precise position embedding interpolation for vision encoders.") \
+X(enable_fused_moe_sum_all_reduce, BOOL, "--enable-fused-moe-sum-all-reduce", "false", NULL, OPT, NOT_YET, "Fuse the MoE output sum with all-reduce.") \
+X(enable_double_sparsity, BOOL, "--enable-double-sparsity", "false", NULL, OPT, NOT_YET, "Enable double sparsity attention.") \
+X(ds_channel_config_path, STR, "--ds-channel-config-path", NULL, NULL, OPT, NOT_YET, "Double sparsity channel config path.") \
+X(ds_heavy_channel_num, INT, "--ds-heavy-channel-num", "32", NULL, OPT, NOT_YET, "Double sparsity: number of heavy channels.") \
+X(ds_heavy_token_num, INT, "--ds-heavy-token-num", "256", NULL, OPT, NOT_YET, "Double sparsity: number of heavy tokens.") \
+X(ds_heavy_channel_type, STR, "--ds-heavy-channel-type", "qk", NULL, OPT, NOT_YET, "Double sparsity: type of heavy channels.") \
+X(ds_sparse_decode_threshold, INT, "--ds-sparse-decode-threshold", "4096", NULL, OPT, NOT_YET, "Double sparsity: minimum length for sparse decode.") \
+X(dllm_algorithm, STR, "--dllm-algorithm", NULL, NULL, OPT, NOT_YET, "Diffusion LLM decoding algorithm.") \
+X(dllm_algorithm_config, STR, "--dllm-algorithm-config", NULL, NULL, OPT, NOT_YET, "Diffusion LLM algorithm config file.") \
 /* ---- Dynamic batch tokenizer ---- */ \
 X(enable_dynamic_batch_tokenizer, BOOL, "--enable-dynamic-batch-tokenizer", "false", NULL, DYNTOK, NOT_YET, "Enable the async dynamic batch tokenizer.") \
 X(dynamic_batch_tokenizer_batch_size, INT, "--dynamic-batch-tokenizer-batch-size", "32", NULL, DYNTOK, NOT_YET, "Maximum batch size of the dynamic batch tokenizer.") \
@@ -356,6 +393,7 @@ X(dynamic_batch_tokenizer_batch_timeout, FLOAT, "--dynamic-batch-tokenizer-batch
 X(debug_tensor_dump_output_folder, STR, "--debug-tensor-dump-output-folder", NULL, NULL, DUMP, NOT_YET, "The output folder for dumping tensors.") \
 X(debug_tensor_dump_layers, LIST_INT, "--debug-tensor-dump-layers", NULL, NULL, DUMP, NOT_YET, "The layer ids to dump.") \
 X(debug_tensor_dump_input_file, STR, "--debug-tensor-dump-input-file", NULL, NULL, DUMP, NOT_YET, "The input filename for dumping tensors.") \
+X(debug_tensor_dump_inject, BOOL, "--debug-tensor-dump-inject", "false", NULL, DUMP, NOT_YET, "Inject dumped tensors as inputs.") \
 /* ---- PD disaggregation ---- */ \
 X(disaggregation_mode, CHOICE, "--disaggregation-mode", "null", "null|prefill|decode", PD, NOT_YET, "Only used for PD disaggregation: prefill server, decode server, or neither (null).") \
 X(disaggregation_transfer_backend, CHOICE, "--disaggregation-transfer-backend", "mooncake", "mooncake|nixl|ascend|fake", PD, NOT_YET, "The backend for disaggregation KV transfer.") \
@@ -371,13 +409,14 @@ X(language_only, BOOL, "--language-only", "false", NULL, EPD, NOT_YET, "Load wei
 X(encoder_transfer_backend, CHOICE, "--encoder-transfer-backend", "zmq_to_scheduler", "zmq_to_scheduler|zmq_to_tokenizer|mooncake", EPD, NOT_YET, "The backend for encoder output transfer.") \
 X(encoder_urls, LIST_STR, "--encoder-urls", "[]", NULL, EPD, NOT_YET, "List of encoder server URLs.") \
 /* ---- Custom weight loader ---- */ \
-X(custom_weight_loader, LIST_STR, "--custom-weight-loader", NULL, NULL, WLOADER, NOT_YET, "Custom functions for updating weights (module paths).") \
+X(custom_weight_loader, LIST_STR, "--custom-weight-loader", "[]", NULL, WLOADER, NOT_YET, "Custom functions for updating weights (module paths).") \
 X(weight_loader_disable_mmap, BOOL, "--weight-loader-disable-mmap", "false", NULL, WLOADER, NOT_YET, "Disable mmap while loading weights with safetensors.") \
 X(remote_instance_weight_loader_seed_instance_ip, STR, "--remote-instance-weight-loader-seed-instance-ip", NULL, NULL, WLOADER, NOT_YET, "The IP of the seed instance for remote weight loading.") \
 X(remote_instance_weight_loader_seed_instance_service_port, INT, "--remote-instance-weight-loader-seed-instance-service-port", NULL, NULL, WLOADER, NOT_YET, "The service port of the seed instance.") \
 X(remote_instance_weight_loader_send_weights_group_ports, JSON, "--remote-instance-weight-loader-send-weights-group-ports", NULL, NULL, WLOADER, NOT_YET, "The communication group ports (JSON list).") \
 X(remote_instance_weight_loader_backend, CHOICE, "--remote-instance-weight-loader-backend", "nccl", "transfer_engine|nccl", WLOADER, NOT_YET, "The backend for remote instance weight loading.") \
 X(remote_instance_weight_loader_start_seed_via_transfer_engine, BOOL, "--remote-instance-weight-loader-start-seed-via-transfer-engine", "false", NULL, WLOADER, NOT_YET, "Start the seed instance with the transfer engine.") \
+X(modelexpress_config, STR, "--modelexpress-config", NULL, NULL, WLOADER, NOT_YET, "ModelExpress weight-loading config (JSON).") \
 /* ---- For PD-Multiplexing ---- */ \
 X(enable_pdmux, BOOL, "--enable-pdmux", "false", NULL, PDMUX, NOT_YET, "Enable PD-Multiplexing.") \
 X(pdmux_config_path, STR, "--pdmux-config-path", NULL, NULL, PDMUX, NOT_YET, "The path of the PD-Multiplexing config file.") \
@@ -387,6 +426,9 @@ X(enable_broadcast_mm_inputs_process, BOOL, "--enable-broadcast-mm-inputs-proces
 X(mm_process_config, JSON, "--mm-process-config", NULL, NULL, MM, NOT_YET, "Multimodal preprocessing config (JSON object).") \
 X(mm_enable_dp_encoder, BOOL, "--mm-enable-dp-encoder", "false", NULL, MM, NOT_YET, "Data parallelism for the multimodal encoder.") \
 X(limit_mm_data_per_request, JSON, "--limit-mm-data-per-request", NULL, NULL, MM, NOT_YET, "Limit the number of multimodal inputs per request (JSON object).") \
+X(mm_max_concurrent_calls, INT, "--mm-max-concurrent-calls", "32", NULL, MM, NOT_YET, "Maximum concurrent multimodal processing calls.") \
+X(mm_per_request_timeout, FLOAT, "--mm-per-request-timeout", "10.0", NULL, MM, NOT_YET, "Timeout in seconds for processing one request's multimodal data.") \
+X(enable_mm_global_cache, BOOL, "--enable-mm-global-cache", "false", NULL, MM, NOT_YET, "Enable the global multimodal embedding cache.") \
 /* ---- For checkpoint decryption ---- */ \
 X(decrypted_config_file, STR, "--decrypted-config-file", NULL, NULL, DECRYPT, NOT_YET, "The path of the decrypted config file.") \
 X(decrypted_draft_config_file, STR, "--decrypted-draft-config-file", NULL, NULL, DECRYPT, NOT_YET, "The path of the decrypted draft config file.") \
