@@ -410,6 +410,7 @@ static void suggest(const char *name, size_t nlen, const args_extra *extra, char
 {
     out[0] = 0;
     while (nlen && *name == '-') name++, nlen--;
+    size_t limit = nlen / 4 > 2 ? nlen / 4 : 2;
     size_t best = 999;
     const char *bf = NULL;
     size_t blen = 0;
@@ -418,6 +419,7 @@ static void suggest(const char *name, size_t nlen, const args_extra *extra, char
         size_t len;
         const char *f;
         while ((f = next_flag(&cur, &len))) {
+            if (len > nlen + limit || nlen > len + limit) continue; /* distance > limit anyway */
             size_t d = edit_distance(name, nlen, f, len);
             if (d < best) best = d, bf = f, blen = len;
         }
@@ -427,7 +429,6 @@ static void suggest(const char *name, size_t nlen, const args_extra *extra, char
         size_t d = edit_distance(name, nlen, f, strlen(f));
         if (d < best) best = d, bf = f, blen = strlen(f);
     }
-    size_t limit = nlen / 4 > 2 ? nlen / 4 : 2;
     if (bf && best <= limit) snprintf(out, n, "; did you mean '--%.*s'?", (int)blen, bf);
 }
 
