@@ -114,7 +114,8 @@ check "resumed files byte-identical" same_files "$(cat "$TMP/out")"
 
 # 4. offline: cache only, no network (endpoint pointed at a closed port)
 EP_SAVE=$EP
-EP=http://127.0.0.1:9
+DEAD_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+EP=http://127.0.0.1:$DEAD_PORT
 env -u HF_TOKEN HF_HUB_OFFLINE=1 HF_HOME="$H1" HF_ENDPOINT="$EP" timeout 30 "$SGLC" download "$REPO" >"$TMP/out" 2>"$TMP/err"
 check "HF_HUB_OFFLINE=1 uses the cache" [ $? -eq 0 -a "$(cat "$TMP/out")" = "$SNAP" ]
 env -u HF_TOKEN HF_HUB_OFFLINE=1 HF_HOME="$TMP/empty" HF_ENDPOINT="$EP" timeout 30 "$SGLC" download "$REPO" >"$TMP/out" 2>"$TMP/err"
@@ -125,7 +126,7 @@ dl "$H1" "$REPO"
 check "unreachable hub falls back to the cache" [ "$RC" -eq 0 -a "$(cat "$TMP/out")" = "$SNAP" ]
 dl "$TMP/empty" "$REPO"
 check "unreachable hub without cache fails" [ "$RC" -eq 1 ]
-check "network error names endpoint and repo" grep -q "cannot reach http://127.0.0.1:9 for repo '$REPO'" "$TMP/err"
+check "network error names endpoint and repo" grep -q "cannot reach $EP for repo '$REPO'" "$TMP/err"
 EP=$EP_SAVE
 
 # 5. errors: missing repo, missing revision, private repo without token
