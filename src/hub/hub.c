@@ -10,7 +10,8 @@
  * interruption (also within one run: a dropped connection is retried from
  * where it stopped), rename to blobs/<etag>, and symlink
  * snapshots/<commit>/<file> -> ../../blobs/<etag>.  A flock on
- * blobs/<etag>.lock keeps two processes from writing one blob.
+ * <cache>/.locks/models--org--name/<etag>.lock (huggingface_hub's place)
+ * keeps two processes from writing one blob.
  *
  * Everything the server sends is untrusted: file names must be plain
  * top-level names, etags and commits must be hex/alnum tokens, bodies are
@@ -44,6 +45,7 @@ typedef struct hub_ctx {
     char auth[2048];           /* "Authorization: Bearer ..." or "" */
     bool have_token;
     char repo_dir[PATH_MAX];   /* <cache>/models--org--name */
+    char lock_dir[PATH_MAX];   /* <cache>/.locks/models--org--name (as huggingface_hub) */
     char commit[64];
     int progress;              /* 1 bar, -1 log lines */
     char *err;
@@ -557,7 +559,10 @@ static int fetch_file(hub_ctx *c, const char *file)
     char blob[PATH_MAX], part[PATH_MAX + 16], lockp[PATH_MAX + 16];
     fmt_s(blob, sizeof blob, "%s/%s", blobs, etag);
     fmt_s(part, sizeof part, "%s.incomplete", blob);
-    fmt_s(lockp, sizeof lockp, "%s.lock", blob);
+    /* Lock files live outside blobs/ and are never removed: unlinking a
+     * lock another process waits on would let a third one in. */
+    if (mkdir_p(c->lock_dir)) return fail(c, HUB_EIO, "cannot create %s: %s", c->lock_dir, strerror(errno));
+    fmt_s(lockp, sizeof lockp, "%s/%s.lock", c->lock_dir, etag);
     int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (lock < 0 || flock(lock, LOCK_EX)) {
         if (lock >= 0) close(lock);
@@ -659,15 +664,23 @@ static int fetch_file(hub_ctx *c, const char *file)
     }
     flock(lock, LOCK_UN);
     close(lock);
-    unlink(lockp);
     if (rc) return rc;
 
     char target[256];
     fmt_s(target, sizeof target, "../../blobs/%s", etag);
-    unlink(snap_path); /* a stale or broken link */
-    if (symlink(target, snap_path))
-        return fail(c, HUB_EIO, "cannot link %s -> %s: %s", snap_path, target, strerror(errno));
-    return HUB_OK;
+    for (int tries = 0; tries < 3; tries++) {
+        unlink(snap_path); /* a stale or broken link */
+        if (!symlink(target, snap_path)) return HUB_OK;
+        if (errno != EEXIST) break;
+        /* another process linked it between our unlink and symlink */
+        char have[256];
+        ssize_t hl = readlink(snap_path, have, sizeof have - 1);
+        if (hl > 0) {
+            have[hl] = 0;
+            if (!strcmp(have, target)) return HUB_OK;
+        }
+    }
+    return fail(c, HUB_EIO, "cannot link %s -> %s: %s", snap_path, target, strerror(errno));
 }
 
 /* Names of the shards listed in a safetensors index (new ref, object used
@@ -784,6 +797,7 @@ int hub_resolve(const char *model_id, const hub_opts *o, char *dir_out, size_t n
         if (*p == '/') fmt_s(dashed + l, sizeof dashed - l, "--");
         else dashed[l] = *p, dashed[l + 1] = 0;
     }
+    fmt_s(c->lock_dir, sizeof c->lock_dir, "%s/.locks/%s", root, dashed);
     if (fmt_s(c->repo_dir, sizeof c->repo_dir, "%s/%s", root, dashed) >= (int)sizeof c->repo_dir)
         return fail(c, HUB_EINVAL, "cache path too long");
 

@@ -58,7 +58,9 @@ typedef struct hub_opts {
  * returned as is (made absolute); anything else must be a hub repo id
  * ("org/name" or "name") and is downloaded (or found in the cache).
  * Writes the snapshot folder to dir_out (size n).  Returns HUB_OK or a
- * hub_status with a one-line message naming the repo (and file) in err. */
+ * hub_status with a one-line message naming the repo (and file) in err.
+ * Blocking; the first call initialises libcurl globally, so make it from
+ * one thread (start-up), not concurrently. */
 int hub_resolve(const char *model_id, const hub_opts *o, char *dir_out, size_t n, char *err,
                 size_t errlen);
 

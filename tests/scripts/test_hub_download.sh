@@ -112,6 +112,19 @@ check "resume across runs exits 0" [ "$RC" -eq 0 ]
 check "resume across runs requests bytes=1000000-" grep -q "^GET /cdn/$ETAG range=bytes=1000000-" "$TMP/server.log"
 check "resumed files byte-identical" same_files "$(cat "$TMP/out")"
 
+# 3b. two downloads at once into one cache: both succeed, same files
+H3=$TMP/home3
+PIDS=()
+for k in 1 2; do
+  env -u HF_TOKEN -u HF_HUB_CACHE -u HF_HUB_OFFLINE HF_HOME="$H3" HF_ENDPOINT="$EP" \
+    timeout 60 "$SGLC" download "$REPO" >"$TMP/out$k" 2>"$TMP/err$k" &
+  PIDS+=($!)
+done
+wait "${PIDS[0]}"; RC1=$?; wait "${PIDS[1]}"; RC2=$?
+check "concurrent downloads both succeed" [ "$RC1" -eq 0 -a "$RC2" -eq 0 ]
+check "concurrent download files byte-identical" same_files "$(cat "$TMP/out1")"
+check "concurrent download cache layout" layout_ok "$(RDIR_OF "$H3")" "$(cat "$TMP/out2")"
+
 # 4. offline: cache only, no network (endpoint pointed at a closed port)
 EP_SAVE=$EP
 DEAD_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
