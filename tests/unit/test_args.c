@@ -303,6 +303,12 @@ static void test_config_yaml(void **state)
     assert_true(json_real_value(json_object_get(json_object_get(j, "rope_scaling"), "factor")) == 2.0);
     json_decref(j);
     args_server_free(&a);
+    /* --config=FILE spelling */
+    char opt[300];
+    snprintf(opt, sizeof opt, "--config=%s", path);
+    assert_int_equal(PARSE(&a, err, opt), ARGS_OK);
+    assert_int_equal(a.port, 8000);
+    args_server_free(&a);
     /* order on the command line does not matter: the file is read first */
     rc = PARSE(&a, err, "--port", "9001", "--config", path);
     assert_int_equal(rc, ARGS_OK);
