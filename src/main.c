@@ -16,6 +16,8 @@ static const command commands[] = {
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
     {"generate", cmd_generate, "generate tokens for one prompt offline (no server)"},
     {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
+    {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
+    {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
 };
 
 static void usage(FILE *f)
