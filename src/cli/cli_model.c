@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hub/hub.h"
 #include "kernels/kernels.h"
 #include "util/cpu.h"
 #include "util/log.h"
@@ -71,6 +72,16 @@ int cli_model_arg(cli_model_opts *o, int argc, char **argv, int *i)
     if (!strcmp(argv[*i], "--trust-remote-code")) {
         o->trust_remote_code = 1;
         (*i)++;
+        return 1;
+    }
+    if (VAL("--revision")) {
+        if (bad) return -1;
+        o->revision = v;
+        return 1;
+    }
+    if (VAL("--download-dir")) {
+        if (bad) return -1;
+        o->download_dir = v;
         return 1;
     }
     if (VAL("--model-path")) {
@@ -158,7 +169,12 @@ void cli_model_help(FILE *f)
     fprintf(f,
             "model options:\n"
             "  --model-path DIR          folder with config.json and model.safetensors\n"
-            "                            (or model.safetensors.index.json + shards)\n"
+            "                            (or model.safetensors.index.json + shards), or a\n"
+            "                            hub id org/name, downloaded on first use into the\n"
+            "                            Hugging Face cache (HF_HOME, HF_ENDPOINT, HF_TOKEN,\n"
+            "                            HF_HUB_OFFLINE are honoured)\n"
+            "  --revision REV            hub branch, tag or commit (default main)\n"
+            "  --download-dir DIR        hub cache folder (default $HF_HOME/hub)\n"
             "  --dtype auto|float32|float16|bfloat16\n"
             "                            weight precision (default auto = config torch_dtype).\n"
             "                            bfloat16: weights stored as bf16; float32: f32;\n"
@@ -187,7 +203,20 @@ model *cli_model_load(const cli_model_opts *o)
     }
     log_info("kernels: %s", kernels_isa_name(kernels_isa()));
     char err[1024];
-    model *m = model_load(&o->load, err, sizeof err);
+    model_load_opts lo = o->load;
+    char dir[4096];
+    if (lo.model_path) {
+        hub_opts ho = {0};
+        ho.revision = o->revision;
+        ho.cache_dir = o->download_dir;
+        ho.skip_weights = lo.load_format == MODEL_LOAD_DUMMY;
+        if (hub_resolve(lo.model_path, &ho, dir, sizeof dir, err, sizeof err) != 0) {
+            fprintf(stderr, "error: %s\n", err);
+            return NULL;
+        }
+        lo.model_path = dir;
+    }
+    model *m = model_load(&lo, err, sizeof err);
     if (!m) fprintf(stderr, "error: %s\n", err);
     return m;
 }

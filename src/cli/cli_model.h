@@ -21,6 +21,8 @@ typedef struct cli_model_opts {
     int kv_dtype;          /* -1 auto (bf16 when weights are bf16, else f32) */
     int threads;           /* 0 = all cores */
     int trust_remote_code; /* accepted, no effect */
+    const char *revision;     /* --revision: hub branch/tag/commit (NULL = main) */
+    const char *download_dir; /* --download-dir: hub cache root (NULL = $HF_HOME/hub) */
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *o);
@@ -43,6 +45,8 @@ int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 int cli_parse_float(const char *s, double *out);
 
 /* Load the model (kernels_init + model_load) and log the kernel ISA.
+ * A --model-path that is not a local folder is resolved through the
+ * Hugging Face hub cache (downloaded on first use, see hub/hub.h).
  * NULL on failure after printing the error. */
 model *cli_model_load(const cli_model_opts *o);
 dtype cli_kv_dtype(const cli_model_opts *o, const model *m);

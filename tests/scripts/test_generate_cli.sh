@@ -31,7 +31,9 @@ expect_rc "prompt needs tokenizer" 2 "tokenizer not available yet" generate --mo
 expect_rc "bad dtype" 2 "--dtype" generate --model-path "$M" --dtype int8
 expect_rc "bad temperature" 2 "--temperature" generate --model-path "$M" --temperature -1
 expect_rc "missing value" 2 "needs a value" generate --model-path "$M" --max-new-tokens
-expect_rc "missing model dir" 1 "config.json" generate --model-path "$T/nope" --input-ids 1
+expect_rc "missing model dir" 1 "does not exist" generate --model-path "$T/nope" --input-ids 1
+mkdir -p "$T/empty"
+expect_rc "folder without config" 1 "config.json" generate --model-path "$T/empty" --input-ids 1
 expect_rc "bench no batch value" 2 "--batch-size" bench-one-batch --model-path "$M" --batch-size x
 
 # --json shape, greedy from BOS, logits dump
