@@ -30,13 +30,14 @@
  * top_logprobs_num best entries (by processed logit; value desc, id asc)
  * and the logprobs of token_ids_logprob are returned.
  *
- * Cost: no full sort of the vocabulary.  When top-k / top-p need ranks,
- * a quickselect brings the best 64 candidates to the front, sorts only
- * them, and doubles the window until the kept set ends inside it (LLM
- * distributions put top_p = 0.9..0.95 in well under a few hundred
- * tokens).  Top logprobs use a size-n heap.  Penalties cost
- * O(distinct tokens seen), not O(vocab).  No allocation per call: the
- * caller passes scratch of sampling_scratch_bytes(vocab).
+ * Cost: no sort of the vocabulary.  Top-k needs only the set of the k
+ * best: one quickselect.  Top-p is a weighted quickselect (partition
+ * around a pivot, keep the pivot iff the mass ranked above it is
+ * <= top_p, recurse on one side): O(vocab) expected however large the
+ * top-p set.  Softmax and argmax go through the dispatched kernels
+ * (kern_softmax, kern_argmax).  Top logprobs use a size-n heap.
+ * Penalties cost O(distinct tokens seen), not O(vocab).  No allocation
+ * per call: the caller passes scratch of sampling_scratch_bytes(vocab).
  *
  * Randomness: a counter-based generator, u = hash(seed, draw index), so
  * a request with sampling_seed replays exactly, whatever else runs in

@@ -374,6 +374,8 @@ static void test_distribution(void **state)
     check_distribution("{\"temperature\": 1.5, \"top_k\": 3}", l, 8, 1.5, 3, 1.0, 0, 40000);
     check_distribution("{\"temperature\": 1.0, \"top_p\": 0.8}", l, 8, 1.0, 8, 0.8, 0, 40000);
     check_distribution("{\"temperature\": 1.2, \"min_p\": 0.2}", l, 8, 1.2, 8, 1.0, 0.2, 40000);
+    check_distribution("{\"temperature\": 1.0, \"top_k\": 4, \"min_p\": 0.3}", l, 8, 1.0, 4, 1.0, 0.3, 40000);
+    check_distribution("{\"temperature\": 1.0, \"top_k\": 4, \"min_p\": 0.3}", l, 8, 1.0, 4, 1.0, 0.3, 40000);
     check_distribution("{\"temperature\": 0.9, \"top_k\": 5, \"top_p\": 0.9, \"min_p\": 0.05}", l, 8, 0.9, 5, 0.9,
                        0.05, 40000);
 }
