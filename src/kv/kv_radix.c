@@ -344,6 +344,7 @@ kv_radix_node *kv_radix_root(kv_radix *t) { return t->root; }
 int64_t kv_radix_evictable_size(const kv_radix *t) { return t->evictable; }
 int64_t kv_radix_protected_size(const kv_radix *t) { return t->protected_; }
 int64_t kv_radix_total_size(const kv_radix *t) { return t->evictable + t->protected_; }
+int64_t kv_radix_available_tokens(const kv_radix *t) { return kv_pool_free_tokens(t->pool) + t->evictable; }
 int64_t kv_radix_n_nodes(const kv_radix *t) { return t->n_nodes; }
 
 void kv_radix_set_evict_cb(kv_radix *t, kv_radix_evict_cb cb, void *ctx)

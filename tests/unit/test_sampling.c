@@ -416,6 +416,42 @@ static void test_wide_top_p(void **state)
     free(l);
 }
 
+/* top-k alone (no sort path): every draw is among the k best and all k
+ * show up, over a vocabulary large enough for quickselect to matter. */
+static void test_top_k_set(void **state)
+{
+    (void)state;
+    int V = 1000;
+    float l[1000];
+    uint64_t x = 3;
+    for (int i = 0; i < V; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        l[i] = (float)((x >> 33) % 100000) / 1000.0f;
+    }
+    int best[10]; /* the 10 best by selection */
+    for (int k = 0; k < 10; k++) {
+        int b = -1;
+        for (int i = 0; i < V; i++) {
+            bool used = false;
+            for (int j = 0; j < k; j++) used |= best[j] == i;
+            if (!used && (b < 0 || l[i] > l[b])) b = i;
+        }
+        best[k] = b;
+    }
+    smp s;
+    smp_init(&s, "{\"temperature\": 50.0, \"top_k\": 10}", V, NULL, 0, 77);
+    int hits[10] = {0};
+    for (int d = 0; d < 2000; d++) {
+        int32_t t = smp_draw(&s, l);
+        int k = 0;
+        while (k < 10 && best[k] != t) k++;
+        if (k == 10) fail_msg("draw %d: token %d is not among the top 10", d, t);
+        hits[k]++;
+    }
+    for (int k = 0; k < 10; k++) assert_true(hits[k] > 50);
+    smp_free(&s);
+}
+
 /* Processed logits written back to the row. */
 static void processed(smp *s, float *row)
 {
@@ -619,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_seed_reproducible),
         cmocka_unit_test(test_distribution),
         cmocka_unit_test(test_wide_top_p),
+        cmocka_unit_test(test_top_k_set),
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_min_new_tokens),
         cmocka_unit_test(test_logprobs),
