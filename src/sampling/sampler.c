@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
 #include "util/log.h"
 
 /* ------------------------------------------------------------ random */
@@ -21,6 +20,7 @@ static inline uint64_t mix64(uint64_t x)
     return x;
 }
 
+float sampling_exp_neg(float x);
 double sampling_uniform(uint64_t seed, uint64_t k)
 {
     uint64_t x = mix64(seed ^ mix64(k * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
@@ -187,6 +187,60 @@ static int cmp_rank(const void *a, const void *b, void *w)
     return gt(w, x, y) ? -1 : gt(w, y, x) ? 1 : 0;
 }
 
+static void heap_sift(int32_t *h, int64_t n, int64_t k, const float *w)
+{
+    /* min-heap by rank: the root is the worst kept */
+    while (true) {
+        int64_t l = 2 * k + 1, r = l + 1, m = k;
+        if (l < n && gt(w, h[m], h[l])) m = l;
+        if (r < n && gt(w, h[m], h[r])) m = r;
+        if (m == k) return;
+        swp(h, k, m);
+        k = m;
+    }
+}
+
+/* Move the k best of idx[0..n) to idx[0..k) (any order) with a size-k
+ * min-heap kept in place: one compare per element in the common case
+ * (not better than the worst kept), so O(n) for small k.  k < n. */
+static void heap_top(int32_t *idx, int64_t n, int64_t k, const float *w)
+{
+    for (int64_t i = k / 2 - 1; i >= 0; i--) heap_sift(idx, k, i, w);
+    float worst = w[idx[0]];
+    for (int64_t j = k; j < n; j++) {
+        if (w[idx[j]] < worst) continue; /* the common case, one compare */
+        if (gt(w, idx[j], idx[0])) {
+            swp(idx, 0, j);
+            heap_sift(idx, k, 0, w);
+            worst = w[idx[0]];
+        }
+    }
+}
+
+/* The best k of idx[0..n) to the front: heap for small k, quickselect
+ * otherwise. */
+static void top_k_front(int32_t *idx, int64_t n, int64_t k, const float *w)
+{
+    if (k >= n) return;
+    if (k <= 1024) heap_top(idx, n, k, w);
+    else select_top(idx, 0, n, k, w);
+}
+
+/* idx[0..m) = the ids whose weight can still be in a top-p set: a token
+ * with p < (1 - top_p) / V has more than top_p ranked above it (all the
+ * tokens at or above that bound hold more than top_p of the mass), so it
+ * is dropped before any ranking.  Returns m (>= 1: the max survives). */
+static int64_t top_p_candidates(int32_t *idx, const float *w, int64_t V, double z, double top_p)
+{
+    float bound = (float)((1.0 - top_p) / (double)V * z);
+    int64_t m = 0;
+    for (int64_t i = 0; i < V; i++) {
+        idx[m] = (int32_t)i;
+        m += w[i] >= bound;
+    }
+    return m;
+}
+
 /* Top-p as a weighted quickselect, no sort: among idx[0..n) (any order,
  * all ranked above idx[n..)), move to idx[0..k) the ids whose mass
  * ranked strictly before them is <= top_p, and return k (>= 1 when
@@ -227,6 +281,57 @@ static int64_t select_top_p(int32_t *idx, int64_t n, const float *w, double top_
 
 /* ------------------------------------------------------------ sampling */
 
+typedef union {
+    int32_t i;
+    float f;
+} fbits;
+
+/* exp((xv - shift) * scale) for arguments <= 0 (shift = the max, scale =
+ * 1 / T > 0); exactly 0 at or below -87 (so -inf -> 0).  Cephes-style
+ * 2^k * poly(r), relative error < 2e-7 (test_sampling checks it against
+ * exp() through sampling_exp_neg).  The range test and the selects work on bit patterns with
+ * integer masks (no float compare-and-branch) so that it vectorises. */
+static inline float exp_neg(float xv, float shift, float scale)
+{
+    fbits v = {.f = (xv - shift) * scale};
+    int32_t keep = -((v.i & 0x7fffffff) < 0x42ae0000); /* |v| < 87 (v <= 0) */
+    fbits c = {.i = (v.i & keep) | ((int32_t)0xc2ae0000 & ~keep)}; /* else -87 */
+    float a = c.f;
+    float k = (a * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(a / ln 2) */
+    float r = a - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    fbits two_k = {.i = ((int32_t)k + 127) << 23};
+    fbits out = {.f = p * two_k.f};
+    out.i &= keep;
+    return out.f;
+}
+
+float sampling_exp_neg(float x) { return exp_neg(x, 0.0f, 1.0f); }
+
+/* w[i] = exp_neg(x[i], shift, scale); returns the sum of w.  Blocks of 8
+ * with a fixed inner trip count: GCC -O2's cheap cost model vectorises
+ * those (an open-ended loop it does not).  ~3x glibc expf at vocab 152k. */
+static double exp_weights(float *restrict w, const float *restrict x, int64_t n, float shift, float scale)
+{
+    int64_t n8 = n / 8 * 8;
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) w[i + j] = exp_neg(x[i + j], shift, scale);
+    for (int64_t i = n8; i < n; i++) w[i] = exp_neg(x[i], shift, scale);
+    float part[8] = {0};
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += w[i + j];
+    double z = 0.0;
+    for (int j = 0; j < 8; j++) z += part[j];
+    for (int64_t i = n8; i < n; i++) z += w[i];
+    return z;
+}
+
 /* Index of the first maximum of x[0..n) (no NaN: sanitised before).
  * Eight running maxima the compiler keeps in registers / vectorises,
  * then one scan for the first index holding the max: measured 24x faster
@@ -246,11 +351,27 @@ static int32_t argmax_first(const float *x, int64_t n)
     return 0;
 }
 
+/* NaN -> -inf on bit patterns (blocks of 8 with integer masks so that
+ * GCC -O2 vectorises it; a compare-and-store loop costs 4x more). */
+static void nan_to_neg_inf(float *x, int64_t n)
+{
+    int64_t n8 = n / 8 * 8;
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) {
+            fbits v = {.f = x[i + j]};
+            int32_t nan = -((v.i & 0x7fffffff) > 0x7f800000);
+            v.i = (v.i & ~nan) | ((int32_t)0xff800000 & nan);
+            x[i + j] = v.f;
+        }
+    for (int64_t i = n8; i < n; i++)
+        if (isnan(x[i])) x[i] = -INFINITY;
+}
+
 static void apply_penalties(const sampling_state *st, float *logits)
 {
     const sampling_params *p = st->params;
     int64_t V = st->vocab;
-    for (int64_t i = 0; i < V; i++) logits[i] = logits[i] != logits[i] ? -INFINITY : logits[i]; /* NaN */
+    nan_to_neg_inf(logits, V);
     const sampling_counter *out = &st->output;
     if (p->frequency_penalty != 0.0 || p->presence_penalty != 0.0) {
         float fp = (float)p->frequency_penalty, pp = (float)p->presence_penalty;
@@ -278,6 +399,45 @@ static void apply_penalties(const sampling_state *st, float *logits)
         int32_t t = p->logit_bias[i].token;
         if (t >= 0 && t < V) logits[t] += p->logit_bias[i].bias;
     }
+}
+
+/* Draw over all ids 0..n-1 with weights w (those below min_w count as 0).
+ * total: the sum of the counted weights, or < 0 to compute it.  Walks in
+ * blocks of 8 (one block sum per step instead of a serial chain of
+ * adds), then inside the block that crosses u. */
+static int32_t draw_dense(const float *w, int64_t n, float min_w, double total, double u01)
+{
+    int64_t n8 = n / 8 * 8;
+    bool all = min_w < 0; /* no min-p: plain sums, no compares (vectorisable) */
+    if (total < 0) {
+        float part[8] = {0};
+        for (int64_t i = 0; i < n8; i += 8)
+            for (int j = 0; j < 8; j++) part[j] += all || w[i + j] >= min_w ? w[i + j] : 0.0f;
+        total = 0.0;
+        for (int j = 0; j < 8; j++) total += part[j];
+        for (int64_t i = n8; i < n; i++) total += all || w[i] >= min_w ? w[i] : 0.0f;
+    }
+    double u = u01 * total, acc = 0.0;
+    int64_t i = 0;
+    for (; i < n8; i += 8) {
+        float b = 0.0f;
+        if (all)
+            for (int j = 0; j < 8; j++) b += w[i + j];
+        else
+            for (int j = 0; j < 8; j++) b += w[i + j] >= min_w ? w[i + j] : 0.0f;
+        if (acc + b > u) break;
+        acc += b;
+    }
+    for (; i < n; i++) {
+        float wi = w[i];
+        if (wi < min_w || !(wi > 0)) continue;
+        acc += wi;
+        if (acc > u) return (int32_t)i;
+    }
+    /* rounding left u unreached: the last counted token */
+    for (i = n - 1; i > 0; i--)
+        if (w[i] >= min_w && w[i] > 0) break;
+    return (int32_t)i;
 }
 
 /* Draw from weights w over the ids idx[0..n) (or 0..n when idx is NULL),
@@ -325,30 +485,19 @@ static float lp_of(const lp_ctx *c, const float *logits, int32_t t)
 /* Best n ids by processed logit (value desc, id asc) into ids[0..n). */
 static void top_by_logit(const float *logits, int64_t V, int32_t *ids, int n)
 {
-    /* min-heap of the current best n: root is the worst kept */
-    int h = 0;
-    for (int64_t i = 0; i < V; i++) {
-        int32_t t = (int32_t)i;
-        if (h < n) {
-            int k = h++;
-            ids[k] = t;
-            while (k > 0 && gt(logits, ids[(k - 1) / 2], ids[k])) {
-                swp(ids, k, (k - 1) / 2);
-                k = (k - 1) / 2;
-            }
-        } else if (gt(logits, t, ids[0])) {
-            ids[0] = t;
-            for (int k = 0;;) {
-                int l = 2 * k + 1, r = l + 1, m = k;
-                if (l < h && gt(logits, ids[m], ids[l])) m = l;
-                if (r < h && gt(logits, ids[m], ids[r])) m = r;
-                if (m == k) break;
-                swp(ids, k, m);
-                k = m;
-            }
+    /* min-heap of the best n seen so far, in the caller's array */
+    for (int i = 0; i < n; i++) ids[i] = i;
+    for (int64_t i = n / 2 - 1; i >= 0; i--) heap_sift(ids, n, i, logits);
+    float worst = logits[ids[0]];
+    for (int64_t j = n; j < V; j++) {
+        if (logits[j] < worst) continue;
+        if (gt(logits, (int32_t)j, ids[0])) {
+            ids[0] = (int32_t)j;
+            heap_sift(ids, n, 0, logits);
+            worst = logits[ids[0]];
         }
     }
-    qsort_r(ids, (size_t)h, sizeof *ids, cmp_rank, (void *)logits);
+    qsort_r(ids, (size_t)n, sizeof *ids, cmp_rank, (void *)logits);
 }
 
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
@@ -374,42 +523,44 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
     if (greedy) {
         out->token = best;
     } else {
-        /* e = softmax(logits / T), through the kernel (max-shifted, so
-         * e[best] = 1 / sum exp((l - lmax) / T)).  Infinite maxima (a
-         * +inf logit, or every token masked) take the exact scalar path. */
+        /* e = softmax(logits / T).  Infinite maxima (a +inf logit, or
+         * every token masked) take an exact path: uniform over the maxima. */
         float inv_t = (float)(1.0 / p->temperature);
         double log_z;
+        double z; /* e holds unnormalised weights, e[best] = 1, sum z */
         if (isfinite(lmax)) {
-            for (int64_t i = 0; i < V; i++) e[i] = (logits[i] - lmax) * inv_t;
-            kern_softmax(e, (int)V);
-            log_z = -log((double)e[best]);
+            z = exp_weights(e, logits, V, lmax, inv_t);
         } else {
-            double z = 0.0;
+            z = 0.0;
             for (int64_t i = 0; i < V; i++) z += e[i] = logits[i] == lmax ? 1.0f : 0.0f;
-            for (int64_t i = 0; i < V; i++) e[i] = (float)(e[i] / z);
-            log_z = log(z);
         }
+        log_z = log(z);
         double u = sampling_uniform(st->seed, st->n_draws++);
         /* p_i >= min_p * p_max  <=>  e_i >= min_p * e[best] */
         float min_w = p->min_p > 0 ? (float)p->min_p * e[best] : -1.0f;
         if (p->top_k >= V && p->top_p >= 1.0) {
-            out->token = draw(e, NULL, V, min_w, u);
+            out->token = draw_dense(e, V, min_w, min_w < 0 ? z : -1.0, u);
         } else {
             /* top-k: the set of the k best (order not needed); top-p: a
              * weighted select inside it (exclusive mass is the same as in
              * the full ranking, the k best being ranked first) */
-            for (int64_t i = 0; i < V; i++) idx[i] = (int32_t)i;
             int64_t keep = V;
-            if (p->top_k < V) {
-                select_top(idx, 0, V, p->top_k, e);
+            if (p->top_p < 1.0) {
+                keep = top_p_candidates(idx, e, V, z, p->top_p);
+            } else {
+                for (int64_t i = 0; i < V; i++) idx[i] = (int32_t)i;
+            }
+            if (p->top_k < keep) {
+                top_k_front(idx, keep, p->top_k, e);
                 keep = p->top_k;
             }
-            if (p->top_p < 1.0) keep = select_top_p(idx, keep, e, p->top_p);
+            if (p->top_p < 1.0) keep = select_top_p(idx, keep, e, p->top_p * z);
             out->token = draw(e, idx, keep, min_w, u);
         }
         lc.mode = 1;
         lc.inv_t = inv_t;
         lc.log_z = log_z;
+        lc.z = z;
     }
 
     out->n_top = 0;
@@ -418,9 +569,7 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
         /* log_softmax of the processed logits: reuse e for softmax(logits) */
         lc.mode = 0;
         if (isfinite(lmax)) {
-            memcpy(e, logits, (size_t)V * sizeof *e);
-            kern_softmax(e, (int)V);
-            lc.log_z = -log((double)e[best]);
+            lc.log_z = log(exp_weights(e, logits, V, lmax, 1.0f));
         } else {
             double n_max = 0;
             for (int64_t i = 0; i < V; i++) n_max += logits[i] == lmax;
@@ -428,8 +577,8 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
         }
     } else if (p->top_p < 1.0) {
         /* the top-p set over the whole vocabulary (no top-k, no min-p) */
-        for (int64_t i = 0; i < V; i++) idx[i] = (int32_t)i;
-        int64_t n_p = select_top_p(idx, V, e, p->top_p);
+        int64_t n_p = top_p_candidates(idx, e, V, lc.z, p->top_p);
+        n_p = select_top_p(idx, n_p, e, p->top_p * lc.z);
         double mass = 0.0;
         int32_t bound = idx[0];
         for (int64_t i = 0; i < n_p; i++) {
@@ -438,8 +587,7 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
         }
         lc.mode = 2;
         lc.e = e;
-        lc.z = 1.0;
-        lc.log_mass = log(mass);
+        lc.log_mass = log(mass / lc.z);
         lc.bound = bound;
     }
     out->logprob = lp_of(&lc, logits, out->token);
