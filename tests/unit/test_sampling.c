@@ -186,7 +186,7 @@ static void test_params_parse_errors(void **state)
     expect_parse_error("{\"json_schema\": {\"type\": \"object\"}}", "sampling_params.json_schema must be a string");
     expect_parse_error("{\"custom_params\": 3}", "sampling_params.custom_params must be an object");
     expect_parse_error("{\"sampling_seed\": 1.5}", "sampling_params.sampling_seed must be an integer");
-    expect_parse_error("{\"foo\": 1}", "SamplingParams got an unexpected keyword argument 'foo'");
+    expect_parse_error("{\"foo\": 1}", "Unexpected keyword argument 'foo'");
     expect_parse_error("[1, 2]", "sampling_params must be an object, got array.");
     expect_parse_error("{\"temperature\": ", "invalid JSON in sampling_params");
     expect_parse_error("{\"n\": 1, \"n\": 2}", "invalid JSON in sampling_params");
