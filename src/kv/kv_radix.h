@@ -22,8 +22,9 @@
  *
  * Children are found by the FIRST PAGE of the child's run (P tokens) plus
  * the isolation key: each node has an open-addressing hash table (linear
- * probing, backward-shift deletion) keyed by a 64-bit hash of
- * (ns, first page); the hash is confirmed by comparing the tokens.
+ * probing, backward-shift deletion) keyed by a 64-bit hash of (ns, the
+ * first page's first <= 8 tokens); a hit is confirmed by comparing the
+ * whole first page.
  *
  * Isolation keys (a request's cache_salt, later its LoRA id) live on the
  * root's children only: a child of the root is keyed by (ns, first page),

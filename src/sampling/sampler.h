@@ -17,9 +17,10 @@
  *            ├─ greedy (top_k <= 1; temperature 0 is normalised to this):
  *            │    argmax, first index on ties
  *            └─ otherwise: softmax(logits / temperature), then joint
- *                 top-k / top-p / min-p filtering on the sorted
- *                 probabilities (rank < top_k, mass strictly before the
- *                 token <= top_p, p >= min_p * p_max), renormalise, draw.
+ *                 top-k / top-p / min-p filtering by rank (as SGLang's
+ *                 sorted-probability version: rank < top_k, mass ranked
+ *                 strictly before the token <= top_p, p >= min_p * p_max),
+ *                 renormalise, draw.  Ties rank the lower id first.
  *
  * Logprobs follow SGLang (layers/sampler.py): greedy -> log_softmax of the
  * processed logits; sampled -> log of the temperature-scaled
