@@ -166,7 +166,10 @@ int64_t kv_radix_req_match(kv_radix *t, kv_radix_req *req, const int32_t *tokens
  * request's pages that duplicate cached ones, rewrite pages[] with the
  * tree's ids, move the lock to the new last node and raise
  * protected_len.  The partial last page (if any) stays the request's.
- * Returns 0, or -1 on a broken invariant (logged). */
+ * Returns 0, or -1 on a broken invariant or out of memory (logged): the
+ * request's page table can no longer be trusted, abort the request
+ * (cache_finished with insert = false; the pool refuses, and logs, any
+ * page already given back). */
 int kv_radix_req_cache_unfinished(kv_radix *t, kv_radix_req *req, const int32_t *tokens,
                                   int64_t n, int32_t *pages);
 
