@@ -154,17 +154,36 @@ void kern_mat_free(kern_mat *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Sized for every ISA this CPU supports, so a weight packed under one ISA
+ * can still be multiplied after kernels_init() switched to another. */
 size_t kern_matmul_scratch(int m, int k)
 {
-    const kern_vtable *t = isa_table(g_isa);
-    if (t->matmul_scratch) return t->matmul_scratch(m, k);
-    return 0;
+    size_t best = 0;
+    for (int i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512; i++) {
+        if (!isa_supported((kern_isa)i)) continue;
+        const kern_vtable *t = isa_table((kern_isa)i);
+        if (t->matmul_scratch) {
+            size_t s = t->matmul_scratch(m, k);
+            if (s > best) best = s;
+        }
+    }
+    return best;
 }
 
+/* Dispatch on the ISA the weight was packed for (its layout is private to
+ * that ISA file), not on the current selection. */
 void kern_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                  int nth, void *scratch)
 {
-    g_vt.matmul(y, x, m, w, bias, ith, nth, scratch);
+    if (w->isa == g_isa) {
+        g_vt.matmul(y, x, m, w, bias, ith, nth, scratch);
+        return;
+    }
+    const kern_vtable *t = isa_table(w->isa);
+    if (t && t->matmul && isa_supported(w->isa))
+        t->matmul(y, x, m, w, bias, ith, nth, scratch);
+    else
+        kern_ref_matmul(y, x, m, w, bias, ith, nth, scratch);
 }
 
 size_t kern_attention_scratch(int n_kv, int head_dim)

@@ -4,4 +4,3 @@
 #include "kernels/kernels_impl.h"
 
 const kern_vtable *const kern_vtable_avx2 = NULL;
-const kern_vtable *const kern_vtable_avx512 = NULL;
