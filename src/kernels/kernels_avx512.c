@@ -48,10 +48,17 @@
 #define RB 12          /* rows per micro-kernel call */
 #define MC 240         /* rows per activation chunk (multiple of RB) */
 #define KC_PAIRS 192   /* k pairs per L1 block (bf16): 24 KiB of panel */
-#define KC_F32 192     /* k per L1 block (f32): 24 KiB of panel */
+#define KC_F32 192     /* k per L1 block (f32): 24 KiB of panel; must be <= 2 * KC_PAIRS */
 #define PF_BYTES 1024  /* decode prefetch distance */
 
 enum { LAYOUT_BF16 = 0x5121, LAYOUT_F32 = 0x5122 };
+
+/* bf16 weights: 0 = f32 activations through vfmadd231ps (default: on the
+ * CPUs measured, vdpbf16ps zmm issues at half the FMA rate, so this is both
+ * faster and exact in the activations); 1 = activations rounded to bf16 and
+ * vdpbf16ps.  Set by kernels_init() before compute threads exist. */
+static int g_bf16_dot;
+void kern_avx512_set_bf16_dot(int on) { g_bf16_dot = on; }
 
 #define AINLINE static inline __attribute__((always_inline))
 
@@ -112,7 +119,7 @@ static int pack512(kern_mat *m, const void *src, dtype sdt)
     if (m->dt == DTYPE_BF16) {
         size_t k2 = (size_t)(k + 1) / 2;
         size_t bytes = npan * k2 * NB * 2 * sizeof(uint16_t);
-        uint16_t *d = aligned_alloc(64, bytes);
+        uint16_t *d = kern_weight_alloc(bytes);
         if (!d) return -1;
         memset(d, 0, bytes);
         for (size_t b = 0; b < npan; b++) {
@@ -136,7 +143,7 @@ static int pack512(kern_mat *m, const void *src, dtype sdt)
         m->layout = LAYOUT_BF16;
     } else {
         size_t bytes = npan * (size_t)k * NB * sizeof(float);
-        float *d = aligned_alloc(64, bytes);
+        float *d = kern_weight_alloc(bytes);
         if (!d) return -1;
         memset(d, 0, bytes);
         for (size_t b = 0; b < npan; b++) {
@@ -158,13 +165,23 @@ static int pack512(kern_mat *m, const void *src, dtype sdt)
 
 /* ---- matmul micro-kernels ---------------------------------------------- */
 
-/* y[R][32] (+)= xb[R][np pairs] . panel[np pairs][32]; masks select the
- * valid columns; load_y: accumulate onto y; bias (when non-NULL) added. */
-AINLINE void mk_bf16(const int R, const uint32_t *xb, size_t xs, const uint16_t *w, int np,
-                     float *y, size_t ldy, __mmask16 m0, __mmask16 m1, int load_y,
-                     const float *bias)
+/* Activations reach the micro-kernels packed per block of R rows, step by
+ * step along k: xp[(s * R + r) * E + e] is x[r][s * E + e] (E = 2 for bf16
+ * weight pairs, 1 for f32 weights), zero past k.  Reading them is then one
+ * sequential stream instead of R rows 4 KiB apart that fight for the same L1
+ * sets.  The dot path packs bf16 pairs: xb[s * R + r].
+ *
+ * Each micro-kernel computes y[R][32] (+)= x[R][block] . panel[block][32];
+ * masks select the valid columns; load_y accumulates onto y (k blocks after
+ * the first); bias, when non-NULL, is added (the last k block). */
+
+/* bf16 weights, f32 activations: a 32-bit weight pair splits into two f32
+ * vectors (even k: << 16, odd k: & 0xffff0000) for vfmadd231ps. */
+AINLINE void mk_bf16f(const int R, const float *xp, const uint16_t *w, int np, float *y,
+                      size_t ldy, __mmask16 m0, __mmask16 m1, int load_y, const float *bias)
 {
     __m512 acc[RB][2];
+    const __m512i hi_mask = _mm512_set1_epi32((int)0xFFFF0000u);
     for (int r = 0; r < R; r++) {
         if (load_y) {
             acc[r][0] = _mm512_maskz_loadu_ps(m0, y + r * ldy);
@@ -174,40 +191,25 @@ AINLINE void mk_bf16(const int R, const uint32_t *xb, size_t xs, const uint16_t 
             acc[r][1] = _mm512_setzero_ps();
         }
     }
-    if (R == 1) {
-        /* decode: memory bound; two independent chains per half and prefetch */
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        int p = 0;
-        for (; p + 2 <= np; p += 2) {
-            const uint16_t *wp = w + (size_t)p * 64;
+    for (int p = 0; p < np; p++) {
+        const uint16_t *wp = w + (size_t)p * 64;
+        if (R <= 2) {
             _mm_prefetch((const char *)wp + PF_BYTES, _MM_HINT_T0);
             _mm_prefetch((const char *)wp + PF_BYTES + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)wp + PF_BYTES + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)wp + PF_BYTES + 192, _MM_HINT_T0);
-            __m512bh x0 = (__m512bh)_mm512_set1_epi32((int)xb[p]);
-            __m512bh x1 = (__m512bh)_mm512_set1_epi32((int)xb[p + 1]);
-            acc[0][0] = _mm512_dpbf16_ps(acc[0][0], x0, (__m512bh)_mm512_load_si512(wp));
-            acc[0][1] = _mm512_dpbf16_ps(acc[0][1], x0, (__m512bh)_mm512_load_si512(wp + 32));
-            a0 = _mm512_dpbf16_ps(a0, x1, (__m512bh)_mm512_load_si512(wp + 64));
-            a1 = _mm512_dpbf16_ps(a1, x1, (__m512bh)_mm512_load_si512(wp + 96));
         }
-        for (; p < np; p++) {
-            const uint16_t *wp = w + (size_t)p * 64;
-            __m512bh x0 = (__m512bh)_mm512_set1_epi32((int)xb[p]);
-            acc[0][0] = _mm512_dpbf16_ps(acc[0][0], x0, (__m512bh)_mm512_load_si512(wp));
-            acc[0][1] = _mm512_dpbf16_ps(acc[0][1], x0, (__m512bh)_mm512_load_si512(wp + 32));
-        }
-        acc[0][0] = _mm512_add_ps(acc[0][0], a0);
-        acc[0][1] = _mm512_add_ps(acc[0][1], a1);
-    } else {
-        for (int p = 0; p < np; p++) {
-            __m512bh w0 = (__m512bh)_mm512_load_si512(w + (size_t)p * 64);
-            __m512bh w1 = (__m512bh)_mm512_load_si512(w + (size_t)p * 64 + 32);
-            for (int r = 0; r < R; r++) {
-                __m512bh xv = (__m512bh)_mm512_set1_epi32((int)xb[r * xs + p]);
-                acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xv, w0);
-                acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xv, w1);
-            }
+        __m512i v0 = _mm512_load_si512(wp), v1 = _mm512_load_si512(wp + 32);
+        __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(v0, 16));
+        __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(v0, hi_mask));
+        __m512 e1 = _mm512_castsi512_ps(_mm512_slli_epi32(v1, 16));
+        __m512 o1 = _mm512_castsi512_ps(_mm512_and_si512(v1, hi_mask));
+        const float *xs = xp + (size_t)p * R * 2;
+        for (int r = 0; r < R; r++) {
+            __m512 xe = _mm512_set1_ps(xs[2 * r]);
+            __m512 xo = _mm512_set1_ps(xs[2 * r + 1]);
+            acc[r][0] = _mm512_fmadd_ps(xe, e0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(xe, e1, acc[r][1]);
+            acc[r][0] = _mm512_fmadd_ps(xo, o0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(xo, o1, acc[r][1]);
         }
     }
     __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
@@ -221,8 +223,48 @@ AINLINE void mk_bf16(const int R, const uint32_t *xb, size_t xs, const uint16_t 
     }
 }
 
-AINLINE void mk_f32(const int R, const float *x, size_t ldx, const float *w, int nk, float *y,
-                    size_t ldy, __mmask16 m0, __mmask16 m1, int load_y, const float *bias)
+/* bf16 weights, bf16 activation pairs, vdpbf16ps. */
+AINLINE void mk_bf16d(const int R, const uint32_t *xb, const uint16_t *w, int np, float *y,
+                      size_t ldy, __mmask16 m0, __mmask16 m1, int load_y, const float *bias)
+{
+    __m512 acc[RB][2];
+    for (int r = 0; r < R; r++) {
+        if (load_y) {
+            acc[r][0] = _mm512_maskz_loadu_ps(m0, y + r * ldy);
+            acc[r][1] = _mm512_maskz_loadu_ps(m1, y + r * ldy + 16);
+        } else {
+            acc[r][0] = _mm512_setzero_ps();
+            acc[r][1] = _mm512_setzero_ps();
+        }
+    }
+    for (int p = 0; p < np; p++) {
+        const uint16_t *wp = w + (size_t)p * 64;
+        if (R <= 2) {
+            _mm_prefetch((const char *)wp + PF_BYTES, _MM_HINT_T0);
+            _mm_prefetch((const char *)wp + PF_BYTES + 64, _MM_HINT_T0);
+        }
+        __m512bh w0 = (__m512bh)_mm512_load_si512(wp);
+        __m512bh w1 = (__m512bh)_mm512_load_si512(wp + 32);
+        for (int r = 0; r < R; r++) {
+            __m512bh xv = (__m512bh)_mm512_set1_epi32((int)xb[(size_t)p * R + r]);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xv, w0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xv, w1);
+        }
+    }
+    __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+    if (bias) {
+        b0 = _mm512_maskz_loadu_ps(m0, bias);
+        b1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+    }
+    for (int r = 0; r < R; r++) {
+        _mm512_mask_storeu_ps(y + r * ldy, m0, _mm512_add_ps(acc[r][0], b0));
+        _mm512_mask_storeu_ps(y + r * ldy + 16, m1, _mm512_add_ps(acc[r][1], b1));
+    }
+}
+
+/* f32 weights, f32 activations. */
+AINLINE void mk_f32(const int R, const float *xp, const float *w, int nk, float *y, size_t ldy,
+                    __mmask16 m0, __mmask16 m1, int load_y, const float *bias)
 {
     __m512 acc[RB][2];
     for (int r = 0; r < R; r++) {
@@ -236,10 +278,10 @@ AINLINE void mk_f32(const int R, const float *x, size_t ldx, const float *w, int
     }
     for (int i = 0; i < nk; i++) {
         const float *wp = w + (size_t)i * NB;
-        if (R == 1) _mm_prefetch((const char *)wp + PF_BYTES, _MM_HINT_T0);
+        if (R <= 2) _mm_prefetch((const char *)wp + PF_BYTES, _MM_HINT_T0);
         __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
         for (int r = 0; r < R; r++) {
-            __m512 xv = _mm512_set1_ps(x[r * ldx + i]);
+            __m512 xv = _mm512_set1_ps(xp[(size_t)i * R + r]);
             acc[r][0] = _mm512_fmadd_ps(xv, w0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(xv, w1, acc[r][1]);
         }
@@ -255,56 +297,83 @@ AINLINE void mk_f32(const int R, const float *x, size_t ldx, const float *w, int
     }
 }
 
-typedef void (*mk_bf16_fn)(const uint32_t *, size_t, const uint16_t *, int, float *, size_t,
-                           __mmask16, __mmask16, int, const float *);
-typedef void (*mk_f32_fn)(const float *, size_t, const float *, int, float *, size_t, __mmask16,
-                          __mmask16, int, const float *);
+/* One signature for the three (x is float* or uint32_t* by kind). */
+typedef void (*mk_fn)(const void *xp, const void *w, int nsteps, float *y, size_t ldy,
+                      __mmask16 m0, __mmask16 m1, int load_y, const float *bias);
 
 #define MK_INST(R)                                                                               \
-    static void mk_bf16_##R(const uint32_t *xb, size_t xs, const uint16_t *w, int np, float *y,  \
-                            size_t ldy, __mmask16 m0, __mmask16 m1, int ly, const float *b)      \
+    static void mk_bf16f_##R(const void *x, const void *w, int ns, float *y, size_t ldy,         \
+                             __mmask16 m0, __mmask16 m1, int ly, const float *b)                 \
     {                                                                                            \
-        mk_bf16(R, xb, xs, w, np, y, ldy, m0, m1, ly, b);                                        \
+        mk_bf16f(R, x, w, ns, y, ldy, m0, m1, ly, b);                                            \
     }                                                                                            \
-    static void mk_f32_##R(const float *x, size_t ldx, const float *w, int nk, float *y,         \
-                           size_t ldy, __mmask16 m0, __mmask16 m1, int ly, const float *b)       \
+    static void mk_bf16d_##R(const void *x, const void *w, int ns, float *y, size_t ldy,         \
+                             __mmask16 m0, __mmask16 m1, int ly, const float *b)                 \
     {                                                                                            \
-        mk_f32(R, x, ldx, w, nk, y, ldy, m0, m1, ly, b);                                         \
+        mk_bf16d(R, x, w, ns, y, ldy, m0, m1, ly, b);                                            \
+    }                                                                                            \
+    static void mk_f32_##R(const void *x, const void *w, int ns, float *y, size_t ldy,           \
+                           __mmask16 m0, __mmask16 m1, int ly, const float *b)                   \
+    {                                                                                            \
+        mk_f32(R, x, w, ns, y, ldy, m0, m1, ly, b);                                              \
     }
 MK_INST(1) MK_INST(2) MK_INST(3) MK_INST(4) MK_INST(5) MK_INST(6)
 MK_INST(7) MK_INST(8) MK_INST(9) MK_INST(10) MK_INST(11) MK_INST(12)
 
-static const mk_bf16_fn mk_bf16_tab[RB + 1] = {
-    NULL, mk_bf16_1, mk_bf16_2, mk_bf16_3, mk_bf16_4, mk_bf16_5, mk_bf16_6,
-    mk_bf16_7, mk_bf16_8, mk_bf16_9, mk_bf16_10, mk_bf16_11, mk_bf16_12};
-static const mk_f32_fn mk_f32_tab[RB + 1] = {
-    NULL, mk_f32_1, mk_f32_2, mk_f32_3, mk_f32_4, mk_f32_5, mk_f32_6,
-    mk_f32_7, mk_f32_8, mk_f32_9, mk_f32_10, mk_f32_11, mk_f32_12};
+enum { MK_BF16F = 0, MK_BF16D = 1, MK_F32 = 2 };
+static const mk_fn mk_tab[3][RB + 1] = {
+    {NULL, mk_bf16f_1, mk_bf16f_2, mk_bf16f_3, mk_bf16f_4, mk_bf16f_5, mk_bf16f_6, mk_bf16f_7,
+     mk_bf16f_8, mk_bf16f_9, mk_bf16f_10, mk_bf16f_11, mk_bf16f_12},
+    {NULL, mk_bf16d_1, mk_bf16d_2, mk_bf16d_3, mk_bf16d_4, mk_bf16d_5, mk_bf16d_6, mk_bf16d_7,
+     mk_bf16d_8, mk_bf16d_9, mk_bf16d_10, mk_bf16d_11, mk_bf16d_12},
+    {NULL, mk_f32_1, mk_f32_2, mk_f32_3, mk_f32_4, mk_f32_5, mk_f32_6, mk_f32_7, mk_f32_8,
+     mk_f32_9, mk_f32_10, mk_f32_11, mk_f32_12},
+};
 
 /* ---- matmul driver ----------------------------------------------------- */
 
-/* Row stride of the bf16 activation copy, in k-pairs (64-byte rows). */
-static inline size_t xb_stride(int k) { return round_up((size_t)(k + 1) / 2, 16); }
-
+/* Scratch: the packed activation block, rows x steps x E floats; for m <= RB
+ * the whole k in one block, else KC steps (k extent <= 2 * KC_PAIRS). */
 static size_t matmul_scratch512(int m, int k)
 {
     if (m <= 0 || k <= 0) return 64;
     size_t rows = (size_t)(m < MC ? m : MC);
-    return rows * xb_stride(k) * sizeof(uint32_t) + 64;
+    size_t per_row = m <= RB ? (size_t)k + 1 : 2 * (size_t)KC_PAIRS;
+    if (per_row > (size_t)k + 1) per_row = (size_t)k + 1;
+    return rows * round_up(per_row, 16) * sizeof(float) + 128;
 }
 
-/* x rows (rows, k) f32 -> xb (rows, xs) bf16 pairs, zero padded. */
-static void x_to_bf16(uint32_t *xb, size_t xs, const float *x, int rows, int k)
+/* Pack rows [0, mc) of x (row stride k) for steps [s0, s0 + sc) into blocks of
+ * RB rows; block rb starts at dst + rb * kc * E (floats). */
+static void pack_x(void *dst, const float *x, int mc, int k, int s0, int sc, int kc, int kind)
 {
-    for (int r = 0; r < rows; r++) {
-        const float *xr = x + (size_t)r * k;
-        __m512i *d = (__m512i *)(xb + (size_t)r * xs);
-        for (size_t i = 0; i < xs * 2; i += 32) {
-            int left = k - (int)i;
-            __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
-            if (left > 0) lo = _mm512_maskz_loadu_ps(tail_mask(left), xr + i);
-            if (left > 16) hi = _mm512_maskz_loadu_ps(tail_mask(left - 16), xr + i + 16);
-            _mm512_store_si512(d + i / 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    for (int rb = 0; rb < mc; rb += RB) {
+        int R = mc - rb < RB ? mc - rb : RB;
+        for (int r = 0; r < R; r++) {
+            const float *src = x + (size_t)(rb + r) * k;
+            if (kind == MK_F32) {
+                float *d = (float *)dst + (size_t)rb * kc + r;
+                for (int s = 0; s < sc; s++) d[(size_t)s * R] = src[s0 + s];
+            } else if (kind == MK_BF16F) {
+                float *d = (float *)dst + (size_t)rb * kc * 2 + 2 * r;
+                int full = (k - 2 * s0) / 2;
+                if (full > sc) full = sc;
+                int s = 0;
+                for (; s < full; s++) memcpy(d + (size_t)s * R * 2, src + 2 * (s0 + s), 8);
+                for (; s < sc; s++) {
+                    int i = 2 * (s0 + s);
+                    d[(size_t)s * R * 2] = i < k ? src[i] : 0.0f;
+                    d[(size_t)s * R * 2 + 1] = i + 1 < k ? src[i + 1] : 0.0f;
+                }
+            } else {
+                uint32_t *d = (uint32_t *)dst + (size_t)rb * kc + r;
+                for (int s = 0; s < sc; s++) {
+                    int i = 2 * (s0 + s);
+                    uint32_t lo = i < k ? f32_to_bf16(src[i]) : 0;
+                    uint32_t hi = i + 1 < k ? f32_to_bf16(src[i + 1]) : 0;
+                    d[(size_t)s * R] = lo | hi << 16;
+                }
+            }
         }
     }
 }
@@ -316,57 +385,41 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
         kern_ref_matmul(y, x, m, w, bias, ith, nth, scratch);
         return;
     }
-    int n = w->n, k = w->k;
-    int npan = (n + NB - 1) / NB;
+    const int n = w->n, k = w->k;
+    const int npan = (n + NB - 1) / NB;
     int plo, phi;
     kern_split(npan, ith, nth, &plo, &phi);
     if (plo >= phi || m <= 0) return;
 
-    if (w->layout == LAYOUT_BF16) {
-        int k2 = (k + 1) / 2;
-        size_t xs = xb_stride(k);
-        uint32_t *xb = (uint32_t *)round_up((uintptr_t)scratch, 64);
-        const uint16_t *wd = w->data;
-        int kc = m <= RB ? k2 : KC_PAIRS;
-        for (int r0 = 0; r0 < m; r0 += MC) {
-            int mc = m - r0 < MC ? m - r0 : MC;
-            x_to_bf16(xb, xs, x + (size_t)r0 * k, mc, k);
-            for (int p0 = 0; p0 < k2; p0 += kc) {
-                int pc = k2 - p0 < kc ? k2 - p0 : kc;
-                int last = p0 + pc == k2;
-                for (int b = plo; b < phi; b++) {
-                    const uint16_t *wp = wd + ((size_t)b * k2 + p0) * NB * 2;
-                    int nc = n - b * NB;
-                    __mmask16 m0 = tail_mask(nc), m1 = tail_mask(nc - 16 > 0 ? nc - 16 : 0);
-                    const float *bp = last && bias ? bias + (size_t)b * NB : NULL;
-                    for (int r = 0; r < mc; r += RB) {
-                        int R = mc - r < RB ? mc - r : RB;
-                        mk_bf16_tab[R](xb + (size_t)r * xs + p0, xs, wp, pc,
-                                       y + (size_t)(r0 + r) * n + (size_t)b * NB, (size_t)n, m0,
-                                       m1, p0 > 0, bp);
-                    }
-                }
-            }
-        }
-    } else {
-        const float *wd = w->data;
-        int kc = m <= RB ? k : KC_F32;
-        for (int r0 = 0; r0 < m; r0 += MC) {
-            int mc = m - r0 < MC ? m - r0 : MC;
-            for (int i0 = 0; i0 < k; i0 += kc) {
-                int ic = k - i0 < kc ? k - i0 : kc;
-                int last = i0 + ic == k;
-                for (int b = plo; b < phi; b++) {
-                    const float *wp = wd + ((size_t)b * k + i0) * NB;
-                    int nc = n - b * NB;
-                    __mmask16 m0 = tail_mask(nc), m1 = tail_mask(nc - 16 > 0 ? nc - 16 : 0);
-                    const float *bp = last && bias ? bias + (size_t)b * NB : NULL;
-                    for (int r = 0; r < mc; r += RB) {
-                        int R = mc - r < RB ? mc - r : RB;
-                        mk_f32_tab[R](x + (size_t)(r0 + r) * k + i0, (size_t)k, wp, ic,
-                                      y + (size_t)(r0 + r) * n + (size_t)b * NB, (size_t)n, m0,
-                                      m1, i0 > 0, bp);
-                    }
+    const int bf16 = w->layout == LAYOUT_BF16;
+    const int kind = !bf16 ? MK_F32 : g_bf16_dot ? MK_BF16D : MK_BF16F;
+    const int E = kind == MK_F32 ? 1 : 2;           /* k elements per step */
+    const int xe = kind == MK_BF16F ? 2 : 1;         /* packed x words per step and row */
+    const int nsteps = (k + E - 1) / E;
+    const size_t wstep = bf16 ? NB * 2 * sizeof(uint16_t) : NB * sizeof(float);
+    int kc = bf16 ? KC_PAIRS : KC_F32;
+    if (m <= RB || kc > nsteps) kc = nsteps; /* block stride of the packed x */
+    /* a single row needs no packing when its steps are all full */
+    const int direct = m == 1 && kind != MK_BF16D && k % E == 0;
+    float *xp = (float *)round_up((uintptr_t)scratch, 64);
+    const char *wd = w->data;
+
+    for (int r0 = 0; r0 < m; r0 += MC) {
+        int mc = m - r0 < MC ? m - r0 : MC;
+        for (int s0 = 0; s0 < nsteps; s0 += kc) {
+            int sc = nsteps - s0 < kc ? nsteps - s0 : kc;
+            int last = s0 + sc == nsteps;
+            if (!direct) pack_x(xp, x + (size_t)r0 * k, mc, k, s0, sc, kc, kind);
+            for (int b = plo; b < phi; b++) {
+                const char *wp = wd + ((size_t)b * nsteps + s0) * wstep;
+                int nc = n - b * NB;
+                __mmask16 m0 = tail_mask(nc), m1 = tail_mask(nc - 16 > 0 ? nc - 16 : 0);
+                const float *bp = last && bias ? bias + (size_t)b * NB : NULL;
+                for (int rb = 0; rb < mc; rb += RB) {
+                    int R = mc - rb < RB ? mc - rb : RB;
+                    const float *xr = direct ? x + (size_t)s0 * E : xp + (size_t)rb * kc * xe;
+                    mk_tab[kind][R](xr, wp, sc, y + (size_t)(r0 + rb) * n + (size_t)b * NB,
+                                    (size_t)n, m0, m1, s0 > 0, bp);
                 }
             }
         }

@@ -31,4 +31,9 @@ typedef struct kern_vtable {
 extern const kern_vtable *const kern_vtable_avx2;
 extern const kern_vtable *const kern_vtable_avx512;
 
+/* AVX-512 bf16-weight matmul variant: 1 = vdpbf16ps on bf16-rounded
+ * activations, 0 = f32 FMA (default).  kernels_init() sets it from the
+ * SGLC_BF16_DOT environment variable. */
+void kern_avx512_set_bf16_dot(int on);
+
 #endif
