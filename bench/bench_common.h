@@ -33,17 +33,17 @@ static inline double bench_thread_cpu(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int bench_cmp_double(const void *a, const void *b)
+static inline int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
-static double bench_median(double *v, int n)
+static inline double bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
-static double bench_max(const double *v, int n)
+static inline double bench_max(const double *v, int n)
 {
     double m = v[0];
     for (int i = 1; i < n; i++)
@@ -53,7 +53,7 @@ static double bench_max(const double *v, int n)
 
 /* ---- memory read bandwidth --------------------------------------------- */
 
-__attribute__((target("avx512f"))) static uint64_t bench_read_avx512(const char *p, size_t bytes)
+__attribute__((target("avx512f"))) static inline uint64_t bench_read_avx512(const char *p, size_t bytes)
 {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i + 256 <= bytes; i += 256) {
@@ -66,7 +66,7 @@ __attribute__((target("avx512f"))) static uint64_t bench_read_avx512(const char 
     return (uint64_t)_mm_cvtsi128_si64(_mm512_castsi512_si128(a0));
 }
 
-__attribute__((target("avx2"))) static uint64_t bench_read_avx2(const char *p, size_t bytes)
+__attribute__((target("avx2"))) static inline uint64_t bench_read_avx2(const char *p, size_t bytes)
 {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i + 128 <= bytes; i += 128) {
@@ -86,7 +86,7 @@ typedef struct {
     double cpu[64]; /* per-thread CPU seconds of the last run */
 } bench_read_ctx;
 
-static void bench_read_task(void *vctx, int ith, int nth)
+static inline void bench_read_task(void *vctx, int ith, int nth)
 {
     bench_read_ctx *c = vctx;
     size_t chunk = c->bytes / (size_t)nth / 4096 * 4096;
@@ -104,7 +104,7 @@ static void bench_read_task(void *vctx, int ith, int nth)
     c->cpu[ith] = bench_thread_cpu() - c0;
 }
 
-static double bench_max_cpu(const double *cpu, int n)
+static inline double bench_max_cpu(const double *cpu, int n)
 {
     double m = cpu[0];
     for (int i = 1; i < n; i++)
@@ -114,7 +114,7 @@ static double bench_max_cpu(const double *cpu, int n)
 
 /* Read bandwidth in GB/s (1e9 B/s) of pool's threads over buf; rep values in
  * out (wall time) and, when out_cpu is non-NULL, per thread-CPU-second. */
-static void bench_mem_read(tpool *pool, const char *buf, size_t bytes, int reps, double *out,
+static inline void bench_mem_read(tpool *pool, const char *buf, size_t bytes, int reps, double *out,
                            double *out_cpu)
 {
     bench_read_ctx c = {.buf = buf, .bytes = bytes};
@@ -134,7 +134,7 @@ static void bench_mem_read(tpool *pool, const char *buf, size_t bytes, int reps,
 
 #define BENCH_PEAK_ITERS 4000000L
 
-__attribute__((target("avx512f,avx512bf16"))) static float bench_bf16_loop(long iters)
+__attribute__((target("avx512f,avx512bf16"))) static inline float bench_bf16_loop(long iters)
 {
     __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = a; /* (1.0, 1.0) pairs */
     __m512 acc[24];
@@ -149,7 +149,7 @@ __attribute__((target("avx512f,avx512bf16"))) static float bench_bf16_loop(long 
     return _mm512_reduce_add_ps(s);
 }
 
-__attribute__((target("avx512f,fma"))) static float bench_f32_loop(long iters)
+__attribute__((target("avx512f,fma"))) static inline float bench_f32_loop(long iters)
 {
     __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-7f);
     __m512 acc[24];
@@ -171,7 +171,7 @@ typedef struct {
     double cpu[64];
 } bench_peak_ctx;
 
-static void bench_peak_task(void *vctx, int ith, int nth)
+static inline void bench_peak_task(void *vctx, int ith, int nth)
 {
     (void)nth;
     bench_peak_ctx *c = vctx;
@@ -182,7 +182,7 @@ static void bench_peak_task(void *vctx, int ith, int nth)
 
 /* Peak GFLOP/s of the pool's threads together (wall time in out, per
  * thread-CPU time in out_cpu if non-NULL); needs avx512f (+bf16). */
-static void bench_peak(tpool *pool, int bf16, int reps, double *out, double *out_cpu)
+static inline void bench_peak(tpool *pool, int bf16, int reps, double *out, double *out_cpu)
 {
     bench_peak_ctx c = {.bf16 = bf16, .iters = BENCH_PEAK_ITERS / 10};
     tpool_run(pool, bench_peak_task, &c); /* warm the clocks */

@@ -128,13 +128,31 @@ static int pack512(kern_mat *m, const void *src, dtype sdt)
                 size_t c = b * NB + (size_t)j;
                 if (c >= (size_t)n) break;
                 size_t row = c * (size_t)k;
-                if (sdt == DTYPE_BF16) {
+                if (sdt == DTYPE_BF16 && !(k & 1)) {
+                    continue; /* done below, 32-bit pairs in cache-sized blocks */
+                } else if (sdt == DTYPE_BF16) {
                     const uint16_t *s = (const uint16_t *)src + row;
                     for (int i = 0; i < k; i++) pan[((size_t)(i >> 1) * NB + j) * 2 + (i & 1)] = s[i];
                 } else {
                     for (int i = 0; i < k; i++)
                         pan[((size_t)(i >> 1) * NB + j) * 2 + (i & 1)] =
                             f32_to_bf16(src_get(src, sdt, row + (size_t)i));
+                }
+            }
+            if (sdt == DTYPE_BF16 && !(k & 1)) {
+                /* a (W[c][2p], W[c][2p+1]) pair is one 32-bit word of the
+                 * source row: transpose words in blocks of 16 pairs so the
+                 * 16 destination lines stay in L1 while the rows stream */
+                uint32_t *pan32 = (uint32_t *)pan;
+                int nj = n - (int)(b * NB) < NB ? n - (int)(b * NB) : NB;
+                for (size_t p0 = 0; p0 < k2; p0 += 16) {
+                    size_t pn = k2 - p0 < 16 ? k2 - p0 : 16;
+                    for (int j = 0; j < nj; j++) {
+                        const char *s = (const char *)src + ((b * NB + (size_t)j) * k2 + p0) * 4;
+                        uint32_t tmp[16];
+                        memcpy(tmp, s, pn * 4); /* the source may be only 2-byte aligned */
+                        for (size_t p = 0; p < pn; p++) pan32[(p0 + p) * NB + (size_t)j] = tmp[p];
+                    }
                 }
             }
         }
@@ -430,6 +448,7 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
 
 #define AR 32   /* rows (query x head) per unit */
 #define KB 16   /* keys per block */
+#define HKMAX 4 /* kv heads per unit */
 
 /* Scratch layout (floats, Dp = head_dim rounded up to 16):
  *   kbuf (KB, Dp) | vbuf (KB, Dp) | qbuf (AR, Dp) | acc (AR, Dp) | mx (AR) | sum (AR) */
@@ -437,7 +456,7 @@ static size_t attention_scratch512(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), 16);
-    return (2 * KB * dp + 2 * AR * dp + 2 * AR) * sizeof(float) + 128;
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + 2 * AR) * sizeof(float) + 128;
 }
 
 /* Sum each of 16 vectors: out[j] = sum of lanes of v[j]. */
@@ -482,34 +501,26 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
     const size_t kv_row = (size_t)a->n_kv_head * hd;
     const size_t esz = a->kv_dt == DTYPE_F32 ? 4 : 2;
     float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
-    float *vbuf = kbuf + KB * dp, *qbuf = vbuf + KB * dp, *acc = qbuf + AR * dp;
+    float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
     float *mx = acc + AR * dp, *sm = mx + AR;
 
-    /* unit shape: gh query heads x qb queries; shrink gh when there would be
-     * too few units to keep every thread busy (decode, MQA) */
-    int gh = group < AR ? group : AR;
-    int n_hc = (group + gh - 1) / gh;
-    while (gh > 1 && a->n_kv_head * n_hc * a->n_q < 2 * nth) {
-        gh = (gh + 1) / 2;
-        n_hc = (group + gh - 1) / gh;
-    }
-    int qb = AR / gh;
-    int n_qb = (a->n_q + qb - 1) / qb;
-    int n_units = a->n_kv_head * n_hc * n_qb;
+    kern_attn_plan pl;
+    kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
     const float neg_inf = -INFINITY;
-    const __m512 vscale = _mm512_set1_ps(a->scale);
 
-    for (int u = ith; u < n_units; u += nth) {
-        int qbi = u % n_qb, rest = u / n_qb;
-        int hc = rest % n_hc, kh = rest / n_hc;
-        int h0 = kh * group + hc * gh;
-        int nh = group - hc * gh < gh ? group - hc * gh : gh;
-        int i0 = qbi * qb, nq = a->n_q - i0 < qb ? a->n_q - i0 : qb;
-        int R = nq * nh;
+    for (int u = ith; u < pl.n_units; u += nth) {
+        int qbi = u % pl.n_qb, rest = u / pl.n_qb;
+        int hc = rest % pl.n_hc, khc = rest / pl.n_hc;
+        int kh0 = khc * pl.hk;
+        int nkh = a->n_kv_head - kh0 < pl.hk ? a->n_kv_head - kh0 : pl.hk;
+        int nh = group - hc * pl.gh < pl.gh ? group - hc * pl.gh : pl.gh;
+        int i0 = qbi * pl.qb, nq = a->n_q - i0 < pl.qb ? a->n_q - i0 : pl.qb;
+        int R = nq * nkh * nh; /* row r: query r / (nkh nh), kv head r / nh % nkh, head r % nh */
         int lo_all = a->n_kv, hi_all = 0; /* key range of the unit: [lo_all, hi_all) */
         int rlo[AR], rhi[AR];
         for (int r = 0; r < R; r++) {
-            int i = i0 + r / nh, h = h0 + r % nh;
+            int i = i0 + r / (nkh * nh), khl = r / nh % nkh;
+            int h = (kh0 + khl) * group + hc * pl.gh + r % nh;
             int pos = a->n_kv - a->n_q + i;
             int start = 0;
             if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
@@ -519,26 +530,35 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
             if (start < lo_all) lo_all = start;
             if (pos + 1 > hi_all) hi_all = pos + 1;
             const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * hd;
-            for (int c = 0; c < nc; c++) {
-                int left = hd - c * 16;
-                __m512 v = _mm512_maskz_loadu_ps(tail_mask(left > 0 ? left : 0), q + c * 16);
-                _mm512_store_ps(qbuf + r * dp + c * 16, _mm512_mul_ps(v, vscale));
-                _mm512_store_ps(acc + r * dp + c * 16, _mm512_setzero_ps());
+            for (int d = 0; d < dp; d++) {
+                qbuf[r * dp + d] = d < hd ? q[d] * a->scale : 0.0f;
+                acc[r * dp + d] = 0.0f;
             }
             mx[r] = neg_inf;
             sm[r] = 0.0f;
         }
+        const size_t seg = (size_t)nkh * hd * esz; /* bytes of the unit's heads in one slot */
         for (int p0 = lo_all; p0 < hi_all; p0 += KB) {
             int nk = hi_all - p0 < KB ? hi_all - p0 : KB;
+            /* prefetch the next block's K/V pieces: the slots are scattered */
+            for (int j = 0; j < KB && p0 + KB + j < hi_all; j++) {
+                size_t off = ((size_t)a->slots[p0 + KB + j] * kv_row + (size_t)kh0 * hd) * esz;
+                for (size_t l = 0; l < seg; l += 64) {
+                    _mm_prefetch((const char *)a->k_cache + off + l, _MM_HINT_T1);
+                    _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
+                }
+            }
+            /* kbuf/vbuf: (KB, nkh, dp) f32 */
             for (int j = 0; j < KB; j++) {
-                if (j < nk) {
-                    size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)kh * hd) * esz;
-                    load_kv_row(kbuf + j * dp, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
-                    load_kv_row(vbuf + j * dp, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
-                } else {
-                    for (int c = 0; c < nc; c++) {
-                        _mm512_store_ps(kbuf + j * dp + c * 16, _mm512_setzero_ps());
-                        _mm512_store_ps(vbuf + j * dp + c * 16, _mm512_setzero_ps());
+                for (int khl = 0; khl < nkh; khl++) {
+                    float *kd = kbuf + ((size_t)j * nkh + khl) * dp, *vd = vbuf + ((size_t)j * nkh + khl) * dp;
+                    if (j < nk) {
+                        size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
+                        load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
+                        load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
+                    } else {
+                        memset(kd, 0, sizeof(float) * dp);
+                        memset(vd, 0, sizeof(float) * dp);
                     }
                 }
             }
@@ -547,12 +567,15 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
             for (int r = 0; r < R; r++) {
                 if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
                 const float *qr = qbuf + r * dp;
+                const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
+                const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
+                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
                 __m512 part[16];
                 for (int j = 0; j < 16; j++) {
-                    __m512 s = _mm512_mul_ps(_mm512_load_ps(qr), _mm512_load_ps(kbuf + j * dp));
+                    __m512 s = _mm512_mul_ps(_mm512_load_ps(qr), _mm512_load_ps(kr + j * kst));
                     for (int c = 1; c < nc; c++)
                         s = _mm512_fmadd_ps(_mm512_load_ps(qr + c * 16),
-                                            _mm512_load_ps(kbuf + j * dp + c * 16), s);
+                                            _mm512_load_ps(kr + j * kst + c * 16), s);
                     part[j] = s;
                 }
                 __m512 s = hsum16x16(part);
@@ -577,13 +600,13 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
                 for (int c = 0; c < nc; c++) {
                     __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
                     for (int j = 0; j < nk; j++)
-                        o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vbuf + j * dp + c * 16), o);
+                        o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
                     _mm512_store_ps(ar + c * 16, o);
                 }
             }
         }
         for (int r = 0; r < R; r++) {
-            int i = i0 + r / nh, h = h0 + r % nh;
+            int i = i0 + r / (nkh * nh), h = (kh0 + r / nh % nkh) * group + hc * pl.gh + r % nh;
             float *o = a->out + (size_t)i * a->out_stride + (size_t)h * hd;
             __m512 inv = _mm512_set1_ps(sm[r] > 0.0f ? 1.0f / sm[r] : 0.0f);
             for (int c = 0; c < nc; c++) {
