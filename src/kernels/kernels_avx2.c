@@ -277,11 +277,13 @@ static const mk_fn mk_tab[2][RB + 1] = {
 
 static size_t matmul_scratch256(int m, int k)
 {
+    /* monotonic in m and k: a caller sizes scratch once for its largest
+     * batch, and m <= RB packs the whole k while larger m packs KC blocks */
     if (m <= 0 || k <= 0) return 64;
-    size_t rows = (size_t)(m < MC ? m : MC);
-    size_t per_row = m <= RB ? (size_t)k + 1 : 2 * (size_t)KC_PAIRS;
-    if (per_row > (size_t)k + 1) per_row = (size_t)k + 1;
-    return rows * round_up(per_row, 16) * sizeof(float) + 128;
+    size_t small = (size_t)(m < RB ? m : RB) * round_up((size_t)k + 1, 16);
+    size_t per_row = 2 * (size_t)KC_PAIRS < (size_t)k + 1 ? 2 * (size_t)KC_PAIRS : (size_t)k + 1;
+    size_t big = m > RB ? (size_t)(m < MC ? m : MC) * round_up(per_row, 16) : 0;
+    return (small > big ? small : big) * sizeof(float) + 128;
 }
 
 /* Pack rows [0, mc) of x (row stride k), steps [s0, s0 + sc), E k-elements

@@ -211,6 +211,26 @@ static void test_matmul_isa_switch(void **state)
     free(x), free(wf), free(y), free(yref);
 }
 
+/* Callers size matmul scratch once for their largest batch and k. */
+static void test_matmul_scratch_monotonic(void **state)
+{
+    (void)state;
+    static const int ks[] = {1, 2, 100, 2048, 8192};
+    for (int isa = 0; isa < 3; isa++) {
+        if (!use_isa(isa)) continue;
+        for (size_t a = 0; a < sizeof ks / sizeof *ks; a++) {
+            size_t prev = 0;
+            for (int m = 1; m <= 600; m++) {
+                size_t s = kern_matmul_scratch(m, ks[a]);
+                assert_true(s >= prev);
+                if (a > 0) assert_true(s >= kern_matmul_scratch(m, ks[a - 1]));
+                prev = s;
+            }
+        }
+    }
+    kernels_init(NULL);
+}
+
 /* ---- attention --------------------------------------------------------- */
 
 typedef struct {
@@ -407,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_matmul_isa_switch),
+        cmocka_unit_test(test_matmul_scratch_monotonic),
         cmocka_unit_test(test_matmul_sources_and_big),
         cmocka_unit_test(test_matmul_sizes),
     };
