@@ -367,7 +367,7 @@ static size_t attention_scratch256(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), 8);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + 2 * AR) * sizeof(float) + 128;
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + 2 * AR + AR * KB) * sizeof(float) + 192;
 }
 
 /* out[j] = sum of the lanes of v[j], j < 8 */
@@ -406,6 +406,7 @@ static void attention256(const kern_attn_args *a, int ith, int nth, void *scratc
     float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
     float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
     float *mx = acc + AR * dp, *sm = mx + AR;
+    float *sbuf = (float *)round_up((uintptr_t)(sm + AR), 64); /* (AR, KB) scores */
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -466,12 +467,13 @@ static void attention256(const kern_attn_args *a, int ith, int nth, void *scratc
                 }
             }
             const __m256i vp = _mm256_add_epi32(_mm256_set1_epi32(p0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
+            /* pass 1: masked scores of every row (independent iterations, so
+             * rows overlap); pass 2: the per-row online-softmax update */
             for (int r = 0; r < R; r++) {
                 if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
                 const float *qr = qbuf + r * dp;
-                const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
                 const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
-                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
                 __m256 part[8];
                 for (int j = 0; j < 8; j++) {
                     __m256 s = _mm256_mul_ps(_mm256_load_ps(qr), _mm256_load_ps(kr + j * kst));
@@ -487,8 +489,14 @@ static void attention256(const kern_attn_args *a, int ith, int nth, void *scratc
                 /* valid: rlo <= p < rhi */
                 __m256i ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(rlo[r]), vp),
                                                  _mm256_cmpgt_epi32(_mm256_set1_epi32(rhi[r]), vp));
-                __m256 okf = _mm256_castsi256_ps(ok);
-                s = _mm256_blendv_ps(_mm256_set1_ps(neg_inf), s, okf);
+                s = _mm256_blendv_ps(_mm256_set1_ps(neg_inf), s, _mm256_castsi256_ps(ok));
+                _mm256_store_ps(sbuf + r * KB, s);
+            }
+            for (int r = 0; r < R; r++) {
+                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
+                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
+                __m256 s = _mm256_load_ps(sbuf + r * KB);
+                __m256 okf = _mm256_cmp_ps(s, _mm256_set1_ps(neg_inf), _CMP_NEQ_OQ);
                 float bmax = hmax256(s);
                 float mnew = bmax > mx[r] ? bmax : mx[r];
                 float alpha = mx[r] == neg_inf ? 0.0f : expf(mx[r] - mnew);

@@ -453,12 +453,13 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
 #define HKMAX 4 /* kv heads per unit */
 
 /* Scratch layout (floats, Dp = head_dim rounded up to 16):
- *   kbuf (KB, Dp) | vbuf (KB, Dp) | qbuf (AR, Dp) | acc (AR, Dp) | mx (AR) | sum (AR) */
+ *   kbuf (KB, HKMAX, Dp) | vbuf (KB, HKMAX, Dp) | qbuf (AR, Dp) | acc (AR, Dp) |
+ *   mx, sum, block max, alpha (AR each) | scores (AR, KB), 64-byte aligned */
 static size_t attention_scratch512(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), 16);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + 2 * AR) * sizeof(float) + 128;
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + 4 * AR + AR * KB) * sizeof(float) + 192;
 }
 
 /* Sum each of 16 vectors: out[j] = sum of lanes of v[j]. */
@@ -478,6 +479,31 @@ AINLINE __m512 hsum16x16(const __m512 v[16])
                                _mm512_shuffle_f32x4(q[2], q[3], _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm512_add_ps(_mm512_shuffle_f32x4(r01, r23, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(r01, r23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* Scores of one query row (q, nc chunks of 16) against 16 keys at kr + j * kst. */
+AINLINE __m512 qk16(const float *q, const float *kr, size_t kst, const int nc)
+{
+    __m512 qv[8], part[16];
+    for (int c = 0; c < nc; c++) qv[c] = _mm512_load_ps(q + c * 16);
+    for (int j = 0; j < 16; j++) {
+        __m512 s = _mm512_mul_ps(qv[0], _mm512_load_ps(kr + j * kst));
+        for (int c = 1; c < nc; c++) s = _mm512_fmadd_ps(qv[c], _mm512_load_ps(kr + j * kst + c * 16), s);
+        part[j] = s;
+    }
+    return hsum16x16(part);
+}
+
+static __m512 qk16_any(const float *q, const float *kr, size_t kst, int nc)
+{
+    __m512 part[16];
+    for (int j = 0; j < 16; j++) {
+        __m512 s = _mm512_mul_ps(_mm512_load_ps(q), _mm512_load_ps(kr + j * kst));
+        for (int c = 1; c < nc; c++)
+            s = _mm512_fmadd_ps(_mm512_load_ps(q + c * 16), _mm512_load_ps(kr + j * kst + c * 16), s);
+        part[j] = s;
+    }
+    return hsum16x16(part);
 }
 
 /* Copy one K/V row (head_dim of kv_dt) to f32 dst padded with zeros to dp. */
@@ -504,7 +530,8 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
     const size_t esz = a->kv_dt == DTYPE_F32 ? 4 : 2;
     float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
     float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
-    float *mx = acc + AR * dp, *sm = mx + AR;
+    float *mx = acc + AR * dp, *sm = mx + AR, *bm = sm + AR, *alpha = bm + AR;
+    float *sbuf = (float *)round_up((uintptr_t)(alpha + AR), 64); /* (AR, KB) scores */
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -566,21 +593,24 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
             }
             const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
             const __m512i vp = _mm512_add_epi32(_mm512_set1_epi32(p0), lane);
+            const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
+            /* Three passes over the rows, each with independent iterations so
+             * the core overlaps rows (one fused pass was latency bound on the
+             * per-row max -> exp -> sum chain). 1: masked scores. */
             for (int r = 0; r < R; r++) {
-                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
-                const float *qr = qbuf + r * dp;
-                const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
-                const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
-                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
-                __m512 part[16];
-                for (int j = 0; j < 16; j++) {
-                    __m512 s = _mm512_mul_ps(_mm512_load_ps(qr), _mm512_load_ps(kr + j * kst));
-                    for (int c = 1; c < nc; c++)
-                        s = _mm512_fmadd_ps(_mm512_load_ps(qr + c * 16),
-                                            _mm512_load_ps(kr + j * kst + c * 16), s);
-                    part[j] = s;
+                float *srow = sbuf + r * KB;
+                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) {
+                    _mm512_store_ps(srow, _mm512_set1_ps(neg_inf));
+                    bm[r] = neg_inf;
+                    continue;
                 }
-                __m512 s = hsum16x16(part);
+                const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
+                __m512 s;
+                switch (nc) {
+                case 4: s = qk16(qbuf + r * dp, kr, kst, 4); break;
+                case 8: s = qk16(qbuf + r * dp, kr, kst, 8); break;
+                default: s = qk16_any(qbuf + r * dp, kr, kst, nc); break;
+                }
                 if (a->softcap > 0.0f) {
                     __m512 cap = _mm512_set1_ps(a->softcap);
                     s = _mm512_mul_ps(cap, tanh512(_mm512_div_ps(s, cap)));
@@ -588,16 +618,31 @@ static void attention512(const kern_attn_args *a, int ith, int nth, void *scratc
                 __mmask16 ok = _mm512_cmpge_epi32_mask(vp, _mm512_set1_epi32(rlo[r])) &
                                _mm512_cmplt_epi32_mask(vp, _mm512_set1_epi32(rhi[r]));
                 s = _mm512_mask_blend_ps(ok, _mm512_set1_ps(neg_inf), s);
-                float bmax = _mm512_reduce_max_ps(s);
-                float mnew = bmax > mx[r] ? bmax : mx[r];
-                float alpha = mx[r] == neg_inf ? 0.0f : expf(mx[r] - mnew);
-                __m512 pr = exp512(_mm512_sub_ps(s, _mm512_set1_ps(mnew)));
-                pr = _mm512_maskz_mov_ps(ok, pr);
-                sm[r] = sm[r] * alpha + _mm512_reduce_add_ps(pr);
-                mx[r] = mnew;
+                _mm512_store_ps(srow, s);
+                bm[r] = _mm512_reduce_max_ps(s);
+            }
+            /* 2: running max and rescale factor, 16 rows per vector; a row
+             * that has seen no key yet keeps max -inf and alpha 1 */
+            for (int r = 0; r < R; r += 16) {
+                __mmask16 mk = tail_mask(R - r);
+                __m512 mo = _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mk, mx + r);
+                __m512 mn = _mm512_max_ps(mo, _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mk, bm + r));
+                __mmask16 fin = _mm512_cmp_ps_mask(mn, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
+                __m512 al = _mm512_mask_blend_ps(fin, _mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(mo, mn)));
+                _mm512_mask_storeu_ps(mx + r, mk, mn);
+                _mm512_mask_storeu_ps(alpha + r, mk, al);
+            }
+            /* 3: probabilities, sums, acc = acc * alpha + P V */
+            for (int r = 0; r < R; r++) {
+                if (bm[r] == neg_inf) continue; /* nothing visible: alpha is 1 */
+                __m512 sv = _mm512_load_ps(sbuf + r * KB);
+                __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
+                __m512 pr = _mm512_maskz_mov_ps(ok, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
+                sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
                 float pj[16];
                 _mm512_storeu_ps(pj, pr);
-                __m512 va = _mm512_set1_ps(alpha);
+                __m512 va = _mm512_set1_ps(alpha[r]);
+                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
                 float *ar = acc + r * dp;
                 for (int c = 0; c < nc; c++) {
                     __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
