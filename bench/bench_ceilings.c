@@ -58,6 +58,8 @@ int main(int argc, char **argv)
         printf("{\"bench\":\"mem_read\",\"threads\":%d,\"bytes\":%zu,\"best_gbs\":%.2f,"
                "\"median_gbs\":%.2f,\"cpu_best_gbs\":%.2f,\"cpu_median_gbs\":%.2f,\"reps\":%d}\n",
                t, bytes, best, med, bench_max(vc, reps), bench_median(vc, reps), reps);
+        printf("{\"bench\":\"mem_read_pieces\",\"threads\":%d,\"piece_mib\":4,\"p90_gbs\":%.2f}\n", t,
+               bench_mem_read_p90(pool, buf, bytes, 3));
         fflush(stdout);
         if (f->avx512f && f->avx512bf16) {
             bench_peak(pool, 1, reps, v, vc);
