@@ -112,7 +112,13 @@ static int pack256(kern_mat *m, const void *src, dtype sdt)
         size_t bytes = npan * k2 * NB * 2 * sizeof(uint16_t);
         uint16_t *d = kern_weight_alloc(bytes);
         if (!d) return -1;
-        memset(d, 0, bytes);
+        /* every element of a full panel is written below; only padding
+         * (columns >= n of the last panel, the odd half of the last pair)
+         * must be zeroed, so the first touch of the pages is the copy */
+        if (k & 1)
+            memset(d, 0, bytes);
+        else if (n % NB)
+            memset(d + (npan - 1) * k2 * NB * 2, 0, k2 * NB * 2 * sizeof(uint16_t));
         for (size_t b = 0; b < npan; b++) {
             uint16_t *pan = d + b * k2 * NB * 2;
             for (int j = 0; j < NB; j++) {
@@ -154,7 +160,7 @@ static int pack256(kern_mat *m, const void *src, dtype sdt)
         size_t bytes = npan * (size_t)k * NB * sizeof(float);
         float *d = kern_weight_alloc(bytes);
         if (!d) return -1;
-        memset(d, 0, bytes);
+        if (n % NB) memset(d + (npan - 1) * (size_t)k * NB, 0, (size_t)k * NB * sizeof(float));
         for (size_t b = 0; b < npan; b++) {
             float *pan = d + b * (size_t)k * NB;
             for (int j = 0; j < NB; j++) {
