@@ -12,26 +12,37 @@
  *
  * Tails are zero padded (columns >= n, the odd k of the last pair), so the
  * inner loops have no bounds checks; y is written with masked stores.
- * For bf16 weights the activations are rounded to bf16 once per call into
- * per-thread scratch (row-major (rows, k-pairs) of packed bf16 pairs); every
- * output element is then one fixed sequence of vdpbf16ps, independent of m,
- * of the thread split and of the blocking (partial sums go through y as f32,
- * which is exact), so results are bitwise batch-invariant.
  *
- * Blocking (GEMM): threads own disjoint ranges of panels.  Rows come in
- * chunks of MC (the bf16 copy of one chunk is the scratch); inside a chunk,
- * k is cut in KC blocks so a panel block (KC pairs x 128 B = 24 KiB) stays in
- * L1 while the micro-kernel walks the chunk RB = 12 rows at a time (24 zmm
- * accumulators).  For m <= RB (decode) there is no k blocking: each thread
- * streams its contiguous slab of panels once, with software prefetch.
+ * bf16 weights, default path: each 32-bit pair is widened in registers to
+ * two f32 vectors (even k: << 16, odd k: & 0xffff0000) and multiplied with
+ * f32 activations by vfmadd231ps.  On the CPUs measured vdpbf16ps zmm
+ * issues at half the FMA rate (bench_ceilings), so this is faster and keeps
+ * x exact.  SGLC_BF16_DOT=1 selects vdpbf16ps on bf16-rounded x instead.
+ * Either way every output element is one fixed sequence of multiply-adds,
+ * independent of m, of the thread split and of the blocking (partial sums
+ * go through y as f32, which is exact): results are batch-invariant.
  *
- * Attention: flash-style online softmax.  A work unit is (kv head, block of
- * queries x query heads of that group), up to AR = 32 rows, so every K/V row
- * is loaded (and converted from bf16) once per unit.  Keys go 16 at a time:
- * 16 rows of K are copied to f32 scratch, each query row's 16 dot products
- * are summed with a transpose-add tree into one zmm of scores, masked
- * (causal / sliding window), soft-capped, and folded into the running max,
- * sum and accumulator.  Units are dealt round-robin to threads (causal
+ * Blocking: threads own disjoint ranges of panels.  Rows come in chunks of
+ * MC; k is cut in KC blocks so a panel block (KC pairs x 128 B = 24 KiB)
+ * stays in L1 while the micro-kernel walks the chunk RB = 12 rows at a time
+ * (24 zmm accumulators).  The activation block is first packed into the
+ * per-thread scratch in the order the micro-kernel reads it (rows
+ * interleaved per k step): one sequential stream instead of 12 rows 4 KiB
+ * apart that collide in the same L1 sets.  For m <= RB (decode) there is no
+ * k blocking: each thread streams its contiguous slab of panels once, with
+ * software prefetch, and a single row with even k is read in place.
+ *
+ * Attention: flash-style online softmax.  A work unit is (consecutive kv
+ * heads, the query heads of their groups, a block of queries), up to AR =
+ * 32 rows (see kern_attn_plan_make): prefill units take 8 queries of one kv
+ * head, decode units take several kv heads, whose K/V rows are adjacent in
+ * a slot.  Keys go 16 at a time: their K/V rows are gathered by slot (and
+ * widened from bf16) into f32 scratch, with the next block prefetched;
+ * then three passes over the rows -- masked, soft-capped scores (16 dot
+ * products per row summed by a transpose-add tree), the running max and
+ * rescale factors for 16 rows per vector, and P.V into the accumulators --
+ * so independent rows overlap instead of each row waiting on its own
+ * max -> exp -> sum chain.  Units are dealt round-robin to threads (causal
  * prefill has more work in late queries).  Scratch is O(AR * head_dim).
  *
  * Elementwise: vector exp (Cephes-style polynomial, ~1 ulp, scalef for
