@@ -12,9 +12,11 @@
  * zero past k) so the micro-kernel (6 rows x 16 columns = 12 ymm
  * accumulators) reads one sequential stream; k is cut in KC blocks that
  * keep the panel block in L1.  Threads own disjoint panel ranges.
- * Attention: online softmax over blocks of 8 keys, units of (kv head,
- * queries x heads of the group) exactly as in the AVX-512 file.  Scalar
- * loops handle the tails of row ops. */
+ * Attention: online softmax over blocks of 8 keys, work units from
+ * kern_attn_plan_make as in the AVX-512 file; per block a scores pass over
+ * all rows, then the per-row max / rescale / P.V pass.  Scratch:
+ * kbuf, vbuf (KB, HKMAX, dp) | qbuf, acc (AR, dp) | mx, sum (AR) | scores
+ * (AR, KB).  Scalar loops handle the tails of row ops. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
