@@ -318,6 +318,9 @@ static void test_attention(void **state)
         {40, 100, 8, 1, 128, 24, 30.0f, DTYPE_BF16}, /* MQA, window, softcap */
         {3, 50, 16, 2, 256, 0, 50.0f, DTYPE_F32},    /* big group, softcap */
         {2, 9, 3, 3, 80, 5, 0, DTYPE_BF16},
+        {3, 40, 48, 1, 32, 0, 0, DTYPE_F32},     /* group 48 > 32 rows: head chunks */
+        {1, 70, 15, 3, 64, 0, 0, DTYPE_BF16},    /* decode, 3 kv heads: uneven kv-head chunks */
+        {1, 33, 40, 5, 64, 20, 0, DTYPE_F32},    /* decode, group 8, 5 kv heads, window */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attn_case(&cases[i]);
 }
