@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/kernels_impl.h"
 #include "util/cpu.h"
@@ -107,10 +108,24 @@ int kernels_init(const char *force)
     if (!g_vt.argmax) g_vt.argmax = vt_scalar.argmax;
     if (!g_vt.dot_f32) g_vt.dot_f32 = vt_scalar.dot_f32;
     g_isa = want;
+    if (want == KERN_ISA_AVX512) {
+        const char *dot = getenv("SGLC_BF16_DOT");
+        kern_avx512_set_bf16_dot(dot && *dot && strcmp(dot, "0") != 0);
+    }
     return 0;
 }
 
 kern_isa kernels_isa(void) { return g_isa; }
+
+void *kern_weight_alloc(size_t bytes)
+{
+    size_t align = bytes >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
+    size_t size = (bytes + align - 1) / align * align;
+    if (size == 0) size = align;
+    void *p = aligned_alloc(align, size);
+    if (p && align > 64) (void)madvise(p, size, MADV_HUGEPAGE); /* advisory: ignore failure */
+    return p;
+}
 
 int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtype want,
                   int borrow_ok)
@@ -129,7 +144,7 @@ int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtyp
         m->data = src;
         return 0;
     }
-    m->owned = aligned_alloc(64, (m->bytes + 63) & ~(size_t)63);
+    m->owned = kern_weight_alloc(m->bytes);
     if (!m->owned) return -1;
     if (src_dt == want) {
         memcpy(m->owned, src, m->bytes);
@@ -154,17 +169,36 @@ void kern_mat_free(kern_mat *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Sized for every ISA this CPU supports, so a weight packed under one ISA
+ * can still be multiplied after kernels_init() switched to another. */
 size_t kern_matmul_scratch(int m, int k)
 {
-    const kern_vtable *t = isa_table(g_isa);
-    if (t->matmul_scratch) return t->matmul_scratch(m, k);
-    return 0;
+    size_t best = 0;
+    for (int i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512; i++) {
+        if (!isa_supported((kern_isa)i)) continue;
+        const kern_vtable *t = isa_table((kern_isa)i);
+        if (t->matmul_scratch) {
+            size_t s = t->matmul_scratch(m, k);
+            if (s > best) best = s;
+        }
+    }
+    return best;
 }
 
+/* Dispatch on the ISA the weight was packed for (its layout is private to
+ * that ISA file), not on the current selection. */
 void kern_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                  int nth, void *scratch)
 {
-    g_vt.matmul(y, x, m, w, bias, ith, nth, scratch);
+    if (w->isa == g_isa) {
+        g_vt.matmul(y, x, m, w, bias, ith, nth, scratch);
+        return;
+    }
+    const kern_vtable *t = isa_table(w->isa);
+    if (t && t->matmul && isa_supported(w->isa))
+        t->matmul(y, x, m, w, bias, ith, nth, scratch);
+    else
+        kern_ref_matmul(y, x, m, w, bias, ith, nth, scratch);
 }
 
 size_t kern_attention_scratch(int n_kv, int head_dim)

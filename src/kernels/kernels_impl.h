@@ -31,4 +31,54 @@ typedef struct kern_vtable {
 extern const kern_vtable *const kern_vtable_avx2;
 extern const kern_vtable *const kern_vtable_avx512;
 
+/* How the ISA attention kernels cut the work (see kernels_avx512.c).  A
+ * unit is: a range of hk consecutive kv heads (their K/V rows are adjacent
+ * in a slot, so a unit reads one contiguous piece per key), a chunk of gh
+ * query heads of each kv head's group, and a block of qb queries; at most
+ * `ar` rows (query x head) per unit.  Prefill favours qb (K/V reused by
+ * more queries), decode favours hk (longer contiguous reads); units are cut
+ * finer until every thread has one. */
+typedef struct kern_attn_plan {
+    int gh, n_hc;   /* query heads per unit within a group; chunks per group */
+    int hk, n_khc;  /* kv heads per unit; kv-head chunks */
+    int qb, n_qb;   /* queries per unit; query blocks */
+    int n_units;
+} kern_attn_plan;
+
+static inline void kern_attn_plan_make(kern_attn_plan *p, const kern_attn_args *a, int nth,
+                                       int ar, int hk_max)
+{
+    int group = a->n_head / a->n_kv_head;
+    p->gh = group < ar ? group : ar;
+    p->n_hc = (group + p->gh - 1) / p->gh;
+    p->qb = ar / p->gh;
+    if (p->qb > a->n_q) p->qb = a->n_q;
+    if (p->qb < 1) p->qb = 1;
+    p->hk = p->n_hc > 1 ? 1 : ar / (p->qb * p->gh);
+    if (p->hk > hk_max) p->hk = hk_max;
+    if (p->hk > a->n_kv_head) p->hk = a->n_kv_head;
+    if (p->hk < 1) p->hk = 1;
+    for (;;) {
+        p->n_khc = (a->n_kv_head + p->hk - 1) / p->hk;
+        p->n_qb = (a->n_q + p->qb - 1) / p->qb;
+        p->n_units = p->n_khc * p->n_hc * p->n_qb;
+        if (p->n_units >= nth) break;
+        if (p->hk > 1) {
+            p->hk = (p->hk + 1) / 2;
+        } else if (p->qb > 1) {
+            p->qb = (p->qb + 1) / 2;
+        } else if (p->gh > 1) {
+            p->gh = (p->gh + 1) / 2;
+            p->n_hc = (group + p->gh - 1) / p->gh;
+        } else {
+            break;
+        }
+    }
+}
+
+/* AVX-512 bf16-weight matmul variant: 1 = vdpbf16ps on bf16-rounded
+ * activations, 0 = f32 FMA (default).  kernels_init() sets it from the
+ * SGLC_BF16_DOT environment variable. */
+void kern_avx512_set_bf16_dot(int on);
+
 #endif

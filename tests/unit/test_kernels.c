@@ -1,0 +1,438 @@
+/* test_kernels — every SIMD kernel of every ISA this CPU supports against
+ * its scalar reference (kern_ref_*), on odd sizes, both weight dtypes, all
+ * (ith, nth) splits for nth = 1, 2, 3, and attention with prefix + new
+ * queries, sliding window, softcap, GQA/MQA, bf16 KV and scattered slots.
+ *
+ * Tolerances: f32 paths |got - ref| <= 1e-5 * scale + 1e-6 where scale is
+ * the sum of |terms| (so cancellation cannot hide errors or fake them);
+ * paths that round activations to bf16 (AVX-512 bf16 matmul) are checked
+ * tightly against the reference run on bf16-rounded activations and loosely
+ * (rel 1e-2 of the row scale) against the f32 one. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+#include "util/cpu.h"
+#include "util/dtype.h"
+
+static const char *const k_isas[] = {"scalar", "avx2", "avx512"};
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) /* uniform in [-1, 1) */
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) & 0xFFFFFF) / (float)(1 << 23) - 1.0f;
+}
+static void fill(float *x, size_t n, float amp)
+{
+    for (size_t i = 0; i < n; i++) x[i] = frand() * amp;
+}
+
+/* Select ISA idx if this CPU runs it (checked first so unsupported ones do
+ * not log); each test loops over all three and restores auto at the end. */
+static int use_isa(int idx)
+{
+    const cpu_features *c = cpu_get();
+    if (idx == 1 && !(c->avx2 && c->fma && c->f16c)) return 0;
+    if (idx == 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
+                      c->avx512vnni))
+        return 0;
+    return kernels_init(k_isas[idx]) == 0;
+}
+
+static void check_close(const float *got, const float *ref, const float *scale, size_t n,
+                        float rtol, float atol, const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        float s = scale ? scale[i] : fabsf(ref[i]);
+        float err = fabsf(got[i] - ref[i]);
+        if (!(err <= rtol * s + atol)) {
+            fail_msg("%s [isa %s]: element %zu got %.9g ref %.9g (scale %.3g)", what,
+                     kernels_isa_name(kernels_isa()), i, (double)got[i], (double)ref[i], (double)s);
+        }
+    }
+}
+
+/* ---- matmul ------------------------------------------------------------ */
+
+static void ref_mat(kern_mat *m, const void *data, dtype dt, int n, int k)
+{
+    memset(m, 0, sizeof *m);
+    m->n = n;
+    m->k = k;
+    m->dt = dt;
+    m->layout = 0;
+    m->isa = KERN_ISA_SCALAR;
+    m->data = data;
+}
+
+static void run_matmul_case(int m, int n, int k, dtype wdt, dtype src_dt, int with_bias)
+{
+    float *x = malloc(sizeof(float) * (size_t)m * k);
+    float *xr = malloc(sizeof(float) * (size_t)m * k); /* x rounded to bf16 */
+    float *wf = malloc(sizeof(float) * (size_t)n * k);
+    uint16_t *wb = malloc(2 * (size_t)n * k);
+    uint16_t *wsrc16 = malloc(2 * (size_t)n * k);
+    float *bias = malloc(sizeof(float) * (size_t)n);
+    float *y = malloc(sizeof(float) * (size_t)m * n);
+    float *yref = malloc(sizeof(float) * (size_t)m * n);
+    float *yref_r = malloc(sizeof(float) * (size_t)m * n);
+    float *scale = calloc((size_t)m * n, sizeof(float));
+    assert_non_null(x && xr && wf && wb && wsrc16 && bias && y && yref && yref_r && scale);
+    fill(x, (size_t)m * k, 2.0f);
+    fill(wf, (size_t)n * k, 0.5f);
+    fill(bias, (size_t)n, 1.0f);
+    for (size_t i = 0; i < (size_t)m * k; i++) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    /* wf: the exact weight values the kernel must use; wsrc16: the 16-bit source */
+    for (size_t i = 0; i < (size_t)n * k; i++) {
+        if (src_dt == DTYPE_F16) {
+            wsrc16[i] = f32_to_f16(wf[i]);
+            wf[i] = f16_to_f32(wsrc16[i]);
+        } else if (src_dt == DTYPE_BF16) {
+            wsrc16[i] = f32_to_bf16(wf[i]);
+            wf[i] = bf16_to_f32(wsrc16[i]);
+        }
+        wb[i] = f32_to_bf16(wf[i]);
+        if (wdt == DTYPE_BF16) wf[i] = bf16_to_f32(wb[i]);
+    }
+    const float *bp = with_bias ? bias : NULL;
+
+    kern_mat rm;
+    ref_mat(&rm, wdt == DTYPE_F32 ? (const void *)wf : (const void *)wb, wdt, n, k);
+    kern_ref_matmul(yref, x, m, &rm, bp, 0, 1, NULL);
+    kern_ref_matmul(yref_r, xr, m, &rm, bp, 0, 1, NULL);
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            float s = with_bias ? fabsf(bias[j]) : 0.0f;
+            for (int i = 0; i < k; i++) {
+                float wv = wdt == DTYPE_F32 ? wf[(size_t)j * k + i] : bf16_to_f32(wb[(size_t)j * k + i]);
+                s += fabsf(x[(size_t)r * k + i] * wv);
+            }
+            scale[(size_t)r * n + j] = s;
+        }
+
+    const void *src = src_dt == DTYPE_F32 ? (const void *)wf : (const void *)wsrc16;
+    /* variants 0..2: the ISAs; 3: AVX-512 with the vdpbf16ps path (bf16 activations) */
+    for (int var = 0; var < 4; var++) {
+        if (var == 3) setenv("SGLC_BF16_DOT", "1", 1);
+        int ok = use_isa(var < 3 ? var : 2);
+        if (var == 3) unsetenv("SGLC_BF16_DOT");
+        if (!ok) continue;
+        kern_mat w;
+        assert_int_equal(kern_mat_init(&w, src, src_dt, n, k, wdt, 0), 0);
+        /* the source may be freed after packing: poison a copy's worth by
+         * checking the kernel never reads src (data must be owned) */
+        assert_true(w.data != src);
+        size_t ss = kern_matmul_scratch(m, k);
+        void *scratch = malloc(ss + 1);
+        assert_non_null(scratch);
+        for (int nth = 1; nth <= 3; nth++) {
+            for (size_t i = 0; i < (size_t)m * n; i++) y[i] = NAN;
+            for (int ith = nth - 1; ith >= 0; ith--) kern_matmul(y, x, m, &w, bp, ith, nth, scratch);
+            char what[128];
+            snprintf(what, sizeof what, "matmul m=%d n=%d k=%d w=%s src=%s bias=%d nth=%d var=%d", m, n,
+                     k, dtype_name(wdt), dtype_name(src_dt), with_bias, nth, var);
+            int bf16_act = wdt == DTYPE_BF16 && var == 3;
+            if (bf16_act) {
+                check_close(y, yref_r, scale, (size_t)m * n, 2e-5f, 1e-6f, what);
+                check_close(y, yref, scale, (size_t)m * n, 1e-2f, 1e-6f, what);
+            } else {
+                check_close(y, yref, scale, (size_t)m * n, 2e-5f, 1e-6f, what);
+            }
+        }
+        free(scratch);
+        kern_mat_free(&w);
+    }
+    kernels_init(NULL);
+    free(x), free(xr), free(wf), free(wb), free(wsrc16), free(bias), free(y), free(yref);
+    free(yref_r), free(scale);
+}
+
+static void test_matmul_sizes(void **state)
+{
+    (void)state;
+    static const int ks[] = {1, 3, 17, 63, 129, 1000};
+    static const int ns[] = {1, 5, 33, 255};
+    static const int ms[] = {1, 2, 7, 65};
+    int c = 0;
+    for (size_t a = 0; a < sizeof ks / sizeof *ks; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t d = 0; d < sizeof ms / sizeof *ms; d++, c++) {
+                run_matmul_case(ms[d], ns[b], ks[a], DTYPE_BF16, DTYPE_BF16, c & 1);
+                run_matmul_case(ms[d], ns[b], ks[a], DTYPE_F32, DTYPE_F32, !(c & 1));
+            }
+}
+
+static void test_matmul_sources_and_big(void **state)
+{
+    (void)state;
+    run_matmul_case(3, 40, 77, DTYPE_BF16, DTYPE_F32, 1);  /* f32 -> bf16 weight */
+    run_matmul_case(3, 40, 77, DTYPE_BF16, DTYPE_F16, 0);  /* f16 -> bf16 weight */
+    run_matmul_case(2, 40, 77, DTYPE_F32, DTYPE_BF16, 1);  /* bf16 -> f32 weight */
+    run_matmul_case(2, 40, 77, DTYPE_F32, DTYPE_F16, 0);   /* f16 -> f32 weight */
+    run_matmul_case(300, 70, 520, DTYPE_BF16, DTYPE_BF16, 1); /* several row chunks and k blocks */
+    run_matmul_case(300, 70, 520, DTYPE_F32, DTYPE_F32, 0);
+}
+
+/* A weight packed under one ISA stays usable after switching the selection. */
+static void test_matmul_isa_switch(void **state)
+{
+    (void)state;
+    int m = 3, n = 37, k = 45;
+    float *x = malloc(sizeof(float) * m * k), *wf = malloc(sizeof(float) * n * k);
+    float *y = malloc(sizeof(float) * m * n), *yref = malloc(sizeof(float) * m * n);
+    fill(x, (size_t)m * k, 1.0f);
+    fill(wf, (size_t)n * k, 1.0f);
+    kern_mat rm;
+    ref_mat(&rm, wf, DTYPE_F32, n, k);
+    kern_ref_matmul(yref, x, m, &rm, NULL, 0, 1, NULL);
+    for (int isa = 0; isa < 3; isa++) {
+        if (!use_isa(isa)) continue;
+        kern_mat w;
+        assert_int_equal(kern_mat_init(&w, wf, DTYPE_F32, n, k, DTYPE_F32, 1), 0);
+        assert_int_equal(kernels_init("scalar"), 0);
+        void *scratch = malloc(kern_matmul_scratch(m, k) + 1);
+        kern_matmul(y, x, m, &w, NULL, 0, 1, scratch);
+        check_close(y, yref, NULL, (size_t)m * n, 1e-4f, 1e-4f, "matmul after isa switch");
+        free(scratch);
+        kern_mat_free(&w);
+    }
+    kernels_init(NULL);
+    assert_int_equal(kernels_init("bogus"), -1);
+    free(x), free(wf), free(y), free(yref);
+}
+
+/* Callers size matmul scratch once for their largest batch and k. */
+static void test_matmul_scratch_monotonic(void **state)
+{
+    (void)state;
+    static const int ks[] = {1, 2, 100, 2048, 8192};
+    for (int isa = 0; isa < 3; isa++) {
+        if (!use_isa(isa)) continue;
+        for (size_t a = 0; a < sizeof ks / sizeof *ks; a++) {
+            size_t prev = 0;
+            for (int m = 1; m <= 600; m++) {
+                size_t s = kern_matmul_scratch(m, ks[a]);
+                assert_true(s >= prev);
+                if (a > 0) assert_true(s >= kern_matmul_scratch(m, ks[a - 1]));
+                prev = s;
+            }
+        }
+    }
+    kernels_init(NULL);
+}
+
+/* ---- attention --------------------------------------------------------- */
+
+typedef struct {
+    int n_q, n_kv, n_head, n_kv_head, head_dim, window;
+    float softcap;
+    dtype kv_dt;
+} attn_case;
+
+static void run_attn_case(const attn_case *c)
+{
+    int n_slots = c->n_kv * 2 + 3;
+    size_t row = (size_t)c->n_kv_head * c->head_dim;
+    size_t esz = dtype_size(c->kv_dt);
+    void *kc = malloc(esz * row * n_slots), *vc = malloc(esz * row * n_slots);
+    int32_t *slots = malloc(sizeof(int32_t) * c->n_kv);
+    size_t q_stride = (size_t)c->n_head * c->head_dim + 5; /* padded rows */
+    size_t o_stride = (size_t)c->n_head * c->head_dim + 3;
+    float *q = malloc(sizeof(float) * q_stride * c->n_q);
+    float *out = malloc(sizeof(float) * o_stride * c->n_q);
+    float *ref = malloc(sizeof(float) * o_stride * c->n_q);
+    float *tmp = malloc(sizeof(float) * row);
+    assert_non_null(kc && vc && slots && q && out && ref && tmp);
+    /* scattered, non-monotonic slots: a shuffled subset of the pool */
+    int32_t *perm = malloc(sizeof(int32_t) * n_slots);
+    for (int i = 0; i < n_slots; i++) perm[i] = i;
+    for (int i = n_slots - 1; i > 0; i--) {
+        int j = (int)((frand() + 1.0f) * 0.5f * (float)(i + 1));
+        if (j > i) j = i;
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (int i = 0; i < c->n_kv; i++) slots[i] = perm[i];
+    free(perm);
+    for (int s = 0; s < n_slots; s++) {
+        fill(tmp, row, 1.5f);
+        kern_kv_store(kc, c->kv_dt, s, (int)row, tmp);
+        fill(tmp, row, 1.0f);
+        kern_kv_store(vc, c->kv_dt, s, (int)row, tmp);
+    }
+    fill(q, q_stride * c->n_q, 1.5f);
+    kern_attn_args a = {
+        .n_q = c->n_q, .n_kv = c->n_kv, .n_head = c->n_head, .n_kv_head = c->n_kv_head,
+        .head_dim = c->head_dim, .q = q, .q_stride = q_stride, .k_cache = kc, .v_cache = vc,
+        .kv_dt = c->kv_dt, .slots = slots, .sliding_window = c->window,
+        .scale = 1.0f / sqrtf((float)c->head_dim), .softcap = c->softcap, .out = ref,
+        .out_stride = o_stride,
+    };
+    for (size_t i = 0; i < o_stride * c->n_q; i++) ref[i] = 7.0f;
+    float *rs = malloc(sizeof(float) * (size_t)c->n_kv + 64);
+    kern_ref_attention(&a, 0, 1, rs);
+    free(rs);
+    for (int isa = 0; isa < 3; isa++) {
+        if (!use_isa(isa)) continue;
+        size_t ss = kern_attention_scratch(c->n_kv, c->head_dim);
+        char *scratch = malloc(ss + 1);
+        a.out = out;
+        for (int nth = 1; nth <= 3; nth++) {
+            for (size_t i = 0; i < o_stride * c->n_q; i++) out[i] = 7.0f; /* padding must stay */
+            for (int ith = 0; ith < nth; ith++) kern_attention(&a, ith, nth, scratch);
+            char what[160];
+            snprintf(what, sizeof what,
+                     "attention n_q=%d n_kv=%d heads=%d/%d hd=%d win=%d cap=%g kv=%s nth=%d", c->n_q,
+                     c->n_kv, c->n_head, c->n_kv_head, c->head_dim, c->window, (double)c->softcap,
+                     dtype_name(c->kv_dt), nth);
+            check_close(out, ref, NULL, o_stride * c->n_q, 1e-4f, 2e-5f, what);
+        }
+        free(scratch);
+    }
+    kernels_init(NULL);
+    free(kc), free(vc), free(slots), free(q), free(out), free(ref), free(tmp);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    static const attn_case cases[] = {
+        {1, 1, 4, 2, 64, 0, 0, DTYPE_F32},       /* first token */
+        {1, 300, 32, 8, 64, 0, 0, DTYPE_F32},    /* decode over a long kv */
+        {1, 300, 32, 8, 64, 0, 0, DTYPE_BF16},
+        {5, 37, 8, 2, 64, 0, 0, DTYPE_F32},      /* prefix + new queries */
+        {5, 37, 8, 2, 64, 0, 0, DTYPE_BF16},
+        {70, 70, 6, 2, 40, 0, 0, DTYPE_F32},     /* prefill, head_dim not a multiple of 16 */
+        {33, 90, 4, 4, 17, 16, 0, DTYPE_F32},    /* MHA, sliding window, odd head_dim */
+        {40, 100, 8, 1, 128, 24, 30.0f, DTYPE_BF16}, /* MQA, window, softcap */
+        {3, 50, 16, 2, 256, 0, 50.0f, DTYPE_F32},    /* big group, softcap */
+        {2, 9, 3, 3, 80, 5, 0, DTYPE_BF16},
+        {3, 40, 48, 1, 32, 0, 0, DTYPE_F32},     /* group 48 > 32 rows: head chunks */
+        {1, 70, 15, 3, 64, 0, 0, DTYPE_BF16},    /* decode, 3 kv heads: uneven kv-head chunks */
+        {1, 33, 40, 5, 64, 20, 0, DTYPE_F32},    /* decode, group 8, 5 kv heads, window */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attn_case(&cases[i]);
+}
+
+/* ---- elementwise / row ops --------------------------------------------- */
+
+static const int k_sizes[] = {1, 3, 15, 16, 17, 31, 33, 63, 64, 100, 1000, 4099};
+#define N_SIZES (sizeof k_sizes / sizeof *k_sizes)
+
+static void test_rows(void **state)
+{
+    (void)state;
+    for (size_t si = 0; si < N_SIZES; si++) {
+        int n = k_sizes[si];
+        float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+        float *w = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
+        float *r = malloc(sizeof(float) * n), *sc = malloc(sizeof(float) * n);
+        fill(a, n, 6.0f);
+        fill(b, n, 2.0f);
+        fill(w, n, 1.0f);
+        for (int isa = 0; isa < 3; isa++) {
+            if (!use_isa(isa)) continue;
+            kern_ref_rmsnorm(r, a, w, n, 1e-6f, 0.0f);
+            kern_rmsnorm(y, a, w, n, 1e-6f, 0.0f);
+            check_close(y, r, NULL, n, 1e-5f, 1e-6f, "rmsnorm");
+            kern_ref_rmsnorm(r, a, w, n, 1e-6f, 1.0f);
+            memcpy(y, a, sizeof(float) * n);
+            kern_rmsnorm(y, y, w, n, 1e-6f, 1.0f); /* aliasing */
+            check_close(y, r, NULL, n, 1e-5f, 1e-6f, "rmsnorm offset aliased");
+
+            for (int i = 0; i < n; i++) sc[i] = fabsf(a[i] * b[i]);
+            kern_ref_silu_mul(r, a, b, n);
+            kern_silu_mul(y, a, b, n);
+            check_close(y, r, sc, n, 1e-5f, 1e-6f, "silu_mul");
+            kern_ref_gelu_tanh_mul(r, a, b, n);
+            kern_gelu_tanh_mul(y, a, b, n);
+            check_close(y, r, sc, n, 1e-5f, 1e-6f, "gelu_tanh_mul");
+
+            kern_ref_add(r, a, b, n);
+            memcpy(y, a, sizeof(float) * n);
+            kern_add(y, y, b, n);
+            check_close(y, r, NULL, n, 0.0f, 0.0f, "add");
+
+            memcpy(r, a, sizeof(float) * n);
+            memcpy(y, a, sizeof(float) * n);
+            if (n > 2) r[1] = y[1] = -INFINITY; /* masked logit */
+            kern_ref_softmax(r, n);
+            kern_softmax(y, n);
+            check_close(y, r, NULL, n, 1e-5f, 1e-7f, "softmax");
+
+            for (int i = 0; i < n; i++) sc[i] = a[i];
+            if (n > 20) sc[n - 3] = sc[7] = 100.0f; /* tie: the first wins */
+            assert_int_equal(kern_argmax(sc, n), kern_ref_argmax(sc, n));
+            sc[n - 1] = 1000.0f;
+            assert_int_equal(kern_argmax(sc, n), n - 1);
+
+            float s = 0.0f;
+            for (int i = 0; i < n; i++) s += fabsf(a[i] * b[i]);
+            float d = kern_dot_f32(a, b, n), dr = kern_ref_dot_f32(a, b, n);
+            check_close(&d, &dr, &s, 1, 1e-5f, 1e-6f, "dot");
+        }
+        kernels_init(NULL);
+        free(a), free(b), free(w), free(y), free(r), free(sc);
+    }
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    static const int dims[][2] = {{64, 64}, {128, 128}, {128, 64}, {80, 80}, {40, 20}, {6, 6}, {34, 34}};
+    for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
+        int hd = dims[di][0], rot = dims[di][1], nh = 3, half = rot / 2;
+        float inv_freq[128], cs[128], sn[128];
+        for (int i = 0; i < half; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)rot);
+        kern_rope_cache(cs, sn, 4097, inv_freq, half, 1.0f);
+        float *x = malloc(sizeof(float) * nh * hd), *y = malloc(sizeof(float) * nh * hd);
+        float *r = malloc(sizeof(float) * nh * hd);
+        fill(x, (size_t)nh * hd, 3.0f);
+        for (int neox = 0; neox <= 1; neox++)
+            for (int isa = 0; isa < 3; isa++) {
+                if (!use_isa(isa)) continue;
+                memcpy(r, x, sizeof(float) * nh * hd);
+                memcpy(y, x, sizeof(float) * nh * hd);
+                kern_ref_rope_apply(r, nh, hd, rot, cs, sn, neox);
+                kern_rope_apply(y, nh, hd, rot, cs, sn, neox);
+                check_close(y, r, NULL, (size_t)nh * hd, 1e-6f, 1e-6f, neox ? "rope neox" : "rope gptj");
+            }
+        kernels_init(NULL);
+        free(x), free(y), free(r);
+    }
+}
+
+static void test_isa_names(void **state)
+{
+    (void)state;
+    assert_int_equal(kernels_init("scalar"), 0);
+    assert_int_equal(kernels_isa(), KERN_ISA_SCALAR);
+    assert_int_equal(kernels_init(NULL), 0);
+    print_message("selected kernels: %s\n", kernels_isa_name(kernels_isa()));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_isa_names),
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_matmul_isa_switch),
+        cmocka_unit_test(test_matmul_scratch_monotonic),
+        cmocka_unit_test(test_matmul_sources_and_big),
+        cmocka_unit_test(test_matmul_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
