@@ -14,6 +14,8 @@ typedef struct command {
 static const command commands[] = {
     {"version", cmd_version, "print the version"},
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
+    {"generate", cmd_generate, "generate tokens for one prompt offline (no server)"},
+    {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
 };
 
 static void usage(FILE *f)

@@ -7,5 +7,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_cpu_info(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_bench_one_batch(int argc, char **argv);
 
 #endif

@@ -1,0 +1,303 @@
+/* cli_model — see cli_model.h. */
+#include "cli/cli_model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/cpu.h"
+#include "util/log.h"
+
+void cli_model_opts_init(cli_model_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->load.dtype = -1;
+    o->load.load_format = MODEL_LOAD_AUTO;
+    o->kv_dtype = -1;
+}
+
+const char *cli_opt(int argc, char **argv, int *i, const char *name, int *missing)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    *missing = 0;
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') {
+        (*i)++;
+        return a + n + 1;
+    }
+    if (a[n] != 0) return NULL;
+    if (*i + 1 >= argc) {
+        *missing = 1;
+        return NULL;
+    }
+    *i += 2;
+    return argv[*i - 1];
+}
+
+int cli_parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+#define VAL(name)                                                                  \
+    ((v = cli_opt(argc, argv, i, name, &missing)) != NULL ||                       \
+     (missing && (fprintf(stderr, "error: %s needs a value\n", name), bad = 1)))
+
+int cli_model_arg(cli_model_opts *o, int argc, char **argv, int *i)
+{
+    const char *v;
+    int missing = 0, bad = 0;
+    long long n;
+    if (!strcmp(argv[*i], "--trust-remote-code")) {
+        o->trust_remote_code = 1;
+        (*i)++;
+        return 1;
+    }
+    if (VAL("--model-path")) {
+        if (bad) return -1;
+        o->load.model_path = v;
+        return 1;
+    }
+    if (VAL("--dtype")) {
+        if (bad) return -1;
+        if (!strcmp(v, "auto")) o->load.dtype = -1;
+        else if ((o->load.dtype = dtype_parse(v)) < 0) {
+            fprintf(stderr, "error: --dtype must be auto, float32, float16 or bfloat16 (got '%s')\n", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (VAL("--load-format")) {
+        if (bad) return -1;
+        if (!strcmp(v, "auto")) o->load.load_format = MODEL_LOAD_AUTO;
+        else if (!strcmp(v, "safetensors")) o->load.load_format = MODEL_LOAD_SAFETENSORS;
+        else if (!strcmp(v, "dummy")) o->load.load_format = MODEL_LOAD_DUMMY;
+        else {
+            fprintf(stderr, "error: --load-format must be auto, safetensors or dummy (got '%s')\n", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (VAL("--context-length")) {
+        if (bad) return -1;
+        if (cli_parse_int(v, 1, 1 << 30, &n)) {
+            fprintf(stderr, "error: --context-length must be a positive integer (got '%s')\n", v);
+            return -1;
+        }
+        o->load.context_length = (int)n;
+        return 1;
+    }
+    if (VAL("--json-model-override-args")) {
+        if (bad) return -1;
+        o->load.override_json = v;
+        return 1;
+    }
+    if (VAL("--random-seed")) {
+        if (bad) return -1;
+        if (cli_parse_int(v, 0, (1LL << 62), &n)) {
+            fprintf(stderr, "error: --random-seed must be a non-negative integer (got '%s')\n", v);
+            return -1;
+        }
+        o->load.random_seed = (uint64_t)n;
+        return 1;
+    }
+    if (VAL("--kv-cache-dtype")) {
+        if (bad) return -1;
+        if (!strcmp(v, "auto")) o->kv_dtype = -1;
+        else if (!strcmp(v, "bfloat16") || !strcmp(v, "bf16")) o->kv_dtype = DTYPE_BF16;
+        else {
+            fprintf(stderr, "error: --kv-cache-dtype must be auto or bfloat16 (got '%s')\n", v);
+            return -1;
+        }
+        return 1;
+    }
+    if (VAL("--threads")) {
+        if (bad) return -1;
+        if (cli_parse_int(v, 1, 4096, &n)) {
+            fprintf(stderr, "error: --threads must be a positive integer (got '%s')\n", v);
+            return -1;
+        }
+        o->threads = (int)n;
+        return 1;
+    }
+    if (VAL("--log-level")) {
+        if (bad) return -1;
+        int lv = log_level_parse(v);
+        if (lv < 0) {
+            fprintf(stderr, "error: --log-level must be debug, info, warning, error or critical\n");
+            return -1;
+        }
+        log_set_level(lv);
+        return 1;
+    }
+    return bad ? -1 : 0;
+}
+
+void cli_model_help(FILE *f)
+{
+    fprintf(f,
+            "model options:\n"
+            "  --model-path DIR          folder with config.json and model.safetensors\n"
+            "                            (or model.safetensors.index.json + shards)\n"
+            "  --dtype auto|float32|float16|bfloat16\n"
+            "                            weight precision (default auto = config torch_dtype).\n"
+            "                            bfloat16: weights stored as bf16; float32: f32;\n"
+            "                            float16: values rounded to f16 and stored as f32\n"
+            "                            (no f16 matmul kernels; f16->f32 is exact).\n"
+            "                            Activations are always f32.\n"
+            "  --load-format auto|safetensors|dummy\n"
+            "                            dummy = random weights of the config's shapes\n"
+            "                            (uniform in [-1e-3, 1e-3], for benchmarking)\n"
+            "  --random-seed N           seed of dummy weights (default 0)\n"
+            "  --context-length N        limit the context (default from config.json)\n"
+            "  --json-model-override-args JSON\n"
+            "                            JSON object merged over config.json\n"
+            "  --trust-remote-code       accepted for compatibility; sglc runs no remote code\n"
+            "  --kv-cache-dtype auto|bfloat16\n"
+            "                            auto = bf16 when weights are bf16, else f32\n"
+            "  --threads N               compute threads (default: all cores)\n"
+            "  --log-level LEVEL         debug|info|warning|error|critical (default info)\n");
+}
+
+model *cli_model_load(const cli_model_opts *o)
+{
+    if (kernels_init(NULL)) {
+        fprintf(stderr, "error: kernel selection failed (SGLC_KERNELS?)\n");
+        return NULL;
+    }
+    log_info("kernels: %s", kernels_isa_name(kernels_isa()));
+    char err[1024];
+    model *m = model_load(&o->load, err, sizeof err);
+    if (!m) fprintf(stderr, "error: %s\n", err);
+    return m;
+}
+
+dtype cli_kv_dtype(const cli_model_opts *o, const model *m)
+{
+    if (o->kv_dtype >= 0) return (dtype)o->kv_dtype;
+    return model_weight_dtype(m) == DTYPE_BF16 ? DTYPE_BF16 : DTYPE_F32;
+}
+
+int cli_threads(const cli_model_opts *o)
+{
+    if (o->threads > 0) return o->threads;
+    int n = cpu_get()->n_cores;
+    return n > 0 ? n : 1;
+}
+
+/* ---- sampler ------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int cli_sampler_init(cli_sampler *s, int vocab, float temperature, float top_p, int top_k,
+                     float min_p, uint64_t seed)
+{
+    memset(s, 0, sizeof *s);
+    s->temperature = temperature;
+    s->top_p = top_p;
+    s->top_k = top_k;
+    s->min_p = min_p;
+    s->rng = seed;
+    s->vocab = vocab;
+    s->probs = malloc(sizeof(float) * (size_t)vocab);
+    s->idx = malloc(sizeof(int32_t) * (size_t)vocab);
+    if (!s->probs || !s->idx) {
+        cli_sampler_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_sampler_free(cli_sampler *s)
+{
+    free(s->probs);
+    free(s->idx);
+    s->probs = NULL;
+    s->idx = NULL;
+}
+
+static const float *g_sort_probs;
+static int cmp_prob_desc(const void *a, const void *b)
+{
+    float x = g_sort_probs[*(const int32_t *)a], y = g_sort_probs[*(const int32_t *)b];
+    if (x != y) return x > y ? -1 : 1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+int cli_sample(cli_sampler *s, const float *logits)
+{
+    int V = s->vocab;
+    if (s->temperature <= 1e-6f || s->top_k == 1) return kern_argmax(logits, V);
+    float *p = s->probs;
+    float inv_t = 1.0f / s->temperature;
+    for (int i = 0; i < V; i++) p[i] = logits[i] * inv_t;
+    kern_softmax(p, V);
+    double u = (double)(splitmix(&s->rng) >> 11) * (1.0 / 9007199254740992.0);
+    int filtered = (s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f || s->min_p > 0.0f;
+    if (!filtered) {
+        double acc = 0.0;
+        for (int i = 0; i < V; i++) {
+            acc += p[i];
+            if (u < acc) return i;
+        }
+        return kern_argmax(p, V);
+    }
+    /* sort by probability, then keep top-k, top-p prefix, min-p */
+    for (int i = 0; i < V; i++) s->idx[i] = i;
+    g_sort_probs = p;
+    qsort(s->idx, (size_t)V, sizeof(int32_t), cmp_prob_desc);
+    int keep = V;
+    if (s->top_k > 0 && s->top_k < keep) keep = s->top_k;
+    if (s->top_p < 1.0f) {
+        double cum = 0.0;
+        for (int i = 0; i < keep; i++) {
+            /* SGLang masks a token when the mass before it already exceeds top_p */
+            if (cum > s->top_p) {
+                keep = i;
+                break;
+            }
+            cum += p[s->idx[i]];
+        }
+    }
+    if (s->min_p > 0.0f) {
+        float thr = s->min_p * p[s->idx[0]];
+        int k2 = 0;
+        while (k2 < keep && p[s->idx[k2]] >= thr) k2++;
+        keep = k2;
+    }
+    if (keep < 1) keep = 1;
+    double total = 0.0;
+    for (int i = 0; i < keep; i++) total += p[s->idx[i]];
+    double target = u * total, acc = 0.0;
+    for (int i = 0; i < keep; i++) {
+        acc += p[s->idx[i]];
+        if (target < acc) return s->idx[i];
+    }
+    return s->idx[keep - 1];
+}

@@ -1,0 +1,71 @@
+/* cli_model — command-line options shared by the commands that load a
+ * model (generate, bench-one-batch), and a small local sampler.
+ *
+ * DESIGN: one table-free parser for the handful of model flags, names and
+ * meanings as in SGLang's server args (--model-path, --dtype, --load-format,
+ * --context-length, --json-model-override-args, --random-seed,
+ * --trust-remote-code, --kv-cache-dtype) plus --threads.  Each command
+ * offers an argv entry to cli_model_arg() first and handles the rest
+ * itself.  The sampler is a stop-gap until src/sampling/ exists.
+ */
+#ifndef SGLC_CLI_MODEL_H
+#define SGLC_CLI_MODEL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/model.h"
+
+typedef struct cli_model_opts {
+    model_load_opts load;
+    int kv_dtype;          /* -1 auto (bf16 when weights are bf16, else f32) */
+    int threads;           /* 0 = all cores */
+    int trust_remote_code; /* accepted, no effect */
+} cli_model_opts;
+
+void cli_model_opts_init(cli_model_opts *o);
+
+/* If argv[*i] is a model option, consume it (and its value), advance *i
+ * past it and return 1; return 0 if not ours; -1 on a bad value (message
+ * printed). "--name=value" and "--name value" are both accepted. */
+int cli_model_arg(cli_model_opts *o, int argc, char **argv, int *i);
+
+/* Help text for the shared options. */
+void cli_model_help(FILE *f);
+
+/* Value of option `name` at argv[*i] ("--x v" or "--x=v"): returns the
+ * value and advances *i, or NULL when argv[*i] is not that option.  Sets
+ * *missing when the option is present without a value. */
+const char *cli_opt(int argc, char **argv, int *i, const char *name, int *missing);
+
+/* Strict integer / float parsing; 0 ok, -1 bad. */
+int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+int cli_parse_float(const char *s, double *out);
+
+/* Load the model (kernels_init + model_load) and log the kernel ISA.
+ * NULL on failure after printing the error. */
+model *cli_model_load(const cli_model_opts *o);
+dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
+int cli_threads(const cli_model_opts *o);
+
+/* ---- sampler ------------------------------------------------------------- */
+
+typedef struct cli_sampler {
+    float temperature;     /* <= 0: greedy */
+    float top_p;           /* 1 = off */
+    int top_k;             /* <= 0: off */
+    float min_p;           /* 0 = off */
+    uint64_t rng;
+    /* scratch, owned */
+    float *probs;          /* (vocab) */
+    int32_t *idx;          /* (vocab) */
+    int vocab;
+} cli_sampler;
+
+int cli_sampler_init(cli_sampler *s, int vocab, float temperature, float top_p, int top_k,
+                     float min_p, uint64_t seed);
+void cli_sampler_free(cli_sampler *s);
+/* Next token from one row of logits (vocab). */
+int cli_sample(cli_sampler *s, const float *logits);
+
+#endif

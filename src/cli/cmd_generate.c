@@ -1,0 +1,347 @@
+/* cmd_generate — `sglc generate`: offline generation for one prompt, no
+ * HTTP (the job of sglang.Engine(...).generate for a single request).
+ *
+ * DESIGN: load the model, prefill the prompt in one forward, then decode one
+ * token per forward until EOS or --max-new-tokens.  Slots are the identity
+ * (position p at slot p) in a KV cache sized for prompt + new tokens.
+ * --dump-logits writes the prefill logits of EVERY prompt position as raw
+ * little-endian f32, shape (n_prompt, vocab), no header: the golden tests
+ * compare it with a PyTorch reference.  --json prints one object shaped
+ * like SGLang's /generate response.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/cli_model.h"
+#include "util/log.h"
+#include "util/threadpool.h"
+#include "util/timeutil.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sglc generate --model-path DIR [--prompt TEXT | --input-ids 1,2,3] [options]\n"
+            "\n"
+            "Generate tokens for one prompt offline (no server).\n"
+            "\n"
+            "generation options:\n"
+            "  --prompt TEXT             text prompt (needs the tokenizer: not available yet)\n"
+            "  --input-ids LIST          comma-separated prompt token ids; with neither this\n"
+            "                            nor --prompt, generation starts from BOS\n"
+            "  --max-new-tokens N        tokens to generate (default 128)\n"
+            "  --temperature T           0 = greedy (default 1.0)\n"
+            "  --top-p P                 nucleus sampling (default 1.0 = off)\n"
+            "  --top-k K                 keep the K most likely (default -1 = off)\n"
+            "  --min-p M                 drop tokens below M x the top probability (default 0)\n"
+            "  --seed S                  sampling seed (default: from the clock)\n"
+            "  --ignore-eos              do not stop at EOS\n"
+            "  --json                    print a JSON object like SGLang's /generate\n"
+            "  --dump-logits FILE        write the prefill logits of every prompt position,\n"
+            "                            raw little-endian float32, shape (n_prompt, vocab)\n"
+            "\n");
+    cli_model_help(f);
+}
+
+/* Parse "1,2,3" into a new array; -1 on a bad list. */
+static int parse_ids(const char *s, int32_t **out, int *n_out, int vocab)
+{
+    int cap = 16, n = 0;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!ids) return -1;
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ') p++;
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || v < 0 || v >= vocab) {
+            fprintf(stderr, "error: --input-ids: '%s' is not a token id in [0, %d)\n", p, vocab);
+            free(ids);
+            return -1;
+        }
+        if (n == cap) {
+            cap *= 2;
+            int32_t *g = realloc(ids, sizeof(int32_t) * (size_t)cap);
+            if (!g) {
+                free(ids);
+                return -1;
+            }
+            ids = g;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+        while (*p == ' ') p++;
+        if (*p == ',') {
+            p++;
+            if (!*p) break;
+        } else if (*p) {
+            fprintf(stderr, "error: --input-ids must be comma-separated integers\n");
+            free(ids);
+            return -1;
+        }
+    }
+    if (!n) {
+        fprintf(stderr, "error: --input-ids is empty\n");
+        free(ids);
+        return -1;
+    }
+    *out = ids;
+    *n_out = n;
+    return 0;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    const char *prompt = NULL, *input_ids = NULL, *dump = NULL;
+    long long max_new = 128, top_k = -1, seed = -1;
+    double temperature = 1.0, top_p = 1.0, min_p = 0.0;
+    int ignore_eos = 0, as_json = 0;
+    for (int i = 1; i < argc;) {
+        int r = cli_model_arg(&mo, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char *v;
+        int missing = 0;
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = 1;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--json")) {
+            as_json = 1;
+            i++;
+            continue;
+        }
+#define OPT(name) ((v = cli_opt(argc, argv, &i, name, &missing)) != NULL || missing)
+        if (OPT("--prompt")) prompt = v;
+        else if (OPT("--input-ids")) input_ids = v;
+        else if (OPT("--dump-logits")) dump = v;
+        else if (OPT("--max-new-tokens")) {
+            if (v && cli_parse_int(v, 0, 1 << 30, &max_new)) {
+                fprintf(stderr, "error: --max-new-tokens must be a non-negative integer\n");
+                return 2;
+            }
+        } else if (OPT("--top-k")) {
+            if (v && cli_parse_int(v, -1, 1 << 30, &top_k)) {
+                fprintf(stderr, "error: --top-k must be an integer >= -1\n");
+                return 2;
+            }
+        } else if (OPT("--seed")) {
+            if (v && cli_parse_int(v, 0, 1LL << 62, &seed)) {
+                fprintf(stderr, "error: --seed must be a non-negative integer\n");
+                return 2;
+            }
+        } else if (OPT("--temperature")) {
+            if (v && (cli_parse_float(v, &temperature) || temperature < 0)) {
+                fprintf(stderr, "error: --temperature must be a number >= 0\n");
+                return 2;
+            }
+        } else if (OPT("--top-p")) {
+            if (v && (cli_parse_float(v, &top_p) || top_p <= 0 || top_p > 1)) {
+                fprintf(stderr, "error: --top-p must be in (0, 1]\n");
+                return 2;
+            }
+        } else if (OPT("--min-p")) {
+            if (v && (cli_parse_float(v, &min_p) || min_p < 0 || min_p > 1)) {
+                fprintf(stderr, "error: --min-p must be in [0, 1]\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "error: unknown argument '%s' (see sglc generate --help)\n", a);
+            return 2;
+        }
+#undef OPT
+        if (missing) {
+            fprintf(stderr, "error: %s needs a value\n", a);
+            return 2;
+        }
+    }
+    if (!mo.load.model_path) {
+        fprintf(stderr, "error: --model-path is required (see sglc generate --help)\n");
+        return 2;
+    }
+    if (prompt && input_ids) {
+        fprintf(stderr, "error: give --prompt or --input-ids, not both\n");
+        return 2;
+    }
+    if (prompt) {
+        fprintf(stderr, "error: --prompt: tokenizer not available yet; use --input-ids\n");
+        return 2;
+    }
+
+    model *m = cli_model_load(&mo);
+    if (!m) return 1;
+    const model_config *c = model_get_config(m);
+    int rc = 1, V = c->vocab_size;
+    int32_t *ids = NULL, *slots = NULL;
+    int n_prompt = 0;
+    float *logits = NULL;
+    model_kv *kv = NULL;
+    tpool *pool = NULL;
+    cli_sampler smp = {0};
+    json_t *out_ids = NULL;
+    if (input_ids) {
+        if (parse_ids(input_ids, &ids, &n_prompt, V)) {
+            rc = 2;
+            goto done;
+        }
+    } else {
+        if (c->bos_token_id < 0) {
+            fprintf(stderr, "error: config.json has no bos_token_id; pass --input-ids\n");
+            rc = 2;
+            goto done;
+        }
+        ids = malloc(sizeof(int32_t));
+        if (!ids) goto done;
+        ids[0] = c->bos_token_id;
+        n_prompt = 1;
+    }
+    if (n_prompt >= c->context_length) {
+        fprintf(stderr, "error: the prompt (%d tokens) does not fit the context length %d\n",
+                n_prompt, c->context_length);
+        rc = 2;
+        goto done;
+    }
+    if (max_new > c->context_length - n_prompt) {
+        log_warn("max_new_tokens %lld exceeds the room left in the context (%d); clipped",
+                 max_new, c->context_length - n_prompt);
+        max_new = c->context_length - n_prompt;
+    }
+    int total = n_prompt + (int)max_new;
+    ids = realloc(ids, sizeof(int32_t) * (size_t)total);
+    slots = malloc(sizeof(int32_t) * (size_t)total);
+    int n_logit_rows = dump ? n_prompt : 1;
+    logits = malloc(sizeof(float) * (size_t)V * (size_t)n_logit_rows);
+    pool = tpool_create(cli_threads(&mo));
+    kv = model_kv_create(m, total, cli_kv_dtype(&mo, m));
+    if (!ids || !slots || !logits || !pool || !kv) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    if (seed < 0) seed = (long long)time(NULL);
+    if (cli_sampler_init(&smp, V, (float)temperature, (float)top_p, (int)top_k, (float)min_p,
+                         (uint64_t)seed)) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done;
+    }
+    for (int p = 0; p < total; p++) slots[p] = p;
+    if (model_reserve(m, n_prompt, total, tpool_size(pool))) goto done;
+
+    double t0 = time_now_sec();
+    /* prefill */
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n_prompt);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)n_logit_rows);
+    if (!pos || !rows) {
+        free(pos), free(rows);
+        goto done;
+    }
+    for (int p = 0; p < n_prompt; p++) pos[p] = p;
+    for (int r = 0; r < n_logit_rows; r++) rows[r] = dump ? r : n_prompt - 1;
+    int32_t seq_start[2] = {0, n_prompt}, kv_len = n_prompt;
+    const int32_t *slot_list[1] = {slots};
+    model_batch b = {.n_tokens = n_prompt, .tokens = ids, .positions = pos, .n_seqs = 1,
+                     .seq_start = seq_start, .seq_kv_len = &kv_len, .seq_slots = slot_list,
+                     .n_logits = n_logit_rows, .logit_rows = rows};
+    int frc = model_forward(m, kv, &b, logits, pool);
+    free(pos);
+    free(rows);
+    if (frc) {
+        fprintf(stderr, "error: forward failed\n");
+        goto done;
+    }
+    double t_prefill = time_now_sec() - t0;
+    if (dump) {
+        FILE *f = fopen(dump, "wb");
+        if (!f || fwrite(logits, sizeof(float) * (size_t)V, (size_t)n_prompt, f) != (size_t)n_prompt) {
+            fprintf(stderr, "error: cannot write %s\n", dump);
+            if (f) fclose(f);
+            goto done;
+        }
+        if (fclose(f)) {
+            fprintf(stderr, "error: cannot write %s\n", dump);
+            goto done;
+        }
+    }
+    /* decode */
+    const float *last = logits + (size_t)(n_logit_rows - 1) * V;
+    int n_out = 0, matched = -1;
+    while (n_out < max_new) {
+        int tok = cli_sample(&smp, last);
+        ids[n_prompt + n_out++] = tok;
+        if (!ignore_eos) {
+            for (int e = 0; e < c->n_eos; e++)
+                if (tok == c->eos_token_ids[e]) matched = tok;
+            if (matched >= 0) break;
+        }
+        if (n_out == max_new) break;
+        int32_t p1 = n_prompt + n_out - 1, kl = p1 + 1, ss[2] = {0, 1}, row0 = 0;
+        model_batch d = {.n_tokens = 1, .tokens = &ids[p1], .positions = &p1, .n_seqs = 1,
+                         .seq_start = ss, .seq_kv_len = &kl, .seq_slots = slot_list,
+                         .n_logits = 1, .logit_rows = &row0};
+        if (model_forward(m, kv, &d, logits, pool)) {
+            fprintf(stderr, "error: forward failed\n");
+            goto done;
+        }
+        last = logits;
+    }
+    double e2e = time_now_sec() - t0;
+    log_info("prefill %d tokens in %.3f s; %d new tokens in %.3f s (%.1f tok/s decode)", n_prompt,
+             t_prefill, n_out, e2e - t_prefill,
+             n_out > 1 ? (n_out - 1) / (e2e - t_prefill) : 0.0);
+    {
+        size_t rss = model_rss_bytes(), wb = model_weight_bytes(m);
+        log_info("VmRSS after generation %.1f MiB = %.0f%% of weights (%.1f MiB) + KV (%.1f MiB)",
+                 rss / 1048576.0, 100.0 * rss / (double)(wb + kv->bytes), wb / 1048576.0,
+                 kv->bytes / 1048576.0);
+    }
+    if (as_json) {
+        json_t *root = json_object();
+        out_ids = json_array();
+        for (int i = 0; i < n_out; i++) json_array_append_new(out_ids, json_integer(ids[n_prompt + i]));
+        json_t *fr = json_object();
+        if (matched >= 0) {
+            json_object_set_new(fr, "type", json_string("stop"));
+            json_object_set_new(fr, "matched", json_integer(matched));
+        } else {
+            json_object_set_new(fr, "type", json_string("length"));
+            json_object_set_new(fr, "length", json_integer(n_out));
+        }
+        json_t *meta = json_object();
+        json_object_set_new(meta, "prompt_tokens", json_integer(n_prompt));
+        json_object_set_new(meta, "completion_tokens", json_integer(n_out));
+        json_object_set_new(meta, "cached_tokens", json_integer(0));
+        json_object_set_new(meta, "finish_reason", fr);
+        json_object_set_new(meta, "e2e_latency", json_real(e2e));
+        json_object_set_new(root, "text", json_string(""));
+        json_object_set(root, "output_ids", out_ids);
+        json_object_set_new(root, "meta_info", meta);
+        char *s = json_dumps(root, JSON_COMPACT);
+        if (s) printf("%s\n", s);
+        free(s);
+        json_decref(root);
+    } else {
+        for (int i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", ids[n_prompt + i]);
+        printf("\n");
+    }
+    rc = 0;
+done:
+    json_decref(out_ids);
+    cli_sampler_free(&smp);
+    model_kv_destroy(kv);
+    if (pool) tpool_destroy(pool);
+    free(logits);
+    free(slots);
+    free(ids);
+    model_free(m);
+    return rc;
+}

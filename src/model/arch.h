@@ -1,0 +1,80 @@
+/* arch — the architecture registry: one descriptor per Hugging Face
+ * architecture string, one source file per architecture (llama.c,
+ * mistral.c, qwen2.c, qwen3.c), all run by the shared decoder core.
+ *
+ * DESIGN: a descriptor states what differs between decoder-only models as
+ * data, and decoder.c reads those flags instead of branching on names:
+ *
+ *   embed -> [ norm -> attn(q,k,v [+bias] [-> qk-norm] -> rope -> attention
+ *              [window]) -> o -> +res -> norm -> MLP slot -> +res ] x L
+ *         -> final norm -> lm_head (tied or not)
+ *
+ * Seams kept open for architectures not written yet:
+ *   - MLP slot: `mlp` selects the block after the second norm.  Dense gated
+ *     (gate/up/down) exists.  MoE (Qwen3-MoE, Mixtral) will add
+ *     MODEL_MLP_MOE: a router matmul (hidden -> n_expert), top-k softmax, and
+ *     per-expert gate/up/down kern_mats loaded from the names in
+ *     model_tensor_names.expert_* — the decoder's layer loop calls one
+ *     mlp function through the same scratch, nothing else changes.
+ *   - Gemma: norm_offset = 1 (weights stored as w - 1), act = GELU_TANH,
+ *     embed_scale = 1 (x *= sqrt(hidden)), attn_softcap / final_softcap
+ *     (kern_attn_args.softcap already exists), extra post-norms would be
+ *     another optional tensor name like q_norm is today.
+ *   - The `check` hook lets an architecture reject configs it cannot run.
+ * Descriptors are static and immutable; model_config.arch borrows them.
+ */
+#ifndef SGLC_MODEL_ARCH_H
+#define SGLC_MODEL_ARCH_H
+
+#include <stddef.h>
+
+#include "model/config.h"
+
+typedef enum model_mlp_kind { MODEL_MLP_DENSE = 0 } model_mlp_kind;
+typedef enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 } model_act;
+typedef enum model_window_rule {
+    MODEL_WINDOW_NONE = 0,  /* never (Llama) */
+    MODEL_WINDOW_ALL = 1,   /* every layer when sliding_window is set (Mistral) */
+    MODEL_WINDOW_QWEN2 = 2, /* use_sliding_window && layer >= max_window_layers */
+} model_window_rule;
+
+/* Tensor names; "%d" is the layer index.  Projection entries are prefixes:
+ * the loader appends ".weight" / ".bias". NULL = the model has none. */
+typedef struct model_tensor_names {
+    const char *embed, *final_norm, *lm_head;
+    const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm;
+    const char *ffn_norm, *gate, *up, *down;
+} model_tensor_names;
+
+typedef struct model_arch {
+    const char *hf_name;        /* architectures[0], e.g. "LlamaForCausalLM" */
+    const char *family;         /* short name for logs */
+    int qkv_bias;               /* 1 always, 0 never, -1 follow config.attention_bias */
+    int qk_norm;                /* RMSNorm over each head of q and k before rope (Qwen3) */
+    model_window_rule window;
+    float norm_offset;          /* rmsnorm weight offset: 0, Gemma 1 */
+    model_act act;
+    int embed_scale;            /* multiply embeddings by sqrt(hidden) (Gemma) */
+    float attn_softcap;         /* 0 = none */
+    float final_softcap;        /* 0 = none */
+    model_mlp_kind mlp;
+    int rope_neox;              /* 1: rotate_half pairs (i, i + d/2), as HF Llama */
+    const model_tensor_names *names;
+    /* optional extra validation after parsing; 0 ok, -1 with err set */
+    int (*check)(const model_config *c, char *err, size_t errlen);
+} model_arch;
+
+/* The Hugging Face naming shared by Llama, Mistral, Qwen2 and Qwen3. */
+extern const model_tensor_names model_hf_decoder_names;
+
+extern const model_arch model_arch_llama;
+extern const model_arch model_arch_mistral;
+extern const model_arch model_arch_qwen2;
+extern const model_arch model_arch_qwen3;
+
+/* Registry lookup by architectures[0]; NULL if unsupported. */
+const model_arch *model_arch_find(const char *hf_name);
+/* Comma-separated list of supported architecture names into buf. */
+void model_arch_list(char *buf, size_t len);
+
+#endif

@@ -1,0 +1,398 @@
+/* config — see config.h.
+ *
+ * DESIGN: every field is read through a small typed getter that records the
+ * first problem in `err` ("config.json: num_attention_heads must be an
+ * integer in [1, 1024], got ...").  JSON null counts as absent, as it does
+ * for transformers (e.g. "sliding_window": null, "rope_scaling": null).
+ */
+#include "model/config.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/arch.h"
+#include "util/dtype.h"
+#include "util/log.h"
+#include <strings.h>
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+typedef struct getter {
+    json_t *obj;
+    const char *where; /* "config.json" or "config.json: rope_scaling" */
+    char *err;
+    size_t errlen;
+    int bad;
+} getter;
+
+static json_t *get(getter *g, const char *key)
+{
+    json_t *v = json_object_get(g->obj, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+/* Integer in [lo, hi]; absent -> def (required if def is INT32_MIN-ish). */
+static int get_int(getter *g, const char *key, long long lo, long long hi, int def, int required)
+{
+    json_t *v = get(g, key);
+    if (!v) {
+        if (required && !g->bad) {
+            seterr(g->err, g->errlen, "%s: missing required field '%s'", g->where, key);
+            g->bad = 1;
+        }
+        return def;
+    }
+    double d;
+    if (json_is_integer(v)) d = (double)json_integer_value(v);
+    else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)))
+        d = json_real_value(v);
+    else d = NAN;
+    if (!(d >= (double)lo && d <= (double)hi)) {
+        if (!g->bad)
+            seterr(g->err, g->errlen, "%s: '%s' must be an integer in [%lld, %lld]", g->where, key,
+                   lo, hi);
+        g->bad = 1;
+        return def;
+    }
+    return (int)d;
+}
+
+static double get_num(getter *g, const char *key, double lo, double hi, double def, int required)
+{
+    json_t *v = get(g, key);
+    if (!v) {
+        if (required && !g->bad) {
+            seterr(g->err, g->errlen, "%s: missing required field '%s'", g->where, key);
+            g->bad = 1;
+        }
+        return def;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) >= lo && json_number_value(v) <= hi)) {
+        if (!g->bad)
+            seterr(g->err, g->errlen, "%s: '%s' must be a number in [%g, %g]", g->where, key, lo,
+                   hi);
+        g->bad = 1;
+        return def;
+    }
+    return json_number_value(v);
+}
+
+static int get_bool(getter *g, const char *key, int def)
+{
+    json_t *v = get(g, key);
+    if (!v) return def;
+    if (!json_is_boolean(v)) {
+        if (!g->bad) seterr(g->err, g->errlen, "%s: '%s' must be true or false", g->where, key);
+        g->bad = 1;
+        return def;
+    }
+    return json_is_true(v);
+}
+
+/* eos_token_id: an int or a list of ints; appended to c->eos_token_ids. */
+static int add_eos(model_config *c, json_t *v, const char *where, char *err, size_t errlen)
+{
+    if (!v || json_is_null(v)) return 0;
+    json_t *one;
+    size_t i, n = json_is_array(v) ? json_array_size(v) : 1;
+    for (i = 0; i < n; i++) {
+        one = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_integer(one) || json_integer_value(one) < 0 ||
+            json_integer_value(one) > 0x7fffffff) {
+            seterr(err, errlen, "%s: eos_token_id must be a non-negative int or a list of them",
+                   where);
+            return -1;
+        }
+        int id = (int)json_integer_value(one), dup = 0;
+        for (int k = 0; k < c->n_eos; k++) dup |= c->eos_token_ids[k] == id;
+        if (!dup && c->n_eos < MODEL_MAX_EOS) c->eos_token_ids[c->n_eos++] = id;
+    }
+    return 0;
+}
+
+const char *model_rope_kind_name(model_rope_kind k)
+{
+    switch (k) {
+    case MODEL_ROPE_LINEAR: return "linear";
+    case MODEL_ROPE_DYNAMIC: return "dynamic";
+    case MODEL_ROPE_LLAMA3: return "llama3";
+    case MODEL_ROPE_YARN: return "yarn";
+    default: return "default";
+    }
+}
+
+static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
+{
+    getter g = {root, "config.json", err, errlen, 0};
+    model_rope_cfg *r = &c->rope;
+    memset(r, 0, sizeof *r);
+    r->theta = get_num(&g, "rope_theta", 1e-3, 1e12, 10000.0, 0);
+    r->partial_rotary_factor = get_num(&g, "partial_rotary_factor", 1e-3, 1.0, 1.0, 0);
+    r->attention_factor = -1.0;
+    r->truncate = 1;
+    if (g.bad) return -1;
+    json_t *rs = json_object_get(root, "rope_scaling");
+    if (!rs || json_is_null(rs)) return 0;
+    if (!json_is_object(rs)) {
+        seterr(err, errlen, "config.json: rope_scaling must be an object or null");
+        return -1;
+    }
+    json_t *jt = json_object_get(rs, "rope_type");
+    if (!jt || json_is_null(jt)) jt = json_object_get(rs, "type");
+    if (!json_is_string(jt)) {
+        seterr(err, errlen, "config.json: rope_scaling needs a string 'rope_type' (or 'type')");
+        return -1;
+    }
+    const char *t = json_string_value(jt);
+    getter s = {rs, "config.json: rope_scaling", err, errlen, 0};
+    if (!strcmp(t, "default")) {
+        r->kind = MODEL_ROPE_DEFAULT;
+        return 0;
+    } else if (!strcmp(t, "linear")) {
+        r->kind = MODEL_ROPE_LINEAR;
+        r->factor = get_num(&s, "factor", 1e-6, 1e6, 1.0, 1);
+    } else if (!strcmp(t, "dynamic")) {
+        r->kind = MODEL_ROPE_DYNAMIC;
+        r->factor = get_num(&s, "factor", 1e-6, 1e6, 1.0, 1);
+    } else if (!strcmp(t, "llama3")) {
+        r->kind = MODEL_ROPE_LLAMA3;
+        r->factor = get_num(&s, "factor", 1e-6, 1e6, 1.0, 1);
+        r->low_freq_factor = get_num(&s, "low_freq_factor", 1e-6, 1e6, 1.0, 1);
+        r->high_freq_factor = get_num(&s, "high_freq_factor", 1e-6, 1e6, 1.0, 1);
+        r->original_max_pos = get_int(&s, "original_max_position_embeddings", 1, 1 << 30, 0, 1);
+        if (!s.bad && r->high_freq_factor <= r->low_freq_factor) {
+            seterr(err, errlen,
+                   "config.json: rope_scaling: high_freq_factor must exceed low_freq_factor");
+            return -1;
+        }
+    } else if (!strcmp(t, "yarn")) {
+        r->kind = MODEL_ROPE_YARN;
+        r->factor = get_num(&s, "factor", 1e-6, 1e6, 1.0, 1);
+        r->attention_factor = get_num(&s, "attention_factor", 0.0, 1e6, -1.0, 0);
+        r->beta_fast = get_num(&s, "beta_fast", 0.0, 1e6, 0.0, 0);
+        r->beta_slow = get_num(&s, "beta_slow", 0.0, 1e6, 0.0, 0);
+        r->mscale = get_num(&s, "mscale", 0.0, 1e6, 0.0, 0);
+        r->mscale_all_dim = get_num(&s, "mscale_all_dim", 0.0, 1e6, 0.0, 0);
+        r->original_max_pos = get_int(&s, "original_max_position_embeddings", 1, 1 << 30, 0, 0);
+        r->truncate = get_bool(&s, "truncate", 1);
+    } else {
+        seterr(err, errlen,
+               "config.json: unsupported rope_scaling type '%.32s' (supported: default, linear, "
+               "dynamic, llama3, yarn)",
+               t);
+        return -1;
+    }
+    return s.bad ? -1 : 0;
+}
+
+/* SGLang's get_context_length(): max_position_embeddings times the rope
+ * factor, except for llama3 and configs that state an original length. */
+static int derive_context_length(const model_config *c, json_t *root)
+{
+    double f = 1.0;
+    json_t *rs = json_object_get(root, "rope_scaling");
+    if (c->rope.kind != MODEL_ROPE_DEFAULT && json_is_object(rs)) {
+        f = c->rope.factor;
+        if (json_object_get(rs, "original_max_position_embeddings")) f = 1.0;
+        if (c->rope.kind == MODEL_ROPE_LLAMA3) f = 1.0;
+    }
+    double v = f * (double)c->max_position_embeddings;
+    if (v > (double)(1 << 30)) v = (double)(1 << 30);
+    if (v < 1) v = 1;
+    return (int)v;
+}
+
+int model_config_parse(model_config *c, const char *json, size_t len, const char *override_json,
+                       int context_length, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof *c);
+    json_error_t jerr;
+    json_t *root = json_loadb(json, len, 0, &jerr);
+    if (!root) {
+        seterr(err, errlen, "config.json: bad JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+               jerr.column);
+        return -1;
+    }
+    int rc = -1;
+    if (!json_is_object(root)) {
+        seterr(err, errlen, "config.json: not a JSON object");
+        goto out;
+    }
+    if (override_json && *override_json) {
+        json_t *ov = json_loads(override_json, 0, &jerr);
+        if (!ov || !json_is_object(ov)) {
+            seterr(err, errlen, "--json-model-override-args: %s",
+                   ov ? "must be a JSON object" : jerr.text);
+            json_decref(ov);
+            goto out;
+        }
+        json_object_update(root, ov);
+        json_decref(ov);
+    }
+    json_t *archs = json_object_get(root, "architectures");
+    json_t *a0 = json_is_array(archs) ? json_array_get(archs, 0) : NULL;
+    char supported[512];
+    model_arch_list(supported, sizeof supported);
+    if (!json_is_string(a0)) {
+        seterr(err, errlen, "config.json: no 'architectures' list (supported: %s)", supported);
+        goto out;
+    }
+    snprintf(c->architecture, sizeof c->architecture, "%s", json_string_value(a0));
+    c->arch = model_arch_find(json_string_value(a0));
+    if (!c->arch) {
+        seterr(err, errlen, "config.json: unsupported architecture '%.64s' (supported: %s)",
+               json_string_value(a0), supported);
+        goto out;
+    }
+    getter g = {root, "config.json", err, errlen, 0};
+    c->hidden_size = get_int(&g, "hidden_size", 1, 1 << 16, 0, 1);
+    c->intermediate_size = get_int(&g, "intermediate_size", 1, 1 << 20, 0, 1);
+    c->n_layer = get_int(&g, "num_hidden_layers", 1, 1024, 0, 1);
+    c->n_head = get_int(&g, "num_attention_heads", 1, 1024, 0, 1);
+    c->n_kv_head = get_int(&g, "num_key_value_heads", 1, 1024, c->n_head, 0);
+    c->vocab_size = get_int(&g, "vocab_size", 1, 1 << 22, 0, 1);
+    if (g.bad) goto out;
+    int def_hd = c->hidden_size / c->n_head;
+    c->head_dim = get_int(&g, "head_dim", 2, 1024, def_hd, 0);
+    c->rms_norm_eps = (float)get_num(&g, "rms_norm_eps", 0.0, 1.0, 1e-6, 0);
+    c->max_position_embeddings = get_int(&g, "max_position_embeddings", 1, 1 << 30, 2048, 0);
+    c->tie_word_embeddings = get_bool(&g, "tie_word_embeddings", 0);
+    c->sliding_window = get_int(&g, "sliding_window", 0, 1 << 30, 0, 0);
+    c->use_sliding_window = get_bool(&g, "use_sliding_window", 0);
+    c->max_window_layers = get_int(&g, "max_window_layers", 0, 1 << 20, 0, 0);
+    c->attention_bias = get_bool(&g, "attention_bias", 0);
+    c->mlp_bias = get_bool(&g, "mlp_bias", 0);
+    c->bos_token_id = get_int(&g, "bos_token_id", 0, 0x7fffffff, -1, 0);
+    if (g.bad) goto out;
+    json_t *act = json_object_get(root, "hidden_act");
+    snprintf(c->hidden_act, sizeof c->hidden_act, "%s",
+             json_is_string(act) ? json_string_value(act) : "silu");
+    json_t *tdt = json_object_get(root, "torch_dtype");
+    if (!tdt || json_is_null(tdt)) tdt = json_object_get(root, "dtype");
+    c->torch_dtype = json_is_string(tdt) ? dtype_parse(json_string_value(tdt)) : -1;
+    if (add_eos(c, json_object_get(root, "eos_token_id"), "config.json", err, errlen)) goto out;
+    if (c->n_head % c->n_kv_head) {
+        seterr(err, errlen,
+               "config.json: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
+               c->n_head, c->n_kv_head);
+        goto out;
+    }
+    if (c->head_dim % 2) {
+        seterr(err, errlen, "config.json: head_dim (%d) must be even for rotary embeddings",
+               c->head_dim);
+        goto out;
+    }
+    if (c->bos_token_id >= c->vocab_size) c->bos_token_id = -1;
+    const model_arch *ar = c->arch;
+    if (ar->act == MODEL_ACT_SILU && strcmp(c->hidden_act, "silu") != 0) {
+        seterr(err, errlen, "config.json: hidden_act '%s' is not supported for %s (expected silu)",
+               c->hidden_act, c->architecture);
+        goto out;
+    }
+    if (c->mlp_bias) {
+        seterr(err, errlen, "config.json: mlp_bias=true is not supported yet");
+        goto out;
+    }
+    if (parse_rope(c, root, err, errlen)) goto out;
+    int rot = (int)(c->head_dim * c->rope.partial_rotary_factor);
+    if (rot < 2 || rot % 2) {
+        seterr(err, errlen, "config.json: rotary dimension %d (head_dim x partial_rotary_factor) "
+                            "must be even and >= 2", rot);
+        goto out;
+    }
+    if (ar->check && ar->check(c, err, errlen)) goto out;
+    int derived = derive_context_length(c, root);
+    if (context_length > 0) {
+        if (context_length > derived) {
+            /* SGLang refuses this unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set */
+            const char *allow = getenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN");
+            if (!allow || !*allow || !strcmp(allow, "0") || !strcasecmp(allow, "false")) {
+                seterr(err, errlen,
+                       "--context-length %d is longer than the model's context length %d "
+                       "(derived from max_position_embeddings and rope_scaling); set "
+                       "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 to allow it",
+                       context_length, derived);
+                goto out;
+            }
+            log_warn("--context-length %d is greater than the derived context length %d; "
+                     "outputs past it may be wrong", context_length, derived);
+        }
+        c->context_length = context_length;
+    } else {
+        c->context_length = derived;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static char *read_file(const char *path, size_t max, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = malloc(max + 1);
+    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > max) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+int model_config_load(model_config *c, const char *dir, const char *override_json,
+                      int context_length, char *err, size_t errlen)
+{
+    char path[4096];
+    size_t len;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text = read_file(path, 16u << 20, &len);
+    if (!text) {
+        seterr(err, errlen, "%s: cannot read (missing, unreadable or over 16 MiB)", path);
+        return -1;
+    }
+    int rc = model_config_parse(c, text, len, override_json, context_length, err, errlen);
+    free(text);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    text = read_file(path, 16u << 20, &len);
+    if (text) {
+        json_error_t jerr;
+        json_t *g = json_loadb(text, len, 0, &jerr);
+        free(text);
+        if (!g || !json_is_object(g)) {
+            seterr(err, errlen, "%s: bad JSON", path);
+            json_decref(g);
+            return -1;
+        }
+        rc = add_eos(c, json_object_get(g, "eos_token_id"), "generation_config.json", err, errlen);
+        json_decref(g);
+    }
+    return rc;
+}
+
+int model_config_layer_window(const model_config *c, int il)
+{
+    if (c->sliding_window <= 0) return 0;
+    switch (c->arch->window) {
+    case MODEL_WINDOW_ALL: return 1;
+    case MODEL_WINDOW_QWEN2: return c->use_sliding_window && il >= c->max_window_layers;
+    default: return 0;
+    }
+}

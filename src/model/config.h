@@ -1,0 +1,88 @@
+/* config — a Hugging Face config.json, parsed into what the forward needs.
+ *
+ * DESIGN: parse once with jansson into a flat struct of plain values; no
+ * JSON survives the call.  `--json-model-override-args` is a JSON object
+ * merged over the top level of config.json before parsing (like SGLang's
+ * hf_config.update()).  Missing optional fields take the defaults of the
+ * transformers config class (e.g. num_key_value_heads = num_attention_heads,
+ * head_dim = hidden_size / num_attention_heads).  The architecture string
+ * is looked up in the registry (arch.h); an unknown one is an error that
+ * lists the supported ones.  Sizes are bounded so a hostile config cannot
+ * make the loader allocate absurd buffers.
+ */
+#ifndef SGLC_MODEL_CONFIG_H
+#define SGLC_MODEL_CONFIG_H
+
+#include <stddef.h>
+
+struct model_arch;
+
+typedef enum model_rope_kind {
+    MODEL_ROPE_DEFAULT = 0,
+    MODEL_ROPE_LINEAR,
+    MODEL_ROPE_DYNAMIC,
+    MODEL_ROPE_LLAMA3,
+    MODEL_ROPE_YARN,
+} model_rope_kind;
+
+/* rope_scaling, as transformers' modeling_rope_utils reads it. */
+typedef struct model_rope_cfg {
+    model_rope_kind kind;
+    double theta;                 /* rope_theta */
+    double partial_rotary_factor; /* 1.0 unless the config says otherwise */
+    double factor;                /* linear, dynamic, llama3, yarn */
+    double low_freq_factor;       /* llama3 */
+    double high_freq_factor;      /* llama3 */
+    int original_max_pos;         /* llama3 (required), yarn (optional); 0 = absent */
+    double attention_factor;      /* yarn; < 0 = absent */
+    double beta_fast, beta_slow;  /* yarn; 0 = absent (HF: `or 32`, `or 1`) */
+    double mscale, mscale_all_dim;/* yarn; 0 = absent */
+    int truncate;                 /* yarn; default 1 */
+} model_rope_cfg;
+
+#define MODEL_MAX_EOS 16
+
+typedef struct model_config {
+    char architecture[64];        /* architectures[0] */
+    const struct model_arch *arch;/* registry entry (static, borrowed) */
+    int hidden_size;
+    int intermediate_size;
+    int n_layer;                  /* num_hidden_layers */
+    int n_head;                   /* num_attention_heads */
+    int n_kv_head;                /* num_key_value_heads */
+    int head_dim;
+    int vocab_size;
+    float rms_norm_eps;
+    model_rope_cfg rope;
+    int max_position_embeddings;
+    int context_length;           /* effective: --context-length or derived as SGLang does */
+    int tie_word_embeddings;
+    int sliding_window;           /* 0 = none */
+    int use_sliding_window;       /* Qwen2/3 switch (default 0) */
+    int max_window_layers;        /* Qwen2/3: layers >= this use the window */
+    int attention_bias;
+    int mlp_bias;
+    char hidden_act[32];
+    int torch_dtype;              /* dtype, or -1 when absent/unknown */
+    int bos_token_id;             /* -1 = none */
+    int n_eos;
+    int eos_token_ids[MODEL_MAX_EOS];
+} model_config;
+
+/* Parse config.json text (json, len) with an optional override object
+ * (JSON text or NULL) and a context length (0 = derive).  Returns 0, or -1
+ * with a message in err. */
+int model_config_parse(model_config *c, const char *json, size_t len, const char *override_json,
+                       int context_length, char *err, size_t errlen);
+
+/* Read DIR/config.json (+ eos ids from DIR/generation_config.json if
+ * present) and parse as above. */
+int model_config_load(model_config *c, const char *dir, const char *override_json,
+                      int context_length, char *err, size_t errlen);
+
+/* Does layer il use the sliding window (per the architecture's rule)? */
+int model_config_layer_window(const model_config *c, int il);
+
+const char *model_rope_kind_name(model_rope_kind k);
+
+#endif

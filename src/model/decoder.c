@@ -1,0 +1,377 @@
+/* decoder — the shared decoder-only forward pass (Llama, Mistral, Qwen2,
+ * Qwen3 today), driven by the architecture descriptor's flags.
+ *
+ * DESIGN: one tpool_run per forward.  Every thread runs fwd_task over the
+ * whole network and the threads meet at tpool_barrier between ops, so a
+ * decode step costs one dispatch plus ~10 barriers per layer.  Each op is
+ * split by (ith, nth): row ops (norms, rope, KV stores, residual adds) by
+ * token rows, matmuls by output columns (inside kern_matmul), attention by
+ * (query, head) pairs of each sequence (inside kern_attention).  All
+ * buffers are preallocated by model_reserve() for cap_tokens rows; the
+ * forward never allocates once it has started.
+ *
+ * Per layer:
+ *   x += xn; xn = norm(x)             rows          | barrier
+ *   q,k,v = xn Wq,Wk,Wv (+bias)       columns       | barrier
+ *   [q,k = headnorm(q,k)]; rope(q,k); store k,v at their slots   rows | barrier
+ *   att = attention(q, cache)         (seq, q, head) | barrier
+ *   xn = att Wo                       columns       | barrier
+ *   x += xn; xn = norm(x)             rows          | barrier
+ *   gate,up = xn Wg, Wu               columns       | barrier
+ *   gate = act(gate) * up             rows          | barrier
+ *   xn = gate Wd                      columns       | barrier
+ *   x += xn                           rows (fused into the next layer's norm)
+ * The MLP block is the slot where MoE will plug in (see arch.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+#include "model/rope.h"
+#include "util/log.h"
+
+void model_embed_row(const model *m, int token, float *out)
+{
+    int H = m->cfg.hidden_size;
+    size_t esz = dtype_size(m->embed_dt);
+    dtype_to_f32(out, (const char *)m->embed + (size_t)token * H * esz, m->embed_dt, (size_t)H);
+    if (m->prec == MODEL_PREC_BF16 && m->embed_dt != DTYPE_BF16)
+        for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
+    else if (m->prec == MODEL_PREC_F16 && m->embed_dt != DTYPE_F16)
+        for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
+    if (m->arch->embed_scale) {
+        float s = sqrtf((float)H);
+        for (int i = 0; i < H; i++) out[i] *= s;
+    }
+}
+
+/* ---- KV cache ------------------------------------------------------------ */
+
+model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
+{
+    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16)) {
+        log_error("bad KV cache request: %d slots of %s", n_slots, dtype_name(kv_dt));
+        return NULL;
+    }
+    const model_config *c = &m->cfg;
+    model_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) return NULL;
+    kv->n_layer = c->n_layer;
+    kv->n_slots = n_slots;
+    kv->dt = kv_dt;
+    kv->row_len = c->n_kv_head * c->head_dim;
+    size_t per = ((size_t)n_slots * kv->row_len * dtype_size(kv_dt) + 63) & ~(size_t)63;
+    kv->bytes = per * 2 * (size_t)c->n_layer;
+    kv->k = calloc((size_t)c->n_layer, sizeof(void *));
+    kv->v = calloc((size_t)c->n_layer, sizeof(void *));
+    kv->mem = aligned_alloc(64, kv->bytes);
+    if (!kv->k || !kv->v || !kv->mem) {
+        log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
+        model_kv_destroy(kv);
+        return NULL;
+    }
+    memset(kv->mem, 0, kv->bytes);
+    for (int l = 0; l < c->n_layer; l++) {
+        kv->k[l] = (char *)kv->mem + per * (2 * (size_t)l);
+        kv->v[l] = (char *)kv->mem + per * (2 * (size_t)l + 1);
+    }
+    return kv;
+}
+
+void model_kv_destroy(model_kv *kv)
+{
+    if (!kv) return;
+    free(kv->k);
+    free(kv->v);
+    free(kv->mem);
+    free(kv);
+}
+
+/* ---- scratch ------------------------------------------------------------- */
+
+static size_t al64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
+{
+    if (max_tokens <= m->cap_tokens && max_kv <= m->cap_kv && n_threads <= m->cap_threads)
+        return 0;
+    const model_config *c = &m->cfg;
+    if (max_tokens < m->cap_tokens) max_tokens = m->cap_tokens;
+    if (max_kv < m->cap_kv) max_kv = m->cap_kv;
+    if (n_threads < m->cap_threads) n_threads = m->cap_threads;
+    if (max_tokens < 1) max_tokens = 1;
+    if (max_kv < max_tokens) max_kv = max_tokens;
+    size_t T = (size_t)max_tokens;
+    int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    int qd = c->n_head * hd, kvd = c->n_kv_head * hd, half = m->rot_dim / 2;
+    int maxk = H > qd ? H : qd;
+    if (I > maxk) maxk = I;
+    size_t ts = kern_matmul_scratch(max_tokens, maxk);
+    size_t as = kern_attention_scratch(max_kv, hd);
+    if (as > ts) ts = as;
+    ts = al64(ts + sizeof(float) * (size_t)(half + 16) + 64);
+    size_t sizes[] = {
+        al64(T * H * 4),        al64(T * H * 4),     al64(T * qd * 4),  al64(T * kvd * 4),
+        al64(T * kvd * 4),      al64(T * qd * 4),       al64(T * I * 4),   al64(T * I * 4),
+        al64(T * half * 4),     al64(T * half * 4),     al64(T * H * 4),   al64(T * 4),
+        ts * (size_t)n_threads,
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
+    char *mem = aligned_alloc(64, total);
+    if (!mem) {
+        log_error("out of memory for forward scratch (%zu bytes for %d tokens)", total,
+                  max_tokens);
+        return -1;
+    }
+    free(m->scratch_mem);
+    m->scratch_mem = mem;
+    float **slots[] = {&m->x, &m->xn, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up,
+                       &m->cos_t, &m->sin_t, &m->lrows};
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        *slots[i] = (float *)(mem + off);
+        off += sizes[i];
+    }
+    m->tok_seq = (int32_t *)(mem + off);
+    off += sizes[11];
+    m->tscratch = mem + off;
+    m->tstride = ts;
+    m->cap_tokens = max_tokens;
+    m->cap_kv = max_kv;
+    m->cap_threads = n_threads;
+    return 0;
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+typedef struct fwd_ctx {
+    model *m;
+    model_kv *kv;
+    const model_batch *b;
+    float *logits;
+    tpool *pool;
+} fwd_ctx;
+
+static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
+
+static void fwd_task(void *vctx, int ith, int nth)
+{
+    fwd_ctx *cx = vctx;
+    model *m = cx->m;
+    const model_batch *b = cx->b;
+    model_kv *kv = cx->kv;
+    const model_config *c = &m->cfg;
+    const model_arch *ar = m->arch;
+    const int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    const int nh = c->n_head, nkv = c->n_kv_head, qd = nh * hd, kvd = nkv * hd;
+    const int half = m->rot_dim / 2;
+    const float eps = c->rms_norm_eps, noff = ar->norm_offset;
+    char *scr = m->tscratch + (size_t)ith * m->tstride;
+    float *inv_dyn = (float *)(scr + m->tstride - sizeof(float) * (size_t)(half + 16));
+    int lo, hi;
+    rows_split(T, ith, nth, &lo, &hi);
+
+    /* embeddings and this forward's rope tables */
+    for (int t = lo; t < hi; t++) {
+        model_embed_row(m, b->tokens[t], m->x + (size_t)t * H);
+        const float *inv = m->inv_freq;
+        if (c->rope.kind == MODEL_ROPE_DYNAMIC) {
+            int s = m->tok_seq[t];
+            model_rope_inv_freq(c, b->seq_kv_len[s], inv_dyn);
+            inv = inv_dyn;
+        }
+        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
+                        inv, half, m->attn_factor);
+    }
+
+    for (int il = 0; il < c->n_layer; il++) {
+        const model_layer *l = &m->layers[il];
+        for (int t = lo; t < hi; t++) {
+            float *x = m->x + (size_t)t * H;
+            if (il > 0) kern_add(x, x, m->xn + (size_t)t * H, H);
+            kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
+        }
+        tpool_barrier(cx->pool);
+        const float *xin = m->xn;
+        kern_matmul(m->q, xin, T, &l->wq, l->bq, ith, nth, scr);
+        kern_matmul(m->k, xin, T, &l->wk, l->bk, ith, nth, scr);
+        kern_matmul(m->v, xin, T, &l->wv, l->bv, ith, nth, scr);
+        tpool_barrier(cx->pool);
+        for (int t = lo; t < hi; t++) {
+            float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
+            if (l->q_norm) {
+                for (int h = 0; h < nh; h++) kern_rmsnorm(q + h * hd, q + h * hd, l->q_norm, hd, eps, noff);
+                for (int h = 0; h < nkv; h++) kern_rmsnorm(k + h * hd, k + h * hd, l->k_norm, hd, eps, noff);
+            }
+            const float *ct = m->cos_t + (size_t)t * half, *st = m->sin_t + (size_t)t * half;
+            kern_rope_apply(q, nh, hd, m->rot_dim, ct, st, ar->rope_neox);
+            kern_rope_apply(k, nkv, hd, m->rot_dim, ct, st, ar->rope_neox);
+            int s = m->tok_seq[t];
+            int32_t slot = b->seq_slots[s][b->positions[t]];
+            kern_kv_store(kv->k[il], kv->dt, slot, kvd, k);
+            kern_kv_store(kv->v[il], kv->dt, slot, kvd, m->v + (size_t)t * kvd);
+        }
+        tpool_barrier(cx->pool);
+        for (int s = 0; s < b->n_seqs; s++) {
+            int r0 = b->seq_start[s], nq = b->seq_start[s + 1] - r0;
+            kern_attn_args a = {
+                .n_q = nq,
+                .n_kv = b->seq_kv_len[s],
+                .n_head = nh,
+                .n_kv_head = nkv,
+                .head_dim = hd,
+                .q = m->q + (size_t)r0 * qd,
+                .q_stride = (size_t)qd,
+                .k_cache = kv->k[il],
+                .v_cache = kv->v[il],
+                .kv_dt = kv->dt,
+                .slots = b->seq_slots[s],
+                .sliding_window = l->window,
+                .scale = 1.0f / sqrtf((float)hd),
+                .softcap = ar->attn_softcap,
+                .out = m->att + (size_t)r0 * qd,
+                .out_stride = (size_t)qd,
+            };
+            kern_attention(&a, ith, nth, scr);
+        }
+        tpool_barrier(cx->pool);
+        kern_matmul(m->xn, m->att, T, &l->wo, NULL, ith, nth, scr); /* (T, H), stride H */
+        tpool_barrier(cx->pool);
+        for (int t = lo; t < hi; t++) {
+            float *x = m->x + (size_t)t * H;
+            kern_add(x, x, m->xn + (size_t)t * H, H);
+            kern_rmsnorm(m->xn + (size_t)t * H, x, l->ffn_norm, H, eps, noff);
+        }
+        tpool_barrier(cx->pool);
+        /* MLP slot (dense gated) */
+        kern_matmul(m->gate, m->xn, T, &l->wgate, NULL, ith, nth, scr);
+        kern_matmul(m->up, m->xn, T, &l->wup, NULL, ith, nth, scr);
+        tpool_barrier(cx->pool);
+        for (int t = lo; t < hi; t++) {
+            float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
+            if (ar->act == MODEL_ACT_GELU_TANH) kern_gelu_tanh_mul(g, g, u, I);
+            else kern_silu_mul(g, g, u, I);
+        }
+        tpool_barrier(cx->pool);
+        /* down projection into xn (added to x at the next layer's norm) */
+        kern_matmul(m->xn, m->gate, T, &l->wdown, NULL, ith, nth, scr);
+        tpool_barrier(cx->pool);
+    }
+    /* last residual add, final norm of the rows that need logits */
+    for (int t = lo; t < hi; t++) {
+        float *x = m->x + (size_t)t * H;
+        kern_add(x, x, m->xn + (size_t)t * H, H);
+    }
+    tpool_barrier(cx->pool);
+    int llo, lhi;
+    rows_split(b->n_logits, ith, nth, &llo, &lhi);
+    for (int i = llo; i < lhi; i++)
+        kern_rmsnorm(m->lrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, m->final_norm,
+                     H, eps, noff);
+    tpool_barrier(cx->pool);
+    if (b->n_logits > 0)
+        kern_matmul(cx->logits, m->lrows, b->n_logits, &m->lm_head, NULL, ith, nth, scr);
+    if (ar->final_softcap > 0.0f) {
+        tpool_barrier(cx->pool);
+        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
+        float cap = ar->final_softcap;
+        for (size_t i = a0; i < a1; i++) cx->logits[i] = cap * tanhf(cx->logits[i] / cap);
+    }
+}
+
+/* Reject malformed batches before anything is written. */
+static int check_batch(const model *m, const model_kv *kv, const model_batch *b, int *max_kv)
+{
+    const model_config *c = &m->cfg;
+    if (!b || b->n_tokens < 1 || b->n_seqs < 1 || !b->tokens || !b->positions || !b->seq_start ||
+        !b->seq_kv_len || !b->seq_slots || b->n_logits < 0 || (b->n_logits && !b->logit_rows)) {
+        log_error("malformed batch (empty or missing arrays)");
+        return -1;
+    }
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != c->n_kv_head * c->head_dim) {
+        log_error("KV cache does not belong to this model");
+        return -1;
+    }
+    if (b->seq_start[0] != 0 || b->seq_start[b->n_seqs] != b->n_tokens) {
+        log_error("seq_start must run from 0 to n_tokens (%d)", b->n_tokens);
+        return -1;
+    }
+    *max_kv = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        int r0 = b->seq_start[s], nq = b->seq_start[s + 1] - r0, kvl = b->seq_kv_len[s];
+        if (nq < 1 || kvl < nq) {
+            log_error("sequence %d: %d new tokens with kv length %d", s, nq, kvl);
+            return -1;
+        }
+        if (kvl > c->context_length) {
+            log_error("sequence %d: kv length %d exceeds the context length %d", s, kvl,
+                      c->context_length);
+            return -1;
+        }
+        if (!b->seq_slots[s]) {
+            log_error("sequence %d: no slot list", s);
+            return -1;
+        }
+        for (int p = 0; p < kvl; p++) {
+            int32_t sl = b->seq_slots[s][p];
+            if (sl < 0 || sl >= kv->n_slots) {
+                log_error("sequence %d: position %d has slot %d outside [0, %d)", s, p, sl,
+                          kv->n_slots);
+                return -1;
+            }
+        }
+        for (int i = 0; i < nq; i++) {
+            int t = r0 + i;
+            if (b->positions[t] != kvl - nq + i) {
+                log_error("sequence %d: token row %d has position %d, expected %d", s, t,
+                          b->positions[t], kvl - nq + i);
+                return -1;
+            }
+            if (b->tokens[t] < 0 || b->tokens[t] >= c->vocab_size) {
+                log_error("token id %d at row %d is outside the vocabulary [0, %d)", b->tokens[t],
+                          t, c->vocab_size);
+                return -1;
+            }
+        }
+        if (kvl > *max_kv) *max_kv = kvl;
+    }
+    for (int i = 0; i < b->n_logits; i++) {
+        if (b->logit_rows[i] < 0 || b->logit_rows[i] >= b->n_tokens) {
+            log_error("logit row %d outside [0, %d)", b->logit_rows[i], b->n_tokens);
+            return -1;
+        }
+    }
+    if (b->n_logits > b->n_tokens) {
+        log_error("more logit rows (%d) than tokens (%d)", b->n_logits, b->n_tokens);
+        return -1;
+    }
+    return 0;
+}
+
+int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
+{
+    int max_kv;
+    if (check_batch(m, kv, b, &max_kv)) return -1;
+    if (b->n_logits && !logits) {
+        log_error("logits buffer is NULL");
+        return -1;
+    }
+    int nth = pool ? tpool_size(pool) : 1;
+    if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
+    for (int s = 0; s < b->n_seqs; s++)
+        for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
+    fwd_ctx cx = {m, kv, b, logits, pool};
+    if (pool) {
+        tpool_run(pool, fwd_task, &cx);
+    } else {
+        tpool *one = tpool_create(1);
+        if (!one) return -1;
+        cx.pool = one;
+        tpool_run(one, fwd_task, &cx);
+        tpool_destroy(one);
+    }
+    return 0;
+}

@@ -1,0 +1,109 @@
+/* model — load a checkpoint and run batched forward passes.
+ *
+ * DESIGN: the seam between the scheduler and the math.  model_load reads
+ * config.json, picks the architecture from the registry and loads weights
+ * (safetensors, memory-mapped and borrowed where the kernel layout fits,
+ * else converted/repacked once with the source pages dropped; or random
+ * "dummy" weights of the real shapes).  model_forward runs one batch of
+ * any mix of prefill chunks and decode tokens over a slot-addressed KV
+ * cache and returns logits for the rows asked for.  The model knows no
+ * requests, pages or queues: the caller (scheduler, `sglc generate`, the
+ * benchmark) owns slot allocation and passes each sequence's slot list.
+ *
+ * Batch layout (n_tokens rows, sequences contiguous):
+ *
+ *   tokens    [ a0 a1 a2 | b0 | c0 c1 ]        n_tokens = 6
+ *   seq_start [ 0,        3,   4,     6 ]      n_seqs = 3
+ *   seq_kv_len[ 3,        9,   7 ]             kv length after this step
+ *   positions [ 0 1 2 | 8 | 5 6 ]              = kv_len - n_new + i
+ *   seq_slots [s] -> int32[seq_kv_len[s]]      slot of every position
+ *
+ * The new tokens' K/V are written at seq_slots[s][positions[t]]; earlier
+ * positions must already hold that sequence's K/V (its cached prefix).
+ *
+ * Threading: model_forward runs on the caller plus the pool's workers; one
+ * model + kv is driven by one thread at a time.
+ */
+#ifndef SGLC_MODEL_MODEL_H
+#define SGLC_MODEL_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/config.h"
+#include "util/dtype.h"
+#include "util/threadpool.h"
+
+typedef enum model_load_format {
+    MODEL_LOAD_AUTO = 0,        /* safetensors */
+    MODEL_LOAD_SAFETENSORS = 1,
+    MODEL_LOAD_DUMMY = 2,       /* random weights from config.json alone */
+} model_load_format;
+
+typedef struct model_load_opts {
+    const char *model_path;     /* directory with config.json (+ *.safetensors) */
+    int dtype;                  /* -1 = auto (config torch_dtype), else DTYPE_* (see below) */
+    model_load_format load_format;
+    const char *override_json;  /* --json-model-override-args, or NULL */
+    int context_length;         /* --context-length, 0 = from config */
+    uint64_t random_seed;       /* dummy weights */
+} model_load_opts;
+/* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
+ * values rounded to f16 precision and stored as f32 (the kernels have no
+ * f16 matmul; f16 -> f32 is exact, f16 -> bf16 would lose 3 mantissa bits).
+ * auto follows config.json's torch_dtype (f32 when absent).  Activations
+ * are always f32. */
+
+typedef struct model model;
+
+typedef struct model_kv {
+    int n_layer;
+    int n_slots;
+    dtype dt;                   /* DTYPE_F32 or DTYPE_BF16 */
+    int row_len;                /* n_kv_head * head_dim */
+    void **k, **v;              /* (n_layer) -> (n_slots, n_kv_head, head_dim) of dt; owned */
+    void *mem;                  /* one owned allocation holding all of them */
+    size_t bytes;
+} model_kv;
+
+typedef struct model_batch {
+    int n_tokens;
+    const int32_t *tokens;      /* (n_tokens) */
+    const int32_t *positions;   /* (n_tokens) */
+    int n_seqs;
+    const int32_t *seq_start;   /* (n_seqs + 1): sequence s owns rows [seq_start[s], seq_start[s+1]) */
+    const int32_t *seq_kv_len;  /* (n_seqs): kv length after this step, incl. new tokens */
+    const int32_t *const *seq_slots; /* (n_seqs) -> (seq_kv_len[s]) slot per position */
+    int n_logits;
+    const int32_t *logit_rows;  /* (n_logits) token rows whose logits are wanted */
+} model_batch;
+
+/* Load per opts.  NULL on failure with a message in err (names the file
+ * and the problem).  Logs weight bytes and VmRSS after load. */
+model *model_load(const model_load_opts *opts, char *err, size_t errlen);
+void model_free(model *m);
+
+const model_config *model_get_config(const model *m);
+/* Bytes of weights resident for compute (matrices + vectors). */
+size_t model_weight_bytes(const model *m);
+/* dtype the weight matrices are stored in. */
+dtype model_weight_dtype(const model *m);
+
+/* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
+model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);
+void model_kv_destroy(model_kv *kv);
+
+/* Size scratch for up to max_tokens rows per forward and kv lengths up to
+ * max_kv on n_threads threads (model_forward grows it on demand before its
+ * hot loop; calling this first avoids the growth).  0 or -1 (OOM). */
+int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
+
+/* Run one batch.  logits: (n_logits, vocab) f32, row i for logit_rows[i].
+ * Returns 0, or -1 after logging why (malformed batch, out of memory); the
+ * KV cache is untouched when the batch is rejected. */
+int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool);
+
+/* VmRSS of this process in bytes (0 if unknown). */
+size_t model_rss_bytes(void);
+
+#endif

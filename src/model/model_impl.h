@@ -1,0 +1,66 @@
+/* model_impl — private to src/model: the loaded model, shared by the loader
+ * (model.c) and the decoder core (decoder.c). */
+#ifndef SGLC_MODEL_IMPL_H
+#define SGLC_MODEL_IMPL_H
+
+#include "kernels/kernels.h"
+#include "model/arch.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+/* Precision the weights were rounded to (what --dtype asked for). */
+typedef enum model_prec { MODEL_PREC_F32 = 0, MODEL_PREC_BF16 = 1, MODEL_PREC_F16 = 2 } model_prec;
+
+typedef struct model_layer {
+    const float *attn_norm, *ffn_norm; /* (hidden) f32; in model.vecs */
+    const float *q_norm, *k_norm;      /* (head_dim) f32, or NULL */
+    const float *bq, *bk, *bv;         /* (n_head*hd), (n_kv*hd), (n_kv*hd) f32, or NULL */
+    kern_mat wq, wk, wv, wo;           /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
+    kern_mat wgate, wup, wdown;        /* (I, H) (I, H) (H, I) */
+    int window;                        /* sliding window of this layer, 0 = full */
+} model_layer;
+
+struct model {
+    model_config cfg;
+    const model_arch *arch;            /* borrowed from the registry */
+    model_prec prec;
+    dtype wdt;                         /* storage of the matrices: F32 or BF16 */
+
+    st_archive st;                     /* owned; mapped for borrowed weights + embeddings */
+
+    const void *embed;                 /* (vocab, H) row-major of embed_dt; borrowed (st or blocks) */
+    dtype embed_dt;
+    kern_mat lm_head;                  /* (vocab, H); may borrow the same bytes as embed */
+    const float *final_norm;           /* (H) */
+    model_layer *layers;               /* (n_layer) owned */
+
+    float *vecs;                       /* owned arena of all f32 vectors */
+    size_t vecs_cap, vecs_used;        /* in floats */
+    void **blocks;                     /* owned buffers that borrowed kern_mats point into */
+    int n_blocks, cap_blocks;
+    size_t weight_bytes;
+
+    float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
+    float attn_factor;                 /* cos/sin scale (yarn) */
+    int rot_dim;
+
+    /* scratch, sized by model_reserve for cap_tokens rows */
+    int cap_tokens, cap_kv, cap_threads;
+    void *scratch_mem;                 /* owned, holds all of the below */
+    float *x;                          /* (cap_tokens, H) residual stream */
+    float *xn;                         /* (cap_tokens, H) normed input, then o/down projection out */
+    float *q;                          /* (cap_tokens, n_head*hd) */
+    float *k, *v;                      /* (cap_tokens, n_kv*hd) */
+    float *att;                        /* (cap_tokens, n_head*hd) */
+    float *gate, *up;                  /* (cap_tokens, I) */
+    float *cos_t, *sin_t;              /* (cap_tokens, rot_dim/2) */
+    float *lrows;                      /* (cap_tokens, H) normed rows that need logits */
+    int32_t *tok_seq;                  /* (cap_tokens) sequence of each row */
+    char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
+    size_t tstride;
+};
+
+/* decoder.c */
+void model_embed_row(const model *m, int token, float *out);
+
+#endif
