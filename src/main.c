@@ -16,6 +16,7 @@ static const command commands[] = {
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
     {"generate", cmd_generate, "generate tokens for one prompt offline (no server)"},
     {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
+    {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
 };
 
 static void usage(FILE *f)

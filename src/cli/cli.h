@@ -9,5 +9,7 @@ int cmd_version(int argc, char **argv);
 int cmd_cpu_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_bench_one_batch(int argc, char **argv);
+int cmd_generate_requests(int argc, char **argv); /* generate --requests */
+int cmd_bench_offline(int argc, char **argv);
 
 #endif
