@@ -124,7 +124,8 @@ static int run_once(model *m, tpool *pool, dtype kv_dt, int B, int I, int O, uin
         }
     }
     start[B] = B * I;
-    if (model_reserve(m, B * I, L, tpool_size(pool))) goto out;
+    if (model_reserve(m, B * I < MODEL_DEFAULT_CHUNK ? B * I : MODEL_DEFAULT_CHUNK, L, tpool_size(pool)))
+        goto out;
     model_batch b = {.n_tokens = B * I, .tokens = tokens, .positions = pos, .n_seqs = B,
                      .seq_start = start, .seq_kv_len = kvl, .seq_slots = sl, .n_logits = B,
                      .logit_rows = rows};
@@ -230,6 +231,15 @@ int cmd_bench_one_batch(int argc, char **argv)
     model *m = cli_model_load(&mo);
     if (!m) return 1;
     const model_config *c = model_get_config(m);
+    for (int x = 0; x < nbs; x++)
+        for (int a = 0; a < nil; a++)
+            for (int o = 0; o < nol; o++)
+                if ((long long)bs[x] * (il[a] + ol[o]) > (1LL << 28)) {
+                    fprintf(stderr, "error: batch %d x (%d + %d) tokens is too large\n", bs[x],
+                            il[a], ol[o]);
+                    model_free(m);
+                    return 2;
+                }
     for (int a = 0; a < nil; a++)
         for (int o = 0; o < nol; o++)
             if (il[a] + ol[o] > c->context_length) {

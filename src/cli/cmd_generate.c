@@ -240,7 +240,9 @@ int cmd_generate(int argc, char **argv)
         goto done;
     }
     for (int p = 0; p < total; p++) slots[p] = p;
-    if (model_reserve(m, n_prompt, total, tpool_size(pool))) goto done;
+    if (model_reserve(m, n_prompt < MODEL_DEFAULT_CHUNK ? n_prompt : MODEL_DEFAULT_CHUNK, total,
+                      tpool_size(pool)))
+        goto done;
 
     double t0 = time_now_sec();
     /* prefill */

@@ -70,10 +70,14 @@ static uint64_t ns_hash_of(const char *ns)
     return mix64(h) | 1; /* never 0, which is "no key" */
 }
 
+/* Hash of a child key: the isolation key and the first page's tokens (at
+ * most its first 8: siblings that agree on 8 tokens but differ later in
+ * the page just share a probe sequence; lookups always confirm by
+ * comparing the whole page). */
 static uint64_t key_hash_of(uint64_t ns_hash, const int32_t *tok, int P)
 {
     uint64_t h = ns_hash ^ 0x9e3779b97f4a7c15ULL;
-    for (int i = 0; i < P; i++) h = mix64(h + (uint32_t)tok[i]);
+    for (int i = 0; i < P && i < 8; i++) h = mix64(h + (uint32_t)tok[i]);
     return h;
 }
 
@@ -346,6 +350,7 @@ kv_radix_node *kv_radix_node_parent(const kv_radix_node *n) { return n ? n->pare
 int64_t kv_radix_evictable_size(const kv_radix *t) { return t->evictable; }
 int64_t kv_radix_protected_size(const kv_radix *t) { return t->protected_; }
 int64_t kv_radix_total_size(const kv_radix *t) { return t->evictable + t->protected_; }
+int64_t kv_radix_available_tokens(const kv_radix *t) { return kv_pool_free_tokens(t->pool) + t->evictable; }
 int64_t kv_radix_n_nodes(const kv_radix *t) { return t->n_nodes; }
 
 void kv_radix_set_evict_cb(kv_radix *t, kv_radix_evict_cb cb, void *ctx)
@@ -354,12 +359,16 @@ void kv_radix_set_evict_cb(kv_radix *t, kv_radix_evict_cb cb, void *ctx)
     t->cb_ctx = ctx;
 }
 
-/* How many tokens of run a[0..alen) and b[0..blen) agree in whole pages. */
+/* How many tokens of run a[0..alen) and b[0..blen) agree in whole pages:
+ * the first differing token, rounded down to a page boundary.  Compares
+ * 8 tokens at a time (a fixed-size memcmp compiles to two loads). */
 static int64_t page_prefix(const int32_t *a, int64_t alen, const int32_t *b, int64_t blen, int P)
 {
-    int64_t lim = alen < blen ? alen : blen, m = 0;
-    while (m + P <= lim && memcmp(a + m, b + m, (size_t)P * sizeof(int32_t)) == 0) m += P;
-    return m;
+    int64_t lim = alen < blen ? alen : blen, i = 0;
+    lim = lim / P * P;
+    while (i + 8 <= lim && memcmp(a + i, b + i, 8 * sizeof(int32_t)) == 0) i += 8;
+    while (i < lim && a[i] == b[i]) i++;
+    return i / P * P;
 }
 
 static int64_t match_impl(kv_radix *t, const char *ns, const int32_t *tokens, int64_t n,

@@ -122,6 +122,9 @@ int64_t kv_radix_evict(kv_radix *t, int64_t n_tokens);
 
 int64_t kv_radix_evictable_size(const kv_radix *t);
 int64_t kv_radix_protected_size(const kv_radix *t);
+/* What admission can count on: free pool tokens + evictable tokens
+ * (SGLang's available_size). */
+int64_t kv_radix_available_tokens(const kv_radix *t);
 /* Tokens held by the tree: evictable + protected. */
 int64_t kv_radix_total_size(const kv_radix *t);
 int64_t kv_radix_n_nodes(const kv_radix *t);

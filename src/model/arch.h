@@ -50,6 +50,8 @@ typedef struct model_arch {
     const char *hf_name;        /* architectures[0], e.g. "LlamaForCausalLM" */
     const char *family;         /* short name for logs */
     int qkv_bias;               /* 1 always, 0 never, -1 follow config.attention_bias */
+    int o_bias;                 /* o_proj bias: 0 never, -1 follow config.attention_bias */
+    int mlp_bias;               /* gate/up/down bias: 0 never, -1 follow config.mlp_bias */
     int qk_norm;                /* RMSNorm over each head of q and k before rope (Qwen3) */
     model_window_rule window;
     float norm_offset;          /* rmsnorm weight offset: 0, Gemma 1 */

@@ -302,10 +302,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
                c->hidden_act, c->architecture);
         goto out;
     }
-    if (c->mlp_bias) {
-        seterr(err, errlen, "config.json: mlp_bias=true is not supported yet");
-        goto out;
-    }
+    if (c->mlp_bias && ar->mlp_bias == 0) c->mlp_bias = 0; /* the class ignores it */
     if (parse_rope(c, root, err, errlen)) goto out;
     int rot = (int)(c->head_dim * c->rope.partial_rotary_factor);
     if (rot < 2 || rot % 2) {

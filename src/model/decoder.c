@@ -36,8 +36,11 @@ void model_embed_row(const model *m, int token, float *out)
 {
     int H = m->cfg.hidden_size;
     size_t esz = dtype_size(m->embed_dt);
-    dtype_to_f32(out, (const char *)m->embed + (size_t)token * H * esz, m->embed_dt, (size_t)H);
-    if (m->prec == MODEL_PREC_BF16 && m->embed_dt != DTYPE_BF16)
+    if (!m->embed) model_dummy_embed_row(m, token, out);
+    else dtype_to_f32(out, (const char *)m->embed + (size_t)token * H * esz, m->embed_dt, (size_t)H);
+    if (!m->embed) {
+        /* already rounded */
+    } else if (m->prec == MODEL_PREC_BF16 && m->embed_dt != DTYPE_BF16)
         for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
     else if (m->prec == MODEL_PREC_F16 && m->embed_dt != DTYPE_F16)
         for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
@@ -240,7 +243,7 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        kern_matmul(m->xn, m->att, T, &l->wo, NULL, ith, nth, scr); /* (T, H), stride H */
+        kern_matmul(m->xn, m->att, T, &l->wo, l->bo, ith, nth, scr); /* (T, H) */
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
@@ -249,8 +252,8 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* MLP slot (dense gated) */
-        kern_matmul(m->gate, m->xn, T, &l->wgate, NULL, ith, nth, scr);
-        kern_matmul(m->up, m->xn, T, &l->wup, NULL, ith, nth, scr);
+        kern_matmul(m->gate, m->xn, T, &l->wgate, l->bgate, ith, nth, scr);
+        kern_matmul(m->up, m->xn, T, &l->wup, l->bup, ith, nth, scr);
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -259,7 +262,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        kern_matmul(m->xn, m->gate, T, &l->wdown, NULL, ith, nth, scr);
+        kern_matmul(m->xn, m->gate, T, &l->wdown, l->bdown, ith, nth, scr);
         tpool_barrier(cx->pool);
     }
     /* last residual add, final norm of the rows that need logits */
@@ -354,14 +357,10 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
     return 0;
 }
 
-int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
+/* Run one already-checked batch of at most chunk_tokens rows. */
+static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
+                           tpool *pool)
 {
-    int max_kv;
-    if (check_batch(m, kv, b, &max_kv)) return -1;
-    if (b->n_logits && !logits) {
-        log_error("logits buffer is NULL");
-        return -1;
-    }
     int nth = pool ? tpool_size(pool) : 1;
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
     for (int s = 0; s < b->n_seqs; s++)
@@ -377,4 +376,78 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
         tpool_destroy(one);
     }
     return 0;
+}
+
+void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
+
+/* Batches larger than chunk_tokens rows run as consecutive row ranges
+ * [c0, c1) (chunked prefill): a sequence cut by a boundary sees, in the
+ * later chunk, the KV its earlier rows wrote in the earlier chunk, so the
+ * result equals one big forward while scratch stays bounded. */
+static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *logits,
+                           tpool *pool)
+{
+    const int V = m->cfg.vocab_size, C = m->chunk_tokens;
+    int rc = -1;
+    int32_t *start = malloc(sizeof(int32_t) * (size_t)(b->n_seqs + 1));
+    int32_t *kvl = malloc(sizeof(int32_t) * (size_t)b->n_seqs);
+    const int32_t **sl = malloc(sizeof(int32_t *) * (size_t)b->n_seqs);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
+    int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
+    float *tmp = NULL;
+    if (!start || !kvl || !sl || !rows || !idx) goto out;
+    for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
+        int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
+        int ns = 0, max_kv = 0;
+        for (int s = 0; s < b->n_seqs; s++) {
+            int r0 = b->seq_start[s], r1 = b->seq_start[s + 1];
+            if (r1 <= c0 || r0 >= c1) continue;
+            int a = r0 > c0 ? r0 : c0, e = r1 < c1 ? r1 : c1;
+            start[ns] = a - c0;
+            kvl[ns] = b->seq_kv_len[s] - (r1 - e);
+            sl[ns] = b->seq_slots[s];
+            if (kvl[ns] > max_kv) max_kv = kvl[ns];
+            ns++;
+        }
+        start[ns] = c1 - c0;
+        int nl = 0, consecutive = 1;
+        for (int i = 0; i < b->n_logits; i++) {
+            if (b->logit_rows[i] < c0 || b->logit_rows[i] >= c1) continue;
+            if (nl && idx[nl - 1] != i - 1) consecutive = 0;
+            rows[nl] = b->logit_rows[i] - c0;
+            idx[nl++] = i;
+        }
+        float *dst = nl ? logits + (size_t)idx[0] * V : NULL;
+        if (nl && !consecutive) {
+            free(tmp);
+            tmp = malloc(sizeof(float) * (size_t)nl * V);
+            if (!tmp) goto out;
+            dst = tmp;
+        }
+        model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
+                           .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
+                           .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows};
+        if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
+        if (nl && !consecutive)
+            for (int j = 0; j < nl; j++)
+                memcpy(logits + (size_t)idx[j] * V, tmp + (size_t)j * V, sizeof(float) * V);
+    }
+    rc = 0;
+out:
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(tmp);
+    if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
+    return rc;
+}
+
+int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
+{
+    int max_kv;
+    if (check_batch(m, kv, b, &max_kv)) return -1;
+    if (b->n_logits && !logits) {
+        log_error("logits buffer is NULL");
+        return -1;
+    }
+    if (m->chunk_tokens <= 0) m->chunk_tokens = MODEL_DEFAULT_CHUNK;
+    if (b->n_tokens > m->chunk_tokens) return forward_chunked(m, kv, b, logits, pool);
+    return forward_checked(m, kv, b, max_kv, logits, pool);
 }

@@ -144,6 +144,26 @@ static void fill_dummy(void *buf, dtype dt, size_t n, uint64_t *state, model_pre
     *state = s;
 }
 
+void model_dummy_embed_row(const model *m, int token, float *out)
+{
+    uint64_t st = m->dummy_seed ^ ((uint64_t)(token + 1) * 0x9e3779b97f4a7c15ull);
+    st ^= st >> 29;
+    st *= 0xbf58476d1ce4e5b9ull;
+    st ^= st >> 32;
+    int H = m->cfg.hidden_size;
+    for (int i = 0; i < H; i += 4) {
+        st ^= st << 13;
+        st ^= st >> 7;
+        st ^= st << 17;
+        for (int j = 0; j < 4 && i + j < H; j++) {
+            float u = (float)((st >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
+            out[i + j] = round_prec(-1e-3f + 2e-3f * u, m->prec);
+        }
+    }
+    if (m->wdt == DTYPE_BF16)
+        for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
+}
+
 /* Find a supported-dtype tensor of the expected shape ((d0) or (d0, d1)
  * when d1 > 0).  NULL (and a note/failure) if absent or malformed. */
 static const st_tensor *find_tensor(loader *L, const char *name, int64_t d0, int64_t d1,
@@ -339,25 +359,41 @@ static void load_embeddings(loader *L)
     const model_tensor_names *nm = m->arch->names;
     int V = c->vocab_size, H = c->hidden_size;
     if (L->dummy) {
+        /* Rows are a pure function of (seed, row): the embedding table is
+         * never stored; lookups regenerate the row, lm_head is built from a
+         * temporary copy (borrowed when tied and the kernels keep row-major). */
+        m->embed = NULL;
+        m->embed_dt = DTYPE_F32;
+        m->dummy_seed = L->rng;
+        L->rng = L->rng * 6364136223846793005ull + 1442695040888963407ull;
+        if (!c->tie_word_embeddings) {
+            load_mat(L, &m->lm_head, nm->lm_head, V, H);
+            return;
+        }
         size_t count = (size_t)V * H, esz = dtype_size(m->wdt);
         void *buf = aligned_alloc(64, (count * esz + 63) & ~(size_t)63);
-        if (!buf || add_block(m, buf)) {
-            free(buf);
+        float *row = malloc(sizeof(float) * (size_t)H);
+        if (!buf || !row) {
+            free(buf), free(row);
             fail(L, "out of memory for dummy embeddings");
             return;
         }
-        fill_dummy(buf, m->wdt, count, &L->rng, m->prec);
-        m->embed = buf;
-        m->embed_dt = m->wdt;
-        m->weight_bytes += count * esz;
-        if (c->tie_word_embeddings) {
-            if (kern_mat_init(&m->lm_head, buf, m->wdt, V, H, m->wdt, 1)) {
-                fail(L, "cannot prepare lm_head");
-                return;
-            }
-            if (m->lm_head.owned) m->weight_bytes += m->lm_head.bytes;
-        } else {
-            load_mat(L, &m->lm_head, nm->lm_head, V, H);
+        for (int r = 0; r < V; r++) {
+            model_dummy_embed_row(m, r, row);
+            dtype_from_f32((char *)buf + (size_t)r * H * esz, m->wdt, row, (size_t)H);
+        }
+        free(row);
+        if (kern_mat_init(&m->lm_head, buf, m->wdt, V, H, m->wdt, 1)) {
+            free(buf);
+            fail(L, "cannot prepare lm_head");
+            return;
+        }
+        m->weight_bytes += m->lm_head.bytes;
+        if (m->lm_head.owned) {
+            free(buf);
+        } else if (add_block(m, buf)) {
+            free(buf);
+            fail(L, "out of memory");
         }
         return;
     }
@@ -469,7 +505,9 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
     if (!L.dummy && st_open(&m->st, o->model_path, err, errlen)) goto fail;
 
     /* vector arena: norms, biases, q/k norms (+ padding per vector) */
-    size_t per_layer = 2 * ((size_t)H + 16) + 2 * ((size_t)hd + 16) + (size_t)qd + 2 * (size_t)kvd + 48;
+    /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
+    size_t per_layer = 2 * ((size_t)H + 16) + 2 * ((size_t)hd + 16) + (size_t)qd + 2 * (size_t)kvd +
+                       (size_t)H + 2 * (size_t)I + (size_t)H + 16 * 8;
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
     m->vecs = aligned_alloc(64, ((m->vecs_cap * 4) + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
@@ -479,6 +517,8 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
     }
     const model_tensor_names *nm = m->arch->names;
     int qkv_bias = m->arch->qkv_bias < 0 ? c->attention_bias : m->arch->qkv_bias;
+    int o_bias = m->arch->o_bias < 0 ? c->attention_bias : m->arch->o_bias;
+    int mlp_bias = m->arch->mlp_bias < 0 ? c->mlp_bias : m->arch->mlp_bias;
     load_embeddings(&L);
     for (int il = 0; il < c->n_layer && !L.failed; il++) {
         model_layer *l = &m->layers[il];
@@ -491,10 +531,10 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
         load_proj(&L, &l->wq, &l->bq, nm->q, il, qd, H, qkv_bias);
         load_proj(&L, &l->wk, &l->bk, nm->k, il, kvd, H, qkv_bias);
         load_proj(&L, &l->wv, &l->bv, nm->v, il, kvd, H, qkv_bias);
-        load_proj(&L, &l->wo, NULL, nm->o, il, H, qd, 0);
-        load_proj(&L, &l->wgate, NULL, nm->gate, il, I, H, 0);
-        load_proj(&L, &l->wup, NULL, nm->up, il, I, H, 0);
-        load_proj(&L, &l->wdown, NULL, nm->down, il, H, I, 0);
+        load_proj(&L, &l->wo, &l->bo, nm->o, il, H, qd, o_bias);
+        load_proj(&L, &l->wgate, &l->bgate, nm->gate, il, I, H, mlp_bias);
+        load_proj(&L, &l->wup, &l->bup, nm->up, il, I, H, mlp_bias);
+        load_proj(&L, &l->wdown, &l->bdown, nm->down, il, H, I, mlp_bias);
         l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
     }
     m->final_norm = L.failed ? NULL : load_vec(&L, nm->final_norm, H, 0);

@@ -98,6 +98,12 @@ void model_kv_destroy(model_kv *kv);
  * hot loop; calling this first avoids the growth).  0 or -1 (OOM). */
 int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
 
+/* Rows run per internal pass (default MODEL_DEFAULT_CHUNK): larger batches
+ * are split into consecutive row ranges (chunked prefill), which bounds the
+ * scratch memory; results are the same as one pass.  n <= 0: default. */
+#define MODEL_DEFAULT_CHUNK 2048
+void model_set_chunk_tokens(model *m, int n);
+
 /* Run one batch.  logits: (n_logits, vocab) f32, row i for logit_rows[i].
  * Returns 0, or -1 after logging why (malformed batch, out of memory); the
  * KV cache is untouched when the batch is rejected. */

@@ -15,6 +15,8 @@ typedef struct model_layer {
     const float *attn_norm, *ffn_norm; /* (hidden) f32; in model.vecs */
     const float *q_norm, *k_norm;      /* (head_dim) f32, or NULL */
     const float *bq, *bk, *bv;         /* (n_head*hd), (n_kv*hd), (n_kv*hd) f32, or NULL */
+    const float *bo;                   /* (H) or NULL */
+    const float *bgate, *bup, *bdown;  /* (I), (I), (H) or NULL */
     kern_mat wq, wk, wv, wo;           /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
     kern_mat wgate, wup, wdown;        /* (I, H) (I, H) (H, I) */
     int window;                        /* sliding window of this layer, 0 = full */
@@ -28,7 +30,9 @@ struct model {
 
     st_archive st;                     /* owned; mapped for borrowed weights + embeddings */
 
-    const void *embed;                 /* (vocab, H) row-major of embed_dt; borrowed (st or blocks) */
+    const void *embed;                 /* (vocab, H) row-major of embed_dt; borrowed (st or blocks);
+                                        * NULL for dummy weights: rows are regenerated */
+    uint64_t dummy_seed;               /* dummy embeddings: row r = fill from hash(seed, r) */
     dtype embed_dt;
     kern_mat lm_head;                  /* (vocab, H); may borrow the same bytes as embed */
     const float *final_norm;           /* (H) */
@@ -43,6 +47,8 @@ struct model {
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
+
+    int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
 
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
@@ -59,6 +65,9 @@ struct model {
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
 };
+
+/* model.c: regenerate dummy embedding row `token` (H values, rounded). */
+void model_dummy_embed_row(const model *m, int token, float *out);
 
 /* decoder.c */
 void model_embed_row(const model *m, int token, float *out);

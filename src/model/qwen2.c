@@ -1,5 +1,6 @@
 /* qwen2 — Qwen2ForCausalLM (Qwen2, Qwen2.5): always has q/k/v bias (no
- * attention_bias key in its config); the sliding window applies only when
+ * attention_bias key in its config), never an o_proj or MLP bias; the
+ * sliding window applies only when
  * use_sliding_window is true, to layers >= max_window_layers. */
 #include "model/arch.h"
 

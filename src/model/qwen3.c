@@ -1,7 +1,7 @@
 /* qwen3 — Qwen3ForCausalLM: explicit head_dim (q/k/v widths need not equal
  * hidden_size), RMSNorm over each head of q and k (q_norm/k_norm, shape
- * (head_dim)) before rope, bias per config.attention_bias (false in the
- * released models), Qwen2's sliding-window rule. */
+ * (head_dim)) before rope, q/k/v/o bias per config.attention_bias (false in
+ * the released models), Qwen2's sliding-window rule. */
 #include "model/arch.h"
 
 static const model_tensor_names qwen3_names = {
@@ -25,6 +25,7 @@ const model_arch model_arch_qwen3 = {
     .hf_name = "Qwen3ForCausalLM",
     .family = "qwen3",
     .qkv_bias = -1,
+    .o_bias = -1, /* Qwen3Attention: o_proj bias=config.attention_bias */
     .qk_norm = 1,
     .window = MODEL_WINDOW_QWEN2,
     .norm_offset = 0.0f,

@@ -20,6 +20,7 @@ static inline uint64_t mix64(uint64_t x)
     return x;
 }
 
+float sampling_exp_neg(float x);
 double sampling_uniform(uint64_t seed, uint64_t k)
 {
     uint64_t x = mix64(seed ^ mix64(k * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL));
@@ -186,61 +187,191 @@ static int cmp_rank(const void *a, const void *b, void *w)
     return gt(w, x, y) ? -1 : gt(w, y, x) ? 1 : 0;
 }
 
-/* Ranked candidate window over weights w: idx[0..n_sorted) sorted best
- * first, idx[n_sorted..vocab) the rest, all worse. */
-typedef struct {
-    int32_t *idx;
-    const float *w;
-    int64_t vocab, n_sorted;
-} ranker;
-
-static void ranker_init(ranker *r, int32_t *idx, const float *w, int64_t vocab)
+static void heap_sift(int32_t *h, int64_t n, int64_t k, const float *w)
 {
-    r->idx = idx;
-    r->w = w;
-    r->vocab = vocab;
-    r->n_sorted = 0;
-    for (int64_t i = 0; i < vocab; i++) idx[i] = (int32_t)i;
-}
-
-/* Grow the sorted window to at least min(want, vocab). */
-static void ranker_grow(ranker *r, int64_t want)
-{
-    if (want > r->vocab) want = r->vocab;
-    if (want <= r->n_sorted) return;
-    select_top(r->idx, r->n_sorted, r->vocab, want - r->n_sorted, r->w);
-    qsort_r(r->idx + r->n_sorted, (size_t)(want - r->n_sorted), sizeof(int32_t), cmp_rank, (void *)r->w);
-    r->n_sorted = want;
-}
-
-/* Length of the prefix of the ranking kept by rank < top_k, exclusive mass
- * <= top_p (skipped when top_p >= 1), weight >= min_w.  Grows the window
- * as needed.  Weights are probabilities times z. */
-static int64_t ranker_keep(ranker *r, int64_t top_k, double top_p, double z, float min_w)
-{
-    int64_t lim = top_k < r->vocab ? top_k : r->vocab;
-    double cum = 0.0;
-    int64_t i = 0;
-    for (int64_t window = 64;; window *= 2) {
-        ranker_grow(r, window < lim ? window : lim);
-        for (; i < r->n_sorted && i < lim; i++) {
-            float wi = r->w[r->idx[i]];
-            if (top_p < 1.0 && cum > top_p) return i;
-            if (wi < min_w) return i;
-            cum += (double)wi / z;
-        }
-        if (i >= lim) return lim;
+    /* min-heap by rank: the root is the worst kept */
+    while (true) {
+        int64_t l = 2 * k + 1, r = l + 1, m = k;
+        if (l < n && gt(w, h[m], h[l])) m = l;
+        if (r < n && gt(w, h[m], h[r])) m = r;
+        if (m == k) return;
+        swp(h, k, m);
+        k = m;
     }
 }
 
+/* Move the k best of idx[0..n) to idx[0..k) (any order) with a size-k
+ * min-heap kept in place: one compare per element in the common case
+ * (not better than the worst kept), so O(n) for small k.  k < n. */
+static void heap_top(int32_t *idx, int64_t n, int64_t k, const float *w)
+{
+    for (int64_t i = k / 2 - 1; i >= 0; i--) heap_sift(idx, k, i, w);
+    float worst = w[idx[0]];
+    for (int64_t j = k; j < n; j++) {
+        if (w[idx[j]] < worst) continue; /* the common case, one compare */
+        if (gt(w, idx[j], idx[0])) {
+            swp(idx, 0, j);
+            heap_sift(idx, k, 0, w);
+            worst = w[idx[0]];
+        }
+    }
+}
+
+/* The best k of idx[0..n) to the front: heap for small k, quickselect
+ * otherwise. */
+static void top_k_front(int32_t *idx, int64_t n, int64_t k, const float *w)
+{
+    if (k >= n) return;
+    if (k <= 1024) heap_top(idx, n, k, w);
+    else select_top(idx, 0, n, k, w);
+}
+
+/* idx[0..m) = the ids whose weight can still be in a top-p set: a token
+ * with p < (1 - top_p) / V has more than top_p ranked above it (all the
+ * tokens at or above that bound hold more than top_p of the mass), so it
+ * is dropped before any ranking.  Returns m (>= 1: the max survives). */
+static int64_t top_p_candidates(int32_t *idx, const float *w, int64_t V, double z, double top_p)
+{
+    float bound = (float)((1.0 - top_p) / (double)V * z);
+    int64_t m = 0;
+    for (int64_t i = 0; i < V; i++) {
+        idx[m] = (int32_t)i;
+        m += w[i] >= bound;
+    }
+    return m;
+}
+
+/* Top-p as a weighted quickselect, no sort: among idx[0..n) (any order,
+ * all ranked above idx[n..)), move to idx[0..k) the ids whose mass
+ * ranked strictly before them is <= top_p, and return k (>= 1 when
+ * n >= 1, since the best id has 0 mass before it).  Same partition as
+ * select_top; each round decides the pivot: kept when the mass of
+ * everything ranked above it is <= top_p (then so is everything above
+ * it), dropped otherwise (then so is everything below it).  O(n)
+ * expected. */
+static int64_t select_top_p(int32_t *idx, int64_t n, const float *w, double top_p)
+{
+    int64_t lo = 0, hi = n;
+    double acc = 0.0; /* mass of idx[0..lo), all kept */
+    while (lo < hi) {
+        if (hi - lo >= 3) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (gt(w, idx[mid], idx[lo])) swp(idx, lo, mid);
+            if (gt(w, idx[hi - 1], idx[lo])) swp(idx, lo, hi - 1);
+            if (gt(w, idx[mid], idx[hi - 1])) swp(idx, mid, hi - 1);
+        }
+        int32_t pv = idx[hi - 1];
+        int64_t s = lo;
+        double above = 0.0;
+        for (int64_t i = lo; i < hi - 1; i++)
+            if (gt(w, idx[i], pv)) {
+                above += w[idx[i]];
+                swp(idx, i, s++);
+            }
+        swp(idx, s, hi - 1);
+        if (acc + above > top_p) {
+            hi = s;
+        } else {
+            acc += above + w[idx[s]];
+            lo = s + 1;
+        }
+    }
+    return lo;
+}
+
 /* ------------------------------------------------------------ sampling */
+
+typedef union {
+    int32_t i;
+    float f;
+} fbits;
+
+/* exp((xv - shift) * scale) for arguments <= 0 (shift = the max, scale =
+ * 1 / T > 0); exactly 0 at or below -87 (so -inf -> 0).  Cephes-style
+ * 2^k * poly(r), relative error < 2e-7 (test_sampling checks it against
+ * exp() through sampling_exp_neg).  The range test and the selects work on bit patterns with
+ * integer masks (no float compare-and-branch) so that it vectorises. */
+static inline float exp_neg(float xv, float shift, float scale)
+{
+    fbits v = {.f = (xv - shift) * scale};
+    int32_t keep = -((v.i & 0x7fffffff) < 0x42ae0000); /* |v| < 87 (v <= 0) */
+    fbits c = {.i = (v.i & keep) | ((int32_t)0xc2ae0000 & ~keep)}; /* else -87 */
+    float a = c.f;
+    float k = (a * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(a / ln 2) */
+    float r = a - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    fbits two_k = {.i = ((int32_t)k + 127) << 23};
+    fbits out = {.f = p * two_k.f};
+    out.i &= keep;
+    return out.f;
+}
+
+float sampling_exp_neg(float x) { return exp_neg(x, 0.0f, 1.0f); }
+
+/* w[i] = exp_neg(x[i], shift, scale); returns the sum of w.  Blocks of 8
+ * with a fixed inner trip count: GCC -O2's cheap cost model vectorises
+ * those (an open-ended loop it does not).  ~3x glibc expf at vocab 152k. */
+static double exp_weights(float *restrict w, const float *restrict x, int64_t n, float shift, float scale)
+{
+    int64_t n8 = n / 8 * 8;
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) w[i + j] = exp_neg(x[i + j], shift, scale);
+    for (int64_t i = n8; i < n; i++) w[i] = exp_neg(x[i], shift, scale);
+    float part[8] = {0};
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) part[j] += w[i + j];
+    double z = 0.0;
+    for (int j = 0; j < 8; j++) z += part[j];
+    for (int64_t i = n8; i < n; i++) z += w[i];
+    return z;
+}
+
+/* Index of the first maximum of x[0..n) (no NaN: sanitised before).
+ * Eight running maxima the compiler keeps in registers / vectorises,
+ * then one scan for the first index holding the max: measured 24x faster
+ * than a loop that re-reads x[best] (kern_ref_argmax) at vocab 152k. */
+static int32_t argmax_first(const float *x, int64_t n)
+{
+    float m[8];
+    for (int j = 0; j < 8; j++) m[j] = -INFINITY;
+    int64_t n8 = n / 8 * 8;
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    float mx = -INFINITY;
+    for (int j = 0; j < 8; j++) mx = m[j] > mx ? m[j] : mx;
+    for (int64_t i = n8; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] == mx) return (int32_t)i;
+    return 0;
+}
+
+/* NaN -> -inf on bit patterns (blocks of 8 with integer masks so that
+ * GCC -O2 vectorises it; a compare-and-store loop costs 4x more). */
+static void nan_to_neg_inf(float *x, int64_t n)
+{
+    int64_t n8 = n / 8 * 8;
+    for (int64_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) {
+            fbits v = {.f = x[i + j]};
+            int32_t nan = -((v.i & 0x7fffffff) > 0x7f800000);
+            v.i = (v.i & ~nan) | ((int32_t)0xff800000 & nan);
+            x[i + j] = v.f;
+        }
+    for (int64_t i = n8; i < n; i++)
+        if (isnan(x[i])) x[i] = -INFINITY;
+}
 
 static void apply_penalties(const sampling_state *st, float *logits)
 {
     const sampling_params *p = st->params;
     int64_t V = st->vocab;
-    for (int64_t i = 0; i < V; i++)
-        if (isnan(logits[i])) logits[i] = -INFINITY;
+    nan_to_neg_inf(logits, V);
     const sampling_counter *out = &st->output;
     if (p->frequency_penalty != 0.0 || p->presence_penalty != 0.0) {
         float fp = (float)p->frequency_penalty, pp = (float)p->presence_penalty;
@@ -268,6 +399,45 @@ static void apply_penalties(const sampling_state *st, float *logits)
         int32_t t = p->logit_bias[i].token;
         if (t >= 0 && t < V) logits[t] += p->logit_bias[i].bias;
     }
+}
+
+/* Draw over all ids 0..n-1 with weights w (those below min_w count as 0).
+ * total: the sum of the counted weights, or < 0 to compute it.  Walks in
+ * blocks of 8 (one block sum per step instead of a serial chain of
+ * adds), then inside the block that crosses u. */
+static int32_t draw_dense(const float *w, int64_t n, float min_w, double total, double u01)
+{
+    int64_t n8 = n / 8 * 8;
+    bool all = min_w < 0; /* no min-p: plain sums, no compares (vectorisable) */
+    if (total < 0) {
+        float part[8] = {0};
+        for (int64_t i = 0; i < n8; i += 8)
+            for (int j = 0; j < 8; j++) part[j] += all || w[i + j] >= min_w ? w[i + j] : 0.0f;
+        total = 0.0;
+        for (int j = 0; j < 8; j++) total += part[j];
+        for (int64_t i = n8; i < n; i++) total += all || w[i] >= min_w ? w[i] : 0.0f;
+    }
+    double u = u01 * total, acc = 0.0;
+    int64_t i = 0;
+    for (; i < n8; i += 8) {
+        float b = 0.0f;
+        if (all)
+            for (int j = 0; j < 8; j++) b += w[i + j];
+        else
+            for (int j = 0; j < 8; j++) b += w[i + j] >= min_w ? w[i + j] : 0.0f;
+        if (acc + b > u) break;
+        acc += b;
+    }
+    for (; i < n; i++) {
+        float wi = w[i];
+        if (wi < min_w || !(wi > 0)) continue;
+        acc += wi;
+        if (acc > u) return (int32_t)i;
+    }
+    /* rounding left u unreached: the last counted token */
+    for (i = n - 1; i > 0; i--)
+        if (w[i] >= min_w && w[i] > 0) break;
+    return (int32_t)i;
 }
 
 /* Draw from weights w over the ids idx[0..n) (or 0..n when idx is NULL),
@@ -315,30 +485,19 @@ static float lp_of(const lp_ctx *c, const float *logits, int32_t t)
 /* Best n ids by processed logit (value desc, id asc) into ids[0..n). */
 static void top_by_logit(const float *logits, int64_t V, int32_t *ids, int n)
 {
-    /* min-heap of the current best n: root is the worst kept */
-    int h = 0;
-    for (int64_t i = 0; i < V; i++) {
-        int32_t t = (int32_t)i;
-        if (h < n) {
-            int k = h++;
-            ids[k] = t;
-            while (k > 0 && gt(logits, ids[(k - 1) / 2], ids[k])) {
-                swp(ids, k, (k - 1) / 2);
-                k = (k - 1) / 2;
-            }
-        } else if (gt(logits, t, ids[0])) {
-            ids[0] = t;
-            for (int k = 0;;) {
-                int l = 2 * k + 1, r = l + 1, m = k;
-                if (l < h && gt(logits, ids[m], ids[l])) m = l;
-                if (r < h && gt(logits, ids[m], ids[r])) m = r;
-                if (m == k) break;
-                swp(ids, k, m);
-                k = m;
-            }
+    /* min-heap of the best n seen so far, in the caller's array */
+    for (int i = 0; i < n; i++) ids[i] = i;
+    for (int64_t i = n / 2 - 1; i >= 0; i--) heap_sift(ids, n, i, logits);
+    float worst = logits[ids[0]];
+    for (int64_t j = n; j < V; j++) {
+        if (logits[j] < worst) continue;
+        if (gt(logits, (int32_t)j, ids[0])) {
+            ids[0] = (int32_t)j;
+            heap_sift(ids, n, 0, logits);
+            worst = logits[ids[0]];
         }
     }
-    qsort_r(ids, (size_t)h, sizeof *ids, cmp_rank, (void *)logits);
+    qsort_r(ids, (size_t)n, sizeof *ids, cmp_rank, (void *)logits);
 }
 
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
@@ -357,56 +516,79 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
 
     apply_penalties(st, logits);
 
-    float lmax = -INFINITY;
-    int32_t best = 0;
-    for (int64_t i = 0; i < V; i++)
-        if (logits[i] > lmax) lmax = logits[i], best = (int32_t)i;
+    int32_t best = argmax_first(logits, V);
+    float lmax = logits[best];
 
     lp_ctx lc = {.mode = 0, .lmax = lmax, .inv_t = 1.0f};
-    double z = 0.0;
-    ranker rk;
-    bool ranked = false;
     if (greedy) {
         out->token = best;
     } else {
+        /* e = softmax(logits / T).  Infinite maxima (a +inf logit, or
+         * every token masked) take an exact path: uniform over the maxima. */
         float inv_t = (float)(1.0 / p->temperature);
-        for (int64_t i = 0; i < V; i++) {
-            float w = logits[i] == lmax ? 1.0f : expf((logits[i] - lmax) * inv_t);
-            e[i] = w;
-            z += w;
-        }
-        double u = sampling_uniform(st->seed, st->n_draws++);
-        float min_w = p->min_p > 0 ? (float)p->min_p : -1.0f; /* p_i >= min_p * p_max <=> e_i >= min_p */
-        if (p->top_k >= V && p->top_p >= 1.0) {
-            out->token = draw(e, NULL, V, min_w, u);
+        double log_z;
+        double z; /* e holds unnormalised weights, e[best] = 1, sum z */
+        if (isfinite(lmax)) {
+            z = exp_weights(e, logits, V, lmax, inv_t);
         } else {
-            ranker_init(&rk, idx, e, V);
-            ranked = true;
-            int64_t keep = ranker_keep(&rk, p->top_k, p->top_p, z, min_w);
-            out->token = draw(e, idx, keep, -1.0f, u);
+            z = 0.0;
+            for (int64_t i = 0; i < V; i++) z += e[i] = logits[i] == lmax ? 1.0f : 0.0f;
+        }
+        log_z = log(z);
+        double u = sampling_uniform(st->seed, st->n_draws++);
+        /* p_i >= min_p * p_max  <=>  e_i >= min_p * e[best] */
+        float min_w = p->min_p > 0 ? (float)p->min_p * e[best] : -1.0f;
+        if (p->top_k >= V && p->top_p >= 1.0) {
+            out->token = draw_dense(e, V, min_w, min_w < 0 ? z : -1.0, u);
+        } else {
+            /* top-k: the set of the k best (order not needed); top-p: a
+             * weighted select inside it (exclusive mass is the same as in
+             * the full ranking, the k best being ranked first) */
+            int64_t keep = V;
+            if (p->top_p < 1.0) {
+                keep = top_p_candidates(idx, e, V, z, p->top_p);
+            } else {
+                for (int64_t i = 0; i < V; i++) idx[i] = (int32_t)i;
+            }
+            if (p->top_k < keep) {
+                top_k_front(idx, keep, p->top_k, e);
+                keep = p->top_k;
+            }
+            if (p->top_p < 1.0) keep = select_top_p(idx, keep, e, p->top_p * z);
+            out->token = draw(e, idx, keep, min_w, u);
         }
         lc.mode = 1;
         lc.inv_t = inv_t;
-        lc.log_z = log(z);
+        lc.log_z = log_z;
+        lc.z = z;
     }
 
     out->n_top = 0;
     if (!want_lp) return 0;
-    if (greedy || lp->original) {
-        double z0 = 0.0;
-        for (int64_t i = 0; i < V; i++) z0 += logits[i] == lmax ? 1.0 : exp((double)(logits[i] - lmax));
+    if ((greedy || lp->original)) {
+        /* log_softmax of the processed logits: reuse e for softmax(logits) */
         lc.mode = 0;
-        lc.log_z = log(z0);
+        if (isfinite(lmax)) {
+            lc.log_z = log(exp_weights(e, logits, V, lmax, 1.0f));
+        } else {
+            double n_max = 0;
+            for (int64_t i = 0; i < V; i++) n_max += logits[i] == lmax;
+            lc.log_z = log(n_max);
+        }
     } else if (p->top_p < 1.0) {
-        if (!ranked) ranker_init(&rk, idx, e, V);
-        int64_t n_p = ranker_keep(&rk, (int64_t)V, p->top_p, z, -1.0f);
+        /* the top-p set over the whole vocabulary (no top-k, no min-p) */
+        int64_t n_p = top_p_candidates(idx, e, V, lc.z, p->top_p);
+        n_p = select_top_p(idx, n_p, e, p->top_p * lc.z);
         double mass = 0.0;
-        for (int64_t i = 0; i < n_p; i++) mass += e[idx[i]];
+        int32_t bound = idx[0];
+        for (int64_t i = 0; i < n_p; i++) {
+            mass += e[idx[i]];
+            if (gt(e, bound, idx[i])) bound = idx[i];
+        }
         lc.mode = 2;
         lc.e = e;
-        lc.z = z;
-        lc.log_mass = log(mass / z);
-        lc.bound = idx[n_p - 1];
+        lc.log_mass = log(mass / lc.z);
+        lc.bound = bound;
     }
     out->logprob = lp_of(&lc, logits, out->token);
     if (lp->top_n > 0 && out->top_ids && out->top_logprobs) {

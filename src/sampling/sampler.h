@@ -30,13 +30,16 @@
  * top_logprobs_num best entries (by processed logit; value desc, id asc)
  * and the logprobs of token_ids_logprob are returned.
  *
- * Cost: no full sort of the vocabulary.  When top-k / top-p need ranks,
- * a quickselect brings the best 64 candidates to the front, sorts only
- * them, and doubles the window until the kept set ends inside it (LLM
- * distributions put top_p = 0.9..0.95 in well under a few hundred
- * tokens).  Top logprobs use a size-n heap.  Penalties cost
- * O(distinct tokens seen), not O(vocab).  No allocation per call: the
- * caller passes scratch of sampling_scratch_bytes(vocab).
+ * Cost: no sort of the vocabulary, O(vocab) passes that vectorise.
+ * Weights exp((l - max) / T) come from a polynomial exp on bit patterns
+ * written in blocks of 8 (GCC -O2 vectorises those; ~3x glibc expf);
+ * argmax and NaN cleaning likewise.  Top-k: an in-place size-k heap (one
+ * compare per token) or quickselect for large k.  Top-p: tokens with
+ * p < (1 - top_p) / vocab cannot be in the set and are dropped first, then
+ * a weighted quickselect (keep the pivot iff the mass ranked above it is
+ * <= top_p).  Top logprobs: a size-n heap.  Penalties: O(distinct tokens
+ * seen).  No allocation per call: the caller passes scratch of
+ * sampling_scratch_bytes(vocab).
  *
  * Randomness: a counter-based generator, u = hash(seed, draw index), so
  * a request with sampling_seed replays exactly, whatever else runs in
@@ -119,6 +122,10 @@ typedef struct {
  * (logged).  Does not record the token: call sampling_state_accept. */
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
                     sampling_result *out);
+
+/* exp(x) for x <= 0 as the sampler computes it: 0 at or below -87,
+ * relative error < 2e-7 above (exposed for tests). */
+float sampling_exp_neg(float x);
 
 /* The uniform [0, 1) draw number k of a seed (exposed for tests). */
 double sampling_uniform(uint64_t seed, uint64_t k);

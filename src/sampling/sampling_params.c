@@ -370,7 +370,7 @@ int sampling_params_from_json(sampling_params *p, const json_t *obj, char *err, 
         bool known = false;
         for (int i = 0; known_keys[i] && !known; i++) known = strcmp(key, known_keys[i]) == 0;
         if (!known) {
-            set_err(err, errlen, "SamplingParams got an unexpected keyword argument '%.64s'", key);
+            set_err(err, errlen, "Unexpected keyword argument '%.64s'", key);
             goto fail;
         }
     }

@@ -198,6 +198,7 @@ static void test_radix_lock_protects(void **state)
     assert_int_equal(kv_radix_req_match(f.t, &rr, a, 4, pg), 4);
     assert_int_equal(kv_radix_protected_size(f.t), 4);
     assert_int_equal(kv_radix_evictable_size(f.t), 4);
+    assert_int_equal(kv_radix_available_tokens(f.t), 16 - 4);
     /* ask for everything: only the unlocked 4 go */
     assert_int_equal(kv_radix_evict(f.t, 100), 4);
     assert_int_equal(kv_radix_match(f.t, NULL, b, 4, pg, NULL), 0);

@@ -422,12 +422,101 @@ static void test_tinystories_greedy(void **state)
     model_free(m);
 }
 
+/* Greedy ids from BOS of a loaded model. */
+static void greedy_ids(model *m, int n, int *out)
+{
+    const model_config *c = model_get_config(m);
+    model_kv *kv = model_kv_create(m, n + 1, DTYPE_F32);
+    assert_non_null(kv);
+    float *logits = malloc(sizeof(float) * c->vocab_size);
+    int32_t slots[64], tok = c->bos_token_id;
+    for (int i = 0; i < 64; i++) slots[i] = i;
+    const int32_t *sl[1] = {slots};
+    for (int p = 0; p < n; p++) {
+        int32_t pos = p, kvl = p + 1, ss[2] = {0, 1}, row = 0;
+        model_batch b = {.n_tokens = 1, .tokens = &tok, .positions = &pos, .n_seqs = 1,
+                         .seq_start = ss, .seq_kv_len = &kvl, .seq_slots = sl, .n_logits = 1,
+                         .logit_rows = &row};
+        assert_int_equal(model_forward(m, kv, &b, logits, NULL), 0);
+        out[p] = tok = kern_argmax(logits, c->vocab_size);
+    }
+    free(logits);
+    model_kv_destroy(kv);
+}
+
+/* TinyStories stores only lm_head.weight; HF checkpoints store only
+ * model.embed_tokens.weight.  Rewrite the header to the HF convention and
+ * check the same greedy ids come out. */
+static void test_tied_embed_only(void **state)
+{
+    (void)state;
+    char src[512], dir[512], path[600];
+    snprintf(src, sizeof src, "%s/models/TinyStories-656K/model.safetensors", shared_dir());
+    FILE *f = fopen(src, "rb");
+    if (!f) skip();
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)len);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | buf[i];
+    char *hdr = calloc(n + 1, 1);
+    memcpy(hdr, buf + 8, n);
+    /* drop the metadata alias and rename the tensor */
+    char *meta = strstr(hdr, "\"__metadata__\"");
+    assert_non_null(meta);
+    char *meta_end = strchr(meta, '}');
+    memmove(meta, meta_end + 2, strlen(meta_end + 2) + 1); /* also the ',' after it */
+    char *name = strstr(hdr, "\"lm_head.weight\"");
+    assert_non_null(name);
+    char out_hdr[65536];
+    snprintf(out_hdr, sizeof out_hdr, "%.*s\"model.embed_tokens.weight\"%s", (int)(name - hdr), hdr,
+             name + strlen("\"lm_head.weight\""));
+    while (strlen(out_hdr) % 8) strcat(out_hdr, " ");
+    path_join(dir, sizeof dir, g_tmp, "tied");
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    f = fopen(path, "wb");
+    uint64_t hn = strlen(out_hdr);
+    for (int i = 0; i < 8; i++) fputc((int)(hn >> (8 * i)) & 0xff, f);
+    fwrite(out_hdr, 1, hn, f);
+    fwrite(buf + 8 + n, 1, (size_t)len - 8 - n, f);
+    fclose(f);
+    free(buf);
+    free(hdr);
+    char cfg[600], cmd[1400];
+    snprintf(cfg, sizeof cfg, "%s/models/TinyStories-656K/config.json", shared_dir());
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/config.json'", cfg, dir);
+    assert_int_equal(system(cmd), 0);
+    char err[1024];
+    model_load_opts o = {.model_path = dir, .dtype = -1};
+    model *m = model_load(&o, err, sizeof err);
+    if (!m) fail_msg("load: %s", err);
+    model *ref = load_tinystories(-1);
+    int a[8], b[8];
+    greedy_ids(m, 8, a);
+    greedy_ids(ref, 8, b);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(a[0], 147);
+    model_free(ref);
+    model_free(m);
+    /* untied config without lm_head: the missing tensor is named */
+    snprintf(cmd, sizeof cmd, "sed -i 's/\"tie_word_embeddings\": true/\"tie_word_embeddings\": false/' '%s/config.json'", dir);
+    assert_int_equal(system(cmd), 0);
+    m = model_load(&o, err, sizeof err);
+    assert_null(m);
+    assert_non_null(strstr(err, "lm_head.weight"));
+}
+
 /* Several sequences with different cached prefixes in one call give the
  * same logits as running each sequence alone, token by token. */
-static void batched_vs_single(int wdt, dtype kv_dt, float tol)
+static void batched_vs_single(int wdt, dtype kv_dt, float tol, int chunk, int reverse)
 {
     model *m = load_tinystories(wdt);
     if (!m) skip();
+    model_set_chunk_tokens(m, chunk);
     const model_config *c = model_get_config(m);
     int V = c->vocab_size;
     enum { NS = 4 };
@@ -488,12 +577,13 @@ static void batched_vs_single(int wdt, dtype kv_dt, float tol)
         for (int i = 0; i < n_new[s]; i++) {
             tk[nt] = toks[s][prefix[s] + i];
             pos[nt] = prefix[s] + i;
-            rows[nt] = nt;
             nt++;
         }
         kvl[s] = total[s];
     }
     start[NS] = nt;
+    /* reverse != 0: logit rows in a scrambled order (5 is coprime with nt = 12) */
+    for (int r = 0; r < nt; r++) rows[r] = reverse ? (r * 5) % nt : r;
     float *got = malloc(sizeof(float) * (size_t)nt * V);
     model_batch b2 = {.n_tokens = nt, .tokens = tk, .positions = pos, .n_seqs = NS,
                       .seq_start = start, .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nt,
@@ -502,7 +592,9 @@ static void batched_vs_single(int wdt, dtype kv_dt, float tol)
     float worst = 0;
     for (int s = 0; s < NS; s++)
         for (int i = 0; i < n_new[s]; i++) {
-            const float *g = got + (size_t)(start[s] + i) * V;
+            int row = start[s] + i, li = 0;
+            while (rows[li] != row) li++;
+            const float *g = got + (size_t)li * V;
             const float *r = ref + ((size_t)s * 16 + prefix[s] + i) * V;
             for (int v = 0; v < V; v++) {
                 float d = fabsf(g[v] - r[v]);
@@ -521,16 +613,25 @@ static void batched_vs_single(int wdt, dtype kv_dt, float tol)
 static void test_batched_equals_single_f32(void **state)
 {
     (void)state;
-    batched_vs_single(DTYPE_F32, DTYPE_F32, 1e-5f);
+    batched_vs_single(DTYPE_F32, DTYPE_F32, 1e-5f, 0, 0);
 }
 
 static void test_batched_equals_single_bf16(void **state)
 {
     (void)state;
-    batched_vs_single(DTYPE_BF16, DTYPE_BF16, 1e-5f);
+    batched_vs_single(DTYPE_BF16, DTYPE_BF16, 1e-5f, 0, 0);
 }
 
 /* Dummy weights from a real config (shrunk by overrides to stay quick). */
+/* Batches bigger than the chunk size run as several passes (chunked
+ * prefill), with logit rows in any order. */
+static void test_batched_chunked(void **state)
+{
+    (void)state;
+    batched_vs_single(DTYPE_F32, DTYPE_F32, 1e-5f, 3, 0);
+    batched_vs_single(DTYPE_F32, DTYPE_BF16, 1e-5f, 4, 1);
+}
+
 static void test_dummy_real_config(void **state)
 {
     (void)state;
@@ -607,8 +708,10 @@ int main(void)
         cmocka_unit_test(test_safetensors_validation),
         cmocka_unit_test(test_load_missing_tensors),
         cmocka_unit_test(test_tinystories_greedy),
+        cmocka_unit_test(test_tied_embed_only),
         cmocka_unit_test(test_batched_equals_single_f32),
         cmocka_unit_test(test_batched_equals_single_bf16),
+        cmocka_unit_test(test_batched_chunked),
         cmocka_unit_test(test_dummy_real_config),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

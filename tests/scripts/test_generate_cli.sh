@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# CLI contract of `sglc generate` and `sglc bench-one-batch` on
+# TinyStories-656K: argument errors exit 2 with a message, --json shape,
+# --dump-logits size (n_prompt x vocab f32), EOS stop, sampling
+# reproducibility with --seed, bench JSON lines.
+set -u
+ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+SHARED=${SGLC_SHARED:-$ROOT/../shared}
+BIN=${SGLC_BIN:-$ROOT/build/sglc}
+M=$SHARED/models/TinyStories-656K
+[ -x "$BIN" ] || { echo "skip: $BIN not built"; exit 77; }
+[ -f "$M/model.safetensors" ] || { echo "skip: $M not found"; exit 77; }
+PY=/usr/bin/python3
+[ -x "$PY" ] || { echo "skip: $PY not found"; exit 77; }
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+
+expect_rc() {  # expect_rc NAME RC NEEDLE ARGS...
+    local name=$1 want=$2 needle=$3; shift 3
+    "$BIN" "$@" >"$T/out" 2>"$T/err"; local rc=$?
+    check "$name: exit $want" "[ $rc -eq $want ]"
+    check "$name: message mentions '$needle'" "grep -q -- \"$needle\" \"$T/err\""
+}
+
+expect_rc "no model path" 2 "--model-path" generate --input-ids 1
+expect_rc "unknown flag" 2 "--bogus" generate --model-path "$M" --bogus
+expect_rc "bad ids" 2 "--input-ids" generate --model-path "$M" --input-ids 1,x
+expect_rc "id outside vocab" 2 "token id" generate --model-path "$M" --input-ids 1,99999
+expect_rc "prompt needs tokenizer" 2 "tokenizer not available yet" generate --model-path "$M" --prompt hi
+expect_rc "bad dtype" 2 "--dtype" generate --model-path "$M" --dtype int8
+expect_rc "bad temperature" 2 "--temperature" generate --model-path "$M" --temperature -1
+expect_rc "missing value" 2 "needs a value" generate --model-path "$M" --max-new-tokens
+expect_rc "missing model dir" 1 "config.json" generate --model-path "$T/nope" --input-ids 1
+expect_rc "bench no batch value" 2 "--batch-size" bench-one-batch --model-path "$M" --batch-size x
+
+# --json shape, greedy from BOS, logits dump
+"$BIN" generate --model-path "$M" --input-ids 1,147,201 --max-new-tokens 8 --temperature 0 \
+    --json --ignore-eos --dump-logits "$T/l.f32" --threads 2 >"$T/g.json" 2>"$T/err"
+check "generate --json exit 0" "[ $? -eq 0 ]"
+check "json fields and greedy ids" "$PY - \"$T/g.json\" <<'PYEOF'
+import json, sys
+o = json.load(open(sys.argv[1]))
+m = o['meta_info']
+assert o['text'] == '' and o['output_ids'][:4] == [282, 215, 286, 598], o
+assert m['prompt_tokens'] == 3 and m['completion_tokens'] == 8
+assert m['finish_reason'] == {'type': 'length', 'length': 8}, m
+assert m['e2e_latency'] > 0
+PYEOF"
+check "dump-logits is 3 x 2048 f32" "[ \$(stat -c %s \"$T/l.f32\") -eq $((3 * 2048 * 4)) ]"
+check "dump-logits argmax = next ids" "$PY - \"$T/l.f32\" <<'PYEOF'
+import sys, numpy as np
+l = np.fromfile(sys.argv[1], '<f4').reshape(3, 2048)
+assert list(np.argmax(l, 1)) == [147, 201, 282], np.argmax(l, 1)
+PYEOF"
+
+# EOS stop: a story ends with <|end_story|> (id 2) well within 400 tokens
+"$BIN" generate --model-path "$M" --max-new-tokens 400 --temperature 0 --json --threads 1 >"$T/e.json" 2>/dev/null
+check "stops at EOS with matched id" "$PY -c \"import json; o=json.load(open('$T/e.json')); f=o['meta_info']['finish_reason']; assert f=={'type':'stop','matched':2}, f; assert o['output_ids'][-1]==2\""
+
+# sampling: same seed -> same ids; different seed -> (almost surely) different
+for s in 1 1 2; do
+    "$BIN" generate --model-path "$M" --max-new-tokens 30 --temperature 1.0 --top-p 0.95 --top-k 40 \
+        --seed $s --ignore-eos --threads 1 2>/dev/null >>"$T/s.txt"
+done
+check "seeded sampling is reproducible" "[ \"\$(sed -n 1p $T/s.txt)\" = \"\$(sed -n 2p $T/s.txt)\" ]"
+check "another seed samples differently" "[ \"\$(sed -n 1p $T/s.txt)\" != \"\$(sed -n 3p $T/s.txt)\" ]"
+
+# bench-one-batch: one JSON line per run with the documented keys
+"$BIN" bench-one-batch --model-path "$M" --batch-size 2 --input-len 16 --output-len 4 \
+    --result-filename "$T/r.jsonl" --threads 1 >"$T/b.txt" 2>&1
+check "bench exit 0" "[ $? -eq 0 ]"
+check "bench prints prefill and median decode" "grep -q '^Prefill. latency' $T/b.txt && grep -q 'median latency' $T/b.txt && grep -q 'GB/s' $T/b.txt"
+check "bench JSON line" "$PY -c \"
+import json
+rows=[json.loads(l) for l in open('$T/r.jsonl')]
+assert len(rows)==1
+r=rows[0]
+for k in ['batch_size','input_len','output_len','prefill_latency','prefill_throughput','median_decode_latency','median_decode_throughput']: assert k in r, k
+assert (r['batch_size'],r['input_len'],r['output_len'])==(2,16,4)
+\""
+
+[ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "all checks passed"
