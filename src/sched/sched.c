@@ -347,6 +347,8 @@ static sreq *sreq_new(sched *s, const sched_req_spec *sp, uint64_t id, int index
         }
     }
     if (sampling_state_init(&r->st, &r->params, s->V, s->eos, s->n_eos, seed)) goto fail;
+    /* repetition penalty over prompt + output (HF semantics, see docs/notes/kv.md) */
+    if (r->params.repetition_penalty != 1.0 && sampling_state_add_prompt(&r->st, r->seq, r->n_input)) goto fail;
     r->state = RS_WAITING;
     r->t_submit = time_now_sec();
     return r;
@@ -1287,7 +1289,10 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         snprintf(err, errlen, "stop_regex is not supported yet.");
         return -1;
     }
-    if (sp->params.n_stop > 0 && !s->stop_fn) {
+    pthread_mutex_lock(&s->in_mu);
+    bool have_hook = s->stop_fn != NULL;
+    pthread_mutex_unlock(&s->in_mu);
+    if (sp->params.n_stop > 0 && !have_hook) {
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");
         return -1;
     }

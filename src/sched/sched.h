@@ -178,6 +178,8 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen);
 /* Stops the thread if started; drops every request (their pages go back). */
 void sched_destroy(sched *s);
 
+/* Install the stop-string hook; call before sched_start and before any
+ * submit (the scheduler thread reads it without locking). */
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 
 /* Thread-safe.  Queue a request; returns its id (>= 1).  Validation
@@ -230,6 +232,8 @@ typedef struct sched_stats {
     int64_t free_tokens, evictable_tokens, protected_tokens;
 } sched_stats;
 
+/* Counters and pool state.  Scheduler thread only (synchronous mode, or
+ * after sched_stop): the scheduler updates them without locking. */
 void sched_get_stats(sched *s, sched_stats *out);
 
 #endif
