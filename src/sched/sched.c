@@ -239,6 +239,7 @@ static void emit_tokens(sched *s, sreq *r, const finish_info *fin)
         e->finish_str = xstrdup(fin->str);
         e->http_status = fin->status;
         e->prompt_tokens = r->n_input;
+        e->last_input_id = r->seq[r->n_input - 1];
         e->cached_tokens = r->cached_tokens;
         e->num_retractions = r->num_retractions;
         e->e2e_latency = time_now_sec() - r->t_submit;

@@ -154,6 +154,7 @@ typedef struct sched_event {
     char *finish_str;            /* STOP_STR: the string; ABORT: the message (owned) */
     int http_status;             /* ABORT: 400 bad request, 503 queue full, 500 internal */
     int64_t prompt_tokens;
+    int32_t last_input_id;       /* the prompt's last token (input_token_logprobs) */
     int64_t cached_tokens;
     int num_retractions;
     double e2e_latency;          /* seconds from submit to finish */

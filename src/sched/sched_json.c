@@ -307,16 +307,24 @@ json_t *sched_result_to_json(const sched_result *r)
                 json_array_append_new(otid, u);
             }
         }
-        json_object_set_new(meta, "input_token_logprobs", json_array());
+        /* logprob_start_len -1 = len(input) - 1: SGLang pads the first
+         * (here only) input entry with None */
+        json_t *itl = json_array();
+        if (r->fin.prompt_tokens > 0) json_array_append_new(itl, lp_entry(NAN, r->fin.last_input_id));
+        json_object_set_new(meta, "input_token_logprobs", itl);
         json_object_set_new(meta, "output_token_logprobs", otl);
         if (r->top_n) {
-            json_object_set_new(meta, "input_top_logprobs", json_array());
+            json_t *itop = json_array();
+            json_array_append_new(itop, json_null());
+            json_object_set_new(meta, "input_top_logprobs", itop);
             json_object_set_new(meta, "output_top_logprobs", otop);
         } else {
             json_decref(otop);
         }
         if (r->n_tid) {
-            json_object_set_new(meta, "input_token_ids_logprobs", json_array());
+            json_t *itid = json_array();
+            json_array_append_new(itid, json_null());
+            json_object_set_new(meta, "input_token_ids_logprobs", itid);
             json_object_set_new(meta, "output_token_ids_logprobs", otid);
         } else {
             json_decref(otid);

@@ -17,7 +17,10 @@
  * with output_token_logprobs [[logprob, id, null], ...],
  * output_top_logprobs [[[logprob, id, null], ...], ...] and
  * output_token_ids_logprobs in the same shape (text entries are null
- * until a tokenizer is attached).
+ * until a tokenizer is attached).  Input logprobs: only SGLang's default
+ * logprob_start_len (-1 = len(input) - 1), whose single entry is padded
+ * with None: input_token_logprobs [[null, last_input_id, null]],
+ * input_top_logprobs [null]; logprob_start_len >= 0 is refused at submit.
  *
  * Ownership: sched_result owns its arrays (init/free pair). */
 #ifndef SGLC_SCHED_JSON_H

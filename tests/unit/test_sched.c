@@ -771,6 +771,10 @@ static void test_logprobs(void **state)
     assert_int_equal(json_integer_value(json_array_get(json_array_get(otl, 0), 1)), r.ids[0]);
     assert_true(json_is_null(json_array_get(json_array_get(otl, 0), 2)));
     assert_int_equal(json_array_size(json_array_get(json_object_get(meta, "output_top_logprobs"), 0)), 3);
+    json_t *itl = json_object_get(meta, "input_token_logprobs");
+    assert_int_equal(json_array_size(itl), 1);
+    assert_true(json_is_null(json_array_get(json_array_get(itl, 0), 0)));
+    assert_int_equal(json_integer_value(json_array_get(json_array_get(itl, 0), 1)), (2 + 9 * 37) % 2000 + 3);
     assert_int_equal(json_array_size(json_array_get(json_object_get(meta, "output_token_ids_logprobs"), 0)), 2);
     json_decref(o);
     sched_result_free(&r);
