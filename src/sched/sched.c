@@ -90,6 +90,11 @@ void sched_event_free(sched_event *e)
     free(e->tids);
     free(e->tid_logprobs);
     free(e->finish_str);
+    free(e->in_ids);
+    free(e->in_logprobs);
+    free(e->in_top_ids);
+    free(e->in_top_logprobs);
+    free(e->in_tid_logprobs);
     free(e);
 }
 
@@ -230,6 +235,46 @@ static void emit_tokens(sched *s, sreq *r, const finish_info *fin)
             }
         }
     }
+    if (r->return_logprob && r->in_lp_done && !r->in_lp_sent) {
+        /* SGLang: entry 0 is a None pad; the rest predict the next input token */
+        int64_t m = r->n_in_lp + 1;
+        e->n_in = (int)m;
+        e->in_ids = malloc(sizeof(int32_t) * (size_t)m);
+        e->in_logprobs = malloc(sizeof(float) * (size_t)m);
+        oom |= !e->in_ids || !e->in_logprobs;
+        if (e->in_ids && e->in_logprobs) {
+            memcpy(e->in_ids, r->seq + r->lp_start, sizeof(int32_t) * (size_t)m);
+            e->in_logprobs[0] = NAN;
+            if (r->n_in_lp) memcpy(e->in_logprobs + 1, r->in_lp, sizeof(float) * (size_t)r->n_in_lp);
+        }
+        if (r->top_n) {
+            e->top_n = r->top_n;
+            e->in_top_ids = malloc(sizeof(int32_t) * (size_t)(m * r->top_n));
+            e->in_top_logprobs = malloc(sizeof(float) * (size_t)(m * r->top_n));
+            oom |= !e->in_top_ids || !e->in_top_logprobs;
+            if (e->in_top_ids && e->in_top_logprobs) {
+                for (int i = 0; i < r->top_n; i++) e->in_top_ids[i] = -1, e->in_top_logprobs[i] = NAN;
+                if (r->n_in_lp) {
+                    memcpy(e->in_top_ids + r->top_n, r->in_top_ids, sizeof(int32_t) * (size_t)(r->n_in_lp * r->top_n));
+                    memcpy(e->in_top_logprobs + r->top_n, r->in_top_lp, sizeof(float) * (size_t)(r->n_in_lp * r->top_n));
+                }
+            }
+        }
+        if (r->n_tid) {
+            e->n_tid = r->n_tid;
+            if (!e->tids) {
+                e->tids = malloc(sizeof(int32_t) * (size_t)r->n_tid);
+                if (e->tids) memcpy(e->tids, r->tids, sizeof(int32_t) * (size_t)r->n_tid);
+            }
+            e->in_tid_logprobs = malloc(sizeof(float) * (size_t)(m * r->n_tid));
+            oom |= !e->tids || !e->in_tid_logprobs;
+            if (e->in_tid_logprobs) {
+                for (int i = 0; i < r->n_tid; i++) e->in_tid_logprobs[i] = NAN;
+                if (r->n_in_lp) memcpy(e->in_tid_logprobs + r->n_tid, r->in_tid_lp, sizeof(float) * (size_t)(r->n_in_lp * r->n_tid));
+            }
+        }
+        r->in_lp_sent = true;
+    }
     if (oom) log_error("out of memory for an event of request %s (token data dropped)", r->rid);
     r->n_sent = n_out;
     if (finish) {
@@ -266,6 +311,10 @@ static void sreq_free(sreq *r)
     free(r->top_ids);
     free(r->top_lp);
     free(r->tid_lp);
+    free(r->in_lp);
+    free(r->in_top_ids);
+    free(r->in_top_lp);
+    free(r->in_tid_lp);
     free(r->pages);
     free(r->slots);
     free(r->abort_msg);
@@ -345,6 +394,24 @@ static sreq *sreq_new(sched *s, const sched_req_spec *sp, uint64_t id, int index
         if (r->n_tid) {
             r->tid_lp = malloc(sizeof(float) * oc * (size_t)r->n_tid);
             if (!r->tid_lp) goto fail;
+        }
+    }
+    r->lp_start = sp->logprob_start_len < 0 ? sp->n_input - 1 : sp->logprob_start_len;
+    r->n_in_lp = r->return_logprob ? sp->n_input - 1 - r->lp_start : 0;
+    if (r->n_in_lp < 0) r->n_in_lp = 0;
+    r->in_lp_done = r->n_in_lp == 0;
+    if (r->n_in_lp > 0) {
+        size_t n = (size_t)r->n_in_lp;
+        r->in_lp = malloc(sizeof(float) * n);
+        if (!r->in_lp) goto fail;
+        if (r->top_n) {
+            r->in_top_ids = malloc(sizeof(int32_t) * n * (size_t)r->top_n);
+            r->in_top_lp = malloc(sizeof(float) * n * (size_t)r->top_n);
+            if (!r->in_top_ids || !r->in_top_lp) goto fail;
+        }
+        if (r->n_tid) {
+            r->in_tid_lp = malloc(sizeof(float) * n * (size_t)r->n_tid);
+            if (!r->in_tid_lp) goto fail;
         }
     }
     if (sampling_state_init(&r->st, &r->params, s->V, s->eos, s->n_eos, seed)) goto fail;
@@ -739,6 +806,15 @@ static int reserve_batch(sched *s, int n_tok, int n_seq)
         a = realloc((void *)s->b_slots, sizeof(int32_t *) * (size_t)nc);
         if (!a) return -1;
         s->b_slots = a;
+        a = realloc(s->b_lp_row, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->b_lp_row = a;
+        a = realloc(s->b_lp_n, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->b_lp_n = a;
+        a = realloc(s->b_sample_row, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->b_sample_row = a;
         s->cap_seq = nc;
     }
     return 0;
@@ -768,6 +844,66 @@ static double running_reserve(sched *s)
 }
 
 static int64_t ceil_paged(sched *s, int64_t n) { return (n + s->P - 1) / s->P * s->P; }
+
+/* Input logprobs need logits rows: a request computing them prefills at
+ * most this many such rows per step (bounded logits memory), and its
+ * cached prefix may not reach past logprob_start_len (SGLang). */
+#define LP_ROWS_MAX 256
+
+static bool needs_in_lp(const sreq *r) { return r->return_logprob && !r->in_lp_done; }
+
+static int64_t match_limit(const sreq *r)
+{
+    int64_t m = r->len - 1;
+    if (needs_in_lp(r) && r->lp_start < m) m = r->lp_start;
+    return m;
+}
+
+static int64_t lp_ext_cap(sched *s, const sreq *r)
+{
+    if (!needs_in_lp(r)) return INT64_MAX / 4;
+    int64_t first = r->kv_len > r->lp_start ? r->kv_len : r->lp_start;
+    int64_t cap = (first - r->kv_len + LP_ROWS_MAX) / s->P * s->P;
+    return cap < s->P ? s->P : cap;
+}
+
+/* Input logprob of position p (predicting seq[p + 1]) from its raw logits
+ * row: log_softmax(logits / temperature), top_n best (value desc, id asc)
+ * and the token_ids_logprob entries. */
+static void input_logprob(sreq *r, const float *row, int64_t V, int64_t p)
+{
+    int64_t k = p - r->lp_start;
+    double inv_t = 1.0 / (r->params.temperature > 0 ? r->params.temperature : 1.0);
+    float mx = -INFINITY;
+    for (int64_t v = 0; v < V; v++)
+        if (row[v] == row[v] && row[v] > mx) mx = row[v];
+    double sum = 0;
+    for (int64_t v = 0; v < V; v++)
+        if (row[v] == row[v]) sum += exp(((double)row[v] - mx) * inv_t);
+    double lse = log(sum);
+#define LPV(v) (row[v] == row[v] ? (float)(((double)row[v] - mx) * inv_t - lse) : -INFINITY)
+    r->in_lp[k] = LPV(r->seq[p + 1]);
+    for (int i = 0; i < r->n_tid; i++) r->in_tid_lp[k * r->n_tid + i] = LPV(r->tids[i]);
+    if (r->top_n) {
+        int32_t *ti = r->in_top_ids + k * r->top_n;
+        float *tl = r->in_top_lp + k * r->top_n;
+        int n = 0;
+        for (int64_t v = 0; v < V; v++) {
+            float x = LPV(v);
+            if (n == r->top_n && !(x > tl[n - 1])) continue;
+            int j = n < r->top_n ? n++ : n - 1;
+            while (j > 0 && x > tl[j - 1]) {
+                tl[j] = tl[j - 1];
+                ti[j] = ti[j - 1];
+                j--;
+            }
+            tl[j] = x;
+            ti[j] = (int32_t)v;
+        }
+        for (int i = n; i < r->top_n; i++) ti[i] = -1, tl[i] = -INFINITY;
+    }
+#undef LPV
+}
 
 /* In-batch prefix sharing (SGLang's in-batch prefix caching, applied to
  * every policy): a waiting request that shares at least this many uncached
@@ -806,7 +942,7 @@ static int build_prefill(sched *s, int n_mixed)
     if (s->chunked) {
         sreq *r = s->chunked;
         int64_t left = r->len - r->kv_len;
-        int64_t lim = min64(rem_chunk, (int64_t)REM_TOTAL());
+        int64_t lim = min64(min64(rem_chunk, (int64_t)REM_TOTAL()), lp_ext_cap(s, r));
         int64_t ext = left;
         bool trunc = false;
         if (left > lim) {
@@ -838,7 +974,8 @@ static int build_prefill(sched *s, int n_mixed)
         if (s->a.prefill_max_requests > 0 && s->n_batch >= s->a.prefill_max_requests) break;
         int64_t fill = w->len;
         kv_radix_node *node = NULL;
-        int64_t prefix = kv_radix_match(s->tree, w->cache_salt, w->seq, fill - 1, NULL, &node);
+        int64_t mlen = match_limit(w);
+        int64_t prefix = kv_radix_match(s->tree, w->cache_salt, w->seq, mlen, NULL, &node);
         if (defer_in_batch(s, w, prefix)) {
             i++;
             continue;
@@ -866,15 +1003,16 @@ static int build_prefill(sched *s, int n_mixed)
         w->rr.ns = w->cache_salt;
         w->rr.last_node = NULL;
         w->rr.protected_len = 0;
-        prefix = kv_radix_req_match(s->tree, &w->rr, w->seq, fill - 1, w->pages);
+        prefix = kv_radix_req_match(s->tree, &w->rr, w->seq, mlen, w->pages);
         w->holds_kv = true;
         w->n_pages = prefix / s->P;
         set_slots(s, w, 0);
         w->kv_len = prefix;
         ext = fill - prefix;
         bool chunk = false;
-        if (ext > rem_chunk) {
-            ext = rem_chunk / s->P * s->P;
+        int64_t lim = min64(rem_chunk, lp_ext_cap(s, w));
+        if (ext > lim) {
+            ext = lim / s->P * s->P;
             chunk = true;
         }
         if (ext <= 0 || (double)(chunk ? ext : ext + reserve) > REM_TOTAL() || alloc_upto(s, w, prefix + ext)) {
@@ -922,7 +1060,7 @@ static int run_batch(sched *s, bool with_decode)
     int64_t n_tok = n_dec;
     for (int b = 0; b < s->n_batch; b++) n_tok += s->batch[b]->extend;
     int n_seq = s->n_batch + n_dec;
-    if (n_tok > INT32_MAX / 2 || reserve_batch(s, (int)n_tok, n_seq) || reserve_logits(s, n_seq)) {
+    if (n_tok > INT32_MAX / 2 || reserve_batch(s, (int)n_tok, n_seq)) {
         log_error("out of memory for a batch of %" PRId64 " tokens", n_tok);
         return -1;
     }
@@ -937,10 +1075,23 @@ static int run_batch(sched *s, bool with_decode)
         }
         s->b_kvlen[b] = (int32_t)(r->kv_len + ext);
         s->b_slots[b] = r->slots;
+        /* input-logprob rows: positions [lo, hi) predicting input tokens */
+        s->b_lp_row[b] = nl;
+        s->b_lp_n[b] = 0;
+        if (b < s->n_batch && needs_in_lp(r)) {
+            int64_t lo = max64(r->kv_len, r->lp_start), hi = min64(r->kv_len + ext, r->n_input - 1);
+            for (int64_t p = lo; p < hi; p++) s->b_rows[nl++] = s->b_start[b] + (int32_t)(p - r->kv_len);
+            s->b_lp_n[b] = hi > lo ? (int32_t)(hi - lo) : 0;
+        }
         bool wants_logits = r->kv_len + ext == r->len && r->len - r->n_input < r->max_new;
+        s->b_sample_row[b] = wants_logits ? nl : -1;
         if (wants_logits) s->b_rows[nl++] = t - 1;
     }
     s->b_start[n_seq] = t;
+    if (reserve_logits(s, nl)) {
+        log_error("out of memory for %d logits rows", nl);
+        return -1;
+    }
     model_batch mb = {.n_tokens = t, .tokens = s->b_tokens, .positions = s->b_pos, .n_seqs = n_seq,
                       .seq_start = s->b_start, .seq_kv_len = s->b_kvlen, .seq_slots = s->b_slots,
                       .n_logits = nl, .logit_rows = s->b_rows};
@@ -968,13 +1119,19 @@ static int run_batch(sched *s, bool with_decode)
         }
         return -1;
     }
-    /* advance: decode rows first (their logits rows come after prefill's) */
-    int li = 0;
+    /* advance: prefill requests, then the decode rows */
+    int nb = s->n_batch;
     sreq **newly = NULL;
     int n_new = 0, cap_new = 0;
     for (int b = 0; b < s->n_batch; b++) {
         sreq *r = s->batch[b];
+        if (s->b_lp_n[b] > 0) {
+            int64_t lo = max64(r->kv_len, r->lp_start);
+            for (int k = 0; k < s->b_lp_n[b]; k++)
+                input_logprob(r, s->logits + (size_t)(s->b_lp_row[b] + k) * (size_t)s->V, s->V, lo + k);
+        }
         r->kv_len += r->extend;
+        if (r->return_logprob && r->kv_len >= r->n_input - 1) r->in_lp_done = true;
         r->extend = 0;
         if (r->kv_len > r->already_computed) r->already_computed = r->kv_len;
         /* SGLang's cache_unfinished_req after every prefill (chunk or
@@ -989,7 +1146,7 @@ static int run_batch(sched *s, bool with_decode)
             finish_req(s, r, SCHED_FINISH_LENGTH, r->max_new, -1, NULL, 200);
             continue;
         }
-        float *row = s->logits + (size_t)li++ * (size_t)s->V;
+        float *row = s->logits + (size_t)s->b_sample_row[b] * (size_t)s->V;
         if (r->to_abort) { /* cannot happen mid-step; kept for safety */
             finish_abort(s, r);
             continue;
@@ -1011,7 +1168,7 @@ static int run_batch(sched *s, bool with_decode)
             sreq *r = s->running[i];
             r->kv_len += 1;
             if (r->kv_len > r->already_computed) r->already_computed = r->kv_len;
-            float *row = s->logits + (size_t)li++ * (size_t)s->V;
+            float *row = s->logits + (size_t)s->b_sample_row[nb + i] * (size_t)s->V;
             if (!sample_one(s, r, row)) s->running[keep++] = r;
         }
         s->n_running = keep;
@@ -1297,8 +1454,11 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");
         return -1;
     }
-    if (sp->return_logprob && sp->logprob_start_len >= 0) {
-        snprintf(err, errlen, "Input token logprobs (logprob_start_len >= 0) are not supported yet.");
+    if (sp->return_logprob && sp->logprob_start_len >= sp->n_input) {
+        snprintf(err, errlen,
+                 "logprob_start_len, (%" PRId64 ") is higher than the number of input tokens (%" PRId64
+                 "). Request with a lower logprob_start_len.",
+                 sp->logprob_start_len, sp->n_input);
         return -1;
     }
     if (sp->top_logprobs_num < 0) {
@@ -1565,6 +1725,9 @@ void sched_destroy(sched *s)
     free(s->b_start);
     free(s->b_kvlen);
     free((void *)s->b_slots);
+    free(s->b_lp_row);
+    free(s->b_lp_n);
+    free(s->b_sample_row);
     free(s->logits);
     free(s->scratch);
     free(s->tmp_top_ids);

@@ -112,7 +112,7 @@ typedef struct sched_req_spec {
     char *cache_salt;            /* owned or NULL: radix isolation key */
     bool return_logprob;
     int top_logprobs_num;
-    int64_t logprob_start_len;   /* -1 = output logprobs only */
+    int64_t logprob_start_len;   /* -1 = len(input) - 1 (output logprobs + one padded entry) */
     int32_t *token_ids_logprob;  /* (n_token_ids_logprob) owned or NULL */
     int n_token_ids_logprob;
     bool stream;                 /* token events every stream_interval tokens */
@@ -147,6 +147,15 @@ typedef struct sched_event {
     int32_t *tids;               /* (n_tid) the ids asked for */
     float *tid_logprobs;         /* (n_ids, n_tid) or NULL */
     int64_t completion_tokens;   /* output tokens so far, this event included */
+    /* input logprobs, on the request's first event when return_logprob:
+     * entries for input positions logprob_start_len .. n_input - 1; entry 0
+     * is SGLang's None pad (NaN here) */
+    int n_in;
+    int32_t *in_ids;             /* (n_in) the input tokens */
+    float *in_logprobs;          /* (n_in) */
+    int32_t *in_top_ids;         /* (n_in, top_n) or NULL; row 0 = pad (-1) */
+    float *in_top_logprobs;      /* (n_in, top_n) */
+    float *in_tid_logprobs;      /* (n_in, n_tid) or NULL */
     /* FINISH only: */
     sched_finish_kind finish;
     int64_t finish_length;       /* LENGTH */
