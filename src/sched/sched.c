@@ -868,41 +868,21 @@ static int64_t lp_ext_cap(sched *s, const sreq *r)
 }
 
 /* Input logprob of position p (predicting seq[p + 1]) from its raw logits
- * row: log_softmax(logits / temperature), top_n best (value desc, id asc)
- * and the token_ids_logprob entries. */
-static void input_logprob(sreq *r, const float *row, int64_t V, int64_t p)
+ * row, SGLang's default (log_softmax of the raw logits): the chosen entry,
+ * top_n best and the token_ids_logprob entries. */
+static void input_logprob(sched *s, sreq *r, const float *row, int64_t p)
 {
     int64_t k = p - r->lp_start;
-    double inv_t = 1.0 / (r->params.temperature > 0 ? r->params.temperature : 1.0);
-    float mx = -INFINITY;
-    for (int64_t v = 0; v < V; v++)
-        if (row[v] == row[v] && row[v] > mx) mx = row[v];
-    double sum = 0;
-    for (int64_t v = 0; v < V; v++)
-        if (row[v] == row[v]) sum += exp(((double)row[v] - mx) * inv_t);
-    double lse = log(sum);
-#define LPV(v) (row[v] == row[v] ? (float)(((double)row[v] - mx) * inv_t - lse) : -INFINITY)
-    r->in_lp[k] = LPV(r->seq[p + 1]);
-    for (int i = 0; i < r->n_tid; i++) r->in_tid_lp[k * r->n_tid + i] = LPV(r->tids[i]);
-    if (r->top_n) {
-        int32_t *ti = r->in_top_ids + k * r->top_n;
-        float *tl = r->in_top_lp + k * r->top_n;
-        int n = 0;
-        for (int64_t v = 0; v < V; v++) {
-            float x = LPV(v);
-            if (n == r->top_n && !(x > tl[n - 1])) continue;
-            int j = n < r->top_n ? n++ : n - 1;
-            while (j > 0 && x > tl[j - 1]) {
-                tl[j] = tl[j - 1];
-                ti[j] = ti[j - 1];
-                j--;
-            }
-            tl[j] = x;
-            ti[j] = (int32_t)v;
-        }
-        for (int i = n; i < r->top_n; i++) ti[i] = -1, tl[i] = -INFINITY;
+    sampling_logprob_req lpq = {.want = true, .top_n = r->top_n, .ids = r->tids, .n_ids = r->n_tid};
+    sampling_result res = {.top_ids = r->top_n ? r->in_top_ids + k * r->top_n : NULL,
+                           .top_logprobs = r->top_n ? r->in_top_lp + k * r->top_n : NULL,
+                           .ids_logprobs = r->n_tid ? r->in_tid_lp + k * r->n_tid : NULL};
+    if (sampling_input_logprobs(row, s->V, r->seq[p + 1], s->scratch, &lpq, &res)) {
+        r->in_lp[k] = NAN;
+        return;
     }
-#undef LPV
+    r->in_lp[k] = res.logprob;
+    for (int i = res.n_top; i < r->top_n; i++) r->in_top_ids[k * r->top_n + i] = -1;
 }
 
 /* In-batch prefix sharing (SGLang's in-batch prefix caching, applied to
@@ -1128,7 +1108,7 @@ static int run_batch(sched *s, bool with_decode)
         if (s->b_lp_n[b] > 0) {
             int64_t lo = max64(r->kv_len, r->lp_start);
             for (int k = 0; k < s->b_lp_n[b]; k++)
-                input_logprob(r, s->logits + (size_t)(s->b_lp_row[b] + k) * (size_t)s->V, s->V, lo + k);
+                input_logprob(s, r, s->logits + (size_t)(s->b_lp_row[b] + k) * (size_t)s->V, lo + k);
         }
         r->kv_len += r->extend;
         if (r->return_logprob && r->kv_len >= r->n_input - 1) r->in_lp_done = true;
