@@ -489,7 +489,7 @@ static void release_kv(sched *s, sreq *r, bool insert)
             log_error("request %s: could not free %" PRId64 " pages", r->rid, r->n_pages - keep);
         r->n_pages = keep;
     }
-    if (kv_radix_req_cache_finished(s->tree, &r->rr, r->seq, r->kv_len, r->pages, insert))
+    if (kv_radix_req_cache_finished(s->tree, &r->rr, r->seq, r->kv_len, r->pages, insert && !r->kv_broken))
         log_error("request %s: releasing its KV failed", r->rid);
     r->n_pages = 0;
     r->kv_len = 0;
@@ -1117,8 +1117,16 @@ static int run_batch(sched *s, bool with_decode)
         /* SGLang's cache_unfinished_req after every prefill (chunk or
          * whole): the prompt is shareable from the next step on */
         if (!kv_radix_disabled(s->tree)) {
-            if (kv_radix_req_cache_unfinished(s->tree, &r->rr, r->seq, r->kv_len, r->pages))
-                log_error("request %s: caching its prefill failed", r->rid);
+            if (kv_radix_req_cache_unfinished(s->tree, &r->rr, r->seq, r->kv_len, r->pages)) {
+                /* its page table can no longer be trusted (kv_radix.h) */
+                log_error("request %s: caching its prefill failed; aborting it", r->rid);
+                if (s->chunked == r) s->chunked = NULL;
+                r->kv_broken = true;
+                r->abort_msg = xstrdup("Internal error: KV cache bookkeeping failed.");
+                r->abort_status = 500;
+                finish_abort(s, r);
+                continue;
+            }
             set_slots(s, r, 0);
         }
         if (r->kv_len < r->len) continue; /* more chunks to come */

@@ -65,6 +65,7 @@ typedef struct sreq {
     int32_t *slots;             /* (pages_cap * P) owned */
     kv_radix_req rr;
     bool holds_kv;              /* admitted: rr lock / pages to release */
+    bool kv_broken;             /* cache_unfinished failed: release without insert */
     int64_t kv_len;
     int64_t extend;             /* tokens prefilled in the current step */
     int64_t already_computed;   /* most KV ever computed (cached_tokens accounting) */
