@@ -477,6 +477,45 @@ static void test_priority_preemption(void **state)
     sched_destroy(s);
 }
 
+/* Preemption for KV tokens (not slots): a low-priority request holds most
+ * of a small pool; a high-priority one that does not fit preempts it. */
+static void test_priority_preemption_tokens(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.enable_priority_scheduling = true;
+    a.max_total_tokens = 256;
+    sched *s = mk(&a);
+    sched_req_spec lo = simple_spec(20, 200, 1), hi = simple_spec(120, 8, 2);
+    lo.has_priority = true, lo.priority = 0, lo.rid = strdup("low");
+    hi.has_priority = true, hi.priority = 50, hi.rid = strdup("high");
+    uint64_t id_lo = sched_submit(s, &lo);
+    for (int i = 0; i < 30; i++) sched_step(s); /* low holds 50 tokens + its reserve */
+    uint64_t id_hi = sched_submit(s, &hi);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_true(st.num_preemptions >= 1);
+    uint64_t first = 0;
+    int lo_retr = -1, n = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        if (e->kind == SCHED_EV_FINISH) {
+            if (!n++) first = e->id;
+            assert_int_equal(e->finish, SCHED_FINISH_LENGTH);
+            if (e->id == id_lo) lo_retr = e->num_retractions;
+        }
+        sched_event_free(e);
+    }
+    assert_int_equal(n, 2);
+    assert_int_equal(first, id_hi);
+    assert_true(lo_retr >= 1);
+    char err[512];
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+    sched_destroy(s);
+}
+
 static void test_queue_full(void **state)
 {
     (void)state;
@@ -992,6 +1031,7 @@ int main(void)
         cmocka_unit_test(test_abort_frees_pages),
         cmocka_unit_test(test_parallel_sampling_n),
         cmocka_unit_test(test_priority_preemption),
+        cmocka_unit_test(test_priority_preemption_tokens),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cached_tokens),
         cmocka_unit_test(test_stream_interval),
