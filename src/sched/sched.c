@@ -1173,20 +1173,29 @@ static int run_batch(sched *s, bool with_decode)
 
 /* ---- inbox --------------------------------------------------------------- */
 
-static bool rid_match(const char *want, const sreq *r) { return !want || (r->rid && !strcmp(want, r->rid)); }
+typedef struct {
+    const char *rid;
+    uint64_t id; /* > 0: match by id */
+} abort_key;
+
+static bool rid_match_key(const abort_key *k, const sreq *r)
+{
+    if (k->id) return r->id == k->id;
+    return !k->rid || (r->rid && !strcmp(k->rid, r->rid));
+}
 
 /* Abort matching requests wherever they are; their pages go back now. */
-static void do_abort(sched *s, const char *rid)
+static void do_abort(sched *s, const abort_key *key)
 {
     for (int i = 0; i < s->n_waiting;) {
         sreq *r = s->waiting[i];
-        if (rid_match(rid, r)) {
+        if (rid_match_key(key, r)) {
             remove_at(s->waiting, &s->n_waiting, i);
             finish_abort(s, r);
         } else {
             /* siblings still held by a warm-up */
             for (int c = 0; c < r->n_children; c++)
-                if (rid_match(rid, r->children[c])) {
+                if (rid_match_key(key, r->children[c])) {
                     sreq *ch = r->children[c];
                     memmove(r->children + c, r->children + c + 1, sizeof(sreq *) * (size_t)(r->n_children - c - 1));
                     r->n_children--;
@@ -1199,14 +1208,14 @@ static void do_abort(sched *s, const char *rid)
     }
     for (int i = 0; i < s->n_running;) {
         sreq *r = s->running[i];
-        if (rid_match(rid, r)) {
+        if (rid_match_key(key, r)) {
             remove_at(s->running, &s->n_running, i);
             finish_abort(s, r);
         } else {
             i++;
         }
     }
-    if (s->chunked && rid_match(rid, s->chunked)) {
+    if (s->chunked && rid_match_key(key, s->chunked)) {
         sreq *r = s->chunked;
         s->chunked = NULL;
         finish_abort(s, r);
@@ -1275,7 +1284,8 @@ static void drain_inbox(sched *s)
     while (ab) {
         abort_msg *a = ab;
         ab = a->next;
-        do_abort(s, a->rid);
+        abort_key key = {a->rid, a->id};
+        do_abort(s, &key);
         free(a->rid);
         free(a);
     }
@@ -1336,6 +1346,13 @@ int sched_step(sched *s)
     }
     s->was_busy = !idle;
     s->st.sched_s += (time_now_sec() - t0) - (s->st.forward_s - f0);
+    if (s->thread_started) {
+        sched_stats snap;
+        sched_get_stats(s, &snap);
+        pthread_mutex_lock(&s->out_mu);
+        s->st_pub = snap;
+        pthread_mutex_unlock(&s->out_mu);
+    }
     return rc < 0 ? -1 : did;
 }
 
@@ -1374,6 +1391,13 @@ int sched_flush_cache(sched *s)
 }
 
 int sched_check_leak(sched *s, char *err, size_t errlen) { return kv_radix_check_leak(s->tree, err, errlen); }
+
+void sched_get_stats_snapshot(sched *s, sched_stats *out)
+{
+    pthread_mutex_lock(&s->out_mu);
+    *out = s->st_pub;
+    pthread_mutex_unlock(&s->out_mu);
+}
 
 void sched_get_stats(sched *s, sched_stats *out)
 {
@@ -1528,7 +1552,7 @@ uint64_t sched_submit(sched *s, sched_req_spec *sp)
     return id;
 }
 
-void sched_abort(sched *s, const char *rid)
+static void queue_abort(sched *s, const char *rid, uint64_t id)
 {
     abort_msg *a = calloc(1, sizeof *a);
     if (!a) {
@@ -1536,12 +1560,20 @@ void sched_abort(sched *s, const char *rid)
         return;
     }
     a->rid = xstrdup(rid);
+    a->id = id;
     pthread_mutex_lock(&s->in_mu);
     if (s->ab_tail) s->ab_tail->next = a;
     else s->ab_head = a;
     s->ab_tail = a;
     pthread_cond_signal(&s->in_cv);
     pthread_mutex_unlock(&s->in_mu);
+}
+
+void sched_abort(sched *s, const char *rid) { queue_abort(s, rid, 0); }
+
+void sched_abort_id(sched *s, uint64_t id)
+{
+    if (id) queue_abort(s, NULL, id);
 }
 
 /* ======================================================================

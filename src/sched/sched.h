@@ -200,6 +200,9 @@ uint64_t sched_submit(sched *s, sched_req_spec *spec);
  * in the scheduler's next step; a FINISH/ABORT event follows).  abort_all
  * when rid is NULL. */
 void sched_abort(sched *s, const char *rid);
+/* Thread-safe.  Abort the request(s) of one sched_submit id (all n
+ * siblings): for a front whose client went away. */
+void sched_abort_id(sched *s, uint64_t id);
 
 /* Thread-safe outbox.  poll: next event or NULL.  wait: blocks up to
  * timeout_s seconds (< 0 = forever). */
@@ -245,5 +248,8 @@ typedef struct sched_stats {
 /* Counters and pool state.  Scheduler thread only (synchronous mode, or
  * after sched_stop): the scheduler updates them without locking. */
 void sched_get_stats(sched *s, sched_stats *out);
+/* Thread-safe: the counters as of the end of the last step in threaded
+ * mode (zeros before the first step). */
+void sched_get_stats_snapshot(sched *s, sched_stats *out);
 
 #endif

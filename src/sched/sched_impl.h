@@ -89,7 +89,8 @@ typedef struct sreq {
 } sreq;
 
 typedef struct abort_msg {
-    char *rid;                  /* owned; NULL = all */
+    char *rid;                  /* owned; NULL = all (unless id) */
+    uint64_t id;                /* > 0: abort by submit id instead */
     struct abort_msg *next;
 } abort_msg;
 
@@ -137,6 +138,7 @@ struct sched {
     bool was_busy;
 
     sched_stats st;
+    sched_stats st_pub;         /* snapshot after each step, under out_mu (threaded readers) */
 
     /* inbox */
     pthread_mutex_t in_mu;

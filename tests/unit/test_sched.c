@@ -360,6 +360,19 @@ static void test_abort_frees_pages(void **state)
     assert_int_equal(e->finish, SCHED_FINISH_ABORT);
     assert_int_equal(e->completion_tokens, 0);
     sched_event_free(e);
+    /* by submit id (a front whose client went away) */
+    sched_req_spec sp3 = simple_spec(25, 300, 3);
+    uint64_t id3 = sched_submit(s, &sp3);
+    for (int i = 0; i < 3; i++) sched_step(s);
+    sched_abort_id(s, id3);
+    sched_step(s);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->id, id3);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    sched_event_free(e);
+    sched_get_stats(s, &st);
+    assert_int_equal(st.n_running, 0);
     char err[512];
     if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
     sched_destroy(s);
@@ -768,6 +781,10 @@ static void test_threaded_api(void **state)
         sched_event_free(e);
     }
     sched_stop(s);
+    sched_stats snap;
+    sched_get_stats_snapshot(s, &snap);
+    assert_int_equal(snap.n_finished, w.n);
+    assert_int_equal(snap.n_running, 0);
     expect_same(&ref, &got, &w, "threaded");
     char err[512];
     if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
