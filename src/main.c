@@ -18,6 +18,7 @@ static const command commands[] = {
     {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
+    {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
 };
 
 static void usage(FILE *f)

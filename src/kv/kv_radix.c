@@ -353,6 +353,8 @@ int kv_radix_reset(kv_radix *t)
 bool kv_radix_disabled(const kv_radix *t) { return t->disable; }
 int kv_radix_page_size(const kv_radix *t) { return t->page_size; }
 kv_radix_node *kv_radix_root(kv_radix *t) { return t->root; }
+
+kv_radix_node *kv_radix_node_parent(const kv_radix_node *n) { return n ? n->parent : NULL; }
 int64_t kv_radix_evictable_size(const kv_radix *t) { return t->evictable; }
 int64_t kv_radix_protected_size(const kv_radix *t) { return t->protected_; }
 int64_t kv_radix_total_size(const kv_radix *t) { return t->evictable + t->protected_; }

@@ -85,6 +85,9 @@ int kv_radix_reset(kv_radix *t);
 bool kv_radix_disabled(const kv_radix *t);
 int kv_radix_page_size(const kv_radix *t);
 kv_radix_node *kv_radix_root(kv_radix *t);
+/* Parent of a node (NULL for the root); for the scheduler's dfs-weight
+ * policy, which orders waiting requests by a walk of the tree. */
+kv_radix_node *kv_radix_node_parent(const kv_radix_node *n);
 
 /* ---- low level (SGLang's match_prefix / insert / inc,dec_lock_ref / evict) */
 
