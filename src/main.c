@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"version", cmd_version, "print the version"},
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
+    {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
 };
 
 static void usage(FILE *f)

@@ -7,5 +7,6 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_cpu_info(int argc, char **argv);
+int cmd_chat_template(int argc, char **argv);
 
 #endif
