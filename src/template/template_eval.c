@@ -664,6 +664,7 @@ static tv *get_item(trender *r, const tnode *at, tv *obj, tv *key)
         break;
     }
     case TV_LIST:
+        if (obj->is_gen) return mkundef(r, "'generator' object is not subscriptable");
         if (is_intlike(key)) {
             int64_t i = ival(key), n = (int64_t)obj->u.list.n;
             if (i < 0) i += n;
@@ -744,6 +745,7 @@ static int slice_indices(trender *r, const tnode *at, tv *a, tv *b, tv *c, int64
 static tv *do_slice(trender *r, const tnode *at, tv *obj, tv *a, tv *b, tv *c)
 {
     if (obj->type == TV_UNDEF) return undef_error(r, at, obj);
+    if (obj->type == TV_LIST && obj->is_gen) return mkundef(r, "'generator' object is not subscriptable");
     int64_t n;
     if (obj->type == TV_LIST) n = (int64_t)obj->u.list.n;
     else if (obj->type == TV_STR) n = (int64_t)tutf8_len(obj->u.str.s, obj->u.str.len);
@@ -901,7 +903,8 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
             tbuf_put(&bf, b->u.str.s, b->u.str.len);
             return buf_to_str(r, &bf);
         }
-        if (a->type == TV_LIST && b->type == TV_LIST && a->is_tuple == b->is_tuple) {
+        if (a->type == TV_LIST && b->type == TV_LIST && a->is_tuple == b->is_tuple && !a->is_gen &&
+            !b->is_gen) {
             tv *l = mklist(r, a->u.list.n + b->u.list.n);
             if (!l) return NULL;
             l->is_tuple = a->is_tuple;
@@ -1646,6 +1649,7 @@ static tv *filter_select(trender *r, tscope *s, const tnode *at, tv *v, targs *a
         if (ok != reject) out->u.list.items[k++] = item;
     }
     out->u.list.n = k;
+    out->is_gen = 1;
     return out;
 }
 
@@ -1756,7 +1760,12 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         switch (v->type) {
         case TV_UNDEF: return mkint(r, 0);
         case TV_STR: return mkint(r, (int64_t)tutf8_len(v->u.str.s, v->u.str.len));
-        case TV_LIST: return mkint(r, (int64_t)v->u.list.n);
+        case TV_LIST:
+            if (v->is_gen) {
+                rerr(r, at, "object of type 'generator' has no len()");
+                return NULL;
+            }
+            return mkint(r, (int64_t)v->u.list.n);
         case TV_DICT:
         case TV_NS: return mkint(r, (int64_t)v->u.dict.n);
         default: rerr(r, at, "object of type '%s' has no len()", tv_type_name(v)); return NULL;
@@ -1820,6 +1829,10 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     if (!strcmp(f, "first") || !strcmp(f, "last")) {
         tv *l = iter_list(r, at, v);
         if (!l) return NULL;
+        if (f[0] == 'l' && l->is_gen) {
+            rerr(r, at, "'generator' object is not reversible");
+            return NULL;
+        }
         if (l->u.list.n == 0) return mkundef(r, "No %s item, sequence was empty.", f);
         return l->u.list.items[f[0] == 'f' ? 0 : l->u.list.n - 1];
     }
@@ -1864,6 +1877,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
             if (!x) return NULL;
             out->u.list.items[i] = x;
         }
+        out->is_gen = 1;
         return out;
     }
     if (!strcmp(f, "select") || !strcmp(f, "reject")) return filter_select(r, s, at, v, a, 0, f[0] == 'r');
@@ -1889,6 +1903,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
             }
         }
         out->u.list.n = k;
+        out->is_gen = 1;
         return out;
     }
     if (!strcmp(f, "sort")) {

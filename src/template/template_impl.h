@@ -85,6 +85,8 @@ typedef struct tloop {
 struct tv {
     uint8_t type;
     uint8_t is_tuple;     /* TV_LIST: print as (a, b) */
+    uint8_t is_gen;       /* TV_LIST made by a lazy filter (map, select, ...): Jinja
+                           * returns a generator: always true, no len(), no [i] */
     union {
         int b;
         int64_t i;

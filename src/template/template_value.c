@@ -361,7 +361,7 @@ int tv_truthy(const tv *v)
     case TV_INT: return v->u.i != 0;
     case TV_FLOAT: return v->u.f != 0.0;
     case TV_STR: return v->u.str.len != 0;
-    case TV_LIST: return v->u.list.n != 0;
+    case TV_LIST: return v->is_gen || v->u.list.n != 0;
     case TV_DICT: return v->u.dict.n != 0;
     case TV_LOOP: return v->u.loop->length != 0;
     default: return 1;
@@ -388,6 +388,7 @@ int tv_equal(const tv *a, const tv *b)
     case TV_NONE: return 1;
     case TV_STR: return a->u.str.len == b->u.str.len && !memcmp(a->u.str.s, b->u.str.s, a->u.str.len);
     case TV_LIST:
+        if (a->is_gen || b->is_gen) return 0; /* generators compare by identity */
         if (a->is_tuple != b->is_tuple || a->u.list.n != b->u.list.n) return 0;
         for (size_t i = 0; i < a->u.list.n; i++)
             if (!tv_equal(a->u.list.items[i], b->u.list.items[i])) return 0;
@@ -556,6 +557,10 @@ static void write_str_repr(tbuf *b, const char *s, size_t n)
 
 void tv_write_repr(tbuf *b, const tv *v)
 {
+    if (v->type == TV_LIST && v->is_gen) {
+        tbuf_puts(b, "<generator object>");
+        return;
+    }
     switch (v->type) {
     case TV_STR: write_str_repr(b, v->u.str.s, v->u.str.len); return;
     case TV_LIST: {
@@ -667,6 +672,7 @@ int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, cons
         return 0;
     case TV_STR: json_str(b, v->u.str.s, v->u.str.len); return 0;
     case TV_LIST: {
+        if (v->is_gen) return -1; /* a generator is not JSON serializable */
         if (v->u.list.n == 0) {
             tbuf_puts(b, "[]");
             return 0;
