@@ -189,7 +189,8 @@ int tmpl_chat_load(tmpl_chat *c, const char *dir, const char *override, const ch
         size_t n;
         if (b) src = strdup(b);
         else if ((src = read_file(override, &n))) {
-        } else if (strstr(override, "{{") || strstr(override, "{%")) src = strdup(override);
+        } else if (strstr(override, "{{") || strstr(override, "{%") || strstr(override, "{#"))
+            src = strdup(override);
         else {
             *err = xasprintf("--chat-template '%s' is not a built-in name (chatml, llama-2, zephyr), a readable file, or a template%s", override, NULL);
             json_decref(cfg);

@@ -1114,6 +1114,23 @@ static tv *strftime_now(trender *r, const tnode *at, tv *fmt)
 }
 
 /* ---- calls ------------------------------------------------------------------- */
+/* Does the subtree reference variable `name`?  (Jinja lets a macro take
+ * extra arguments only when its body mentions varargs / kwargs.) */
+static int node_uses_name(const tnode *n, const char *name)
+{
+    if (!n) return 0;
+    if (n->kind == TN_NAME && !strcmp(n->name, name)) return 1;
+    if (node_uses_name(n->a, name) || node_uses_name(n->b, name) || node_uses_name(n->c, name) ||
+        node_uses_name(n->d, name))
+        return 1;
+    for (size_t i = 0; i < n->n1; i++)
+        if (node_uses_name(n->l1[i], name)) return 1;
+    if (n->kind != TN_COMPARE)
+        for (size_t i = 0; i < n->n2; i++)
+            if (node_uses_name(n->l2[i], name)) return 1;
+    return 0;
+}
+
 static tv *call_macro(trender *r, const tnode *at, tv *fn, targs *a, tv *caller)
 {
     const tnode *m = fn->u.fn.node;
@@ -1127,6 +1144,11 @@ static tv *call_macro(trender *r, const tnode *at, tv *fn, targs *a, tv *caller)
     tv *varargs = mklist(r, a->npos > np ? a->npos - np : 0);
     tv *kwargs = tv_dict(r->a, 4);
     if (!varargs || !kwargs) return oom(r);
+    varargs->is_tuple = 1;
+    if (a->npos > np && !node_uses_name(m->b, "varargs")) {
+        rerr(r, at, "macro '%s' takes not more than %zu argument(s)", m->name ? m->name : "caller", np);
+        return NULL;
+    }
     for (size_t i = np; i < a->npos; i++) varargs->u.list.items[i - np] = a->pos[i];
     for (size_t i = 0; i < np; i++) {
         tv *v = i < a->npos ? a->pos[i] : NULL;
@@ -1143,6 +1165,10 @@ static tv *call_macro(trender *r, const tnode *at, tv *fn, targs *a, tv *caller)
         int known = 0;
         for (size_t i = 0; i < np; i++)
             if (!strcmp(a->kwn[k], m->names[i])) known = 1;
+        if (!known && !node_uses_name(m->b, "kwargs")) {
+            rerr(r, at, "macro '%s' takes no keyword argument '%s'", m->name ? m->name : "caller", a->kwn[k]);
+            return NULL;
+        }
         if (!known && tv_dict_set(r->a, kwargs, tv_str(r->a, a->kwn[k], strlen(a->kwn[k])), a->kwv[k]))
             return oom(r);
     }
@@ -2011,6 +2037,9 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     if (!strcmp(f, "round")) {
         tv *pr = arg(a, 0, "precision"), *method = arg(a, 1, "method");
         if (!is_num(v)) return type_error(r, at, "round()", v, NULL);
+        if (is_intlike(v) && !(method && (str_eq(method, "floor") || str_eq(method, "ceil"))) &&
+            (!pr || (is_intlike(pr) && ival(pr) >= 0)))
+            return mkint(r, ival(v)); /* round(int, n >= 0) is the int itself */
         int64_t p = pr && is_intlike(pr) ? ival(pr) : 0;
         if (p > 300) p = 300;
         if (p < -300) p = -300;

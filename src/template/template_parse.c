@@ -593,7 +593,7 @@ static int known_test(const char *n)
         "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even",
         "false", "float", "ge", "gt", "greaterthan", "in", "integer", "iterable", "le",
         "lower", "lessthan", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence",
-        "string", "true", "undefined", "upper", "==", "!=", "<", "<=", ">", ">=", NULL};
+        "string", "true", "undefined", "upper", NULL};
     for (int i = 0; t[i]; i++)
         if (!strcmp(t[i], n)) return 1;
     return 0;
@@ -681,9 +681,6 @@ static tnode *parse_filter_expr(tparser *p, tnode *node)
             ttok *at = cur(p);
             const char *nm = NULL;
             if (at->type == T_NAME) nm = at->s;
-            else if (at->type == T_OP && (is_op(at, "==") || is_op(at, "!=") || is_op(at, "<") ||
-                                          is_op(at, "<=") || is_op(at, ">") || is_op(at, ">=")))
-                nm = tarena_strndup(p->a, at->s, at->len);
             if (!nm) {
                 unexpected(p, "a test name");
                 return NULL;

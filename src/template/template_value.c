@@ -562,6 +562,7 @@ void tv_write_repr(tbuf *b, const tv *v)
         return;
     }
     switch (v->type) {
+    case TV_UNDEF: tbuf_puts(b, "Undefined"); return;
     case TV_STR: write_str_repr(b, v->u.str.s, v->u.str.len); return;
     case TV_LIST: {
         tbuf_putc(b, v->is_tuple ? '(' : '[');
