@@ -35,7 +35,8 @@ static void usage(FILE *f)
 static void emit(const char *key, const char *val)
 {
     json_t *o = json_object();
-    json_object_set_new(o, key, json_string(val) ? json_string(val) : json_string("(invalid UTF-8 in output)"));
+    json_t *v = json_string(val); /* NULL when val is not valid UTF-8 */
+    json_object_set_new(o, key, v ? v : json_string("(output is not valid UTF-8)"));
     char *s = json_dumps(o, JSON_COMPACT);
     if (s) {
         fputs(s, stdout);
