@@ -32,10 +32,10 @@ static void usage(FILE *f)
                "\"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or {\"error\"} per line.\n");
 }
 
-static void emit(const char *key, const char *val)
+static void emit(const char *key, const char *val, size_t len)
 {
     json_t *o = json_object();
-    json_t *v = json_string(val); /* NULL when val is not valid UTF-8 */
+    json_t *v = json_stringn(val, len); /* NULL when val is not valid UTF-8 */
     json_object_set_new(o, key, v ? v : json_string("(output is not valid UTF-8)"));
     char *s = json_dumps(o, JSON_COMPACT);
     if (s) {
@@ -50,11 +50,11 @@ static void emit(const char *key, const char *val)
 static void render_line(const tmpl_chat *c, const char *line)
 {
     json_error_t je;
-    json_t *req = json_loads(line, 0, &je);
+    json_t *req = json_loads(line, JSON_ALLOW_NUL, &je);
     if (!req || !json_is_object(req)) {
         char msg[300];
         snprintf(msg, sizeof msg, "invalid request JSON: %s", req ? "not an object" : je.text);
-        emit("error", msg);
+        emit("error", msg, strlen(msg));
         json_decref(req);
         return;
     }
@@ -64,16 +64,17 @@ static void render_line(const tmpl_chat *c, const char *line)
     json_t *agp = json_object_get(req, "add_generation_prompt");
     json_t *kw = json_object_get(req, "chat_template_kwargs");
     if (!json_is_array(messages)) {
-        emit("error", "\"messages\" must be a list");
+        emit("error", "\"messages\" must be a list", strlen("\"messages\" must be a list"));
     } else if (kw && !json_is_object(kw) && !json_is_null(kw)) {
-        emit("error", "\"chat_template_kwargs\" must be an object");
+        emit("error", "\"chat_template_kwargs\" must be an object", strlen("\"chat_template_kwargs\" must be an object"));
     } else {
         char *out = NULL, *err = NULL;
+        size_t out_len = 0;
         if (tools && json_is_null(tools)) tools = NULL;
         if (docs && json_is_null(docs)) docs = NULL;
-        if (tmpl_chat_render(c, messages, tools, docs, agp && json_is_true(agp), kw, &out, &err) == 0)
-            emit("prompt", out);
-        else emit("error", err ? err : "render failed");
+        if (tmpl_chat_render(c, messages, tools, docs, agp && json_is_true(agp), kw, &out, &out_len, &err) == 0)
+            emit("prompt", out, out_len);
+        else emit("error", err ? err : "render failed", strlen(err ? err : "render failed"));
         free(out);
         free(err);
     }

@@ -83,10 +83,11 @@ void tmpl_chat_free(tmpl_chat *c);
 /* Render like transformers' apply_chat_template(messages, tools=tools,
  * documents=documents, add_generation_prompt=agp, **kwargs) with the
  * special tokens map merged under kwargs.  tools/documents/kwargs may be
- * NULL (tools and documents then render as None).  Returns 0 with *out, or
- * -1 with *err. */
+ * NULL (tools and documents then render as None).  Returns 0 with *out
+ * (and *out_len when out_len is non-NULL: the prompt may hold NUL bytes when
+ * the messages do), or -1 with *err. */
 int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *tools,
                      const json_t *documents, int add_generation_prompt, const json_t *kwargs,
-                     char **out, char **err);
+                     char **out, size_t *out_len, char **err);
 
 #endif

@@ -235,9 +235,10 @@ void tmpl_chat_free(tmpl_chat *c)
 
 int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *tools,
                      const json_t *documents, int add_generation_prompt, const json_t *kwargs,
-                     char **out, char **err)
+                     char **out, size_t *out_len, char **err)
 {
     *out = NULL;
+    if (out_len) *out_len = 0;
     *err = NULL;
     json_t *vars = json_deep_copy(c->special);
     if (!vars) {
@@ -258,7 +259,7 @@ int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *t
     json_object_set_new(vars, "tools", tools ? json_incref((json_t *)tools) : json_null());
     json_object_set_new(vars, "documents", documents ? json_incref((json_t *)documents) : json_null());
     json_object_set_new(vars, "add_generation_prompt", json_boolean(add_generation_prompt));
-    int rc = tmpl_render(c->tmpl, vars, NULL, out, NULL, err);
+    int rc = tmpl_render(c->tmpl, vars, NULL, out, out_len, err);
     json_decref(vars);
     return rc;
 }

@@ -23,7 +23,7 @@ TEXTS = [
     "line1\nline2\r\nline3", "nbsp\u00a0here\u2003em-space\u3000ideographic",
     "<|im_end|> special tokens typed by the user <|im_start|>", "1 + 1 = 2",
     "Very long " + "word" * 50, "\u2028line separator\u2029para", "zero\u200bwidth",
-    "control\x01char\x7f", "Ünïcödé Çäsé ß", "title case Me Please",
+    "control\x01char\x7f", "nul\x00byte", "Ünïcödé Çäsé ß", "title case Me Please",
 ]
 
 TOOLS = [

@@ -204,7 +204,7 @@ static void test_chat_builtins_and_names(void **state)
     json_t *msgs = json_loads("[{\"role\":\"system\",\"content\":\"S\"},{\"role\":\"user\",\"content\":\" hi \"},"
                               "{\"role\":\"assistant\",\"content\":\"yo\"}]", 0, NULL);
     assert_int_equal(tmpl_chat_load(&c, NULL, "chatml", NULL, &err), 0);
-    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 1, NULL, &out, &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 1, NULL, &out, NULL, &err), 0);
     assert_string_equal(out, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n hi <|im_end|>\n"
                              "<|im_start|>assistant\nyo<|im_end|>\n<|im_start|>assistant\n");
     free(out);
@@ -212,12 +212,12 @@ static void test_chat_builtins_and_names(void **state)
 
     assert_int_equal(tmpl_chat_load(&c, NULL, "llama-2", NULL, &err), 0);
     json_t *kw = json_loads("{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}", 0, NULL);
-    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, kw, &out, &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, kw, &out, NULL, &err), 0);
     assert_string_equal(out, "<s>[INST] <<SYS>>\nS\n<</SYS>>\n\n hi [/INST] yo </s>");
     free(out);
     /* reserved kwargs are refused, as transformers would (duplicate keyword) */
     json_t *bad = json_loads("{\"messages\": []}", 0, NULL);
-    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, bad, &out, &err), -1);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, bad, &out, NULL, &err), -1);
     free(err);
     json_decref(bad);
     json_decref(kw);
@@ -240,13 +240,13 @@ static void test_chat_builtins_and_names(void **state)
           " {\"name\": \"tool_use\", \"template\": \"T{{ eos_token }}{{ tools | length }}\"}]}", f);
     fclose(f);
     assert_int_equal(tmpl_chat_load(&c, dir, NULL, NULL, &err), 0);
-    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, NULL, &err), 0);
     assert_string_equal(out, "<B>DFalse");
     free(out);
     tmpl_chat_free(&c);
     assert_int_equal(tmpl_chat_load(&c, dir, NULL, "tool_use", &err), 0);
     json_t *tools = json_loads("[{\"type\": \"function\"}]", 0, NULL);
-    assert_int_equal(tmpl_chat_render(&c, msgs, tools, NULL, 0, NULL, &out, &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, tools, NULL, 0, NULL, &out, NULL, &err), 0);
     assert_string_equal(out, "T<E>1");
     free(out);
     json_decref(tools);
