@@ -1187,6 +1187,241 @@ static tv *call_macro(trender *r, const tnode *at, tv *fn, targs *a, tv *caller)
     return buf_to_str(r, &buf);
 }
 
+
+/* ---- str.format -------------------------------------------------------------- */
+/* Pad `body` (UTF-8, `w` code points already) to `width` with fill/align. */
+static void pad_field(tbuf *b, const char *body, size_t blen, int64_t w, int64_t width, uint32_t fill,
+                      char align, size_t sign_len)
+{
+    int64_t pad = width > w ? width - w : 0;
+    int64_t left = align == '>' ? pad : align == '^' ? pad / 2 : 0;
+    int64_t right = pad - left;
+    if (align == '=') { /* padding after the sign */
+        tbuf_put(b, body, sign_len);
+        for (int64_t i = 0; i < pad; i++) tutf8_put(b, fill);
+        tbuf_put(b, body + sign_len, blen - sign_len);
+        return;
+    }
+    for (int64_t i = 0; i < left; i++) tutf8_put(b, fill);
+    tbuf_put(b, body, blen);
+    for (int64_t i = 0; i < right; i++) tutf8_put(b, fill);
+}
+
+/* Apply a format spec ([[fill]align][sign][0][width][.precision][type]) to v. */
+static int format_field(trender *r, const tnode *at, tbuf *b, tv *v, const char *spec, size_t sl)
+{
+    size_t i = 0;
+    uint32_t fill = ' ';
+    char align = 0, sign = '-', type = 0;
+    int64_t width = -1, prec = -1;
+    if (sl == 0) {
+        tv_write_str(b, v);
+        return 0;
+    }
+    size_t j = 0;
+    uint32_t c0 = tutf8_next(spec, sl, &j);
+    if (j < sl && strchr("<>^=", spec[j])) {
+        fill = c0;
+        align = spec[j];
+        i = j + 1;
+    } else if (strchr("<>^=", spec[0])) {
+        align = spec[0];
+        i = 1;
+    }
+    if (i < sl && strchr("+- ", spec[i])) sign = spec[i++];
+    if (i < sl && spec[i] == '0') {
+        if (!align) {
+            fill = '0';
+            align = '=';
+        }
+        i++;
+    }
+    while (i < sl && spec[i] >= '0' && spec[i] <= '9') {
+        width = (width < 0 ? 0 : width) * 10 + (spec[i++] - '0');
+        if (width > 100000) goto bad;
+    }
+    if (i < sl && spec[i] == '.') {
+        prec = 0;
+        i++;
+        while (i < sl && spec[i] >= '0' && spec[i] <= '9') {
+            prec = prec * 10 + (spec[i++] - '0');
+            if (prec > 300) goto bad;
+        }
+    }
+    if (i < sl) type = spec[i++];
+    if (i != sl) goto bad;
+    tbuf body = {0};
+    size_t sign_len = 0;
+    if (v->type == TV_STR && (!type || type == 's')) {
+        size_t n = v->u.str.len, k = 0;
+        int64_t cps = 0;
+        while (k < n && (prec < 0 || cps < prec)) {
+            tutf8_next(v->u.str.s, n, &k);
+            cps++;
+        }
+        pad_field(b, v->u.str.s, k, cps, width, fill, align ? align : '<', 0);
+        return 0;
+    }
+    if (!is_num(v) || (v->type != TV_FLOAT && type && !strchr("dxXobeEfFgG%", type)) ||
+        (v->type == TV_FLOAT && type && strchr("dxXob", type)) || (type == 's')) {
+        rerr(r, at, "unsupported format string passed to %s.__format__", tv_type_name(v));
+        return -1;
+    }
+    int is_float = v->type == TV_FLOAT || (type && strchr("eEfFgG%", type));
+    double f = fval(v);
+    int neg = is_float ? (f < 0 || (f == 0 && signbit(f))) : ival(v) < 0;
+    if (neg) tbuf_putc(&body, '-');
+    else if (sign == '+') tbuf_putc(&body, '+');
+    else if (sign == ' ') tbuf_putc(&body, ' ');
+    sign_len = body.len;
+    if (!is_float) {
+        int64_t x = ival(v);
+        uint64_t ux = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
+        if (v->type == TV_BOOL && !type) tbuf_puts(&body, v->u.b ? "True" : "False");
+        else if (type == 'x') tbuf_printf(&body, "%llx", (unsigned long long)ux);
+        else if (type == 'X') tbuf_printf(&body, "%llX", (unsigned long long)ux);
+        else if (type == 'o') tbuf_printf(&body, "%llo", (unsigned long long)ux);
+        else if (type == 'b') {
+            char tmp[70];
+            int k = 0;
+            do {
+                tmp[k++] = (char)('0' + (ux & 1));
+                ux >>= 1;
+            } while (ux);
+            while (k) tbuf_putc(&body, tmp[--k]);
+        } else tbuf_printf(&body, "%llu", (unsigned long long)ux);
+    } else {
+        double af = fabs(f);
+        if (!type && prec < 0) {
+            tbuf t = {0};
+            tv_write_float(&t, af);
+            tbuf_put(&body, t.p ? t.p : "", t.len);
+            tbuf_free(&t);
+        } else if (type == '%') tbuf_printf(&body, "%.*f%%", (int)(prec < 0 ? 6 : prec), af * 100.0);
+        else {
+            char ty = type ? type : 'g';
+            char fmtb[16];
+            snprintf(fmtb, sizeof fmtb, "%%.%d%c", (int)(prec < 0 ? 6 : prec), ty);
+            tbuf_printf(&body, fmtb, af);
+        }
+    }
+    pad_field(b, body.p ? body.p : "", body.len, (int64_t)tutf8_len(body.p ? body.p : "", body.len), width,
+              fill, align ? align : '>', sign_len);
+    tbuf_free(&body);
+    return 0;
+bad:
+    rerr(r, at, "invalid format specifier");
+    return -1;
+}
+
+/* Python str.format with positional/keyword fields, !s/!r and format specs. */
+static tv *py_str_format(trender *r, const tnode *at, const tv *self, const targs *a)
+{
+    const char *p = self->u.str.s;
+    size_t n = self->u.str.len, auto_idx = 0;
+    tbuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '}') {
+            if (i + 1 < n && p[i + 1] == '}') {
+                tbuf_putc(&b, '}');
+                i++;
+                continue;
+            }
+            goto bad;
+        }
+        if (c != '{') {
+            tbuf_putc(&b, c);
+            continue;
+        }
+        if (i + 1 < n && p[i + 1] == '{') {
+            tbuf_putc(&b, '{');
+            i++;
+            continue;
+        }
+        size_t e = i + 1;
+        while (e < n && p[e] != '}' && p[e] != '{') e++;
+        if (e >= n || p[e] != '}') goto bad;
+        /* field = name[!conv][:spec] */
+        size_t fb = i + 1, fe = e, ne = fb;
+        while (ne < fe && p[ne] != '!' && p[ne] != ':' && p[ne] != '.' && p[ne] != '[') ne++;
+        tv *v = NULL;
+        if (ne == fb) {
+            if (auto_idx >= a->npos) goto range;
+            v = a->pos[auto_idx++];
+        } else if (p[fb] >= '0' && p[fb] <= '9') {
+            size_t idx = (size_t)strtoul(p + fb, NULL, 10);
+            if (idx >= a->npos) goto range;
+            v = a->pos[idx];
+        } else {
+            for (size_t k = 0; k < a->nkw && !v; k++)
+                if (strlen(a->kwn[k]) == ne - fb && !memcmp(a->kwn[k], p + fb, ne - fb)) v = a->kwv[k];
+            if (!v) {
+                tbuf_free(&b);
+                rerr(r, at, "KeyError: '%.*s'", (int)(ne - fb), p + fb);
+                return NULL;
+            }
+        }
+        while (ne < fe && (p[ne] == '.' || p[ne] == '[')) {
+            size_t ks = ne + 1, ke = ks;
+            if (p[ne] == '.') {
+                while (ke < fe && p[ke] != '.' && p[ke] != '[' && p[ke] != '!' && p[ke] != ':') ke++;
+                char *nm = tarena_strndup(r->a, p + ks, ke - ks);
+                if (!nm || !(v = get_attr(r, at, v, nm))) goto fail;
+                ne = ke;
+            } else {
+                while (ke < fe && p[ke] != ']') ke++;
+                if (ke >= fe) goto bad;
+                int digits = ke > ks;
+                for (size_t k = ks; k < ke; k++)
+                    if (p[k] < '0' || p[k] > '9') digits = 0;
+                tv *key = digits ? mkint(r, strtoll(p + ks, NULL, 10)) : mkstr(r, p + ks, ke - ks);
+                if (!key || !(v = get_item(r, at, v, key))) goto fail;
+                ne = ke + 1;
+            }
+        }
+        char conv = 0;
+        if (ne < fe && p[ne] == '!') {
+            if (ne + 1 >= fe) goto bad;
+            conv = p[ne + 1];
+            ne += 2;
+        }
+        const char *spec = "";
+        size_t sl = 0;
+        if (ne < fe && p[ne] == ':') {
+            spec = p + ne + 1;
+            sl = fe - ne - 1;
+        } else if (ne != fe) goto bad;
+        if (v->type == TV_UNDEF && conv != 's' && conv != 'r') {
+            tbuf_free(&b);
+            undef_error(r, at, v);
+            return NULL;
+        }
+        if (conv == 'r' || conv == 's' || conv == 'a') {
+            tbuf t = {0};
+            if (conv == 's') tv_write_str(&t, v);
+            else tv_write_repr(&t, v);
+            tv *sv = buf_to_str(r, &t);
+            if (!sv) goto fail;
+            v = sv;
+        } else if (conv) goto bad;
+        if (format_field(r, at, &b, v, spec, sl)) goto fail;
+        i = e;
+    }
+    return buf_to_str(r, &b);
+bad:
+    tbuf_free(&b);
+    rerr(r, at, "invalid format string");
+    return NULL;
+range:
+    tbuf_free(&b);
+    rerr(r, at, "IndexError: Replacement index out of range for positional args tuple");
+    return NULL;
+fail:
+    tbuf_free(&b);
+    return NULL;
+}
+
 static tv *call_method(trender *r, const tnode *at, tv *fn, targs *a)
 {
     tv *self = fn->u.fn.self;
@@ -1403,6 +1638,7 @@ static tv *call_method(trender *r, const tnode *at, tv *fn, targs *a)
         if (!strcmp(m, "isupper") || !strcmp(m, "islower")) return tv_bool(all && any_cased);
         return tv_bool(all);
     }
+    if (!strcmp(m, "format")) return py_str_format(r, at, self, a);
     if (!strcmp(m, "splitlines")) {
         tv *ke = arg(a, 0, "keepends");
         return py_splitlines(r, self, ke && tv_truthy(ke));

@@ -153,6 +153,10 @@ def main():
             req["chat_template_kwargs"] = {"enable_thinking": False}
         elif r < 0.5:
             req["chat_template_kwargs"] = {"enable_thinking": True, "custom_flag": 1}
+        elif r < 0.6:
+            req["chat_template_kwargs"] = {"builtin_tools": ["code_interpreter", "brave_search"],
+                                           "tools_in_user_message": rng.random() < 0.5,
+                                           "date_string": "01 Jan 2025"}
         sys.stdout.write(json.dumps(req, ensure_ascii=rng.random() < 0.3) + "\n")
 
 
