@@ -745,11 +745,14 @@ static int slice_indices(trender *r, const tnode *at, tv *a, tv *b, tv *c, int64
 static tv *do_slice(trender *r, const tnode *at, tv *obj, tv *a, tv *b, tv *c)
 {
     if (obj->type == TV_UNDEF) return undef_error(r, at, obj);
-    if (obj->type == TV_LIST && obj->is_gen) return mkundef(r, "'generator' object is not subscriptable");
+    if (obj->type == TV_LIST && obj->is_gen) {
+        rerr(r, at, "'generator' object is not subscriptable");
+        return NULL;
+    }
     int64_t n;
     if (obj->type == TV_LIST) n = (int64_t)obj->u.list.n;
     else if (obj->type == TV_STR) n = (int64_t)tutf8_len(obj->u.str.s, obj->u.str.len);
-    else {
+    else { /* jinja2 compiles slices to plain Python subscripts: a TypeError */
         rerr(r, at, "'%s' object is not subscriptable", tv_type_name(obj));
         return NULL;
     }
@@ -832,6 +835,8 @@ static tv *format_percent(trender *r, const tnode *at, tv *fmt, tv *args);
 static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
 {
     static const char *names[] = {"+", "-", "*", "/", "//", "%", "**"};
+    /* str % Undefined: Python treats the Undefined (it has __getitem__) as the argument */
+    if (op == TOP_MOD && a->type == TV_STR && b->type == TV_UNDEF) return format_percent(r, at, a, b);
     if (a->type == TV_UNDEF) return undef_error(r, at, a);
     if (b->type == TV_UNDEF) return undef_error(r, at, b);
     if (is_num(a) && is_num(b)) {
@@ -1055,7 +1060,11 @@ static tv *format_percent(trender *r, const tnode *at, tv *fmt, tv *args)
             tbuf_printf(&b, spec, fval(v));
         } else goto bad;
     }
-    if (!mapping && k < n && !(n == 1 && args->type != TV_LIST)) {
+    /* a lone unused argument is an error unless Python would treat it as a
+     * mapping (it has __getitem__ and is not a str/tuple) */
+    int lone_mapping = n == 1 && !(args->type == TV_LIST && args->is_tuple) &&
+                       (args->type == TV_LIST || args->type == TV_UNDEF || args->type == TV_NS);
+    if (!mapping && k < n && !lone_mapping) {
         tbuf_free(&b);
         rerr(r, at, "not all arguments converted during string formatting");
         return NULL;
@@ -1876,7 +1885,8 @@ static tv *html_escape(trender *r, tv *v)
 
 static tv *filter_select(trender *r, tscope *s, const tnode *at, tv *v, targs *a, int attr_mode, int reject)
 {
-    tv *l = iter_list(r, at, v);
+    /* jinja2 iterates only `if seq:` - a falsy value (0, false, none) gives nothing */
+    tv *l = tv_truthy(v) ? iter_list(r, at, v) : mklist(r, 0);
     if (!l) return NULL;
     size_t off = attr_mode ? 1 : 0;
     tv *attrname = attr_mode ? arg(a, 0, NULL) : NULL;
@@ -2115,7 +2125,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         return buf_to_str(r, &b);
     }
     if (!strcmp(f, "map")) {
-        tv *l = iter_list(r, at, v);
+        tv *l = tv_truthy(v) ? iter_list(r, at, v) : mklist(r, 0);
         if (!l) return NULL;
         tv *attribute = arg(a, a->npos, "attribute"), *dflt = arg(a, a->npos, "default");
         tv *out = mklist(r, l->u.list.n);
@@ -2203,6 +2213,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         tv *out = mklist(r, l->u.list.n);
         if (!out) return NULL;
         for (size_t i = 0; i < l->u.list.n; i++) out->u.list.items[i] = l->u.list.items[l->u.list.n - 1 - i];
+        out->is_gen = 1; /* reversed() is an iterator */
         return out;
     }
     if (!strcmp(f, "sum")) {
@@ -2257,8 +2268,59 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         }
         return format_percent(r, at, s0, t);
     }
+    if ((!strcmp(f, "int") || !strcmp(f, "float")) && v->type == TV_UNDEF) return undef_error(r, at, v);
     if (!strcmp(f, "int")) return filter_int(r, v, arg(a, 0, "default"));
     if (!strcmp(f, "float")) return filter_float(r, v, arg(a, 0, "default"));
+    if (!strcmp(f, "batch") || !strcmp(f, "slice")) {
+        tv *cnt = arg(a, 0, f[0] == 'b' ? "linecount" : "slices"), *fill = arg(a, 1, "fill_with");
+        if (!cnt || !is_intlike(cnt)) {
+            rerr(r, at, "%s() needs an integer count", f);
+            return NULL;
+        }
+        if (fill && fill->type == TV_NONE) fill = NULL;
+        tv *l = iter_list(r, at, v);
+        if (!l) return NULL;
+        int64_t k = ival(cnt), n = (int64_t)l->u.list.n;
+        if (f[0] == 's' && k <= 0) {
+            rerr(r, at, "slice count must be positive");
+            return NULL;
+        }
+        if (f[0] == 'b' && k == 0 && n > 0) { /* jinja2 yields [] first: len([]) == 0 */
+            tv *out = mklist(r, 2), *empty = mklist(r, 0);
+            if (!out || !empty) return NULL;
+            out->u.list.items[0] = empty;
+            out->u.list.items[1] = l;
+            out->is_gen = 1;
+            return out;
+        }
+        int64_t nparts = f[0] == 'b' ? (k > 0 ? (n + k - 1) / k : (n > 0)) : k;
+        if (nparts > 100000) {
+            rerr(r, at, "too many slices");
+            return NULL;
+        }
+        tv *out = mklist(r, (size_t)nparts);
+        if (!out) return NULL;
+        int64_t per = f[0] == 's' ? n / k : 0, extra = f[0] == 's' ? n % k : 0, offset = 0;
+        for (int64_t p = 0; p < nparts; p++) {
+            int64_t b, e;
+            if (f[0] == 'b') {
+                b = k > 0 ? p * k : 0;
+                e = k > 0 ? (b + k < n ? b + k : n) : n;
+            } else {
+                b = offset + p * per;
+                if (p < extra) offset++;
+                e = offset + (p + 1) * per;
+            }
+            int pad = fill && (f[0] == 'b' ? (k > 0 && e - b < k) : p >= extra);
+            int64_t want = f[0] == 'b' ? (pad ? k : e - b) : e - b + pad;
+            tv *part = mklist(r, (size_t)want);
+            if (!part) return NULL;
+            for (int64_t i = 0; i < want; i++) part->u.list.items[i] = b + i < e ? l->u.list.items[b + i] : fill;
+            out->u.list.items[p] = part;
+        }
+        out->is_gen = 1;
+        return out;
+    }
     if (!strcmp(f, "abs")) {
         if (v->type == TV_FLOAT) return mkfloat(r, fabs(v->u.f));
         if (is_intlike(v)) {
@@ -2269,6 +2331,11 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
             return mkint(r, ival(v) < 0 ? -ival(v) : ival(v));
         }
         return type_error(r, at, "abs()", v, NULL);
+    }
+    if (!strcmp(f, "indent") && v->type != TV_STR) { /* jinja2 does s += "\n" */
+        if (v->type == TV_UNDEF) return undef_error(r, at, v);
+        rerr(r, at, "unsupported operand type(s) for +=: '%s' and 'str'", tv_type_name(v));
+        return NULL;
     }
     if (!strcmp(f, "round")) {
         tv *pr = arg(a, 0, "precision"), *method = arg(a, 1, "method");
@@ -2383,7 +2450,7 @@ static int apply_test(trender *r, tscope *s, const tnode *at, const char *t, tv 
         return v->type == TV_STR || v->type == TV_LIST || v->type == TV_DICT || v->type == TV_UNDEF;
     if (!strcmp(t, "sequence"))
         return v->type == TV_STR || v->type == TV_LIST || v->type == TV_DICT || v->type == TV_UNDEF;
-    if (!strcmp(t, "callable")) return v->type == TV_FUNC;
+    if (!strcmp(t, "callable")) return v->type == TV_FUNC || v->type == TV_UNDEF; /* Undefined has __call__ */
     if (!strcmp(t, "escaped")) return 0;
     if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
         tv *sv = to_str(r, v);
@@ -2411,8 +2478,9 @@ static int apply_test(trender *r, tscope *s, const tnode *at, const char *t, tv 
         }
         tv *m = binop(r, at, TOP_MOD, v, d);
         if (!m) return -1;
-        int zero = !tv_truthy(m);
-        return t[0] == 'o' ? !zero : zero;
+        /* odd: v % 2 == 1; even / divisibleby: v % k == 0 (floats too) */
+        tv one = {.type = TV_INT, .u.i = 1}, zero = {.type = TV_INT, .u.i = 0};
+        return tv_equal(m, t[0] == 'o' ? &one : &zero);
     }
     if (!x) {
         rerr(r, at, "test '%s' needs an argument", t);

@@ -577,10 +577,10 @@ static int known_filter(const char *n)
 {
     /* the Jinja2 filters sglc implements; others fail at compile time */
     static const char *f[] = {
-        "abs", "attr", "capitalize", "center", "count", "d", "default", "dictsort", "e",
+        "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
         "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join",
         "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
-        "replace", "reverse", "round", "safe", "select", "selectattr", "sort", "string", "sum",
+        "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "sum",
         "title", "tojson", "trim", "unique", "upper", "wordcount", NULL};
     for (int i = 0; f[i]; i++)
         if (!strcmp(f[i], n)) return 1;
@@ -697,9 +697,11 @@ static tnode *parse_filter_expr(tparser *p, tnode *node)
             n->op = (uint8_t)neg;
             ttok *c = cur(p);
             if (is_op(c, "(")) parse_call_args(p, n);
-            else if ((c->type == T_NAME && !is_name(c, "else") && !is_name(c, "or") &&
-                      !is_name(c, "and") && !is_name(c, "if") && !is_name(c, "in") &&
-                      !is_name(c, "not") && !is_name(c, "is")) ||
+            else if (is_name(c, "is")) {
+                perr_at(p, c->line, c->col, "You cannot chain multiple tests with is");
+                return NULL;
+            } else if ((c->type == T_NAME && !is_name(c, "else") && !is_name(c, "or") &&
+                        !is_name(c, "and")) ||
                      c->type == T_STRING || c->type == T_INT || c->type == T_FLOAT ||
                      is_op(c, "[") || is_op(c, "{")) {
                 tnode *arg = parse_primary(p);
