@@ -948,7 +948,12 @@ static int contains(trender *r, const tnode *at, tv *item, tv *seq)
             if (tv_equal(seq->u.list.items[i], item)) return 1;
         return 0;
     case TV_DICT:
-    case TV_NS: return tv_dict_getv(seq, item) != NULL;
+    case TV_NS:
+        if ((item->type == TV_LIST && !item->is_tuple) || item->type == TV_DICT || item->type == TV_NS) {
+            rerr(r, at, "unhashable type: '%s'", tv_type_name(item));
+            return -1;
+        }
+        return tv_dict_getv(seq, item) != NULL;
     case TV_UNDEF: return 0;
     default: rerr(r, at, "argument of type '%s' is not iterable", tv_type_name(seq)); return -1;
     }
@@ -1123,6 +1128,21 @@ static tv *strftime_now(trender *r, const tnode *at, tv *fmt)
 }
 
 /* ---- calls ------------------------------------------------------------------- */
+/* Would jinja2's optimizer fold this expression to a constant?  (No names,
+ * no calls.)  A folded slice of a non-sequence becomes Undefined there,
+ * while a runtime one raises TypeError. */
+static int node_is_const(const tnode *n)
+{
+    if (!n) return 1;
+    if (n->kind == TN_NAME || n->kind == TN_CALL) return 0;
+    if (!node_is_const(n->a) || !node_is_const(n->b) || !node_is_const(n->c) || !node_is_const(n->d)) return 0;
+    for (size_t i = 0; i < n->n1; i++)
+        if (!node_is_const(n->l1[i])) return 0;
+    for (size_t i = 0; i < n->n2 && n->kind != TN_COMPARE; i++)
+        if (!node_is_const(n->l2[i])) return 0;
+    return 1;
+}
+
 /* Does the subtree reference variable `name`?  (Jinja lets a macro take
  * extra arguments only when its body mentions varargs / kwargs.) */
 static int node_uses_name(const tnode *n, const char *name)
@@ -2541,6 +2561,8 @@ static tv *eval(trender *r, tscope *s, const tnode *n)
         const tnode *kids[3] = {n->b, n->c, n->d};
         for (int i = 0; i < 3; i++)
             if (kids[i] && !(x[i] = eval(r, s, kids[i]))) return NULL;
+        if (o->type != TV_STR && o->type != TV_LIST && o->type != TV_UNDEF && node_is_const(n->a))
+            return mkundef(r, "'%s object' is not subscriptable", tv_type_name(o));
         return do_slice(r, n, o, x[0], x[1], x[2]);
     }
     case TN_CALL: {
