@@ -362,18 +362,15 @@ static tv *py_split(trender *r, const tnode *at, const tv *s, const tv *sep, int
             tv *all = py_split(r, at, fw, NULL, -1, 0);
             if (!all) return NULL;
             size_t tot = all->u.list.n;
-            if ((int64_t)tot <= maxsplit + 1) return all;
+            if ((int64_t)tot <= maxsplit) return all;
             size_t head = tot - (size_t)maxsplit;
             /* head part: from start of string (after lstrip) to end of word head-1 */
-            const tv *lw = all->u.list.items[head - 1];
             size_t hb = 0;
             while (hb < fw->u.str.len) {
                 size_t j = hb;
                 if (!tpy_isspace(tutf8_next(fw->u.str.s, fw->u.str.len, &j))) break;
                 hb = j;
             }
-            size_t he = (size_t)(lw->u.str.s - fw->u.str.s);
-            (void)he;
             /* words are copies; locate by scanning words again */
             size_t i = hb, w = 0;
             while (w < head) {

@@ -191,7 +191,7 @@ static int unescape_string(tparser *p, const char *s, size_t n, tbuf *out)
         case 'U': {
             int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
-            if (i + (size_t)nd >= n + 0 && i + (size_t)nd > n - 1) return -1;
+            if (i + (size_t)nd >= n) return -1;
             for (int k = 1; k <= nd; k++) {
                 char h = s[i + (size_t)k];
                 int d = (h >= '0' && h <= '9') ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
@@ -199,7 +199,7 @@ static int unescape_string(tparser *p, const char *s, size_t n, tbuf *out)
                 if (d < 0) return -1;
                 cp = cp * 16 + (uint32_t)d;
             }
-            if (cp > 0x10FFFF) return -1;
+            if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1; /* no lone surrogates */
             tutf8_put(out, cp);
             i += (size_t)nd;
             break;
@@ -359,7 +359,7 @@ static size_t lex_tag(tparser *p, size_t i, int kind, int *line_starting)
             i += len;
         }
     }
-    (void)0;
+
     return n;
 }
 
