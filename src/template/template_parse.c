@@ -405,6 +405,7 @@ static void lex(tparser *p)
         /* raw block */
         char si, so;
         size_t rend = kind == '%' ? match_simple_block(s, n, j, "raw", &si, &so) : 0;
+        if (rend && so == '+') rend = 0; /* jinja2's raw_begin takes "-%}" or "%}" only */
         if (rend) {
             emit_data(p, i, strip_before(p, i, j, si, 1, line_starting));
             size_t b = rend;
