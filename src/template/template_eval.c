@@ -192,7 +192,12 @@ static int str_eq(const tv *v, const char *s)
 static tv *iter_list(trender *r, const tnode *at, tv *v)
 {
     switch (v->type) {
-    case TV_LIST: return v;
+    case TV_LIST:
+        if (v->u.list.err) {
+            rerr(r, at, "%s", v->u.list.err);
+            return NULL;
+        }
+        return v;
     case TV_UNDEF: return mklist(r, 0);
     case TV_DICT: {
         tv *l = mklist(r, v->u.dict.n);
@@ -215,6 +220,30 @@ static tv *iter_list(trender *r, const tnode *at, tv *v)
         rerr(r, at, "'%s' object is not iterable", tv_type_name(v));
         return NULL;
     }
+}
+
+/* jinja2's filters that are generators (map, select, items, unique, batch,
+ * ...) only fail when iterated.  When their input cannot be iterated, return
+ * a generator that raises then; *out is set and 1 returned.  Inputs that
+ * are such failing generators propagate. */
+static int lazy_fail(trender *r, tv *v, tv **out, const char *fmt)
+{
+    const char *msg = NULL;
+    char tmp[200];
+    if (v->type == TV_LIST && v->u.list.err) msg = v->u.list.err;
+    else if (v->type != TV_LIST && v->type != TV_STR && v->type != TV_DICT && v->type != TV_UNDEF) {
+        snprintf(tmp, sizeof tmp, fmt, tv_type_name(v));
+        msg = tmp;
+    }
+    if (!msg) return 0;
+    tv *g = mklist(r, 0);
+    if (g) {
+        g->is_gen = 1;
+        g->u.list.err = tarena_strndup(r->a, msg, strlen(msg));
+        if (!g->u.list.err) g = oom(r);
+    }
+    *out = g;
+    return 1;
 }
 
 /* ---- string helpers ------------------------------------------------------- */
@@ -643,7 +672,7 @@ static tv *get_attr(trender *r, const tnode *at, tv *obj, const char *name)
         if (in_names(STR_METHODS, name, nl)) return mkmethod(r, obj, name);
         return mkundef(r, "'str object' has no attribute '%s'", name);
     case TV_LIST:
-        if (in_names(LIST_METHODS, name, nl)) return mkmethod(r, obj, name);
+        if (!obj->is_gen && in_names(LIST_METHODS, name, nl)) return mkmethod(r, obj, name);
         return mkundef(r, "'%s object' has no attribute '%s'", tv_type_name(obj), name);
     case TV_LOOP: return loop_attr(r, obj, name);
     default: return mkundef(r, "'%s object' has no attribute '%s'", tv_type_name(obj), name);
@@ -920,8 +949,8 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
         }
     }
     if (op == TOP_MUL) {
-        if ((a->type == TV_STR || a->type == TV_LIST) && is_intlike(b)) return repeat(r, at, a, ival(b));
-        if ((b->type == TV_STR || b->type == TV_LIST) && is_intlike(a)) return repeat(r, at, b, ival(a));
+        if ((a->type == TV_STR || (a->type == TV_LIST && !a->is_gen)) && is_intlike(b)) return repeat(r, at, a, ival(b));
+        if ((b->type == TV_STR || (b->type == TV_LIST && !b->is_gen)) && is_intlike(a)) return repeat(r, at, b, ival(a));
     }
     if (op == TOP_MOD && a->type == TV_STR) return format_percent(r, at, a, b);
     return type_error(r, at, names[op], a, b);
@@ -941,6 +970,10 @@ static int contains(trender *r, const tnode *at, tv *item, tv *seq)
         }
         return memmem_s(seq->u.str.s, seq->u.str.len, item->u.str.s, item->u.str.len) != NULL;
     case TV_LIST:
+        if (seq->u.list.err) {
+            rerr(r, at, "%s", seq->u.list.err);
+            return -1;
+        }
         for (size_t i = 0; i < seq->u.list.n; i++)
             if (tv_equal(seq->u.list.items[i], item)) return 1;
         return 0;
@@ -1903,6 +1936,8 @@ static tv *html_escape(trender *r, tv *v)
 static tv *filter_select(trender *r, tscope *s, const tnode *at, tv *v, targs *a, int attr_mode, int reject)
 {
     /* jinja2 iterates only `if seq:` - a falsy value (0, false, none) gives nothing */
+    tv *lz;
+    if (tv_truthy(v) && lazy_fail(r, v, &lz, "'%s' object is not iterable")) return lz;
     tv *l = tv_truthy(v) ? iter_list(r, at, v) : mklist(r, 0);
     if (!l) return NULL;
     size_t off = attr_mode ? 1 : 0;
@@ -2105,8 +2140,11 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     if (!strcmp(f, "items")) {
         if (v->type == TV_UNDEF) return mklist(r, 0);
         if (v->type != TV_DICT) {
-            rerr(r, at, "can only get item pairs from a mapping");
-            return NULL;
+            tv *g = mklist(r, 0);
+            if (!g) return NULL;
+            g->is_gen = 1;
+            g->u.list.err = "Can only get item pairs from a mapping.";
+            return g;
         }
         tv fn = {.type = TV_FUNC};
         fn.u.fn.kind = TFN_METHOD;
@@ -2142,6 +2180,8 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         return buf_to_str(r, &b);
     }
     if (!strcmp(f, "map")) {
+        tv *lz;
+        if (tv_truthy(v) && lazy_fail(r, v, &lz, "'%s' object is not iterable")) return lz;
         tv *l = tv_truthy(v) ? iter_list(r, at, v) : mklist(r, 0);
         if (!l) return NULL;
         tv *attribute = arg(a, a->npos, "attribute"), *dflt = arg(a, a->npos, "default");
@@ -2173,6 +2213,8 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     if (!strcmp(f, "selectattr") || !strcmp(f, "rejectattr"))
         return filter_select(r, s, at, v, a, 1, f[0] == 'r');
     if (!strcmp(f, "unique")) {
+        tv *lz;
+        if (lazy_fail(r, v, &lz, "'%s' object is not iterable")) return lz;
         int cs = get_bool_arg(a, 0, "case_sensitive", 0);
         tv *attribute = arg(a, 1, "attribute");
         tv *l = iter_list(r, at, v);
@@ -2295,6 +2337,8 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
             return NULL;
         }
         if (fill && fill->type == TV_NONE) fill = NULL;
+        tv *lz;
+        if (f[0] == 'b' && lazy_fail(r, v, &lz, "'%s' object is not iterable")) return lz;
         tv *l = iter_list(r, at, v);
         if (!l) return NULL;
         int64_t k = ival(cnt), n = (int64_t)l->u.list.n;

@@ -92,7 +92,8 @@ struct tv {
         int64_t i;
         double f;
         struct { const char *s; size_t len; } str;       /* UTF-8, not NUL-terminated */
-        struct { tv **items; size_t n; } list;           /* (n) */
+        struct { tv **items; size_t n; const char *err; } list; /* (n); err: a generator
+                                                   * whose iteration raises err (jinja2's lazy filters) */
         struct { tv **keys; tv **vals; size_t n, cap; } dict; /* (n) each, insertion order */
         struct { int kind; const char *name; tv *self; const struct tnode *node;
                  struct tscope *scope; } fn;
