@@ -7,7 +7,8 @@
  * Output (stdout), one line per input line:
  *   {"prompt": "..."}   or   {"error": "..."}
  * add_generation_prompt defaults to false (transformers' default); tools and
- * documents default to None.  Exit status 0 when every line was read (even
+ * documents default to None.  Messages are passed as given (no SGLang
+ * content flattening); --content-format prints what SGLang would detect.  Exit status 0 when every line was read (even
  * if some rendered errors), 2 for bad arguments, 1 when the template could
  * not be loaded. */
 #include <stdio.h>
@@ -28,6 +29,8 @@ static void usage(FILE *f)
         fprintf(f, "%s%s", *n, n[1] ? ", " : "");
     fprintf(f, "), a file, or inline Jinja\n"
                "  --hf-chat-template-name N   pick a named template from tokenizer_config.json\n"
+               "  --content-format            print the content format the template expects\n"
+               "                              (string|openai, SGLang's detection) and exit\n"
                "reads JSON lines {\"messages\", \"tools\", \"documents\", \"add_generation_prompt\",\n"
                "\"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or {\"error\"} per line.\n");
 }
@@ -84,11 +87,16 @@ static void render_line(const tmpl_chat *c, const char *line)
 int cmd_chat_template(int argc, char **argv)
 {
     const char *dir = NULL, *tmpl = NULL, *name = NULL;
+    int print_format = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--content-format")) {
+            print_format = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "sglc chat-template: %s needs a value\n", a);
@@ -114,6 +122,11 @@ int cmd_chat_template(int argc, char **argv)
         fprintf(stderr, "sglc chat-template: %s\n", err ? err : "cannot load the chat template");
         free(err);
         return 1;
+    }
+    if (print_format) {
+        puts(tmpl_detect_content_format(c.tmpl) == TMPL_CONTENT_OPENAI ? "openai" : "string");
+        tmpl_chat_free(&c);
+        return 0;
     }
     char *line = NULL;
     size_t cap = 0;

@@ -90,4 +90,26 @@ int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *t
                      const json_t *documents, int add_generation_prompt, const json_t *kwargs,
                      char **out, size_t *out_len, char **err);
 
+/* ---- SGLang's content-format handling ------------------------------------ */
+
+/* How a template expects message["content"]: as a string, or as OpenAI's
+ * list of parts.  Detected as SGLang does (after vLLM): the template has a
+ * for-loop over message/msg/m ["content"] (through filters, tests or
+ * slices) -> OPENAI, else STRING. */
+typedef enum tmpl_content_format {
+    TMPL_CONTENT_STRING = 0,
+    TMPL_CONTENT_OPENAI = 1,
+} tmpl_content_format;
+
+tmpl_content_format tmpl_detect_content_format(const tmpl_template *t);
+
+/* SGLang's per-message preprocessing before templating: keys whose value is
+ * null are dropped; a list content becomes, for STRING, the text parts
+ * joined by " " (images etc. dropped), for OPENAI, the parts with
+ * image_url / video_url / audio_url replaced by {"type": "image"|"video"|
+ * "audio"} and their URLs appended to `media` (may be NULL) as
+ * {"type": ..., "url": ...}.  Returns a new message (caller decrefs), NULL
+ * when msg is not an object. */
+json_t *tmpl_process_message(const json_t *msg, tmpl_content_format fmt, json_t *media);
+
 #endif

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "template/template.h"
+#include "template/template_impl.h"
 #include "util/log.h"
 
 static const char CHATML[] =
@@ -262,4 +263,105 @@ int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *t
     int rc = tmpl_render(c->tmpl, vars, NULL, out, out_len, err);
     json_decref(vars);
     return rc;
+}
+
+/* ---- content format (SGLang) -------------------------------------------------- */
+static int is_name_node(const tnode *n, const char *name)
+{
+    return n && n->kind == TN_NAME && !strcmp(n->name, name);
+}
+
+/* n is var["key"] / var.key, possibly through filters, tests or a slice */
+static int is_content_access(const tnode *n, const char *var)
+{
+    while (n && (n->kind == TN_FILTER || n->kind == TN_TEST || n->kind == TN_SLICE)) n = n->a;
+    if (!n) return 0;
+    if (n->kind == TN_GETATTR) return is_name_node(n->a, var) && !strcmp(n->name, "content");
+    if (n->kind == TN_GETITEM)
+        return is_name_node(n->a, var) && n->b && n->b->kind == TN_LIT && n->b->lit->type == TV_STR &&
+               n->b->lit->u.str.len == 7 && !memcmp(n->b->lit->u.str.s, "content", 7);
+    return 0;
+}
+
+static int has_content_loop(const tnode *n)
+{
+    if (!n) return 0;
+    if (n->kind == TN_FOR && n->op == 0 &&
+        (is_content_access(n->a, "message") || is_content_access(n->a, "msg") || is_content_access(n->a, "m")))
+        return 1;
+    if (has_content_loop(n->a) || has_content_loop(n->b) || has_content_loop(n->c) || has_content_loop(n->d))
+        return 1;
+    for (size_t i = 0; i < n->n1; i++)
+        if (has_content_loop(n->l1[i])) return 1;
+    if (n->kind != TN_COMPARE)
+        for (size_t i = 0; i < n->n2; i++)
+            if (has_content_loop(n->l2[i])) return 1;
+    return 0;
+}
+
+tmpl_content_format tmpl_detect_content_format(const tmpl_template *t)
+{
+    return t && has_content_loop(t->root) ? TMPL_CONTENT_OPENAI : TMPL_CONTENT_STRING;
+}
+
+json_t *tmpl_process_message(const json_t *msg, tmpl_content_format fmt, json_t *media)
+{
+    if (!json_is_object(msg)) return NULL;
+    json_t *out = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)msg, k, v) {
+        if (!json_is_null(v)) json_object_set(out, k, v);
+    }
+    json_t *content = json_object_get(msg, "content");
+    if (!json_is_array(content)) return out;
+    size_t i;
+    json_t *part;
+    if (fmt == TMPL_CONTENT_STRING) {
+        /* text parts joined by one space */
+        size_t len = 0;
+        json_array_foreach(content, i, part) {
+            json_t *text = json_object_get(part, "text");
+            if (json_is_string(json_object_get(part, "type")) &&
+                !strcmp(json_string_value(json_object_get(part, "type")), "text") && json_is_string(text))
+                len += json_string_length(text) + 1;
+        }
+        char *buf = malloc(len + 1), *p = buf;
+        if (!buf) {
+            json_decref(out);
+            return NULL;
+        }
+        int first = 1;
+        json_array_foreach(content, i, part) {
+            json_t *text = json_object_get(part, "text");
+            if (json_is_string(json_object_get(part, "type")) &&
+                !strcmp(json_string_value(json_object_get(part, "type")), "text") && json_is_string(text)) {
+                if (!first) *p++ = ' ';
+                memcpy(p, json_string_value(text), json_string_length(text));
+                p += json_string_length(text);
+                first = 0;
+            }
+        }
+        json_object_set_new(out, "content", json_stringn(buf, (size_t)(p - buf)));
+        free(buf);
+        return out;
+    }
+    json_t *parts = json_array();
+    json_array_foreach(content, i, part) {
+        if (!json_is_object(part)) continue;
+        const char *type = json_string_value(json_object_get(part, "type"));
+        static const char *const kinds[][2] = {{"image_url", "image"}, {"video_url", "video"}, {"audio_url", "audio"}};
+        int done = 0;
+        for (int kk = 0; type && kk < 3 && !done; kk++) {
+            if (strcmp(type, kinds[kk][0])) continue;
+            json_t *u = json_object_get(part, kinds[kk][0]);
+            json_t *url = json_is_object(u) ? json_object_get(u, "url") : u;
+            if (media) json_array_append_new(media, json_pack("{s:s, s:O?}", "type", kinds[kk][1], "url", url));
+            json_array_append_new(parts, json_pack("{s:s}", "type", kinds[kk][1]));
+            done = 1;
+        }
+        if (!done) json_array_append(parts, part);
+    }
+    json_object_set_new(out, "content", parts);
+    return out;
 }

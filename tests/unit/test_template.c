@@ -273,6 +273,48 @@ static void test_strftime_fixed_date(void **state)
     free(out);
 }
 
+static void test_content_format(void **state)
+{
+    (void)state;
+    static const struct { const char *src; int fmt; } cases[] = {
+        {"{% for message in messages %}{{ message['content'] }}{% endfor %}", TMPL_CONTENT_STRING},
+        {"{% for message in messages %}{% for c in message['content'] %}{{ c.text }}{% endfor %}{% endfor %}",
+         TMPL_CONTENT_OPENAI},
+        {"{% for m in messages %}{% for c in m.content | selectattr('type', 'eq', 'text') %}x{% endfor %}{% endfor %}",
+         TMPL_CONTENT_OPENAI},
+        {"{% for msg in messages %}{% for c in msg.content[1:] %}x{% endfor %}{% endfor %}", TMPL_CONTENT_OPENAI},
+        {"{% for x in other.content %}{% endfor %}", TMPL_CONTENT_STRING},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tmpl_template *t = NULL;
+        char *err = NULL;
+        assert_int_equal(tmpl_compile(cases[i].src, strlen(cases[i].src), &t, &err), 0);
+        assert_int_equal(tmpl_detect_content_format(t), cases[i].fmt);
+        tmpl_destroy(t);
+    }
+    json_t *msg = json_loads("{\"role\": \"user\", \"name\": null, \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
+                             " {\"type\": \"image_url\", \"image_url\": {\"url\": \"http://x/i.png\"}},"
+                             " {\"type\": \"text\", \"text\": \"b\"}]}", 0, NULL);
+    assert_non_null(msg);
+    json_t *s = tmpl_process_message(msg, TMPL_CONTENT_STRING, NULL);
+    char *dump = json_dumps(s, JSON_COMPACT);
+    assert_string_equal(dump, "{\"role\":\"user\",\"content\":\"a b\"}");
+    free(dump);
+    json_decref(s);
+    json_t *media = json_array();
+    json_t *o = tmpl_process_message(msg, TMPL_CONTENT_OPENAI, media);
+    dump = json_dumps(o, JSON_COMPACT);
+    assert_string_equal(dump, "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                              "{\"type\":\"image\"},{\"type\":\"text\",\"text\":\"b\"}]}");
+    free(dump);
+    dump = json_dumps(media, JSON_COMPACT);
+    assert_string_equal(dump, "[{\"type\":\"image\",\"url\":\"http://x/i.png\"}]");
+    free(dump);
+    json_decref(o);
+    json_decref(media);
+    json_decref(msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_values_and_json),
         cmocka_unit_test(test_chat_builtins_and_names),
         cmocka_unit_test(test_strftime_fixed_date),
+        cmocka_unit_test(test_content_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
