@@ -41,6 +41,7 @@ typedef struct trender {
     tmpl_limits lim;
     size_t steps;
     int depth;
+    int const_print; /* evaluating a {{ }} that jinja2 folds to a constant */
     int failed;
     char err[1024];
 } trender;
@@ -918,12 +919,22 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
         case TOP_DIV:
             if (y == 0) goto zerodiv;
             return mkfloat(r, x / y);
-        case TOP_FLOORDIV:
+        case TOP_FLOORDIV: {
             if (y == 0) goto zerodiv;
-            return mkfloat(r, floor(x / y));
-        case TOP_MOD:
+            /* CPython's float floor division (via fmod, not floor(x / y)) */
+            double mod = fmod(x, y), div = (x - mod) / y;
+            if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+            double fd = floor(div);
+            if (div - fd > 0.5) fd += 1.0;
+            if (div == 0) fd = copysign(0.0, x / y);
+            return mkfloat(r, fd);
+        }
+        case TOP_MOD: {
             if (y == 0) goto zerodiv;
-            return mkfloat(r, py_fmod(x, y));
+            double m = py_fmod(x, y);
+            if (m == 0) m = copysign(0.0, y);
+            return mkfloat(r, m);
+        }
         case TOP_POW: return mkfloat(r, pow(x, y));
         }
     }
@@ -1165,6 +1176,10 @@ static int node_is_const(const tnode *n)
 {
     if (!n) return 1;
     if (n->kind == TN_NAME || n->kind == TN_CALL) return 0;
+    if (n->kind == TN_FILTER && (!strcmp(n->name, "map") || !strcmp(n->name, "select") ||
+                                 !strcmp(n->name, "reject") || !strcmp(n->name, "selectattr") ||
+                                 !strcmp(n->name, "rejectattr")))
+        return 0; /* context filters are never folded */
     if (!node_is_const(n->a) || !node_is_const(n->b) || !node_is_const(n->c) || !node_is_const(n->d)) return 0;
     for (size_t i = 0; i < n->n1; i++)
         if (!node_is_const(n->l1[i])) return 0;
@@ -2496,6 +2511,18 @@ static int apply_test(trender *r, tscope *s, const tnode *at, const char *t, tv 
 {
     (void)s;
     tv *x = arg(a, 0, NULL);
+    static const char *const unary[] = {"defined", "undefined", "none", "boolean", "true", "false",
+                                        "integer", "float", "number", "string", "mapping", "iterable",
+                                        "sequence", "callable", "escaped", "lower", "upper", "odd", "even", NULL};
+    size_t nargs = a->npos + a->nkw;
+    int is_unary = 0;
+    for (int i = 0; unary[i]; i++)
+        if (!strcmp(unary[i], t)) is_unary = 1;
+    if (nargs > (is_unary ? 0u : 1u)) {
+        rerr(r, at, "test_%s() takes %d positional argument%s but %zu were given", t, is_unary ? 1 : 2,
+             is_unary ? "" : "s", nargs + 1);
+        return -1;
+    }
     if (!strcmp(t, "defined")) return v->type != TV_UNDEF;
     if (!strcmp(t, "undefined")) return v->type == TV_UNDEF;
     if (!strcmp(t, "none")) return v->type == TV_NONE;
@@ -2602,7 +2629,7 @@ static tv *eval(trender *r, tscope *s, const tnode *n)
         const tnode *kids[3] = {n->b, n->c, n->d};
         for (int i = 0; i < 3; i++)
             if (kids[i] && !(x[i] = eval(r, s, kids[i]))) return NULL;
-        if (o->type != TV_STR && o->type != TV_LIST && o->type != TV_UNDEF && node_is_const(n->a))
+        if (o->type != TV_STR && o->type != TV_LIST && o->type != TV_UNDEF && r->const_print)
             return mkundef(r, "'%s object' is not subscriptable", tv_type_name(o));
         return do_slice(r, n, o, x[0], x[1], x[2]);
     }
@@ -2768,7 +2795,11 @@ static int exec(trender *r, tscope *s, const tnode *n)
     case TN_BODY: return exec_body(r, s, n);
     case TN_TEXT: tbuf_put(r->out, n->lit->u.str.s, n->lit->u.str.len); break;
     case TN_PRINT: {
+        /* jinja2 folds a constant {{ }} at compile time, where a slice of a
+         * non-sequence becomes Undefined instead of a TypeError */
+        r->const_print = node_is_const(n->a);
         tv *v = eval(r, s, n->a);
+        r->const_print = 0;
         if (!v) return EX_ERR;
         tv_write_str(r->out, v);
         break;
