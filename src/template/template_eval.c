@@ -598,6 +598,8 @@ static int check_nargs(trender *r, const tnode *at, const char *fn, const targs 
 }
 
 /* ---- forward -------------------------------------------------------------------- */
+static tv *html_escape(trender *r, tv *v);
+static tv *as_markup(trender *r, tv *v);
 static tv *eval(trender *r, tscope *s, const tnode *n);
 static int exec_body(trender *r, tscope *s, const tnode *body);
 static tv *call_value(trender *r, tscope *s, const tnode *at, tv *fn, targs *a, tv *caller);
@@ -939,6 +941,15 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
         }
     }
     if (op == TOP_ADD) {
+        if (a->type == TV_STR && b->type == TV_STR && (a->is_markup || b->is_markup)) {
+            /* Markup + str escapes the plain operand */
+            tv *x = html_escape(r, a), *y = x ? html_escape(r, b) : NULL;
+            if (!y) return NULL;
+            tbuf bf = {0};
+            tbuf_put(&bf, x->u.str.s, x->u.str.len);
+            tbuf_put(&bf, y->u.str.s, y->u.str.len);
+            return as_markup(r, buf_to_str(r, &bf));
+        }
         if (a->type == TV_STR && b->type == TV_STR) {
             tbuf bf = {0};
             tbuf_put(&bf, a->u.str.s, a->u.str.len);
@@ -960,8 +971,14 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
         }
     }
     if (op == TOP_MUL) {
-        if ((a->type == TV_STR || (a->type == TV_LIST && !a->is_gen)) && is_intlike(b)) return repeat(r, at, a, ival(b));
-        if ((b->type == TV_STR || (b->type == TV_LIST && !b->is_gen)) && is_intlike(a)) return repeat(r, at, b, ival(a));
+        if ((a->type == TV_STR || (a->type == TV_LIST && !a->is_gen)) && is_intlike(b)) {
+            tv *x = repeat(r, at, a, ival(b));
+            return a->type == TV_STR && a->is_markup ? as_markup(r, x) : x;
+        }
+        if ((b->type == TV_STR || (b->type == TV_LIST && !b->is_gen)) && is_intlike(a)) {
+            tv *x = repeat(r, at, b, ival(a));
+            return b->type == TV_STR && b->is_markup ? as_markup(r, x) : x;
+        }
     }
     if (op == TOP_MOD && a->type == TV_STR) return format_percent(r, at, a, b);
     return type_error(r, at, names[op], a, b);
@@ -1247,6 +1264,10 @@ static tv *call_macro(trender *r, const tnode *at, tv *fn, targs *a, tv *caller)
             return oom(r);
     }
     if (scope_set(r, s, "varargs", varargs) || scope_set(r, s, "kwargs", kwargs)) return oom(r);
+    if (caller && !node_uses_name(m->b, "caller")) {
+        rerr(r, at, "macro '%s' was invoked with two values for the special caller argument", m->name);
+        return NULL;
+    }
     if (caller && scope_set(r, s, "caller", caller)) return oom(r);
     tbuf buf = {0}, *saved = r->out;
     buf.limit = r->lim.max_output;
@@ -1568,7 +1589,16 @@ static tv *call_method(trender *r, const tnode *at, tv *fn, targs *a)
              tv_type_name(self));
         return NULL;
     }
-    /* str methods */
+    /* str methods; Markup's case and strip methods return Markup */
+    if (self->is_markup && (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip") ||
+                            !strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") ||
+                            !strcmp(m, "capitalize") || !strcmp(m, "swapcase"))) {
+        tv plain = *self;
+        plain.is_markup = 0;
+        tv pf = *fn;
+        pf.u.fn.self = &plain;
+        return as_markup(r, call_method(r, at, &pf, a));
+    }
     tv *a0 = arg(a, 0, NULL), *a1 = arg(a, 1, NULL);
     if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")) {
         if (check_nargs(r, at, m, a, 1)) return NULL;
@@ -1929,8 +1959,19 @@ static tv *sorted_list(trender *r, const tnode *at, tv *l, int reverse, int case
     return out;
 }
 
+static tv *as_markup(trender *r, tv *v)
+{
+    if (!v || v->type != TV_STR || v->is_markup) return v;
+    tv *m = tv_str_nocopy(r->a, v->u.str.s, v->u.str.len);
+    if (!m) return oom(r);
+    m->is_markup = 1;
+    return m;
+}
+
+/* markupsafe.escape(v): Markup stays as is, anything else is str()'d and escaped */
 static tv *html_escape(trender *r, tv *v)
 {
+    if (v->type == TV_STR && v->is_markup) return v;
     tv *s = to_str(r, v);
     if (!s) return NULL;
     tbuf b = {0};
@@ -1945,7 +1986,7 @@ static tv *html_escape(trender *r, tv *v)
         default: tbuf_putc(&b, c);
         }
     }
-    return buf_to_str(r, &b);
+    return as_markup(r, buf_to_str(r, &b));
 }
 
 static tv *filter_select(trender *r, tscope *s, const tnode *at, tv *v, targs *a, int attr_mode, int reject)
@@ -2111,7 +2152,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         }
     }
     if (!strcmp(f, "string")) return to_str(r, v);
-    if (!strcmp(f, "safe")) return v;
+    if (!strcmp(f, "safe")) return as_markup(r, to_str(r, v));
     if (!strcmp(f, "tojson")) {
         tv *ind = arg(a, 0, "indent"), *seps = arg(a, 1, "separators"), *sk = arg(a, 2, "sort_keys");
         int indent = -1;
@@ -2324,7 +2365,13 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         }
         return get_attr(r, at, v, name);
     }
-    if (!strcmp(f, "e") || !strcmp(f, "escape") || !strcmp(f, "forceescape")) return html_escape(r, v);
+    if (!strcmp(f, "e") || !strcmp(f, "escape")) return html_escape(r, v);
+    if (!strcmp(f, "forceescape")) {
+        tv *plain = to_str(r, v);
+        if (plain && plain->is_markup && !(plain = tv_str_nocopy(r->a, plain->u.str.s, plain->u.str.len)))
+            return oom(r);
+        return plain ? html_escape(r, plain) : NULL;
+    }
     if (!strcmp(f, "format")) {
         tv *s0 = to_str(r, v);
         if (!s0) return NULL;
@@ -2436,13 +2483,15 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     /* string filters: operate on str(value) */
     tv *sv = to_str(r, v);
     if (!sv) return NULL;
+    int mk = sv->is_markup; /* Markup methods return Markup */
     if (!strcmp(f, "trim")) {
         tv *chars = arg(a, 0, "chars");
-        return py_strip(r, sv, chars, 3);
+        tv *x = py_strip(r, sv, chars, 3);
+        return mk ? as_markup(r, x) : x;
     }
-    if (!strcmp(f, "upper")) return py_case(r, sv, 1);
-    if (!strcmp(f, "lower")) return py_case(r, sv, 0);
-    if (!strcmp(f, "capitalize")) return py_case(r, sv, 2);
+    if (!strcmp(f, "upper")) return mk ? as_markup(r, py_case(r, sv, 1)) : py_case(r, sv, 1);
+    if (!strcmp(f, "lower")) return mk ? as_markup(r, py_case(r, sv, 0)) : py_case(r, sv, 0);
+    if (!strcmp(f, "capitalize")) return mk ? as_markup(r, py_case(r, sv, 2)) : py_case(r, sv, 2);
     if (!strcmp(f, "title")) {
         /* Jinja: split on runs of [-\s({[<], capitalize each piece */
         tbuf b = {0};

@@ -87,6 +87,8 @@ struct tv {
     uint8_t is_tuple;     /* TV_LIST: print as (a, b) */
     uint8_t is_gen;       /* TV_LIST made by a lazy filter (map, select, ...): Jinja
                            * returns a generator: always true, no len(), no [i] */
+    uint8_t is_markup;    /* TV_STR that is a markupsafe.Markup (from |e, |safe): + escapes
+                           * the other operand, repr is Markup('...') */
     union {
         int b;
         int64_t i;

@@ -563,7 +563,11 @@ void tv_write_repr(tbuf *b, const tv *v)
     }
     switch (v->type) {
     case TV_UNDEF: tbuf_puts(b, "Undefined"); return;
-    case TV_STR: write_str_repr(b, v->u.str.s, v->u.str.len); return;
+    case TV_STR:
+        if (v->is_markup) tbuf_puts(b, "Markup(");
+        write_str_repr(b, v->u.str.s, v->u.str.len);
+        if (v->is_markup) tbuf_putc(b, ')');
+        return;
     case TV_LIST: {
         tbuf_putc(b, v->is_tuple ? '(' : '[');
         for (size_t i = 0; i < v->u.list.n; i++) {
