@@ -743,6 +743,26 @@ static tnode *parse_subscript(tparser *p, tnode *obj)
         }
         if (is_op(cur(p), "]")) break;
         if (parts[nparts]) {
+            if (!is_slice && nparts == 0 && is_op(cur(p), ",")) {
+                /* a[x, y]: the key is a tuple, as in jinja2 */
+                nlist l = {0};
+                nl_push(p, &l, parts[0], NULL);
+                while (!p->failed && is_op(cur(p), ",")) {
+                    adv(p);
+                    tnode *x = parse_expr(p);
+                    if (!x) break;
+                    nl_push(p, &l, x, NULL);
+                }
+                tnode *t = mk(p, TN_TUPLE, at);
+                if (!t || p->failed) {
+                    free(l.v);
+                    free(l.names);
+                    return NULL;
+                }
+                t->l1 = nl_finish(p, &l, &t->n1, NULL);
+                parts[0] = t;
+                continue;
+            }
             unexpected(p, "']'");
             return NULL;
         }
