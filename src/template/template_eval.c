@@ -2154,7 +2154,10 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     if (!strcmp(f, "string")) return to_str(r, v);
     if (!strcmp(f, "safe")) return as_markup(r, to_str(r, v));
     if (!strcmp(f, "tojson")) {
-        tv *ind = arg(a, 0, "indent"), *seps = arg(a, 1, "separators"), *sk = arg(a, 2, "sort_keys");
+        /* transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+        if (check_nargs(r, at, "tojson", a, 4)) return NULL;
+        tv *ea = arg(a, 0, "ensure_ascii"), *ind = arg(a, 1, "indent"), *seps = arg(a, 2, "separators"),
+           *sk = arg(a, 3, "sort_keys");
         int indent = -1;
         const char *indent_str = NULL;
         if (ind && ind->type != TV_NONE) {
@@ -2178,7 +2181,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         }
         tbuf b = {0};
         b.limit = r->lim.max_output;
-        if (tv_write_json(&b, v, indent, indent_str, isep, ksep, sk && tv_truthy(sk), 0)) {
+        if (tv_write_json(&b, v, ea && tv_truthy(ea), indent, indent_str, isep, ksep, sk && tv_truthy(sk), 0)) {
             tbuf_free(&b);
             if (v->type == TV_UNDEF) return undef_error(r, at, v);
             rerr(r, at, "Object of type %s is not JSON serializable", tv_type_name(v));

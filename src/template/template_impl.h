@@ -134,11 +134,11 @@ const char *tv_type_name(const tv *v);
 void tv_write_str(tbuf *b, const tv *v);
 /* repr(v) appended to b. */
 void tv_write_repr(tbuf *b, const tv *v);
-/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None; or indent_str),
+/* json.dumps(v, ensure_ascii, indent=indent (<0: None; or indent_str),
  * separators, sort_keys).  Returns -1 (and writes nothing useful) when a
  * value is not serializable. */
-int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, const char *item_sep,
-                  const char *key_sep, int sort_keys, int depth);
+int tv_write_json(tbuf *b, const tv *v, int ensure_ascii, int indent, const char *indent_str,
+                  const char *item_sep, const char *key_sep, int sort_keys, int depth);
 void tv_write_float(tbuf *b, double f);
 
 /* ---- UTF-8 / Python string helpers ------------------------------------- */
