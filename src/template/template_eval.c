@@ -600,6 +600,7 @@ static int check_nargs(trender *r, const tnode *at, const char *fn, const targs 
 /* ---- forward -------------------------------------------------------------------- */
 static tv *html_escape(trender *r, tv *v);
 static tv *as_markup(trender *r, tv *v);
+static int run_for(trender *r, tscope *s, const tnode *n, tv *it, int depth);
 static tv *eval(trender *r, tscope *s, const tnode *n);
 static int exec_body(trender *r, tscope *s, const tnode *body);
 static tv *call_value(trender *r, tscope *s, const tnode *at, tv *fn, targs *a, tv *caller);
@@ -647,13 +648,14 @@ static tv *loop_attr(trender *r, tv *lv, const char *name)
     if (!strcmp(name, "first")) return tv_bool(l->index0 == 0);
     if (!strcmp(name, "last")) return tv_bool(l->index0 == l->length - 1);
     if (!strcmp(name, "length")) return mkint(r, l->length);
-    if (!strcmp(name, "depth")) return mkint(r, 1);
-    if (!strcmp(name, "depth0")) return mkint(r, 0);
+    if (!strcmp(name, "depth")) return mkint(r, l->depth);
+    if (!strcmp(name, "depth0")) return mkint(r, l->depth - 1);
     if (!strcmp(name, "previtem"))
         return l->index0 > 0 ? l->items[l->index0 - 1] : mkundef(r, "there is no previous item");
     if (!strcmp(name, "nextitem"))
         return l->index0 + 1 < l->length ? l->items[l->index0 + 1] : mkundef(r, "there is no next item");
     if (!strcmp(name, "cycle")) return mkmethod(r, lv, "cycle");
+    if (!strcmp(name, "changed")) return mkmethod(r, lv, "changed");
     return mkundef(r, "'LoopContext' object has no attribute '%s'", name);
 }
 
@@ -668,6 +670,8 @@ static tv *get_attr(trender *r, const tnode *at, tv *obj, const char *name)
         return v ? v : mkundef(r, "'dict object' has no attribute '%s'", name);
     }
     case TV_NS: {
+        if (tv_dict_get(obj, "\x01items", 6) && (!strcmp(name, "next") || !strcmp(name, "reset")))
+            return mkmethod(r, obj, name); /* a cycler */
         tv *v = tv_dict_get(obj, name, nl);
         return v ? v : mkundef(r, "'Namespace' object has no attribute '%s'", name);
     }
@@ -1521,6 +1525,36 @@ static tv *call_method(trender *r, const tnode *at, tv *fn, targs *a)
 {
     tv *self = fn->u.fn.self;
     const char *m = fn->u.fn.name;
+    if (self->type == TV_LOOP && !strcmp(m, "changed")) {
+        tv *t = mklist(r, a->npos);
+        if (!t) return NULL;
+        t->is_tuple = 1;
+        if (a->npos) memcpy(t->u.list.items, a->pos, a->npos * sizeof(tv *));
+        tloop *lp = self->u.loop;
+        if (lp->changed_last && tv_equal(lp->changed_last, t)) return &tv_false_v;
+        lp->changed_last = t;
+        return &tv_true_v;
+    }
+    if (self->type == TV_NS && (!strcmp(m, "next") || !strcmp(m, "reset"))) { /* cycler */
+        tv *items = tv_dict_get(self, "\x01items", 6), *pos = tv_dict_get(self, "\x01pos", 4);
+        if (!items || !pos) return mkundef(r, "not a cycler");
+        int64_t p = m[0] == 'r' ? 0 : pos->u.i;
+        tv *cur = items->u.list.items[p];
+        tv *np = mkint(r, m[0] == 'r' ? 0 : (p + 1) % (int64_t)items->u.list.n);
+        tv *kp = mkstr(r, "\x01pos", 4), *kc = mkstr(r, "current", 7);
+        if (!np || !kp || !kc || tv_dict_set(r->a, self, kp, np)) return oom(r);
+        tv *nc = items->u.list.items[np->u.i];
+        if (tv_dict_set(r->a, self, kc, nc)) return oom(r);
+        return m[0] == 'r' ? &tv_none_v : cur;
+    }
+    if (self->type == TV_NS && !strcmp(m, "joiner")) {
+        tv *sep = tv_dict_get(self, "\x01sep", 4), *used = tv_dict_get(self, "\x01used", 5);
+        if (!sep) return mkundef(r, "not a joiner");
+        if (used) return sep;
+        tv *k = mkstr(r, "\x01used", 5);
+        if (!k || tv_dict_set(r->a, self, k, &tv_true_v)) return oom(r);
+        return mkstr(r, "", 0);
+    }
     if (self->type == TV_LOOP && !strcmp(m, "cycle")) {
         if (a->npos == 0) {
             rerr(r, at, "no items for cycling given");
@@ -1818,6 +1852,30 @@ static tv *call_global(trender *r, tscope *s, const tnode *at, const char *g, ta
             if (!(l->u.list.items[i] = mkint(r, v[0] + i * v[2]))) return NULL;
         return l;
     }
+    if (!strcmp(g, "cycler") || !strcmp(g, "joiner")) {
+        /* state lives in a namespace with \x01-prefixed keys (not reachable by name) */
+        tv *d = tv_dict(r->a, 4);
+        if (!d) return oom(r);
+        d->type = TV_NS;
+        if (g[0] == 'c') {
+            if (a->npos == 0) {
+                rerr(r, at, "cycler() needs at least one item");
+                return NULL;
+            }
+            tv *items = mklist(r, a->npos);
+            if (!items) return NULL;
+            memcpy(items->u.list.items, a->pos, a->npos * sizeof(tv *));
+            if (tv_dict_set(r->a, d, mkstr(r, "\x01items", 6), items) ||
+                tv_dict_set(r->a, d, mkstr(r, "\x01pos", 4), mkint(r, 0)) ||
+                tv_dict_set(r->a, d, mkstr(r, "current", 7), a->pos[0]))
+                return oom(r);
+            return d;
+        }
+        tv *sep = arg(a, 0, "sep");
+        if (!sep && !(sep = mkstr(r, ", ", 2))) return NULL;
+        if (tv_dict_set(r->a, d, mkstr(r, "\x01sep", 4), sep)) return oom(r);
+        return mkmethod(r, d, "joiner");
+    }
     if (!strcmp(g, "namespace") || !strcmp(g, "dict")) {
         tv *d = tv_dict(r->a, 8);
         if (!d) return oom(r);
@@ -1845,6 +1903,32 @@ static tv *call_value(trender *r, tscope *s, const tnode *at, tv *fn, targs *a, 
 {
     if (step(r, at)) return NULL;
     if (fn->type == TV_UNDEF) return undef_error(r, at, fn);
+    if (fn->type == TV_LOOP) {
+        tloop *lp = fn->u.loop;
+        if (lp->node->op != 2) {
+            rerr(r, at, "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
+            return NULL;
+        }
+        if (a->npos != 1 || a->nkw) {
+            rerr(r, at, "loop() takes exactly one iterable");
+            return NULL;
+        }
+        if (++r->depth > r->lim.max_depth) {
+            rerr(r, at, "recursive loop nested too deeply (limit %d)", r->lim.max_depth);
+            return NULL;
+        }
+        tbuf buf = {0}, *saved = r->out;
+        buf.limit = r->lim.max_output;
+        r->out = &buf;
+        int rc = run_for(r, lp->scope, lp->node, a->pos[0], lp->depth + 1);
+        r->out = saved;
+        r->depth--;
+        if (rc < 0) {
+            tbuf_free(&buf);
+            return NULL;
+        }
+        return buf_to_str(r, &buf);
+    }
     if (fn->type != TV_FUNC) {
         rerr(r, at, "'%s' object is not callable", tv_type_name(fn));
         return NULL;
@@ -2840,6 +2924,54 @@ static tv *apply_filter_chain(trender *r, tscope *s, const tnode *n, tv *v)
     return v;
 }
 
+/* Run a for statement over `it` (one level of a recursive loop at `depth`). */
+static int run_for(trender *r, tscope *s, const tnode *n, tv *it, int depth)
+{
+    tv *l = iter_list(r, n->a, it);
+    if (!l) return EX_ERR;
+    if (n->d) { /* loop filter: evaluated with the targets bound */
+        tv *f = mklist(r, l->u.list.n);
+        if (!f) return EX_ERR;
+        size_t k = 0;
+        for (size_t i = 0; i < l->u.list.n; i++) {
+            if (step(r, n)) return EX_ERR;
+            tscope *fs = scope_new(r, s);
+            if (!fs) return oom(r), EX_ERR;
+            if (assign(r, fs, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
+            tv *c = eval(r, fs, n->d);
+            if (!c) return EX_ERR;
+            if (tv_truthy(c)) f->u.list.items[k++] = l->u.list.items[i];
+        }
+        f->u.list.n = k;
+        l = f;
+    }
+    tloop *lp = tarena_alloc(r->a, sizeof *lp);
+    tv *lv = tarena_alloc(r->a, sizeof *lv);
+    if (!lp || !lv) return oom(r), EX_ERR;
+    lp->length = (int64_t)l->u.list.n;
+    lp->items = l->u.list.items;
+    lp->depth = depth;
+    lp->node = n;
+    lp->scope = s;
+    lv->type = TV_LOOP;
+    lv->u.loop = lp;
+    for (size_t i = 0; i < l->u.list.n; i++) {
+        if (step(r, n)) return EX_ERR;
+        lp->index0 = (int64_t)i;
+        tscope *is = scope_new(r, s);
+        if (!is) return oom(r), EX_ERR;
+        if (scope_set(r, is, "loop", lv)) return oom(r), EX_ERR;
+        if (assign(r, is, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
+        int rc = exec_body(r, is, n->b);
+        if (rc == EX_ERR) return EX_ERR;
+        if (rc == EX_BREAK) break;
+        /* a loop object handed out during this iteration keeps its
+         * index only if copied; Jinja's loop is live too */
+    }
+    if (l->u.list.n == 0 && n->c) return exec_body(r, s, n->c);
+    return EX_OK;
+}
+
 static int exec(trender *r, tscope *s, const tnode *n)
 {
     if (r->failed) return EX_ERR;
@@ -2875,46 +3007,7 @@ static int exec(trender *r, tscope *s, const tnode *n)
         }
         tv *it = eval(r, s, n->a);
         if (!it) return EX_ERR;
-        tv *l = iter_list(r, n->a, it);
-        if (!l) return EX_ERR;
-        if (n->d) { /* loop filter: evaluated with the targets bound */
-            tv *f = mklist(r, l->u.list.n);
-            if (!f) return EX_ERR;
-            size_t k = 0;
-            for (size_t i = 0; i < l->u.list.n; i++) {
-                if (step(r, n)) return EX_ERR;
-                tscope *fs = scope_new(r, s);
-                if (!fs) return oom(r), EX_ERR;
-                if (assign(r, fs, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
-                tv *c = eval(r, fs, n->d);
-                if (!c) return EX_ERR;
-                if (tv_truthy(c)) f->u.list.items[k++] = l->u.list.items[i];
-            }
-            f->u.list.n = k;
-            l = f;
-        }
-        tloop *lp = tarena_alloc(r->a, sizeof *lp);
-        tv *lv = tarena_alloc(r->a, sizeof *lv);
-        if (!lp || !lv) return oom(r), EX_ERR;
-        lp->length = (int64_t)l->u.list.n;
-        lp->items = l->u.list.items;
-        lv->type = TV_LOOP;
-        lv->u.loop = lp;
-        for (size_t i = 0; i < l->u.list.n; i++) {
-            if (step(r, n)) return EX_ERR;
-            lp->index0 = (int64_t)i;
-            tscope *is = scope_new(r, s);
-            if (!is) return oom(r), EX_ERR;
-            if (scope_set(r, is, "loop", lv)) return oom(r), EX_ERR;
-            if (assign(r, is, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
-            int rc = exec_body(r, is, n->b);
-            if (rc == EX_ERR) return EX_ERR;
-            if (rc == EX_BREAK) break;
-            /* a loop object handed out during this iteration keeps its
-             * index only if copied; Jinja's loop is live too */
-        }
-        if (l->u.list.n == 0 && n->c) return exec_body(r, s, n->c);
-        break;
+        return run_for(r, s, n, it, 1);
     }
     case TN_SET: {
         tv *v = eval(r, s, n->a);
@@ -3028,7 +3121,8 @@ int tmpl_render(const tmpl_template *t, const json_t *vars, const tmpl_limits *l
     buf.limit = r.lim.max_output;
     r.out = &buf;
     tscope *root = scope_new(&r, NULL);
-    static const char *globals[] = {"range", "namespace", "dict", "raise_exception", "strftime_now", NULL};
+    static const char *globals[] = {"range", "namespace", "dict", "cycler", "joiner", "raise_exception",
+                                    "strftime_now", NULL};
     for (int i = 0; root && globals[i]; i++) {
         tv *f = tarena_alloc(&arena, sizeof *f);
         if (!f) break;

@@ -80,6 +80,10 @@ typedef struct tloop {
     int64_t index0;
     int64_t length;
     tv **items;           /* (length) the iterated items, for previtem/nextitem */
+    int depth;            /* 1 for the outermost level of a recursive loop */
+    const struct tnode *node;  /* the for statement (recursive loops call it again) */
+    struct tscope *scope;      /* the scope the for statement runs in */
+    tv *changed_last;     /* loop.changed(): the previous arguments, NULL at first */
 } tloop;
 
 struct tv {

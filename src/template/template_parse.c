@@ -19,6 +19,7 @@
  *   BINOP a op b   NEG/POS/NOT a   AND/OR a b   COMPARE a (l2[i].op l1[i])...
  *   COND b if a else c   LIST/TUPLE l1   DICT l1:l2   CONCAT l1
  *   BODY l1   TEXT lit   PRINT a   IF a: b else c   FOR names in a if d: b else c
+ *     (FOR op=1: with-block, names = l2; op=2: recursive loop)
  *   SET names = a (op=1: name.names[0] = a)   SET_BLOCK names, filters l1, body b
  *   MACRO name(names = l2 defaults): b   CALL_BLOCK a with caller(names = l2): b
  *   FILTER_BLOCK l1: b */
@@ -1302,8 +1303,8 @@ static tnode *parse_for(tparser *p, ttok *at)
         if (!n->d) return NULL;
     }
     if (is_name(cur(p), "recursive")) {
-        unexpected(p, "end of statement (recursive loops are not supported)");
-        return NULL;
+        n->op = 2;
+        adv(p);
     }
     if (expect_block_end(p)) return NULL;
     n->b = parse_body(p, END_FOR);

@@ -100,7 +100,7 @@ static void test_syntax_errors(void **state)
         {"{% include 'x' %}", "unsupported or unknown statement 'include'"},
         {"{# never closed", "comment"},
         {"{{ (((((1 }}", "line 1"},
-        {"{% for x in y recursive %}{% endfor %}", "recursive"},
+        {"{% for x in y recursive recursive %}{% endfor %}", "line 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tmpl_template *t = NULL;
@@ -143,6 +143,9 @@ static void test_limits(void **state)
     assert_non_null(strstr(err, "size limit"));
     free(err);
     err = expect_error("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", NULL, &small);
+    assert_non_null(strstr(err, "nested too deeply"));
+    free(err);
+    err = expect_error("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", NULL, &small);
     assert_non_null(strstr(err, "nested too deeply"));
     free(err);
     err = expect_error("{{ 'x' * 100000000000 }}", NULL, &small);
