@@ -2611,6 +2611,39 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         return py_replace(r, at, sv, os, ns, cnt && is_intlike(cnt) ? ival(cnt) : -1);
     }
     if (!strcmp(f, "indent")) return filter_indent(r, at, sv, a);
+    if (!strcmp(f, "truncate")) {
+        /* jinja2: truncate(s, length=255, killwords=False, end='...', leeway=5) */
+        tv *lv = arg(a, 0, "length"), *end = arg(a, 2, "end"), *lw = arg(a, 3, "leeway");
+        int kill = get_bool_arg(a, 1, "killwords", 0);
+        int64_t length = lv && is_intlike(lv) ? ival(lv) : 255, leeway = lw && is_intlike(lw) ? ival(lw) : 5;
+        tv *e = end ? to_str(r, end) : mkstr(r, "...", 3);
+        if (!e) return NULL;
+        int64_t elen = (int64_t)tutf8_len(e->u.str.s, e->u.str.len), n = (int64_t)tutf8_len(sv->u.str.s, sv->u.str.len);
+        if (length < elen) {
+            rerr(r, at, "expected length >= %lld, got %lld", (long long)elen, (long long)length);
+            return NULL;
+        }
+        if (leeway < 0) {
+            rerr(r, at, "expected leeway >= 0, got %lld", (long long)leeway);
+            return NULL;
+        }
+        if (n <= length + leeway) return sv;
+        size_t cut = cp_offset(sv, length - elen);
+        size_t keep = cut;
+        if (!kill) { /* drop the last partial word: rsplit(" ", 1)[0] */
+            const char *sp = NULL;
+            for (size_t k = cut; k-- > 0;)
+                if (sv->u.str.s[k] == ' ') {
+                    sp = sv->u.str.s + k;
+                    break;
+                }
+            if (sp) keep = (size_t)(sp - sv->u.str.s);
+        }
+        tbuf b = {0};
+        tbuf_put(&b, sv->u.str.s, keep);
+        tbuf_put(&b, e->u.str.s, e->u.str.len);
+        return buf_to_str(r, &b);
+    }
     if (!strcmp(f, "wordcount")) {
         size_t i = 0, n = sv->u.str.len;
         int64_t words = 0;

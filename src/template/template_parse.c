@@ -583,7 +583,7 @@ static int known_filter(const char *n)
         "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join",
         "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
         "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "sum",
-        "title", "tojson", "trim", "unique", "upper", "wordcount", NULL};
+        "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount", NULL};
     for (int i = 0; f[i]; i++)
         if (!strcmp(f[i], n)) return 1;
     return 0;
