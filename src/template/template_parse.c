@@ -1161,18 +1161,21 @@ static tnode *parse_expr(tparser *p)
     return p->failed ? NULL : e;
 }
 
-/* expr (',' expr)* -> a tuple when there is a comma */
-static tnode *parse_tuple_expr(tparser *p)
+/* expr (',' expr)* -> a tuple when there is a comma.  condexpr = 0 parses
+ * each element without `a if b else c` (jinja2's with_condexpr=False, used
+ * by if/elif conditions and for-loop iterables). */
+static tnode *parse_tuple_expr(tparser *p, int condexpr)
 {
     ttok *at = cur(p);
-    tnode *e = parse_expr(p);
+    tnode *e = condexpr ? parse_expr(p) : parse_or(p);
     if (!e || !is_op(cur(p), ",")) return e;
     nlist l = {0};
     nl_push(p, &l, e, NULL);
     while (is_op(cur(p), ",")) {
         adv(p);
         if (cur(p)->type == T_BLOCK_END || cur(p)->type == T_VAR_END) break;
-        tnode *x = parse_expr(p);
+        if (!condexpr && (is_name(cur(p), "if") || is_name(cur(p), "recursive"))) break;
+        tnode *x = condexpr ? parse_expr(p) : parse_or(p);
         if (!x) {
             free(l.v);
             free(l.names);
@@ -1263,7 +1266,7 @@ static tnode *parse_if(tparser *p, ttok *at)
 {
     tnode *n = mk(p, TN_IF, at);
     if (!n) return NULL;
-    n->a = parse_tuple_expr(p);
+    n->a = parse_tuple_expr(p, 0);
     if (!n->a || expect_block_end(p)) return NULL;
     n->b = parse_body(p, END_IF);
     if (!n->b) return NULL;
@@ -1295,7 +1298,7 @@ static tnode *parse_for(tparser *p, ttok *at)
     }
     adv(p);
     /* the iterable must not swallow the "if" filter: parse without condexpr */
-    n->a = parse_or(p);
+    n->a = parse_tuple_expr(p, 0);
     if (!n->a) return NULL;
     if (is_name(cur(p), "if")) {
         adv(p);
@@ -1355,7 +1358,7 @@ static tnode *parse_set(tparser *p, ttok *at)
     }
     if (is_op(cur(p), "=")) {
         adv(p);
-        n->a = parse_tuple_expr(p);
+        n->a = parse_tuple_expr(p, 1);
         if (!n->a || expect_block_end(p)) return NULL;
         return n;
     }
@@ -1504,7 +1507,7 @@ static tnode *parse_body(tparser *p, const char *const *ends)
             adv(p);
             tnode *n = mk(p, TN_PRINT, t);
             if (!n) break;
-            n->a = parse_tuple_expr(p);
+            n->a = parse_tuple_expr(p, 1);
             if (!n->a) break;
             if (cur(p)->type != T_VAR_END) {
                 unexpected(p, "'}}'");
