@@ -865,6 +865,26 @@ static double py_fmod(double a, double b)
 
 static tv *format_percent(trender *r, const tnode *at, tv *fmt, tv *args);
 
+/* Python float ** float: errors where CPython raises instead of giving inf
+ * or a complex number */
+static tv *float_pow(trender *r, const tnode *at, double x, double y)
+{
+    if (x == 0 && y < 0) {
+        rerr(r, at, "0.0 cannot be raised to a negative power");
+        return NULL;
+    }
+    if (x < 0 && isfinite(y) && y != floor(y)) {
+        rerr(r, at, "negative number raised to a fractional power gives a complex number (not supported)");
+        return NULL;
+    }
+    double z = pow(x, y);
+    if (isinf(z) && isfinite(x) && isfinite(y)) {
+        rerr(r, at, "(34, 'Numerical result out of range')");
+        return NULL;
+    }
+    return mkfloat(r, z);
+}
+
 static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
 {
     static const char *names[] = {"+", "-", "*", "/", "//", "%", "**"};
@@ -901,7 +921,7 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
                 return mkint(r, op == TOP_MOD ? m : q);
             }
             case TOP_POW: {
-                if (y < 0) return mkfloat(r, pow((double)x, (double)y));
+                if (y < 0) return float_pow(r, at, (double)x, (double)y);
                 int64_t res = 1, base = x;
                 int64_t e = y;
                 int ovf = 0;
@@ -941,7 +961,7 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
             if (m == 0) m = copysign(0.0, y);
             return mkfloat(r, m);
         }
-        case TOP_POW: return mkfloat(r, pow(x, y));
+        case TOP_POW: return float_pow(r, at, x, y);
         }
     }
     if (op == TOP_ADD) {
