@@ -19,6 +19,7 @@ static const command commands[] = {
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
     {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
+    {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
 };
 
 static void usage(FILE *f)

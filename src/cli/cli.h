@@ -13,5 +13,6 @@ int cmd_server_args(int argc, char **argv);
 int cmd_download(int argc, char **argv);
 int cmd_generate_requests(int argc, char **argv); /* generate --requests */
 int cmd_bench_offline(int argc, char **argv);
+int cmd_chat_template(int argc, char **argv);
 
 #endif
