@@ -14,6 +14,8 @@ typedef struct command {
 static const command commands[] = {
     {"version", cmd_version, "print the version"},
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
+    {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
+    {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
 };
 
 static void usage(FILE *f)

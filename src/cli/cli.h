@@ -7,5 +7,7 @@
 
 int cmd_version(int argc, char **argv);
 int cmd_cpu_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif
