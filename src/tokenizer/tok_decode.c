@@ -5,8 +5,8 @@
  * DESIGN: a decoder maps a list of token strings to a list of strings, as in
  * the tokenizers crate.  The list is one buffer plus spans (tok_strs); each
  * stage writes a fresh list.  Invalid UTF-8 from byte tokens becomes U+FFFD
- * (ByteLevel: one per maximal invalid subsequence, as String::from_utf8_lossy;
- * ByteFallback: one per byte, as the crate does), so output is always valid.
+ * (one per maximal invalid subsequence, as String::from_utf8_lossy and
+ * transformers.js), so output is always valid.
  *
  * Streaming (tok_stream) follows SGLang's detokenizer: decode a window
  * ids[prefix..] and emit what it adds beyond the text of the context tokens
@@ -130,20 +130,14 @@ static int hexval(char c)
 static int flush_bytes(tok_buf *bytes, tok_strs *out)
 {
     if (!bytes->n) return 0;
-    /* the crate: valid UTF-8 as is, otherwise one U+FFFD per byte */
-    bool valid = true;
-    for (size_t k = 0; k < bytes->n;) {
-        size_t l = tok_utf8_valid_len((const unsigned char *)bytes->p + k, bytes->n - k);
-        if (!l) { valid = false; break; }
-        k += l;
-    }
-    int rc;
-    if (valid) {
-        rc = strs_push(out, bytes->p, bytes->n);
-    } else {
-        rc = strs_open(out);
-        for (size_t k = 0; k < bytes->n && !rc; k++) rc = strs_append(out, "\xEF\xBF\xBD", 3);
-    }
+    /* invalid UTF-8 -> U+FFFD per maximal subpart (transformers.js, which
+     * our fixtures follow; the Rust crate writes one per byte).  This rule
+     * also keeps decode(prefix) a prefix of decode(all) up to trailing
+     * U+FFFD, which streaming relies on. */
+    tok_buf clean = {0};
+    int rc = tok_utf8_sanitize(&clean, bytes->p, bytes->n);
+    if (!rc) rc = strs_push(out, clean.p ? clean.p : "", clean.n);
+    tok_buf_free(&clean);
     bytes->n = 0;
     return rc;
 }
@@ -476,18 +470,30 @@ static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
     if (fin > s->emitted && tok_buf_put(&res, d + s->emitted, fin - s->emitted)) { free(d); return -1; }
     if (fin > s->emitted) s->emitted = fin;
     if (fin == dn && !finish) {
-        /* everything is out: the tokens since `read` become the context */
-        size_t ctx_len = 0;
-        char *c = NULL;
-        if (tok_decode(s->t, s->ids.ids + s->read, s->ids.n - s->read, &s->opts, &c, &ctx_len)) {
-            free(d);
-            tok_buf_free(&res);
-            return -1;
+        /* Everything is out: slide the window.  The new context is the last
+         * token that decodes to something (a skipped special token would
+         * let Strip / Metaspace treat the next token as the first one),
+         * through the end. */
+        size_t p = s->ids.n;
+        while (p > s->read) {
+            int32_t id = s->ids.ids[p - 1];
+            if (!(s->opts.skip_special_tokens && s->t->is_special[id])) break;
+            p--;
         }
-        free(c);
-        s->prefix = s->read;
-        s->read = s->ids.n;
-        s->emitted = ctx_len;
+        if (p > s->read) {
+            p--;
+            size_t ctx_len = 0;
+            char *c = NULL;
+            if (tok_decode(s->t, s->ids.ids + p, s->ids.n - p, &s->opts, &c, &ctx_len)) {
+                free(d);
+                tok_buf_free(&res);
+                return -1;
+            }
+            free(c);
+            s->prefix = p;
+            s->read = s->ids.n;
+            s->emitted = ctx_len;
+        }
     }
     free(d);
     if (tok_buf_put(&res, "", 0)) return -1;

@@ -66,7 +66,7 @@ async function main() {
   }
   fs.mkdirSync(outDir, { recursive: true });
   const corpus = generateCorpus();
-  const td = new TextDecoder('utf-8');
+  const td = new TextDecoder('utf-8', { ignoreBOM: true }); // keep a BOM, as Python's decode does
   for (const dir of dirs) {
     const name = path.basename(dir);
     const t0 = Date.now();
