@@ -338,12 +338,12 @@ static int decode_impl(const tok_tokenizer *t, const int32_t *ids, size_t n, con
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || (size_t)id >= t->vocab.n || t->vocab.off[id] == UINT32_MAX) {
+        if (id < 0 || (size_t)id >= t->vocab.n || t->vocab.ent[id].off == UINT32_MAX) {
             log_error("token id %d is not in the vocabulary (size %zu)", id, t->vocab.n);
             goto done;
         }
         if (o->skip_special_tokens && t->is_special[id]) continue;
-        if (strs_push(&toks, t->vocab.pool + t->vocab.off[id], t->vocab.len[id])) goto done;
+        if (strs_push(&toks, t->vocab.pool + t->vocab.ent[id].off, t->vocab.ent[id].len)) goto done;
         added[k++] = t->is_added[id];
     }
     if (t->mode == TOK_MODE_SLOW) {
@@ -506,7 +506,7 @@ int tok_stream_push(tok_stream *s, const int32_t *ids, size_t n, char **out, siz
 {
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
-        if (id < 0 || (size_t)id >= s->t->vocab.n || s->t->vocab.off[id] == UINT32_MAX) {
+        if (id < 0 || (size_t)id >= s->t->vocab.n || s->t->vocab.ent[id].off == UINT32_MAX) {
             log_error("token id %d is not in the vocabulary", id);
             *out = NULL;
             return -1;

@@ -249,9 +249,9 @@ int32_t tok_token_to_id(const tok_tokenizer *t, const char *token, size_t len)
 
 const char *tok_id_to_token(const tok_tokenizer *t, int32_t id, size_t *len)
 {
-    if (id < 0 || (size_t)id >= t->vocab.n || t->vocab.off[id] == UINT32_MAX) return NULL;
-    if (len) *len = t->vocab.len[id];
-    return t->vocab.pool + t->vocab.off[id];
+    if (id < 0 || (size_t)id >= t->vocab.n || t->vocab.ent[id].off == UINT32_MAX) return NULL;
+    if (len) *len = t->vocab.ent[id].len;
+    return t->vocab.pool + t->vocab.ent[id].off;
 }
 
 bool tok_is_special(const tok_tokenizer *t, int32_t id)

@@ -49,9 +49,11 @@ bool tok_is_white_space(int32_t cp); /* Unicode White_Space */
 typedef struct tok_vocab {
     char *pool;            /* (pool_n) all token strings, owned */
     size_t pool_n, pool_cap;
-    uint32_t *off;         /* (n) offset in pool, UINT32_MAX = unused id */
-    uint32_t *len;         /* (n) */
-    size_t n;              /* ids 0..n-1 */
+    struct tok_vocab_ent {
+        uint32_t off;      /* offset in pool, UINT32_MAX = unused id */
+        uint32_t len;
+    } *ent;                /* (n), one cache line fetch per lookup */
+    size_t n, ent_cap;     /* ids 0..n-1; allocated entries */
     /* string -> id lookup */
     uint64_t *slots;       /* (slot_cap) (hash32 << 32) | (id + 1); 0 = empty */
     size_t slot_cap, slot_used;
@@ -121,6 +123,21 @@ int tok_regex_compile(tok_regex *r, int kind, const char *pat, size_t n, char *e
 int tok_regex_next(const tok_regex *r, const char *s, size_t n, size_t start, pcre2_match_data *md,
                    size_t *ms, size_t *me);
 void tok_regex_free(tok_regex *r);
+
+/* ---- fast scan of model.vocab / model.merges (tok_jsonscan.c) ------- */
+typedef struct tok_span {
+    size_t off, len; /* byte span in the document */
+} tok_span;
+
+/* Find model.vocab (an object) and model.merges (an array, len 0 if absent)
+ * in a tokenizer.json document.  -1 if the document is not in the simple
+ * shape the scanner accepts (the caller then uses jansson for all of it). */
+int tok_jsonscan_find(const char *doc, size_t n, tok_span *vocab, tok_span *merges);
+int tok_jsonscan_vocab(const char *doc, tok_span s, int (*fn)(void *ctx, const char *tok, size_t n, int32_t id),
+                       void *ctx);
+int tok_jsonscan_merges(const char *doc, tok_span s,
+                        int (*fn)(void *ctx, const char *a, size_t an, const char *b, size_t bn, size_t index),
+                        void *ctx);
 
 /* ---- normalizers ----------------------------------------------------- */
 typedef enum tok_norm_kind {
@@ -278,6 +295,7 @@ struct tok_tokenizer {
     size_t n_eos;
     bool clean_up_spaces;       /* tokenizer_config clean_up_tokenization_spaces (default true) */
     tok_mode mode;
+    uint64_t serial;            /* unique per loaded tokenizer (word cache tag) */
     size_t mem_bytes;           /* retained heap estimate */
 };
 

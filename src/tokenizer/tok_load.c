@@ -18,6 +18,7 @@
  *   generation_config.json  eos_token_id (int or list), bos_token_id
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -30,6 +31,11 @@
 typedef struct lctx {
     char *err;
     size_t errlen;
+    /* fast path: model.vocab / model.merges read by tok_jsonscan from doc */
+    const char *doc;
+    tok_span vocab, merges;
+    bool fast;
+    bool fast_failed; /* the scanner rejected a span: retry with jansson */
 } lctx;
 
 __attribute__((format(printf, 2, 3))) static int fail(lctx *c, const char *fmt, ...)
@@ -311,8 +317,19 @@ static int parse_decoder(lctx *c, json_t *j, tok_decoder *d, int depth)
 }
 
 /* ---- model ------------------------------------------------------------ */
+static int vocab_cb(void *ctx, const char *tok, size_t n, int32_t id)
+{
+    tok_tokenizer *t = ctx;
+    if (id > 50000000) return -1;
+    return tok_vocab_set(&t->vocab, id, tok, n);
+}
+
 static int parse_vocab_object(lctx *c, tok_tokenizer *t, json_t *vocab)
 {
+    if (c->fast) {
+        if (tok_jsonscan_vocab(c->doc, c->vocab, vocab_cb, t)) { c->fast_failed = true; return -1; }
+        return 0;
+    }
     if (!json_is_object(vocab)) return fail(c, "model.vocab must be an object of token -> id");
     const char *key;
     size_t keylen;
@@ -325,10 +342,36 @@ static int parse_vocab_object(lctx *c, tok_tokenizer *t, json_t *vocab)
     return 0;
 }
 
+typedef struct merge_ctx {
+    tok_tokenizer *t;
+    tok_buf cat;
+} merge_ctx;
+
+/* Add merge number `index` (a, b); merges outside the vocab can never apply
+ * and are skipped.  Returns -1 only when out of memory. */
+static int add_merge(void *vctx, const char *a, size_t an, const char *b, size_t bn, size_t index)
+{
+    merge_ctx *m = vctx;
+    tok_tokenizer *t = m->t;
+    int32_t ia = tok_vocab_find(&t->vocab, a, an), ib = tok_vocab_find(&t->vocab, b, bn);
+    if (ia < 0 || ib < 0) return 0;
+    m->cat.n = 0;
+    if (tok_buf_put(&m->cat, a, an) || tok_buf_put(&m->cat, b, bn)) return -1;
+    int32_t im = tok_vocab_find(&t->vocab, m->cat.p, m->cat.n);
+    if (im < 0) return 0;
+    return tok_pairmap_put(&t->model.merges, ia, ib, (int32_t)index, im);
+}
+
 static int parse_merges(lctx *c, tok_tokenizer *t, json_t *merges)
 {
+    merge_ctx mc = {t, {0}};
+    if (c->fast && c->merges.len) {
+        int rc = tok_jsonscan_merges(c->doc, c->merges, add_merge, &mc);
+        tok_buf_free(&mc.cat);
+        if (rc) { c->fast_failed = true; return -1; }
+        return 0;
+    }
     if (!json_is_array(merges)) return fail(c, "model.merges must be an array");
-    tok_buf cat = {0};
     size_t n = json_array_size(merges);
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(merges, i);
@@ -337,7 +380,7 @@ static int parse_merges(lctx *c, tok_tokenizer *t, json_t *merges)
         if (json_is_string(m)) {
             a = json_string_value(m);
             const char *sp = memchr(a, ' ', json_string_length(m));
-            if (!sp) { tok_buf_free(&cat); return fail(c, "model.merges[%zu]: \"%.40s\" has no space", i, a); }
+            if (!sp) { tok_buf_free(&mc.cat); return fail(c, "model.merges[%zu]: \"%.40s\" has no space", i, a); }
             an = (size_t)(sp - a);
             b = sp + 1;
             const char *sp2 = memchr(b, ' ', json_string_length(m) - an - 1);
@@ -349,17 +392,12 @@ static int parse_merges(lctx *c, tok_tokenizer *t, json_t *merges)
             b = json_string_value(json_array_get(m, 1));
             bn = json_string_length(json_array_get(m, 1));
         } else {
-            tok_buf_free(&cat);
+            tok_buf_free(&mc.cat);
             return fail(c, "model.merges[%zu] must be \"a b\" or [\"a\", \"b\"]", i);
         }
-        int32_t ia = tok_vocab_find(&t->vocab, a, an), ib = tok_vocab_find(&t->vocab, b, bn);
-        cat.n = 0;
-        if (tok_buf_put(&cat, a, an) || tok_buf_put(&cat, b, bn)) { tok_buf_free(&cat); return fail(c, "out of memory"); }
-        int32_t im = tok_vocab_find(&t->vocab, cat.p, cat.n);
-        if (ia < 0 || ib < 0 || im < 0) continue; /* a merge outside the vocab can never apply */
-        if (tok_pairmap_put(&t->model.merges, ia, ib, (int32_t)i, im)) { tok_buf_free(&cat); return fail(c, "out of memory"); }
+        if (add_merge(&mc, a, an, b, bn, i)) { tok_buf_free(&mc.cat); return fail(c, "out of memory"); }
     }
-    tok_buf_free(&cat);
+    tok_buf_free(&mc.cat);
     return 0;
 }
 
@@ -441,8 +479,8 @@ static int parse_model(lctx *c, tok_tokenizer *t, json_t *j)
             if (i == 0 || m->scores[i] < min_score) min_score = m->scores[i];
         }
         for (size_t i = 0; i < n; i++) {
-            keys[i] = t->vocab.pool + t->vocab.off[i];
-            lens[i] = t->vocab.len[i];
+            keys[i] = t->vocab.pool + t->vocab.ent[i].off;
+            lens[i] = t->vocab.ent[i].len;
         }
         int rc = tok_trie_build(&m->utrie, keys, lens, n);
         free(keys);
@@ -733,7 +771,7 @@ done:
 static size_t estimate_memory(const tok_tokenizer *t)
 {
     size_t m = sizeof *t;
-    m += t->vocab.pool_cap + t->vocab.n * 8 + t->vocab.slot_cap * 8;
+    m += t->vocab.pool_cap + t->vocab.ent_cap * 8 + t->vocab.slot_cap * 8;
     m += t->model.merges.cap * sizeof(tok_pair_slot);
     m += t->trie_raw.n_nodes * sizeof(tok_trie_node) + t->trie_raw.n_edges * sizeof(tok_trie_edge);
     m += t->trie_norm.n_nodes * sizeof(tok_trie_node) + t->trie_norm.n_edges * sizeof(tok_trie_edge);
@@ -744,19 +782,43 @@ static size_t estimate_memory(const tok_tokenizer *t)
     return m;
 }
 
-tok_tokenizer *tok_load_json(const char *tokenizer_json, size_t len, const char *config_json,
-                             const char *special_map_json, const char *gen_config_json, const tok_load_opts *opts,
-                             char *err, size_t errlen)
+static tok_tokenizer *load_json(const char *tokenizer_json, size_t len, const char *config_json,
+                                const char *special_map_json, const char *gen_config_json, const tok_load_opts *opts,
+                                char *err, size_t errlen, bool allow_fast, bool *fast_failed)
 {
-    lctx c = {err, errlen};
+    lctx c = {err, errlen, .doc = tokenizer_json};
     if (err && errlen) err[0] = 0;
     json_t *tj = NULL, *cfg = NULL, *smap = NULL, *gen = NULL;
+    char *reduced = NULL;
     tok_tokenizer *t = calloc(1, sizeof *t);
     if (!t) { fail(&c, "out of memory"); return NULL; }
     t->bos_id = t->pad_id = t->unk_id = -1;
     t->mode = opts ? opts->mode : TOK_MODE_AUTO;
     t->model.unk_id = -1;
-    if (!(tj = parse_doc(&c, tokenizer_json, len, "tokenizer.json", false))) goto fail;
+    if (allow_fast && tok_jsonscan_find(tokenizer_json, len, &c.vocab, &c.merges) == 0) {
+        /* jansson parses the document with the two big spans emptied */
+        tok_span sp[2] = {c.vocab, c.merges};
+        const char *rep[2] = {"{}", "[]"};
+        int order[2] = {0, 1}, ns = c.merges.len ? 2 : 1;
+        if (ns == 2 && c.merges.off < c.vocab.off) { order[0] = 1; order[1] = 0; }
+        reduced = malloc(len + 8);
+        if (!reduced) { fail(&c, "out of memory"); goto fail; }
+        size_t r = 0, from = 0;
+        for (int k = 0; k < ns; k++) {
+            tok_span s = sp[order[k]];
+            memcpy(reduced + r, tokenizer_json + from, s.off - from);
+            r += s.off - from;
+            memcpy(reduced + r, rep[order[k]], 2);
+            r += 2;
+            from = s.off + s.len;
+        }
+        memcpy(reduced + r, tokenizer_json + from, len - from);
+        r += len - from;
+        c.fast = true;
+        if (!(tj = parse_doc(&c, reduced, r, "tokenizer.json", false))) goto fail;
+    } else if (!(tj = parse_doc(&c, tokenizer_json, len, "tokenizer.json", false))) {
+        goto fail;
+    }
     if (config_json && !(cfg = parse_doc(&c, config_json, strlen(config_json), "tokenizer_config.json", true))) goto fail;
     if (special_map_json && !(smap = parse_doc(&c, special_map_json, strlen(special_map_json), "special_tokens_map.json", true))) goto fail;
     if (gen_config_json && !(gen = parse_doc(&c, gen_config_json, strlen(gen_config_json), "generation_config.json", true))) goto fail;
@@ -799,18 +861,37 @@ tok_tokenizer *tok_load_json(const char *tokenizer_json, size_t len, const char 
     if (build_added(&c, t)) goto fail;
     if (apply_configs(&c, t, cfg, smap, gen)) goto fail;
     t->mem_bytes = estimate_memory(t);
+    static _Atomic uint64_t next_serial = 1;
+    t->serial = next_serial++;
     json_decref(tj);
     json_decref(cfg);
     json_decref(smap);
     json_decref(gen);
+    free(reduced);
     return t;
 fail:
+    *fast_failed = c.fast_failed;
     json_decref(tj);
     json_decref(cfg);
     json_decref(smap);
     json_decref(gen);
+    free(reduced);
     tok_destroy(t);
     return NULL;
+}
+
+tok_tokenizer *tok_load_json(const char *tokenizer_json, size_t len, const char *config_json,
+                             const char *special_map_json, const char *gen_config_json, const tok_load_opts *opts,
+                             char *err, size_t errlen)
+{
+    bool fast_failed = false;
+    bool allow_fast = !(opts && opts->no_fast_json);
+    tok_tokenizer *t = load_json(tokenizer_json, len, config_json, special_map_json, gen_config_json, opts, err,
+                                 errlen, allow_fast, &fast_failed);
+    if (!t && fast_failed) /* the scanner refused a span: let jansson judge the whole file */
+        t = load_json(tokenizer_json, len, config_json, special_map_json, gen_config_json, opts, err, errlen, false,
+                      &fast_failed);
+    return t;
 }
 
 /* Read a whole file; NULL with errno set if it cannot. */

@@ -12,9 +12,17 @@
  * character-level model meeting an unknown character) keep their byte span
  * and become byte-fallback tokens (<0xXX>) or unk at the end.
  *
+ * A per-thread word cache (direct-mapped, 8192 slots, 512 kB a thread)
+ * remembers the ids of short pieces: prose and code repeat their words, and
+ * a hit costs one hash and one memcmp instead of a merge loop whose pair
+ * lookups miss the cache of an 8 MB merge table.  It is per thread so the
+ * tokenizer stays read-only and lock-free; a slot is tagged with the
+ * tokenizer's serial number, so a new tokenizer never sees stale entries.
+ *
  * Unigram is a Viterbi pass over a byte trie of the vocab; WordPiece is
  * greedy longest-match-first, both as the tokenizers crate does them. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,7 +48,10 @@ typedef struct enc_state {
     heap_ent *heap;   /* (heap_cap) */
     size_t heap_n, heap_cap;
     bool last_unk;    /* fuse_unk: previous emitted id was unk */
+    struct wc_slot *cache; /* (WC_SLOTS) this thread's word cache, or NULL */
 } enc_state;
+
+static int bpe_merge(const tok_tokenizer *t, enc_state *st, const char *p, size_t n, tok_ids *out);
 
 static int emit(const tok_model *m, enc_state *st, int32_t id, tok_ids *out)
 {
@@ -184,10 +195,71 @@ static int byte_cp_slow(unsigned b)
 int tok_bytelevel_cp(unsigned b) { return byte_cp_slow(b); }
 #define byte_cp(b) (m->bl_cp[(b)])
 
+/* ---- per-thread word cache ------------------------------------------- */
+#define WC_SLOTS 8192
+#define WC_KEY 24
+#define WC_IDS 6
+
+typedef struct wc_slot {
+    uint64_t hash;
+    uint64_t serial;  /* tokenizer that filled it; 0 = empty */
+    uint8_t klen, nids;
+    char key[WC_KEY];
+    int32_t ids[WC_IDS];
+} wc_slot;
+
+static pthread_key_t wc_key;
+static pthread_once_t wc_once = PTHREAD_ONCE_INIT;
+static int wc_key_ok;
+
+static void wc_make_key(void) { wc_key_ok = pthread_key_create(&wc_key, free) == 0; }
+
+static wc_slot *wc_get(void)
+{
+    pthread_once(&wc_once, wc_make_key);
+    if (!wc_key_ok) return NULL;
+    wc_slot *c = pthread_getspecific(wc_key);
+    if (!c) {
+        c = calloc(WC_SLOTS, sizeof *c);
+        if (c && pthread_setspecific(wc_key, c)) { free(c); c = NULL; }
+    }
+    return c;
+}
+
 static int bpe_piece(const tok_tokenizer *t, enc_state *st, const char *p, size_t n, tok_ids *out)
 {
     const tok_model *m = &t->model;
     if (!n) return 0;
+    wc_slot *slot = NULL;
+    uint64_t h = 0;
+    if (n <= WC_KEY && st->cache) {
+        h = tok_hash(p, n);
+        slot = &st->cache[h & (WC_SLOTS - 1)];
+        if (slot->serial == t->serial && slot->hash == h && slot->klen == n && !memcmp(slot->key, p, n)) {
+            for (size_t i = 0; i < slot->nids; i++)
+                if (emit(m, st, slot->ids[i], out)) return -1;
+            return 0;
+        }
+    }
+    size_t mark = out->n;
+    if (bpe_merge(t, st, p, n, out)) return -1;
+    size_t made = out->n - mark;
+    if (slot && made <= WC_IDS) {
+        for (size_t i = mark; i < out->n; i++)
+            if (out->ids[i] == m->unk_id) return 0; /* unk output depends on neighbours (fuse_unk) */
+        slot->serial = t->serial;
+        slot->hash = h;
+        slot->klen = (uint8_t)n;
+        slot->nids = (uint8_t)made;
+        memcpy(slot->key, p, n);
+        memcpy(slot->ids, out->ids + mark, made * sizeof(int32_t));
+    }
+    return 0;
+}
+
+static int bpe_merge(const tok_tokenizer *t, enc_state *st, const char *p, size_t n, tok_ids *out)
+{
+    const tok_model *m = &t->model;
     if (m->ignore_merges) {
         int32_t id;
         if (m->byte_level) {
@@ -389,6 +461,7 @@ int tok_model_encode(const tok_tokenizer *t, const char *arena, const tok_pieces
 {
     enc_state st = {0};
     int rc = 0;
+    if (t->model.kind == TOK_MODEL_BPE) st.cache = wc_get();
     for (size_t i = 0; i < pieces->n && !rc; i++) {
         const char *p = arena + pieces->v[i].off;
         size_t n = pieces->v[i].len;

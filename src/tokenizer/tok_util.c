@@ -175,13 +175,15 @@ uint64_t tok_hash(const void *s, size_t n)
 static int vocab_grow_ids(tok_vocab *v, size_t n)
 {
     if (n <= v->n) return 0;
-    uint32_t *off = realloc(v->off, n * sizeof *off);
-    if (!off) return -1;
-    v->off = off;
-    uint32_t *len = realloc(v->len, n * sizeof *len);
-    if (!len) return -1;
-    v->len = len;
-    for (size_t i = v->n; i < n; i++) { v->off[i] = UINT32_MAX; v->len[i] = 0; }
+    size_t cap = v->n ? v->n : 1024;
+    while (cap < n) cap *= 2;
+    if (cap != v->ent_cap) {
+        struct tok_vocab_ent *e = realloc(v->ent, cap * sizeof *e);
+        if (!e) return -1;
+        v->ent = e;
+        v->ent_cap = cap;
+    }
+    for (size_t i = v->n; i < n; i++) { v->ent[i].off = UINT32_MAX; v->ent[i].len = 0; }
     v->n = n;
     return 0;
 }
@@ -207,7 +209,12 @@ static int vocab_rehash(tok_vocab *v, size_t cap)
 
 static bool vocab_key_eq(const tok_vocab *v, int32_t id, const char *s, size_t n)
 {
-    return v->len[id] == n && v->off[id] != UINT32_MAX && memcmp(v->pool + v->off[id], s, n) == 0;
+    struct tok_vocab_ent e = v->ent[id];
+    if (e.len != n || e.off == UINT32_MAX) return false;
+    const char *k = v->pool + e.off;
+    for (size_t i = 0; i < n; i++) /* tokens are short: no call into memcmp */
+        if (k[i] != s[i]) return false;
+    return true;
 }
 
 int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n)
@@ -229,9 +236,9 @@ int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n)
 /* Remove the slot that maps to id (used when an id gets new content). */
 static void vocab_unlink(tok_vocab *v, int32_t id)
 {
-    if (!v->slot_cap || v->off[id] == UINT32_MAX) return;
-    const char *s = v->pool + v->off[id];
-    uint32_t h32 = (uint32_t)tok_hash(s, v->len[id]);
+    if (!v->slot_cap || v->ent[id].off == UINT32_MAX) return;
+    const char *s = v->pool + v->ent[id].off;
+    uint32_t h32 = (uint32_t)tok_hash(s, v->ent[id].len);
     size_t i = h32 & (v->slot_cap - 1);
     while (v->slots[i]) {
         if ((int32_t)(uint32_t)v->slots[i] - 1 == id) break;
@@ -276,8 +283,8 @@ int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n)
     }
     memcpy(v->pool + v->pool_n, s, n);
     v->pool[v->pool_n + n] = 0;
-    v->off[id] = (uint32_t)v->pool_n;
-    v->len[id] = (uint32_t)n;
+    v->ent[id].off = (uint32_t)v->pool_n;
+    v->ent[id].len = (uint32_t)n;
     v->pool_n += n + 1;
     if ((v->slot_used + 1) * 2 > v->slot_cap)
         if (vocab_rehash(v, v->slot_cap ? v->slot_cap * 2 : 1024)) return -1;
@@ -289,8 +296,7 @@ int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n)
 void tok_vocab_free(tok_vocab *v)
 {
     free(v->pool);
-    free(v->off);
-    free(v->len);
+    free(v->ent);
     free(v->slots);
     memset(v, 0, sizeof *v);
 }

@@ -50,6 +50,7 @@ typedef enum tok_mode {
 
 typedef struct tok_load_opts {
     tok_mode mode;
+    bool no_fast_json; /* parse all of tokenizer.json with jansson (tests compare both paths) */
 } tok_load_opts;
 
 /* Load the tokenizer of a Hugging Face model folder.  On failure returns

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 
 static tok_tokenizer *load_inline(const char *json, const char *cfg)
@@ -157,6 +158,70 @@ static void test_bad_json(void **state)
     err[0] = 0;
     assert_null(tok_load_dir("/nonexistent-dir", NULL, err, sizeof err));
     assert_non_null(strstr(err, "tokenizer.json"));
+}
+
+/* The fast vocab/merges scanner and the plain jansson path must build the
+ * same tokenizer (real files from ../shared; skipped without them). */
+static void test_fast_json_equals_jansson(void **state)
+{
+    (void)state;
+    const char *shared = getenv("SGLC_SHARED");
+    if (!shared) shared = "../shared";
+    const char *dirs[] = {"models/TinyStories-656K", "models/tokenizers/llama2", "models/tokenizers/mistral-chatml"};
+    int done = 0;
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        char path[4096], err[512];
+        snprintf(path, sizeof path, "%s/%s", shared, dirs[d]);
+        tok_load_opts slow = {.no_fast_json = true};
+        tok_tokenizer *a = tok_load_dir(path, NULL, err, sizeof err);
+        if (!a) continue;
+        tok_tokenizer *b = tok_load_dir(path, &slow, err, sizeof err);
+        assert_non_null(b);
+        assert_int_equal(tok_vocab_size(a), tok_vocab_size(b));
+        for (int32_t id = 0; id < (int32_t)tok_vocab_size(a); id++) {
+            size_t la = 0, lb = 0;
+            const char *sa = tok_id_to_token(a, id, &la), *sb = tok_id_to_token(b, id, &lb);
+            assert_true((sa == NULL) == (sb == NULL));
+            if (sa) { assert_int_equal(la, lb); assert_memory_equal(sa, sb, la); }
+        }
+        assert_int_equal(a->model.merges.used, b->model.merges.used);
+        for (size_t i = 0; i < b->model.merges.cap; i++) {
+            const tok_pair_slot *e = &b->model.merges.slots[i];
+            if (e->key == UINT64_MAX) continue;
+            const tok_pair_slot *f = tok_pairmap_get(&a->model.merges, (int32_t)(e->key >> 32), (int32_t)(uint32_t)e->key);
+            assert_non_null(f);
+            assert_int_equal(f->rank, e->rank);
+            assert_int_equal(f->merged, e->merged);
+        }
+        tok_destroy(a);
+        tok_destroy(b);
+        done++;
+    }
+    if (!done) skip();
+}
+
+/* Bad documents the fast scanner must hand over to jansson's verdict. */
+static void test_fast_json_fallback(void **state)
+{
+    (void)state;
+    char err[256];
+    const char *docs[] = {
+        /* duplicate model key: jansson keeps the last one */
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"x\": 0}, \"merges\": []},"
+        " \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a b\"]}}",
+        /* escaped tokens and pair merges */
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"\\u0061\": 0, \"b\": 1, \"a\\u0062\": 2}, \"merges\": [[\"a\", \"b\"]]}}",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        tok_tokenizer *t = tok_load_json(docs[i], strlen(docs[i]), NULL, NULL, NULL, NULL, err, sizeof err);
+        assert_non_null(t);
+        expect_ids(t, "ab", false, (int32_t[]){2}, 1);
+        tok_destroy(t);
+    }
+    const char *bad = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 01}, \"merges\": []}}";
+    err[0] = 0;
+    assert_null(tok_load_json(bad, strlen(bad), NULL, NULL, NULL, NULL, err, sizeof err));
+    assert_true(strlen(err) > 0);
 }
 
 /* ---- Hugging Face fixtures -------------------------------------------- */
@@ -328,6 +393,8 @@ int main(void)
         cmocka_unit_test(test_unigram),
         cmocka_unit_test(test_split_behaviors),
         cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_fast_json_equals_jansson),
+        cmocka_unit_test(test_fast_json_fallback),
         cmocka_unit_test(test_hf_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
