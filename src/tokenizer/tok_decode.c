@@ -476,7 +476,8 @@ static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
     char *d = NULL;
     size_t dn = 0;
     *out = NULL;
-    if (tok_decode(s->t, s->ids.ids + s->prefix, s->ids.n - s->prefix, &s->opts, &d, &dn)) return -1;
+    const int32_t *window = s->ids.ids ? s->ids.ids + s->prefix : NULL; /* no ids yet: NULL, n = 0 */
+    if (tok_decode(s->t, window, s->ids.n - s->prefix, &s->opts, &d, &dn)) return -1;
     size_t fin = finish ? dn : final_len(s, d, dn);
     if (fin > s->emitted && tok_buf_put(&res, d + s->emitted, fin - s->emitted)) { free(d); return -1; }
     if (fin > s->emitted) s->emitted = fin;
