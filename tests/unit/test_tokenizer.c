@@ -146,8 +146,8 @@ static void test_bad_json(void **state)
         "", "{", "[]", "{\"model\": 3}", "{\"model\": {\"type\": \"Nope\", \"vocab\": {}}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}, \"merges\": []}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [7]}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
-        "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}}}",
+        ("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
+         "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}}}"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
