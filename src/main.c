@@ -20,6 +20,8 @@ static const command commands[] = {
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
     {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
     {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
+    {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
+    {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
 };
 
 static void usage(FILE *f)
