@@ -195,6 +195,10 @@ void cli_model_help(FILE *f)
             "  --log-level LEVEL         debug|info|warning|error|critical (default info)\n");
 }
 
+static char g_model_dir[4096];
+
+const char *cli_model_dir(void) { return g_model_dir; }
+
 model *cli_model_load(const cli_model_opts *o)
 {
     if (kernels_init(NULL)) {
@@ -215,6 +219,7 @@ model *cli_model_load(const cli_model_opts *o)
             return NULL;
         }
         lo.model_path = dir;
+        snprintf(g_model_dir, sizeof g_model_dir, "%s", dir);
     }
     model *m = model_load(&lo, err, sizeof err);
     if (!m) fprintf(stderr, "error: %s\n", err);

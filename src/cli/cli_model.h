@@ -49,6 +49,9 @@ int cli_parse_float(const char *s, double *out);
  * Hugging Face hub cache (downloaded on first use, see hub/hub.h).
  * NULL on failure after printing the error. */
 model *cli_model_load(const cli_model_opts *o);
+/* The local folder the last cli_model_load read (after hub resolution);
+ * "" before any load.  Points into static storage. */
+const char *cli_model_dir(void);
 dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
 int cli_threads(const cli_model_opts *o);
 

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_model.h"
+#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
@@ -30,7 +32,10 @@ static void usage(FILE *f)
             "Generate tokens for one prompt offline (no server).\n"
             "\n"
             "generation options:\n"
-            "  --prompt TEXT             text prompt (needs the tokenizer: not available yet)\n"
+            "  --prompt TEXT             text prompt, encoded with the model's tokenizer.json\n"
+            "                            (special tokens added as the tokenizer config says)\n"
+            "  --tokenizer-path DIR      tokenizer folder (default: the model folder)\n"
+            "  --skip-tokenizer-init     load no tokenizer: ids in, ids out (text is \"\")\n"
             "  --input-ids LIST          comma-separated prompt token ids; with neither this\n"
             "                            nor --prompt, generation starts from BOS\n"
             "  --max-new-tokens N        tokens to generate (default 128)\n"
@@ -105,7 +110,8 @@ int cmd_generate(int argc, char **argv)
     const char *prompt = NULL, *input_ids = NULL, *dump = NULL;
     long long max_new = 128, top_k = -1, seed = -1;
     double temperature = 1.0, top_p = 1.0, min_p = 0.0;
-    int ignore_eos = 0, as_json = 0;
+    int ignore_eos = 0, as_json = 0, skip_tok = 0;
+    const char *tok_path = NULL;
     for (int i = 1; i < argc;) {
         int r = cli_model_arg(&mo, argc, argv, &i);
         if (r < 0) return 2;
@@ -122,6 +128,11 @@ int cmd_generate(int argc, char **argv)
             i++;
             continue;
         }
+        if (!strcmp(a, "--skip-tokenizer-init")) {
+            skip_tok = 1;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--json")) {
             as_json = 1;
             i++;
@@ -130,6 +141,7 @@ int cmd_generate(int argc, char **argv)
 #define OPT(name) ((v = cli_opt(argc, argv, &i, name, &missing)) != NULL || missing)
         if (OPT("--prompt")) prompt = v;
         else if (OPT("--input-ids")) input_ids = v;
+        else if (OPT("--tokenizer-path")) tok_path = v;
         else if (OPT("--dump-logits")) dump = v;
         else if (OPT("--max-new-tokens")) {
             if (v && cli_parse_int(v, 0, 1 << 30, &max_new)) {
@@ -179,8 +191,8 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "error: give --prompt or --input-ids, not both\n");
         return 2;
     }
-    if (prompt) {
-        fprintf(stderr, "error: --prompt: tokenizer not available yet; use --input-ids\n");
+    if (prompt && skip_tok) {
+        fprintf(stderr, "error: --prompt needs the tokenizer; drop --skip-tokenizer-init\n");
         return 2;
     }
 
@@ -195,7 +207,53 @@ int cmd_generate(int argc, char **argv)
     tpool *pool = NULL;
     cli_sampler smp = {0};
     json_t *out_ids = NULL;
-    if (input_ids) {
+    tok_tokenizer *tk = NULL;
+    char *text = NULL;
+    if (!skip_tok) {
+        /* The tokenizer is optional unless --prompt needs it: dummy-weight
+         * config folders have none, and ids in / ids out still works. */
+        const char *dir = tok_path ? tok_path : cli_model_dir();
+        char tjson[4200], terr[512];
+        snprintf(tjson, sizeof tjson, "%s/tokenizer.json", dir);
+        if (tok_path || prompt || access(tjson, R_OK) == 0) {
+            tok_load_opts to = {0};
+            tk = tok_load_dir(dir, &to, terr, sizeof terr);
+            if (!tk) {
+                fprintf(stderr, "error: tokenizer: %s\n", terr);
+                goto done;
+            }
+        }
+    }
+    if (prompt) {
+        tok_ids ti = {0};
+        if (tok_encode(tk, prompt, strlen(prompt), true, &ti)) {
+            fprintf(stderr, "error: cannot tokenize the prompt\n");
+            tok_ids_free(&ti);
+            goto done;
+        }
+        n_prompt = (int)ti.n;
+        ids = malloc(sizeof(int32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1));
+        if (!ids) {
+            tok_ids_free(&ti);
+            goto done;
+        }
+        for (int i = 0; i < n_prompt; i++) {
+            if (ti.ids[i] >= V) {
+                fprintf(stderr, "error: token id %d from the tokenizer is outside the model's vocab (%d)\n",
+                        ti.ids[i], V);
+                tok_ids_free(&ti);
+                rc = 2;
+                goto done;
+            }
+            ids[i] = ti.ids[i];
+        }
+        tok_ids_free(&ti);
+        if (n_prompt == 0) {
+            fprintf(stderr, "error: the prompt encodes to no tokens\n");
+            rc = 2;
+            goto done;
+        }
+    } else if (input_ids) {
         if (parse_ids(input_ids, &ids, &n_prompt, V)) {
             rc = 2;
             goto done;
@@ -311,6 +369,13 @@ int cmd_generate(int argc, char **argv)
                  rss / 1048576.0, 100.0 * rss / (double)(wb + kv->bytes), wb / 1048576.0,
                  kv->bytes / 1048576.0);
     }
+    if (tk) {
+        tok_decode_opts dop = {.skip_special_tokens = true, .spaces_between_special_tokens = true};
+        if (tok_decode(tk, ids + n_prompt, (size_t)n_out, &dop, &text, NULL)) {
+            fprintf(stderr, "error: cannot decode the output ids\n");
+            goto done;
+        }
+    }
     if (as_json) {
         json_t *root = json_object();
         out_ids = json_array();
@@ -329,19 +394,23 @@ int cmd_generate(int argc, char **argv)
         json_object_set_new(meta, "cached_tokens", json_integer(0));
         json_object_set_new(meta, "finish_reason", fr);
         json_object_set_new(meta, "e2e_latency", json_real(e2e));
-        json_object_set_new(root, "text", json_string(""));
+        json_object_set_new(root, "text", json_stringn(text ? text : "", text ? strlen(text) : 0));
         json_object_set(root, "output_ids", out_ids);
         json_object_set_new(root, "meta_info", meta);
         char *s = json_dumps(root, JSON_COMPACT);
         if (s) printf("%s\n", s);
         free(s);
         json_decref(root);
+    } else if (text) {
+        printf("%s\n", text);
     } else {
         for (int i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", ids[n_prompt + i]);
         printf("\n");
     }
     rc = 0;
 done:
+    free(text);
+    if (tk) tok_destroy(tk);
     json_decref(out_ids);
     cli_sampler_free(&smp);
     model_kv_destroy(kv);

@@ -27,7 +27,8 @@ expect_rc "no model path" 2 "--model-path" generate --input-ids 1
 expect_rc "unknown flag" 2 "--bogus" generate --model-path "$M" --bogus
 expect_rc "bad ids" 2 "--input-ids" generate --model-path "$M" --input-ids 1,x
 expect_rc "id outside vocab" 2 "token id" generate --model-path "$M" --input-ids 1,99999
-expect_rc "prompt needs tokenizer" 2 "tokenizer not available yet" generate --model-path "$M" --prompt hi
+expect_rc "prompt without tokenizer" 2 "needs the tokenizer" generate --model-path "$M" --prompt hi --skip-tokenizer-init
+expect_rc "bad tokenizer path" 1 "tokenizer" generate --model-path "$M" --prompt hi --tokenizer-path "$T"
 expect_rc "bad dtype" 2 "--dtype" generate --model-path "$M" --dtype int8
 expect_rc "bad temperature" 2 "--temperature" generate --model-path "$M" --temperature -1
 expect_rc "missing value" 2 "needs a value" generate --model-path "$M" --max-new-tokens
@@ -44,11 +45,23 @@ check "json fields and greedy ids" "$PY - \"$T/g.json\" <<'PYEOF'
 import json, sys
 o = json.load(open(sys.argv[1]))
 m = o['meta_info']
-assert o['text'] == '' and o['output_ids'][:4] == [282, 215, 286, 598], o
+assert o['text'].startswith('upon a time, there was') and o['output_ids'][:4] == [282, 215, 286, 598], o
 assert m['prompt_tokens'] == 3 and m['completion_tokens'] == 8
 assert m['finish_reason'] == {'type': 'length', 'length': 8}, m
 assert m['e2e_latency'] > 0
 PYEOF"
+# text: greedy from BOS reads as documented in ../shared/models/README.md,
+# and "text" is the detokenized output_ids.
+"$BIN" generate --model-path "$M" --temperature 0 --max-new-tokens 24 --json >"$T/bos.json" 2>/dev/null
+check "greedy text from BOS" "$PY -c \"import json; o=json.load(open('$T/bos.json')); assert o['text'].startswith('Once upon a time, there was a little girl named Lily. She had a toy car'), o['text']\""
+"$BIN" detokenize --tokenizer-path "$M" <<<"$($PY -c "import json; print(json.dumps({'ids': json.load(open('$T/bos.json'))['output_ids']}))")" >"$T/detok.json" 2>/dev/null
+check "text == detokenize(output_ids)" "$PY -c \"import json; a=json.load(open('$T/bos.json'))['text']; b=json.load(open('$T/detok.json'))['text']; assert a==b, (a,b)\""
+# --prompt: encoded like `sglc tokenize`, continued greedily
+"$BIN" generate --model-path "$M" --prompt "Once upon a time, there was a cat" --temperature 0 --max-new-tokens 8 --json >"$T/p.json" 2>/dev/null
+echo '{"text": "Once upon a time, there was a cat", "add_special_tokens": true}' | "$BIN" tokenize --tokenizer-path "$M" >"$T/tok.json" 2>/dev/null
+check "--prompt token count matches tokenize" "$PY -c \"import json; o=json.load(open('$T/p.json')); t=json.load(open('$T/tok.json')); assert o['meta_info']['prompt_tokens']==len(t['ids']) and len(o['output_ids'])==8 and o['text'], (o, t)\""
+"$BIN" generate --model-path "$M" --input-ids "$($PY -c "import json; print(','.join(map(str, json.load(open('$T/tok.json'))['ids'])))")" --temperature 0 --max-new-tokens 8 --json >"$T/pi.json" 2>/dev/null
+check "--prompt == --input-ids of its tokens" "$PY -c \"import json; a=json.load(open('$T/p.json')); b=json.load(open('$T/pi.json')); assert a['output_ids']==b['output_ids'] and a['text']==b['text']\""
 check "dump-logits is 3 x 2048 f32" "[ \$(stat -c %s \"$T/l.f32\") -eq $((3 * 2048 * 4)) ]"
 check "dump-logits argmax = next ids" "$PY - \"$T/l.f32\" <<'PYEOF'
 import sys, numpy as np
