@@ -18,6 +18,7 @@ static const command commands[] = {
     {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
+    {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
 };
 
 static void usage(FILE *f)

@@ -11,5 +11,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_bench_one_batch(int argc, char **argv);
 int cmd_server_args(int argc, char **argv);
 int cmd_download(int argc, char **argv);
+int cmd_chat_template(int argc, char **argv);
 
 #endif

@@ -1,0 +1,142 @@
+/* cmd_chat_template — `sglc chat-template`: render chat prompts from JSON
+ * lines, so chat templates can be checked without a model.
+ *
+ * Input (stdin), one JSON object per line:
+ *   {"messages": [...], "tools": [...], "documents": [...],
+ *    "add_generation_prompt": true, "chat_template_kwargs": {...}}
+ * Output (stdout), one line per input line:
+ *   {"prompt": "..."}   or   {"error": "..."}
+ * add_generation_prompt defaults to false (transformers' default); tools and
+ * documents default to None.  Messages are passed as given (no SGLang
+ * content flattening); --content-format prints what SGLang would detect.  Exit status 0 when every line was read (even
+ * if some rendered errors), 2 for bad arguments, 1 when the template could
+ * not be loaded. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "template/template.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sglc chat-template [--tokenizer-path DIR] [--chat-template T]\n"
+            "                          [--hf-chat-template-name NAME]\n"
+            "  --tokenizer-path DIR        Hugging Face folder (tokenizer_config.json)\n"
+            "  --chat-template T           built-in name (");
+    for (const char *const *n = tmpl_builtin_names(); *n; n++)
+        fprintf(f, "%s%s", *n, n[1] ? ", " : "");
+    fprintf(f, "), a file, or inline Jinja\n"
+               "  --hf-chat-template-name N   pick a named template from tokenizer_config.json\n"
+               "  --content-format            print the content format the template expects\n"
+               "                              (string|openai, SGLang's detection) and exit\n"
+               "reads JSON lines {\"messages\", \"tools\", \"documents\", \"add_generation_prompt\",\n"
+               "\"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or {\"error\"} per line.\n");
+}
+
+static void emit(const char *key, const char *val, size_t len)
+{
+    json_t *o = json_object();
+    json_t *v = json_stringn(val, len); /* NULL when val is not valid UTF-8 */
+    json_object_set_new(o, key, v ? v : json_string("(output is not valid UTF-8)"));
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        free(s);
+    }
+    json_decref(o);
+    fflush(stdout);
+}
+
+static void render_line(const tmpl_chat *c, const char *line)
+{
+    json_error_t je;
+    json_t *req = json_loads(line, JSON_ALLOW_NUL, &je);
+    if (!req || !json_is_object(req)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "invalid request JSON: %s", req ? "not an object" : je.text);
+        emit("error", msg, strlen(msg));
+        json_decref(req);
+        return;
+    }
+    json_t *messages = json_object_get(req, "messages");
+    json_t *tools = json_object_get(req, "tools");
+    json_t *docs = json_object_get(req, "documents");
+    json_t *agp = json_object_get(req, "add_generation_prompt");
+    json_t *kw = json_object_get(req, "chat_template_kwargs");
+    if (!json_is_array(messages)) {
+        emit("error", "\"messages\" must be a list", strlen("\"messages\" must be a list"));
+    } else if (kw && !json_is_object(kw) && !json_is_null(kw)) {
+        emit("error", "\"chat_template_kwargs\" must be an object", strlen("\"chat_template_kwargs\" must be an object"));
+    } else {
+        char *out = NULL, *err = NULL;
+        size_t out_len = 0;
+        if (tools && json_is_null(tools)) tools = NULL;
+        if (docs && json_is_null(docs)) docs = NULL;
+        if (tmpl_chat_render(c, messages, tools, docs, agp && json_is_true(agp), kw, &out, &out_len, &err) == 0)
+            emit("prompt", out, out_len);
+        else emit("error", err ? err : "render failed", strlen(err ? err : "render failed"));
+        free(out);
+        free(err);
+    }
+    json_decref(req);
+}
+
+int cmd_chat_template(int argc, char **argv)
+{
+    const char *dir = NULL, *tmpl = NULL, *name = NULL;
+    int print_format = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--content-format")) {
+            print_format = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "sglc chat-template: %s needs a value\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--tokenizer-path") || !strcmp(a, "--model-path")) dir = argv[++i];
+        else if (!strcmp(a, "--chat-template")) tmpl = argv[++i];
+        else if (!strcmp(a, "--hf-chat-template-name")) name = argv[++i];
+        else {
+            fprintf(stderr, "sglc chat-template: unknown argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!dir && !tmpl) {
+        fprintf(stderr, "sglc chat-template: give --tokenizer-path or --chat-template\n");
+        usage(stderr);
+        return 2;
+    }
+    tmpl_chat c;
+    char *err = NULL;
+    if (tmpl_chat_load(&c, dir, tmpl, name, &err)) {
+        fprintf(stderr, "sglc chat-template: %s\n", err ? err : "cannot load the chat template");
+        free(err);
+        return 1;
+    }
+    if (print_format) {
+        puts(tmpl_detect_content_format(c.tmpl) == TMPL_CONTENT_OPENAI ? "openai" : "string");
+        tmpl_chat_free(&c);
+        return 0;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (n == 0) continue;
+        render_line(&c, line);
+    }
+    free(line);
+    tmpl_chat_free(&c);
+    return 0;
+}
