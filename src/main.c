@@ -19,6 +19,8 @@ static const command commands[] = {
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
     {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
+    {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
+    {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
 };
 
 static void usage(FILE *f)

@@ -12,5 +12,7 @@ int cmd_bench_one_batch(int argc, char **argv);
 int cmd_server_args(int argc, char **argv);
 int cmd_download(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif
