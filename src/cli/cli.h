@@ -14,5 +14,7 @@ int cmd_download(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_generate_requests(int argc, char **argv); /* generate --requests */
+int cmd_bench_offline(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sglc generate --model-path DIR [--prompt TEXT | --input-ids 1,2,3] [options]\n"
+            "       sglc generate --model-path DIR --requests FILE.jsonl [options]  (see --requests F --help)\n"
             "\n"
             "Generate tokens for one prompt offline (no server).\n"
             "\n"
@@ -95,6 +96,10 @@ static int parse_ids(const char *s, int32_t **out, int *n_out, int vocab)
 
 int cmd_generate(int argc, char **argv)
 {
+    /* --requests FILE.jsonl: many requests through the scheduler */
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--requests", 10) && (argv[i][10] == 0 || argv[i][10] == '='))
+            return cmd_generate_requests(argc, argv);
     cli_model_opts mo;
     cli_model_opts_init(&mo);
     const char *prompt = NULL, *input_ids = NULL, *dump = NULL;

@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "model/model_impl.h"
 #include "model/rope.h"
@@ -68,13 +69,15 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->bytes = per * 2 * (size_t)c->n_layer;
     kv->k = calloc((size_t)c->n_layer, sizeof(void *));
     kv->v = calloc((size_t)c->n_layer, sizeof(void *));
-    kv->mem = aligned_alloc(64, kv->bytes);
+    /* anonymous mmap: zero-filled and committed lazily, so a pool sized
+     * from --mem-fraction-static costs RAM only as pages get used */
+    kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (kv->mem == MAP_FAILED) kv->mem = NULL;
     if (!kv->k || !kv->v || !kv->mem) {
         log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
         model_kv_destroy(kv);
         return NULL;
     }
-    memset(kv->mem, 0, kv->bytes);
     for (int l = 0; l < c->n_layer; l++) {
         kv->k[l] = (char *)kv->mem + per * (2 * (size_t)l);
         kv->v[l] = (char *)kv->mem + per * (2 * (size_t)l + 1);
@@ -87,7 +90,7 @@ void model_kv_destroy(model_kv *kv)
     if (!kv) return;
     free(kv->k);
     free(kv->v);
-    free(kv->mem);
+    if (kv->mem) munmap(kv->mem, kv->bytes);
     free(kv);
 }
 

@@ -1,0 +1,39 @@
+/* cli_sched — glue between the command line and the scheduler for the
+ * offline commands (generate --requests, bench-offline).
+ *
+ * DESIGN: a command offers each argv entry to cli_sched_arg (model
+ * options, then scheduler options with SGLang's names) before its own;
+ * cli_sched_create builds the scheduler from both; cli_sched_collect runs
+ * the synchronous driver until idle and gathers every event into one
+ * sched_result per (request id, sibling index). */
+#ifndef SGLC_CLI_SCHED_H
+#define SGLC_CLI_SCHED_H
+
+#include "cli/cli_model.h"
+#include "sched/sched.h"
+#include "sched/sched_json.h"
+
+/* 1 consumed, 0 not ours, -1 bad value (printed). */
+int cli_sched_arg(cli_model_opts *mo, sched_args *sa, int argc, char **argv, int *i);
+void cli_sched_help(FILE *f);
+/* Scheduler for m with the command's options (kv dtype, threads, seed). */
+sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa);
+
+/* results[k] for the request with submit id first_id + k ... : the caller
+ * passes ids[] (n_req, ascending) and n_per[] (results per request); the
+ * results array is (sum n_per) laid out request by request. */
+typedef struct cli_results {
+    int n_req;
+    const uint64_t *ids;   /* (n_req) borrowed, ascending */
+    const int *n_per;      /* (n_req) borrowed */
+    int *offset;           /* (n_req) owned */
+    sched_result *res;     /* (total) owned */
+    int total;
+} cli_results;
+
+int cli_results_init(cli_results *r, int n_req, const uint64_t *ids, const int *n_per, const bool *logprob);
+void cli_results_free(cli_results *r);
+/* Run until idle, then drain the outbox into r.  0 or -1. */
+int cli_sched_collect(sched *s, cli_results *r);
+
+#endif

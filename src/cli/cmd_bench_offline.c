@@ -1,0 +1,329 @@
+/* cmd_bench_offline — `sglc bench-offline`, as sglang.bench_offline_throughput:
+ * a synthetic dataset pushed through the scheduler at once, throughput and
+ * prefix-cache hit rate reported.
+ *
+ * DESIGN: datasets as SGLang's bench_serving builds them, with random token
+ * ids instead of tokenized text (no tokenizer needed):
+ *   random                   num_prompts requests; input / output lengths
+ *                            uniform in [max(1, len * range_ratio), len]
+ *   generated-shared-prefix  gsp_num_groups system prompts of
+ *                            gsp_system_prompt_len tokens, each followed by
+ *                            gsp_prompts_per_group questions of
+ *                            gsp_question_len tokens, gsp_output_len output
+ *                            tokens; requests shuffled (seeded)
+ * Greedy, ignore_eos (unless --disable-ignore-eos), as SGLang's benchmark.
+ * A short warm-up runs first (--skip-warmup to skip) and the radix cache
+ * is flushed after it.  Results print like SGLang's and --result-filename
+ * appends one JSON line. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/cli_sched.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sglc bench-offline --model-path DIR [options]\n"
+            "\n"
+            "Offline throughput through the scheduler (sglang.bench_offline_throughput).\n"
+            "\n"
+            "  --dataset-name NAME            random | generated-shared-prefix (default random)\n"
+            "  --num-prompts N                random: requests (default 1000)\n"
+            "  --random-input-len N           default 1024\n"
+            "  --random-output-len N          default 1024\n"
+            "  --random-range-ratio R         lengths uniform in [len*R, len] (default 0.0)\n"
+            "  --gsp-num-groups N             default 64\n"
+            "  --gsp-prompts-per-group N      default 16\n"
+            "  --gsp-system-prompt-len N      default 2048\n"
+            "  --gsp-question-len N           default 128\n"
+            "  --gsp-output-len N             default 256\n"
+            "  --seed N                       dataset seed (default 1)\n"
+            "  --disable-ignore-eos           stop at EOS\n"
+            "  --skip-warmup                  no warm-up request\n"
+            "  --result-filename FILE         append a JSON line with the results\n"
+            "\n");
+    cli_sched_help(f);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int64_t rng_range(uint64_t *s, int64_t lo, int64_t hi) /* [lo, hi] */
+{
+    if (hi <= lo) return lo;
+    return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
+}
+
+typedef struct item {
+    int32_t *ids;
+    int64_t n_in, n_out;
+} item;
+
+int cmd_bench_offline(int argc, char **argv)
+{
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    sched_args sa;
+    sched_args_init(&sa);
+    const char *dataset = "random", *result_file = NULL;
+    long long num_prompts = 1000, rin = 1024, rout = 1024, g_groups = 64, g_per = 16, g_sys = 2048, g_q = 128,
+              g_out = 256, seed = 1;
+    double ratio = 0.0;
+    int ignore_eos = 1, warmup = 1;
+    for (int i = 1; i < argc;) {
+        int r = cli_sched_arg(&mo, &sa, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char *a = argv[i], *v;
+        int missing = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--disable-ignore-eos")) {
+            ignore_eos = 0;
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--skip-warmup")) {
+            warmup = 0;
+            i++;
+            continue;
+        }
+        struct {
+            const char *name;
+            long long *dst;
+            long long lo;
+        } ints[] = {{"--num-prompts", &num_prompts, 1},     {"--random-input-len", &rin, 1},
+                    {"--random-output-len", &rout, 1},      {"--gsp-num-groups", &g_groups, 1},
+                    {"--gsp-prompts-per-group", &g_per, 1}, {"--gsp-system-prompt-len", &g_sys, 0},
+                    {"--gsp-question-len", &g_q, 1},        {"--gsp-output-len", &g_out, 1},
+                    {"--seed", &seed, 0}};
+        bool hit = false;
+        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !hit; k++) {
+            if ((v = cli_opt(argc, argv, &i, ints[k].name, &missing)) || missing) {
+                hit = true;
+                if (missing || cli_parse_int(v, ints[k].lo, 1LL << 30, ints[k].dst)) {
+                    fprintf(stderr, "error: %s needs an integer >= %lld\n", ints[k].name, ints[k].lo);
+                    return 2;
+                }
+            }
+        }
+        if (hit) continue;
+        if ((v = cli_opt(argc, argv, &i, "--dataset-name", &missing)) || missing) {
+            if (missing || (strcmp(v, "random") && strcmp(v, "generated-shared-prefix"))) {
+                fprintf(stderr, "error: --dataset-name must be random or generated-shared-prefix\n");
+                return 2;
+            }
+            dataset = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--random-range-ratio", &missing)) || missing) {
+            if (missing || cli_parse_float(v, &ratio) || ratio < 0 || ratio > 1) {
+                fprintf(stderr, "error: --random-range-ratio must be in [0, 1]\n");
+                return 2;
+            }
+        } else if ((v = cli_opt(argc, argv, &i, "--result-filename", &missing)) || missing) {
+            if (missing) {
+                fprintf(stderr, "error: --result-filename needs a value\n");
+                return 2;
+            }
+            result_file = v;
+        } else {
+            fprintf(stderr, "error: unknown argument '%s' (see sglc bench-offline --help)\n", a);
+            return 2;
+        }
+    }
+    if (!mo.load.model_path) {
+        fprintf(stderr, "error: --model-path is required\n");
+        return 2;
+    }
+    model *m = cli_model_load(&mo);
+    if (!m) return 1;
+    int V = model_get_config(m)->vocab_size;
+    int rc = 1;
+    bool gsp = !strcmp(dataset, "generated-shared-prefix");
+    int64_t n_req = gsp ? g_groups * g_per : num_prompts;
+    item *items = calloc((size_t)n_req, sizeof *items);
+    uint64_t *ids = malloc(sizeof *ids * (size_t)n_req);
+    int *n_per = malloc(sizeof *n_per * (size_t)n_req);
+    cli_results res = {0};
+    sched *s = NULL;
+    if (!items || !ids || !n_per) goto done;
+    uint64_t st = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 7;
+    if (gsp) {
+        int32_t *sys = malloc(sizeof(int32_t) * (size_t)(g_sys ? g_sys : 1));
+        if (!sys) goto done;
+        int64_t k = 0;
+        for (int g = 0; g < g_groups; g++) {
+            for (int t = 0; t < g_sys; t++) sys[t] = (int32_t)rng_range(&st, 0, V - 1);
+            for (int q = 0; q < g_per; q++, k++) {
+                item *it = &items[k];
+                it->n_in = g_sys + g_q;
+                it->n_out = g_out;
+                it->ids = malloc(sizeof(int32_t) * (size_t)it->n_in);
+                if (!it->ids) {
+                    free(sys);
+                    goto done;
+                }
+                memcpy(it->ids, sys, sizeof(int32_t) * (size_t)g_sys);
+                for (int t = 0; t < g_q; t++) it->ids[g_sys + t] = (int32_t)rng_range(&st, 0, V - 1);
+            }
+        }
+        free(sys);
+        for (int64_t a = n_req - 1; a > 0; a--) { /* shuffle */
+            int64_t b = rng_range(&st, 0, a);
+            item t = items[a];
+            items[a] = items[b];
+            items[b] = t;
+        }
+    } else {
+        for (int64_t k = 0; k < n_req; k++) {
+            item *it = &items[k];
+            int64_t lo_in = (int64_t)(rin * ratio), lo_out = (int64_t)(rout * ratio);
+            it->n_in = rng_range(&st, lo_in > 1 ? lo_in : 1, rin);
+            it->n_out = rng_range(&st, lo_out > 1 ? lo_out : 1, rout);
+            it->ids = malloc(sizeof(int32_t) * (size_t)it->n_in);
+            if (!it->ids) goto done;
+            for (int64_t t = 0; t < it->n_in; t++) it->ids[t] = (int32_t)rng_range(&st, 0, V - 1);
+        }
+    }
+    s = cli_sched_create(m, &mo, &sa);
+    if (!s) goto done;
+    if (warmup) {
+        sched_req_spec sp;
+        sched_req_spec_init(&sp);
+        sp.n_input = 16;
+        sp.input_ids = malloc(sizeof(int32_t) * 16);
+        if (!sp.input_ids) goto done;
+        for (int t = 0; t < 16; t++) sp.input_ids[t] = (int32_t)rng_range(&st, 0, V - 1);
+        sp.params.has_max_new_tokens = true;
+        sp.params.max_new_tokens = 8;
+        sp.params.top_k = 1;
+        sp.params.ignore_eos = true;
+        sched_submit(s, &sp);
+        sched_run_until_idle(s);
+        sched_event *e;
+        while ((e = sched_poll(s))) sched_event_free(e);
+        sched_flush_cache(s);
+    }
+    sched_stats s0;
+    sched_get_stats(s, &s0);
+    int64_t total_in = 0;
+    double t0 = time_now_sec();
+    for (int64_t k = 0; k < n_req; k++) {
+        sched_req_spec sp;
+        sched_req_spec_init(&sp);
+        sp.input_ids = items[k].ids;
+        items[k].ids = NULL;
+        sp.n_input = items[k].n_in;
+        sp.params.has_max_new_tokens = true;
+        sp.params.max_new_tokens = items[k].n_out;
+        sp.params.top_k = 1; /* temperature 0 -> greedy, as SGLang normalises it */
+        sp.params.ignore_eos = ignore_eos;
+        total_in += items[k].n_in;
+        ids[k] = sched_submit(s, &sp);
+        n_per[k] = 1;
+    }
+    if (cli_results_init(&res, (int)n_req, ids, n_per, NULL)) goto done;
+    int crc = cli_sched_collect(s, &res);
+    double dur = time_now_sec() - t0;
+    sched_stats s1;
+    sched_get_stats(s, &s1);
+    int64_t ok = 0, out_tok = 0, prompt = 0, cached = 0, failed = 0;
+    for (int k = 0; k < res.total; k++) {
+        sched_result *r = &res.res[k];
+        if (!r->done || r->fin.finish == SCHED_FINISH_ABORT) {
+            failed++;
+            continue;
+        }
+        ok++;
+        out_tok += r->n;
+        prompt += r->fin.prompt_tokens;
+        cached += r->fin.cached_tokens;
+    }
+    double hit = prompt ? (double)cached / (double)prompt : 0.0;
+    printf("\n====== Offline Throughput Benchmark Result =======\n");
+    printf("%-40s %s\n", "Backend:", "sglc");
+    printf("%-40s %s\n", "Dataset:", dataset);
+    printf("%-40s %lld\n", "Successful requests:", (long long)ok);
+    if (failed) printf("%-40s %lld\n", "Failed requests:", (long long)failed);
+    printf("%-40s %.2f\n", "Benchmark duration (s):", dur);
+    printf("%-40s %lld\n", "Total input tokens:", (long long)total_in);
+    printf("%-40s %lld\n", "Total generated tokens:", (long long)out_tok);
+    printf("%-40s %.2f\n", "Request throughput (req/s):", ok / dur);
+    printf("%-40s %.2f\n", "Input token throughput (tok/s):", total_in / dur);
+    printf("%-40s %.2f\n", "Output token throughput (tok/s):", out_tok / dur);
+    printf("%-40s %.2f\n", "Total token throughput (tok/s):", (total_in + out_tok) / dur);
+    printf("%-40s %.4f\n", "Cache hit rate:", hit);
+    printf("%-40s %lld\n", "Retractions:", (long long)(s1.num_retractions - s0.num_retractions));
+    printf("%-40s %lld / %lld / %lld\n", "Prefill / decode / mixed steps:",
+           (long long)(s1.n_prefill_steps - s0.n_prefill_steps), (long long)(s1.n_decode_steps - s0.n_decode_steps),
+           (long long)(s1.n_mixed_steps - s0.n_mixed_steps));
+    double fw = s1.forward_s - s0.forward_s, sc = s1.sched_s - s0.sched_s;
+    printf("%-40s %.2f%%\n", "Scheduler overhead (% of step time):", fw + sc > 0 ? 100.0 * sc / (fw + sc) : 0.0);
+    printf("==================================================\n");
+    if (result_file) {
+        json_t *o = json_object();
+        json_object_set_new(o, "backend", json_string("sglc"));
+        json_object_set_new(o, "model_path", json_string(mo.load.model_path));
+        json_object_set_new(o, "dataset_name", json_string(dataset));
+        if (gsp) {
+            json_object_set_new(o, "gsp_num_groups", json_integer(g_groups));
+            json_object_set_new(o, "gsp_prompts_per_group", json_integer(g_per));
+            json_object_set_new(o, "gsp_system_prompt_len", json_integer(g_sys));
+            json_object_set_new(o, "gsp_question_len", json_integer(g_q));
+            json_object_set_new(o, "gsp_output_len", json_integer(g_out));
+        } else {
+            json_object_set_new(o, "num_prompts", json_integer(num_prompts));
+            json_object_set_new(o, "random_input_len", json_integer(rin));
+            json_object_set_new(o, "random_output_len", json_integer(rout));
+            json_object_set_new(o, "random_range_ratio", json_real(ratio));
+        }
+        json_object_set_new(o, "disable_radix_cache", json_boolean(sa.disable_radix_cache));
+        json_object_set_new(o, "page_size", json_integer(sa.page_size));
+        json_object_set_new(o, "schedule_policy", json_string(sched_policy_name(sa.schedule_policy)));
+        json_object_set_new(o, "max_total_num_tokens", json_integer(s1.max_total_num_tokens));
+        json_object_set_new(o, "threads", json_integer(sa.threads));
+        json_object_set_new(o, "successful_requests", json_integer(ok));
+        json_object_set_new(o, "total_latency", json_real(dur));
+        json_object_set_new(o, "total_input_tokens", json_integer(total_in));
+        json_object_set_new(o, "total_output_tokens", json_integer(out_tok));
+        json_object_set_new(o, "request_throughput", json_real(ok / dur));
+        json_object_set_new(o, "input_throughput", json_real(total_in / dur));
+        json_object_set_new(o, "output_throughput", json_real(out_tok / dur));
+        json_object_set_new(o, "total_throughput", json_real((total_in + out_tok) / dur));
+        json_object_set_new(o, "cache_hit_rate", json_real(hit));
+        json_object_set_new(o, "num_retractions", json_integer(s1.num_retractions - s0.num_retractions));
+        char *txt = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        FILE *f = fopen(result_file, "a");
+        if (!f || !txt || fprintf(f, "%s\n", txt) < 0) {
+            fprintf(stderr, "error: cannot append to %s\n", result_file);
+            if (f) fclose(f);
+            free(txt);
+            goto done;
+        }
+        free(txt);
+        if (fclose(f)) goto done;
+    }
+    rc = (crc == 0 && failed == 0 && s1.leak_failures == 0) ? 0 : 1;
+done:
+    cli_results_free(&res);
+    sched_destroy(s);
+    if (items)
+        for (int64_t k = 0; k < n_req; k++) free(items[k].ids);
+    free(items);
+    free(ids);
+    free(n_per);
+    model_free(m);
+    return rc;
+}

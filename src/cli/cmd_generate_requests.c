@@ -1,0 +1,237 @@
+/* cmd_generate_requests — `sglc generate --requests FILE.jsonl`: a batch of
+ * SGLang /generate bodies run concurrently through the scheduler, offline.
+ *
+ * DESIGN: read every line (one request object each; blank lines skipped),
+ * submit all of them at once, run the synchronous scheduler loop until
+ * idle, then write one response line per request in input order: SGLang's
+ * response object, or a list of n objects when sampling_params.n > 1, or
+ * {"error": {"message": ..., "line": N}} for a line that could not be
+ * parsed.  Scheduler arguments use SGLang's names. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/cli_sched.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]\n"
+            "\n"
+            "Run every line of FILE.jsonl (a /generate body: input_ids, sampling_params, rid,\n"
+            "priority, cache_salt, return_logprob, top_logprobs_num, token_ids_logprob)\n"
+            "concurrently through the scheduler; write one response line per request, in order.\n"
+            "\n"
+            "  --requests FILE           the requests, one JSON object per line ('-' = stdin)\n"
+            "  --output FILE             where the responses go (default stdout)\n"
+            "\n");
+    cli_sched_help(f);
+}
+
+typedef struct line_req {
+    int line_no;
+    char *error;      /* owned: parse error, or NULL */
+    uint64_t id;
+    int n;            /* results (sampling_params.n) */
+    bool logprob;
+} line_req;
+
+int cmd_generate_requests(int argc, char **argv)
+{
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    sched_args sa;
+    sched_args_init(&sa);
+    const char *req_path = NULL, *out_path = NULL;
+    for (int i = 1; i < argc;) {
+        int r = cli_sched_arg(&mo, &sa, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        const char *a = argv[i], *v;
+        int missing = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if ((v = cli_opt(argc, argv, &i, "--requests", &missing)) || missing) req_path = v;
+        else if ((v = cli_opt(argc, argv, &i, "--output", &missing)) || missing) out_path = v;
+        else {
+            fprintf(stderr, "error: unknown argument '%s' (see sglc generate --requests F --help)\n", a);
+            return 2;
+        }
+        if (missing) {
+            fprintf(stderr, "error: %s needs a value\n", a);
+            return 2;
+        }
+    }
+    if (!mo.load.model_path) {
+        fprintf(stderr, "error: --model-path is required\n");
+        return 2;
+    }
+    if (!req_path) {
+        fprintf(stderr, "error: --requests needs a file\n");
+        return 2;
+    }
+    FILE *in = strcmp(req_path, "-") ? fopen(req_path, "r") : stdin;
+    if (!in) {
+        fprintf(stderr, "error: cannot open %s\n", req_path);
+        return 2;
+    }
+    /* parse every line first: bad input fails before the model loads */
+    line_req *lines = NULL;
+    sched_req_spec *specs = NULL;
+    int n_lines = 0, cap = 0, rc = 1;
+    char *buf = NULL;
+    size_t bcap = 0;
+    ssize_t len;
+    int line_no = 0;
+    while ((len = getline(&buf, &bcap, in)) >= 0) {
+        line_no++;
+        size_t k = 0;
+        while (k < (size_t)len && (buf[k] == ' ' || buf[k] == '\t' || buf[k] == '\n' || buf[k] == '\r')) k++;
+        if (k == (size_t)len) continue;
+        if (n_lines == cap) {
+            cap = cap ? 2 * cap : 64;
+            line_req *g = realloc(lines, sizeof *lines * (size_t)cap);
+            sched_req_spec *h = g ? realloc(specs, sizeof *specs * (size_t)cap) : NULL;
+            if (g) lines = g;
+            if (h) specs = h;
+            if (!g || !h) {
+                fprintf(stderr, "error: out of memory\n");
+                goto done_lines;
+            }
+        }
+        line_req *L = &lines[n_lines];
+        memset(L, 0, sizeof *L);
+        L->line_no = line_no;
+        sched_req_spec_init(&specs[n_lines]);
+        json_error_t je;
+        json_t *obj = json_loadb(buf, (size_t)len, 0, &je);
+        char err[512];
+        if (!obj) {
+            snprintf(err, sizeof err, "invalid JSON: %s", je.text);
+            L->error = strdup(err);
+        } else if (sched_req_from_json(obj, &specs[n_lines], err, sizeof err)) {
+            L->error = strdup(err);
+        } else {
+            L->n = specs[n_lines].params.n > 1 ? (int)specs[n_lines].params.n : 1;
+            L->logprob = specs[n_lines].return_logprob;
+        }
+        json_decref(obj);
+        n_lines++;
+    }
+    if (in != stdin) fclose(in);
+    in = NULL;
+    if (n_lines == 0) {
+        fprintf(stderr, "error: %s holds no requests\n", req_path);
+        rc = 2;
+        goto done_lines;
+    }
+
+    model *m = cli_model_load(&mo);
+    if (!m) goto done_lines;
+    sched *s = cli_sched_create(m, &mo, &sa);
+    FILE *out = NULL;
+    uint64_t *ids = NULL;
+    int *n_per = NULL;
+    bool *lps = NULL;
+    cli_results res = {0};
+    if (!s) goto done_model;
+    int n_ok = 0;
+    ids = malloc(sizeof *ids * (size_t)n_lines);
+    n_per = malloc(sizeof *n_per * (size_t)n_lines);
+    lps = malloc(sizeof *lps * (size_t)n_lines);
+    if (!ids || !n_per || !lps) goto done_model;
+    double t0 = time_now_sec();
+    for (int k = 0; k < n_lines; k++) {
+        if (lines[k].error) continue;
+        lines[k].id = sched_submit(s, &specs[k]);
+        ids[n_ok] = lines[k].id;
+        n_per[n_ok] = lines[k].n;
+        lps[n_ok] = lines[k].logprob;
+        n_ok++;
+    }
+    if (cli_results_init(&res, n_ok, ids, n_per, lps)) {
+        fprintf(stderr, "error: out of memory\n");
+        goto done_model;
+    }
+    if (cli_sched_collect(s, &res)) fprintf(stderr, "warning: the scheduler reported an internal error\n");
+    double dt = time_now_sec() - t0;
+    sched_stats st;
+    sched_get_stats(s, &st);
+    log_info("%d requests in %.3f s: %lld prompt tokens (%lld cached), %lld generated, %lld retractions, "
+             "%lld prefill / %lld decode / %lld mixed steps, leak checks %lld (%lld failed)",
+             n_ok, dt, (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
+             (long long)st.num_retractions, (long long)st.n_prefill_steps, (long long)st.n_decode_steps,
+             (long long)st.n_mixed_steps, (long long)st.leak_checks, (long long)st.leak_failures);
+    out = out_path ? fopen(out_path, "w") : stdout;
+    if (!out) {
+        fprintf(stderr, "error: cannot write %s\n", out_path);
+        goto done_model;
+    }
+    int j = 0;
+    bool all_done = true;
+    for (int k = 0; k < n_lines; k++) {
+        json_t *o;
+        if (lines[k].error) {
+            o = json_object();
+            json_t *e = json_object();
+            json_object_set_new(e, "message", json_string(lines[k].error));
+            json_object_set_new(e, "line", json_integer(lines[k].line_no));
+            json_object_set_new(o, "error", e);
+        } else {
+            int off = res.offset[j];
+            if (lines[k].n == 1) {
+                o = sched_result_to_json(&res.res[off]);
+                all_done &= res.res[off].done;
+            } else {
+                o = json_array();
+                for (int q = 0; q < lines[k].n; q++) {
+                    json_array_append_new(o, sched_result_to_json(&res.res[off + q]));
+                    all_done &= res.res[off + q].done;
+                }
+            }
+            j++;
+        }
+        char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+        if (txt) fprintf(out, "%s\n", txt);
+        free(txt);
+        json_decref(o);
+    }
+    if (out != stdout && fclose(out)) {
+        fprintf(stderr, "error: cannot write %s\n", out_path);
+        out = NULL;
+        goto done_model;
+    }
+    out = NULL;
+    if (!all_done) {
+        fprintf(stderr, "error: some requests did not finish\n");
+        goto done_model;
+    }
+    if (st.leak_failures) {
+        fprintf(stderr, "error: KV cache pool leak detected\n");
+        goto done_model;
+    }
+    rc = 0;
+done_model:
+    cli_results_free(&res);
+    free(ids);
+    free(n_per);
+    free(lps);
+    sched_destroy(s);
+    model_free(m);
+done_lines:
+    if (in && in != stdin) fclose(in);
+    for (int k = 0; k < n_lines; k++) {
+        free(lines[k].error);
+        if (lines[k].error) sched_req_spec_free(&specs[k]);
+    }
+    free(lines);
+    free(specs);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,240 @@
+/* sched — SGLang's scheduler: continuous batching over a paged KV cache
+ * with a radix prefix cache, in one thread.
+ *
+ * DESIGN
+ * One scheduler owns the model's KV tensors, the page pool (kv_pool), the
+ * radix tree (kv_radix) and every request's state.  Nothing else touches
+ * them.  Other threads talk to it through two queues:
+ *
+ *   front ── sched_submit / sched_abort ──▶ inbox (mutex + condvar)
+ *                                            │
+ *   scheduler thread: loop {                 ▼
+ *     drain inbox (validate, queue-full check, aborts free pages now)
+ *     prefill?  order the waiting queue by --schedule-policy, admit by
+ *               token budget (PrefillAdder), chunk a long prompt,
+ *               [mixed: + one decode token per running request]
+ *     else decode: one token for every running request (retract the
+ *               longest output when the pool runs dry)
+ *     one model_forward, sample per request, check stop conditions,
+ *     emit events, cache finished prefixes in the radix tree
+ *   }                                        │
+ *   front ◀── sched_poll / sched_wait ─── outbox (mutex + condvar + eventfd)
+ *
+ * The same loop runs synchronously with sched_step / sched_run_until_idle
+ * (offline `generate --requests`, `bench-offline`, tests): then the caller
+ * is the scheduler thread and must not call sched_start.
+ *
+ * Admission follows SGLang's PrefillAdder (schedule_policy.py):
+ *   rem_total = free + evictable tokens
+ *               - sum(running: min(max_new - out, 4096) * new_token_ratio)
+ *               - sum(admitted this step: extend + min(max_new, 4096))
+ *   a request is admitted when extend + min(max_new, 4096) < rem_total,
+ *   the batch holds fewer than --max-prefill-tokens input tokens (the first
+ *   request always goes), and at most --chunked-prefill-size tokens are
+ *   prefilled (the last admitted prompt is cut to the rest: a "chunked"
+ *   request continues first in the next prefill step).
+ * new_token_ratio starts at 0.7 * conservativeness, decays linearly to
+ * 0.14 x that over 600 decode steps, and jumps up after a retraction to
+ * (decoded + 20 * running) / sum(max_new) (SGLang's retract_decode).
+ *
+ * Events (sched_event) carry the tokens produced since the previous event
+ * of the request: streaming requests get one every stream_interval
+ * tokens, every request gets a final SCHED_EV_FINISH.
+ *
+ * Stop strings need detokenized text: the front installs a hook
+ * (sched_set_stop_hook) called after every token of a request that has
+ * stop strings; without a hook such requests are refused at submit.
+ *
+ * Ownership: sched borrows the model (must outlive it) and owns the KV,
+ * pool, tree, compute pool, requests and queued events.  Events returned
+ * by sched_poll/sched_wait belong to the caller (sched_event_free). */
+#ifndef SGLC_SCHED_H
+#define SGLC_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/model.h"
+#include "sampling/sampling_params.h"
+
+typedef enum {
+    SCHED_POLICY_FCFS = 0,
+    SCHED_POLICY_LPM,
+    SCHED_POLICY_DFS_WEIGHT,
+    SCHED_POLICY_LOF,
+    SCHED_POLICY_RANDOM,
+} sched_policy;
+
+/* Scheduler arguments, SGLang names (--max-total-tokens ...). 0 / -1
+ * mean "derive as SGLang does" where the comment says so. */
+typedef struct sched_args {
+    int page_size;                    /* --page-size, default 1 */
+    int64_t max_total_tokens;         /* --max-total-tokens, 0 = from mem_fraction_static */
+    double mem_fraction_static;       /* --mem-fraction-static, <= 0 = default (0.3 on CPU) */
+    int kv_cache_dtype;               /* --kv-cache-dtype: -1 auto, else DTYPE_BF16 */
+    int max_running_requests;         /* --max-running-requests, 0 = derive */
+    int max_queued_requests;          /* --max-queued-requests, 0 = unbounded */
+    int max_prefill_tokens;           /* --max-prefill-tokens, default 16384 */
+    int chunked_prefill_size;         /* --chunked-prefill-size, default 8192; -1 = off */
+    int prefill_max_requests;         /* --prefill-max-requests, 0 = unbounded */
+    double schedule_conservativeness; /* --schedule-conservativeness, default 1.0 */
+    sched_policy schedule_policy;     /* --schedule-policy, default fcfs */
+    bool disable_radix_cache;         /* --disable-radix-cache */
+    int radix_eviction_policy;        /* --radix-eviction-policy lru|lfu (KV_EVICT_*) */
+    bool enable_mixed_chunk;          /* --enable-mixed-chunk */
+    bool enable_priority_scheduling;  /* --enable-priority-scheduling */
+    bool schedule_low_priority_values_first; /* --schedule-low-priority-values-first */
+    int priority_scheduling_preemption_threshold; /* default 10 */
+    bool abort_on_priority_when_disabled;        /* --abort-on-priority-when-disabled */
+    int stream_interval;              /* --stream-interval, default 1 */
+    int threads;                      /* compute threads, 0 = all cores */
+    uint64_t random_seed;             /* --random-seed: unseeded sampling, random policy */
+} sched_args;
+
+void sched_args_init(sched_args *a);
+/* If argv[*i] is a scheduler option, consume it (and its value), advance
+ * *i and return 1; 0 if not ours; -1 on a bad value (message printed). */
+int sched_args_parse(sched_args *a, int argc, char **argv, int *i);
+void sched_args_help(FILE *f);
+const char *sched_policy_name(sched_policy p);
+
+/* One request as the front hands it over.  sched_submit takes ownership of
+ * every pointer (rid, input_ids, cache_salt, token_ids_logprob, params). */
+typedef struct sched_req_spec {
+    char *rid;                   /* owned; NULL = generated ("req-<id>") */
+    int32_t *input_ids;          /* (n_input) owned */
+    int64_t n_input;
+    sampling_params params;      /* owned (moved in); parsed, verify() is done at submit */
+    bool has_priority;
+    int64_t priority;
+    char *cache_salt;            /* owned or NULL: radix isolation key */
+    bool return_logprob;
+    int top_logprobs_num;
+    int64_t logprob_start_len;   /* -1 = output logprobs only */
+    int32_t *token_ids_logprob;  /* (n_token_ids_logprob) owned or NULL */
+    int n_token_ids_logprob;
+    bool stream;                 /* token events every stream_interval tokens */
+} sched_req_spec;
+
+void sched_req_spec_init(sched_req_spec *s);
+void sched_req_spec_free(sched_req_spec *s);
+
+typedef enum { SCHED_EV_TOKENS = 0, SCHED_EV_FINISH = 1 } sched_event_kind;
+
+typedef enum {
+    SCHED_FINISH_NONE = 0,
+    SCHED_FINISH_LENGTH,     /* {"type":"length","length":N} */
+    SCHED_FINISH_STOP_TOKEN, /* {"type":"stop","matched":ID} */
+    SCHED_FINISH_STOP_STR,   /* {"type":"stop","matched":"str"} */
+    SCHED_FINISH_ABORT,      /* {"type":"abort","message":...} (also rejections) */
+} sched_finish_kind;
+
+/* One outbox message.  Arrays hold this event's tokens only. */
+typedef struct sched_event {
+    sched_event_kind kind;
+    uint64_t id;                 /* sched_submit's return value */
+    int index;                   /* n > 1: which sibling (0..n-1); else 0 */
+    char *rid;                   /* owned copy */
+    int32_t *ids;                /* (n_ids) new output ids */
+    int n_ids;
+    float *logprobs;             /* (n_ids) or NULL: chosen tokens' logprobs */
+    int top_n;                   /* top_logprobs_num */
+    int32_t *top_ids;            /* (n_ids, top_n) or NULL */
+    float *top_logprobs;         /* (n_ids, top_n) */
+    int n_tid;                   /* token_ids_logprob count */
+    int32_t *tids;               /* (n_tid) the ids asked for */
+    float *tid_logprobs;         /* (n_ids, n_tid) or NULL */
+    int64_t completion_tokens;   /* output tokens so far, this event included */
+    /* FINISH only: */
+    sched_finish_kind finish;
+    int64_t finish_length;       /* LENGTH */
+    int32_t finish_token;        /* STOP_TOKEN */
+    char *finish_str;            /* STOP_STR: the string; ABORT: the message (owned) */
+    int http_status;             /* ABORT: 400 bad request, 503 queue full, 500 internal */
+    int64_t prompt_tokens;
+    int32_t last_input_id;       /* the prompt's last token (input_token_logprobs) */
+    int64_t cached_tokens;
+    int num_retractions;
+    double e2e_latency;          /* seconds from submit to finish */
+    struct sched_event *next;    /* queue link (internal) */
+} sched_event;
+
+void sched_event_free(sched_event *e);
+
+typedef struct sched sched;
+
+/* Stop-string hook: called on the scheduler thread after each new token of
+ * a request with stop strings.  Returns the index of the stop string the
+ * output now ends with (the front detokenizes incrementally), or -1.
+ * `id` is the request id, out/n_out all its output ids so far. */
+typedef int (*sched_stop_fn)(void *ctx, uint64_t id, const sampling_params *p, const int32_t *out,
+                             int64_t n_out);
+
+/* Build a scheduler for model m: sizes and allocates the KV pool (logs
+ * "max_total_num_tokens=..."), the radix tree and the compute pool.  NULL
+ * with a message in err on failure. */
+sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen);
+/* Stops the thread if started; drops every request (their pages go back). */
+void sched_destroy(sched *s);
+
+/* Install the stop-string hook; call before sched_start and before any
+ * submit (the scheduler thread reads it without locking). */
+void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
+
+/* Thread-safe.  Queue a request; returns its id (>= 1).  Validation
+ * failures, queue-full rejections etc. come back as a FINISH event with
+ * SCHED_FINISH_ABORT.  n > 1 produces n results (event.index). */
+uint64_t sched_submit(sched *s, sched_req_spec *spec);
+/* Thread-safe.  Abort every request with this rid (its pages are freed
+ * in the scheduler's next step; a FINISH/ABORT event follows).  abort_all
+ * when rid is NULL. */
+void sched_abort(sched *s, const char *rid);
+
+/* Thread-safe outbox.  poll: next event or NULL.  wait: blocks up to
+ * timeout_s seconds (< 0 = forever). */
+sched_event *sched_poll(sched *s);
+sched_event *sched_wait(sched *s, double timeout_s);
+/* eventfd readable while events are queued (for an event loop); -1 if
+ * unavailable. */
+int sched_outbox_fd(const sched *s);
+
+/* Threaded mode: run the loop on a new thread until sched_stop. */
+int sched_start(sched *s);
+void sched_stop(sched *s);
+
+/* Synchronous mode.  One iteration (drain inbox, one batch).  Returns 1 if
+ * it did something, 0 when idle, -1 on an internal failure (logged). */
+int sched_step(sched *s);
+/* Step until no request is queued or running.  0 or -1. */
+int sched_run_until_idle(sched *s);
+
+/* Idle leak check (SGLang's "KV cache pool leak detected"): 0 or -1 with
+ * the message in err.  Only meaningful while idle. */
+int sched_check_leak(sched *s, char *err, size_t errlen);
+
+/* SGLang's flush_cache: empty the radix tree.  Only while idle (no request
+ * queued or running); -1 otherwise.  Synchronous mode / scheduler thread. */
+int sched_flush_cache(sched *s);
+
+typedef struct sched_stats {
+    int64_t max_total_num_tokens;
+    int64_t n_finished;
+    int64_t prompt_tokens;        /* of finished requests */
+    int64_t cached_tokens;        /* of finished requests */
+    int64_t generated_tokens;
+    int64_t num_retractions;
+    int64_t num_preemptions;
+    int64_t n_prefill_steps, n_decode_steps, n_mixed_steps;
+    int64_t leak_checks, leak_failures;
+    double forward_s, sched_s;    /* time in model_forward / in the rest of the steps */
+    int n_running, n_waiting;
+    int64_t free_tokens, evictable_tokens, protected_tokens;
+} sched_stats;
+
+/* Counters and pool state.  Scheduler thread only (synchronous mode, or
+ * after sched_stop): the scheduler updates them without locking. */
+void sched_get_stats(sched *s, sched_stats *out);
+
+#endif

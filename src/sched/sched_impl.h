@@ -1,0 +1,154 @@
+/* sched_impl — the scheduler's private structures, shared by sched.c
+ * (loop, admission, decode, events), sched_policy.c (waiting-queue order)
+ * and sched_args.c.  Not for other modules.
+ *
+ * A request's token sequence and KV:
+ *
+ *   seq   [ in0 in1 ... in(n_input-1) | out0 out1 ... out(k-1) ]   len = n_input + k
+ *   KV    [ 0 ................................ kv_len )            kv_len <= len
+ *   pages [ tree pages (locked, protected_len) | own pages ]       n_pages = ceil(kv_len'/P)
+ *   slots [ pages[i / P] * P + i % P  for i < n_pages * P ]
+ *
+ * Waiting: kv_len 0, no pages, no lock.  Prefill (extend): KV grows from
+ * the matched prefix to len (one chunk per step when chunked).  Decode:
+ * seq[len - 1] goes in at position kv_len = len - 1.  A retracted request
+ * keeps seq (its outputs) and is prefilled again over input + output. */
+#ifndef SGLC_SCHED_IMPL_H
+#define SGLC_SCHED_IMPL_H
+
+#include <pthread.h>
+
+#include "kv/kv_pool.h"
+#include "kv/kv_radix.h"
+#include "sampling/sampler.h"
+#include "sched/sched.h"
+
+typedef enum { RS_WAITING = 0, RS_PREFILL, RS_RUNNING, RS_DONE } sched_rstate;
+
+typedef struct sreq {
+    uint64_t id;
+    int index;                  /* n > 1 sibling index */
+    char *rid;                  /* owned */
+    int32_t *seq;               /* (cap) owned: input then output ids */
+    int64_t n_input, len, cap;
+    sampling_params params;     /* owned */
+    sampling_state st;          /* owned; borrows params */
+    int64_t max_new;            /* effective max_new_tokens (clipped to the context) */
+    int64_t priority;
+    bool has_priority;
+    char *cache_salt;           /* owned or NULL */
+    bool return_logprob;
+    int top_n;
+    int32_t *tids;              /* (n_tid) owned */
+    int n_tid;
+    bool stream;
+    int stream_interval;
+    bool internal;              /* n > 1 prefix warm-up: no events */
+    /* per output token (cap - n_input rows), only when return_logprob */
+    float *lp;                  /* (out_cap) */
+    int32_t *top_ids;           /* (out_cap, top_n) */
+    float *top_lp;              /* (out_cap, top_n) */
+    float *tid_lp;              /* (out_cap, n_tid) */
+    /* KV */
+    int32_t *pages;             /* (pages_cap) owned */
+    int64_t n_pages, pages_cap;
+    int32_t *slots;             /* (pages_cap * P) owned */
+    kv_radix_req rr;
+    bool holds_kv;              /* admitted: rr lock / pages to release */
+    int64_t kv_len;
+    int64_t extend;             /* tokens prefilled in the current step */
+    int64_t already_computed;   /* most KV ever computed (cached_tokens accounting) */
+    int64_t est_prefix;         /* policy: cached prefix estimate */
+    kv_radix_node *est_node;    /* policy: deepest matched node */
+    int64_t order;              /* policy: rank scratch */
+    int64_t prio_key;           /* policy: smaller = admitted first */
+    sched_rstate state;
+    int64_t cached_tokens;
+    int num_retractions;
+    int64_t n_sent;             /* output tokens already sent in events */
+    double t_submit;
+    uint64_t seq_no;            /* arrival order */
+    bool to_abort;
+    char *abort_msg;            /* owned or NULL */
+    int abort_status;
+    /* n > 1: the warm-up request holds its siblings until it finishes */
+    struct sreq **children;     /* (n_children) owned array of owned requests */
+    int n_children;
+    struct sreq *next;          /* inbox link */
+} sreq;
+
+typedef struct abort_msg {
+    char *rid;                  /* owned; NULL = all */
+    struct abort_msg *next;
+} abort_msg;
+
+struct sched {
+    sched_args a;
+    model *m;                   /* borrowed */
+    const model_config *c;      /* borrowed from m */
+    model_kv *kv;               /* owned */
+    kv_pool *pool;              /* owned */
+    kv_radix *tree;             /* owned */
+    tpool *tp;                  /* owned */
+    int P;
+    int64_t capacity;           /* max_total_num_tokens */
+    int64_t max_req_len, max_req_input_len;
+    int max_running;
+    int32_t eos[MODEL_MAX_EOS];
+    int n_eos;
+    int V;
+
+    sreq **waiting;             /* (n_waiting) owned requests */
+    int n_waiting, cap_waiting;
+    sreq **running;             /* (n_running) owned: decoding */
+    int n_running, cap_running;
+    sreq *chunked;              /* owned: prompt prefilled across steps */
+
+    double new_token_ratio, init_ratio, min_ratio, ratio_decay;
+
+    /* step buffers, grown on demand */
+    sreq **batch;               /* (n_batch) prefill requests of this step, borrowed */
+    int n_batch, cap_batch;
+    int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
+    int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
+    const int32_t **b_slots;                     /* (cap_seq) */
+    int cap_tok, cap_seq;
+    float *logits;              /* (cap_logits, V) */
+    int cap_logits;
+    void *scratch;              /* sampling scratch */
+    int32_t *tmp_top_ids;       /* (top_n) */
+    float *tmp_top_lp, *tmp_tid_lp;
+    int tmp_cap;
+
+    uint64_t rng;
+    uint64_t next_seq_no;
+    bool was_busy;
+
+    sched_stats st;
+
+    /* inbox */
+    pthread_mutex_t in_mu;
+    pthread_cond_t in_cv;
+    sreq *in_head, *in_tail;
+    abort_msg *ab_head, *ab_tail;
+    uint64_t next_id;
+    sched_stop_fn stop_fn;
+    void *stop_ctx;
+
+    /* outbox */
+    pthread_mutex_t out_mu;
+    pthread_cond_t out_cv;
+    sched_event *out_head, *out_tail;
+    int efd;
+
+    pthread_t thread;
+    bool thread_started, stop;
+};
+
+/* sched_policy.c: order s->waiting in place for the next admission. */
+void sched_policy_order(sched *s);
+
+/* splitmix64 step. */
+uint64_t sched_rand(uint64_t *state);
+
+#endif

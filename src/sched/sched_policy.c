@@ -1,0 +1,230 @@
+/* sched_policy — order of the waiting queue (SGLang's SchedulePolicy).
+ *
+ * DESIGN
+ *   fcfs        queue order (arrival; retracted requests re-enter at the end)
+ *   lpm         longest cached prefix first (radix match, no lock)
+ *   dfs-weight  walk the radix tree depth-first, heavier subtrees (more
+ *               waiting requests under them) first, so that requests
+ *               sharing a prefix are admitted together
+ *   lof         longest max_new_tokens first
+ *   random      shuffle
+ * The cache-aware policies (lpm, dfs-weight) cost a tree match per waiting
+ * request; like SGLang they fall back to fcfs when more than 128 wait.
+ * With --enable-priority-scheduling the priority is the primary key
+ * (higher values first, or lower with --schedule-low-priority-values-first)
+ * and the policy order breaks ties.  Sorting is stable: ties keep queue
+ * order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_impl.h"
+#include "util/log.h"
+
+#define SCHED_CACHE_AWARE_MAX_QUEUE 128
+
+uint64_t sched_rand(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* qsort is not stable: every key ends with the current rank (order). */
+static void rank_current(sched *s)
+{
+    for (int i = 0; i < s->n_waiting; i++) s->waiting[i]->order = i;
+}
+
+static int cmp_lpm(const void *a, const void *b)
+{
+    const sreq *x = *(sreq *const *)a, *y = *(sreq *const *)b;
+    if (x->est_prefix != y->est_prefix) return x->est_prefix > y->est_prefix ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+static int cmp_lof(const void *a, const void *b)
+{
+    const sreq *x = *(sreq *const *)a, *y = *(sreq *const *)b;
+    int64_t rx = x->max_new - (x->len - x->n_input), ry = y->max_new - (y->len - y->n_input);
+    if (rx != ry) return rx > ry ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+static int cmp_prio(const void *a, const void *b)
+{
+    const sreq *x = *(sreq *const *)a, *y = *(sreq *const *)b;
+    if (x->prio_key != y->prio_key) return x->prio_key < y->prio_key ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+static void match_all(sched *s)
+{
+    for (int i = 0; i < s->n_waiting; i++) {
+        sreq *r = s->waiting[i];
+        r->est_node = NULL;
+        r->est_prefix = kv_radix_match(s->tree, r->cache_salt, r->seq, r->len - 1, NULL, &r->est_node);
+    }
+}
+
+/* ---- dfs-weight ----------------------------------------------------------
+ * Nodes on the paths from the waiting requests' matched nodes to the root,
+ * in a small open-addressing table keyed by pointer. */
+typedef struct {
+    kv_radix_node *node;
+    int parent;      /* index, -1 for the root */
+    int64_t weight;  /* waiting requests in the subtree */
+    int64_t first;   /* smallest rank of a request in the subtree (tie-break) */
+    int *kids;       /* owned */
+    int n_kids, cap_kids;
+} dnode;
+
+typedef struct {
+    dnode *v;
+    int n, cap;
+    int *tab;
+    int tab_cap;
+} dtree;
+
+static int dtree_find(dtree *d, kv_radix_node *node, bool add)
+{
+    uint64_t h = (uint64_t)(uintptr_t)node * 0x9E3779B97F4A7C15ull;
+    for (int k = (int)(h >> 40) & (d->tab_cap - 1);; k = (k + 1) & (d->tab_cap - 1)) {
+        if (d->tab[k] < 0) {
+            if (!add) return -1;
+            if (d->n == d->cap) return -2;
+            d->tab[k] = d->n;
+            d->v[d->n] = (dnode){.node = node, .parent = -1, .first = INT64_MAX};
+            return d->n++;
+        }
+        if (d->v[d->tab[k]].node == node) return d->tab[k];
+    }
+}
+
+static void dfs_emit(sched *s, dtree *d, int i, sreq **out, int *n_out)
+{
+    dnode *x = &d->v[i];
+    /* children: heavier first, then earlier request */
+    for (int a = 1; a < x->n_kids; a++) {
+        int k = x->kids[a], b = a - 1;
+        while (b >= 0) {
+            dnode *p = &d->v[x->kids[b]], *q = &d->v[k];
+            if (p->weight > q->weight || (p->weight == q->weight && p->first <= q->first)) break;
+            x->kids[b + 1] = x->kids[b];
+            b--;
+        }
+        x->kids[b + 1] = k;
+    }
+    for (int a = 0; a < x->n_kids; a++) dfs_emit(s, d, x->kids[a], out, n_out);
+    for (int r = 0; r < s->n_waiting; r++)
+        if (s->waiting[r]->est_node == x->node) out[(*n_out)++] = s->waiting[r];
+}
+
+static int order_dfs_weight(sched *s)
+{
+    int n = s->n_waiting, rc = -1;
+    /* a path has at most (len / P) + 1 nodes; bound the table by the sum */
+    int64_t bound = 1;
+    for (int i = 0; i < n; i++) bound += s->waiting[i]->est_prefix / s->P + 1;
+    if (bound > (1 << 22)) return -1;
+    dtree d = {0};
+    d.cap = (int)bound;
+    d.tab_cap = 16;
+    while (d.tab_cap < 2 * d.cap) d.tab_cap <<= 1;
+    d.v = calloc((size_t)d.cap, sizeof *d.v);
+    d.tab = malloc(sizeof(int) * (size_t)d.tab_cap);
+    sreq **out = malloc(sizeof(sreq *) * (size_t)n);
+    if (!d.v || !d.tab || !out) goto done;
+    memset(d.tab, 0xff, sizeof(int) * (size_t)d.tab_cap);
+    kv_radix_node *root = kv_radix_root(s->tree);
+    if (dtree_find(&d, root, true) != 0) goto done;
+    for (int i = 0; i < n; i++) {
+        sreq *r = s->waiting[i];
+        int child = -1;
+        for (kv_radix_node *nd = r->est_node ? r->est_node : root; nd; nd = kv_radix_node_parent(nd)) {
+            int existed = dtree_find(&d, nd, false);
+            int k = existed >= 0 ? existed : dtree_find(&d, nd, true);
+            if (k < 0) goto done;
+            dnode *x = &d.v[k];
+            x->weight++;
+            if (i < x->first) x->first = i;
+            if (child >= 0 && d.v[child].parent < 0) {
+                d.v[child].parent = k;
+                if (x->n_kids == x->cap_kids) {
+                    int nc = x->cap_kids ? 2 * x->cap_kids : 4;
+                    int *g = realloc(x->kids, sizeof(int) * (size_t)nc);
+                    if (!g) goto done;
+                    x->kids = g;
+                    x->cap_kids = nc;
+                }
+                x->kids[x->n_kids++] = child;
+            }
+            if (existed >= 0 && nd != r->est_node) {
+                /* the rest of the path is known: only the weights remain */
+                for (int p = d.v[k].parent; p >= 0; p = d.v[p].parent) {
+                    d.v[p].weight++;
+                    if (i < d.v[p].first) d.v[p].first = i;
+                }
+                break;
+            }
+            child = k;
+        }
+    }
+    int n_out = 0;
+    dfs_emit(s, &d, 0, out, &n_out);
+    if (n_out != n) {
+        log_error("dfs-weight ordered %d of %d requests", n_out, n);
+        goto done;
+    }
+    memcpy(s->waiting, out, sizeof(sreq *) * (size_t)n);
+    rc = 0;
+done:
+    if (d.v)
+        for (int i = 0; i < d.n; i++) free(d.v[i].kids);
+    free(d.v);
+    free(d.tab);
+    free(out);
+    return rc;
+}
+
+void sched_policy_order(sched *s)
+{
+    int n = s->n_waiting;
+    if (n == 0) return;
+    sched_policy p = s->a.schedule_policy;
+    bool cache_aware = p == SCHED_POLICY_LPM || p == SCHED_POLICY_DFS_WEIGHT;
+    if (cache_aware && (n > SCHED_CACHE_AWARE_MAX_QUEUE || kv_radix_disabled(s->tree)))
+        p = SCHED_POLICY_FCFS;
+    rank_current(s);
+    switch (p) {
+    case SCHED_POLICY_FCFS:
+        break;
+    case SCHED_POLICY_LPM:
+        match_all(s);
+        qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_lpm);
+        break;
+    case SCHED_POLICY_DFS_WEIGHT:
+        match_all(s);
+        if (order_dfs_weight(s)) log_warn("dfs-weight ordering failed; keeping fcfs order");
+        break;
+    case SCHED_POLICY_LOF:
+        qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_lof);
+        break;
+    case SCHED_POLICY_RANDOM:
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)(sched_rand(&s->rng) % (uint64_t)(i + 1));
+            sreq *t = s->waiting[i];
+            s->waiting[i] = s->waiting[j];
+            s->waiting[j] = t;
+        }
+        break;
+    }
+    if (s->a.enable_priority_scheduling) {
+        rank_current(s);
+        for (int i = 0; i < n; i++) {
+            sreq *r = s->waiting[i];
+            r->prio_key = s->a.schedule_low_priority_values_first ? r->priority : -r->priority;
+        }
+        qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_prio);
+    }
+}

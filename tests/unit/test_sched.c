@@ -1,0 +1,876 @@
+/* test_sched — the scheduler on TinyStories-656K (f32, greedy, 1 thread):
+ * batch invariance across radix on/off, chunk sizes 16/64/none, page sizes
+ * 1/16/64 and mixed chunks; retraction under a tiny pool; abort; n > 1;
+ * priority preemption; queue-full rejection; cached_tokens; stream
+ * interval; stop token ids / min_new_tokens / stop-string hook; policies;
+ * the threaded inbox/outbox API; request JSON parsing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "sched/sched.h"
+#include "sched/sched_json.h"
+#include "util/log.h"
+
+static model *g_model;
+
+static const char *shared_dir(void)
+{
+    const char *s = getenv("SGLC_SHARED");
+    return s && *s ? s : "../shared";
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    kernels_init(NULL);
+    log_set_level(getenv("SGLC_TEST_DEBUG") ? LOG_DEBUG : LOG_WARNING);
+    char dir[512], err[1024];
+    snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", shared_dir());
+    if (access(dir, R_OK) != 0) return 0;
+    model_load_opts o = {.model_path = dir, .dtype = -1};
+    g_model = model_load(&o, err, sizeof err);
+    if (!g_model) fprintf(stderr, "load failed: %s\n", err);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    model_free(g_model);
+    return 0;
+}
+
+#define NEED_MODEL()                                                                 \
+    do {                                                                             \
+        if (!g_model) {                                                              \
+            print_message("TinyStories-656K not found under $SGLC_SHARED: skipped\n"); \
+            skip();                                                                  \
+        }                                                                            \
+    } while (0)
+
+/* ---- workloads ------------------------------------------------------------- */
+
+typedef struct {
+    int n;
+    int32_t *in[96];
+    int n_in[96];
+    int max_new[96];
+} workload;
+
+static uint64_t g_rng;
+static uint32_t rnd(void)
+{
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(g_rng >> 33);
+}
+
+/* n requests: three shared "system prompts" (70, 20 and 0 tokens) plus a
+ * random tail, so that prefixes are shared at page sizes 1, 16 and 64. */
+static void make_workload(workload *w, int n, int tail_max, int new_max, uint64_t seed)
+{
+    g_rng = seed;
+    int32_t sys[3][70];
+    int sys_len[3] = {70, 20, 0};
+    for (int g = 0; g < 3; g++)
+        for (int t = 0; t < 70; t++) sys[g][t] = 3 + (int32_t)(rnd() % 2000);
+    w->n = n;
+    for (int i = 0; i < n; i++) {
+        int g = i % 3, tail = 1 + (int)(rnd() % (uint32_t)tail_max);
+        w->n_in[i] = sys_len[g] + tail;
+        w->in[i] = malloc(sizeof(int32_t) * (size_t)w->n_in[i]);
+        w->in[i][0] = 1; /* BOS */
+        for (int t = 1; t < sys_len[g]; t++) w->in[i][t] = sys[g][t];
+        for (int t = sys_len[g] > 0 ? sys_len[g] : 1; t < w->n_in[i]; t++) w->in[i][t] = 3 + (int32_t)(rnd() % 2000);
+        w->max_new[i] = 2 + (int)(rnd() % (uint32_t)new_max);
+    }
+}
+
+static void free_workload(workload *w)
+{
+    for (int i = 0; i < w->n; i++) free(w->in[i]);
+}
+
+static sched_args base_args(void)
+{
+    sched_args a;
+    sched_args_init(&a);
+    a.max_total_tokens = 16384;
+    a.threads = 1;
+    a.random_seed = 7;
+    return a;
+}
+
+static sched *mk(const sched_args *a)
+{
+    char err[512];
+    sched *s = sched_create(g_model, a, err, sizeof err);
+    if (!s) fail_msg("sched_create: %s", err);
+    return s;
+}
+
+static void spec_for(sched_req_spec *sp, const workload *w, int i)
+{
+    sched_req_spec_init(sp);
+    sp->n_input = w->n_in[i];
+    sp->input_ids = malloc(sizeof(int32_t) * (size_t)sp->n_input);
+    memcpy(sp->input_ids, w->in[i], sizeof(int32_t) * (size_t)sp->n_input);
+    sp->params.has_max_new_tokens = true;
+    sp->params.max_new_tokens = w->max_new[i];
+    sp->params.top_k = 1; /* greedy */
+    sp->params.ignore_eos = true;
+}
+
+typedef struct {
+    sched_result r[96];
+    uint64_t id[96];
+} outputs;
+
+static int index_of(const outputs *o, int n, uint64_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (o->id[i] == id) return i;
+    return -1;
+}
+
+/* Drain every event into o (ids[] must be set). */
+static void drain(sched *s, outputs *o, int n)
+{
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        int k = index_of(o, n, e->id);
+        assert_true(k >= 0);
+        assert_int_equal(sched_result_add(&o->r[k], e), 0);
+        sched_event_free(e);
+    }
+}
+
+static void run_all(const sched_args *a, const workload *w, outputs *o)
+{
+    sched *s = mk(a);
+    for (int i = 0; i < w->n; i++) {
+        sched_result_init(&o->r[i], false);
+        sched_req_spec sp;
+        spec_for(&sp, w, i);
+        o->id[i] = sched_submit(s, &sp);
+    }
+    assert_int_equal(sched_run_until_idle(s), 0);
+    drain(s, o, w->n);
+    char err[512];
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_int_equal(st.leak_failures, 0);
+    assert_true(st.leak_checks >= 1);
+    sched_destroy(s);
+}
+
+/* Every request alone: one at a time, no cache, no chunking. */
+static void run_alone(const workload *w, outputs *o)
+{
+    sched_args a = base_args();
+    a.disable_radix_cache = true;
+    a.chunked_prefill_size = -1;
+    sched *s = mk(&a);
+    for (int i = 0; i < w->n; i++) {
+        sched_result_init(&o->r[i], false);
+        sched_req_spec sp;
+        spec_for(&sp, w, i);
+        o->id[i] = sched_submit(s, &sp);
+        assert_int_equal(sched_run_until_idle(s), 0);
+        drain(s, o, i + 1);
+    }
+    sched_destroy(s);
+}
+
+static void free_outputs(outputs *o, int n)
+{
+    for (int i = 0; i < n; i++) sched_result_free(&o->r[i]);
+}
+
+static void expect_same(const outputs *ref, const outputs *got, const workload *w, const char *what)
+{
+    for (int i = 0; i < w->n; i++) {
+        const sched_result *a = &ref->r[i], *b = &got->r[i];
+        assert_true(b->done);
+        if (b->fin.finish != SCHED_FINISH_LENGTH || b->n != w->max_new[i])
+            fail_msg("%s: request %d finished %d with %lld tokens (want length %d)", what, i, b->fin.finish,
+                     (long long)b->n, w->max_new[i]);
+        assert_int_equal(a->n, b->n);
+        for (int64_t t = 0; t < a->n; t++)
+            if (a->ids[t] != b->ids[t])
+                fail_msg("%s: request %d differs at output %lld: %d vs %d", what, i, (long long)t, a->ids[t], b->ids[t]);
+    }
+}
+
+static int64_t sum_cached(const outputs *o, int n)
+{
+    int64_t c = 0;
+    for (int i = 0; i < n; i++) c += o->r[i].fin.cached_tokens;
+    return c;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    workload w;
+    make_workload(&w, 65, 40, 8, 42);
+    static outputs ref, got;
+    run_alone(&w, &ref);
+    struct {
+        bool radix;
+        int chunk;
+        int page;
+        bool mixed;
+        sched_policy pol;
+    } cfg[] = {
+        {true, 16, 1, false, SCHED_POLICY_FCFS},
+        {false, 16, 16, false, SCHED_POLICY_FCFS},
+        {true, -1, 64, false, SCHED_POLICY_LPM},
+        {true, 64, 16, true, SCHED_POLICY_DFS_WEIGHT},
+        {false, 64, 64, true, SCHED_POLICY_FCFS},
+    };
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+        sched_args a = base_args();
+        a.disable_radix_cache = !cfg[c].radix;
+        a.chunked_prefill_size = cfg[c].chunk;
+        a.page_size = cfg[c].page;
+        a.enable_mixed_chunk = cfg[c].mixed;
+        a.schedule_policy = cfg[c].pol;
+        char what[128];
+        snprintf(what, sizeof what, "radix %d chunk %d page %d mixed %d policy %s", cfg[c].radix, cfg[c].chunk,
+                 cfg[c].page, cfg[c].mixed, sched_policy_name(cfg[c].pol));
+        memset(&got, 0, sizeof got);
+        run_all(&a, &w, &got);
+        expect_same(&ref, &got, &w, what);
+        int64_t cached = sum_cached(&got, w.n);
+        if (cfg[c].radix && cached == 0) fail_msg("%s: no cached tokens on a shared-prefix workload", what);
+        if (!cfg[c].radix) assert_int_equal(cached, 0);
+        free_outputs(&got, w.n);
+    }
+    free_outputs(&ref, w.n);
+    free_workload(&w);
+}
+
+static void test_retraction_tiny_pool(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    workload w;
+    make_workload(&w, 24, 20, 1, 9);
+    for (int i = 0; i < w.n; i++) w.max_new[i] = 40 + i % 7;
+    static outputs ref, got;
+    run_alone(&w, &ref);
+    int pages[] = {1, 16};
+    for (int p = 0; p < 2; p++) {
+        sched_args a = base_args();
+        a.max_total_tokens = 320;
+        a.page_size = pages[p];
+        a.chunked_prefill_size = 64;
+        memset(&got, 0, sizeof got);
+        sched *s = mk(&a);
+        for (int i = 0; i < w.n; i++) {
+            sched_result_init(&got.r[i], false);
+            sched_req_spec sp;
+            spec_for(&sp, &w, i);
+            got.id[i] = sched_submit(s, &sp);
+        }
+        assert_int_equal(sched_run_until_idle(s), 0);
+        drain(s, &got, w.n);
+        sched_stats st;
+        sched_get_stats(s, &st);
+        char err[512];
+        if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+        assert_int_equal(st.leak_failures, 0);
+        if (st.num_retractions == 0) fail_msg("page %d: no retraction on a tiny pool", pages[p]);
+        int64_t per_req = 0;
+        for (int i = 0; i < w.n; i++) per_req += got.r[i].fin.num_retractions;
+        assert_int_equal(per_req, st.num_retractions);
+        expect_same(&ref, &got, &w, pages[p] == 1 ? "tiny pool, page 1" : "tiny pool, page 16");
+        sched_destroy(s);
+        free_outputs(&got, w.n);
+    }
+    free_outputs(&ref, w.n);
+    free_workload(&w);
+}
+
+static sched_req_spec simple_spec(int n_in, int max_new, int32_t base)
+{
+    sched_req_spec sp;
+    sched_req_spec_init(&sp);
+    sp.n_input = n_in;
+    sp.input_ids = malloc(sizeof(int32_t) * (size_t)n_in);
+    for (int i = 0; i < n_in; i++) sp.input_ids[i] = i == 0 ? 1 : (base + 37 * i) % 2000 + 3;
+    sp.params.has_max_new_tokens = true;
+    sp.params.max_new_tokens = max_new;
+    sp.params.top_k = 1;
+    sp.params.ignore_eos = true;
+    return sp;
+}
+
+static void test_abort_frees_pages(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.max_total_tokens = 1024;
+    sched *s = mk(&a);
+    sched_req_spec sp = simple_spec(30, 300, 5);
+    sp.rid = strdup("victim");
+    sched_req_spec sp2 = simple_spec(20, 300, 9);
+    sp2.rid = strdup("waiting-victim");
+    sched_submit(s, &sp);
+    for (int i = 0; i < 5; i++) assert_int_equal(sched_step(s), 1);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_int_equal(st.n_running, 1);
+    assert_true(st.free_tokens < 1024 - 30);
+    sched_abort(s, "victim");
+    sched_abort(s, "no-such-rid");
+    sched_step(s); /* the abort is handled at the start of this step */
+    sched_get_stats(s, &st);
+    assert_int_equal(st.n_running, 0);
+    assert_int_equal(st.protected_tokens, 0);
+    assert_int_equal(st.free_tokens + st.evictable_tokens, 1024);
+    sched_event *e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->kind, SCHED_EV_FINISH);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    assert_string_equal(e->rid, "victim");
+    assert_true(e->completion_tokens >= 4);
+    sched_event_free(e);
+    /* a waiting request is aborted before it ever runs */
+    sched_submit(s, &sp2);
+    sched_abort(s, "waiting-victim");
+    sched_step(s);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    assert_int_equal(e->completion_tokens, 0);
+    sched_event_free(e);
+    char err[512];
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+    sched_destroy(s);
+}
+
+static void collect(sched *s, sched_result *r, int n, uint64_t id)
+{
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        assert_int_equal(e->id, id);
+        assert_true(e->index >= 0 && e->index < n);
+        assert_int_equal(sched_result_add(&r[e->index], e), 0);
+        sched_event_free(e);
+    }
+}
+
+static void test_parallel_sampling_n(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_result r1[4], r2[4];
+    for (int rep = 0; rep < 2; rep++) {
+        sched_result *r = rep ? r2 : r1;
+        sched_args a = base_args();
+        sched *s = mk(&a);
+        sched_req_spec sp = simple_spec(25, 12, 3);
+        sp.params.top_k = SAMPLING_TOP_K_ALL;
+        sp.params.temperature = 1.0;
+        sp.params.n = 4;
+        sp.params.has_sampling_seed = true;
+        sp.params.sampling_seed = 1234;
+        for (int i = 0; i < 4; i++) sched_result_init(&r[i], false);
+        uint64_t id = sched_submit(s, &sp);
+        assert_int_equal(sched_run_until_idle(s), 0);
+        collect(s, r, 4, id);
+        for (int i = 0; i < 4; i++) {
+            assert_true(r[i].done);
+            assert_int_equal(r[i].n, 12);
+            /* the siblings reuse the warm-up's prompt pages */
+            assert_int_equal(r[i].fin.cached_tokens, 24);
+            assert_int_equal(r[i].fin.prompt_tokens, 25);
+        }
+        char err[512];
+        if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+        sched_destroy(s);
+    }
+    int distinct = 0;
+    for (int i = 1; i < 4; i++) distinct += memcmp(r1[0].ids, r1[i].ids, 12 * sizeof(int32_t)) != 0;
+    assert_true(distinct > 0); /* seeds seed + i differ */
+    for (int i = 0; i < 4; i++) {
+        assert_memory_equal(r1[i].ids, r2[i].ids, 12 * sizeof(int32_t)); /* sampling_seed replays */
+        sched_result_free(&r1[i]);
+        sched_result_free(&r2[i]);
+    }
+}
+
+static void test_priority_preemption(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.enable_priority_scheduling = true;
+    a.max_running_requests = 1;
+    sched *s = mk(&a);
+    sched_req_spec lo = simple_spec(20, 30, 1), hi = simple_spec(20, 10, 2), mid = simple_spec(20, 10, 4);
+    lo.has_priority = true, lo.priority = 0, lo.rid = strdup("low");
+    hi.has_priority = true, hi.priority = 100, hi.rid = strdup("high");
+    mid.has_priority = true, mid.priority = 5, mid.rid = strdup("mid"); /* within the threshold of low */
+    uint64_t id_lo = sched_submit(s, &lo);
+    for (int i = 0; i < 4; i++) sched_step(s); /* low is decoding */
+    uint64_t id_mid = sched_submit(s, &mid);
+    for (int i = 0; i < 2; i++) sched_step(s);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_int_equal(st.num_preemptions, 0); /* 5 - 0 <= threshold 10 */
+    uint64_t id_hi = sched_submit(s, &hi);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    sched_get_stats(s, &st);
+    assert_true(st.num_preemptions >= 1);
+    /* finish order: high first; low was retracted once and still finished */
+    uint64_t order[3];
+    int n = 0, lo_retr = -1;
+    int64_t lo_len = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        if (e->kind == SCHED_EV_FINISH) {
+            order[n++] = e->id;
+            if (e->id == id_lo) {
+                lo_retr = e->num_retractions;
+                lo_len = e->completion_tokens;
+            }
+        }
+        sched_event_free(e);
+    }
+    assert_int_equal(n, 3);
+    assert_int_equal(order[0], id_hi);
+    assert_true(lo_retr >= 1);
+    assert_int_equal(lo_len, 30);
+    (void)id_mid;
+    sched_destroy(s);
+
+    /* --abort-on-priority-when-disabled */
+    a = base_args();
+    a.abort_on_priority_when_disabled = true;
+    s = mk(&a);
+    sched_req_spec p = simple_spec(10, 5, 1);
+    p.has_priority = true;
+    p.priority = 3;
+    sched_submit(s, &p);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    assert_int_equal(e->http_status, 400);
+    sched_event_free(e);
+    sched_destroy(s);
+}
+
+static void test_queue_full(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.max_queued_requests = 2;
+    sched *s = mk(&a);
+    for (int i = 0; i < 5; i++) {
+        sched_req_spec sp = simple_spec(10, 3, i);
+        sched_submit(s, &sp);
+    }
+    assert_int_equal(sched_run_until_idle(s), 0);
+    int full = 0, ok = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        assert_int_equal(e->kind, SCHED_EV_FINISH);
+        if (e->finish == SCHED_FINISH_ABORT) {
+            assert_string_equal(e->finish_str, "The request queue is full.");
+            assert_int_equal(e->http_status, 503);
+            full++;
+        } else {
+            ok++;
+        }
+        sched_event_free(e);
+    }
+    assert_int_equal(full, 3);
+    assert_int_equal(ok, 2);
+    sched_destroy(s);
+}
+
+static int64_t cached_of(sched *s, sched_req_spec *sp)
+{
+    sched_submit(s, sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    sched_event *e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->kind, SCHED_EV_FINISH);
+    int64_t c = e->cached_tokens;
+    sched_event_free(e);
+    assert_null(sched_poll(s));
+    return c;
+}
+
+static void test_cached_tokens(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    int pages[] = {1, 16};
+    for (int p = 0; p < 2; p++) {
+        sched_args a = base_args();
+        a.page_size = pages[p];
+        sched *s = mk(&a);
+        sched_req_spec first = simple_spec(40, 4, 11);
+        assert_int_equal(cached_of(s, &first), 0);
+        sched_req_spec second = simple_spec(50, 4, 11); /* same first 40 tokens */
+        assert_int_equal(cached_of(s, &second), pages[p] == 1 ? 40 : 32);
+        sched_req_spec salted = simple_spec(50, 4, 11);
+        salted.cache_salt = strdup("tenant-b");
+        assert_int_equal(cached_of(s, &salted), 0);
+        sched_destroy(s);
+    }
+    sched_args a = base_args();
+    a.disable_radix_cache = true;
+    sched *s = mk(&a);
+    sched_req_spec x = simple_spec(40, 4, 11), y = simple_spec(40, 4, 11);
+    cached_of(s, &x);
+    assert_int_equal(cached_of(s, &y), 0);
+    sched_destroy(s);
+}
+
+static void test_stream_interval(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.stream_interval = 3;
+    sched *s = mk(&a);
+    sched_req_spec sp = simple_spec(10, 10, 1);
+    sp.stream = true;
+    sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    int sizes[8], n = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        assert_true(n < 8);
+        sizes[n++] = e->n_ids;
+        assert_int_equal(e->kind, n == 4 ? SCHED_EV_FINISH : SCHED_EV_TOKENS);
+        sched_event_free(e);
+    }
+    assert_int_equal(n, 4);
+    assert_int_equal(sizes[0], 3);
+    assert_int_equal(sizes[1], 3);
+    assert_int_equal(sizes[2], 3);
+    assert_int_equal(sizes[3], 1);
+    sched_destroy(s);
+}
+
+static int hook_calls;
+static int stop_on_token(void *ctx, uint64_t id, const sampling_params *p, const int32_t *out, int64_t n)
+{
+    (void)id, (void)p;
+    hook_calls++;
+    return out[n - 1] == *(int32_t *)ctx ? 0 : -1;
+}
+
+static void test_stop_conditions(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    sched *s = mk(&a);
+    sched_result ref;
+    sched_result_init(&ref, false);
+    sched_req_spec sp = simple_spec(12, 16, 21);
+    uint64_t id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &ref, 1, id);
+    assert_int_equal(ref.n, 16);
+    /* the first position whose token did not occur before it */
+    int k = 3;
+    while (k < 16) {
+        bool seen = false;
+        for (int j = 0; j < k; j++) seen |= ref.ids[j] == ref.ids[k];
+        if (!seen) break;
+        k++;
+    }
+    if (k >= 16) skip();
+    int32_t stop_id = ref.ids[k];
+    /* stop_token_ids */
+    sched_result r;
+    sched_result_init(&r, false);
+    sp = simple_spec(12, 16, 21);
+    sp.params.ignore_eos = false;
+    sp.params.stop_token_ids = malloc(sizeof(int32_t));
+    sp.params.stop_token_ids[0] = stop_id;
+    sp.params.n_stop_token_ids = 1;
+    id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    assert_int_equal(r.fin.finish, SCHED_FINISH_STOP_TOKEN);
+    assert_int_equal(r.fin.finish_token, stop_id);
+    assert_int_equal(r.n, k + 1);
+    assert_memory_equal(r.ids, ref.ids, sizeof(int32_t) * (size_t)(k + 1));
+    sched_result_free(&r);
+    /* ignore_eos also ignores stop_token_ids (SGLang) */
+    sched_result_init(&r, false);
+    sp = simple_spec(12, 16, 21);
+    sp.params.stop_token_ids = malloc(sizeof(int32_t));
+    sp.params.stop_token_ids[0] = stop_id;
+    sp.params.n_stop_token_ids = 1;
+    id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    assert_int_equal(r.fin.finish, SCHED_FINISH_LENGTH);
+    assert_int_equal(r.fin.finish_length, 16);
+    sched_result_free(&r);
+    /* min_new_tokens past the stop position masks the stop id */
+    sched_result_init(&r, false);
+    sp = simple_spec(12, 16, 21);
+    sp.params.ignore_eos = false;
+    sp.params.stop_token_ids = malloc(sizeof(int32_t));
+    sp.params.stop_token_ids[0] = stop_id;
+    sp.params.n_stop_token_ids = 1;
+    sp.params.min_new_tokens = k + 2;
+    id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    assert_true(r.n >= k + 2);
+    for (int j = 0; j < k + 1 && j < r.n; j++) assert_int_not_equal(r.ids[j] == stop_id && j == k, 1);
+    sched_result_free(&r);
+    /* stop strings: refused without a hook, matched through it */
+    sp = simple_spec(12, 16, 21);
+    sp.params.stop = calloc(1, sizeof(char *));
+    sp.params.stop[0] = strdup("The end");
+    sp.params.n_stop = 1;
+    id = sched_submit(s, &sp);
+    sched_event *e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    sched_event_free(e);
+    sched_set_stop_hook(s, stop_on_token, &stop_id);
+    sched_result_init(&r, false);
+    sp = simple_spec(12, 16, 21);
+    sp.params.stop = calloc(1, sizeof(char *));
+    sp.params.stop[0] = strdup("The end");
+    sp.params.n_stop = 1;
+    id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    assert_int_equal(r.fin.finish, SCHED_FINISH_STOP_STR);
+    assert_string_equal(r.fin.finish_str, "The end");
+    assert_int_equal(r.n, k + 1);
+    assert_int_equal(hook_calls, k + 1);
+    sched_result_free(&r);
+    sched_result_free(&ref);
+    sched_destroy(s);
+}
+
+static void test_policies_same_outputs(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    workload w;
+    make_workload(&w, 16, 30, 6, 77);
+    static outputs ref, got;
+    run_alone(&w, &ref);
+    sched_policy pols[] = {SCHED_POLICY_LOF, SCHED_POLICY_RANDOM, SCHED_POLICY_DFS_WEIGHT};
+    for (int p = 0; p < 3; p++) {
+        sched_args a = base_args();
+        a.schedule_policy = pols[p];
+        a.max_prefill_tokens = 64; /* several prefill steps: the order matters */
+        a.prefill_max_requests = 3;
+        memset(&got, 0, sizeof got);
+        run_all(&a, &w, &got);
+        expect_same(&ref, &got, &w, sched_policy_name(pols[p]));
+        free_outputs(&got, w.n);
+    }
+    free_outputs(&ref, w.n);
+    free_workload(&w);
+}
+
+static void test_threaded_api(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    workload w;
+    make_workload(&w, 12, 20, 6, 5);
+    static outputs ref, got;
+    run_alone(&w, &ref);
+    sched_args a = base_args();
+    sched *s = mk(&a);
+    assert_true(sched_outbox_fd(s) >= 0);
+    assert_int_equal(sched_start(s), 0);
+    memset(&got, 0, sizeof got);
+    for (int i = 0; i < w.n; i++) {
+        sched_result_init(&got.r[i], false);
+        sched_req_spec sp;
+        spec_for(&sp, &w, i);
+        sp.stream = i % 2 == 0;
+        got.id[i] = sched_submit(s, &sp);
+    }
+    int done = 0;
+    while (done < w.n) {
+        sched_event *e = sched_wait(s, 30.0);
+        assert_non_null(e);
+        int k = index_of(&got, w.n, e->id);
+        assert_true(k >= 0);
+        assert_int_equal(sched_result_add(&got.r[k], e), 0);
+        done += e->kind == SCHED_EV_FINISH;
+        sched_event_free(e);
+    }
+    sched_stop(s);
+    expect_same(&ref, &got, &w, "threaded");
+    char err[512];
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+    sched_destroy(s);
+    free_outputs(&got, w.n);
+    free_outputs(&ref, w.n);
+    free_workload(&w);
+}
+
+static void test_logprobs(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    sched *s = mk(&a);
+    sched_req_spec sp = simple_spec(10, 6, 2);
+    sp.return_logprob = true;
+    sp.top_logprobs_num = 3;
+    sp.token_ids_logprob = malloc(2 * sizeof(int32_t));
+    sp.token_ids_logprob[0] = 5;
+    sp.token_ids_logprob[1] = 60;
+    sp.n_token_ids_logprob = 2;
+    sched_result r;
+    sched_result_init(&r, true);
+    uint64_t id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    assert_int_equal(r.n, 6);
+    for (int i = 0; i < 6; i++) {
+        /* greedy: the chosen token is the best one and its logprob is the top */
+        assert_int_equal(r.top_ids[i * 3], r.ids[i]);
+        assert_true(r.lp[i] <= 0.0f);
+        assert_float_equal(r.lp[i], r.top_lp[i * 3], 1e-6);
+        assert_true(r.top_lp[i * 3] >= r.top_lp[i * 3 + 1]);
+    }
+    json_t *o = sched_result_to_json(&r);
+    json_t *meta = json_object_get(o, "meta_info");
+    json_t *otl = json_object_get(meta, "output_token_logprobs");
+    assert_int_equal(json_array_size(otl), 6);
+    assert_int_equal(json_array_size(json_array_get(otl, 0)), 3);
+    assert_int_equal(json_integer_value(json_array_get(json_array_get(otl, 0), 1)), r.ids[0]);
+    assert_true(json_is_null(json_array_get(json_array_get(otl, 0), 2)));
+    assert_int_equal(json_array_size(json_array_get(json_object_get(meta, "output_top_logprobs"), 0)), 3);
+    json_t *itl = json_object_get(meta, "input_token_logprobs");
+    assert_int_equal(json_array_size(itl), 1);
+    assert_true(json_is_null(json_array_get(json_array_get(itl, 0), 0)));
+    assert_int_equal(json_integer_value(json_array_get(json_array_get(itl, 0), 1)), (2 + 9 * 37) % 2000 + 3);
+    assert_int_equal(json_array_size(json_array_get(json_object_get(meta, "output_token_ids_logprobs"), 0)), 2);
+    json_decref(o);
+    sched_result_free(&r);
+    sched_destroy(s);
+}
+
+static void test_request_json(void **state)
+{
+    (void)state;
+    struct {
+        const char *json;
+        int ok;
+        const char *msg;
+    } cases[] = {
+        {"{\"input_ids\":[1,2,3],\"sampling_params\":{\"max_new_tokens\":4},\"rid\":\"x\",\"priority\":3}", 1, NULL},
+        {"{\"text\":\"hi\"}", 0, "tokenizer"},
+        {"{\"text\":\"hi\",\"input_ids\":[1]}", 0, "not both"},
+        {"{\"input_ids\":[[1,2],[3]]}", 0, "batched"},
+        {"{\"input_ids\":[]}", 0, "empty"},
+        {"{\"input_ids\":[1],\"bogus\":1}", 0, "unexpected field 'bogus'"},
+        {"{\"input_ids\":[1],\"sampling_params\":{\"temperature\":\"hot\"}}", 0, "temperature"},
+        {"{\"input_ids\":[1],\"top_logprobs_num\":-1}", 0, "top_logprobs_num"},
+        {"{}", 0, "should be provided"},
+        {"[1,2]", 0, "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *o = json_loads(cases[i].json, 0, NULL);
+        assert_non_null(o);
+        sched_req_spec sp;
+        char err[512] = "";
+        int rc = sched_req_from_json(o, &sp, err, sizeof err);
+        if (cases[i].ok) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(sp.n_input, 3);
+            assert_string_equal(sp.rid, "x");
+            assert_true(sp.has_priority);
+            assert_int_equal(sp.params.max_new_tokens, 4);
+        } else {
+            assert_int_equal(rc, -1);
+            if (!strstr(err, cases[i].msg)) fail_msg("case %zu: message '%s' lacks '%s'", i, err, cases[i].msg);
+        }
+        sched_req_spec_free(&sp);
+        json_decref(o);
+    }
+}
+
+static void test_validation(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.max_total_tokens = 256;
+    sched *s = mk(&a);
+    sched_req_spec sp = simple_spec(300, 4, 1); /* longer than the pool allows */
+    sched_submit(s, &sp);
+    sched_event *e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    assert_non_null(strstr(e->finish_str, "longer than"));
+    sched_event_free(e);
+    sp = simple_spec(10, 4, 1);
+    sp.input_ids[3] = 99999;
+    sched_submit(s, &sp);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    sched_event_free(e);
+    /* max_new_tokens beyond the pool is clipped, as SGLang's max_req_len */
+    sp = simple_spec(200, 1000, 1);
+    sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_LENGTH);
+    assert_int_equal(e->completion_tokens, 255 - 200);
+    sched_event_free(e);
+    sched_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_json),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_retraction_tiny_pool),
+        cmocka_unit_test(test_abort_frees_pages),
+        cmocka_unit_test(test_parallel_sampling_n),
+        cmocka_unit_test(test_priority_preemption),
+        cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_cached_tokens),
+        cmocka_unit_test(test_stream_interval),
+        cmocka_unit_test(test_stop_conditions),
+        cmocka_unit_test(test_policies_same_outputs),
+        cmocka_unit_test(test_threaded_api),
+        cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_validation),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
