@@ -21,6 +21,7 @@ static const command commands[] = {
     {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
     {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
     {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
+    {"serve", cmd_serve, "the HTTP server: SGLang native + OpenAI-compatible API"},
     {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
 };
 
