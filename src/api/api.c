@@ -75,6 +75,7 @@ struct api_server {
     pthread_t thread;
     bool thread_started;
     atomic_ullong rid_counter;
+    uint64_t dry_id;             /* dry run: fake submit ids */
     uint64_t rid_salt;
 };
 
@@ -572,7 +573,7 @@ static void job_stream_end(api_job *j)
 }
 
 /* Dispatcher: apply one event to its job; finish the job when complete. */
-static void handle_event(api_server *a, sched_event *e)
+static void handle_event(api_server *a, const sched_event *e)
 {
     int si = -1;
     pthread_mutex_lock(&a->mu);
@@ -639,6 +640,77 @@ static void *dispatcher_main(void *arg)
 
 /* ---- submission ----------------------------------------------------------------------- */
 
+/* No scheduler (api_config.s == NULL: tests and the fuzzer): answer every
+ * request with synthetic events -- tokens taken from the prompt, a finish
+ * reason picked from its first id -- through the same dispatcher code.
+ * Runs on the calling thread; frees the specs. */
+static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
+{
+    int np = j->n_prompt, nper = j->n_per;
+    uint64_t *ids = calloc((size_t)np, sizeof *ids);
+    pthread_mutex_lock(&a->mu);
+    a->n_jobs++;
+    for (int i = 0; i < np; i++) {
+        ids[i] = ++a->dry_id;
+        reg_add(a, ids[i], j, i * nper, nper);
+        a->n_reqs++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    int64_t vocab = a->cfg.vocab_size > 0 ? a->cfg.vocab_size : 1;
+    /* the job is freed by the last handle_event: read what is needed first */
+    bool stream = j->stream;
+    for (int i = 0; i < np; i++) {
+        sched_req_spec *sp = &specs[i];
+        int32_t out[2];
+        for (int k = 0; k < 2; k++) out[k] = (int32_t)(sp->input_ids[k % sp->n_input] % vocab);
+        if (a->cfg.tok && sp->params.n_stop) api_stop_hook((void *)a->cfg.tok, ids[i], &sp->params, out, 2);
+        int top = sp->return_logprob ? (sp->top_logprobs_num > 4 ? 4 : sp->top_logprobs_num) : 0;
+        float lps[2] = {-0.5f, -1.5f}, tlp[8] = {-0.5f, -1.f, -2.f, -3.f, -0.5f, -1.f, -2.f, -3.f};
+        int32_t tids[8];
+        for (int k = 0; k < 8; k++) tids[k] = out[k % 2];
+        int sel = (int)(sp->input_ids[0] % 4);
+        for (int k = 0; k < nper; k++) {
+            sched_event e;
+            memset(&e, 0, sizeof e);
+            e.id = ids[i];
+            e.index = k;
+            e.rid = sp->rid;
+            e.logprobs = sp->return_logprob ? lps : NULL;
+            e.top_n = top;
+            e.top_ids = top ? tids : NULL;
+            e.top_logprobs = top ? tlp : NULL;
+            if (stream) {
+                e.kind = SCHED_EV_TOKENS;
+                e.ids = out;
+                e.n_ids = 1;
+                e.completion_tokens = 1;
+                handle_event(a, &e);
+                e.ids = out + 1;
+            } else {
+                e.ids = out;
+                e.n_ids = 2;
+            }
+            if (stream) e.n_ids = 1;
+            e.kind = SCHED_EV_FINISH;
+            e.completion_tokens = 2;
+            e.prompt_tokens = sp->n_input;
+            e.finish = sel == 0 ? SCHED_FINISH_LENGTH
+                       : sel == 1 ? SCHED_FINISH_STOP_TOKEN
+                       : sel == 2 ? SCHED_FINISH_STOP_STR
+                                  : SCHED_FINISH_ABORT;
+            e.finish_length = 2;
+            e.finish_token = out[1];
+            e.finish_str = sel == 2 ? (sp->params.n_stop ? sp->params.stop[0] : (char *)"x")
+                           : sel == 3 ? (char *)"aborted (dry run)"
+                                      : NULL;
+            e.http_status = sel == 3 ? (out[0] % 2 ? 400 : 200) : 0;
+            handle_event(a, &e);
+        }
+        sched_req_spec_free(sp);
+    }
+    free(ids);
+}
+
 /* Submit the job's prepared per-prompt request objects.  On a request
  * error before anything was submitted, answers 400 and frees the job. */
 static void job_submit(api_server *a, api_job *j, json_t **reqs)
@@ -682,6 +754,11 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
         }
     }
     if (j->stream) http_stream_begin(j->hr, "text/event-stream");
+    if (!a->cfg.s) {
+        dry_run(a, j, specs);
+        free(specs);
+        return;
+    }
     http_req_on_close(j->hr, job_on_close, j);
     pthread_mutex_lock(&a->mu);
     a->n_jobs++;
@@ -1318,8 +1395,12 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         json_t *j = parse_body(r, body, body_len, false, true);
         if (!j) return;
         json_t *rid = json_object_get(j, "rid");
-        if (json_is_true(json_object_get(j, "abort_all"))) sched_abort(a->cfg.s, NULL);
-        else if (json_is_string(rid)) sched_abort(a->cfg.s, json_string_value(rid));
+        if (!a->cfg.s) {
+        } else if (json_is_true(json_object_get(j, "abort_all"))) {
+            sched_abort(a->cfg.s, NULL);
+        } else if (json_is_string(rid)) {
+            sched_abort(a->cfg.s, json_string_value(rid));
+        }
         json_decref(j);
         http_respond(r, 200, "text/plain", "", 0, NULL);
         return;
@@ -1329,7 +1410,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         int64_t n = a->n_reqs;
         pthread_mutex_unlock(&a->mu);
         int rc = -1;
-        if (n == 0) {
+        if (n == 0 && a->cfg.s) {
             /* the radix tree belongs to the scheduler thread: stop it while
              * idle, flush, start again */
             sched_stop(a->cfg.s);
@@ -1393,6 +1474,7 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     clock_gettime(CLOCK_REALTIME, &ts);
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;
     pthread_mutex_init(&a->mu, NULL);
+    if (!cfg->s) return a; /* dry run: no scheduler, no dispatcher */
     if (pthread_create(&a->thread, NULL, dispatcher_main, a)) {
         snprintf(err, errlen, "cannot start the dispatcher thread");
         api_destroy(a);

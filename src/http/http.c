@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -231,6 +232,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     req_unref_locked(r);
 }
 
+/* libmicrohttpd's own messages (mostly "client went away") at debug level:
+ * a vanished client is normal operation, not an error. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    if (log_level_current > LOG_DEBUG) return;
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    size_t n = strlen(buf);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
+    log_debug("libmicrohttpd: %s", buf);
+}
+
 http_server *http_start(const http_config *cfg, http_handler_fn fn, void *ctx, char *err,
                         size_t errlen)
 {
@@ -270,6 +284,7 @@ http_server *http_start(const http_config *cfg, http_handler_fn fn, void *ctx, c
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_access, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_CONNECTION_LIMIT, max_conns,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_END);
@@ -298,12 +313,54 @@ void http_stop(http_server *s)
 
 const char *http_req_header(http_req *r, const char *name)
 {
-    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+    return r->conn ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
 const char *http_req_query(http_req *r, const char *name)
 {
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+    return r->conn ? MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name) : NULL;
+}
+
+static http_server detached_srv; /* only its inflight counter is used */
+
+http_req *http_req_detached(void)
+{
+    http_req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    r->srv = &detached_srv;
+    r->refs = 2;
+    r->dispatched = true;
+    atomic_fetch_add(&detached_srv.inflight, 1);
+    return r;
+}
+
+int http_req_detached_result(http_req *r, const char **body, size_t *len, bool *ended)
+{
+    pthread_mutex_lock(&r->mu);
+    int st = 0;
+    if (r->resp == RESP_FULL) {
+        st = r->status;
+        *body = r->rbody;
+        *len = r->rlen;
+    } else if (r->resp == RESP_STREAM) {
+        st = 200;
+        *body = r->sbuf;
+        *len = r->s_len;
+    } else {
+        *body = NULL;
+        *len = 0;
+    }
+    *ended = r->terminal;
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+void http_req_detached_free(http_req *r)
+{
+    if (!r) return;
+    pthread_mutex_lock(&r->mu);
+    req_unref_locked(r);
 }
 
 void http_req_on_close(http_req *r, http_close_fn fn, void *arg)

@@ -80,4 +80,15 @@ bool http_stream_write(http_req *r, const char *data, size_t len);
 /* Terminal for streams: the answer ends after the queued bytes. */
 void http_stream_end(http_req *r);
 
+/* ---- detached requests (tests, fuzzing) ----
+ * A request with no connection: the handler runs as usual, the answer
+ * (full body, or everything streamed) is kept for inspection.  Created
+ * holding both references (owner + handler); the handler's terminal call
+ * releases one, http_req_detached_free the other. */
+http_req *http_req_detached(void);
+/* 0 while unanswered, else the status; *body and *len: the answer or the
+ * streamed bytes so far (borrowed until free). */
+int http_req_detached_result(http_req *r, const char **body, size_t *len, bool *ended);
+void http_req_detached_free(http_req *r);
+
 #endif
