@@ -275,6 +275,8 @@ int cmd_serve(int argc, char **argv)
         if (time_now_sec() - t0 > 90.0) break;
         sleep_ms(20);
     }
+    log_info("drained in %.1f s (jobs %d, http requests %d left)", time_now_sec() - t0, api_active(api),
+             http_inflight(hs));
     sleep_ms(100); /* let the last answers flush */
     exit_code = 0;
 out:
