@@ -66,7 +66,7 @@ typedef struct reg_ent {
 
 struct api_server {
     api_config cfg;
-    char *served, *model_path, *tok_path, *arch, *api_key; /* owned copies */
+    char *served, *model_path, *tok_path, *arch, *api_key, *root_path, *weight_version; /* owned copies */
     pthread_mutex_t mu;          /* registry and counters */
     reg_ent *reg[REG_BUCKETS];
     int n_jobs;
@@ -345,9 +345,13 @@ static json_t *usage_obj(api_job *j)
         ct += j->slots[i].res.n;
         cached += j->slots[i].res.fin.cached_tokens;
     }
-    (void)cached;
-    return json_pack("{s:I,s:I,s:I,s:n}", "prompt_tokens", (json_int_t)pt, "completion_tokens",
-                     (json_int_t)ct, "total_tokens", (json_int_t)(pt + ct), "prompt_tokens_details");
+    json_t *u = json_pack("{s:I,s:I,s:I}", "prompt_tokens", (json_int_t)pt, "completion_tokens",
+                          (json_int_t)ct, "total_tokens", (json_int_t)(pt + ct));
+    json_object_set_new(u, "prompt_tokens_details",
+                        j->api->cfg.enable_cache_report
+                            ? json_pack("{s:I}", "cached_tokens", (json_int_t)cached)
+                            : json_null());
+    return u;
 }
 
 static json_t *compl_logprobs(api_job *j, api_slot *sl, size_t text_base)
@@ -1300,6 +1304,11 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
                 size_t body_len)
 {
     api_server *a = ctx;
+    size_t rl = a->root_path ? strlen(a->root_path) : 0;
+    if (rl && !strncmp(path, a->root_path, rl) && (path[rl] == '/' || !path[rl])) {
+        path += rl;
+        if (!*path) path = "/";
+    }
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
     if (!auth_ok(a, r, path)) {
@@ -1320,7 +1329,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
     if (!strcmp(path, "/get_model_info") || !strcmp(path, "/model_info")) {
         json_t *o = json_pack("{s:s,s:s,s:b,s:n,s:s,s:b,s:b,s:n,s:[s]}", "model_path", a->model_path,
                               "tokenizer_path", a->tok_path, "is_generation", 1,
-                              "preferred_sampling_params", "weight_version", "default",
+                              "preferred_sampling_params", "weight_version", a->weight_version,
                               "has_image_understanding", 0, "has_audio_understanding", 0,
                               "model_type", "architectures", a->arch);
         respond_json(r, 200, o);
@@ -1341,7 +1350,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         return;
     }
     if (!strcmp(path, "/get_weight_version")) {
-        respond_json(r, 200, json_pack("{s:s}", "weight_version", "default"));
+        respond_json(r, 200, json_pack("{s:s}", "weight_version", a->weight_version));
         return;
     }
     if (!strcmp(path, "/v1/models") && get) {
@@ -1470,6 +1479,13 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     a->tok_path = xstrdup(cfg->tokenizer_path ? cfg->tokenizer_path : a->model_path);
     a->arch = xstrdup(cfg->architecture ? cfg->architecture : "");
     a->api_key = cfg->api_key && *cfg->api_key ? xstrdup(cfg->api_key) : NULL;
+    /* "/prefix/" and "/prefix" both mean the prefix "/prefix" */
+    if (cfg->root_path && *cfg->root_path && strcmp(cfg->root_path, "/")) {
+        a->root_path = xstrdup(cfg->root_path);
+        size_t n = strlen(a->root_path);
+        while (n > 1 && a->root_path[n - 1] == '/') a->root_path[--n] = 0;
+    }
+    a->weight_version = xstrdup(cfg->weight_version && *cfg->weight_version ? cfg->weight_version : "default");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;
@@ -1496,6 +1512,7 @@ void api_destroy(api_server *a)
         }
     pthread_mutex_destroy(&a->mu);
     free(a->served), free(a->model_path), free(a->tok_path), free(a->arch), free(a->api_key);
+    free(a->root_path), free(a->weight_version);
     free(a);
 }
 

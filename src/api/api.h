@@ -45,6 +45,9 @@ typedef struct api_config {
     int64_t context_length;
     int64_t vocab_size;
     bool incremental_streaming;      /* --incremental-streaming-output */
+    bool enable_cache_report;        /* usage.prompt_tokens_details.cached_tokens */
+    const char *root_path;           /* --fastapi-root-path: prefix stripped from paths */
+    const char *weight_version;      /* --weight-version */
     json_t *server_info;             /* owned by the caller: args_to_json of the effective args */
 } api_config;
 

@@ -88,7 +88,7 @@ X(port, INT, "--port", "30000", NULL, HTTP, SUPPORTED, "The port of the HTTP ser
 X(skip_server_warmup, BOOL, "--skip-server-warmup", "false", NULL, HTTP, SUPPORTED, "If set, skip warmup.") \
 X(warmups, STR, "--warmups", NULL, NULL, HTTP, NOT_YET, "Comma-separated custom warmup functions to run before the server starts.") \
 X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
-X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, NOT_YET, "App is behind a path-based routing proxy (root path prefix).") \
+X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, SUPPORTED, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
 X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, NOT_YET, "The SSL key file path for HTTPS.") \
 X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, NOT_YET, "The SSL certificate file path for HTTPS.") \
@@ -190,12 +190,12 @@ X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, M
 X(api_key, STR, "--api-key", NULL, NULL, API, SUPPORTED, "API key the server requires (Authorization: Bearer).") \
 X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, NOT_YET, "API key for admin/control endpoints.") \
 X(served_model_name, STR, "--served-model-name", NULL, NULL, API, SUPPORTED, "The model name returned by the v1/models endpoint (defaults to --model-path).") \
-X(weight_version, STR, "--weight-version", "default", NULL, API, NOT_YET, "Version identifier for the model weights.") \
+X(weight_version, STR, "--weight-version", "default", NULL, API, SUPPORTED, "Version identifier for the model weights.") \
 X(chat_template, STR, "--chat-template", NULL, NULL, API, SUPPORTED, "The builtin chat template name or the path of a chat template file (default: the tokenizer's).") \
 X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, NOT_YET, "Name of the chat template to pick when the tokenizer has several.") \
 X(completion_template, STR, "--completion-template", NULL, NULL, API, NOT_YET, "The builtin completion template name or a file path (code completion).") \
 X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NOT_YET, "The path of the file storage in the backend.") \
-X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, NOT_YET, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
+X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, SUPPORTED, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
 X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, NOT_YET, "The reasoning parser of the model.") \
 X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen3_coder", API, NOT_YET, "The tool-call parser of the model.") \
 X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, NOT_YET, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \

@@ -231,6 +231,9 @@ int cmd_serve(int argc, char **argv)
         .context_length = mc->context_length,
         .vocab_size = mc->vocab_size,
         .incremental_streaming = a.incremental_streaming_output,
+        .enable_cache_report = a.enable_cache_report,
+        .root_path = a.fastapi_root_path,
+        .weight_version = a.weight_version,
         .server_info = info,
     };
     int exit_code = 1;

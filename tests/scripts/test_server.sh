@@ -26,7 +26,7 @@ KEY=sk-test-key
 URL=http://127.0.0.1:$PORT
 "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 --api-key $KEY \
     --served-model-name tiny --chat-template chatml --max-payload-size 100000 \
-    --max-total-tokens 20000 >"$T/log" 2>&1 &
+    --max-total-tokens 20000 --enable-cache-report --fastapi-root-path /api --weight-version w1 >"$T/log" 2>&1 &
 PID=$!
 for _ in $(seq 1 150); do
     curl -s -o /dev/null "$URL/health" && break
@@ -95,6 +95,10 @@ check "body over --max-payload-size -> 413" "[ \$(head -c 200000 /dev/zero | tr 
 check "OpenAI error shape" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"a\",\"temperature\":-1}') = 400 ] && [ \"\$(jq_ 'd[\"object\"], d[\"code\"], d[\"type\"]')\" = 'error 400 BadRequest' ]"
 check "OpenAI tools refused 400" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}') = 400 ]"
 check "/v1/models/{unknown} -> 404 model_not_found" "[ \$(req GET /v1/models/nope) = 404 ] && grep -q model_not_found $T/body"
+
+# --fastapi-root-path, --weight-version, --enable-cache-report
+check "root path prefix served" "[ \$(req GET /api/get_model_info) = 200 ] && [ \"\$(jq_ 'd[\"weight_version\"]')\" = w1 ]"
+check "cache report in usage" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"Once upon a time\",\"max_tokens\":2}') = 200 ] && [ \"\$(jq_ 'd[\"usage\"][\"prompt_tokens_details\"][\"cached_tokens\"] >= 1')\" = True ]"
 
 # client disconnect mid-stream aborts: the server stays healthy and idle
 curl -s -m 1 -N "${A[@]}" "$URL/generate" -d '{"input_ids":[1,147],"stream":true,"sampling_params":{"max_new_tokens":100000,"ignore_eos":true}}' >/dev/null 2>&1
