@@ -354,12 +354,13 @@ static json_t *usage_obj(api_job *j)
     return u;
 }
 
-static json_t *compl_logprobs(api_job *j, api_slot *sl, size_t text_base)
+/* OpenAI completions logprobs of output tokens [from, r->n). */
+static json_t *compl_logprobs(api_job *j, api_slot *sl, size_t text_base, int64_t from)
 {
     const sched_result *r = &sl->res;
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     size_t off = text_base;
-    for (int64_t i = 0; i < r->n; i++) {
+    for (int64_t i = from; i < r->n; i++) {
         json_t *tt = token_text(j->api, r->ids[i]);
         json_array_append(tokens, tt);
         json_array_append_new(offs, json_integer((json_int_t)off));
@@ -396,11 +397,12 @@ static json_t *bytes_of(json_t *s)
     return b;
 }
 
-static json_t *chat_logprobs(api_job *j, api_slot *sl)
+/* OpenAI chat logprobs of output tokens [from, r->n). */
+static json_t *chat_logprobs(api_job *j, api_slot *sl, int64_t from)
 {
     const sched_result *r = &sl->res;
     json_t *content = json_array();
-    for (int64_t i = 0; i < r->n; i++) {
+    for (int64_t i = from; i < r->n; i++) {
         json_t *tt = token_text(j->api, r->ids[i]);
         json_t *top = json_array();
         if (r->top_n && r->top_ids)
@@ -467,14 +469,14 @@ static void job_answer(api_job *j)
                 full[pl + tl] = 0;
             }
             c = json_pack("{s:i,s:s,s:o,s:o,s:o}", "index", i, "text", full ? full : "",
-                          "logprobs", j->return_logprob ? compl_logprobs(j, sl, pl) : json_null(),
+                          "logprobs", j->return_logprob ? compl_logprobs(j, sl, pl, 0) : json_null(),
                           "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
                           oai_matched(&sl->res));
             free(full);
         } else {
             c = json_pack("{s:i,s:{s:s,s:s,s:n,s:n},s:o,s:o,s:o}", "index", i, "message", "role",
                           "assistant", "content", t ? t : "", "reasoning_content", "tool_calls",
-                          "logprobs", j->return_logprob ? chat_logprobs(j, sl) : json_null(),
+                          "logprobs", j->return_logprob ? chat_logprobs(j, sl, 0) : json_null(),
                           "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
                           oai_matched(&sl->res));
         }
@@ -539,26 +541,42 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
         delta = sl->stext && sl->stext_len > sl->sent ? sl->stext + sl->sent : "";
         sl->sent = sl->stext_len > sl->sent ? sl->stext_len : sl->sent;
     }
-    if (!fin && !*delta && sl->role_sent) {
+    if (!fin && !*delta && sl->role_sent && !(j->return_logprob && e->n_ids)) {
         free(final);
         return;
     }
     json_t *c;
     const char *fr = fin ? oai_finish(&sl->res) : NULL;
+    /* this event's tokens are the last e->n_ids of the result */
+    int64_t from = sl->res.n - e->n_ids;
+    char *echoed = NULL;
+    if (j->kind == JOB_COMPL && j->echo && !sl->role_sent && j->prompt_text[sl->prompt]) {
+        /* echo: the prompt leads the first chunk */
+        const char *pt = j->prompt_text[sl->prompt];
+        size_t pl = strlen(pt), dl = strlen(delta);
+        echoed = malloc(pl + dl + 1);
+        if (echoed) {
+            memcpy(echoed, pt, pl);
+            memcpy(echoed + pl, delta, dl + 1);
+        }
+    }
     if (j->kind == JOB_COMPL) {
-        c = json_pack("{s:i,s:s,s:n,s:o,s:o}", "index", si, "text", delta, "logprobs",
+        c = json_pack("{s:i,s:s,s:o,s:o,s:o}", "index", si, "text", echoed ? echoed : delta, "logprobs",
+                      j->return_logprob ? compl_logprobs(j, sl, sl->sent - strlen(delta), from) : json_null(),
                       "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
                       fin ? oai_matched(&sl->res) : json_null());
     } else {
         json_t *d = json_object();
         if (!sl->role_sent) json_object_set_new(d, "role", json_string("assistant"));
         json_object_set_new(d, "content", json_string(delta));
-        c = json_pack("{s:i,s:o,s:n,s:o,s:o}", "index", si, "delta", d, "logprobs", "finish_reason",
+        c = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", si, "delta", d, "logprobs",
+                      j->return_logprob ? chat_logprobs(j, sl, from) : json_null(), "finish_reason",
                       fr ? json_string(fr) : json_null(), "matched_stop",
                       fin ? oai_matched(&sl->res) : json_null());
     }
     sl->role_sent = true;
     free(final);
+    free(echoed);
     json_t *arr = json_array();
     json_array_append_new(arr, c);
     sse_write_json(j->hr, oai_chunk(j, arr));

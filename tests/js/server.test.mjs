@@ -81,6 +81,19 @@ test('logprobs', async () => {
   assert.equal(lp.tokens.join(''), r.choices[0].text);
 });
 
+test('echo and streaming logprobs', async () => {
+  const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 3, temperature: 0, echo: true });
+  assert.ok(r.choices[0].text.startsWith('Once upon a time'));
+  const s = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 3, temperature: 0, echo: true, stream: true, logprobs: 1 });
+  let text = '', n = 0;
+  for await (const c of s) {
+    text += c.choices[0]?.text ?? '';
+    n += c.choices[0]?.logprobs?.tokens?.length ?? 0;
+  }
+  assert.equal(text, r.choices[0].text);
+  assert.equal(n, 3);
+});
+
 test('errors: bad params -> 400, wrong key -> 401', async () => {
   await assert.rejects(client.completions.create({ model, prompt: 'x', temperature: -1 }), (e) => e.status === 400);
   await assert.rejects(client.completions.create({ model, prompt: 'x', top_p: 2 }), (e) => e.status === 400);
@@ -106,4 +119,8 @@ test('chat completions (streaming and not)', { skip: !process.env.SGLC_CHAT && '
   const l = await client.chat.completions.create({ model, messages, max_tokens: 3, temperature: 0, logprobs: true, top_logprobs: 2 });
   assert.equal(l.choices[0].logprobs.content.length, 3);
   assert.equal(l.choices[0].logprobs.content[0].top_logprobs.length, 2);
+  const ls = await client.chat.completions.create({ model, messages, max_tokens: 3, temperature: 0, logprobs: true, stream: true });
+  const got = [];
+  for await (const c of ls) for (const e of c.choices[0]?.logprobs?.content ?? []) got.push(e.logprob);
+  assert.deepEqual(got, l.choices[0].logprobs.content.map((e) => e.logprob));
 });
