@@ -247,6 +247,15 @@ static void job_on_close(void *arg)
         if (j->rids[i]) sched_abort(j->api->cfg.s, j->rids[i]);
 }
 
+/* Write one SSE event of a job; a client that cannot take it (gone, or
+ * over the stream buffer limit) gets its requests aborted. */
+static void job_sse(api_job *j, json_t *o)
+{
+    if (!sse_write_json(j->hr, o) && !atomic_exchange(&j->gone, true))
+        for (int i = 0; i < j->n_prompt; i++)
+            if (j->rids[i] && j->api->cfg.s) sched_abort(j->api->cfg.s, j->rids[i]);
+}
+
 /* ---- text ------------------------------------------------------------------------ */
 
 /* Final text of a finished slot: decode, minus a matched stop token /
@@ -508,7 +517,7 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
                                       "code", e->http_status)
                           : json_pack("{s:o}", "error", oai_error_obj(e->http_status, "BadRequest",
                                                                       e->finish_str ? e->finish_str : ""));
-        sse_write_json(j->hr, err);
+        job_sse(j, err);
         return;
     }
     if (j->kind == JOB_NATIVE) {
@@ -526,7 +535,7 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
             sl->ids_sent = (size_t)sl->res.n;
             json_object_set_new(o, "output_ids", ids);
         }
-        if (o) sse_write_json(j->hr, o);
+        if (o) job_sse(j, o);
         return;
     }
     /* OpenAI: text deltas */
@@ -579,7 +588,7 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
     free(echoed);
     json_t *arr = json_array();
     json_array_append_new(arr, c);
-    sse_write_json(j->hr, oai_chunk(j, arr));
+    job_sse(j, oai_chunk(j, arr));
 }
 
 static void job_stream_end(api_job *j)
@@ -587,7 +596,7 @@ static void job_stream_end(api_job *j)
     if ((j->kind == JOB_COMPL || j->kind == JOB_CHAT) && j->include_usage) {
         json_t *ch = oai_chunk(j, json_array());
         json_object_set_new(ch, "usage", usage_obj(j));
-        sse_write_json(j->hr, ch);
+        job_sse(j, ch);
     }
     static const char done[] = "data: [DONE]\n\n";
     http_stream_write(j->hr, done, sizeof done - 1);

@@ -35,6 +35,11 @@ struct http_server {
 
 enum { RESP_NONE = 0, RESP_FULL, RESP_STREAM };
 
+/* Bytes a streaming answer may hold for a client that does not read
+ * (Redis-style output-buffer limit): past it, writes fail and the owner
+ * aborts the work. */
+#define HTTP_STREAM_BUF_MAX ((size_t)32 << 20)
+
 struct http_req {
     pthread_mutex_t mu;
     struct MHD_Connection *conn; /* borrowed from the daemon */
@@ -432,7 +437,7 @@ void http_stream_begin(http_req *r, const char *content_type)
 bool http_stream_write(http_req *r, const char *data, size_t len)
 {
     pthread_mutex_lock(&r->mu);
-    bool ok = !r->closed && r->resp == RESP_STREAM;
+    bool ok = !r->closed && r->resp == RESP_STREAM && r->s_len + len <= HTTP_STREAM_BUF_MAX;
     if (ok && len) {
         if (r->s_len + len > r->s_cap) {
             size_t nc = r->s_cap ? r->s_cap : 4096;

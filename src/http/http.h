@@ -74,7 +74,8 @@ void http_respond(http_req *r, int status, const char *content_type, const char 
                   const char *const *extra_headers);
 /* Start a chunked streaming answer (status 200). */
 void http_stream_begin(http_req *r, const char *content_type);
-/* Queue bytes (copied).  Returns false when the client is gone (keep
+/* Queue bytes (copied).  Returns false when the client is gone or more
+ * than 32 MiB are waiting for a client that does not read (keep
  * calling http_stream_end anyway). */
 bool http_stream_write(http_req *r, const char *data, size_t len);
 /* Terminal for streams: the answer ends after the queued bytes. */
