@@ -286,33 +286,41 @@ kv_radix *kv_radix_create(kv_pool *pool, kv_evict_policy policy, bool disable)
     return t;
 }
 
-/* Free every node below the root (post-order, iterative) and give their
- * pages back to the pool. */
+/* Free every node below the root and give their pages back to the pool.
+ * Iterative with an explicit stack of at most n_nodes entries: O(nodes),
+ * also for a root with 10^5 children. */
 static void free_subtrees(kv_radix *t)
 {
     kv_radix_node *root = t->root;
-    kv_radix_node *n = root;
-    while (true) {
-        /* descend to any child */
-        kv_radix_node *child = NULL;
-        if (n->n_children) {
+    kv_radix_node **stack = malloc((size_t)(t->n_nodes > 0 ? t->n_nodes : 1) * sizeof *stack);
+    if (!stack) { /* fall back: one leaf at a time, slow but needs no memory */
+        while (root->n_children) {
+            kv_radix_node *n = root;
+            while (n->n_children) {
+                uint32_t i = 0;
+                while (!n->tab[i]) i++;
+                n = n->tab[i];
+            }
+            if (kv_pool_free(t->pool, n->pages, n->n_tokens / t->page_size) != 0)
+                log_error("tree held pages the pool does not consider in use");
+            tab_remove(n->parent, n);
+            node_free(n);
+        }
+    } else {
+        int64_t sp = 0;
+        for (uint32_t i = 0; i < root->tab_cap; i++)
+            if (root->tab[i]) stack[sp++] = root->tab[i];
+        while (sp > 0) {
+            kv_radix_node *n = stack[--sp];
             for (uint32_t i = 0; i < n->tab_cap; i++)
-                if (n->tab[i]) {
-                    child = n->tab[i];
-                    break;
-                }
+                if (n->tab[i]) stack[sp++] = n->tab[i];
+            if (kv_pool_free(t->pool, n->pages, n->n_tokens / t->page_size) != 0)
+                log_error("tree held pages the pool does not consider in use");
+            node_free(n);
         }
-        if (child) {
-            n = child;
-            continue;
-        }
-        if (n == root) break;
-        kv_radix_node *p = n->parent;
-        if (kv_pool_free(t->pool, n->pages, n->n_tokens / t->page_size) != 0)
-            log_error("tree held pages the pool does not consider in use");
-        tab_remove(p, n);
-        node_free(n);
-        n = p;
+        free(stack);
+        if (root->tab) memset(root->tab, 0, root->tab_cap * sizeof *root->tab);
+        root->n_children = 0;
     }
     t->evictable = t->protected_ = 0;
     t->n_nodes = 0;

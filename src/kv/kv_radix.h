@@ -22,8 +22,9 @@
  *
  * Children are found by the FIRST PAGE of the child's run (P tokens) plus
  * the isolation key: each node has an open-addressing hash table (linear
- * probing, backward-shift deletion) keyed by a 64-bit hash of
- * (ns, first page); the hash is confirmed by comparing the tokens.
+ * probing, backward-shift deletion) keyed by a 64-bit hash of (ns, the
+ * first page's first <= 8 tokens); a hit is confirmed by comparing the
+ * whole first page.
  *
  * Isolation keys (a request's cache_salt, later its LoRA id) live on the
  * root's children only: a child of the root is keyed by (ns, first page),
@@ -168,7 +169,10 @@ int64_t kv_radix_req_match(kv_radix *t, kv_radix_req *req, const int32_t *tokens
  * request's pages that duplicate cached ones, rewrite pages[] with the
  * tree's ids, move the lock to the new last node and raise
  * protected_len.  The partial last page (if any) stays the request's.
- * Returns 0, or -1 on a broken invariant (logged). */
+ * Returns 0, or -1 on a broken invariant or out of memory (logged): the
+ * request's page table can no longer be trusted, abort the request
+ * (cache_finished with insert = false; the pool refuses, and logs, any
+ * page already given back). */
 int kv_radix_req_cache_unfinished(kv_radix *t, kv_radix_req *req, const int32_t *tokens,
                                   int64_t n, int32_t *pages);
 

@@ -500,6 +500,23 @@ static void top_by_logit(const float *logits, int64_t V, int32_t *ids, int n)
     qsort_r(ids, (size_t)n, sizeof *ids, cmp_rank, (void *)logits);
 }
 
+/* The chosen token's logprob (when lp->want), the top lp->top_n and the
+ * lp->ids ones, from a prepared lp_ctx. */
+static void fill_logprobs(const lp_ctx *lc, const float *logits, int64_t V, const sampling_logprob_req *lp,
+                          sampling_result *out)
+{
+    if (lp->want) out->logprob = out->token >= 0 && out->token < V ? lp_of(lc, logits, out->token) : NAN;
+    if (lp->top_n > 0 && out->top_ids && out->top_logprobs) {
+        int n = lp->top_n < V ? lp->top_n : (int)V;
+        top_by_logit(logits, V, out->top_ids, n);
+        for (int i = 0; i < n; i++) out->top_logprobs[i] = lp_of(lc, logits, out->top_ids[i]);
+        out->n_top = n;
+    }
+    if (lp->n_ids > 0 && lp->ids && out->ids_logprobs)
+        for (int i = 0; i < lp->n_ids; i++)
+            out->ids_logprobs[i] = lp->ids[i] >= 0 && lp->ids[i] < V ? lp_of(lc, logits, lp->ids[i]) : NAN;
+}
+
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
                     sampling_result *out)
 {
@@ -590,15 +607,35 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
         lc.log_mass = log(mass / lc.z);
         lc.bound = bound;
     }
-    out->logprob = lp_of(&lc, logits, out->token);
-    if (lp->top_n > 0 && out->top_ids && out->top_logprobs) {
-        int n = lp->top_n < V ? lp->top_n : (int)V;
-        top_by_logit(logits, V, out->top_ids, n);
-        for (int i = 0; i < n; i++) out->top_logprobs[i] = lp_of(&lc, logits, out->top_ids[i]);
-        out->n_top = n;
+    fill_logprobs(&lc, logits, V, lp, out);
+    return 0;
+}
+
+int sampling_input_logprobs(const float *logits, int64_t vocab, int32_t target, void *scratch,
+                            const sampling_logprob_req *lp, sampling_result *out)
+{
+    if (!logits || vocab < 1 || vocab > INT32_MAX || !scratch || !out) {
+        log_error("bad arguments");
+        return -1;
     }
-    if (lp->n_ids > 0 && lp->ids && out->ids_logprobs)
-        for (int i = 0; i < lp->n_ids; i++)
-            out->ids_logprobs[i] = lp->ids[i] >= 0 && lp->ids[i] < V ? lp_of(&lc, logits, lp->ids[i]) : NAN;
+    float *x = scratch;  /* (vocab) logits with NaN -> -inf */
+    float *e = x + vocab; /* (vocab) weights */
+    memcpy(x, logits, (size_t)vocab * sizeof *x);
+    nan_to_neg_inf(x, vocab);
+    int32_t best = argmax_first(x, vocab);
+    float lmax = x[best];
+    lp_ctx lc = {.mode = 0, .lmax = lmax, .inv_t = 1.0f};
+    if (isfinite(lmax)) {
+        lc.log_z = log(exp_weights(e, x, vocab, lmax, 1.0f));
+    } else {
+        double n_max = 0;
+        for (int64_t i = 0; i < vocab; i++) n_max += x[i] == lmax;
+        lc.log_z = log(n_max);
+    }
+    out->token = target;
+    out->n_top = 0;
+    sampling_logprob_req all = lp ? *lp : (sampling_logprob_req){0};
+    all.want = true;
+    fill_logprobs(&lc, x, vocab, &all, out);
     return 0;
 }

@@ -17,9 +17,10 @@
  *            ├─ greedy (top_k <= 1; temperature 0 is normalised to this):
  *            │    argmax, first index on ties
  *            └─ otherwise: softmax(logits / temperature), then joint
- *                 top-k / top-p / min-p filtering on the sorted
- *                 probabilities (rank < top_k, mass strictly before the
- *                 token <= top_p, p >= min_p * p_max), renormalise, draw.
+ *                 top-k / top-p / min-p filtering by rank (as SGLang's
+ *                 sorted-probability version: rank < top_k, mass ranked
+ *                 strictly before the token <= top_p, p >= min_p * p_max),
+ *                 renormalise, draw.  Ties rank the lower id first.
  *
  * Logprobs follow SGLang (layers/sampler.py): greedy -> log_softmax of the
  * processed logits; sampled -> log of the temperature-scaled
@@ -122,6 +123,16 @@ typedef struct {
  * (logged).  Does not record the token: call sampling_state_accept. */
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
                     sampling_result *out);
+
+/* Prompt logprobs (return_logprob with logprob_start_len): for the logits
+ * row at prompt position i (vocab, f32, not modified) and the next prompt
+ * token `target`, as SGLang's default: log_softmax of the raw logits (no
+ * penalties, no temperature; NaN logits count as -inf).  Fills
+ * out->logprob for target (NaN when out of vocabulary), the top lp->top_n
+ * and the lp->ids entries (lp may be NULL); out->token = target.
+ * scratch: sampling_scratch_bytes(vocab).  Returns 0 or -1 (bad args). */
+int sampling_input_logprobs(const float *logits, int64_t vocab, int32_t target, void *scratch,
+                            const sampling_logprob_req *lp, sampling_result *out);
 
 /* exp(x) for x <= 0 as the sampler computes it: 0 at or below -87,
  * relative error < 2e-7 above (exposed for tests). */

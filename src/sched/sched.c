@@ -90,6 +90,11 @@ void sched_event_free(sched_event *e)
     free(e->tids);
     free(e->tid_logprobs);
     free(e->finish_str);
+    free(e->in_ids);
+    free(e->in_logprobs);
+    free(e->in_top_ids);
+    free(e->in_top_logprobs);
+    free(e->in_tid_logprobs);
     free(e);
 }
 
@@ -230,6 +235,46 @@ static void emit_tokens(sched *s, sreq *r, const finish_info *fin)
             }
         }
     }
+    if (r->return_logprob && r->in_lp_done && !r->in_lp_sent) {
+        /* SGLang: entry 0 is a None pad; the rest predict the next input token */
+        int64_t m = r->n_in_lp + 1;
+        e->n_in = (int)m;
+        e->in_ids = malloc(sizeof(int32_t) * (size_t)m);
+        e->in_logprobs = malloc(sizeof(float) * (size_t)m);
+        oom |= !e->in_ids || !e->in_logprobs;
+        if (e->in_ids && e->in_logprobs) {
+            memcpy(e->in_ids, r->seq + r->lp_start, sizeof(int32_t) * (size_t)m);
+            e->in_logprobs[0] = NAN;
+            if (r->n_in_lp) memcpy(e->in_logprobs + 1, r->in_lp, sizeof(float) * (size_t)r->n_in_lp);
+        }
+        if (r->top_n) {
+            e->top_n = r->top_n;
+            e->in_top_ids = malloc(sizeof(int32_t) * (size_t)(m * r->top_n));
+            e->in_top_logprobs = malloc(sizeof(float) * (size_t)(m * r->top_n));
+            oom |= !e->in_top_ids || !e->in_top_logprobs;
+            if (e->in_top_ids && e->in_top_logprobs) {
+                for (int i = 0; i < r->top_n; i++) e->in_top_ids[i] = -1, e->in_top_logprobs[i] = NAN;
+                if (r->n_in_lp) {
+                    memcpy(e->in_top_ids + r->top_n, r->in_top_ids, sizeof(int32_t) * (size_t)(r->n_in_lp * r->top_n));
+                    memcpy(e->in_top_logprobs + r->top_n, r->in_top_lp, sizeof(float) * (size_t)(r->n_in_lp * r->top_n));
+                }
+            }
+        }
+        if (r->n_tid) {
+            e->n_tid = r->n_tid;
+            if (!e->tids) {
+                e->tids = malloc(sizeof(int32_t) * (size_t)r->n_tid);
+                if (e->tids) memcpy(e->tids, r->tids, sizeof(int32_t) * (size_t)r->n_tid);
+            }
+            e->in_tid_logprobs = malloc(sizeof(float) * (size_t)(m * r->n_tid));
+            oom |= !e->tids || !e->in_tid_logprobs;
+            if (e->in_tid_logprobs) {
+                for (int i = 0; i < r->n_tid; i++) e->in_tid_logprobs[i] = NAN;
+                if (r->n_in_lp) memcpy(e->in_tid_logprobs + r->n_tid, r->in_tid_lp, sizeof(float) * (size_t)(r->n_in_lp * r->n_tid));
+            }
+        }
+        r->in_lp_sent = true;
+    }
     if (oom) log_error("out of memory for an event of request %s (token data dropped)", r->rid);
     r->n_sent = n_out;
     if (finish) {
@@ -266,6 +311,10 @@ static void sreq_free(sreq *r)
     free(r->top_ids);
     free(r->top_lp);
     free(r->tid_lp);
+    free(r->in_lp);
+    free(r->in_top_ids);
+    free(r->in_top_lp);
+    free(r->in_tid_lp);
     free(r->pages);
     free(r->slots);
     free(r->abort_msg);
@@ -347,6 +396,24 @@ static sreq *sreq_new(sched *s, const sched_req_spec *sp, uint64_t id, int index
             if (!r->tid_lp) goto fail;
         }
     }
+    r->lp_start = sp->logprob_start_len < 0 ? sp->n_input - 1 : sp->logprob_start_len;
+    r->n_in_lp = r->return_logprob ? sp->n_input - 1 - r->lp_start : 0;
+    if (r->n_in_lp < 0) r->n_in_lp = 0;
+    r->in_lp_done = r->n_in_lp == 0;
+    if (r->n_in_lp > 0) {
+        size_t n = (size_t)r->n_in_lp;
+        r->in_lp = malloc(sizeof(float) * n);
+        if (!r->in_lp) goto fail;
+        if (r->top_n) {
+            r->in_top_ids = malloc(sizeof(int32_t) * n * (size_t)r->top_n);
+            r->in_top_lp = malloc(sizeof(float) * n * (size_t)r->top_n);
+            if (!r->in_top_ids || !r->in_top_lp) goto fail;
+        }
+        if (r->n_tid) {
+            r->in_tid_lp = malloc(sizeof(float) * n * (size_t)r->n_tid);
+            if (!r->in_tid_lp) goto fail;
+        }
+    }
     if (sampling_state_init(&r->st, &r->params, s->V, s->eos, s->n_eos, seed)) goto fail;
     /* repetition penalty over prompt + output (HF semantics, see docs/notes/kv.md) */
     if (r->params.repetition_penalty != 1.0 && sampling_state_add_prompt(&r->st, r->seq, r->n_input)) goto fail;
@@ -422,7 +489,7 @@ static void release_kv(sched *s, sreq *r, bool insert)
             log_error("request %s: could not free %" PRId64 " pages", r->rid, r->n_pages - keep);
         r->n_pages = keep;
     }
-    if (kv_radix_req_cache_finished(s->tree, &r->rr, r->seq, r->kv_len, r->pages, insert))
+    if (kv_radix_req_cache_finished(s->tree, &r->rr, r->seq, r->kv_len, r->pages, insert && !r->kv_broken))
         log_error("request %s: releasing its KV failed", r->rid);
     r->n_pages = 0;
     r->kv_len = 0;
@@ -739,6 +806,15 @@ static int reserve_batch(sched *s, int n_tok, int n_seq)
         a = realloc((void *)s->b_slots, sizeof(int32_t *) * (size_t)nc);
         if (!a) return -1;
         s->b_slots = a;
+        a = realloc(s->b_lp_row, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->b_lp_row = a;
+        a = realloc(s->b_lp_n, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->b_lp_n = a;
+        a = realloc(s->b_sample_row, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->b_sample_row = a;
         s->cap_seq = nc;
     }
     return 0;
@@ -768,6 +844,46 @@ static double running_reserve(sched *s)
 }
 
 static int64_t ceil_paged(sched *s, int64_t n) { return (n + s->P - 1) / s->P * s->P; }
+
+/* Input logprobs need logits rows: a request computing them prefills at
+ * most this many such rows per step (bounded logits memory), and its
+ * cached prefix may not reach past logprob_start_len (SGLang). */
+#define LP_ROWS_MAX 256
+
+static bool needs_in_lp(const sreq *r) { return r->return_logprob && !r->in_lp_done; }
+
+static int64_t match_limit(const sreq *r)
+{
+    int64_t m = r->len - 1;
+    if (needs_in_lp(r) && r->lp_start < m) m = r->lp_start;
+    return m;
+}
+
+static int64_t lp_ext_cap(sched *s, const sreq *r)
+{
+    if (!needs_in_lp(r)) return INT64_MAX / 4;
+    int64_t first = r->kv_len > r->lp_start ? r->kv_len : r->lp_start;
+    int64_t cap = (first - r->kv_len + LP_ROWS_MAX) / s->P * s->P;
+    return cap < s->P ? s->P : cap;
+}
+
+/* Input logprob of position p (predicting seq[p + 1]) from its raw logits
+ * row, SGLang's default (log_softmax of the raw logits): the chosen entry,
+ * top_n best and the token_ids_logprob entries. */
+static void input_logprob(sched *s, sreq *r, const float *row, int64_t p)
+{
+    int64_t k = p - r->lp_start;
+    sampling_logprob_req lpq = {.want = true, .top_n = r->top_n, .ids = r->tids, .n_ids = r->n_tid};
+    sampling_result res = {.top_ids = r->top_n ? r->in_top_ids + k * r->top_n : NULL,
+                           .top_logprobs = r->top_n ? r->in_top_lp + k * r->top_n : NULL,
+                           .ids_logprobs = r->n_tid ? r->in_tid_lp + k * r->n_tid : NULL};
+    if (sampling_input_logprobs(row, s->V, r->seq[p + 1], s->scratch, &lpq, &res)) {
+        r->in_lp[k] = NAN;
+        return;
+    }
+    r->in_lp[k] = res.logprob;
+    for (int i = res.n_top; i < r->top_n; i++) r->in_top_ids[k * r->top_n + i] = -1;
+}
 
 /* In-batch prefix sharing (SGLang's in-batch prefix caching, applied to
  * every policy): a waiting request that shares at least this many uncached
@@ -806,7 +922,7 @@ static int build_prefill(sched *s, int n_mixed)
     if (s->chunked) {
         sreq *r = s->chunked;
         int64_t left = r->len - r->kv_len;
-        int64_t lim = min64(rem_chunk, (int64_t)REM_TOTAL());
+        int64_t lim = min64(min64(rem_chunk, (int64_t)REM_TOTAL()), lp_ext_cap(s, r));
         int64_t ext = left;
         bool trunc = false;
         if (left > lim) {
@@ -838,7 +954,8 @@ static int build_prefill(sched *s, int n_mixed)
         if (s->a.prefill_max_requests > 0 && s->n_batch >= s->a.prefill_max_requests) break;
         int64_t fill = w->len;
         kv_radix_node *node = NULL;
-        int64_t prefix = kv_radix_match(s->tree, w->cache_salt, w->seq, fill - 1, NULL, &node);
+        int64_t mlen = match_limit(w);
+        int64_t prefix = kv_radix_match(s->tree, w->cache_salt, w->seq, mlen, NULL, &node);
         if (defer_in_batch(s, w, prefix)) {
             i++;
             continue;
@@ -866,15 +983,16 @@ static int build_prefill(sched *s, int n_mixed)
         w->rr.ns = w->cache_salt;
         w->rr.last_node = NULL;
         w->rr.protected_len = 0;
-        prefix = kv_radix_req_match(s->tree, &w->rr, w->seq, fill - 1, w->pages);
+        prefix = kv_radix_req_match(s->tree, &w->rr, w->seq, mlen, w->pages);
         w->holds_kv = true;
         w->n_pages = prefix / s->P;
         set_slots(s, w, 0);
         w->kv_len = prefix;
         ext = fill - prefix;
         bool chunk = false;
-        if (ext > rem_chunk) {
-            ext = rem_chunk / s->P * s->P;
+        int64_t lim = min64(rem_chunk, lp_ext_cap(s, w));
+        if (ext > lim) {
+            ext = lim / s->P * s->P;
             chunk = true;
         }
         if (ext <= 0 || (double)(chunk ? ext : ext + reserve) > REM_TOTAL() || alloc_upto(s, w, prefix + ext)) {
@@ -922,7 +1040,7 @@ static int run_batch(sched *s, bool with_decode)
     int64_t n_tok = n_dec;
     for (int b = 0; b < s->n_batch; b++) n_tok += s->batch[b]->extend;
     int n_seq = s->n_batch + n_dec;
-    if (n_tok > INT32_MAX / 2 || reserve_batch(s, (int)n_tok, n_seq) || reserve_logits(s, n_seq)) {
+    if (n_tok > INT32_MAX / 2 || reserve_batch(s, (int)n_tok, n_seq)) {
         log_error("out of memory for a batch of %" PRId64 " tokens", n_tok);
         return -1;
     }
@@ -937,10 +1055,23 @@ static int run_batch(sched *s, bool with_decode)
         }
         s->b_kvlen[b] = (int32_t)(r->kv_len + ext);
         s->b_slots[b] = r->slots;
+        /* input-logprob rows: positions [lo, hi) predicting input tokens */
+        s->b_lp_row[b] = nl;
+        s->b_lp_n[b] = 0;
+        if (b < s->n_batch && needs_in_lp(r)) {
+            int64_t lo = max64(r->kv_len, r->lp_start), hi = min64(r->kv_len + ext, r->n_input - 1);
+            for (int64_t p = lo; p < hi; p++) s->b_rows[nl++] = s->b_start[b] + (int32_t)(p - r->kv_len);
+            s->b_lp_n[b] = hi > lo ? (int32_t)(hi - lo) : 0;
+        }
         bool wants_logits = r->kv_len + ext == r->len && r->len - r->n_input < r->max_new;
+        s->b_sample_row[b] = wants_logits ? nl : -1;
         if (wants_logits) s->b_rows[nl++] = t - 1;
     }
     s->b_start[n_seq] = t;
+    if (reserve_logits(s, nl)) {
+        log_error("out of memory for %d logits rows", nl);
+        return -1;
+    }
     model_batch mb = {.n_tokens = t, .tokens = s->b_tokens, .positions = s->b_pos, .n_seqs = n_seq,
                       .seq_start = s->b_start, .seq_kv_len = s->b_kvlen, .seq_slots = s->b_slots,
                       .n_logits = nl, .logit_rows = s->b_rows};
@@ -968,20 +1099,34 @@ static int run_batch(sched *s, bool with_decode)
         }
         return -1;
     }
-    /* advance: decode rows first (their logits rows come after prefill's) */
-    int li = 0;
+    /* advance: prefill requests, then the decode rows */
+    int nb = s->n_batch;
     sreq **newly = NULL;
     int n_new = 0, cap_new = 0;
     for (int b = 0; b < s->n_batch; b++) {
         sreq *r = s->batch[b];
+        if (s->b_lp_n[b] > 0) {
+            int64_t lo = max64(r->kv_len, r->lp_start);
+            for (int k = 0; k < s->b_lp_n[b]; k++)
+                input_logprob(s, r, s->logits + (size_t)(s->b_lp_row[b] + k) * (size_t)s->V, lo + k);
+        }
         r->kv_len += r->extend;
+        if (r->return_logprob && r->kv_len >= r->n_input - 1) r->in_lp_done = true;
         r->extend = 0;
         if (r->kv_len > r->already_computed) r->already_computed = r->kv_len;
         /* SGLang's cache_unfinished_req after every prefill (chunk or
          * whole): the prompt is shareable from the next step on */
         if (!kv_radix_disabled(s->tree)) {
-            if (kv_radix_req_cache_unfinished(s->tree, &r->rr, r->seq, r->kv_len, r->pages))
-                log_error("request %s: caching its prefill failed", r->rid);
+            if (kv_radix_req_cache_unfinished(s->tree, &r->rr, r->seq, r->kv_len, r->pages)) {
+                /* its page table can no longer be trusted (kv_radix.h) */
+                log_error("request %s: caching its prefill failed; aborting it", r->rid);
+                if (s->chunked == r) s->chunked = NULL;
+                r->kv_broken = true;
+                r->abort_msg = xstrdup("Internal error: KV cache bookkeeping failed.");
+                r->abort_status = 500;
+                finish_abort(s, r);
+                continue;
+            }
             set_slots(s, r, 0);
         }
         if (r->kv_len < r->len) continue; /* more chunks to come */
@@ -989,7 +1134,7 @@ static int run_batch(sched *s, bool with_decode)
             finish_req(s, r, SCHED_FINISH_LENGTH, r->max_new, -1, NULL, 200);
             continue;
         }
-        float *row = s->logits + (size_t)li++ * (size_t)s->V;
+        float *row = s->logits + (size_t)s->b_sample_row[b] * (size_t)s->V;
         if (r->to_abort) { /* cannot happen mid-step; kept for safety */
             finish_abort(s, r);
             continue;
@@ -1011,7 +1156,7 @@ static int run_batch(sched *s, bool with_decode)
             sreq *r = s->running[i];
             r->kv_len += 1;
             if (r->kv_len > r->already_computed) r->already_computed = r->kv_len;
-            float *row = s->logits + (size_t)li++ * (size_t)s->V;
+            float *row = s->logits + (size_t)s->b_sample_row[nb + i] * (size_t)s->V;
             if (!sample_one(s, r, row)) s->running[keep++] = r;
         }
         s->n_running = keep;
@@ -1028,20 +1173,29 @@ static int run_batch(sched *s, bool with_decode)
 
 /* ---- inbox --------------------------------------------------------------- */
 
-static bool rid_match(const char *want, const sreq *r) { return !want || (r->rid && !strcmp(want, r->rid)); }
+typedef struct {
+    const char *rid;
+    uint64_t id; /* > 0: match by id */
+} abort_key;
+
+static bool rid_match_key(const abort_key *k, const sreq *r)
+{
+    if (k->id) return r->id == k->id;
+    return !k->rid || (r->rid && !strcmp(k->rid, r->rid));
+}
 
 /* Abort matching requests wherever they are; their pages go back now. */
-static void do_abort(sched *s, const char *rid)
+static void do_abort(sched *s, const abort_key *key)
 {
     for (int i = 0; i < s->n_waiting;) {
         sreq *r = s->waiting[i];
-        if (rid_match(rid, r)) {
+        if (rid_match_key(key, r)) {
             remove_at(s->waiting, &s->n_waiting, i);
             finish_abort(s, r);
         } else {
             /* siblings still held by a warm-up */
             for (int c = 0; c < r->n_children; c++)
-                if (rid_match(rid, r->children[c])) {
+                if (rid_match_key(key, r->children[c])) {
                     sreq *ch = r->children[c];
                     memmove(r->children + c, r->children + c + 1, sizeof(sreq *) * (size_t)(r->n_children - c - 1));
                     r->n_children--;
@@ -1054,14 +1208,14 @@ static void do_abort(sched *s, const char *rid)
     }
     for (int i = 0; i < s->n_running;) {
         sreq *r = s->running[i];
-        if (rid_match(rid, r)) {
+        if (rid_match_key(key, r)) {
             remove_at(s->running, &s->n_running, i);
             finish_abort(s, r);
         } else {
             i++;
         }
     }
-    if (s->chunked && rid_match(rid, s->chunked)) {
+    if (s->chunked && rid_match_key(key, s->chunked)) {
         sreq *r = s->chunked;
         s->chunked = NULL;
         finish_abort(s, r);
@@ -1130,7 +1284,8 @@ static void drain_inbox(sched *s)
     while (ab) {
         abort_msg *a = ab;
         ab = a->next;
-        do_abort(s, a->rid);
+        abort_key key = {a->rid, a->id};
+        do_abort(s, &key);
         free(a->rid);
         free(a);
     }
@@ -1191,6 +1346,13 @@ int sched_step(sched *s)
     }
     s->was_busy = !idle;
     s->st.sched_s += (time_now_sec() - t0) - (s->st.forward_s - f0);
+    if (s->thread_started) {
+        sched_stats snap;
+        sched_get_stats(s, &snap);
+        pthread_mutex_lock(&s->out_mu);
+        s->st_pub = snap;
+        pthread_mutex_unlock(&s->out_mu);
+    }
     return rc < 0 ? -1 : did;
 }
 
@@ -1229,6 +1391,13 @@ int sched_flush_cache(sched *s)
 }
 
 int sched_check_leak(sched *s, char *err, size_t errlen) { return kv_radix_check_leak(s->tree, err, errlen); }
+
+void sched_get_stats_snapshot(sched *s, sched_stats *out)
+{
+    pthread_mutex_lock(&s->out_mu);
+    *out = s->st_pub;
+    pthread_mutex_unlock(&s->out_mu);
+}
 
 void sched_get_stats(sched *s, sched_stats *out)
 {
@@ -1297,8 +1466,11 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");
         return -1;
     }
-    if (sp->return_logprob && sp->logprob_start_len >= 0) {
-        snprintf(err, errlen, "Input token logprobs (logprob_start_len >= 0) are not supported yet.");
+    if (sp->return_logprob && sp->logprob_start_len >= sp->n_input) {
+        snprintf(err, errlen,
+                 "logprob_start_len, (%" PRId64 ") is higher than the number of input tokens (%" PRId64
+                 "). Request with a lower logprob_start_len.",
+                 sp->logprob_start_len, sp->n_input);
         return -1;
     }
     if (sp->top_logprobs_num < 0) {
@@ -1380,7 +1552,7 @@ uint64_t sched_submit(sched *s, sched_req_spec *sp)
     return id;
 }
 
-void sched_abort(sched *s, const char *rid)
+static void queue_abort(sched *s, const char *rid, uint64_t id)
 {
     abort_msg *a = calloc(1, sizeof *a);
     if (!a) {
@@ -1388,12 +1560,20 @@ void sched_abort(sched *s, const char *rid)
         return;
     }
     a->rid = xstrdup(rid);
+    a->id = id;
     pthread_mutex_lock(&s->in_mu);
     if (s->ab_tail) s->ab_tail->next = a;
     else s->ab_head = a;
     s->ab_tail = a;
     pthread_cond_signal(&s->in_cv);
     pthread_mutex_unlock(&s->in_mu);
+}
+
+void sched_abort(sched *s, const char *rid) { queue_abort(s, rid, 0); }
+
+void sched_abort_id(sched *s, uint64_t id)
+{
+    if (id) queue_abort(s, NULL, id);
 }
 
 /* ======================================================================
@@ -1565,6 +1745,9 @@ void sched_destroy(sched *s)
     free(s->b_start);
     free(s->b_kvlen);
     free((void *)s->b_slots);
+    free(s->b_lp_row);
+    free(s->b_lp_n);
+    free(s->b_sample_row);
     free(s->logits);
     free(s->scratch);
     free(s->tmp_top_ids);

@@ -112,7 +112,7 @@ typedef struct sched_req_spec {
     char *cache_salt;            /* owned or NULL: radix isolation key */
     bool return_logprob;
     int top_logprobs_num;
-    int64_t logprob_start_len;   /* -1 = output logprobs only */
+    int64_t logprob_start_len;   /* -1 = len(input) - 1 (output logprobs + one padded entry) */
     int32_t *token_ids_logprob;  /* (n_token_ids_logprob) owned or NULL */
     int n_token_ids_logprob;
     bool stream;                 /* token events every stream_interval tokens */
@@ -147,6 +147,15 @@ typedef struct sched_event {
     int32_t *tids;               /* (n_tid) the ids asked for */
     float *tid_logprobs;         /* (n_ids, n_tid) or NULL */
     int64_t completion_tokens;   /* output tokens so far, this event included */
+    /* input logprobs, on the request's first event when return_logprob:
+     * entries for input positions logprob_start_len .. n_input - 1; entry 0
+     * is SGLang's None pad (NaN here) */
+    int n_in;
+    int32_t *in_ids;             /* (n_in) the input tokens */
+    float *in_logprobs;          /* (n_in) */
+    int32_t *in_top_ids;         /* (n_in, top_n) or NULL; row 0 = pad (-1) */
+    float *in_top_logprobs;      /* (n_in, top_n) */
+    float *in_tid_logprobs;      /* (n_in, n_tid) or NULL */
     /* FINISH only: */
     sched_finish_kind finish;
     int64_t finish_length;       /* LENGTH */
@@ -191,6 +200,9 @@ uint64_t sched_submit(sched *s, sched_req_spec *spec);
  * in the scheduler's next step; a FINISH/ABORT event follows).  abort_all
  * when rid is NULL. */
 void sched_abort(sched *s, const char *rid);
+/* Thread-safe.  Abort the request(s) of one sched_submit id (all n
+ * siblings): for a front whose client went away. */
+void sched_abort_id(sched *s, uint64_t id);
 
 /* Thread-safe outbox.  poll: next event or NULL.  wait: blocks up to
  * timeout_s seconds (< 0 = forever). */
@@ -236,5 +248,8 @@ typedef struct sched_stats {
 /* Counters and pool state.  Scheduler thread only (synchronous mode, or
  * after sched_stop): the scheduler updates them without locking. */
 void sched_get_stats(sched *s, sched_stats *out);
+/* Thread-safe: the counters as of the end of the last step in threaded
+ * mode (zeros before the first step). */
+void sched_get_stats_snapshot(sched *s, sched_stats *out);
 
 #endif

@@ -49,12 +49,23 @@ typedef struct sreq {
     int32_t *top_ids;           /* (out_cap, top_n) */
     float *top_lp;              /* (out_cap, top_n) */
     float *tid_lp;              /* (out_cap, n_tid) */
+    /* input logprobs (return_logprob, logprob_start_len < n_input - 1):
+     * entry k is position lp_start + k predicting seq[lp_start + k + 1] */
+    int64_t lp_start;           /* SGLang's logprob_start_len (n_input - 1 by default) */
+    int64_t n_in_lp;            /* n_input - 1 - lp_start rows */
+    float *in_lp;               /* (n_in_lp) */
+    int32_t *in_top_ids;        /* (n_in_lp, top_n) */
+    float *in_top_lp;           /* (n_in_lp, top_n) */
+    float *in_tid_lp;           /* (n_in_lp, n_tid) */
+    bool in_lp_done;            /* every row computed */
+    bool in_lp_sent;            /* attached to an event */
     /* KV */
     int32_t *pages;             /* (pages_cap) owned */
     int64_t n_pages, pages_cap;
     int32_t *slots;             /* (pages_cap * P) owned */
     kv_radix_req rr;
     bool holds_kv;              /* admitted: rr lock / pages to release */
+    bool kv_broken;             /* cache_unfinished failed: release without insert */
     int64_t kv_len;
     int64_t extend;             /* tokens prefilled in the current step */
     int64_t already_computed;   /* most KV ever computed (cached_tokens accounting) */
@@ -78,7 +89,8 @@ typedef struct sreq {
 } sreq;
 
 typedef struct abort_msg {
-    char *rid;                  /* owned; NULL = all */
+    char *rid;                  /* owned; NULL = all (unless id) */
+    uint64_t id;                /* > 0: abort by submit id instead */
     struct abort_msg *next;
 } abort_msg;
 
@@ -111,6 +123,7 @@ struct sched {
     int n_batch, cap_batch;
     int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
     int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
+    int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
     const int32_t **b_slots;                     /* (cap_seq) */
     int cap_tok, cap_seq;
     float *logits;              /* (cap_logits, V) */
@@ -125,6 +138,7 @@ struct sched {
     bool was_busy;
 
     sched_stats st;
+    sched_stats st_pub;         /* snapshot after each step, under out_mu (threaded readers) */
 
     /* inbox */
     pthread_mutex_t in_mu;

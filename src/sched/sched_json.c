@@ -174,6 +174,11 @@ void sched_result_free(sched_result *r)
     free(r->top_lp);
     free(r->tids);
     free(r->tid_lp);
+    free(r->in_ids);
+    free(r->in_lp);
+    free(r->in_top_ids);
+    free(r->in_top_lp);
+    free(r->in_tid_lp);
     free(r->fin.rid);
     free(r->fin.finish_str);
     memset(r, 0, sizeof *r);
@@ -222,6 +227,34 @@ int sched_result_add(sched_result *r, const sched_event *e)
         }
     }
     r->n = need;
+    if (e->n_in > 0 && r->n_in == 0 && e->in_ids && e->in_logprobs) {
+        size_t m = (size_t)e->n_in;
+        r->in_ids = malloc(sizeof(int32_t) * m);
+        r->in_lp = malloc(sizeof(float) * m);
+        if (!r->in_ids || !r->in_lp) return -1;
+        memcpy(r->in_ids, e->in_ids, sizeof(int32_t) * m);
+        memcpy(r->in_lp, e->in_logprobs, sizeof(float) * m);
+        if (e->top_n && e->in_top_ids) {
+            r->top_n = e->top_n;
+            r->in_top_ids = malloc(sizeof(int32_t) * m * (size_t)e->top_n);
+            r->in_top_lp = malloc(sizeof(float) * m * (size_t)e->top_n);
+            if (!r->in_top_ids || !r->in_top_lp) return -1;
+            memcpy(r->in_top_ids, e->in_top_ids, sizeof(int32_t) * m * (size_t)e->top_n);
+            memcpy(r->in_top_lp, e->in_top_logprobs, sizeof(float) * m * (size_t)e->top_n);
+        }
+        if (e->n_tid && e->in_tid_logprobs) {
+            if (!r->tids) {
+                r->tids = malloc(sizeof(int32_t) * (size_t)e->n_tid);
+                if (!r->tids) return -1;
+                memcpy(r->tids, e->tids, sizeof(int32_t) * (size_t)e->n_tid);
+                r->n_tid = e->n_tid;
+            }
+            r->in_tid_lp = malloc(sizeof(float) * m * (size_t)e->n_tid);
+            if (!r->in_tid_lp) return -1;
+            memcpy(r->in_tid_lp, e->in_tid_logprobs, sizeof(float) * m * (size_t)e->n_tid);
+        }
+        r->n_in = e->n_in;
+    }
     if (e->kind == SCHED_EV_FINISH) {
         free(r->fin.rid);
         free(r->fin.finish_str);
@@ -307,27 +340,50 @@ json_t *sched_result_to_json(const sched_result *r)
                 json_array_append_new(otid, u);
             }
         }
-        /* logprob_start_len -1 = len(input) - 1: SGLang pads the first
-         * (here only) input entry with None */
-        json_t *itl = json_array();
-        if (r->fin.prompt_tokens > 0) json_array_append_new(itl, lp_entry(NAN, r->fin.last_input_id));
+        /* input entries; SGLang pads the first with None.  Without input
+         * data (aborted before its prefill): the default single entry */
+        json_t *itl = json_array(), *itop = json_array(), *itid = json_array();
+        if (r->n_in > 0) {
+            for (int i = 0; i < r->n_in; i++) {
+                json_array_append_new(itl, lp_entry(r->in_lp[i], r->in_ids[i]));
+                if (i == 0 || !r->in_top_ids) {
+                    json_array_append_new(itop, json_null());
+                } else {
+                    json_t *t = json_array();
+                    for (int k = 0; k < r->top_n; k++)
+                        if (r->in_top_ids[i * r->top_n + k] >= 0)
+                            json_array_append_new(t, lp_entry(r->in_top_lp[i * r->top_n + k], r->in_top_ids[i * r->top_n + k]));
+                    json_array_append_new(itop, t);
+                }
+                if (i == 0 || !r->in_tid_lp) {
+                    json_array_append_new(itid, json_null());
+                } else {
+                    json_t *u = json_array();
+                    for (int k = 0; k < r->n_tid; k++)
+                        json_array_append_new(u, lp_entry(r->in_tid_lp[i * r->n_tid + k], r->tids[k]));
+                    json_array_append_new(itid, u);
+                }
+            }
+        } else if (r->fin.prompt_tokens > 0) {
+            json_array_append_new(itl, lp_entry(NAN, r->fin.last_input_id));
+            json_array_append_new(itop, json_null());
+            json_array_append_new(itid, json_null());
+        }
         json_object_set_new(meta, "input_token_logprobs", itl);
         json_object_set_new(meta, "output_token_logprobs", otl);
         if (r->top_n) {
-            json_t *itop = json_array();
-            json_array_append_new(itop, json_null());
             json_object_set_new(meta, "input_top_logprobs", itop);
             json_object_set_new(meta, "output_top_logprobs", otop);
         } else {
             json_decref(otop);
+            json_decref(itop);
         }
         if (r->n_tid) {
-            json_t *itid = json_array();
-            json_array_append_new(itid, json_null());
             json_object_set_new(meta, "input_token_ids_logprobs", itid);
             json_object_set_new(meta, "output_token_ids_logprobs", otid);
         } else {
             json_decref(otid);
+            json_decref(itid);
         }
     }
     json_object_set_new(root, "meta_info", meta);

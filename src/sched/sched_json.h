@@ -17,10 +17,10 @@
  * with output_token_logprobs [[logprob, id, null], ...],
  * output_top_logprobs [[[logprob, id, null], ...], ...] and
  * output_token_ids_logprobs in the same shape (text entries are null
- * until a tokenizer is attached).  Input logprobs: only SGLang's default
- * logprob_start_len (-1 = len(input) - 1), whose single entry is padded
- * with None: input_token_logprobs [[null, last_input_id, null]],
- * input_top_logprobs [null]; logprob_start_len >= 0 is refused at submit.
+ * until a tokenizer is attached).  Input logprobs as SGLang: entries for
+ * input positions logprob_start_len .. end, the first padded with None:
+ * input_token_logprobs [[null, id, null], [lp, id, null], ...],
+ * input_top_logprobs [null, [[lp, id, null], ...], ...].
  *
  * Ownership: sched_result owns its arrays (init/free pair). */
 #ifndef SGLC_SCHED_JSON_H
@@ -44,6 +44,12 @@ typedef struct sched_result {
     float *tid_lp;               /* (n, n_tid) */
     int n_tid;
     int64_t n, cap;
+    int n_in;                    /* input logprob entries (0 = none received) */
+    int32_t *in_ids;             /* (n_in) */
+    float *in_lp;                /* (n_in), [0] = pad */
+    int32_t *in_top_ids;         /* (n_in, top_n) or NULL */
+    float *in_top_lp;
+    float *in_tid_lp;            /* (n_in, n_tid) or NULL */
     bool return_logprob;
     bool done;
     sched_event fin;             /* the FINISH event's scalar fields (no arrays; finish_str/rid owned) */

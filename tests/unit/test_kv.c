@@ -341,6 +341,54 @@ static void test_radix_duplicate_insert(void **state)
     rm(&f);
 }
 
+typedef struct {
+    int calls;
+    char ns[16];
+    int64_t path_len, node_len;
+} evict_seen;
+
+static void on_evict(void *ctx, const char *ns, const int32_t *path, int64_t path_len, int64_t node_len,
+                     const int32_t *pages)
+{
+    evict_seen *e = ctx;
+    e->calls++;
+    snprintf(e->ns, sizeof e->ns, "%s", ns ? ns : "(none)");
+    e->path_len = path_len;
+    e->node_len = node_len;
+    (void)path;
+    (void)pages;
+}
+
+/* Retraction: the request gives back its own pages without caching them;
+ * the cached prefix it reused stays in the tree, unlocked. */
+static void test_radix_retract(void **state)
+{
+    (void)state;
+    fix f = mk(16, 2, KV_EVICT_LRU, false);
+    int32_t sys[4] = {1, 2, 3, 4}, tok[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    run_req(&f, "k", sys, 4);
+    kv_radix_req rr = {.ns = "k"};
+    int32_t pages[5];
+    assert_int_equal(kv_radix_req_match(f.t, &rr, tok, 9, pages), 4);
+    assert_int_equal(kv_pool_alloc(f.pool, 3, pages + 2), 0);
+    assert_int_equal(kv_pool_free_pages(f.pool), 16 - 2 - 3);
+    assert_int_equal(kv_radix_req_cache_finished(f.t, &rr, tok, 9, pages, false), 0);
+    assert_int_equal(kv_pool_free_pages(f.pool), 14);
+    assert_int_equal(kv_radix_total_size(f.t), 4);
+    assert_int_equal(kv_radix_protected_size(f.t), 0);
+    char err[256];
+    assert_int_equal(kv_radix_check_leak(f.t, err, sizeof err), 0);
+    /* the eviction observer sees the isolation key and the whole path */
+    evict_seen seen = {0};
+    kv_radix_set_evict_cb(f.t, on_evict, &seen);
+    assert_int_equal(kv_radix_evict(f.t, 1), 4);
+    assert_int_equal(seen.calls, 1);
+    assert_string_equal(seen.ns, "k");
+    assert_int_equal(seen.path_len, 4);
+    assert_int_equal(seen.node_len, 4);
+    rm(&f);
+}
+
 static void test_radix_leak_detected(void **state)
 {
     (void)state;
@@ -466,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_radix_disable),
         cmocka_unit_test(test_radix_chunked),
         cmocka_unit_test(test_radix_duplicate_insert),
+        cmocka_unit_test(test_radix_retract),
         cmocka_unit_test(test_radix_leak_detected),
         cmocka_unit_test(test_radix_wide),
         cmocka_unit_test(test_policy_parse),

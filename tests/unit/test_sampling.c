@@ -623,6 +623,38 @@ static int by_logit_desc(const void *a, const void *b)
     return x > y ? -1 : x < y ? 1 : 0;
 }
 
+static void test_input_logprobs(void **state)
+{
+    (void)state;
+    const float l[6] = {0.5f, -2.0f, 3.0f, NAN, 1.0f, -INFINITY};
+    double lse = 0;
+    for (int i = 0; i < 6; i++)
+        if (isfinite(l[i])) lse += exp(l[i]);
+    lse = log(lse);
+    void *scratch = malloc(sampling_scratch_bytes(6));
+    int32_t top_ids[3], ids[2] = {5, 9};
+    float top_lp[3], ids_lp[2];
+    sampling_logprob_req lp = {.top_n = 3, .ids = ids, .n_ids = 2};
+    sampling_result r = {.top_ids = top_ids, .top_logprobs = top_lp, .ids_logprobs = ids_lp};
+    float copy[6];
+    memcpy(copy, l, sizeof copy);
+    assert_int_equal(sampling_input_logprobs(l, 6, 4, scratch, &lp, &r), 0);
+    assert_memory_equal(copy, l, sizeof copy); /* the row is left alone */
+    assert_int_equal(r.token, 4);
+    assert_float_equal(r.logprob, 1.0 - lse, 1e-5);
+    assert_int_equal(r.n_top, 3);
+    assert_int_equal(top_ids[0], 2);
+    assert_int_equal(top_ids[1], 4);
+    assert_int_equal(top_ids[2], 0);
+    assert_float_equal(top_lp[0], 3.0 - lse, 1e-5);
+    assert_float_equal(top_lp[2], 0.5 - lse, 1e-5);
+    assert_true(isinf(ids_lp[0]) && ids_lp[0] < 0);
+    assert_true(isnan(ids_lp[1]));
+    assert_int_equal(sampling_input_logprobs(l, 6, 3, scratch, NULL, &r), 0);
+    assert_true(isinf(r.logprob) && r.logprob < 0); /* NaN logit: -inf */
+    free(scratch);
+}
+
 /* A 150k vocabulary with top-k 50 and top-p 0.9: every draw lands in the
  * reference's kept set. */
 static void test_big_vocab(void **state)
@@ -688,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_min_new_tokens),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_input_logprobs),
         cmocka_unit_test(test_big_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,6 +4,7 @@
  * priority preemption; queue-full rejection; cached_tokens; stream
  * interval; stop token ids / min_new_tokens / stop-string hook; policies;
  * the threaded inbox/outbox API; request JSON parsing. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -359,6 +360,19 @@ static void test_abort_frees_pages(void **state)
     assert_int_equal(e->finish, SCHED_FINISH_ABORT);
     assert_int_equal(e->completion_tokens, 0);
     sched_event_free(e);
+    /* by submit id (a front whose client went away) */
+    sched_req_spec sp3 = simple_spec(25, 300, 3);
+    uint64_t id3 = sched_submit(s, &sp3);
+    for (int i = 0; i < 3; i++) sched_step(s);
+    sched_abort_id(s, id3);
+    sched_step(s);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->id, id3);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    sched_event_free(e);
+    sched_get_stats(s, &st);
+    assert_int_equal(st.n_running, 0);
     char err[512];
     if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
     sched_destroy(s);
@@ -473,6 +487,45 @@ static void test_priority_preemption(void **state)
     assert_int_equal(e->finish, SCHED_FINISH_ABORT);
     assert_int_equal(e->http_status, 400);
     sched_event_free(e);
+    sched_destroy(s);
+}
+
+/* Preemption for KV tokens (not slots): a low-priority request holds most
+ * of a small pool; a high-priority one that does not fit preempts it. */
+static void test_priority_preemption_tokens(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.enable_priority_scheduling = true;
+    a.max_total_tokens = 256;
+    sched *s = mk(&a);
+    sched_req_spec lo = simple_spec(20, 200, 1), hi = simple_spec(120, 8, 2);
+    lo.has_priority = true, lo.priority = 0, lo.rid = strdup("low");
+    hi.has_priority = true, hi.priority = 50, hi.rid = strdup("high");
+    uint64_t id_lo = sched_submit(s, &lo);
+    for (int i = 0; i < 30; i++) sched_step(s); /* low holds 50 tokens + its reserve */
+    uint64_t id_hi = sched_submit(s, &hi);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_true(st.num_preemptions >= 1);
+    uint64_t first = 0;
+    int lo_retr = -1, n = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        if (e->kind == SCHED_EV_FINISH) {
+            if (!n++) first = e->id;
+            assert_int_equal(e->finish, SCHED_FINISH_LENGTH);
+            if (e->id == id_lo) lo_retr = e->num_retractions;
+        }
+        sched_event_free(e);
+    }
+    assert_int_equal(n, 2);
+    assert_int_equal(first, id_hi);
+    assert_true(lo_retr >= 1);
+    char err[512];
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
     sched_destroy(s);
 }
 
@@ -728,6 +781,10 @@ static void test_threaded_api(void **state)
         sched_event_free(e);
     }
     sched_stop(s);
+    sched_stats snap;
+    sched_get_stats_snapshot(s, &snap);
+    assert_int_equal(snap.n_finished, w.n);
+    assert_int_equal(snap.n_running, 0);
     expect_same(&ref, &got, &w, "threaded");
     char err[512];
     if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
@@ -779,6 +836,134 @@ static void test_logprobs(void **state)
     json_decref(o);
     sched_result_free(&r);
     sched_destroy(s);
+}
+
+/* Input logprobs (logprob_start_len 5, chunked prefill 16, prompt cached
+ * beforehand) against log_softmax of a plain model_forward over the prompt. */
+static void test_input_logprobs(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    const int N = 40, START = 5, V = 2048;
+    sched_req_spec sp = simple_spec(N, 3, 13);
+    int32_t prompt[40], slots[40], pos[40], rows[40];
+    memcpy(prompt, sp.input_ids, sizeof prompt);
+    sched_req_spec_free(&sp);
+    /* reference: one forward over the whole prompt, every row's logits */
+    model_kv *kv = model_kv_create(g_model, 64, DTYPE_F32);
+    assert_non_null(kv);
+    float *lg = malloc(sizeof(float) * (size_t)N * V);
+    for (int i = 0; i < N; i++) slots[i] = pos[i] = rows[i] = i;
+    int32_t st[2] = {0, N}, kvl = N;
+    const int32_t *sl[1] = {slots};
+    model_batch b = {.n_tokens = N, .tokens = prompt, .positions = pos, .n_seqs = 1, .seq_start = st,
+                     .seq_kv_len = &kvl, .seq_slots = sl, .n_logits = N, .logit_rows = rows};
+    assert_int_equal(model_forward(g_model, kv, &b, lg, NULL), 0);
+    model_kv_destroy(kv);
+
+    sched_args a = base_args();
+    a.chunked_prefill_size = 16;
+    sched *s = mk(&a);
+    sched_req_spec warm = simple_spec(N, 2, 13); /* caches the prompt */
+    sched_submit(s, &warm);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    sched_event *e;
+    while ((e = sched_poll(s))) sched_event_free(e);
+    sp = simple_spec(N, 3, 13);
+    sp.return_logprob = true;
+    sp.logprob_start_len = START;
+    sp.top_logprobs_num = 2;
+    sp.token_ids_logprob = malloc(sizeof(int32_t));
+    sp.token_ids_logprob[0] = 7;
+    sp.n_token_ids_logprob = 1;
+    sched_result r;
+    sched_result_init(&r, true);
+    uint64_t id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    assert_true(r.done);
+    assert_true(r.fin.cached_tokens <= START);
+    assert_int_equal(r.n_in, N - START);
+    assert_true(isnan(r.in_lp[0]));
+    assert_int_equal(r.in_ids[0], prompt[START]);
+    for (int i = 1; i < r.n_in; i++) {
+        int p = START + i - 1; /* the row predicting prompt[START + i] */
+        const float *row = lg + (size_t)p * V;
+        float mx = row[0];
+        int am = 0;
+        for (int v = 1; v < V; v++)
+            if (row[v] > mx) mx = row[v], am = v;
+        double sum = 0;
+        for (int v = 0; v < V; v++) sum += exp((double)row[v] - mx);
+        double want = row[prompt[START + i]] - mx - log(sum);
+        assert_int_equal(r.in_ids[i], prompt[START + i]);
+        if (fabs(r.in_lp[i] - want) > 1e-4) fail_msg("input logprob %d: %g vs %g", i, r.in_lp[i], want);
+        assert_int_equal(r.in_top_ids[i * 2], am);
+        assert_true(fabs(r.in_tid_lp[i] - (row[7] - mx - log(sum))) < 1e-4);
+    }
+    json_t *o = sched_result_to_json(&r);
+    json_t *meta = json_object_get(o, "meta_info");
+    assert_int_equal(json_array_size(json_object_get(meta, "input_token_logprobs")), N - START);
+    assert_true(json_is_null(json_array_get(json_object_get(meta, "input_top_logprobs"), 0)));
+    assert_int_equal(json_array_size(json_array_get(json_object_get(meta, "input_top_logprobs"), 1)), 2);
+    json_decref(o);
+    sched_result_free(&r);
+    /* logprob_start_len past the prompt: SGLang's message */
+    sp = simple_spec(10, 3, 13);
+    sp.return_logprob = true;
+    sp.logprob_start_len = 10;
+    sched_submit(s, &sp);
+    e = sched_poll(s);
+    assert_non_null(e);
+    assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+    assert_non_null(strstr(e->finish_str, "is higher than the number of input tokens"));
+    sched_event_free(e);
+    char err[512];
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+    sched_destroy(s);
+    free(lg);
+
+    /* 300 rows from position 0, no chunking: the logits rows per step are
+     * capped (LP_ROWS_MAX), so the prompt is prefilled in two steps */
+    const int N2 = 300;
+    sp = simple_spec(N2, 2, 17);
+    int32_t *p2 = malloc(sizeof(int32_t) * N2), *s2 = malloc(sizeof(int32_t) * N2);
+    memcpy(p2, sp.input_ids, sizeof(int32_t) * N2);
+    for (int i = 0; i < N2; i++) s2[i] = i;
+    float *lg2 = malloc(sizeof(float) * V);
+    int32_t last_row = N2 - 2, st2[2] = {0, N2}, kvl2 = N2, *pos2 = malloc(sizeof(int32_t) * N2);
+    for (int i = 0; i < N2; i++) pos2[i] = i;
+    const int32_t *sl2[1] = {s2};
+    kv = model_kv_create(g_model, N2, DTYPE_F32);
+    model_batch b2 = {.n_tokens = N2, .tokens = p2, .positions = pos2, .n_seqs = 1, .seq_start = st2,
+                      .seq_kv_len = &kvl2, .seq_slots = sl2, .n_logits = 1, .logit_rows = &last_row};
+    assert_int_equal(model_forward(g_model, kv, &b2, lg2, NULL), 0);
+    model_kv_destroy(kv);
+    a = base_args();
+    a.chunked_prefill_size = -1;
+    s = mk(&a);
+    sp.return_logprob = true;
+    sp.logprob_start_len = 0;
+    sched_result_init(&r, true);
+    id = sched_submit(s, &sp);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    collect(s, &r, 1, id);
+    sched_stats sst;
+    sched_get_stats(s, &sst);
+    assert_true(sst.n_prefill_steps >= 2);
+    assert_int_equal(r.n_in, N2);
+    for (int i = 1; i < N2; i++) assert_true(isfinite(r.in_lp[i]) && r.in_lp[i] <= 0);
+    {
+        float mx = lg2[0];
+        for (int v = 1; v < V; v++) mx = lg2[v] > mx ? lg2[v] : mx;
+        double sum = 0;
+        for (int v = 0; v < V; v++) sum += exp((double)lg2[v] - mx);
+        double want = lg2[p2[N2 - 1]] - mx - log(sum);
+        if (fabs(r.in_lp[N2 - 1] - want) > 1e-4) fail_msg("last input logprob %g vs %g", r.in_lp[N2 - 1], want);
+    }
+    sched_result_free(&r);
+    sched_destroy(s);
+    free(p2), free(s2), free(lg2), free(pos2);
 }
 
 static void test_request_json(void **state)
@@ -863,6 +1048,7 @@ int main(void)
         cmocka_unit_test(test_abort_frees_pages),
         cmocka_unit_test(test_parallel_sampling_n),
         cmocka_unit_test(test_priority_preemption),
+        cmocka_unit_test(test_priority_preemption_tokens),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cached_tokens),
         cmocka_unit_test(test_stream_interval),
@@ -870,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_policies_same_outputs),
         cmocka_unit_test(test_threaded_api),
         cmocka_unit_test(test_logprobs),
+        cmocka_unit_test(test_input_logprobs),
         cmocka_unit_test(test_validation),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
