@@ -185,6 +185,8 @@ static int replace_all(const char *s, size_t n, const tok_regex *re, const char 
     return tok_buf_put(out, s + pos, n - pos);
 }
 
+static int cleanup(tok_buf *b);
+
 static int run_decoder(const tok_tokenizer *t, const tok_decoder *d, const uint8_t *added, tok_strs *in,
                        tok_strs *out, pcre2_match_data *md)
 {
@@ -256,8 +258,17 @@ static int run_decoder(const tok_tokenizer *t, const tok_decoder *d, const uint8
                 else if (strs_append(out, " ", 1)) return -1;
             }
             if (strs_append(out, s, n)) return -1;
-            /* cleanup is applied to the whole text at the end (same result
-             * for these patterns) */
+            if (d->cleanup) { /* per token, as the crate and transformers.js */
+                tok_buf tb = {0};
+                size_t start = out->v[out->n - 1].off, len = out->v[out->n - 1].len;
+                if (tok_buf_put(&tb, out->buf.p + start, len)) return -1;
+                cleanup(&tb);
+                out->buf.n = start;
+                out->v[out->n - 1].len = 0;
+                int rc = strs_append(out, tb.p, tb.n);
+                tok_buf_free(&tb);
+                if (rc) return -1;
+            }
         }
         return 0;
     case TOK_DEC_BPE:
@@ -384,7 +395,7 @@ static int decode_impl(const tok_tokenizer *t, const int32_t *ids, size_t n, con
             out->n = e - b;
         }
     }
-    if (t->clean_up_spaces || decoder_has_wordpiece_cleanup(t->decoder)) cleanup(out);
+    if (t->clean_up_spaces) cleanup(out);
     if (tok_buf_put(out, "", 0)) goto done;
     rc = 0;
 done:

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <limits.h>
 
 #include "tokenizer/tokenizer.h"
 
@@ -64,19 +65,40 @@ int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n); /* add or 
 int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n);
 void tok_vocab_free(tok_vocab *v);
 
-typedef struct tok_pair_slot {
-    uint64_t key;  /* (left << 32) | right, UINT64_MAX = empty */
-    int32_t rank;
-    int32_t merged;
-} tok_pair_slot;
+/* Merge table: 8-byte slots ((left << 20 | right) << 24 | rank), so the
+ * table for Qwen3's 151k merges is 4 MB; the merged id of rank r is
+ * merged_of_rank[r].  Limits: ids < 2^20 - 1, ranks < 2^24 - 1 (checked). */
+#define TOK_PAIR_EMPTY UINT64_MAX
+#define TOK_PAIR_MAX_ID ((1 << 20) - 1)
+#define TOK_PAIR_MAX_RANK ((1 << 24) - 1)
 
 typedef struct tok_pairmap {
-    tok_pair_slot *slots; /* (cap) */
+    uint64_t *slots;         /* (cap) packed entries, TOK_PAIR_EMPTY = free */
     size_t cap, used;
+    int32_t *merged_of_rank; /* (rank_cap) */
+    size_t rank_cap;
 } tok_pairmap;
 
+/* Returns 0, -1 on allocation failure, -2 if an id or rank is over the limits. */
 int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged);
-const tok_pair_slot *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b);
+/* Rank of merging (a, b) and the merged id, or INT32_MAX if no such merge. */
+static inline int32_t tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b, int32_t *merged)
+{
+    if (!m->cap || (uint32_t)a >= TOK_PAIR_MAX_ID || (uint32_t)b >= TOK_PAIR_MAX_ID) return INT32_MAX;
+    uint64_t key = ((uint64_t)(uint32_t)a << 20) | (uint32_t)b;
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    size_t j = (size_t)(h >> 24) & (m->cap - 1);
+    for (;;) {
+        uint64_t s = m->slots[j];
+        if ((s >> 24) == key) {
+            int32_t r = (int32_t)(s & TOK_PAIR_MAX_RANK);
+            *merged = m->merged_of_rank[r];
+            return r;
+        }
+        if (s == TOK_PAIR_EMPTY) return INT32_MAX;
+        j = (j + 1) & (m->cap - 1);
+    }
+}
 void tok_pairmap_free(tok_pairmap *m);
 
 /* ---- byte trie (added tokens, unigram vocab) ------------------------- */

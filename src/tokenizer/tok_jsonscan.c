@@ -95,7 +95,8 @@ static const char *scan_string(const char *p, const char *e, tok_buf *out)
             } else if (u >= 0xDC00 && u <= 0xDFFF) {
                 return NULL;
             }
-            if (cp == 0) return NULL; /* NUL inside a token: leave it to jansson */
+            /* U+0000 is allowed: tokens are length-delimited here (jansson
+             * refuses it in object keys, so only this path loads such files) */
             if (out) {
                 char b[4];
                 int l = tok_utf8_encode(cp, b);

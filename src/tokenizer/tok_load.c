@@ -359,6 +359,7 @@ static int add_merge(void *vctx, const char *a, size_t an, const char *b, size_t
     if (tok_buf_put(&m->cat, a, an) || tok_buf_put(&m->cat, b, bn)) return -1;
     int32_t im = tok_vocab_find(&t->vocab, m->cat.p, m->cat.n);
     if (im < 0) return 0;
+    if (index > (size_t)TOK_PAIR_MAX_RANK) return -2;
     return tok_pairmap_put(&t->model.merges, ia, ib, (int32_t)index, im);
 }
 
@@ -368,7 +369,7 @@ static int parse_merges(lctx *c, tok_tokenizer *t, json_t *merges)
     if (c->fast && c->merges.len) {
         int rc = tok_jsonscan_merges(c->doc, c->merges, add_merge, &mc);
         tok_buf_free(&mc.cat);
-        if (rc) { c->fast_failed = true; return -1; }
+        if (rc) { c->fast_failed = true; return -1; } /* jansson path reports the reason */
         return 0;
     }
     if (!json_is_array(merges)) return fail(c, "model.merges must be an array");
@@ -395,7 +396,12 @@ static int parse_merges(lctx *c, tok_tokenizer *t, json_t *merges)
             tok_buf_free(&mc.cat);
             return fail(c, "model.merges[%zu] must be \"a b\" or [\"a\", \"b\"]", i);
         }
-        if (add_merge(&mc, a, an, b, bn, i)) { tok_buf_free(&mc.cat); return fail(c, "out of memory"); }
+        int rc = add_merge(&mc, a, an, b, bn, i);
+        if (rc) {
+            tok_buf_free(&mc.cat);
+            return rc == -2 ? fail(c, "model.merges: over 16M merges or token ids over 1M are not supported")
+                            : fail(c, "out of memory");
+        }
     }
     tok_buf_free(&mc.cat);
     return 0;
@@ -772,7 +778,7 @@ static size_t estimate_memory(const tok_tokenizer *t)
 {
     size_t m = sizeof *t;
     m += t->vocab.pool_cap + t->vocab.ent_cap * 8 + t->vocab.slot_cap * 8;
-    m += t->model.merges.cap * sizeof(tok_pair_slot);
+    m += t->model.merges.cap * sizeof(uint64_t) + t->model.merges.rank_cap * sizeof(int32_t);
     m += t->trie_raw.n_nodes * sizeof(tok_trie_node) + t->trie_raw.n_edges * sizeof(tok_trie_edge);
     m += t->trie_norm.n_nodes * sizeof(tok_trie_node) + t->trie_norm.n_edges * sizeof(tok_trie_edge);
     m += t->model.utrie.n_nodes * sizeof(tok_trie_node) + t->model.utrie.n_edges * sizeof(tok_trie_edge);

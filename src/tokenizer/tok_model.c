@@ -12,7 +12,7 @@
  * character-level model meeting an unknown character) keep their byte span
  * and become byte-fallback tokens (<0xXX>) or unk at the end.
  *
- * A per-thread word cache (direct-mapped, 8192 slots, 512 kB a thread)
+ * A per-thread word cache (direct-mapped, 32768 slots, 2 MB a thread)
  * remembers the ids of short pieces: prose and code repeat their words, and
  * a hit costs one hash and one memcmp instead of a merge loop whose pair
  * lookups miss the cache of an 8 MB merge table.  It is per thread so the
@@ -83,11 +83,7 @@ static int emit_unknown(const tok_model *m, enc_state *st, const char *p, size_t
 
 static inline int32_t pair_rank(const tok_model *m, int32_t a, int32_t b, int32_t *merged)
 {
-    if (a < 0 || b < 0) return INT32_MAX;
-    const tok_pair_slot *s = tok_pairmap_get(&m->merges, a, b);
-    if (!s) return INT32_MAX;
-    *merged = s->merged;
-    return s->rank;
+    return tok_pairmap_get(&m->merges, a, b, merged);
 }
 
 static void heap_push(enc_state *st, heap_ent e)
@@ -196,7 +192,7 @@ int tok_bytelevel_cp(unsigned b) { return byte_cp_slow(b); }
 #define byte_cp(b) (m->bl_cp[(b)])
 
 /* ---- per-thread word cache ------------------------------------------- */
-#define WC_SLOTS 8192
+#define WC_SLOTS 32768
 #define WC_KEY 24
 #define WC_IDS 6
 
@@ -224,6 +220,14 @@ static wc_slot *wc_get(void)
         if (c && pthread_setspecific(wc_key, c)) { free(c); c = NULL; }
     }
     return c;
+}
+
+void tok_thread_cache_clear(void)
+{
+    pthread_once(&wc_once, wc_make_key);
+    if (!wc_key_ok) return;
+    wc_slot *c = pthread_getspecific(wc_key);
+    if (c) memset(c, 0, WC_SLOTS * sizeof *c);
 }
 
 static int bpe_piece(const tok_tokenizer *t, enc_state *st, const char *p, size_t n, tok_ids *out)

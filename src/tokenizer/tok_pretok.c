@@ -217,7 +217,9 @@ static int pretok_piece(const tok_pretok *pt, tok_buf *arena, tok_piece pc, tok_
     }
     case TOK_PRE_METASPACE: {
         size_t off = arena->n;
-        bool starts = pc.len >= pt->repl_n && memcmp(arena->p + s, pt->repl, pt->repl_n) == 0;
+        /* the check is made after spaces became the replacement (as HF) */
+        bool starts = (pc.len >= 1 && arena->p[s] == ' ') ||
+                      (pc.len >= pt->repl_n && memcmp(arena->p + s, pt->repl, pt->repl_n) == 0);
         bool prepend = !starts && (pt->prepend_scheme == 0 || (pt->prepend_scheme == 1 && first));
         if (prepend && tok_buf_put(arena, pt->repl, pt->repl_n)) goto done;
         for (size_t i = s; i < e; i++) {

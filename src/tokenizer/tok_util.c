@@ -304,20 +304,18 @@ void tok_vocab_free(tok_vocab *v)
 /* ---- merges ----------------------------------------------------------- */
 static inline size_t pair_home(uint64_t key, size_t cap)
 {
-    key ^= key >> 31;
-    key *= 0x9E3779B97F4A7C15ull;
-    return (size_t)(key >> 20) & (cap - 1);
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 24) & (cap - 1); /* same as tok_pairmap_get */
 }
 
 static int pairmap_rehash(tok_pairmap *m, size_t cap)
 {
-    tok_pair_slot *s = malloc(cap * sizeof *s);
+    uint64_t *s = malloc(cap * sizeof *s);
     if (!s) return -1;
-    for (size_t i = 0; i < cap; i++) s[i].key = UINT64_MAX;
+    for (size_t i = 0; i < cap; i++) s[i] = TOK_PAIR_EMPTY;
     for (size_t i = 0; i < m->cap; i++) {
-        if (m->slots[i].key == UINT64_MAX) continue;
-        size_t j = pair_home(m->slots[i].key, cap);
-        while (s[j].key != UINT64_MAX) j = (j + 1) & (cap - 1);
+        if (m->slots[i] == TOK_PAIR_EMPTY) continue;
+        size_t j = pair_home(m->slots[i] >> 24, cap);
+        while (s[j] != TOK_PAIR_EMPTY) j = (j + 1) & (cap - 1);
         s[j] = m->slots[i];
     }
     free(m->slots);
@@ -328,37 +326,34 @@ static int pairmap_rehash(tok_pairmap *m, size_t cap)
 
 int tok_pairmap_put(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged)
 {
+    if ((uint32_t)a >= TOK_PAIR_MAX_ID || (uint32_t)b >= TOK_PAIR_MAX_ID || (uint32_t)rank >= TOK_PAIR_MAX_RANK)
+        return -2;
     if ((m->used + 1) * 2 > m->cap)
         if (pairmap_rehash(m, m->cap ? m->cap * 2 : 1024)) return -1;
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    if ((size_t)rank >= m->rank_cap) {
+        size_t cap = m->rank_cap ? m->rank_cap : 1024;
+        while (cap <= (size_t)rank) cap *= 2;
+        int32_t *r = realloc(m->merged_of_rank, cap * sizeof *r);
+        if (!r) return -1;
+        m->merged_of_rank = r;
+        m->rank_cap = cap;
+    }
+    uint64_t key = ((uint64_t)(uint32_t)a << 20) | (uint32_t)b;
     size_t j = pair_home(key, m->cap);
-    while (m->slots[j].key != UINT64_MAX) {
-        if (m->slots[j].key == key) return 0; /* first (lowest rank) merge wins */
+    while (m->slots[j] != TOK_PAIR_EMPTY) {
+        if ((m->slots[j] >> 24) == key) return 0; /* first (lowest rank) merge wins */
         j = (j + 1) & (m->cap - 1);
     }
-    m->slots[j].key = key;
-    m->slots[j].rank = rank;
-    m->slots[j].merged = merged;
+    m->slots[j] = (key << 24) | (uint32_t)rank;
+    m->merged_of_rank[rank] = merged;
     m->used++;
     return 0;
-}
-
-const tok_pair_slot *tok_pairmap_get(const tok_pairmap *m, int32_t a, int32_t b)
-{
-    if (!m->cap) return NULL;
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    size_t j = pair_home(key, m->cap);
-    for (;;) {
-        const tok_pair_slot *s = &m->slots[j];
-        if (s->key == key) return s;
-        if (s->key == UINT64_MAX) return NULL;
-        j = (j + 1) & (m->cap - 1);
-    }
 }
 
 void tok_pairmap_free(tok_pairmap *m)
 {
     free(m->slots);
+    free(m->merged_of_rank);
     memset(m, 0, sizeof *m);
 }
 

@@ -95,6 +95,10 @@ int32_t tok_token_to_id(const tok_tokenizer *t, const char *token, size_t len); 
 const char *tok_id_to_token(const tok_tokenizer *t, int32_t id, size_t *len);
 bool tok_is_special(const tok_tokenizer *t, int32_t id);
 tok_mode tok_get_mode(const tok_tokenizer *t);
+/* Encoding keeps a per-thread cache of recent words (2 MB a thread, freed
+ * at thread exit).  This empties the calling thread's cache (benchmarks use
+ * it to time cold starts). */
+void tok_thread_cache_clear(void);
 /* Retained heap bytes of a loaded tokenizer (for the benchmark). */
 size_t tok_memory_bytes(const tok_tokenizer *t);
 

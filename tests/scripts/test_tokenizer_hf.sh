@@ -2,8 +2,10 @@
 # Tokenizer exactness against Hugging Face (transformers.js' tokenizer engine,
 # @huggingface/tokenizers, pinned in tests/js/package-lock.json).
 #  1. generate the expected ids/texts for the >= 5,000-string corpus and every
-#     tokenizer in ../shared/models (tests/js/gen_tokenizer_fixtures.mjs) into
-#     build/tok-fixtures (regenerated when the generator or corpus changes);
+#     tokenizer in ../shared/models plus four synthetic ones that exercise
+#     WordPiece, Unigram, GPT-2 ByteLevel and the Bert/Sequence components
+#     (tests/js/make_synthetic_tokenizers.mjs) into build/tok-fixtures
+#     (regenerated when the generators or the corpus change);
 #  2. build/tests/test_tokenizer compares encode (with and without special
 #     tokens), decode (skip_special_tokens both ways) and id-by-id streaming;
 #  3. `sglc tokenize` / `sglc detokenize` agree with the fixtures on a sample
@@ -20,16 +22,17 @@ command -v node >/dev/null || { echo "skip: node is not installed"; exit 77; }
 [ -x "$BUILD/tests/test_tokenizer" ] && [ -x "$BUILD/sglc" ] || { echo "skip: build first (make)"; exit 77; }
 
 FIX="$ROOT/$BUILD/tok-fixtures"
+SYN="$ROOT/$BUILD/tok-synthetic"
 models=("$SHARED"/models/tokenizers/*/ "$SHARED/models/TinyStories-656K/")
 stamp="$FIX/.stamp"
 if [ ! -f "$stamp" ] || [ tests/js/gen_tokenizer_fixtures.mjs -nt "$stamp" ] || [ tests/js/corpus.mjs -nt "$stamp" ] \
-   || [ tests/js/package-lock.json -nt "$stamp" ]; then
-  rm -rf "$FIX"; mkdir -p "$FIX"
-  (cd tests/js && node gen_tokenizer_fixtures.mjs "$FIX" "${models[@]%/}")
+   || [ tests/js/make_synthetic_tokenizers.mjs -nt "$stamp" ] || [ tests/js/package-lock.json -nt "$stamp" ]; then
+  rm -rf "$FIX" "$SYN"; mkdir -p "$FIX"
+  (cd tests/js && node make_synthetic_tokenizers.mjs "$SYN" && node gen_tokenizer_fixtures.mjs "$FIX" "${models[@]%/}" "$SYN"/*)
   touch "$stamp"
 fi
 
-SGLC_TOK_FIXTURES="$FIX" SGLC_SHARED="$SHARED" "$BUILD/tests/test_tokenizer"
+SGLC_TOK_FIXTURES="$FIX" SGLC_TOK_EXTRA="$SYN" SGLC_SHARED="$SHARED" "$BUILD/tests/test_tokenizer"
 
 # CLI: sample lines of each fixture through sglc tokenize / detokenize.
 for m in "${models[@]%/}"; do

@@ -186,12 +186,13 @@ static void test_fast_json_equals_jansson(void **state)
         }
         assert_int_equal(a->model.merges.used, b->model.merges.used);
         for (size_t i = 0; i < b->model.merges.cap; i++) {
-            const tok_pair_slot *e = &b->model.merges.slots[i];
-            if (e->key == UINT64_MAX) continue;
-            const tok_pair_slot *f = tok_pairmap_get(&a->model.merges, (int32_t)(e->key >> 32), (int32_t)(uint32_t)e->key);
-            assert_non_null(f);
-            assert_int_equal(f->rank, e->rank);
-            assert_int_equal(f->merged, e->merged);
+            uint64_t e = b->model.merges.slots[i];
+            if (e == TOK_PAIR_EMPTY) continue;
+            int32_t l = (int32_t)(e >> 44), r = (int32_t)((e >> 24) & TOK_PAIR_MAX_ID);
+            int32_t ma = -1, mb = -1;
+            int32_t ra = tok_pairmap_get(&a->model.merges, l, r, &ma), rb = tok_pairmap_get(&b->model.merges, l, r, &mb);
+            assert_int_equal(ra, rb);
+            assert_int_equal(ma, mb);
         }
         tok_destroy(a);
         tok_destroy(b);
@@ -299,11 +300,18 @@ static int check_fixture(const char *model_dir, const char *fixture, bool stream
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
+    size_t n_skip = 0;
     size_t n = 0, bad_ids = 0, bad_ids0 = 0, bad_dec = 0, bad_skip = 0, bad_stream = 0, shown = 0;
     while ((len = getline(&line, &cap, f)) > 0) {
         json_error_t je;
         json_t *j = json_loadb(line, (size_t)len, JSON_ALLOW_NUL, &je);
         if (!j) { fprintf(stderr, "bad fixture line: %s\n", je.text); bad_ids++; continue; }
+        if (json_object_get(j, "skip")) { /* documented transformers.js divergence (see the generator) */
+            n_skip++;
+            json_decref(j);
+            n++;
+            continue;
+        }
         const char *hex = json_string_value(json_object_get(j, "hex"));
         size_t bn = strlen(hex) / 2;
         char *bytes = malloc(bn + 1);
@@ -353,8 +361,9 @@ static int check_fixture(const char *model_dir, const char *fixture, bool stream
     free(line);
     fclose(f);
     tok_destroy(t);
-    fprintf(stderr, "%s: %zu strings; mismatches: ids %zu, ids(no special) %zu, decode %zu, decode(skip) %zu, stream %zu\n",
-            fixture, n, bad_ids, bad_ids0, bad_dec, bad_skip, bad_stream);
+    fprintf(stderr, "%s: %zu strings (%zu not compared: JS divergence); mismatches: ids %zu, ids(no special) %zu, "
+            "decode %zu, decode(skip) %zu, stream %zu\n",
+            fixture, n, n_skip, bad_ids, bad_ids0, bad_dec, bad_skip, bad_stream);
     return n == 0 || bad_ids || bad_ids0 || bad_dec || bad_skip || bad_stream;
 }
 
@@ -378,6 +387,8 @@ static void test_hf_fixtures(void **state)
         snprintf(fixture, sizeof fixture, "%s/%s", dir, e->d_name);
         snprintf(model, sizeof model, "%s/models/tokenizers/%s", shared, name);
         if (access(model, F_OK) != 0) snprintf(model, sizeof model, "%s/models/%s", shared, name);
+        if (access(model, F_OK) != 0 && getenv("SGLC_TOK_EXTRA"))
+            snprintf(model, sizeof model, "%s/%s", getenv("SGLC_TOK_EXTRA"), name);
         failures += check_fixture(model, fixture, stream_all);
         files++;
     }
