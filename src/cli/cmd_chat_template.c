@@ -50,6 +50,20 @@ static void emit(const char *key, const char *val, size_t len)
     fflush(stdout);
 }
 
+/* Python's bool() of a JSON value (the reference does bool(value)) */
+static int json_truthy(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_TRUE: return 1;
+    case JSON_INTEGER: return json_integer_value(v) != 0;
+    case JSON_REAL: return json_real_value(v) != 0.0;
+    case JSON_STRING: return json_string_length(v) != 0;
+    case JSON_ARRAY: return json_array_size(v) != 0;
+    case JSON_OBJECT: return json_object_size(v) != 0;
+    default: return 0;
+    }
+}
+
 static void render_line(const tmpl_chat *c, const char *line)
 {
     json_error_t je;
@@ -75,7 +89,7 @@ static void render_line(const tmpl_chat *c, const char *line)
         size_t out_len = 0;
         if (tools && json_is_null(tools)) tools = NULL;
         if (docs && json_is_null(docs)) docs = NULL;
-        if (tmpl_chat_render(c, messages, tools, docs, agp && json_is_true(agp), kw, &out, &out_len, &err) == 0)
+        if (tmpl_chat_render(c, messages, tools, docs, agp && json_truthy(agp), kw, &out, &out_len, &err) == 0)
             emit("prompt", out, out_len);
         else emit("error", err ? err : "render failed", strlen(err ? err : "render failed"));
         free(out);

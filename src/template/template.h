@@ -6,12 +6,13 @@
  * helpers raise_exception, strftime_now and its own tojson filter
  * (json.dumps with ensure_ascii=False).  This module reproduces that
  * environment byte for byte for the subset of Jinja2 that chat templates
- * use: if/elif/else, for (loop.*, else, inline if, break/continue), set
- * (incl. namespace attributes and block set), macro/call, filter blocks,
- * generation blocks (rendered as plain bodies), raw; the full expression
- * grammar with Python semantics for str/int/float/list/dict; the common
- * filters, tests, Python string and dict methods.  Unsupported constructs
- * (include/import/extends, recursive loops) fail at compile time.
+ * use: if/elif/else, for (loop.*, else, inline if, break/continue,
+ * recursive), set (incl. namespace attributes and block set), macro/call,
+ * filter blocks, with, generation blocks (rendered as plain bodies), raw;
+ * the full expression grammar with Python semantics for str/int/float/list/
+ * dict; the common filters, tests, Python string and dict methods (see
+ * docs/notes/tmpl.md).  Unsupported constructs (include/import/extends,
+ * unknown filters or tests) fail at compile time.
  *
  * Values are the engine's own tagged type (template_impl.h); inputs arrive
  * as jansson json_t and are converted once per render.  Everything a render

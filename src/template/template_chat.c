@@ -2,7 +2,8 @@
  *
  * DESIGN: a Hugging Face folder carries its chat template in
  * tokenizer_config.json ("chat_template": a string, or a list of
- * {"name", "template"} entries) or, in newer exports, chat_template.jinja.
+ * {"name", "template"} entries) or, in newer exports, chat_template.jinja /
+ * chat_template.json and additional_chat_templates/NAME.jinja.
  * transformers renders it with messages, tools, documents,
  * add_generation_prompt and **kwargs, where kwargs are the tokenizer's
  * special tokens map (bos_token, eos_token, ... as plain strings, unset
@@ -200,13 +201,31 @@ int tmpl_chat_load(tmpl_chat *c, const char *dir, const char *override, const ch
         }
     } else {
         json_t *ct = cfg ? json_object_get(cfg, "chat_template") : NULL;
-        if (ct && !json_is_null(ct)) src = pick_template(ct, name, err);
-        else {
-            char *p = dir ? xasprintf("%s/%s", dir, "chat_template.jinja") : NULL;
+        if (name && strcmp(name, "default") && dir) {
+            /* newer exports keep named templates as additional_chat_templates/NAME.jinja */
+            char *p = strchr(name, '/') ? NULL : xasprintf("%s/additional_chat_templates/%s.jinja", dir, name);
             src = p ? read_file(p, NULL) : NULL;
             free(p);
-            if (!src) *err = xasprintf("%s has no chat template (tokenizer_config.json has no chat_template); pass --chat-template%s", dir ? dir : "the tokenizer", NULL);
         }
+        if (src) {
+        } else if (ct && !json_is_null(ct)) src = pick_template(ct, name, err);
+        else if (dir) {
+            /* newer exports: chat_template.jinja, or chat_template.json {"chat_template": ...} */
+            char *p = xasprintf("%s/%s", dir, "chat_template.jinja");
+            src = p ? read_file(p, NULL) : NULL;
+            free(p);
+            if (!src) {
+                p = xasprintf("%s/%s", dir, "chat_template.json");
+                json_t *j = p ? json_load_file(p, 0, NULL) : NULL;
+                free(p);
+                json_t *t = json_object_get(j, "chat_template");
+                if (t && !json_is_null(t)) src = pick_template(t, name, err);
+                json_decref(j);
+            }
+            if (!src && !*err)
+                *err = xasprintf("%s has no chat template (no chat_template in tokenizer_config.json, no "
+                                 "chat_template.jinja/.json); pass --chat-template%s", dir, NULL);
+        } else *err = strdup("no chat template given");
     }
     json_decref(cfg);
     if (!src) {

@@ -600,6 +600,7 @@ static int check_nargs(trender *r, const tnode *at, const char *fn, const targs 
 /* ---- forward -------------------------------------------------------------------- */
 static tv *html_escape(trender *r, tv *v);
 static tv *as_markup(trender *r, tv *v);
+static int run_for(trender *r, tscope *s, const tnode *n, tv *it, int depth);
 static tv *eval(trender *r, tscope *s, const tnode *n);
 static int exec_body(trender *r, tscope *s, const tnode *body);
 static tv *call_value(trender *r, tscope *s, const tnode *at, tv *fn, targs *a, tv *caller);
@@ -647,13 +648,14 @@ static tv *loop_attr(trender *r, tv *lv, const char *name)
     if (!strcmp(name, "first")) return tv_bool(l->index0 == 0);
     if (!strcmp(name, "last")) return tv_bool(l->index0 == l->length - 1);
     if (!strcmp(name, "length")) return mkint(r, l->length);
-    if (!strcmp(name, "depth")) return mkint(r, 1);
-    if (!strcmp(name, "depth0")) return mkint(r, 0);
+    if (!strcmp(name, "depth")) return mkint(r, l->depth);
+    if (!strcmp(name, "depth0")) return mkint(r, l->depth - 1);
     if (!strcmp(name, "previtem"))
         return l->index0 > 0 ? l->items[l->index0 - 1] : mkundef(r, "there is no previous item");
     if (!strcmp(name, "nextitem"))
         return l->index0 + 1 < l->length ? l->items[l->index0 + 1] : mkundef(r, "there is no next item");
     if (!strcmp(name, "cycle")) return mkmethod(r, lv, "cycle");
+    if (!strcmp(name, "changed")) return mkmethod(r, lv, "changed");
     return mkundef(r, "'LoopContext' object has no attribute '%s'", name);
 }
 
@@ -668,6 +670,8 @@ static tv *get_attr(trender *r, const tnode *at, tv *obj, const char *name)
         return v ? v : mkundef(r, "'dict object' has no attribute '%s'", name);
     }
     case TV_NS: {
+        if (tv_dict_get(obj, "\x01items", 6) && (!strcmp(name, "next") || !strcmp(name, "reset")))
+            return mkmethod(r, obj, name); /* a cycler */
         tv *v = tv_dict_get(obj, name, nl);
         return v ? v : mkundef(r, "'Namespace' object has no attribute '%s'", name);
     }
@@ -861,6 +865,26 @@ static double py_fmod(double a, double b)
 
 static tv *format_percent(trender *r, const tnode *at, tv *fmt, tv *args);
 
+/* Python float ** float: errors where CPython raises instead of giving inf
+ * or a complex number */
+static tv *float_pow(trender *r, const tnode *at, double x, double y)
+{
+    if (x == 0 && y < 0) {
+        rerr(r, at, "0.0 cannot be raised to a negative power");
+        return NULL;
+    }
+    if (x < 0 && isfinite(y) && y != floor(y)) {
+        rerr(r, at, "negative number raised to a fractional power gives a complex number (not supported)");
+        return NULL;
+    }
+    double z = pow(x, y);
+    if (isinf(z) && isfinite(x) && isfinite(y)) {
+        rerr(r, at, "(34, 'Numerical result out of range')");
+        return NULL;
+    }
+    return mkfloat(r, z);
+}
+
 static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
 {
     static const char *names[] = {"+", "-", "*", "/", "//", "%", "**"};
@@ -897,7 +921,7 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
                 return mkint(r, op == TOP_MOD ? m : q);
             }
             case TOP_POW: {
-                if (y < 0) return mkfloat(r, pow((double)x, (double)y));
+                if (y < 0) return float_pow(r, at, (double)x, (double)y);
                 int64_t res = 1, base = x;
                 int64_t e = y;
                 int ovf = 0;
@@ -937,7 +961,7 @@ static tv *binop(trender *r, const tnode *at, int op, tv *a, tv *b)
             if (m == 0) m = copysign(0.0, y);
             return mkfloat(r, m);
         }
-        case TOP_POW: return mkfloat(r, pow(x, y));
+        case TOP_POW: return float_pow(r, at, x, y);
         }
     }
     if (op == TOP_ADD) {
@@ -1521,6 +1545,36 @@ static tv *call_method(trender *r, const tnode *at, tv *fn, targs *a)
 {
     tv *self = fn->u.fn.self;
     const char *m = fn->u.fn.name;
+    if (self->type == TV_LOOP && !strcmp(m, "changed")) {
+        tv *t = mklist(r, a->npos);
+        if (!t) return NULL;
+        t->is_tuple = 1;
+        if (a->npos) memcpy(t->u.list.items, a->pos, a->npos * sizeof(tv *));
+        tloop *lp = self->u.loop;
+        if (lp->changed_last && tv_equal(lp->changed_last, t)) return &tv_false_v;
+        lp->changed_last = t;
+        return &tv_true_v;
+    }
+    if (self->type == TV_NS && (!strcmp(m, "next") || !strcmp(m, "reset"))) { /* cycler */
+        tv *items = tv_dict_get(self, "\x01items", 6), *pos = tv_dict_get(self, "\x01pos", 4);
+        if (!items || !pos) return mkundef(r, "not a cycler");
+        int64_t p = m[0] == 'r' ? 0 : pos->u.i;
+        tv *cur = items->u.list.items[p];
+        tv *np = mkint(r, m[0] == 'r' ? 0 : (p + 1) % (int64_t)items->u.list.n);
+        tv *kp = mkstr(r, "\x01pos", 4), *kc = mkstr(r, "current", 7);
+        if (!np || !kp || !kc || tv_dict_set(r->a, self, kp, np)) return oom(r);
+        tv *nc = items->u.list.items[np->u.i];
+        if (tv_dict_set(r->a, self, kc, nc)) return oom(r);
+        return m[0] == 'r' ? &tv_none_v : cur;
+    }
+    if (self->type == TV_NS && !strcmp(m, "joiner")) {
+        tv *sep = tv_dict_get(self, "\x01sep", 4), *used = tv_dict_get(self, "\x01used", 5);
+        if (!sep) return mkundef(r, "not a joiner");
+        if (used) return sep;
+        tv *k = mkstr(r, "\x01used", 5);
+        if (!k || tv_dict_set(r->a, self, k, &tv_true_v)) return oom(r);
+        return mkstr(r, "", 0);
+    }
     if (self->type == TV_LOOP && !strcmp(m, "cycle")) {
         if (a->npos == 0) {
             rerr(r, at, "no items for cycling given");
@@ -1818,6 +1872,30 @@ static tv *call_global(trender *r, tscope *s, const tnode *at, const char *g, ta
             if (!(l->u.list.items[i] = mkint(r, v[0] + i * v[2]))) return NULL;
         return l;
     }
+    if (!strcmp(g, "cycler") || !strcmp(g, "joiner")) {
+        /* state lives in a namespace with \x01-prefixed keys (not reachable by name) */
+        tv *d = tv_dict(r->a, 4);
+        if (!d) return oom(r);
+        d->type = TV_NS;
+        if (g[0] == 'c') {
+            if (a->npos == 0) {
+                rerr(r, at, "cycler() needs at least one item");
+                return NULL;
+            }
+            tv *items = mklist(r, a->npos);
+            if (!items) return NULL;
+            memcpy(items->u.list.items, a->pos, a->npos * sizeof(tv *));
+            if (tv_dict_set(r->a, d, mkstr(r, "\x01items", 6), items) ||
+                tv_dict_set(r->a, d, mkstr(r, "\x01pos", 4), mkint(r, 0)) ||
+                tv_dict_set(r->a, d, mkstr(r, "current", 7), a->pos[0]))
+                return oom(r);
+            return d;
+        }
+        tv *sep = arg(a, 0, "sep");
+        if (!sep && !(sep = mkstr(r, ", ", 2))) return NULL;
+        if (tv_dict_set(r->a, d, mkstr(r, "\x01sep", 4), sep)) return oom(r);
+        return mkmethod(r, d, "joiner");
+    }
     if (!strcmp(g, "namespace") || !strcmp(g, "dict")) {
         tv *d = tv_dict(r->a, 8);
         if (!d) return oom(r);
@@ -1845,6 +1923,32 @@ static tv *call_value(trender *r, tscope *s, const tnode *at, tv *fn, targs *a, 
 {
     if (step(r, at)) return NULL;
     if (fn->type == TV_UNDEF) return undef_error(r, at, fn);
+    if (fn->type == TV_LOOP) {
+        tloop *lp = fn->u.loop;
+        if (lp->node->op != 2) {
+            rerr(r, at, "Tried to call non recursive loop.  Maybe you forgot the 'recursive' modifier.");
+            return NULL;
+        }
+        if (a->npos != 1 || a->nkw) {
+            rerr(r, at, "loop() takes exactly one iterable");
+            return NULL;
+        }
+        if (++r->depth > r->lim.max_depth) {
+            rerr(r, at, "recursive loop nested too deeply (limit %d)", r->lim.max_depth);
+            return NULL;
+        }
+        tbuf buf = {0}, *saved = r->out;
+        buf.limit = r->lim.max_output;
+        r->out = &buf;
+        int rc = run_for(r, lp->scope, lp->node, a->pos[0], lp->depth + 1);
+        r->out = saved;
+        r->depth--;
+        if (rc < 0) {
+            tbuf_free(&buf);
+            return NULL;
+        }
+        return buf_to_str(r, &buf);
+    }
     if (fn->type != TV_FUNC) {
         rerr(r, at, "'%s' object is not callable", tv_type_name(fn));
         return NULL;
@@ -2154,7 +2258,10 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
     if (!strcmp(f, "string")) return to_str(r, v);
     if (!strcmp(f, "safe")) return as_markup(r, to_str(r, v));
     if (!strcmp(f, "tojson")) {
-        tv *ind = arg(a, 0, "indent"), *seps = arg(a, 1, "separators"), *sk = arg(a, 2, "sort_keys");
+        /* transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
+        if (check_nargs(r, at, "tojson", a, 4)) return NULL;
+        tv *ea = arg(a, 0, "ensure_ascii"), *ind = arg(a, 1, "indent"), *seps = arg(a, 2, "separators"),
+           *sk = arg(a, 3, "sort_keys");
         int indent = -1;
         const char *indent_str = NULL;
         if (ind && ind->type != TV_NONE) {
@@ -2178,7 +2285,7 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         }
         tbuf b = {0};
         b.limit = r->lim.max_output;
-        if (tv_write_json(&b, v, indent, indent_str, isep, ksep, sk && tv_truthy(sk), 0)) {
+        if (tv_write_json(&b, v, ea && tv_truthy(ea), indent, indent_str, isep, ksep, sk && tv_truthy(sk), 0)) {
             tbuf_free(&b);
             if (v->type == TV_UNDEF) return undef_error(r, at, v);
             rerr(r, at, "Object of type %s is not JSON serializable", tv_type_name(v));
@@ -2524,6 +2631,39 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         return py_replace(r, at, sv, os, ns, cnt && is_intlike(cnt) ? ival(cnt) : -1);
     }
     if (!strcmp(f, "indent")) return filter_indent(r, at, sv, a);
+    if (!strcmp(f, "truncate")) {
+        /* jinja2: truncate(s, length=255, killwords=False, end='...', leeway=5) */
+        tv *lv = arg(a, 0, "length"), *end = arg(a, 2, "end"), *lw = arg(a, 3, "leeway");
+        int kill = get_bool_arg(a, 1, "killwords", 0);
+        int64_t length = lv && is_intlike(lv) ? ival(lv) : 255, leeway = lw && is_intlike(lw) ? ival(lw) : 5;
+        tv *e = end ? to_str(r, end) : mkstr(r, "...", 3);
+        if (!e) return NULL;
+        int64_t elen = (int64_t)tutf8_len(e->u.str.s, e->u.str.len), n = (int64_t)tutf8_len(sv->u.str.s, sv->u.str.len);
+        if (length < elen) {
+            rerr(r, at, "expected length >= %lld, got %lld", (long long)elen, (long long)length);
+            return NULL;
+        }
+        if (leeway < 0) {
+            rerr(r, at, "expected leeway >= 0, got %lld", (long long)leeway);
+            return NULL;
+        }
+        if (n <= length + leeway) return sv;
+        size_t cut = cp_offset(sv, length - elen);
+        size_t keep = cut;
+        if (!kill) { /* drop the last partial word: rsplit(" ", 1)[0] */
+            const char *sp = NULL;
+            for (size_t k = cut; k-- > 0;)
+                if (sv->u.str.s[k] == ' ') {
+                    sp = sv->u.str.s + k;
+                    break;
+                }
+            if (sp) keep = (size_t)(sp - sv->u.str.s);
+        }
+        tbuf b = {0};
+        tbuf_put(&b, sv->u.str.s, keep);
+        tbuf_put(&b, e->u.str.s, e->u.str.len);
+        return buf_to_str(r, &b);
+    }
     if (!strcmp(f, "wordcount")) {
         size_t i = 0, n = sv->u.str.len;
         int64_t words = 0;
@@ -2837,6 +2977,54 @@ static tv *apply_filter_chain(trender *r, tscope *s, const tnode *n, tv *v)
     return v;
 }
 
+/* Run a for statement over `it` (one level of a recursive loop at `depth`). */
+static int run_for(trender *r, tscope *s, const tnode *n, tv *it, int depth)
+{
+    tv *l = iter_list(r, n->a, it);
+    if (!l) return EX_ERR;
+    if (n->d) { /* loop filter: evaluated with the targets bound */
+        tv *f = mklist(r, l->u.list.n);
+        if (!f) return EX_ERR;
+        size_t k = 0;
+        for (size_t i = 0; i < l->u.list.n; i++) {
+            if (step(r, n)) return EX_ERR;
+            tscope *fs = scope_new(r, s);
+            if (!fs) return oom(r), EX_ERR;
+            if (assign(r, fs, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
+            tv *c = eval(r, fs, n->d);
+            if (!c) return EX_ERR;
+            if (tv_truthy(c)) f->u.list.items[k++] = l->u.list.items[i];
+        }
+        f->u.list.n = k;
+        l = f;
+    }
+    tloop *lp = tarena_alloc(r->a, sizeof *lp);
+    tv *lv = tarena_alloc(r->a, sizeof *lv);
+    if (!lp || !lv) return oom(r), EX_ERR;
+    lp->length = (int64_t)l->u.list.n;
+    lp->items = l->u.list.items;
+    lp->depth = depth;
+    lp->node = n;
+    lp->scope = s;
+    lv->type = TV_LOOP;
+    lv->u.loop = lp;
+    for (size_t i = 0; i < l->u.list.n; i++) {
+        if (step(r, n)) return EX_ERR;
+        lp->index0 = (int64_t)i;
+        tscope *is = scope_new(r, s);
+        if (!is) return oom(r), EX_ERR;
+        if (scope_set(r, is, "loop", lv)) return oom(r), EX_ERR;
+        if (assign(r, is, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
+        int rc = exec_body(r, is, n->b);
+        if (rc == EX_ERR) return EX_ERR;
+        if (rc == EX_BREAK) break;
+        /* a loop object handed out during this iteration keeps its
+         * index only if copied; Jinja's loop is live too */
+    }
+    if (l->u.list.n == 0 && n->c) return exec_body(r, s, n->c);
+    return EX_OK;
+}
+
 static int exec(trender *r, tscope *s, const tnode *n)
 {
     if (r->failed) return EX_ERR;
@@ -2872,46 +3060,7 @@ static int exec(trender *r, tscope *s, const tnode *n)
         }
         tv *it = eval(r, s, n->a);
         if (!it) return EX_ERR;
-        tv *l = iter_list(r, n->a, it);
-        if (!l) return EX_ERR;
-        if (n->d) { /* loop filter: evaluated with the targets bound */
-            tv *f = mklist(r, l->u.list.n);
-            if (!f) return EX_ERR;
-            size_t k = 0;
-            for (size_t i = 0; i < l->u.list.n; i++) {
-                if (step(r, n)) return EX_ERR;
-                tscope *fs = scope_new(r, s);
-                if (!fs) return oom(r), EX_ERR;
-                if (assign(r, fs, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
-                tv *c = eval(r, fs, n->d);
-                if (!c) return EX_ERR;
-                if (tv_truthy(c)) f->u.list.items[k++] = l->u.list.items[i];
-            }
-            f->u.list.n = k;
-            l = f;
-        }
-        tloop *lp = tarena_alloc(r->a, sizeof *lp);
-        tv *lv = tarena_alloc(r->a, sizeof *lv);
-        if (!lp || !lv) return oom(r), EX_ERR;
-        lp->length = (int64_t)l->u.list.n;
-        lp->items = l->u.list.items;
-        lv->type = TV_LOOP;
-        lv->u.loop = lp;
-        for (size_t i = 0; i < l->u.list.n; i++) {
-            if (step(r, n)) return EX_ERR;
-            lp->index0 = (int64_t)i;
-            tscope *is = scope_new(r, s);
-            if (!is) return oom(r), EX_ERR;
-            if (scope_set(r, is, "loop", lv)) return oom(r), EX_ERR;
-            if (assign(r, is, n, n->names, n->nn, l->u.list.items[i])) return EX_ERR;
-            int rc = exec_body(r, is, n->b);
-            if (rc == EX_ERR) return EX_ERR;
-            if (rc == EX_BREAK) break;
-            /* a loop object handed out during this iteration keeps its
-             * index only if copied; Jinja's loop is live too */
-        }
-        if (l->u.list.n == 0 && n->c) return exec_body(r, s, n->c);
-        break;
+        return run_for(r, s, n, it, 1);
     }
     case TN_SET: {
         tv *v = eval(r, s, n->a);
@@ -3025,7 +3174,8 @@ int tmpl_render(const tmpl_template *t, const json_t *vars, const tmpl_limits *l
     buf.limit = r.lim.max_output;
     r.out = &buf;
     tscope *root = scope_new(&r, NULL);
-    static const char *globals[] = {"range", "namespace", "dict", "raise_exception", "strftime_now", NULL};
+    static const char *globals[] = {"range", "namespace", "dict", "cycler", "joiner", "raise_exception",
+                                    "strftime_now", NULL};
     for (int i = 0; root && globals[i]; i++) {
         tv *f = tarena_alloc(&arena, sizeof *f);
         if (!f) break;

@@ -80,6 +80,10 @@ typedef struct tloop {
     int64_t index0;
     int64_t length;
     tv **items;           /* (length) the iterated items, for previtem/nextitem */
+    int depth;            /* 1 for the outermost level of a recursive loop */
+    const struct tnode *node;  /* the for statement (recursive loops call it again) */
+    struct tscope *scope;      /* the scope the for statement runs in */
+    tv *changed_last;     /* loop.changed(): the previous arguments, NULL at first */
 } tloop;
 
 struct tv {
@@ -134,11 +138,11 @@ const char *tv_type_name(const tv *v);
 void tv_write_str(tbuf *b, const tv *v);
 /* repr(v) appended to b. */
 void tv_write_repr(tbuf *b, const tv *v);
-/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None; or indent_str),
+/* json.dumps(v, ensure_ascii, indent=indent (<0: None; or indent_str),
  * separators, sort_keys).  Returns -1 (and writes nothing useful) when a
  * value is not serializable. */
-int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, const char *item_sep,
-                  const char *key_sep, int sort_keys, int depth);
+int tv_write_json(tbuf *b, const tv *v, int ensure_ascii, int indent, const char *indent_str,
+                  const char *item_sep, const char *key_sep, int sort_keys, int depth);
 void tv_write_float(tbuf *b, double f);
 
 /* ---- UTF-8 / Python string helpers ------------------------------------- */

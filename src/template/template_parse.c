@@ -19,6 +19,7 @@
  *   BINOP a op b   NEG/POS/NOT a   AND/OR a b   COMPARE a (l2[i].op l1[i])...
  *   COND b if a else c   LIST/TUPLE l1   DICT l1:l2   CONCAT l1
  *   BODY l1   TEXT lit   PRINT a   IF a: b else c   FOR names in a if d: b else c
+ *     (FOR op=1: with-block, names = l2; op=2: recursive loop)
  *   SET names = a (op=1: name.names[0] = a)   SET_BLOCK names, filters l1, body b
  *   MACRO name(names = l2 defaults): b   CALL_BLOCK a with caller(names = l2): b
  *   FILTER_BLOCK l1: b */
@@ -582,7 +583,7 @@ static int known_filter(const char *n)
         "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join",
         "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
         "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "sum",
-        "title", "tojson", "trim", "unique", "upper", "wordcount", NULL};
+        "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount", NULL};
     for (int i = 0; f[i]; i++)
         if (!strcmp(f[i], n)) return 1;
     return 0;
@@ -743,6 +744,26 @@ static tnode *parse_subscript(tparser *p, tnode *obj)
         }
         if (is_op(cur(p), "]")) break;
         if (parts[nparts]) {
+            if (!is_slice && nparts == 0 && is_op(cur(p), ",")) {
+                /* a[x, y]: the key is a tuple, as in jinja2 */
+                nlist l = {0};
+                nl_push(p, &l, parts[0], NULL);
+                while (!p->failed && is_op(cur(p), ",")) {
+                    adv(p);
+                    tnode *x = parse_expr(p);
+                    if (!x) break;
+                    nl_push(p, &l, x, NULL);
+                }
+                tnode *t = mk(p, TN_TUPLE, at);
+                if (!t || p->failed) {
+                    free(l.v);
+                    free(l.names);
+                    return NULL;
+                }
+                t->l1 = nl_finish(p, &l, &t->n1, NULL);
+                parts[0] = t;
+                continue;
+            }
             unexpected(p, "']'");
             return NULL;
         }
@@ -1140,18 +1161,21 @@ static tnode *parse_expr(tparser *p)
     return p->failed ? NULL : e;
 }
 
-/* expr (',' expr)* -> a tuple when there is a comma */
-static tnode *parse_tuple_expr(tparser *p)
+/* expr (',' expr)* -> a tuple when there is a comma.  condexpr = 0 parses
+ * each element without `a if b else c` (jinja2's with_condexpr=False, used
+ * by if/elif conditions and for-loop iterables). */
+static tnode *parse_tuple_expr(tparser *p, int condexpr)
 {
     ttok *at = cur(p);
-    tnode *e = parse_expr(p);
+    tnode *e = condexpr ? parse_expr(p) : parse_or(p);
     if (!e || !is_op(cur(p), ",")) return e;
     nlist l = {0};
     nl_push(p, &l, e, NULL);
     while (is_op(cur(p), ",")) {
         adv(p);
         if (cur(p)->type == T_BLOCK_END || cur(p)->type == T_VAR_END) break;
-        tnode *x = parse_expr(p);
+        if (!condexpr && (is_name(cur(p), "if") || is_name(cur(p), "recursive"))) break;
+        tnode *x = condexpr ? parse_expr(p) : parse_or(p);
         if (!x) {
             free(l.v);
             free(l.names);
@@ -1242,7 +1266,7 @@ static tnode *parse_if(tparser *p, ttok *at)
 {
     tnode *n = mk(p, TN_IF, at);
     if (!n) return NULL;
-    n->a = parse_tuple_expr(p);
+    n->a = parse_tuple_expr(p, 0);
     if (!n->a || expect_block_end(p)) return NULL;
     n->b = parse_body(p, END_IF);
     if (!n->b) return NULL;
@@ -1274,7 +1298,7 @@ static tnode *parse_for(tparser *p, ttok *at)
     }
     adv(p);
     /* the iterable must not swallow the "if" filter: parse without condexpr */
-    n->a = parse_or(p);
+    n->a = parse_tuple_expr(p, 0);
     if (!n->a) return NULL;
     if (is_name(cur(p), "if")) {
         adv(p);
@@ -1282,8 +1306,8 @@ static tnode *parse_for(tparser *p, ttok *at)
         if (!n->d) return NULL;
     }
     if (is_name(cur(p), "recursive")) {
-        unexpected(p, "end of statement (recursive loops are not supported)");
-        return NULL;
+        n->op = 2;
+        adv(p);
     }
     if (expect_block_end(p)) return NULL;
     n->b = parse_body(p, END_FOR);
@@ -1334,7 +1358,7 @@ static tnode *parse_set(tparser *p, ttok *at)
     }
     if (is_op(cur(p), "=")) {
         adv(p);
-        n->a = parse_tuple_expr(p);
+        n->a = parse_tuple_expr(p, 1);
         if (!n->a || expect_block_end(p)) return NULL;
         return n;
     }
@@ -1483,7 +1507,7 @@ static tnode *parse_body(tparser *p, const char *const *ends)
             adv(p);
             tnode *n = mk(p, TN_PRINT, t);
             if (!n) break;
-            n->a = parse_tuple_expr(p);
+            n->a = parse_tuple_expr(p, 1);
             if (!n->a) break;
             if (cur(p)->type != T_VAR_END) {
                 unexpected(p, "'}}'");

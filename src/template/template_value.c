@@ -614,12 +614,25 @@ void tv_write_str(tbuf *b, const tv *v)
 }
 
 /* ---- json.dumps --------------------------------------------------------- */
-static void json_str(tbuf *b, const char *s, size_t n)
+static void json_str(tbuf *b, const char *s, size_t n, int ensure_ascii)
 {
     tbuf_putc(b, '"');
     size_t start = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
+        if (ensure_ascii && (c >= 0x7f)) {
+            /* \uXXXX for everything outside ' '..'~', surrogate pairs above the BMP */
+            tbuf_put(b, s + start, i - start);
+            size_t j = i;
+            uint32_t cp = tutf8_next(s, n, &j);
+            if (cp >= 0x10000) {
+                cp -= 0x10000;
+                tbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+            } else tbuf_printf(b, "\\u%04x", cp);
+            i = j - 1;
+            start = j;
+            continue;
+        }
         const char *esc = NULL;
         char tmp[8];
         if (c == '"') esc = "\\\"";
@@ -661,8 +674,8 @@ static int key_cmp(const void *x, const void *y)
     return r;
 }
 
-int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, const char *item_sep,
-                  const char *key_sep, int sort_keys, int depth)
+int tv_write_json(tbuf *b, const tv *v, int ensure_ascii, int indent, const char *indent_str,
+                  const char *item_sep, const char *key_sep, int sort_keys, int depth)
 {
     int pretty = indent >= 0 || indent_str;
     if (depth > 512) return -1;
@@ -675,7 +688,7 @@ int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, cons
         else if (isinf(v->u.f)) tbuf_puts(b, v->u.f < 0 ? "-Infinity" : "Infinity");
         else tv_write_float(b, v->u.f);
         return 0;
-    case TV_STR: json_str(b, v->u.str.s, v->u.str.len); return 0;
+    case TV_STR: json_str(b, v->u.str.s, v->u.str.len, ensure_ascii); return 0;
     case TV_LIST: {
         if (v->is_gen) return -1; /* a generator is not JSON serializable */
         if (v->u.list.n == 0) {
@@ -686,8 +699,8 @@ int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, cons
         for (size_t i = 0; i < v->u.list.n; i++) {
             if (i) tbuf_puts(b, item_sep);
             if (pretty) json_newline(b, indent, indent_str, depth + 1);
-            if (tv_write_json(b, v->u.list.items[i], indent, indent_str, item_sep, key_sep, sort_keys,
-                              depth + 1))
+            if (tv_write_json(b, v->u.list.items[i], ensure_ascii, indent, indent_str, item_sep, key_sep,
+                              sort_keys, depth + 1))
                 return -1;
         }
         if (pretty) json_newline(b, indent, indent_str, depth);
@@ -712,10 +725,10 @@ int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, cons
             if (j) tbuf_puts(b, item_sep);
             if (pretty) json_newline(b, indent, indent_str, depth + 1);
             /* json.dumps coerces int/float/bool/None keys to strings */
-            if (k->type == TV_STR) json_str(b, k->u.str.s, k->u.str.len);
+            if (k->type == TV_STR) json_str(b, k->u.str.s, k->u.str.len, ensure_ascii);
             else if (k->type == TV_INT || k->type == TV_FLOAT) {
                 tbuf_putc(b, '"');
-                tv_write_json(b, k, -1, NULL, ", ", ": ", 0, depth + 1);
+                tv_write_json(b, k, 0, -1, NULL, ", ", ": ", 0, depth + 1);
                 tbuf_putc(b, '"');
             } else if (k->type == TV_BOOL || k->type == TV_NONE) {
                 tbuf_putc(b, '"');
@@ -726,8 +739,8 @@ int tv_write_json(tbuf *b, const tv *v, int indent, const char *indent_str, cons
                 break;
             }
             tbuf_puts(b, key_sep);
-            rc = tv_write_json(b, v->u.dict.vals[i], indent, indent_str, item_sep, key_sep, sort_keys,
-                               depth + 1);
+            rc = tv_write_json(b, v->u.dict.vals[i], ensure_ascii, indent, indent_str, item_sep, key_sep,
+                               sort_keys, depth + 1);
         }
         free(order);
         if (rc) return -1;

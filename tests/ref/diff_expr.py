@@ -46,11 +46,37 @@ def expr(d):
     if r < 0.95:
         return "not %s" % expr(d - 1)
     return "[%s, %s]" % (expr(d - 1), expr(d - 1))
+NAMES = ["a", "b", "ns.v", "it"]
+
+
+def program(d):
+    """random statements: set / namespace / if / for / macro, for scoping"""
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        r = rng.random()
+        if d <= 0 or r < 0.3:
+            out.append("{{ %s }}" % rng.choice(["a", "b", "ns.v", "it", "loop.index if loop is defined else '-'",
+                                                  "m(a) if m is defined else '?'", expr(1)]))
+        elif r < 0.5:
+            out.append("{%% set %s = %s %%}" % (rng.choice(["a", "b", "ns.v"]), rng.choice(
+                ["a ~ 1", "b", "ns.v ~ 'x'", "it", expr(1), "(a | string) ~ (b | string)"])))
+        elif r < 0.65:
+            out.append("{%% if %s %%}%s{%% else %%}%s{%% endif %%}" % (expr(1), program(d - 1), program(d - 1)))
+        elif r < 0.85:
+            out.append("{%% for it in %s %%}%s{%% endfor %%}" % (rng.choice(["l", "messages", "[1, 2]", "s", "d"]),
+                                                               program(d - 1)))
+        else:
+            out.append("{%% macro m(p, q=a) %%}%s[{{ p }}{{ q }}]{%% endmacro %%}" % program(d - 1))
+    return "".join(out)
+
+
 bad = 0
 for i in range(N):
     src = "{{ %s }}" % expr(rng.randint(1, 3))
     if rng.random() < 0.2:
         src = "{%% for it in %s %%}{{ loop.index }}:{{ it }};{%% else %%}E{%% endfor %%}" % expr(2)
+    elif rng.random() < 0.3:
+        src = "{% set ns = namespace(v='') %}{% set a = 'A' %}" + program(3)
     try:
         import copy; ref = {"prompt": jinja_ref.compile_template(src).render(**copy.deepcopy(ctx))}
     except Exception as e:

@@ -100,7 +100,7 @@ static void test_syntax_errors(void **state)
         {"{% include 'x' %}", "unsupported or unknown statement 'include'"},
         {"{# never closed", "comment"},
         {"{{ (((((1 }}", "line 1"},
-        {"{% for x in y recursive %}{% endfor %}", "recursive"},
+        {"{% for x in y recursive recursive %}{% endfor %}", "line 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         tmpl_template *t = NULL;
@@ -143,6 +143,9 @@ static void test_limits(void **state)
     assert_non_null(strstr(err, "size limit"));
     free(err);
     err = expect_error("{% macro m(n) %}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}", NULL, &small);
+    assert_non_null(strstr(err, "nested too deeply"));
+    free(err);
+    err = expect_error("{% for x in [1] recursive %}{{ loop([x]) }}{% endfor %}", NULL, &small);
     assert_non_null(strstr(err, "nested too deeply"));
     free(err);
     err = expect_error("{{ 'x' * 100000000000 }}", NULL, &small);
@@ -254,6 +257,38 @@ static void test_chat_builtins_and_names(void **state)
     assert_int_equal(tmpl_chat_load(&c, dir, NULL, "missing", &err), -1);
     assert_non_null(strstr(err, "available: default, tool_use"));
     free(err);
+    unlink(path);
+    /* newer layout: chat_template.jinja + additional_chat_templates/NAME.jinja */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"eos_token\": \"<E>\"}", f);
+    fclose(f);
+    char jpath[300], adir[300], apath[320];
+    snprintf(jpath, sizeof jpath, "%s/chat_template.jinja", dir);
+    snprintf(adir, sizeof adir, "%s/additional_chat_templates", dir);
+    snprintf(apath, sizeof apath, "%s/rag.jinja", adir);
+    f = fopen(jpath, "w");
+    assert_non_null(f);
+    fputs("J{{ eos_token }}\n", f);
+    fclose(f);
+    assert_int_equal(mkdir(adir, 0700), 0);
+    f = fopen(apath, "w");
+    assert_non_null(f);
+    fputs("R{{ messages | length }}", f);
+    fclose(f);
+    assert_int_equal(tmpl_chat_load(&c, dir, NULL, NULL, &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, NULL, &err), 0);
+    assert_string_equal(out, "J<E>");
+    free(out);
+    tmpl_chat_free(&c);
+    assert_int_equal(tmpl_chat_load(&c, dir, NULL, "rag", &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, NULL, &err), 0);
+    assert_string_equal(out, "R3");
+    free(out);
+    tmpl_chat_free(&c);
+    unlink(apath);
+    rmdir(adir);
+    unlink(jpath);
     unlink(path);
     rmdir(dir);
     json_decref(msgs);
