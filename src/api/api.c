@@ -45,6 +45,7 @@ typedef struct api_job {
     int n_prompt, n_per, n_slots, n_done;
     api_slot *slots;             /* (n_slots) */
     char **rids;                 /* (n_prompt) owned */
+    uint64_t *sub_ids;           /* (n_prompt) sched_submit ids, 0 = not submitted */
     char **prompt_text;          /* (n_prompt) owned or NULL (echo) */
     int64_t *prompt_tokens;      /* (n_prompt) */
     char *oai_id;                /* owned */
@@ -204,11 +205,13 @@ static api_job *job_new(api_server *a, http_req *r, int kind, int n_prompt, int 
     j->rids = calloc((size_t)n_prompt, sizeof(char *));
     j->prompt_text = calloc((size_t)n_prompt, sizeof(char *));
     j->prompt_tokens = calloc((size_t)n_prompt, sizeof(int64_t));
+    j->sub_ids = calloc((size_t)n_prompt, sizeof(uint64_t));
     j->skip_special = true;
     j->spaces_between = true;
     j->created = (int64_t)time(NULL);
-    if (!j->slots || !j->rids || !j->prompt_text || !j->prompt_tokens) {
-        free(j->slots), free(j->rids), free(j->prompt_text), free(j->prompt_tokens), free(j);
+    if (!j->slots || !j->rids || !j->prompt_text || !j->prompt_tokens || !j->sub_ids) {
+        free(j->slots), free(j->rids), free(j->prompt_text), free(j->prompt_tokens), free(j->sub_ids);
+        free(j);
         return NULL;
     }
     for (int i = 0; i < j->n_slots; i++) j->slots[i].prompt = i / n_per;
@@ -231,6 +234,7 @@ static void job_free(api_job *j)
     free(j->rids);
     free(j->prompt_text);
     free(j->prompt_tokens);
+    free(j->sub_ids);
     free(j->oai_id);
     free(j->err_msg);
     free(j);
@@ -242,9 +246,11 @@ static void job_free(api_job *j)
 static void job_on_close(void *arg)
 {
     api_job *j = arg;
+    /* runs on the polling thread, which is also the one that submits: the
+     * submit ids cannot change under it */
     atomic_store(&j->gone, true);
     for (int i = 0; i < j->n_prompt; i++)
-        if (j->rids[i]) sched_abort(j->api->cfg.s, j->rids[i]);
+        if (j->sub_ids[i]) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
 }
 
 /* Write one SSE event of a job; a client that cannot take it (gone, or
@@ -253,7 +259,7 @@ static void job_sse(api_job *j, json_t *o)
 {
     if (!sse_write_json(j->hr, o) && !atomic_exchange(&j->gone, true))
         for (int i = 0; i < j->n_prompt; i++)
-            if (j->rids[i] && j->api->cfg.s) sched_abort(j->api->cfg.s, j->rids[i]);
+            if (j->sub_ids[i] && j->api->cfg.s) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
 }
 
 /* ---- text ------------------------------------------------------------------------ */
@@ -795,6 +801,7 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
     a->n_jobs++;
     for (int i = 0; i < j->n_prompt; i++) {
         uint64_t id = sched_submit(a->cfg.s, &specs[i]);
+        j->sub_ids[i] = id;
         reg_add(a, id, j, i * j->n_per, j->n_per);
         a->n_reqs++;
     }
@@ -1366,6 +1373,11 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         json_t *o = json_deep_copy(a->cfg.server_info);
         if (!o) o = json_object();
         json_object_set_new(o, "version", json_string(SGLC_VERSION));
+        if (a->cfg.s) {
+            sched_stats st;
+            sched_get_stats_snapshot(a->cfg.s, &st);
+            json_object_set_new(o, "max_total_num_tokens", json_integer(st.max_total_num_tokens));
+        }
         respond_json(r, 200, o);
         return;
     }
@@ -1373,7 +1385,13 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         pthread_mutex_lock(&a->mu);
         int64_t n = a->n_reqs;
         pthread_mutex_unlock(&a->mu);
-        respond_json(r, 200, json_pack("[{s:i,s:I}]", "dp_rank", 0, "num_reqs", (json_int_t)n));
+        sched_stats st;
+        memset(&st, 0, sizeof st);
+        if (a->cfg.s) sched_get_stats_snapshot(a->cfg.s, &st);
+        int64_t used = st.max_total_num_tokens - st.free_tokens - st.evictable_tokens;
+        respond_json(r, 200, json_pack("[{s:i,s:I,s:i,s:i,s:I}]", "dp_rank", 0, "num_reqs", (json_int_t)n,
+                                       "num_running_reqs", st.n_running, "num_waiting_reqs", st.n_waiting,
+                                       "num_tokens", (json_int_t)(used > 0 ? used : 0)));
         return;
     }
     if (!strcmp(path, "/get_weight_version")) {
