@@ -128,5 +128,69 @@ PID=
 check "SIGTERM: exit 0" "[ $RC -eq 0 ]"
 check "SIGTERM: in-flight request completed" "grep -q '\"completion_tokens\":50' $T/drain"
 
+# --- chat with real templates: small random-weight Qwen3 / Llama 3.1 models
+# (--load-format dummy) with the real tokenizers.  usage.prompt_tokens must
+# equal the length of the prompt rendered by Python jinja2 the way
+# transformers does it (sandboxed, trim_blocks, lstrip_blocks), tokenized
+# without special tokens.
+chat_model() {  # chat_model NAME CONFIG TOKDIR
+    local name=$1 cfg=$2 tokdir=$3 d="$T/$1"
+    mkdir -p "$d"
+    $PY - "$cfg" "$d/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+         num_key_value_heads=1, head_dim=32, max_position_embeddings=4096)
+c.pop("rope_scaling", None) if c.get("model_type") != "llama" else None
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+    local port
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "$BIN" serve --model-path "$d" --tokenizer-path "$tokdir" --load-format dummy --host 127.0.0.1 \
+        --port "$port" --threads 1 --max-total-tokens 20000 --skip-server-warmup >"$T/$name.log" 2>&1 &
+    PID=$!
+    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.2; done
+    for kw in '{}' '{"enable_thinking": false}'; do
+        body="{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},{\"role\":\"user\",\"content\":\"Hello, world!\"}],\"max_tokens\":4,\"temperature\":0,\"chat_template_kwargs\":$kw}"
+        curl -s -m 60 -o "$T/chat.json" "http://127.0.0.1:$port/v1/chat/completions" -d "$body"
+        curl -s -m 60 -N -o "$T/chat.sse" "http://127.0.0.1:$port/v1/chat/completions" -d "${body%\}},\"stream\":true}"
+        $PY - "$tokdir" "$kw" "$port" "$T/chat.json" "$T/chat.sse" <<'PYEOF' >"$T/chatref" 2>&1
+import json, sys, urllib.request
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.ext import loopcontrols
+tokdir, kw, port, resp, sse = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+cfg = json.load(open(tokdir + "/tokenizer_config.json"))
+def raise_exception(m): raise Exception(m)
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+env.filters["tojson"] = lambda x, indent=None, ensure_ascii=False: json.dumps(x, indent=indent, ensure_ascii=ensure_ascii)
+env.globals["raise_exception"] = raise_exception
+def tokstr(v): return v if isinstance(v, str) or v is None else v.get("content")
+special = {k: tokstr(cfg.get(k)) for k in ("bos_token", "eos_token", "unk_token", "pad_token") if k in cfg}
+msgs = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, world!"}]
+prompt = env.from_string(cfg["chat_template"]).render(messages=msgs, add_generation_prompt=True, **special, **kw)
+req = urllib.request.Request(f"http://127.0.0.1:{port}/tokenize", json.dumps({"prompt": prompt, "add_special_tokens": False}).encode())
+n = json.load(urllib.request.urlopen(req))["count"]
+r = json.load(open(resp))
+assert r["usage"]["prompt_tokens"] == n, (r["usage"], n, prompt)
+assert r["usage"]["completion_tokens"] == 4 and r["choices"][0]["message"]["role"] == "assistant", r
+text = ""
+for line in open(sse):
+    if line.startswith("data: {"):
+        for ch in json.loads(line[6:])["choices"]:
+            text += ch["delta"].get("content") or ""
+assert text == r["choices"][0]["message"]["content"], (text, r)
+print("prompt tokens", n)
+PYEOF
+        check "chat $name kwargs $kw: prompt = jinja2 render, stream = non-stream" "[ \$? -eq 0 ] || { cat $T/chatref; false; }"
+    done
+    kill $PID; wait $PID 2>/dev/null; PID=
+}
+if $PY -c 'import jinja2' 2>/dev/null && [ -d "$SHARED/models/tokenizers/qwen3" ]; then
+    chat_model qwen3 "$SHARED/models/configs/Qwen__Qwen3-0.6B/config.json" "$SHARED/models/tokenizers/qwen3"
+    chat_model llama31 "$SHARED/models/configs/meta-llama__Llama-3.2-1B-Instruct/config.json" "$SHARED/models/tokenizers/llama3_1"
+else
+    echo "note: real-template chat checks skipped (no jinja2 or no tokenizers)"
+fi
+
 if [ $fails -ne 0 ]; then echo "--- server log"; tail -20 "$T/log"; echo "$fails check(s) failed"; exit 1; fi
 echo "all server checks passed"
