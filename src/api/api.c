@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "sched/sched_json.h"
 #include "util/log.h"
+#include "util/timeutil.h"
 
 enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH };
 
@@ -663,14 +664,40 @@ static void handle_event(api_server *a, const sched_event *e)
     }
 }
 
+/* Non-streaming clients wait on suspended connections, which the http
+ * library does not watch: every 200 ms the dispatcher asks the socket of
+ * each waiting job whether its client hung up, and aborts those requests.
+ * (Streaming clients are noticed when their next chunk fails.)  Only the
+ * dispatcher makes terminal calls, so every job it sees here still has an
+ * open connection. */
+static void reap_gone_clients(api_server *a)
+{
+    pthread_mutex_lock(&a->mu);
+    for (int b = 0; b < REG_BUCKETS; b++)
+        for (reg_ent *e = a->reg[b]; e; e = e->next) {
+            api_job *j = e->job;
+            if (j->stream || atomic_load(&j->gone) || !http_req_peer_gone(j->hr)) continue;
+            atomic_store(&j->gone, true);
+            for (int i = 0; i < j->n_prompt; i++)
+                if (j->sub_ids[i]) sched_abort_id(a->cfg.s, j->sub_ids[i]);
+        }
+    pthread_mutex_unlock(&a->mu);
+}
+
 static void *dispatcher_main(void *arg)
 {
     api_server *a = arg;
+    double last_reap = time_now_sec();
     while (!atomic_load(&a->stop)) {
         sched_event *e = sched_wait(a->cfg.s, 0.2);
-        if (!e) continue;
-        handle_event(a, e);
-        sched_event_free(e);
+        if (e) {
+            handle_event(a, e);
+            sched_event_free(e);
+        }
+        if (time_now_sec() - last_reap >= 0.2) {
+            reap_gone_clients(a);
+            last_reap = time_now_sec();
+        }
     }
     return NULL;
 }

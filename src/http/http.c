@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -324,6 +325,17 @@ const char *http_req_header(http_req *r, const char *name)
 const char *http_req_query(http_req *r, const char *name)
 {
     return r->conn ? MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name) : NULL;
+}
+
+bool http_req_peer_gone(http_req *r)
+{
+    if (!r->conn) return false;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) != 1) return false;
+    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 static http_server detached_srv; /* only its inflight counter is used */

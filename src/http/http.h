@@ -68,6 +68,12 @@ const char *http_req_query(http_req *r, const char *name);
 
 void http_req_on_close(http_req *r, http_close_fn fn, void *arg);
 
+/* Has the client of a request that is still waiting for its answer hung
+ * up (peer closed / reset)?  For suspended requests, which libmicrohttpd
+ * does not poll: a non-blocking poll of the socket for POLLRDHUP.  Call
+ * only before the terminal call (the socket is open until then). */
+bool http_req_peer_gone(http_req *r);
+
 /* Terminal: a complete answer.  body copied.  extra_headers: NULL or a
  * NULL-terminated list "Name", "value", ... */
 void http_respond(http_req *r, int status, const char *content_type, const char *body, size_t len,

@@ -104,6 +104,11 @@ check "cache report in usage" "[ \$(req POST /v1/completions '{\"model\":\"tiny\
 curl -s -m 1 -N "${A[@]}" "$URL/generate" -d '{"input_ids":[1,147],"stream":true,"sampling_params":{"max_new_tokens":100000,"ignore_eos":true}}' >/dev/null 2>&1
 sleep 0.5
 check "after a vanished client: get_load back to 0" "for i in \$(seq 1 50); do [ \$(req GET /get_load) = 200 ] && [ \"\$(jq_ 'd[0][\"num_reqs\"]')\" = 0 ] && break; sleep 0.1; done; [ \"\$(jq_ 'd[0][\"num_reqs\"]')\" = 0 ]"
+# the same for a non-streaming client (its connection is suspended: the
+# dispatcher polls the socket for a hang-up)
+curl -s -m 1 "${A[@]}" "$URL/generate" -d '{"input_ids":[1,147],"sampling_params":{"max_new_tokens":100000,"ignore_eos":true}}' >/dev/null 2>&1
+sleep 0.5
+check "after a vanished non-streaming client: get_load back to 0" "for i in \$(seq 1 50); do [ \$(req GET /get_load) = 200 ] && [ \"\$(jq_ 'd[0][\"num_reqs\"]')\" = 0 ] && break; sleep 0.1; done; [ \"\$(jq_ 'd[0][\"num_reqs\"]')\" = 0 ]"
 check "flush_cache when idle" "[ \$(req POST /flush_cache) = 200 ]"
 
 # --- OpenAI client
@@ -182,6 +187,12 @@ assert text == r["choices"][0]["message"]["content"], (text, r)
 print("prompt tokens", n)
 PYEOF
         check "chat $name kwargs $kw: prompt = jinja2 render, stream = non-stream" "[ \$? -eq 0 ] || { cat $T/chatref; false; }"
+    done
+    # vanishing clients on a 4096-token context (a 4000-token generation
+    # takes seconds here): the requests must be aborted, not run to the end
+    for st in false true; do
+        curl -s -m 1 -N "http://127.0.0.1:$port/generate" -d "{\"input_ids\":[1,2,3],\"stream\":$st,\"sampling_params\":{\"max_new_tokens\":4000,\"ignore_eos\":true}}" >/dev/null 2>&1
+        check "chat $name: vanished client (stream=$st) aborted within 1 s" "for i in \$(seq 1 10); do curl -s http://127.0.0.1:$port/get_load | grep -q '\"num_reqs\":0,' && break; sleep 0.1; done; curl -s http://127.0.0.1:$port/get_load | grep -q '\"num_reqs\":0,'"
     done
     kill $PID; wait $PID 2>/dev/null; PID=
 }
