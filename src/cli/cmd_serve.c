@@ -8,7 +8,11 @@
  * with 503, let in-flight requests finish (bounded by --watchdog-timeout
  * style grace of 60 s, then abort them), stop, exit 0.
  *
- * Extra option (not an SGLang argument): --threads N compute threads. */
+ * Idle keep-alive connections close after 5 s without traffic (uvicorn's
+ * default); requests waiting for the model are suspended and never time out.
+ *
+ * Extra options (not SGLang arguments): --threads N compute threads,
+ * --max-payload-size BYTES body limit. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -248,7 +252,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
-                      .max_conns = 0, .idle_timeout_s = 0};
+                      .max_conns = 0, .idle_timeout_s = 5};
     hs = http_start(&hc, api_handle, api, err, sizeof err);
     if (!hs) {
         fprintf(stderr, "sglc serve: %s\n", err);
