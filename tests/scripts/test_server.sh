@@ -154,7 +154,12 @@ PYEOF
     "$BIN" serve --model-path "$d" --tokenizer-path "$tokdir" --load-format dummy --host 127.0.0.1 \
         --port "$port" --threads 1 --max-total-tokens 20000 --skip-server-warmup >"$T/$name.log" 2>&1 &
     PID=$!
-    for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.2; done
+    # start-up loads a 150k-token tokenizer: seconds, minutes under ASan
+    for _ in $(seq 1 $((5 * ${SGLC_SERVER_WAIT_S:-30}))); do
+        curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
+        kill -0 $PID 2>/dev/null || break
+        sleep 0.2
+    done
     for kw in '{}' '{"enable_thinking": false}'; do
         body="{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},{\"role\":\"user\",\"content\":\"Hello, world!\"}],\"max_tokens\":4,\"temperature\":0,\"chat_template_kwargs\":$kw}"
         curl -s -m 60 -o "$T/chat.json" "http://127.0.0.1:$port/v1/chat/completions" -d "$body"
