@@ -116,13 +116,17 @@ static json_t *oai_error_obj(int status, const char *type, const char *msg)
                      "param", "code", status);
 }
 
+static const char *oai_error_type(int status)
+{
+    return status == 404 ? "NotFoundError"
+           : status == 503 ? "ServiceUnavailableError"
+           : status >= 500 ? "InternalServerError"
+                           : "BadRequest";
+}
+
 static void oai_error(http_req *r, int status, const char *msg)
 {
-    const char *type = status == 404 ? "NotFoundError"
-                       : status == 503 ? "ServiceUnavailableError"
-                       : status >= 500 ? "InternalServerError"
-                                       : "BadRequest";
-    respond_json(r, status, oai_error_obj(status, type, msg));
+    respond_json(r, status, oai_error_obj(status, oai_error_type(status), msg));
 }
 
 static void job_error(api_job *j, int status, const char *msg)
@@ -522,7 +526,7 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
         json_t *err = j->kind == JOB_NATIVE
                           ? json_pack("{s:{s:s,s:i}}", "error", "message", e->finish_str ? e->finish_str : "",
                                       "code", e->http_status)
-                          : json_pack("{s:o}", "error", oai_error_obj(e->http_status, "BadRequest",
+                          : json_pack("{s:o}", "error", oai_error_obj(e->http_status, oai_error_type(e->http_status),
                                                                       e->finish_str ? e->finish_str : ""));
         job_sse(j, err);
         return;
