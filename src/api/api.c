@@ -1041,6 +1041,14 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
         json_t *v = json_object_get(body, oai_map[k].oai);
         if (v && !json_is_null(v)) json_object_set(sp, oai_map[k].sgl, v);
     }
+    /* SGLang: the model's recommended sampling parameters fill what the
+     * request leaves out (--sampling-defaults model) */
+    if (a->cfg.default_sampling) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)a->cfg.default_sampling, k, v)
+        if (!json_object_get(sp, k)) json_object_set(sp, k, v);
+    }
     json_t *mt = json_object_get(body, "max_completion_tokens");
     if (!mt || json_is_null(mt)) mt = json_object_get(body, "max_tokens");
     if (mt && !json_is_null(mt)) json_object_set(sp, "max_new_tokens", mt);

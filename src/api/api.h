@@ -48,6 +48,8 @@ typedef struct api_config {
     bool enable_cache_report;        /* usage.prompt_tokens_details.cached_tokens */
     const char *root_path;           /* --fastapi-root-path: prefix stripped from paths */
     const char *weight_version;      /* --weight-version */
+    const json_t *default_sampling;  /* borrowed or NULL: --sampling-defaults model, from
+                                      * generation_config.json; OpenAI routes only */
     json_t *server_info;             /* owned by the caller: args_to_json of the effective args */
 } api_config;
 

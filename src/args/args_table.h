@@ -198,7 +198,7 @@ X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NO
 X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, SUPPORTED, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
 X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, NOT_YET, "The reasoning parser of the model.") \
 X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen3_coder", API, NOT_YET, "The tool-call parser of the model.") \
-X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, NOT_YET, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
+X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, SUPPORTED, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
 /* ---- Data parallelism ---- */ \
 X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The data parallelism size.") \
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens", DP, NOT_YET, "The load balancing strategy for data parallelism.") \

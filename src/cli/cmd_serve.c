@@ -222,6 +222,36 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
 
+    /* --sampling-defaults model: temperature, top_p, top_k, min_p,
+     * repetition_penalty of generation_config.json (SGLang's
+     * get_default_sampling_params) */
+    json_t *gen_defaults = NULL;
+    if (!a.sampling_defaults || !strcmp(a.sampling_defaults, "model")) {
+        char mdir[4096];
+        hub_opts ho = {0};
+        ho.revision = a.revision;
+        ho.cache_dir = a.download_dir;
+        ho.skip_weights = true;
+        if (hub_resolve(a.model_path, &ho, mdir, sizeof mdir, err, sizeof err) == 0) {
+            char gp[4200];
+            snprintf(gp, sizeof gp, "%s/generation_config.json", mdir);
+            json_t *g = json_load_file(gp, 0, NULL);
+            static const char *const keys[] = {"repetition_penalty", "temperature", "top_k", "top_p",
+                                               "min_p", NULL};
+            for (int k = 0; g && keys[k]; k++) {
+                json_t *v = json_object_get(g, keys[k]);
+                if (!json_is_number(v)) continue;
+                if (!gen_defaults) gen_defaults = json_object();
+                json_object_set(gen_defaults, keys[k], v);
+            }
+            json_decref(g);
+            if (gen_defaults) {
+                char *t = json_dumps(gen_defaults, JSON_COMPACT);
+                log_info("default sampling parameters from generation_config.json: %s", t ? t : "");
+                free(t);
+            }
+        }
+    }
     json_t *info = args_to_json(&a);
     api_config ac = {
         .s = s,
@@ -239,6 +269,7 @@ int cmd_serve(int argc, char **argv)
         .root_path = a.fastapi_root_path,
         .weight_version = a.weight_version,
         .server_info = info,
+        .default_sampling = gen_defaults,
     };
     int exit_code = 1;
     api_server *api = NULL;
@@ -292,6 +323,7 @@ out:
     if (api) api_destroy(api);
     sched_destroy(s);
     json_decref(info);
+    json_decref(gen_defaults);
     if (have_chat) tmpl_chat_free(&chat);
     tok_destroy(tok);
     model_free(m);

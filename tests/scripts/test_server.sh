@@ -148,6 +148,8 @@ c.update(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attenti
          num_key_value_heads=1, head_dim=32, max_position_embeddings=4096)
 c.pop("rope_scaling", None) if c.get("model_type") != "llama" else None
 json.dump(c, open(sys.argv[2], "w"))
+json.dump({"temperature": 0.6, "top_k": 20, "top_p": 0.95},
+          open(sys.argv[2].replace("config.json", "generation_config.json"), "w"))
 PYEOF
     local port
     port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -193,6 +195,15 @@ print("prompt tokens", n)
 PYEOF
         check "chat $name kwargs $kw: prompt = jinja2 render, stream = non-stream" "[ \$? -eq 0 ] || { cat $T/chatref; false; }"
     done
+    # --sampling-defaults model (default): generation_config.json fills what
+    # an OpenAI request leaves out; seeded sampling makes it observable
+    local o1 o2 o3
+    o1=$(curl -s "http://127.0.0.1:$port/v1/completions" -d '{"model":"m","prompt":[1,2,3],"max_tokens":8,"seed":7}')
+    o2=$(curl -s "http://127.0.0.1:$port/v1/completions" -d '{"model":"m","prompt":[1,2,3],"max_tokens":8,"seed":7,"temperature":0.6,"top_k":20,"top_p":0.95}')
+    o3=$(curl -s "http://127.0.0.1:$port/v1/completions" -d '{"model":"m","prompt":[1,2,3],"max_tokens":8,"seed":7,"temperature":1.0,"top_k":-1,"top_p":1.0}')
+    t() { $PY -c 'import json,sys; print(json.loads(sys.argv[1])["choices"][0]["text"])' "$1"; }
+    check "chat $name: generation_config defaults = explicit params, != OpenAI defaults" \
+        "[ \"\$(t \"\$o1\")\" = \"\$(t \"\$o2\")\" ] && [ \"\$(t \"\$o1\")\" != \"\$(t \"\$o3\")\" ]"
     # vanishing clients on a 4096-token context (a 4000-token generation
     # takes seconds here): the requests must be aborted, not run to the end
     for st in false true; do
