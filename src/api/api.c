@@ -870,6 +870,21 @@ static int64_t json_n_of(const json_t *sp)
     return json_is_integer(n) && json_integer_value(n) > 1 ? json_integer_value(n) : 1;
 }
 
+/* A copy of sampling params `sp` (object, null or absent) with the keys of
+ * `pref` it lacks (SGLang: {**preferred_sampling_params, **sampling_params}).
+ * Non-objects are returned as given so that validation reports them. */
+static json_t *with_preferred(const api_server *a, json_t *sp)
+{
+    if (!a->cfg.preferred_sampling || (sp && !json_is_object(sp) && !json_is_null(sp)))
+        return sp ? json_incref(sp) : NULL;
+    json_t *o = sp && json_is_object(sp) ? json_copy(sp) : json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)a->cfg.preferred_sampling, k, v)
+    if (!json_object_get(o, k)) json_object_set(o, k, v);
+    return o;
+}
+
 /* ---- native /generate ------------------------------------------------------------------- */
 
 static void route_generate(api_server *a, http_req *r, json_t *body)
@@ -961,7 +976,8 @@ static void route_generate(api_server *a, http_req *r, json_t *body)
         } else if (batch) {
             json_object_set(q, "input_ids", json_array_get(ids, i));
         }
-        if (json_is_array(sp)) json_object_set(q, "sampling_params", json_array_get(sp, i));
+        json_t *spi = with_preferred(a, json_is_array(sp) ? json_array_get(sp, i) : sp);
+        if (spi) json_object_set_new(q, "sampling_params", spi);
         json_t *ri = json_is_array(rid) ? json_array_get(rid, i) : rid;
         char gen[48];
         if (json_is_string(ri) && !(batch && !json_is_array(rid))) {
@@ -1049,6 +1065,9 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
         json_object_foreach((json_t *)a->cfg.default_sampling, k, v)
         if (!json_object_get(sp, k)) json_object_set(sp, k, v);
     }
+    /* no --preferred-sampling-params here: SGLang's OpenAI layer sets every
+     * sampling field explicitly (request, model default or OpenAI default),
+     * so the preferred params never reach an OpenAI request */
     json_t *mt = json_object_get(body, "max_completion_tokens");
     if (!mt || json_is_null(mt)) mt = json_object_get(body, "max_tokens");
     if (mt && !json_is_null(mt)) json_object_set(sp, "max_new_tokens", mt);
@@ -1400,9 +1419,10 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         return;
     }
     if (!strcmp(path, "/get_model_info") || !strcmp(path, "/model_info")) {
-        json_t *o = json_pack("{s:s,s:s,s:b,s:n,s:s,s:b,s:b,s:n,s:[s]}", "model_path", a->model_path,
+        json_t *o = json_pack("{s:s,s:s,s:b,s:O?,s:s,s:b,s:b,s:n,s:[s]}", "model_path", a->model_path,
                               "tokenizer_path", a->tok_path, "is_generation", 1,
-                              "preferred_sampling_params", "weight_version", a->weight_version,
+                              "preferred_sampling_params", a->cfg.preferred_sampling,
+                              "weight_version", a->weight_version,
                               "has_image_understanding", 0, "has_audio_understanding", 0,
                               "model_type", "architectures", a->arch);
         respond_json(r, 200, o);

@@ -50,6 +50,8 @@ typedef struct api_config {
     const char *weight_version;      /* --weight-version */
     const json_t *default_sampling;  /* borrowed or NULL: --sampling-defaults model, from
                                       * generation_config.json; OpenAI routes only */
+    const json_t *preferred_sampling; /* borrowed or NULL: --preferred-sampling-params, fills
+                                       * a /generate request's missing sampling params */
     json_t *server_info;             /* owned by the caller: args_to_json of the effective args */
 } api_config;
 

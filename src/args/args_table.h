@@ -208,7 +208,7 @@ X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, NOT_YET, "The number of nodes."
 X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, NOT_YET, "The node rank.") \
 /* ---- Model override args ---- */ \
 X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVERRIDE, SUPPORTED, "A JSON object overriding fields of the model's config.json.") \
-X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, NOT_YET, "JSON object of default sampling parameters.") \
+X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
 X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, NOT_YET, "Enable LoRA support.") \
 X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \

@@ -222,6 +222,20 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
 
+    json_t *preferred = NULL;
+    if (a.preferred_sampling_params) {
+        preferred = json_loads(a.preferred_sampling_params, 0, NULL);
+        if (!json_is_object(preferred)) {
+            fprintf(stderr, "sglc serve: --preferred-sampling-params must be a JSON object\n");
+            json_decref(preferred);
+            sched_destroy(s);
+            if (have_chat) tmpl_chat_free(&chat);
+            tok_destroy(tok);
+            model_free(m);
+            args_server_free(&a);
+            return 2;
+        }
+    }
     /* --sampling-defaults model: temperature, top_p, top_k, min_p,
      * repetition_penalty of generation_config.json (SGLang's
      * get_default_sampling_params) */
@@ -270,6 +284,7 @@ int cmd_serve(int argc, char **argv)
         .weight_version = a.weight_version,
         .server_info = info,
         .default_sampling = gen_defaults,
+        .preferred_sampling = preferred,
     };
     int exit_code = 1;
     api_server *api = NULL;
@@ -324,6 +339,7 @@ out:
     sched_destroy(s);
     json_decref(info);
     json_decref(gen_defaults);
+    json_decref(preferred);
     if (have_chat) tmpl_chat_free(&chat);
     tok_destroy(tok);
     model_free(m);

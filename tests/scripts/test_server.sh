@@ -26,7 +26,7 @@ KEY=sk-test-key
 URL=http://127.0.0.1:$PORT
 "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 --api-key $KEY \
     --served-model-name tiny --chat-template chatml --max-payload-size 100000 \
-    --max-total-tokens 20000 --enable-cache-report --fastapi-root-path /api --weight-version w1 >"$T/log" 2>&1 &
+    --max-total-tokens 20000 --preferred-sampling-params '{"max_new_tokens": 5}' --enable-cache-report --fastapi-root-path /api --weight-version w1 >"$T/log" 2>&1 &
 PID=$!
 for _ in $(seq 1 150); do
     curl -s -o /dev/null "$URL/health" && break
@@ -62,6 +62,8 @@ check "/generate text = detokenize(output_ids)" \
 echo '{"text":"Once upon a time"}' | "$BIN" tokenize --tokenizer-path "$M" >"$T/tokref" 2>/dev/null
 TOKREF=$($PY -c "import json; print(json.loads(open('$T/tokref').readline())['ids'])" 2>/dev/null)
 check "/tokenize = sglc tokenize" "[ \$(req POST /tokenize '{\"prompt\":\"Once upon a time\"}') = 200 ] && [ \"\$(jq_ 'd[\"tokens\"]')\" = \"$TOKREF\" ]"
+check "--preferred-sampling-params fills /generate (max_new_tokens 5), request wins" \
+    "[ \$(req POST /generate '{\"input_ids\":[1,147]}') = 200 ] && [ \"\$(jq_ 'd[\"meta_info\"][\"completion_tokens\"]')\" = 5 ] && [ \$(req POST /generate '{\"input_ids\":[1,147],\"sampling_params\":{\"max_new_tokens\":2}}') = 200 ] && [ \"\$(jq_ 'd[\"meta_info\"][\"completion_tokens\"]')\" = 2 ] && [ \$(req GET /get_model_info) = 200 ] && [ \"\$(jq_ 'd[\"preferred_sampling_params\"]')\" = \"{'max_new_tokens': 5}\" ]"
 check "/generate text batch -> list of 2" \
     "[ \$(req POST /generate '{\"text\":[\"Once upon a time\",\"The cat\"],\"sampling_params\":{\"max_new_tokens\":3,\"temperature\":0}}') = 200 ] && [ \"\$(jq_ 'len(d), d[0][\"meta_info\"][\"completion_tokens\"]')\" = '2 3' ]"
 check "/generate n=2 -> list of 2" \
