@@ -15,6 +15,7 @@
  * --max-payload-size BYTES body limit. */
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,12 @@ int cmd_serve(int argc, char **argv)
     if (!api) {
         fprintf(stderr, "sglc serve: %s\n", err);
         goto out;
+    }
+    /* one descriptor per client: lift the soft limit to the hard one */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
                       .max_conns = 0, .idle_timeout_s = 5};
