@@ -43,6 +43,7 @@ typedef struct api_job {
     bool stream, list_out, include_usage, echo, return_logprob;
     int top_logprobs;
     bool skip_special, spaces_between, no_stop_trim;
+    bool text_in_logprobs;       /* return_text_in_logprobs */
     int n_prompt, n_per, n_slots, n_done;
     api_slot *slots;             /* (n_slots) */
     char **rids;                 /* (n_prompt) owned */
@@ -336,6 +337,32 @@ static json_t *oai_matched(const sched_result *r)
     return json_null();
 }
 
+/* return_text_in_logprobs: fill the third element of every [logprob, id,
+ * text] entry in the logprob arrays of meta_info (entries may be nested one
+ * level: top logprobs). */
+static void fill_logprob_texts(const api_server *a, json_t *meta)
+{
+    static const char *const keys[] = {"input_token_logprobs", "output_token_logprobs",
+                                       "input_top_logprobs", "output_top_logprobs",
+                                       "input_token_ids_logprobs", "output_token_ids_logprobs", NULL};
+    for (int k = 0; keys[k]; k++) {
+        json_t *arr = json_object_get(meta, keys[k]);
+        size_t i;
+        json_t *x;
+        json_array_foreach(arr, i, x)
+        {
+            bool nested = json_is_array(x) && json_is_array(json_array_get(x, 0));
+            size_t n = nested ? json_array_size(x) : 1;
+            for (size_t m = 0; m < n; m++) {
+                json_t *e = nested ? json_array_get(x, m) : x;
+                json_t *id = json_array_get(e, 1);
+                if (json_array_size(e) == 3 && json_is_integer(id))
+                    json_array_set_new(e, 2, token_text(a, (int32_t)json_integer_value(id)));
+            }
+        }
+    }
+}
+
 static json_t *native_obj(api_job *j, api_slot *sl, bool final)
 {
     json_t *o = sched_result_to_json(&sl->res);
@@ -353,6 +380,8 @@ static json_t *native_obj(api_job *j, api_slot *sl, bool final)
             json_object_set_new(m, "prompt_tokens", json_integer(j->prompt_tokens[sl->prompt]));
         }
     }
+    if (j->text_in_logprobs && j->return_logprob && j->api->cfg.tok)
+        fill_logprob_texts(j->api, json_object_get(o, "meta_info"));
     if (j->list_out) json_object_set_new(o, "index", json_integer((int64_t)(sl - j->slots)));
     return o;
 }
@@ -956,6 +985,7 @@ static void route_generate(api_server *a, http_req *r, json_t *body)
     }
     j->stream = stream;
     j->list_out = batch || n_per > 1;
+    j->text_in_logprobs = json_is_true(json_object_get(body, "return_text_in_logprobs"));
     for (size_t i = 0; i < n_prompt; i++) {
         json_t *q = json_copy(body);
         json_object_del(q, "text");

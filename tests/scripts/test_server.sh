@@ -70,6 +70,12 @@ check "/generate n=2 -> list of 2" \
     "[ \$(req POST /generate '{\"text\":\"Once\",\"sampling_params\":{\"max_new_tokens\":3,\"n\":2}}') = 200 ] && [ \"\$(jq_ 'len(d)')\" = 2 ]"
 check "/generate return_logprob" \
     "[ \$(req POST /generate '{\"input_ids\":[1,147],\"return_logprob\":true,\"top_logprobs_num\":2,\"sampling_params\":{\"max_new_tokens\":3,\"temperature\":0}}') = 200 ] && [ \"\$(jq_ 'len(d[\"meta_info\"][\"output_token_logprobs\"]), len(d[\"meta_info\"][\"output_top_logprobs\"][0])')\" = '3 2' ]"
+check "/generate return_text_in_logprobs: texts = detokenized ids" \
+    "[ \$(req POST /generate '{\"input_ids\":[1,147],\"return_logprob\":true,\"return_text_in_logprobs\":true,\"top_logprobs_num\":2,\"sampling_params\":{\"max_new_tokens\":3,\"temperature\":0}}') = 200 ] && $PY -c \"
+import json; d=json.load(open('$T/body')); m=d['meta_info']
+assert ''.join(e[2] for e in m['output_token_logprobs']) == d['text'], (m, d['text'])
+assert all(isinstance(e[2], str) for row in m['output_top_logprobs'] for e in row)
+\""
 check "/generate stop string" \
     "[ \$(req POST /generate '{\"input_ids\":[1,147,201],\"sampling_params\":{\"max_new_tokens\":30,\"temperature\":0,\"stop\":[\"Lily\"]}}') = 200 ] && [ \"\$(jq_ 'd[\"meta_info\"][\"finish_reason\"]')\" = \"{'type': 'stop', 'matched': 'Lily'}\" ] && ! grep -q '\"text\":\"[^\"]*Lily' $T/body"
 
