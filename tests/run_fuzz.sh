@@ -16,7 +16,8 @@ for f in $(find src -name '*.c' ! -path src/main.c | sort); do
   o="$OUT/obj/${f%.c}.o"; mkdir -p "$(dirname "$o")"
   extra=""
   case "$f" in *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2";; *_avx2.c) extra="-mavx2 -mfma -mf16c -mbmi2";; esac
-  if [ ! -f "$o" ] || [ "$f" -nt "$o" ]; then clang $CF $extra -c "$f" -o "$o"; fi
+  # rebuild when the source or any header is newer (headers change struct layouts)
+  if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find src -name "*.h" -newer "$o" -print -quit)" ]; then clang $CF $extra -c "$f" -o "$o"; fi
   objs+=("$o")
 done
 status=0

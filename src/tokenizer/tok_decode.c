@@ -13,6 +13,7 @@
  * ids[prefix..read], holding back text that is not final yet: trailing
  * U+FFFD (an unfinished character) and, when clean_up_tokenization_spaces is
  * on, a space near the end that a following token may delete. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,16 +68,19 @@ static void strs_free(tok_strs *l)
 #define STR(l, i) ((l)->buf.p + (l)->v[i].off)
 #define LEN(l, i) ((size_t)(l)->v[i].len)
 
+static int byte_table[324]; /* bytes_to_unicode inverse: code point -> byte, -1 = none */
+static pthread_once_t byte_table_once = PTHREAD_ONCE_INIT;
+
+static void byte_table_init(void)
+{
+    for (int i = 0; i < 324; i++) byte_table[i] = -1;
+    for (unsigned b = 0; b < 256; b++) byte_table[tok_bytelevel_cp(b)] = (int)b;
+}
+
 static int byte_of_cp(int32_t cp)
 {
-    static int table[324];
-    static int ready;
-    if (!ready) { /* idempotent: concurrent first calls write the same values */
-        for (int i = 0; i < 324; i++) table[i] = -1;
-        for (unsigned b = 0; b < 256; b++) table[tok_bytelevel_cp(b)] = (int)b;
-        ready = 1;
-    }
-    return cp >= 0 && cp < 324 ? table[cp] : -1;
+    pthread_once(&byte_table_once, byte_table_init);
+    return cp >= 0 && cp < 324 ? byte_table[cp] : -1;
 }
 
 static int dec_bytelevel(const tok_tokenizer *t, const uint8_t *added, const tok_strs *in, tok_strs *out)
@@ -476,7 +480,8 @@ static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
     char *d = NULL;
     size_t dn = 0;
     *out = NULL;
-    if (tok_decode(s->t, s->ids.ids + s->prefix, s->ids.n - s->prefix, &s->opts, &d, &dn)) return -1;
+    const int32_t *window = s->ids.ids ? s->ids.ids + s->prefix : NULL; /* no ids yet: NULL, n = 0 */
+    if (tok_decode(s->t, window, s->ids.n - s->prefix, &s->opts, &d, &dn)) return -1;
     size_t fin = finish ? dn : final_len(s, d, dn);
     if (fin > s->emitted && tok_buf_put(&res, d + s->emitted, fin - s->emitted)) { free(d); return -1; }
     if (fin > s->emitted) s->emitted = fin;

@@ -62,6 +62,7 @@ typedef struct tok_vocab {
 
 uint64_t tok_hash(const void *s, size_t n);
 int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n); /* add or override */
+int tok_vocab_reserve(tok_vocab *v, size_t n_entries, size_t pool_bytes); /* pre-size (a hint) */
 int32_t tok_vocab_find(const tok_vocab *v, const char *s, size_t n);
 void tok_vocab_free(tok_vocab *v);
 

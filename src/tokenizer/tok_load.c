@@ -755,10 +755,8 @@ static int build_added(lctx *c, tok_tokenizer *t)
             rawn[i] = ad->content_n;
             t->any_raw = t->any_raw || ad->content_n > 0;
         }
-        for (size_t k = 0; k < 1; k++) {
-            if (!raw[i]) raw[i] = "";
-            if (!nrm[i]) nrm[i] = "";
-        }
+        if (!raw[i]) raw[i] = ""; /* empty keys are left out of the tries */
+        if (!nrm[i]) nrm[i] = "";
     }
     if (tok_trie_build(&t->trie_raw, raw, rawn, n) || tok_trie_build(&t->trie_norm, nrm, nrmn, n)) {
         fail(c, "out of memory");

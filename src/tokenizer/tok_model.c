@@ -256,7 +256,7 @@ static int bpe_piece(const tok_tokenizer *t, enc_state *st, const char *p, size_
         slot->klen = (uint8_t)n;
         slot->nids = (uint8_t)made;
         memcpy(slot->key, p, n);
-        memcpy(slot->ids, out->ids + mark, made * sizeof(int32_t));
+        if (made) memcpy(slot->ids, out->ids + mark, made * sizeof(int32_t));
     }
     return 0;
 }

@@ -175,7 +175,7 @@ uint64_t tok_hash(const void *s, size_t n)
 static int vocab_grow_ids(tok_vocab *v, size_t n)
 {
     if (n <= v->n) return 0;
-    size_t cap = v->n ? v->n : 1024;
+    size_t cap = v->ent_cap ? v->ent_cap : 1024;
     while (cap < n) cap *= 2;
     if (cap != v->ent_cap) {
         struct tok_vocab_ent *e = realloc(v->ent, cap * sizeof *e);
@@ -262,16 +262,48 @@ static void vocab_unlink(tok_vocab *v, int32_t id)
     v->slot_used--;
 }
 
+int tok_vocab_reserve(tok_vocab *v, size_t n_entries, size_t pool_bytes)
+{
+    size_t cap = 1024;
+    while (cap < 2 * n_entries) cap *= 2;
+    if (cap > v->slot_cap && vocab_rehash(v, cap)) return -1;
+    if (pool_bytes > v->pool_cap && pool_bytes < UINT32_MAX) {
+        char *p = realloc(v->pool, pool_bytes);
+        if (!p) return -1;
+        v->pool = p;
+        v->pool_cap = pool_bytes;
+    }
+    return 0;
+}
+
 int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n)
 {
     if (id < 0 || n >= UINT32_MAX / 2) return -1;
     if (vocab_grow_ids(v, (size_t)id + 1)) return -1;
-    /* Another id with the same string keeps the lookup (HF: last write to
-     * the map wins; callers insert in HF's order). */
-    int32_t old = tok_vocab_find(v, s, n);
+    if ((v->slot_used + 1) * 2 > v->slot_cap)
+        if (vocab_rehash(v, v->slot_cap ? v->slot_cap * 2 : 1024)) return -1;
+    /* One probe finds either the string (another id has it) or the free
+     * slot where it goes.  Another id with the same string loses the lookup
+     * (HF: the last write to the map wins; callers insert in HF's order). */
+    uint32_t h32 = (uint32_t)tok_hash(s, n);
+    size_t i = h32 & (v->slot_cap - 1);
+    int32_t old = -1;
+    for (;; i = (i + 1) & (v->slot_cap - 1)) {
+        uint64_t e = v->slots[i];
+        if (!e) break;
+        if ((uint32_t)(e >> 32) == h32 && vocab_key_eq(v, (int32_t)(uint32_t)e - 1, s, n)) {
+            old = (int32_t)(uint32_t)e - 1;
+            break;
+        }
+    }
     if (old == id) return 0;
-    if (old >= 0) vocab_unlink(v, old);
-    vocab_unlink(v, id);
+    bool fresh = old < 0 && v->ent[id].off == UINT32_MAX;
+    if (!fresh) { /* rare: re-point an existing string or id, then re-probe */
+        if (old >= 0) vocab_unlink(v, old);
+        vocab_unlink(v, id);
+        i = h32 & (v->slot_cap - 1);
+        while (v->slots[i]) i = (i + 1) & (v->slot_cap - 1);
+    }
     if (v->pool_n + n + 1 > v->pool_cap) {
         size_t cap = v->pool_cap ? v->pool_cap : 4096;
         while (cap < v->pool_n + n + 1) cap *= 2;
@@ -286,9 +318,7 @@ int tok_vocab_set(tok_vocab *v, int32_t id, const char *s, size_t n)
     v->ent[id].off = (uint32_t)v->pool_n;
     v->ent[id].len = (uint32_t)n;
     v->pool_n += n + 1;
-    if ((v->slot_used + 1) * 2 > v->slot_cap)
-        if (vocab_rehash(v, v->slot_cap ? v->slot_cap * 2 : 1024)) return -1;
-    slots_insert(v->slots, v->slot_cap, (uint32_t)tok_hash(s, n), id);
+    v->slots[i] = ((uint64_t)h32 << 32) | (uint32_t)(id + 1);
     v->slot_used++;
     return 0;
 }

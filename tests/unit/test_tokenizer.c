@@ -12,6 +12,7 @@
  */
 #include <dirent.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -146,8 +147,8 @@ static void test_bad_json(void **state)
         "", "{", "[]", "{\"model\": 3}", "{\"model\": {\"type\": \"Nope\", \"vocab\": {}}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": \"x\"}, \"merges\": []}}",
         "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [7]}}",
-        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
-        "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}}}",
+        ("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
+         "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}}}"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
@@ -223,6 +224,65 @@ static void test_fast_json_fallback(void **state)
     err[0] = 0;
     assert_null(tok_load_json(bad, strlen(bad), NULL, NULL, NULL, NULL, err, sizeof err));
     assert_true(strlen(err) > 0);
+}
+
+/* One tokenizer shared by several threads (each with its own word cache)
+ * gives the same ids as a single thread. */
+typedef struct mt_arg {
+    tok_tokenizer *t[2];
+    const char *const *texts;
+    size_t n_texts;
+    const tok_ids *want[2];
+    int bad;
+} mt_arg;
+
+static void *mt_worker(void *p)
+{
+    mt_arg *a = p;
+    for (int round = 0; round < 20; round++)
+        for (size_t i = 0; i < a->n_texts; i++)
+            for (int k = 0; k < 2; k++) { /* alternate tokenizers: the word cache must not mix them */
+                tok_ids ids = {0};
+                const tok_ids *w = &a->want[k][i];
+                if (tok_encode(a->t[k], a->texts[i], strlen(a->texts[i]), true, &ids) || ids.n != w->n ||
+                    (ids.n && memcmp(ids.ids, w->ids, ids.n * sizeof *ids.ids)))
+                    a->bad++;
+                tok_ids_free(&ids);
+            }
+    return NULL;
+}
+
+static void test_threads_share_tokenizer(void **state)
+{
+    (void)state;
+    tok_tokenizer *t = load_inline(WORDPIECE_JSON, NULL);
+    char json[2048];
+    snprintf(json, sizeof json, BPE_FMT, "Isolated");
+    tok_tokenizer *t2 = load_inline(json, NULL);
+    assert_non_null(t);
+    assert_non_null(t2);
+    static const char *const texts[] = {"Hello, WORLD!", "unaffable hello", "ab-ab  <x>  a--b", "Café中x, world"};
+    enum { NT = sizeof texts / sizeof texts[0] };
+    tok_ids want[NT], want2[NT];
+    for (size_t i = 0; i < NT; i++) {
+        memset(&want[i], 0, sizeof want[i]);
+        memset(&want2[i], 0, sizeof want2[i]);
+        assert_int_equal(tok_encode(t, texts[i], strlen(texts[i]), true, &want[i]), 0);
+        assert_int_equal(tok_encode(t2, texts[i], strlen(texts[i]), true, &want2[i]), 0);
+    }
+    pthread_t th[4];
+    mt_arg args[4];
+    for (int k = 0; k < 4; k++) {
+        args[k] = (mt_arg){{t, t2}, texts, NT, {want, want2}, 0};
+        assert_int_equal(pthread_create(&th[k], NULL, mt_worker, &args[k]), 0);
+    }
+    for (int k = 0; k < 4; k++) {
+        pthread_join(th[k], NULL);
+        assert_int_equal(args[k].bad, 0);
+    }
+    for (size_t i = 0; i < NT; i++) { tok_ids_free(&want[i]); tok_ids_free(&want2[i]); }
+    tok_destroy(t);
+    tok_destroy(t2);
 }
 
 /* ---- Hugging Face fixtures -------------------------------------------- */
@@ -406,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_fast_json_equals_jansson),
         cmocka_unit_test(test_fast_json_fallback),
+        cmocka_unit_test(test_threads_share_tokenizer),
         cmocka_unit_test(test_hf_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
