@@ -3,7 +3,8 @@
  *
  * Input (stdin), one JSON object per line:
  *   {"messages": [...], "tools": [...], "documents": [...],
- *    "add_generation_prompt": true, "chat_template_kwargs": {...}}
+ *    "add_generation_prompt": true, "continue_final_message": false,
+ *    "chat_template_kwargs": {...}}
  * Output (stdout), one line per input line:
  *   {"prompt": "..."}   or   {"error": "..."}
  * add_generation_prompt defaults to false (transformers' default); tools and
@@ -32,7 +33,8 @@ static void usage(FILE *f)
                "  --content-format            print the content format the template expects\n"
                "                              (string|openai, SGLang's detection) and exit\n"
                "reads JSON lines {\"messages\", \"tools\", \"documents\", \"add_generation_prompt\",\n"
-               "\"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or {\"error\"} per line.\n");
+               "\"continue_final_message\", \"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or\n"
+               "{\"error\"} per line.\n");
 }
 
 static void emit(const char *key, const char *val, size_t len)
@@ -80,16 +82,24 @@ static void render_line(const tmpl_chat *c, const char *line)
     json_t *docs = json_object_get(req, "documents");
     json_t *agp = json_object_get(req, "add_generation_prompt");
     json_t *kw = json_object_get(req, "chat_template_kwargs");
+    json_t *cfm = json_object_get(req, "continue_final_message");
     if (!json_is_array(messages)) {
         emit("error", "\"messages\" must be a list", strlen("\"messages\" must be a list"));
     } else if (kw && !json_is_object(kw) && !json_is_null(kw)) {
         emit("error", "\"chat_template_kwargs\" must be an object", strlen("\"chat_template_kwargs\" must be an object"));
+    } else if (cfm && json_truthy(cfm) && agp && json_truthy(agp)) {
+        static const char msg[] = "continue_final_message and add_generation_prompt are not compatible. Use "
+                                  "continue_final_message when you want the model to continue the final message, "
+                                  "and add_generation_prompt when you want to add a header that will prompt it to "
+                                  "generate a new assistant message instead.";
+        emit("error", msg, strlen(msg));
     } else {
         char *out = NULL, *err = NULL;
         size_t out_len = 0;
         if (tools && json_is_null(tools)) tools = NULL;
         if (docs && json_is_null(docs)) docs = NULL;
-        if (tmpl_chat_render(c, messages, tools, docs, agp && json_truthy(agp), kw, &out, &out_len, &err) == 0)
+        if (tmpl_chat_render(c, messages, tools, docs, agp && json_truthy(agp), kw, &out, &out_len, &err) == 0 &&
+            (!cfm || !json_truthy(cfm) || tmpl_continue_final_message(messages, out, &out_len, &err) == 0))
             emit("prompt", out, out_len);
         else emit("error", err ? err : "render failed", strlen(err ? err : "render failed"));
         free(out);

@@ -91,6 +91,14 @@ int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *t
                      const json_t *documents, int add_generation_prompt, const json_t *kwargs,
                      char **out, size_t *out_len, char **err);
 
+/* transformers' continue_final_message: cut the rendered prompt right after
+ * the final message's text (the last "text" part when content is a list),
+ * so the model continues that message.  Works in place on prompt[0..*len);
+ * returns 0, or -1 with *err when the final message has no text or the
+ * template did not render it.  (Callers must refuse add_generation_prompt
+ * together with it, as transformers does.) */
+int tmpl_continue_final_message(const json_t *messages, char *prompt, size_t *len, char **err);
+
 /* ---- SGLang's content-format handling ------------------------------------ */
 
 /* How a template expects message["content"]: as a string, or as OpenAI's

@@ -384,3 +384,70 @@ json_t *tmpl_process_message(const json_t *msg, tmpl_content_format fmt, json_t 
     json_object_set_new(out, "content", parts);
     return out;
 }
+
+/* ---- continue_final_message (transformers) --------------------------------- */
+/* [*b, *e) = s without Python whitespace on the chosen sides */
+static void py_trim(const char *s, size_t n, int left, int right, size_t *b, size_t *e)
+{
+    size_t i = 0, j = n;
+    while (left && i < j) {
+        size_t k = i;
+        if (!tpy_isspace(tutf8_next(s, n, &k))) break;
+        i = k;
+    }
+    while (right && j > i) {
+        size_t st = j - 1;
+        while (st > i && ((unsigned char)s[st] & 0xC0) == 0x80) st--;
+        size_t k = st;
+        if (!tpy_isspace(tutf8_next(s, j, &k)) || k != j) break;
+        j = st;
+    }
+    *b = i;
+    *e = j;
+}
+
+int tmpl_continue_final_message(const json_t *messages, char *prompt, size_t *len, char **err)
+{
+    *err = NULL;
+    size_t n = json_array_size(messages);
+    const json_t *content = n ? json_object_get(json_array_get(messages, n - 1), "content") : NULL;
+    if (json_is_array(content)) {
+        const json_t *text = NULL;
+        for (size_t i = json_array_size(content); i-- > 0 && !text;) {
+            const json_t *blk = json_array_get(content, i);
+            if (json_is_object(blk) && json_object_get(blk, "text")) text = json_object_get(blk, "text");
+        }
+        if (!text) {
+            *err = strdup("continue_final_message is set but we could not find any text to continue in the final message!");
+            return -1;
+        }
+        content = text;
+    }
+    if (!json_is_string(content)) {
+        *err = strdup("continue_final_message is set but the final message content is not a string");
+        return -1;
+    }
+    const char *fm = json_string_value(content);
+    size_t fl = json_string_length(content), sb, se, lb, le;
+    py_trim(fm, fl, 1, 1, &sb, &se);
+    py_trim(fm, fl, 1, 0, &lb, &le);
+    /* rindex of the stripped final message */
+    size_t sl = se - sb, loc = (size_t)-1;
+    for (size_t i = *len >= sl ? *len - sl + 1 : 0; i-- > 0;)
+        if (!memcmp(prompt + i, fm + sb, sl)) {
+            loc = i;
+            break;
+        }
+    if (loc == (size_t)-1) {
+        *err = strdup("continue_final_message is set but the final message does not appear in the chat after "
+                      "applying the chat template! This can happen if the chat template deletes portions of the "
+                      "final message. Please verify the chat template and final message in your chat to ensure "
+                      "they are compatible.");
+        return -1;
+    }
+    size_t ll = le - lb; /* bytes of final.lstrip() */
+    if (loc + ll <= *len && ll == fl && !memcmp(prompt + loc, fm, fl)) *len = loc + ll;
+    else *len = loc + sl;
+    prompt[*len] = 0;
+    return 0;
+}

@@ -2301,7 +2301,11 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         return c;
     }
     if (!strcmp(f, "items")) {
-        if (v->type == TV_UNDEF) return mklist(r, 0);
+        if (v->type == TV_UNDEF) { /* an empty generator: still true */
+            tv *g = mklist(r, 0);
+            if (g) g->is_gen = 1;
+            return g;
+        }
         if (v->type != TV_DICT) {
             tv *g = mklist(r, 0);
             if (!g) return NULL;
@@ -2314,7 +2318,9 @@ static tv *apply_filter(trender *r, tscope *s, const tnode *at, const char *f, t
         fn.u.fn.name = "items";
         fn.u.fn.self = v;
         targs none = {0};
-        return call_method(r, at, &fn, &none);
+        tv *l = call_method(r, at, &fn, &none);
+        if (l) l->is_gen = 1;
+        return l;
     }
     if (!strcmp(f, "first") || !strcmp(f, "last")) {
         tv *l = iter_list(r, at, v);

@@ -429,7 +429,7 @@ int tv_compare(const tv *a, const tv *b, int *res)
         *res = cmp_bytes(a->u.str.s, a->u.str.len, b->u.str.s, b->u.str.len);
         return 0;
     }
-    if (a->type == TV_LIST && b->type == TV_LIST && a->is_tuple == b->is_tuple) {
+    if (a->type == TV_LIST && b->type == TV_LIST && a->is_tuple == b->is_tuple && !a->is_gen && !b->is_gen) {
         size_t n = a->u.list.n < b->u.list.n ? a->u.list.n : b->u.list.n;
         for (size_t i = 0; i < n; i++) {
             if (tv_equal(a->u.list.items[i], b->u.list.items[i])) continue;

@@ -144,6 +144,14 @@ def main():
     for i in range(n):
         msgs = odd_conversation(rng, i) if i % 10 == 9 else conversation(rng, i)
         req = {"messages": msgs, "add_generation_prompt": rng.random() < 0.5}
+        if rng.random() < 0.15:
+            req["continue_final_message"] = True
+            if rng.random() < 0.8:
+                req["add_generation_prompt"] = False
+            if msgs and rng.random() < 0.7:
+                msgs.append({"role": "assistant", "content": rng.choice(
+                    ["Partial answer", "  padded partial  ", "The answer is", "",
+                     [{"type": "text", "text": "part one"}, {"type": "text", "text": "part two "}]])})
         if rng.random() < 0.35:
             req["tools"] = rng.sample(TOOLS, rng.randint(1, len(TOOLS)))
         if rng.random() < 0.1:

@@ -7,7 +7,8 @@ extensions=[loopcontrols, a {% generation %} tag]), its tojson filter
 globals, and render(messages=..., tools=..., documents=...,
 add_generation_prompt=..., **special_tokens_map, **chat_template_kwargs).
 
-Same command line and I/O as `sglc chat-template`:
+Same command line and I/O as `sglc chat-template` (continue_final_message
+applies transformers' post-processing):
   jinja_ref.py --tokenizer-path DIR [--chat-template FILE_OR_SOURCE]
                [--hf-chat-template-name NAME]  < requests.jsonl > out.jsonl
 Output lines: {"prompt": ...} or {"error": "...", "kind": "<exception class>"}.
@@ -122,6 +123,24 @@ def load_source(args):
     return ct
 
 
+def continue_final(req, rendered_chat):
+    """transformers' continue_final_message post-processing (render_jinja_template)."""
+    final_message = req["messages"][-1]["content"]
+    if isinstance(final_message, (list, tuple)):
+        for content_block in reversed(final_message):
+            if "text" in content_block:
+                final_message = content_block["text"]
+                break
+        else:
+            raise ValueError("continue_final_message is set but we could not find any text to continue")
+    if final_message.strip() not in rendered_chat:
+        raise ValueError("continue_final_message is set but the final message does not appear in the chat")
+    final_msg_loc = rendered_chat.rindex(final_message.strip())
+    if rendered_chat[final_msg_loc: final_msg_loc + len(final_message.lstrip())] == final_message:
+        return rendered_chat[: final_msg_loc + len(final_message.lstrip())]
+    return rendered_chat[: final_msg_loc + len(final_message.strip())]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer-path")
@@ -142,12 +161,17 @@ def main():
         try:
             if compile_error:
                 raise compile_error
+            if req.get("continue_final_message") and req.get("add_generation_prompt"):
+                # apply_chat_template refuses this before rendering
+                raise ValueError("continue_final_message and add_generation_prompt are not compatible.")
             kwargs = dict(special)
             kwargs.update(req.get("chat_template_kwargs") or {})
             prompt = tmpl.render(messages=req["messages"], tools=req.get("tools"),
                                  documents=req.get("documents"),
                                  add_generation_prompt=bool(req.get("add_generation_prompt", False)),
                                  **kwargs)
+            if req.get("continue_final_message"):
+                prompt = continue_final(req, prompt)
             out = {"prompt": prompt}
         except Exception as e:
             out = {"error": str(e), "kind": type(e).__name__}

@@ -350,6 +350,41 @@ static void test_content_format(void **state)
     json_decref(msg);
 }
 
+static void test_continue_final_message(void **state)
+{
+    (void)state;
+    tmpl_chat c;
+    char *err = NULL, *out = NULL;
+    size_t len = 0;
+    assert_int_equal(tmpl_chat_load(&c, NULL, "chatml", NULL, &err), 0);
+    json_t *msgs = json_loads("[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"The answer is\"}]",
+                              0, NULL);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, &len, &err), 0);
+    assert_int_equal(tmpl_continue_final_message(msgs, out, &len, &err), 0);
+    assert_string_equal(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer is");
+    assert_int_equal(len, strlen(out));
+    free(out);
+    json_decref(msgs);
+    /* trailing spaces trimmed by a template: cut after the stripped text */
+    tmpl_chat_free(&c);
+    assert_int_equal(tmpl_chat_load(&c, NULL, "{% for m in messages %}[{{ m.content | trim }}]{% endfor %}", NULL, &err), 0);
+    msgs = json_loads("[{\"role\":\"assistant\",\"content\":\"  partial  \"}]", 0, NULL);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, &len, &err), 0);
+    assert_int_equal(tmpl_continue_final_message(msgs, out, &len, &err), 0);
+    assert_string_equal(out, "[partial");
+    free(out);
+    json_decref(msgs);
+    /* the template dropped the final message: an error */
+    msgs = json_loads("[{\"role\":\"assistant\",\"content\":\"zzz\"}]", 0, NULL);
+    out = strdup("nothing here");
+    len = strlen(out);
+    assert_int_equal(tmpl_continue_final_message(msgs, out, &len, &err), -1);
+    free(err);
+    free(out);
+    json_decref(msgs);
+    tmpl_chat_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_chat_builtins_and_names),
         cmocka_unit_test(test_strftime_fixed_date),
         cmocka_unit_test(test_content_format),
+        cmocka_unit_test(test_continue_final_message),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
