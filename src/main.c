@@ -12,16 +12,17 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"version", cmd_version, "print the version"},
-    {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
-    {"generate", cmd_generate, "generate tokens for one prompt offline (no server)"},
+    {"serve", cmd_serve, "the HTTP server: SGLang native + OpenAI-compatible API"},
+    {"generate", cmd_generate, "generate for one prompt, or --requests FILE.jsonl through the scheduler"},
     {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
-    {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
-    {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
     {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
-    {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
     {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
     {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
+    {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
+    {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
+    {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
+    {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
+    {"version", cmd_version, "print the version"},
 };
 
 static void usage(FILE *f)

@@ -85,10 +85,10 @@ X(model_impl, CHOICE, "--model-impl", "auto", "auto|sglang|transformers", MODEL,
 /* ---- HTTP server ---- */ \
 X(host, STR, "--host", "127.0.0.1", NULL, HTTP, SUPPORTED, "The host of the HTTP server.") \
 X(port, INT, "--port", "30000", NULL, HTTP, SUPPORTED, "The port of the HTTP server.") \
-X(skip_server_warmup, BOOL, "--skip-server-warmup", "false", NULL, HTTP, NOT_YET, "If set, skip warmup.") \
+X(skip_server_warmup, BOOL, "--skip-server-warmup", "false", NULL, HTTP, SUPPORTED, "If set, skip warmup.") \
 X(warmups, STR, "--warmups", NULL, NULL, HTTP, NOT_YET, "Comma-separated custom warmup functions to run before the server starts.") \
 X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
-X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, NOT_YET, "App is behind a path-based routing proxy (root path prefix).") \
+X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, SUPPORTED, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
 X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, NOT_YET, "The SSL key file path for HTTPS.") \
 X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, NOT_YET, "The SSL certificate file path for HTTPS.") \
@@ -110,28 +110,28 @@ X(rl_quant_profile, STR, "--rl-quant-profile", NULL, NULL, QUANT, NOT_YET, "Path
 /* ---- Memory and scheduling ---- */ \
 X(mem_fraction_static, FLOAT, "--mem-fraction-static", NULL, NULL, MEMSCHED, SUPPORTED, "The fraction of the memory used for static allocation (model weights and KV cache pool).") \
 X(max_running_requests, INT, "--max-running-requests", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of running requests.") \
-X(prefill_max_requests, INT, "--prefill-max-requests", NULL, NULL, MEMSCHED, NOT_YET, "The maximum number of requests in a prefill batch.") \
-X(max_queued_requests, INT, "--max-queued-requests", NULL, NULL, MEMSCHED, NOT_YET, "The maximum number of queued requests (excess is turned away with 503).") \
+X(prefill_max_requests, INT, "--prefill-max-requests", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of requests in a prefill batch.") \
+X(max_queued_requests, INT, "--max-queued-requests", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of queued requests (excess is turned away with 503).") \
 X(max_total_tokens, INT, "--max-total-tokens", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in the memory pool (default: computed from --mem-fraction-static).") \
 X(chunked_prefill_size, INT, "--chunked-prefill-size", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a chunk for chunked prefill; -1 disables chunked prefill.") \
 X(max_prefill_tokens, INT, "--max-prefill-tokens", "16384", NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a prefill batch.") \
 X(schedule_policy, CHOICE, "--schedule-policy", "fcfs", "fcfs|lpm", MEMSCHED, SUPPORTED, "The scheduling policy of the requests (fcfs: first come first served; lpm: longest cached prefix first).") \
-X(enable_priority_scheduling, BOOL, "--enable-priority-scheduling", "false", NULL, MEMSCHED, NOT_YET, "Enable priority scheduling.") \
+X(enable_priority_scheduling, BOOL, "--enable-priority-scheduling", "false", NULL, MEMSCHED, SUPPORTED, "Enable priority scheduling.") \
 X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, NOT_YET, "Disable preemption of running requests by higher-priority ones.") \
 X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, NOT_YET, "Priority given to requests that set none.") \
-X(schedule_low_priority_values_first, BOOL, "--schedule-low-priority-values-first", "false", NULL, MEMSCHED, NOT_YET, "Schedule requests with lower priority values first.") \
-X(priority_scheduling_preemption_threshold, INT, "--priority-scheduling-preemption-threshold", "10", NULL, MEMSCHED, NOT_YET, "Minimum priority difference for a request to preempt a running one.") \
-X(schedule_conservativeness, FLOAT, "--schedule-conservativeness", "1.0", NULL, MEMSCHED, NOT_YET, "How conservative the schedule policy is; larger is more conservative.") \
+X(schedule_low_priority_values_first, BOOL, "--schedule-low-priority-values-first", "false", NULL, MEMSCHED, SUPPORTED, "Schedule requests with lower priority values first.") \
+X(priority_scheduling_preemption_threshold, INT, "--priority-scheduling-preemption-threshold", "10", NULL, MEMSCHED, SUPPORTED, "Minimum priority difference for a request to preempt a running one.") \
+X(schedule_conservativeness, FLOAT, "--schedule-conservativeness", "1.0", NULL, MEMSCHED, SUPPORTED, "How conservative the schedule policy is; larger is more conservative.") \
 X(page_size, INT, "--page-size", NULL, NULL, MEMSCHED, SUPPORTED, "The number of tokens in a page (default: chosen by the engine).") \
 X(swa_full_tokens_ratio, FLOAT, "--swa-full-tokens-ratio", "0.8", NULL, MEMSCHED, NOT_YET, "Ratio of SWA layer KV tokens to full layer KV tokens.") \
 X(disable_hybrid_swa_memory, BOOL, "--disable-hybrid-swa-memory", "false", NULL, MEMSCHED, NOT_YET, "Disable the hybrid SWA memory pool.") \
-X(radix_eviction_policy, CHOICE, "--radix-eviction-policy", "lru", "lru|lfu", MEMSCHED, NOT_YET, "The eviction policy of the radix tree.") \
+X(radix_eviction_policy, CHOICE, "--radix-eviction-policy", "lru", "lru|lfu", MEMSCHED, SUPPORTED, "The eviction policy of the radix tree.") \
 X(enable_prefill_delayer, BOOL, "--enable-prefill-delayer", "false", NULL, MEMSCHED, NOT_YET, "Delay prefill batches to improve decode throughput.") \
 X(prefill_delayer_max_delay_passes, INT, "--prefill-delayer-max-delay-passes", "30", NULL, MEMSCHED, NOT_YET, "Maximum forward passes a prefill may be delayed.") \
 X(prefill_delayer_token_usage_low_watermark, FLOAT, "--prefill-delayer-token-usage-low-watermark", NULL, NULL, MEMSCHED, NOT_YET, "Token usage below which prefill is never delayed.") \
 X(prefill_delayer_forward_passes_buckets, LIST_FLOAT, "--prefill-delayer-forward-passes-buckets", NULL, NULL, MEMSCHED, NOT_YET, "Histogram buckets for prefill delayer forward passes.") \
 X(prefill_delayer_wait_seconds_buckets, LIST_FLOAT, "--prefill-delayer-wait-seconds-buckets", NULL, NULL, MEMSCHED, NOT_YET, "Histogram buckets for prefill delayer wait seconds.") \
-X(abort_on_priority_when_disabled, BOOL, "--abort-on-priority-when-disabled", "false", NULL, MEMSCHED, NOT_YET, "Abort requests that set a priority when priority scheduling is off.") \
+X(abort_on_priority_when_disabled, BOOL, "--abort-on-priority-when-disabled", "false", NULL, MEMSCHED, SUPPORTED, "Abort requests that set a priority when priority scheduling is off.") \
 X(enable_dynamic_chunking, BOOL, "--enable-dynamic-chunking", "false", NULL, MEMSCHED, NOT_YET, "Adapt the chunked prefill size dynamically.") \
 /* ---- Runtime options ---- */ \
 X(device, CHOICE, "--device", NULL, "cpu", RUNTIME, SUPPORTED, "The device to use; sglc runs on the CPU.") \
@@ -141,8 +141,8 @@ X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NU
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
 X(pp_max_micro_batch_size, INT, "--pp-max-micro-batch-size", NULL, NULL, RUNTIME, NOT_YET, "The maximum micro batch size in pipeline parallelism.") \
 X(pp_async_batch_depth, INT, "--pp-async-batch-depth", "0", NULL, RUNTIME, NOT_YET, "The async batch depth of pipeline parallelism.") \
-X(stream_interval, INT, "--stream-interval", "1", NULL, RUNTIME, NOT_YET, "The interval (in tokens) for streaming.") \
-X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false", NULL, RUNTIME, NOT_YET, "Stream output as disjoint segments.") \
+X(stream_interval, INT, "--stream-interval", "1", NULL, RUNTIME, SUPPORTED, "The interval (in tokens) for streaming.") \
+X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false", NULL, RUNTIME, SUPPORTED, "Stream output as disjoint segments.") \
 X(enable_streaming_session, BOOL, "--enable-streaming-session", "false", NULL, RUNTIME, NOT_YET, "Enable streaming sessions.") \
 X(use_ray, BOOL, "--use-ray", "false", NULL, RUNTIME, NOT_YET, "Launch the scheduler processes with Ray.") \
 X(random_seed, INT, "--random-seed", NULL, NULL, RUNTIME, SUPPORTED, "The random seed (default: chosen at start-up).") \
@@ -187,18 +187,18 @@ X(uvicorn_access_log_exclude_prefixes, LIST_STR, "--uvicorn-access-log-exclude-p
 X(export_metrics_to_file, BOOL, "--export-metrics-to-file", "false", NULL, METRICS_EXPORT, NOT_YET, "Export per-request performance metrics to files.") \
 X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, METRICS_EXPORT, NOT_YET, "Folder for the exported request metrics files.") \
 /* ---- API related ---- */ \
-X(api_key, STR, "--api-key", NULL, NULL, API, NOT_YET, "API key the server requires (Authorization: Bearer).") \
+X(api_key, STR, "--api-key", NULL, NULL, API, SUPPORTED, "API key the server requires (Authorization: Bearer).") \
 X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, NOT_YET, "API key for admin/control endpoints.") \
 X(served_model_name, STR, "--served-model-name", NULL, NULL, API, SUPPORTED, "The model name returned by the v1/models endpoint (defaults to --model-path).") \
-X(weight_version, STR, "--weight-version", "default", NULL, API, NOT_YET, "Version identifier for the model weights.") \
+X(weight_version, STR, "--weight-version", "default", NULL, API, SUPPORTED, "Version identifier for the model weights.") \
 X(chat_template, STR, "--chat-template", NULL, NULL, API, SUPPORTED, "The builtin chat template name or the path of a chat template file (default: the tokenizer's).") \
 X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, NOT_YET, "Name of the chat template to pick when the tokenizer has several.") \
 X(completion_template, STR, "--completion-template", NULL, NULL, API, NOT_YET, "The builtin completion template name or a file path (code completion).") \
 X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NOT_YET, "The path of the file storage in the backend.") \
-X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, NOT_YET, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
+X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, SUPPORTED, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
 X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, NOT_YET, "The reasoning parser of the model.") \
 X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen3_coder", API, NOT_YET, "The tool-call parser of the model.") \
-X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, NOT_YET, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
+X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, SUPPORTED, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
 /* ---- Data parallelism ---- */ \
 X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The data parallelism size.") \
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens", DP, NOT_YET, "The load balancing strategy for data parallelism.") \
@@ -208,7 +208,7 @@ X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, NOT_YET, "The number of nodes."
 X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, NOT_YET, "The node rank.") \
 /* ---- Model override args ---- */ \
 X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVERRIDE, SUPPORTED, "A JSON object overriding fields of the model's config.json.") \
-X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, NOT_YET, "JSON object of default sampling parameters.") \
+X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
 X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, NOT_YET, "Enable LoRA support.") \
 X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
@@ -330,7 +330,7 @@ X(disable_custom_all_reduce, BOOL, "--disable-custom-all-reduce", "false", NULL,
 X(enable_mscclpp, BOOL, "--enable-mscclpp", "false", NULL, OPT, NOT_YET, "Enable MSCCL++ for small-message all-reduce.") \
 X(enable_torch_symm_mem, BOOL, "--enable-torch-symm-mem", "false", NULL, OPT, NOT_YET, "Enable torch symmetric memory all-reduce.") \
 X(disable_overlap_schedule, BOOL, "--disable-overlap-schedule", "false", NULL, OPT, NOT_YET, "Disable the overlap scheduler (CPU scheduling overlapped with the forward pass).") \
-X(enable_mixed_chunk, BOOL, "--enable-mixed-chunk", "false", NULL, OPT, NOT_YET, "Mix prefill and decode in a batch when using chunked prefill.") \
+X(enable_mixed_chunk, BOOL, "--enable-mixed-chunk", "false", NULL, OPT, SUPPORTED, "Mix prefill and decode in a batch when using chunked prefill.") \
 X(enable_dp_attention, BOOL, "--enable-dp-attention", "false", NULL, OPT, NOT_YET, "Data parallelism for attention and tensor parallelism for FFN.") \
 X(enable_dp_lm_head, BOOL, "--enable-dp-lm-head", "false", NULL, OPT, NOT_YET, "Vocabulary parallel across the attention TP group.") \
 X(enable_two_batch_overlap, BOOL, "--enable-two-batch-overlap", "false", NULL, OPT, NOT_YET, "Enable two micro-batches to overlap.") \

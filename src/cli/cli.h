@@ -16,5 +16,6 @@ int cmd_bench_offline(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -1,0 +1,78 @@
+/* api — SGLang's native routes and the OpenAI-compatible routes, over the
+ * http front and the scheduler's queues.
+ *
+ * DESIGN
+ *   polling thread (http):  api_handle: auth, route, parse JSON, chat
+ *                           template, tokenize, build sched_req_specs,
+ *                           register the job, sched_submit; never waits.
+ *   dispatcher thread:      sched_wait -> find the job by submit id ->
+ *                           accumulate (sched_result), detokenize
+ *                           incrementally (tok_stream), write SSE chunks or
+ *                           the final JSON (http_respond / http_stream_*).
+ *   scheduler thread:       api_stop_hook for stop strings (decodes the
+ *                           tail of the output).
+ * A client that disconnects aborts all of its job's requests by rid.
+ *
+ * Errors: native routes answer {"error": {"message": ...}} with SGLang's
+ * status codes; OpenAI routes {"object": "error", "message", "type",
+ * "param", "code"}; 401 {"error": "Unauthorized"} for a missing or wrong
+ * --api-key (health routes exempt, as SGLang).
+ *
+ * Ownership: api_server borrows the scheduler, tokenizer, chat template
+ * and args (all must outlive it) and owns its jobs and its thread. */
+#ifndef SGLC_API_H
+#define SGLC_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "http/http.h"
+#include "sched/sched.h"
+#include "template/template.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct api_config {
+    sched *s;                        /* borrowed, started by the caller */
+    const tok_tokenizer *tok;        /* borrowed; NULL = --skip-tokenizer-init */
+    const tmpl_chat *chat;           /* borrowed; NULL = no chat template */
+    const char *served_model_name;
+    const char *model_path;
+    const char *tokenizer_path;
+    const char *architecture;
+    const char *api_key;             /* NULL = no authentication */
+    int64_t context_length;
+    int64_t vocab_size;
+    bool incremental_streaming;      /* --incremental-streaming-output */
+    bool enable_cache_report;        /* usage.prompt_tokens_details.cached_tokens */
+    const char *root_path;           /* --fastapi-root-path: prefix stripped from paths */
+    const char *weight_version;      /* --weight-version */
+    const json_t *default_sampling;  /* borrowed or NULL: --sampling-defaults model, from
+                                      * generation_config.json; OpenAI routes only */
+    const json_t *preferred_sampling; /* borrowed or NULL: --preferred-sampling-params, fills
+                                       * a /generate request's missing sampling params */
+    json_t *server_info;             /* owned by the caller: args_to_json of the effective args */
+} api_config;
+
+typedef struct api_server api_server;
+
+/* Starts the dispatcher thread.  NULL with a message in err. */
+api_server *api_create(const api_config *cfg, char *err, size_t errlen);
+/* Stops the dispatcher (after the jobs are done: see api_active). */
+void api_destroy(api_server *a);
+
+/* The http handler (ctx = api_server). */
+void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,
+                size_t body_len);
+
+/* The scheduler's stop-string hook (ctx = the tok_tokenizer). */
+int api_stop_hook(void *ctx, uint64_t id, const sampling_params *p, const int32_t *out,
+                  int64_t n_out);
+
+/* Refuse new generation work with 503 (shutdown). */
+void api_set_draining(api_server *a, bool on);
+/* Jobs not finished yet. */
+int api_active(api_server *a);
+
+#endif

@@ -1,0 +1,355 @@
+/* cmd_serve — `sglc serve`: SGLang's launch_server.
+ *
+ * DESIGN: parse every server argument with args_parse (the args table; an
+ * argument whose feature is missing is refused there with exit 2), load
+ * the model, tokenizer and chat template, build and start the scheduler
+ * thread, warm up with one generation (unless --skip-server-warmup), then
+ * listen.  SIGINT/SIGTERM: stop accepting, refuse new generation work
+ * with 503, let in-flight requests finish (bounded by --watchdog-timeout
+ * style grace of 60 s, then abort them), stop, exit 0.
+ *
+ * Idle keep-alive connections close after 5 s without traffic (uvicorn's
+ * default); requests waiting for the model are suspended and never time out.
+ *
+ * Extra options (not SGLang arguments): --threads N compute threads,
+ * --max-payload-size BYTES body limit. */
+#include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "api/api.h"
+#include "args/args.h"
+#include "cli/cli.h"
+#include "cli/cli_model.h"
+#include "http/http.h"
+#include "hub/hub.h"
+#include "kv/kv_radix.h"
+#include "sched/sched.h"
+#include "template/template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* One greedy token through the running scheduler (SGLang's warm-up
+ * request); waits for its FINISH.  Called before the http front exists,
+ * so this thread may read the outbox. */
+static int warmup(sched *s, const tok_tokenizer *tok)
+{
+    sched_req_spec sp;
+    sched_req_spec_init(&sp);
+    sp.input_ids = malloc(sizeof(int32_t) * 4);
+    if (!sp.input_ids) return -1;
+    int32_t t0 = tok && tok_bos_id(tok) >= 0 ? tok_bos_id(tok) : 1;
+    for (int i = 0; i < 4; i++) sp.input_ids[i] = t0;
+    sp.n_input = 4;
+    sp.params.max_new_tokens = 2;
+    sp.params.has_max_new_tokens = true;
+    sp.params.top_k = 1;
+    sp.rid = strdup("WARMUP");
+    uint64_t id = sched_submit(s, &sp);
+    for (int tries = 0; tries < 600; tries++) {
+        sched_event *e = sched_wait(s, 1.0);
+        if (!e) continue;
+        bool done = e->id == id && e->kind == SCHED_EV_FINISH;
+        bool bad = done && e->finish == SCHED_FINISH_ABORT;
+        if (bad) fprintf(stderr, "error: warm-up request failed: %s\n", e->finish_str ? e->finish_str : "?");
+        sched_event_free(e);
+        if (done) return bad ? -1 : 0;
+    }
+    fprintf(stderr, "error: warm-up request did not finish\n");
+    return -1;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *threads_s = NULL, *max_body_s = NULL;
+    const args_extra extra[] = {
+        {"--threads", "N", "compute threads (default: all cores)", &threads_s, NULL},
+        {"--max-payload-size", "BYTES", "largest request body accepted (default 64 MiB; larger: 413)",
+         &max_body_s, NULL},
+        {NULL, NULL, NULL, NULL, NULL},
+    };
+    args_server a;
+    char err[1024];
+    int rc = args_parse(&a, argc, argv, extra, err, sizeof err);
+    if (rc == ARGS_HELP) {
+        args_print_help(stdout, "usage: sglc serve --model-path DIR [ARGS]", extra);
+        args_server_free(&a);
+        return 0;
+    }
+    if (rc != ARGS_OK) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        args_server_free(&a);
+        return 2;
+    }
+    if (args_validate(&a, err, sizeof err) != ARGS_OK || args_finalize(&a) != ARGS_OK) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        args_server_free(&a);
+        return 2;
+    }
+    if (!a.model_path) {
+        fprintf(stderr, "sglc serve: --model-path is required\n");
+        args_server_free(&a);
+        return 2;
+    }
+    long long threads = 0, max_body = 64ll << 20;
+    if ((threads_s && cli_parse_int(threads_s, 1, 4096, &threads)) ||
+        (max_body_s && cli_parse_int(max_body_s, 1024, 1ll << 40, &max_body))) {
+        fprintf(stderr, "sglc serve: bad --threads or --max-payload-size value\n");
+        args_server_free(&a);
+        return 2;
+    }
+    if (a.log_level && log_level_parse(a.log_level) >= 0) log_set_level(log_level_parse(a.log_level));
+
+    /* model */
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    mo.load.model_path = a.model_path;
+    mo.load.dtype = (!a.dtype || !strcmp(a.dtype, "auto")) ? -1 : dtype_parse(a.dtype);
+    if (a.load_format && !strcmp(a.load_format, "dummy")) mo.load.load_format = MODEL_LOAD_DUMMY;
+    else if (a.load_format && !strcmp(a.load_format, "safetensors")) mo.load.load_format = MODEL_LOAD_SAFETENSORS;
+    mo.load.override_json = a.json_model_override_args;
+    mo.load.context_length = a.context_length != ARGS_INT_NONE ? a.context_length : 0;
+    mo.load.random_seed = a.random_seed != ARGS_INT_NONE ? (uint64_t)a.random_seed : 0;
+    mo.kv_dtype = (a.kv_cache_dtype && !strcmp(a.kv_cache_dtype, "bfloat16")) ? DTYPE_BF16 : -1;
+    mo.threads = (int)threads;
+    mo.revision = a.revision;
+    mo.download_dir = a.download_dir;
+    model *m = cli_model_load(&mo);
+    if (!m) {
+        args_server_free(&a);
+        return 1;
+    }
+    const model_config *mc = model_get_config(m);
+    /* the tokenizer folder: --tokenizer-path or the model's, resolved
+     * through the hub cache as the model was (cached by now) */
+    char tok_dir[4096];
+    {
+        hub_opts ho = {0};
+        ho.revision = a.revision;
+        ho.cache_dir = a.download_dir;
+        ho.skip_weights = true;
+        const char *tp = a.tokenizer_path ? a.tokenizer_path : a.model_path;
+        if (hub_resolve(tp, &ho, tok_dir, sizeof tok_dir, err, sizeof err) != 0) {
+            fprintf(stderr, "sglc serve: %s\n", err);
+            model_free(m);
+            args_server_free(&a);
+            return 1;
+        }
+    }
+
+    /* tokenizer + chat template */
+    tok_tokenizer *tok = NULL;
+    tmpl_chat chat;
+    memset(&chat, 0, sizeof chat);
+    bool have_chat = false;
+    if (!a.skip_tokenizer_init) {
+        tok_load_opts to = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
+        tok = tok_load_dir(tok_dir, &to, err, sizeof err);
+        if (!tok) {
+            fprintf(stderr, "sglc serve: cannot load the tokenizer from %s: %s\n", tok_dir, err);
+            model_free(m);
+            args_server_free(&a);
+            return 1;
+        }
+        char *terr = NULL;
+        if (tmpl_chat_load(&chat, tok_dir, a.chat_template, NULL, &terr) == 0) {
+            have_chat = true;
+        } else if (a.chat_template) {
+            fprintf(stderr, "sglc serve: --chat-template: %s\n", terr ? terr : "cannot load");
+            free(terr);
+            tok_destroy(tok);
+            model_free(m);
+            args_server_free(&a);
+            return 2;
+        } else {
+            log_info("no chat template (%s): /v1/chat/completions answers 400", terr ? terr : "none");
+            free(terr);
+        }
+    }
+
+    /* scheduler */
+    sched_args sa;
+    sched_args_init(&sa);
+    if (a.page_size != ARGS_INT_NONE) sa.page_size = a.page_size;
+    if (a.max_total_tokens != ARGS_INT_NONE) sa.max_total_tokens = a.max_total_tokens;
+    if (!args_float_is_none(a.mem_fraction_static)) sa.mem_fraction_static = a.mem_fraction_static;
+    if (a.max_running_requests != ARGS_INT_NONE) sa.max_running_requests = a.max_running_requests;
+    if (a.max_queued_requests != ARGS_INT_NONE) sa.max_queued_requests = a.max_queued_requests;
+    if (a.max_prefill_tokens != ARGS_INT_NONE) sa.max_prefill_tokens = a.max_prefill_tokens;
+    if (a.chunked_prefill_size != ARGS_INT_NONE) sa.chunked_prefill_size = a.chunked_prefill_size;
+    if (a.prefill_max_requests != ARGS_INT_NONE) sa.prefill_max_requests = a.prefill_max_requests;
+    sa.schedule_conservativeness = a.schedule_conservativeness;
+    sa.schedule_policy = a.schedule_policy && !strcmp(a.schedule_policy, "lpm") ? SCHED_POLICY_LPM : SCHED_POLICY_FCFS;
+    sa.disable_radix_cache = a.disable_radix_cache;
+    sa.radix_eviction_policy = a.radix_eviction_policy && !strcmp(a.radix_eviction_policy, "lfu") ? KV_EVICT_LFU : KV_EVICT_LRU;
+    sa.enable_mixed_chunk = a.enable_mixed_chunk;
+    sa.enable_priority_scheduling = a.enable_priority_scheduling;
+    sa.schedule_low_priority_values_first = a.schedule_low_priority_values_first;
+    sa.priority_scheduling_preemption_threshold = a.priority_scheduling_preemption_threshold;
+    sa.abort_on_priority_when_disabled = a.abort_on_priority_when_disabled;
+    if (a.stream_interval != ARGS_INT_NONE) sa.stream_interval = a.stream_interval;
+    sa.kv_cache_dtype = (int)cli_kv_dtype(&mo, m);
+    sa.threads = cli_threads(&mo);
+    sa.random_seed = mo.load.random_seed;
+    sched *s = sched_create(m, &sa, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        if (have_chat) tmpl_chat_free(&chat);
+        tok_destroy(tok);
+        model_free(m);
+        args_server_free(&a);
+        return 1;
+    }
+
+    json_t *preferred = NULL;
+    if (a.preferred_sampling_params) {
+        preferred = json_loads(a.preferred_sampling_params, 0, NULL);
+        if (!json_is_object(preferred)) {
+            fprintf(stderr, "sglc serve: --preferred-sampling-params must be a JSON object\n");
+            json_decref(preferred);
+            sched_destroy(s);
+            if (have_chat) tmpl_chat_free(&chat);
+            tok_destroy(tok);
+            model_free(m);
+            args_server_free(&a);
+            return 2;
+        }
+    }
+    /* --sampling-defaults model: temperature, top_p, top_k, min_p,
+     * repetition_penalty of generation_config.json (SGLang's
+     * get_default_sampling_params) */
+    json_t *gen_defaults = NULL;
+    if (!a.sampling_defaults || !strcmp(a.sampling_defaults, "model")) {
+        char mdir[4096];
+        hub_opts ho = {0};
+        ho.revision = a.revision;
+        ho.cache_dir = a.download_dir;
+        ho.skip_weights = true;
+        if (hub_resolve(a.model_path, &ho, mdir, sizeof mdir, err, sizeof err) == 0) {
+            char gp[4200];
+            snprintf(gp, sizeof gp, "%s/generation_config.json", mdir);
+            json_t *g = json_load_file(gp, 0, NULL);
+            static const char *const keys[] = {"repetition_penalty", "temperature", "top_k", "top_p",
+                                               "min_p", NULL};
+            for (int k = 0; g && keys[k]; k++) {
+                json_t *v = json_object_get(g, keys[k]);
+                if (!json_is_number(v)) continue;
+                if (!gen_defaults) gen_defaults = json_object();
+                json_object_set(gen_defaults, keys[k], v);
+            }
+            json_decref(g);
+            if (gen_defaults) {
+                char *t = json_dumps(gen_defaults, JSON_COMPACT);
+                log_info("default sampling parameters from generation_config.json: %s", t ? t : "");
+                free(t);
+            }
+        }
+    }
+    json_t *info = args_to_json(&a);
+    api_config ac = {
+        .s = s,
+        .tok = tok,
+        .chat = have_chat ? &chat : NULL,
+        .served_model_name = a.served_model_name ? a.served_model_name : a.model_path,
+        .model_path = a.model_path,
+        .tokenizer_path = a.tokenizer_path ? a.tokenizer_path : a.model_path,
+        .architecture = mc->architecture,
+        .api_key = a.api_key,
+        .context_length = mc->context_length,
+        .vocab_size = mc->vocab_size,
+        .incremental_streaming = a.incremental_streaming_output,
+        .enable_cache_report = a.enable_cache_report,
+        .root_path = a.fastapi_root_path,
+        .weight_version = a.weight_version,
+        .server_info = info,
+        .default_sampling = gen_defaults,
+        .preferred_sampling = preferred,
+    };
+    int exit_code = 1;
+    api_server *api = NULL;
+    http_server *hs = NULL;
+    if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
+    if (sched_start(s)) goto out;
+    if (!a.skip_server_warmup && warmup(s, tok)) goto out;
+    api = api_create(&ac, err, sizeof err);
+    if (!api) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        goto out;
+    }
+    /* one descriptor per client: lift the soft limit to the hard one */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
+                      .max_conns = 0, .idle_timeout_s = 5};
+    hs = http_start(&hc, api_handle, api, err, sizeof err);
+    if (!hs) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        goto out;
+    }
+    struct sigaction sact;
+    memset(&sact, 0, sizeof sact);
+    sact.sa_handler = on_signal;
+    sigaction(SIGINT, &sact, NULL);
+    sigaction(SIGTERM, &sact, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    log_info("The server is fired up and ready to roll! http://%s:%d (model %s)", a.host, a.port,
+             ac.served_model_name);
+    fprintf(stderr, "sglc serve: listening on http://%s:%d\n", a.host, a.port);
+    while (!g_stop) sleep_ms(100);
+
+    log_info("shutting down: draining %d request(s)", api_active(api));
+    api_set_draining(api, true);
+    http_quiesce(hs);
+    double t0 = time_now_sec();
+    bool aborted = false;
+    while (api_active(api) > 0 || http_inflight(hs) > 0) {
+        if (!aborted && time_now_sec() - t0 > 60.0) {
+            sched_abort(s, NULL);
+            aborted = true;
+        }
+        if (time_now_sec() - t0 > 90.0) break;
+        sleep_ms(20);
+    }
+    log_info("drained in %.1f s (jobs %d, http requests %d left)", time_now_sec() - t0, api_active(api),
+             http_inflight(hs));
+    sleep_ms(100); /* let the last answers flush */
+    exit_code = 0;
+out:
+    if (hs) http_stop(hs);
+    sched_stop(s);
+    if (api) api_destroy(api);
+    sched_destroy(s);
+    json_decref(info);
+    json_decref(gen_defaults);
+    json_decref(preferred);
+    if (have_chat) tmpl_chat_free(&chat);
+    tok_destroy(tok);
+    model_free(m);
+    args_server_free(&a);
+    return exit_code;
+}
