@@ -1057,7 +1057,7 @@ static const struct {
 };
 
 static const char *const oai_unsupported[] = {"tools", "regex", "ebnf", "json_schema",
-                                              "structural_tag", "suffix", NULL};
+                                              "structural_tag", NULL};
 
 static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
 {
@@ -1068,6 +1068,30 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
             snprintf(err, sizeof err, "'%s' is not supported by sglc yet", oai_unsupported[k]);
             oai_error(r, 400, err);
             return;
+        }
+    }
+    /* suffix: fill-in-the-middle through --completion-template (SGLang's
+     * code_completion_parser); an empty suffix leaves the prompt alone */
+    bool use_fim = false;
+    json_t *sfx = json_object_get(body, "suffix");
+    if (sfx && !json_is_null(sfx)) {
+        json_t *p0 = json_object_get(body, "prompt");
+        if (kind != JOB_COMPL || !json_is_string(sfx)) {
+            oai_error(r, 400, kind != JOB_COMPL ? "'suffix' is only valid for /v1/completions"
+                                                : "suffix must be a string");
+            return;
+        }
+        if (json_string_length(sfx) > 0) {
+            if (!a->cfg.completion) {
+                oai_error(r, 400, "'suffix' needs a code-completion template: start the server with "
+                                  "--completion-template");
+                return;
+            }
+            if (!json_is_string(p0)) {
+                oai_error(r, 400, "'suffix' needs a single string prompt");
+                return;
+            }
+            use_fim = true;
         }
     }
     json_t *rf = json_object_get(body, "response_format");
@@ -1145,7 +1169,22 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
     json_t *texts = json_array(); /* echo */
     if (kind == JOB_COMPL) {
         json_t *p = json_object_get(body, "prompt");
-        if (json_is_string(p)) {
+        char *fim = NULL;
+        size_t fim_len = 0;
+        if (use_fim)
+            fim = tmpl_completion_prompt(a->cfg.completion, json_string_value(p),
+                                         json_string_length(p), json_string_value(sfx),
+                                         json_string_length(sfx), &fim_len);
+        if (use_fim && !fim) {
+            json_decref(sp), json_decref(prompts), json_decref(texts);
+            oai_error(r, 500, "out of memory");
+            return;
+        }
+        if (fim) {
+            json_array_append(texts, p);
+            json_array_append_new(prompts, tokenize_json(a, fim, fim_len, true));
+            free(fim);
+        } else if (json_is_string(p)) {
             json_array_append(texts, p);
             json_array_append_new(prompts, tokenize_json(a, json_string_value(p), json_string_length(p), true));
         } else if (is_id_list(p) && json_array_size(p) > 0) {

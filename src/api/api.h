@@ -30,6 +30,7 @@
 
 #include "http/http.h"
 #include "sched/sched.h"
+#include "template/completion.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,7 @@ typedef struct api_config {
     sched *s;                        /* borrowed, started by the caller */
     const tok_tokenizer *tok;        /* borrowed; NULL = --skip-tokenizer-init */
     const tmpl_chat *chat;           /* borrowed; NULL = no chat template */
+    const tmpl_completion *completion; /* borrowed; NULL = no --completion-template (suffix -> 400) */
     const char *served_model_name;
     const char *model_path;
     const char *tokenizer_path;

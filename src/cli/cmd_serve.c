@@ -32,6 +32,7 @@
 #include "hub/hub.h"
 #include "kv/kv_radix.h"
 #include "sched/sched.h"
+#include "template/completion.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
@@ -121,6 +122,18 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (a.log_level && log_level_parse(a.log_level) >= 0) log_set_level(log_level_parse(a.log_level));
+    /* --completion-template: checked before the (slow) model load */
+    static tmpl_completion completion;
+    bool have_completion = false;
+    if (a.completion_template) {
+        if (tmpl_completion_load(a.completion_template, &completion, err, sizeof err)) {
+            fprintf(stderr, "sglc serve: --completion-template: %s\n", err);
+            args_server_free(&a);
+            return 2;
+        }
+        have_completion = true;
+        log_info("completion template: %s", completion.name);
+    }
 
     /* model */
     cli_model_opts mo;
@@ -272,6 +285,7 @@ int cmd_serve(int argc, char **argv)
         .s = s,
         .tok = tok,
         .chat = have_chat ? &chat : NULL,
+        .completion = have_completion ? &completion : NULL,
         .served_model_name = a.served_model_name ? a.served_model_name : a.model_path,
         .model_path = a.model_path,
         .tokenizer_path = a.tokenizer_path ? a.tokenizer_path : a.model_path,
@@ -348,6 +362,7 @@ out:
     json_decref(gen_defaults);
     json_decref(preferred);
     if (have_chat) tmpl_chat_free(&chat);
+    if (have_completion) tmpl_completion_free(&completion);
     tok_destroy(tok);
     model_free(m);
     args_server_free(&a);

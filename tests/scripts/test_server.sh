@@ -26,7 +26,7 @@ KEY=sk-test-key
 URL=http://127.0.0.1:$PORT
 "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 --api-key $KEY \
     --served-model-name tiny --chat-template chatml --max-payload-size 100000 \
-    --max-total-tokens 20000 --preferred-sampling-params '{"max_new_tokens": 5}' --enable-cache-report --fastapi-root-path /api --weight-version w1 >"$T/log" 2>&1 &
+    --max-total-tokens 20000 --preferred-sampling-params '{"max_new_tokens": 5}' --enable-cache-report --fastapi-root-path /api --weight-version w1 --completion-template qwen_coder >"$T/log" 2>&1 &
 PID=$!
 for _ in $(seq 1 150); do
     curl -s -o /dev/null "$URL/health" && break
@@ -101,6 +101,13 @@ check "context overflow -> 400" "[ \$(req POST /generate \"{\\\"input_ids\\\":[\
 check "unknown route -> 404" "[ \$(req GET /nope) = 404 ]"
 check "body over --max-payload-size -> 413" "[ \$(head -c 200000 /dev/zero | tr '\\\\0' a | curl -s -o /dev/null -w '%{http_code}' \"\${A[@]}\" --data-binary @- $URL/generate) = 413 ]"
 check "OpenAI error shape" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"a\",\"temperature\":-1}') = 400 ] && [ \"\$(jq_ 'd[\"object\"], d[\"code\"], d[\"type\"]')\" = 'error 400 BadRequest' ]"
+# --- suffix: fill-in-the-middle through --completion-template qwen_coder
+FIM='<|fim_prefix|>Once upon<|fim_suffix|> happily ever after.<|fim_middle|>'
+FIMN=$(printf '%s' "$FIM" | $PY -c 'import json,sys; print(json.dumps({"text": sys.stdin.read(), "add_special_tokens": True}))' | "$BIN" tokenize --tokenizer-path "$M" 2>/dev/null | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["ids"]))')
+check "suffix: prompt is the qwen_coder FIM prompt" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"Once upon\",\"suffix\":\" happily ever after.\",\"max_tokens\":2}') = 200 ] && [ \"\$(jq_ 'd[\"usage\"][\"prompt_tokens\"]')\" = \"$FIMN\" ]"
+check "empty suffix leaves the prompt alone" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"Once upon\",\"suffix\":\"\",\"max_tokens\":2}') = 200 ] && [ \"\$(jq_ 'd[\"usage\"][\"prompt_tokens\"]')\" -lt \"$FIMN\" ]"
+check "suffix with a list prompt -> 400" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":[\"a\",\"b\"],\"suffix\":\"x\"}') = 400 ]"
+check "bad --completion-template -> exit 2" "\"$BIN\" serve --model-path \"$M\" --completion-template nope >/dev/null 2>\"$T/ct.err\"; [ \$? -eq 2 ] && grep -q qwen_coder \"$T/ct.err\""
 check "OpenAI tools refused 400" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}') = 400 ]"
 check "/v1/models/{unknown} -> 404 model_not_found" "[ \$(req GET /v1/models/nope) = 404 ] && grep -q model_not_found $T/body"
 
