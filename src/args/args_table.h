@@ -192,7 +192,7 @@ X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, NOT_YET, "API key for 
 X(served_model_name, STR, "--served-model-name", NULL, NULL, API, SUPPORTED, "The model name returned by the v1/models endpoint (defaults to --model-path).") \
 X(weight_version, STR, "--weight-version", "default", NULL, API, SUPPORTED, "Version identifier for the model weights.") \
 X(chat_template, STR, "--chat-template", NULL, NULL, API, SUPPORTED, "The builtin chat template name or the path of a chat template file (default: the tokenizer's).") \
-X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, NOT_YET, "Name of the chat template to pick when the tokenizer has several.") \
+X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, SUPPORTED, "Name of the chat template to pick when the tokenizer has several.") \
 X(completion_template, STR, "--completion-template", NULL, NULL, API, SUPPORTED, "The builtin completion template name or a file path (code completion).") \
 X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NOT_YET, "The path of the file storage in the backend.") \
 X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, SUPPORTED, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \

@@ -187,10 +187,12 @@ int cmd_serve(int argc, char **argv)
             return 1;
         }
         char *terr = NULL;
-        if (tmpl_chat_load(&chat, tok_dir, a.chat_template, NULL, &terr) == 0) {
+        if (tmpl_chat_load(&chat, tok_dir, a.chat_template, a.hf_chat_template_name, &terr) == 0) {
             have_chat = true;
-        } else if (a.chat_template) {
-            fprintf(stderr, "sglc serve: --chat-template: %s\n", terr ? terr : "cannot load");
+        } else if (a.chat_template || a.hf_chat_template_name) {
+            fprintf(stderr, "sglc serve: %s: %s\n",
+                    a.chat_template ? "--chat-template" : "--hf-chat-template-name",
+                    terr ? terr : "cannot load");
             free(terr);
             tok_destroy(tok);
             model_free(m);
