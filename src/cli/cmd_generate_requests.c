@@ -11,9 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "api/api.h"
 #include "cli/cli_sched.h"
+#include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -38,7 +41,36 @@ typedef struct line_req {
     uint64_t id;
     int n;            /* results (sampling_params.n) */
     bool logprob;
+    bool skip_special, spaces_special; /* detokenization options of the request */
+    bool no_stop_trim;
 } line_req;
+
+/* Fill a response's "text" with the detokenized output_ids (no-op without
+ * a tokenizer: ids in, ids out). */
+static void set_text(json_t *o, const tok_tokenizer *tk, const tok_decode_opts *dop, bool trim)
+{
+    json_t *ids = o ? json_object_get(o, "output_ids") : NULL;
+    if (!tk || !json_is_array(ids)) return;
+    size_t n = json_array_size(ids);
+    int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
+    if (!v) return;
+    for (size_t i = 0; i < n; i++) v[i] = (int32_t)json_integer_value(json_array_get(ids, i));
+    char *text = NULL;
+    size_t len = 0;
+    if (tok_decode(tk, v, n, dop, &text, &len) == 0) {
+        /* a matched stop string is cut from the text with what follows it,
+         * unless no_stop_trim (SGLang's detokenizer does the same) */
+        json_t *fr = json_object_get(json_object_get(o, "meta_info"), "finish_reason");
+        json_t *m = json_object_get(fr, "matched");
+        if (trim && json_is_string(m) && json_string_length(m) > 0) {
+            const char *hit = memmem(text, len, json_string_value(m), json_string_length(m));
+            if (hit) len = (size_t)(hit - text);
+        }
+        json_object_set_new(o, "text", json_stringn(text, len));
+    }
+    free(text);
+    free(v);
+}
 
 int cmd_generate_requests(int argc, char **argv)
 {
@@ -46,7 +78,8 @@ int cmd_generate_requests(int argc, char **argv)
     cli_model_opts_init(&mo);
     sched_args sa;
     sched_args_init(&sa);
-    const char *req_path = NULL, *out_path = NULL;
+    const char *req_path = NULL, *out_path = NULL, *tok_path = NULL;
+    bool skip_tok = false;
     for (int i = 1; i < argc;) {
         int r = cli_sched_arg(&mo, &sa, argc, argv, &i);
         if (r < 0) return 2;
@@ -57,7 +90,13 @@ int cmd_generate_requests(int argc, char **argv)
             usage(stdout);
             return 0;
         }
+        if (!strcmp(a, "--skip-tokenizer-init")) {
+            skip_tok = true;
+            i++;
+            continue;
+        }
         if ((v = cli_opt(argc, argv, &i, "--requests", &missing)) || missing) req_path = v;
+        else if ((v = cli_opt(argc, argv, &i, "--tokenizer-path", &missing)) || missing) tok_path = v;
         else if ((v = cli_opt(argc, argv, &i, "--output", &missing)) || missing) out_path = v;
         else {
             fprintf(stderr, "error: unknown argument '%s' (see sglc generate --requests F --help)\n", a);
@@ -75,6 +114,22 @@ int cmd_generate_requests(int argc, char **argv)
     if (!req_path) {
         fprintf(stderr, "error: --requests needs a file\n");
         return 2;
+    }
+    /* The tokenizer (optional: dummy-weight config folders have none) turns
+     * "text" lines into input_ids and output ids back into "text". */
+    tok_tokenizer *tk = NULL;
+    if (!skip_tok) {
+        const char *dir = tok_path ? tok_path : mo.load.model_path;
+        char tj[4200], terr[512];
+        snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+        if (tok_path || access(tj, R_OK) == 0) {
+            tok_load_opts to = {0};
+            tk = tok_load_dir(dir, &to, terr, sizeof terr);
+            if (!tk) {
+                fprintf(stderr, "error: tokenizer: %s\n", terr);
+                return 1;
+            }
+        }
     }
     FILE *in = strcmp(req_path, "-") ? fopen(req_path, "r") : stdin;
     if (!in) {
@@ -112,6 +167,17 @@ int cmd_generate_requests(int argc, char **argv)
         json_error_t je;
         json_t *obj = json_loadb(buf, (size_t)len, 0, &je);
         char err[512];
+        json_t *text = obj ? json_object_get(obj, "text") : NULL;
+        if (tk && json_is_string(text) && !json_object_get(obj, "input_ids")) {
+            tok_ids ti = {0};
+            if (tok_encode(tk, json_string_value(text), json_string_length(text), true, &ti) == 0) {
+                json_t *arr = json_array();
+                for (size_t q = 0; q < ti.n; q++) json_array_append_new(arr, json_integer(ti.ids[q]));
+                json_object_del(obj, "text");
+                json_object_set_new(obj, "input_ids", arr);
+            }
+            tok_ids_free(&ti);
+        }
         if (!obj) {
             snprintf(err, sizeof err, "invalid JSON: %s", je.text);
             L->error = strdup(err);
@@ -120,6 +186,9 @@ int cmd_generate_requests(int argc, char **argv)
         } else {
             L->n = specs[n_lines].params.n > 1 ? (int)specs[n_lines].params.n : 1;
             L->logprob = specs[n_lines].return_logprob;
+            L->skip_special = specs[n_lines].params.skip_special_tokens;
+            L->no_stop_trim = specs[n_lines].params.no_stop_trim;
+            L->spaces_special = specs[n_lines].params.spaces_between_special_tokens;
         }
         json_decref(obj);
         n_lines++;
@@ -141,6 +210,7 @@ int cmd_generate_requests(int argc, char **argv)
     bool *lps = NULL;
     cli_results res = {0};
     if (!s) goto done_model;
+    if (tk) sched_set_stop_hook(s, api_stop_hook, tk);
     int n_ok = 0;
     ids = malloc(sizeof *ids * (size_t)n_lines);
     n_per = malloc(sizeof *n_per * (size_t)n_lines);
@@ -185,13 +255,18 @@ int cmd_generate_requests(int argc, char **argv)
             json_object_set_new(o, "error", e);
         } else {
             int off = res.offset[j];
+            tok_decode_opts dop = {.skip_special_tokens = lines[k].skip_special,
+                                   .spaces_between_special_tokens = lines[k].spaces_special};
             if (lines[k].n == 1) {
                 o = sched_result_to_json(&res.res[off]);
+                set_text(o, tk, &dop, !lines[k].no_stop_trim);
                 all_done &= res.res[off].done;
             } else {
                 o = json_array();
                 for (int q = 0; q < lines[k].n; q++) {
-                    json_array_append_new(o, sched_result_to_json(&res.res[off + q]));
+                    json_t *one = sched_result_to_json(&res.res[off + q]);
+                    set_text(one, tk, &dop, !lines[k].no_stop_trim);
+                    json_array_append_new(o, one);
                     all_done &= res.res[off + q].done;
                 }
             }
@@ -233,5 +308,6 @@ done_lines:
     free(lines);
     free(specs);
     free(buf);
+    if (tk) tok_destroy(tk);
     return rc;
 }

@@ -140,7 +140,7 @@ int sched_req_from_json(const json_t *obj, sched_req_spec *sp, char *err, size_t
         goto fail;
     }
     if (have_text) {
-        snprintf(err, errlen, "'text' needs the tokenizer, which is not available yet: give input_ids");
+        snprintf(err, errlen, "'text' must be a string, and needs a tokenizer (none loaded: the model folder has no tokenizer.json, or --skip-tokenizer-init): give input_ids");
         goto fail;
     }
     if (!have_ids) {

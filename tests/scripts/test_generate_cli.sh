@@ -62,6 +62,13 @@ echo '{"text": "Once upon a time, there was a cat", "add_special_tokens": true}'
 check "--prompt token count matches tokenize" "$PY -c \"import json; o=json.load(open('$T/p.json')); t=json.load(open('$T/tok.json')); assert o['meta_info']['prompt_tokens']==len(t['ids']) and len(o['output_ids'])==8 and o['text'], (o, t)\""
 "$BIN" generate --model-path "$M" --input-ids "$($PY -c "import json; print(','.join(map(str, json.load(open('$T/tok.json'))['ids'])))")" --temperature 0 --max-new-tokens 8 --json >"$T/pi.json" 2>/dev/null
 check "--prompt == --input-ids of its tokens" "$PY -c \"import json; a=json.load(open('$T/p.json')); b=json.load(open('$T/pi.json')); assert a['output_ids']==b['output_ids'] and a['text']==b['text']\""
+# --requests with "text" lines: tokenized like --prompt, "text" detokenized,
+# a matched stop string cut from the text
+printf '%s\n' '{"text": "Once upon a time, there was a cat", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}' \
+    '{"input_ids": [1, 147], "sampling_params": {"max_new_tokens": 6, "temperature": 0, "stop": ["girl"]}}' >"$T/req.jsonl"
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" >"$T/req.out" 2>/dev/null
+check "--requests text line == --prompt" "$PY -c \"import json; a=json.loads(open('$T/req.out').readline()); b=json.load(open('$T/p.json')); assert a['output_ids']==b['output_ids'] and a['text']==b['text'], (a, b)\""
+check "--requests stop string trimmed" "$PY -c \"import json; l=open('$T/req.out').read().splitlines(); o=json.loads(l[1]); assert o['meta_info']['finish_reason']=={'type':'stop','matched':'girl'} and 'girl' not in o['text'] and o['text'].endswith('a little '), o\""
 check "dump-logits is 3 x 2048 f32" "[ \$(stat -c %s \"$T/l.f32\") -eq $((3 * 2048 * 4)) ]"
 check "dump-logits argmax = next ids" "$PY - \"$T/l.f32\" <<'PYEOF'
 import sys, numpy as np
