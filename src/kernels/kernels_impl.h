@@ -27,6 +27,10 @@ typedef struct kern_vtable {
     float (*dot_f32)(const float *a, const float *b, int n);
 } kern_vtable;
 
+/* Pack a weight into nb-column panels (kernels_pack.c); 0 or -1 (OOM). */
+int kern_pack_panels(kern_mat *m, const void *src, dtype sdt, int nb, int layout_bf16,
+                     int layout_f32);
+
 /* NULL until an ISA file provides one. */
 extern const kern_vtable *const kern_vtable_avx2;
 extern const kern_vtable *const kern_vtable_avx512;
