@@ -64,6 +64,7 @@ static void record(bserve_stream *s, int64_t k, double t)
         s->ttft = t - s->t_start;
     } else {
         if (k < 1) k = 1;
+        if (k > ((int64_t)1 << 20)) k = (int64_t)1 << 20; /* a hostile count cannot blow up memory */
         if (!grow((void **)&s->itl, &s->cap_itl, s->n_itl + (size_t)k, sizeof(double))) {
             s->oom = true;
             return;
