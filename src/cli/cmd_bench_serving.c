@@ -73,6 +73,7 @@ static void usage(FILE *f)
             "  --warmup-requests N        requests sent before the run (default 1)\n"
             "  --seed N                   default 1\n"
             "  --disable-ignore-eos       let requests stop at EOS\n"
+            "  --flush-cache              POST /flush_cache after the warm-up (SGLang server API)\n"
             "  --disable-stream           (not supported: timing needs streaming)\n"
             "  --extra-request-body JSON  merged into every request body\n"
             "  --output-file FILE         append a JSON line with the results\n"
@@ -123,9 +124,11 @@ static size_t buf_write(char *d, size_t sz, size_t nm, void *u)
     return n;
 }
 
-/* GET base+path; returns the parsed JSON body (caller decrefs) or NULL with
- * a reason in err. */
-static json_t *http_get_json(const char *base, const char *path, const char *key, char *err, size_t errlen)
+/* GET base+path (POST `post` when not NULL); returns the parsed JSON body
+ * (caller decrefs; a non-JSON 200 body gives json null) or NULL with a
+ * reason in err. */
+static json_t *http_json(const char *base, const char *path, const char *post, const char *key, char *err,
+                         size_t errlen)
 {
     char url[2048], auth[1024];
     snprintf(url, sizeof url, "%s%s", base, path);
@@ -142,6 +145,7 @@ static json_t *http_get_json(const char *base, const char *path, const char *key
     }
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    if (post) curl_easy_setopt(c, CURLOPT_POSTFIELDS, post);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
@@ -150,13 +154,21 @@ static json_t *http_get_json(const char *base, const char *path, const char *key
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
     json_t *o = NULL;
-    if (rc != CURLE_OK) snprintf(err, errlen, "GET %.300s: %s", url, curl_easy_strerror(rc));
-    else if (code != 200) snprintf(err, errlen, "GET %.300s: HTTP %ld %.200s", url, code, b.p ? b.p : "");
-    else if (!(o = json_loadb(b.p ? b.p : "", b.n, 0, NULL))) snprintf(err, errlen, "GET %.300s: reply is not JSON", url);
+    if (rc != CURLE_OK) snprintf(err, errlen, "%s %.300s: %s", post ? "POST" : "GET", url, curl_easy_strerror(rc));
+    else if (code != 200)
+        snprintf(err, errlen, "%s %.300s: HTTP %ld %.200s", post ? "POST" : "GET", url, code, b.p ? b.p : "");
+    else if (!(o = json_loadb(b.p ? b.p : "", b.n, 0, NULL))) o = json_null();
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     free(b.p);
     return o;
+}
+
+/* GET base+path; returns the parsed JSON body (caller decrefs) or NULL with
+ * a reason in err. */
+static json_t *http_get_json(const char *base, const char *path, const char *key, char *err, size_t errlen)
+{
+    return http_json(base, path, NULL, key, err, errlen);
 }
 
 /* ---- dataset ------------------------------------------------------------- */
@@ -214,7 +226,7 @@ typedef struct bench_opts {
     const char *backend_name, *dataset, *dataset_path, *output_file, *api_key, *model;
     long long num_prompts, rin, rout, g_groups, g_per, g_sys, g_q, g_out, seed, max_conc, warmup, sg_out;
     double ratio, rate;
-    bool ignore_eos;
+    bool ignore_eos, flush_cache;
     json_t *extra; /* --extra-request-body object or NULL */
     char base[1024];
 } bench_opts;
@@ -622,6 +634,11 @@ int cmd_bench_serving(int argc, char **argv)
             i++;
             continue;
         }
+        if (!strcmp(a, "--flush-cache")) {
+            o.flush_cache = true;
+            i++;
+            continue;
+        }
         if (!strcmp(a, "--disable-stream")) {
             fprintf(stderr, "error: --disable-stream is not supported (TTFT/ITL need streaming)\n");
             json_decref(o.extra);
@@ -799,6 +816,15 @@ int cmd_bench_serving(int argc, char **argv)
         fflush(stdout);
     }
 
+    if (o.flush_cache) {
+        json_t *fr = http_json(o.base, "/flush_cache", "", o.api_key, err, sizeof err);
+        if (!fr) {
+            fprintf(stderr, "error: --flush-cache: %s\n", err);
+            goto out;
+        }
+        json_decref(fr);
+    }
+
     rs = calloc((size_t)n, sizeof *rs);
     arrival = calloc((size_t)n, sizeof *arrival);
     if (!rs || !arrival) {
@@ -916,6 +942,7 @@ int cmd_bench_serving(int argc, char **argv)
             json_object_set_new(j, "gsp_output_len", json_integer(o.g_out));
         }
         json_object_set_new(j, "seed", json_integer(o.seed));
+        json_object_set_new(j, "flush_cache", json_boolean(o.flush_cache));
         json_object_set_new(j, "duration", json_real(dur));
         json_object_set_new(j, "completed", json_integer(ok));
         json_object_set_new(j, "failed", json_integer(failed));

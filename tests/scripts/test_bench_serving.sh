@@ -83,9 +83,9 @@ check "random-ids native: input tokens = 256, generated = 64" "[ \"\$(field 'Tot
 check "random-ids oai at 50 req/s: input 256, generated 64" "[ \"\$(field 'Total input tokens:' $T/ids2.out)\" = 256 ] && [ \"\$(field 'Total generated tokens:' $T/ids2.out)\" = 64 ] && [ \"\$(field 'Traffic request rate:' $T/ids2.out)\" = 50.0 ]"
 
 # shared prefix: 2 groups x 3 prompts, 6 output tokens each
-"$BIN" bench-serving --backend sglang --port "$PORT" --api-key $KEY --tokenizer "$M" --dataset-name generated-shared-prefix \
+"$BIN" bench-serving --backend sglang --port "$PORT" --api-key $KEY --tokenizer "$M" --dataset-name generated-shared-prefix --flush-cache \
     --gsp-num-groups 2 --gsp-prompts-per-group 3 --gsp-system-prompt-len 64 --gsp-question-len 8 --gsp-output-len 6 >"$T/gsp.out" 2>&1
-check "generated-shared-prefix: 6 requests, 36 tokens" "[ \"\$(field 'Successful requests:' $T/gsp.out)\" = 6 ] && [ \"\$(field 'Total generated tokens:' $T/gsp.out)\" = 36 ]"
+check "generated-shared-prefix (+ --flush-cache): 6 requests, 36 tokens" "[ \"\$(field 'Successful requests:' $T/gsp.out)\" = 6 ] && [ \"\$(field 'Total generated tokens:' $T/gsp.out)\" = 36 ]"
 
 # ShareGPT file (one conversation too short to keep: SGLang's filter)
 cat >"$T/sg.json" <<'JEOF'
