@@ -82,6 +82,12 @@ check "random-ids native: input tokens = 256, generated = 64" "[ \"\$(field 'Tot
 "$BIN" bench-serving --backend sglang-oai --dataset-name random-ids "${COMMON[@]}" --request-rate 50 >"$T/ids2.out" 2>&1
 check "random-ids oai at 50 req/s: input 256, generated 64" "[ \"\$(field 'Total input tokens:' $T/ids2.out)\" = 256 ] && [ \"\$(field 'Total generated tokens:' $T/ids2.out)\" = 64 ] && [ \"\$(field 'Traffic request rate:' $T/ids2.out)\" = 50.0 ]"
 
+# no --model / --tokenizer: the model name from /v1/models, the tokenizer
+# from /get_model_info (a local folder here)
+"$BIN" bench-serving --backend sglang-oai --port "$PORT" --api-key $KEY --num-prompts 2 --random-input-len 8 \
+    --random-output-len 3 --random-range-ratio 1 --output-file "$T/auto.jsonl" >"$T/auto.out" 2>&1
+check "model and tokenizer learnt from the server" "[ \"\$(field 'Total generated tokens:' $T/auto.out)\" = 6 ] && grep -q '\"model_id\":\"tiny\"' $T/auto.jsonl"
+
 # shared prefix: 2 groups x 3 prompts, 6 output tokens each
 "$BIN" bench-serving --backend sglang --port "$PORT" --api-key $KEY --tokenizer "$M" --dataset-name generated-shared-prefix --flush-cache \
     --gsp-num-groups 2 --gsp-prompts-per-group 3 --gsp-system-prompt-len 64 --gsp-question-len 8 --gsp-output-len 6 >"$T/gsp.out" 2>&1
