@@ -5,7 +5,7 @@
  * Arrival times are drawn up front (Poisson process at --request-rate, all
  * at t = 0 for inf); request k starts at max(its arrival, a free slot under
  * --max-concurrency), in order, as SGLang's asyncio semaphore does.  Each
- * response body is fed to a bserve_stream (bserve.h) with the time its
+ * response body is fed to a cli_bserve_stream (cli_bserve.h) with the time its
  * bytes arrived, which yields TTFT, the inter-token latencies and the
  * generated text.  Output tokens are the server's count (native
  * meta_info.completion_tokens, OpenAI usage via stream_options) or, when a
@@ -35,7 +35,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "cli/bserve.h"
+#include "cli/cli_bserve.h"
 #include "cli/cli.h"
 #include "cli/cli_model.h"
 #include "tokenizer/tokenizer.h"
@@ -222,7 +222,7 @@ static int64_t count_tokens(const tok_tokenizer *t, const char *s, bool special)
 }
 
 typedef struct bench_opts {
-    bserve_backend backend;
+    cli_bserve_backend backend;
     const char *backend_name, *dataset, *dataset_path, *output_file, *api_key, *model;
     long long num_prompts, rin, rout, g_groups, g_per, g_sys, g_q, g_out, seed, max_conc, warmup, sg_out;
     double ratio, rate;
@@ -258,10 +258,10 @@ static item *build_dataset(const bench_opts *o, const tok_tokenizer *t, int64_t 
             free(it);
             return NULL;
         }
-        bserve_conv *cv;
+        cli_bserve_conv *cv;
         size_t nc;
         char err[256];
-        int prc = bserve_sharegpt_parse(data, len, &cv, &nc, err, sizeof err);
+        int prc = cli_bserve_sharegpt_parse(data, len, &cv, &nc, err, sizeof err);
         free(data);
         if (prc) {
             fprintf(stderr, "error: %s: %s\n", o->dataset_path, err);
@@ -270,7 +270,7 @@ static item *build_dataset(const bench_opts *o, const tok_tokenizer *t, int64_t 
         }
         for (size_t a = nc; a > 1; a--) { /* seeded shuffle */
             size_t b = (size_t)rng_range(&st, 0, (int64_t)a - 1);
-            bserve_conv tmp = cv[a - 1];
+            cli_bserve_conv tmp = cv[a - 1];
             cv[a - 1] = cv[b];
             cv[b] = tmp;
         }
@@ -286,7 +286,7 @@ static item *build_dataset(const bench_opts *o, const tok_tokenizer *t, int64_t 
             it[k].output_len = ol;
             k++;
         }
-        bserve_convs_free(cv, nc);
+        cli_bserve_convs_free(cv, nc);
         if (k == 0) {
             fprintf(stderr, "error: %s has no usable conversation\n", o->dataset_path);
             free(it);
@@ -331,7 +331,7 @@ static item *build_dataset(const bench_opts *o, const tok_tokenizer *t, int64_t 
             it[k].output_len = rng_range(&st, lo_out > 1 ? lo_out : 1, o->rout);
             v.n = 0;
             if (random_ids(t, &st, nin, &v)) goto fail;
-            if (ids_mode && o->backend != BSERVE_OAI_CHAT) {
+            if (ids_mode && o->backend != CLI_BSERVE_OAI_CHAT) {
                 it[k].ids = malloc(sizeof(int32_t) * v.n);
                 if (!it[k].ids) goto fail;
                 memcpy(it[k].ids, v.ids, sizeof(int32_t) * v.n);
@@ -360,7 +360,7 @@ typedef struct req {
     CURL *easy;
     struct curl_slist *hdr;
     char *body;
-    bserve_stream st;
+    cli_bserve_stream st;
     buf errbody;   /* body of a non-200 answer (first 4 KiB) */
     long status;
     bool started, finished, ok;
@@ -379,14 +379,14 @@ static size_t req_write(char *d, size_t sz, size_t nm, void *u)
         if (r->errbody.n < 4096) buf_write(d, 1, n < 4096 ? n : 4096, &r->errbody);
         return n;
     }
-    bserve_stream_feed(&r->st, d, n, t);
+    cli_bserve_stream_feed(&r->st, d, n, t);
     return n;
 }
 
 static char *make_body(const bench_opts *o, const item *it)
 {
     json_t *b = json_object();
-    if (o->backend == BSERVE_SGLANG) {
+    if (o->backend == CLI_BSERVE_SGLANG) {
         if (it->ids) {
             json_t *a = json_array();
             for (int64_t i = 0; i < it->n_ids; i++) json_array_append_new(a, json_integer(it->ids[i]));
@@ -400,7 +400,7 @@ static char *make_body(const bench_opts *o, const item *it)
         json_object_set_new(b, "stream", json_true());
     } else {
         json_object_set_new(b, "model", json_string(o->model));
-        if (o->backend == BSERVE_OAI) {
+        if (o->backend == CLI_BSERVE_OAI) {
             if (it->ids) {
                 json_t *a = json_array();
                 for (int64_t i = 0; i < it->n_ids; i++) json_array_append_new(a, json_integer(it->ids[i]));
@@ -429,7 +429,7 @@ static int req_start(CURLM *m, const bench_opts *o, req *r)
     char url[1200], auth[1024];
     snprintf(url, sizeof url, "%s%s", o->base, paths[o->backend]);
     r->started = true;
-    bserve_stream_init(&r->st, o->backend, time_now_sec());
+    cli_bserve_stream_init(&r->st, o->backend, time_now_sec());
     if (!(r->body = make_body(o, r->it)) || !(r->easy = curl_easy_init())) {
         snprintf(r->err, sizeof r->err, "out of memory");
         return -1;
@@ -461,7 +461,7 @@ static void req_finish(const tok_tokenizer *t, req *r, CURLcode cc)
 {
     double now = time_now_sec();
     r->finished = true;
-    bserve_stream_finish(&r->st, now);
+    cli_bserve_stream_finish(&r->st, now);
     r->e2e = now - r->st.t_start;
     if (r->err[0]) return;
     if (cc != CURLE_OK) {
@@ -613,7 +613,7 @@ static const char *rate_str(double rate, char *b, size_t n)
 
 int cmd_bench_serving(int argc, char **argv)
 {
-    bench_opts o = {.backend = BSERVE_SGLANG, .backend_name = "sglang", .dataset = "random",
+    bench_opts o = {.backend = CLI_BSERVE_SGLANG, .backend_name = "sglang", .dataset = "random",
                     .num_prompts = 1000, .rin = 1024, .rout = 1024, .g_groups = 64, .g_per = 16,
                     .g_sys = 2048, .g_q = 128, .g_out = 256, .seed = 1, .warmup = 1, .rate = INFINITY,
                     .ignore_eos = true};
@@ -723,9 +723,9 @@ int cmd_bench_serving(int argc, char **argv)
     char *model_owned = NULL;
     char err[1024];
 
-    if (!strcmp(o.backend_name, "sglang")) o.backend = BSERVE_SGLANG;
-    else if (!strcmp(o.backend_name, "sglang-oai")) o.backend = BSERVE_OAI;
-    else if (!strcmp(o.backend_name, "sglang-oai-chat")) o.backend = BSERVE_OAI_CHAT;
+    if (!strcmp(o.backend_name, "sglang")) o.backend = CLI_BSERVE_SGLANG;
+    else if (!strcmp(o.backend_name, "sglang-oai")) o.backend = CLI_BSERVE_OAI;
+    else if (!strcmp(o.backend_name, "sglang-oai-chat")) o.backend = CLI_BSERVE_OAI_CHAT;
     else {
         fprintf(stderr, "error: --backend must be sglang, sglang-oai or sglang-oai-chat\n");
         goto out;
@@ -754,7 +754,7 @@ int cmd_bench_serving(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    if (!o.model && o.backend != BSERVE_SGLANG) {
+    if (!o.model && o.backend != CLI_BSERVE_SGLANG) {
         models = http_get_json(o.base, "/v1/models", o.api_key, err, sizeof err);
         json_t *id = models ? json_object_get(json_array_get(json_object_get(models, "data"), 0), "id") : NULL;
         if (!json_is_string(id)) {
@@ -806,7 +806,7 @@ int cmd_bench_serving(int argc, char **argv)
         run_requests(&o, tok, wr, o.warmup, wa, 0);
         free(wa);
         for (long long k = 0; k < o.warmup; k++) {
-            bserve_stream_free(&wr[k].st);
+            cli_bserve_stream_free(&wr[k].st);
             if (!wr[k].ok) {
                 fprintf(stderr, "error: warm-up request to %s failed: %s\n", o.base, wr[k].err);
                 goto out;
@@ -970,7 +970,7 @@ int cmd_bench_serving(int argc, char **argv)
     }
 out:
     if (rs)
-        for (int64_t k = 0; k < n; k++) bserve_stream_free(&rs[k].st);
+        for (int64_t k = 0; k < n; k++) cli_bserve_stream_free(&rs[k].st);
     free(rs);
     free(wr);
     free(arrival);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bserve.h"
+#include "cli/cli_bserve.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -19,29 +19,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *p = (const char *)data + 1;
     size_t n = size - 1;
     if (sel == 3) {
-        bserve_conv *c;
+        cli_bserve_conv *c;
         size_t nc;
         char err[128];
-        if (bserve_sharegpt_parse(p, n, &c, &nc, err, sizeof err) == 0) {
+        if (cli_bserve_sharegpt_parse(p, n, &c, &nc, err, sizeof err) == 0) {
             for (size_t i = 0; i < nc; i++)
                 if (!c[i].prompt || !c[i].completion) abort();
-            bserve_convs_free(c, nc);
+            cli_bserve_convs_free(c, nc);
         }
         return 0;
     }
-    bserve_stream s;
-    bserve_stream_init(&s, (bserve_backend)sel, 0.0);
+    cli_bserve_stream s;
+    cli_bserve_stream_init(&s, (cli_bserve_backend)sel, 0.0);
     double t = 0.0;
     for (size_t off = 0; off < n; off += step) {
         size_t k = n - off < step ? n - off : step;
         t += 0.001;
-        bserve_stream_feed(&s, p + off, k, t);
+        cli_bserve_stream_feed(&s, p + off, k, t);
     }
-    bserve_stream_finish(&s, t + 0.001);
+    cli_bserve_stream_finish(&s, t + 0.001);
     if (s.text && s.text[s.text_len] != '\0') abort();
     if (s.chunks > 0 && !(s.ttft >= 0)) abort();
     for (size_t i = 0; i < s.n_itl; i++)
         if (!(s.itl[i] >= 0) || !isfinite(s.itl[i])) abort();
-    bserve_stream_free(&s);
+    cli_bserve_stream_free(&s);
     return 0;
 }

@@ -11,18 +11,18 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cli/bserve.h"
+#include "cli/cli_bserve.h"
 
 /* Feed each event string at its own time (i + 1) * 0.1 s, each split into
  * pieces of `step` bytes. */
-static void feed(bserve_stream *s, const char **ev, size_t n, size_t step)
+static void feed(cli_bserve_stream *s, const char **ev, size_t n, size_t step)
 {
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(ev[i]);
         for (size_t off = 0; off < len; off += step)
-            bserve_stream_feed(s, ev[i] + off, len - off < step ? len - off : step, 0.1 * (double)(i + 1));
+            cli_bserve_stream_feed(s, ev[i] + off, len - off < step ? len - off : step, 0.1 * (double)(i + 1));
     }
-    bserve_stream_finish(s, 0.1 * (double)(n + 1));
+    cli_bserve_stream_finish(s, 0.1 * (double)(n + 1));
 }
 
 static void test_native(void **st)
@@ -34,8 +34,8 @@ static void test_native(void **st)
         "data: {\"text\":\"Once upon a time\",\"meta_info\":{\"completion_tokens\":4}}\n\ndata: [DONE]\n\n",
     };
     for (size_t step = 1; step <= 200; step += 199) {
-        bserve_stream s;
-        bserve_stream_init(&s, BSERVE_SGLANG, 0.0);
+        cli_bserve_stream s;
+        cli_bserve_stream_init(&s, CLI_BSERVE_SGLANG, 0.0);
         feed(&s, ev, 3, step);
         assert_true(s.done);
         assert_null(s.error);
@@ -47,7 +47,7 @@ static void test_native(void **st)
         assert_float_equal(s.itl[0], 0.05, 1e-12);
         assert_float_equal(s.itl[1], 0.05, 1e-12);
         assert_float_equal(s.itl[2], 0.1, 1e-12);
-        bserve_stream_free(&s);
+        cli_bserve_stream_free(&s);
     }
 }
 
@@ -60,8 +60,8 @@ static void test_chat_usage_error(void **st)
         "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\" there\"},\"finish_reason\":\"length\"}]}\n\n",
         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2}}\n\ndata: [DONE]",
     };
-    bserve_stream s;
-    bserve_stream_init(&s, BSERVE_OAI_CHAT, 0.0);
+    cli_bserve_stream s;
+    cli_bserve_stream_init(&s, CLI_BSERVE_OAI_CHAT, 0.0);
     feed(&s, ev, 4, 3);
     assert_true(s.done); /* last line had no newline: finish processed it */
     assert_float_equal(s.ttft, 0.2, 1e-12);
@@ -69,17 +69,17 @@ static void test_chat_usage_error(void **st)
     assert_int_equal(s.completion_tokens, 2);
     assert_int_equal(s.prompt_tokens, 9);
     assert_int_equal(s.n_itl, 1);
-    bserve_stream_free(&s);
+    cli_bserve_stream_free(&s);
 
     const char *bad[] = {"data: {\"choices\":[{\"text\":\"a\"}]}\n\n", "data: not json\n\n",
                          "data: {\"error\":{\"message\":\"boom\"}}\n\n"};
-    bserve_stream_init(&s, BSERVE_OAI, 0.0);
+    cli_bserve_stream_init(&s, CLI_BSERVE_OAI, 0.0);
     feed(&s, bad, 3, 1000);
     assert_string_equal(s.text, "a");
     assert_non_null(s.error);
     assert_string_equal(s.error, "boom");
     assert_int_equal(s.completion_tokens, -1);
-    bserve_stream_free(&s);
+    cli_bserve_stream_free(&s);
 }
 
 static void test_sharegpt(void **st)
@@ -89,16 +89,16 @@ static void test_sharegpt(void **st)
                     "{\"conversations\":[{\"from\":\"human\",\"value\":\"alone\"}]}, 3,"
                     "{\"conversations\":[{\"from\":\"human\",\"value\":\"p2\"},{\"from\":\"gpt\",\"value\":\"c2\"},"
                     "{\"from\":\"human\",\"value\":\"more\"}]}]";
-    bserve_conv *c;
+    cli_bserve_conv *c;
     size_t n;
     char err[128];
-    assert_int_equal(bserve_sharegpt_parse(j, strlen(j), &c, &n, err, sizeof err), 0);
+    assert_int_equal(cli_bserve_sharegpt_parse(j, strlen(j), &c, &n, err, sizeof err), 0);
     assert_int_equal(n, 2);
     assert_string_equal(c[0].prompt, "p1");
     assert_string_equal(c[1].completion, "c2");
-    bserve_convs_free(c, n);
-    assert_int_equal(bserve_sharegpt_parse("{}", 2, &c, &n, err, sizeof err), -1);
-    assert_int_equal(bserve_sharegpt_parse("[", 1, &c, &n, err, sizeof err), -1);
+    cli_bserve_convs_free(c, n);
+    assert_int_equal(cli_bserve_sharegpt_parse("{}", 2, &c, &n, err, sizeof err), -1);
+    assert_int_equal(cli_bserve_sharegpt_parse("[", 1, &c, &n, err, sizeof err), -1);
     assert_non_null(strstr(err, "not JSON"));
 }
 

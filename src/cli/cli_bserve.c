@@ -1,19 +1,19 @@
-/* bserve — SSE answer parsing and ShareGPT loading for bench-serving.
+/* cli_bserve — SSE answer parsing and ShareGPT loading for bench-serving.
  *
- * DESIGN: see bserve.h.  Lines end at "\n" (a trailing "\r" is dropped);
+ * DESIGN: see cli_bserve.h.  Lines end at "\n" (a trailing "\r" is dropped);
  * only `data:` lines matter, everything else (comments, `event:`, blank
  * separators) is skipped, as SGLang's client does.  A line longer than
  * 64 MiB is treated as an allocation failure. */
-#include "cli/bserve.h"
+#include "cli/cli_bserve.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BSERVE_MAX_LINE ((size_t)64 << 20)
+#define CLI_BSERVE_MAX_LINE ((size_t)64 << 20)
 
-void bserve_stream_init(bserve_stream *s, bserve_backend b, double t_start)
+void cli_bserve_stream_init(cli_bserve_stream *s, cli_bserve_backend b, double t_start)
 {
     memset(s, 0, sizeof *s);
     s->backend = b;
@@ -23,7 +23,7 @@ void bserve_stream_init(bserve_stream *s, bserve_backend b, double t_start)
     s->prompt_tokens = -1;
 }
 
-void bserve_stream_free(bserve_stream *s)
+void cli_bserve_stream_free(cli_bserve_stream *s)
 {
     free(s->itl);
     free(s->text);
@@ -44,7 +44,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-static void set_text(bserve_stream *s, const char *t, size_t n, bool append)
+static void set_text(cli_bserve_stream *s, const char *t, size_t n, bool append)
 {
     size_t base = append ? s->text_len : 0;
     if (!grow((void **)&s->text, &s->text_cap, base + n + 1, 1)) {
@@ -57,7 +57,7 @@ static void set_text(bserve_stream *s, const char *t, size_t n, bool append)
 }
 
 /* A chunk carrying k >= 1 new tokens arrived at t. */
-static void record(bserve_stream *s, int64_t k, double t)
+static void record(cli_bserve_stream *s, int64_t k, double t)
 {
     s->chunks++;
     if (s->ttft < 0) {
@@ -75,7 +75,7 @@ static void record(bserve_stream *s, int64_t k, double t)
     s->t_last = t;
 }
 
-static void set_error(bserve_stream *s, json_t *e)
+static void set_error(cli_bserve_stream *s, json_t *e)
 {
     if (s->error) return;
     const char *m = NULL;
@@ -88,7 +88,7 @@ static void set_error(bserve_stream *s, json_t *e)
     if (!s->error) s->oom = true;
 }
 
-static void usage_of(bserve_stream *s, json_t *u)
+static void usage_of(cli_bserve_stream *s, json_t *u)
 {
     if (!json_is_object(u)) return;
     json_t *c = json_object_get(u, "completion_tokens"), *p = json_object_get(u, "prompt_tokens");
@@ -96,7 +96,7 @@ static void usage_of(bserve_stream *s, json_t *u)
     if (json_is_integer(p)) s->prompt_tokens = json_integer_value(p);
 }
 
-static void event(bserve_stream *s, const char *d, size_t n, double t)
+static void event(cli_bserve_stream *s, const char *d, size_t n, double t)
 {
     while (n && (*d == ' ' || *d == '\t')) d++, n--;
     if (n == 6 && !memcmp(d, "[DONE]", 6)) {
@@ -114,7 +114,7 @@ static void event(bserve_stream *s, const char *d, size_t n, double t)
         json_decref(o);
         return;
     }
-    if (s->backend == BSERVE_SGLANG) {
+    if (s->backend == CLI_BSERVE_SGLANG) {
         json_t *txt = json_object_get(o, "text"), *meta = json_object_get(o, "meta_info");
         int64_t prev = s->completion_tokens > 0 ? s->completion_tokens : 0, k = 0;
         json_t *ct = json_is_object(meta) ? json_object_get(meta, "completion_tokens") : NULL;
@@ -138,7 +138,7 @@ static void event(bserve_stream *s, const char *d, size_t n, double t)
         json_t *c0 = json_is_array(ch) ? json_array_get(ch, 0) : NULL;
         json_t *txt = NULL;
         if (json_is_object(c0)) {
-            if (s->backend == BSERVE_OAI) txt = json_object_get(c0, "text");
+            if (s->backend == CLI_BSERVE_OAI) txt = json_object_get(c0, "text");
             else {
                 json_t *delta = json_object_get(c0, "delta");
                 txt = json_is_object(delta) ? json_object_get(delta, "content") : NULL;
@@ -152,18 +152,18 @@ static void event(bserve_stream *s, const char *d, size_t n, double t)
     json_decref(o);
 }
 
-static void line(bserve_stream *s, const char *l, size_t n, double t)
+static void line(cli_bserve_stream *s, const char *l, size_t n, double t)
 {
     if (n && l[n - 1] == '\r') n--;
     if (n >= 5 && !memcmp(l, "data:", 5)) event(s, l + 5, n - 5, t);
 }
 
-void bserve_stream_feed(bserve_stream *s, const char *data, size_t n, double t)
+void cli_bserve_stream_feed(cli_bserve_stream *s, const char *data, size_t n, double t)
 {
     while (n) {
         const char *nl = memchr(data, '\n', n);
         size_t take = nl ? (size_t)(nl - data) : n;
-        if (s->line_len + take > BSERVE_MAX_LINE) {
+        if (s->line_len + take > CLI_BSERVE_MAX_LINE) {
             s->oom = true;
             s->line_len = 0;
         } else if (nl && s->line_len == 0) {
@@ -186,13 +186,13 @@ void bserve_stream_feed(bserve_stream *s, const char *data, size_t n, double t)
     }
 }
 
-void bserve_stream_finish(bserve_stream *s, double t)
+void cli_bserve_stream_finish(cli_bserve_stream *s, double t)
 {
     if (s->line_len) line(s, s->line, s->line_len, t);
     s->line_len = 0;
 }
 
-void bserve_convs_free(bserve_conv *c, size_t n)
+void cli_bserve_convs_free(cli_bserve_conv *c, size_t n)
 {
     if (!c) return;
     for (size_t i = 0; i < n; i++) {
@@ -202,7 +202,7 @@ void bserve_convs_free(bserve_conv *c, size_t n)
     free(c);
 }
 
-int bserve_sharegpt_parse(const char *json, size_t len, bserve_conv **out, size_t *n, char *err, size_t errlen)
+int cli_bserve_sharegpt_parse(const char *json, size_t len, cli_bserve_conv **out, size_t *n, char *err, size_t errlen)
 {
     *out = NULL;
     *n = 0;
@@ -218,7 +218,7 @@ int bserve_sharegpt_parse(const char *json, size_t len, bserve_conv **out, size_
         return -1;
     }
     size_t cnt = json_array_size(root), k = 0;
-    bserve_conv *c = calloc(cnt ? cnt : 1, sizeof *c);
+    cli_bserve_conv *c = calloc(cnt ? cnt : 1, sizeof *c);
     if (!c) {
         json_decref(root);
         snprintf(err, errlen, "out of memory");
@@ -233,7 +233,7 @@ int bserve_sharegpt_parse(const char *json, size_t len, bserve_conv **out, size_
         c[k].prompt = strndup(json_string_value(p), json_string_length(p));
         c[k].completion = strndup(json_string_value(q), json_string_length(q));
         if (!c[k].prompt || !c[k].completion) {
-            bserve_convs_free(c, k + 1);
+            cli_bserve_convs_free(c, k + 1);
             json_decref(root);
             snprintf(err, errlen, "out of memory");
             return -1;
