@@ -116,6 +116,48 @@ check "wrong API key: 4 failed, exit 1, message names 401" "[ $rc = 1 ] && [ \"\
 
 # a server that is not there
 kill $PID; wait $PID 2>/dev/null; PID=
+
+# timing against a fake backend with known chunk times (independent of
+# sglc's server): TTFT ~100 ms, ITL ~50 ms (the native 2-token chunk gives
+# two 25 ms entries), TPOT = (e2e - ttft) / 3; the OpenAI requests carry
+# only OpenAI fields (+ ignore_eos)
+FPORT=$(freeport)
+$PY "$ROOT/tests/scripts/bench_serving_fake.py" "$FPORT" "$T/bodies.jsonl" &
+PID=$!
+for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$FPORT/health" && break; sleep 0.1; done
+for b in sglang sglang-oai sglang-oai-chat; do
+    "$BIN" bench-serving --backend $b --port "$FPORT" --tokenizer "$M" --num-prompts 2 --random-input-len 8 \
+        --random-output-len 4 --random-range-ratio 1 --warmup-requests 0 --output-file "$T/fake.jsonl" >"$T/fake_$b.out" 2>&1
+    rc=$?
+    check "fake backend $b: timing (TTFT ~100 ms, ITL, TPOT)" "[ $rc = 0 ] && $PY - $T/fake.jsonl $b <<'PYEOF'
+import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+native = sys.argv[2] == 'sglang'
+assert d['completed'] == 2 and d['total_output_tokens'] == 8, d
+assert 90 <= d['median_ttft_ms'] <= 180, d
+if native:  # ITL entries per request: 50, 25, 25
+    assert 20 <= d['median_itl_ms'] <= 40 and 40 <= d['max_itl_ms'] <= 120, d
+else:
+    assert 40 <= d['median_itl_ms'] <= 90, d
+tpot_expect = (d['mean_e2e_latency_ms'] - d['mean_ttft_ms']) / 3
+assert abs(d['mean_tpot_ms'] - tpot_expect) < 1.0 and 30 <= d['mean_tpot_ms'] <= 80, d
+PYEOF"
+done
+check "OpenAI requests carry only OpenAI fields + ignore_eos" "$PY - $T/bodies.jsonl <<'PYEOF'
+import json, sys
+ok = {'model', 'prompt', 'messages', 'temperature', 'max_tokens', 'stream', 'stream_options', 'ignore_eos'}
+n = 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r['path'] == '/generate':
+        assert set(r['body']) == {'text', 'sampling_params', 'stream'}, r
+        continue
+    n += 1
+    assert set(r['body']) <= ok, r
+    assert r['body']['model'] == 'fake-model' and r['body']['max_tokens'] == 4 and r['body']['stream'] is True, r
+assert n == 4, n
+PYEOF"
+kill $PID; wait $PID 2>/dev/null; PID=
 for w in 0 1; do
     "$BIN" bench-serving --backend sglang --port "$PORT" --tokenizer "$M" --num-prompts 4 --random-input-len 8 \
         --random-output-len 4 --warmup-requests $w >"$T/down$w.out" 2>"$T/down$w.err"
