@@ -17,5 +17,6 @@ int cmd_chat_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_bench_serving(int argc, char **argv); /* load generator for a running server */
 
 #endif
