@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "util/cpu.h"
 #include "util/log.h"
+#include "util/rng.h"
 
 void cli_model_opts_init(cli_model_opts *o)
 {
@@ -241,14 +242,6 @@ int cli_threads(const cli_model_opts *o)
 
 /* ---- sampler ------------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 int cli_sampler_init(cli_sampler *s, int vocab, float temperature, float top_p, int top_k,
                      float min_p, uint64_t seed)
 {
@@ -292,7 +285,7 @@ int cli_sample(cli_sampler *s, const float *logits)
     float inv_t = 1.0f / s->temperature;
     for (int i = 0; i < V; i++) p[i] = logits[i] * inv_t;
     kern_softmax(p, V);
-    double u = (double)(splitmix(&s->rng) >> 11) * (1.0 / 9007199254740992.0);
+    double u = (double)(rng_next(&s->rng) >> 11) * (1.0 / 9007199254740992.0);
     int filtered = (s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f || s->min_p > 0.0f;
     if (!filtered) {
         double acc = 0.0;

@@ -24,6 +24,7 @@
 #include "cli/cli_sched.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+#include "util/rng.h"
 
 static void usage(FILE *f)
 {
@@ -48,20 +49,6 @@ static void usage(FILE *f)
             "  --result-filename FILE         append a JSON line with the results\n"
             "\n");
     cli_sched_help(f);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static int64_t rng_range(uint64_t *s, int64_t lo, int64_t hi) /* [lo, hi] */
-{
-    if (hi <= lo) return lo;
-    return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
 }
 
 typedef struct item {

@@ -22,6 +22,7 @@
 #include "util/log.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
+#include "util/rng.h"
 
 #define MAX_LIST 16
 
@@ -76,14 +77,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 typedef struct run_result {

@@ -40,6 +40,7 @@
 #include "cli/cli_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/timeutil.h"
+#include "util/rng.h"
 
 static void usage(FILE *f)
 {
@@ -81,20 +82,6 @@ static void usage(FILE *f)
 }
 
 /* ---- small utilities ------------------------------------------------------- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static int64_t rng_range(uint64_t *s, int64_t lo, int64_t hi) /* [lo, hi] */
-{
-    if (hi <= lo) return lo;
-    return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
-}
 
 static double rng_unit(uint64_t *s) /* (0, 1] */
 {

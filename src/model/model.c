@@ -32,6 +32,7 @@
 #include "model/rope.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+#include "util/rng.h"
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -111,10 +112,7 @@ static void fail(loader *L, const char *fmt, ...)
 /* splitmix64 -> uniform float in [lo, hi) */
 static float rng_uniform(uint64_t *s, float lo, float hi)
 {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
+    uint64_t z = rng_next(s);
     return lo + (hi - lo) * (float)((double)(z >> 40) / (double)(1ull << 24));
 }
 

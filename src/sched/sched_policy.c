@@ -19,16 +19,11 @@
 
 #include "sched/sched_impl.h"
 #include "util/log.h"
+#include "util/rng.h"
 
 #define SCHED_CACHE_AWARE_MAX_QUEUE 128
 
-uint64_t sched_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+uint64_t sched_rand(uint64_t *state) { return rng_next(state); }
 
 /* qsort is not stable: every key ends with the current rank (order). */
 static void rank_current(sched *s)
