@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hub/hub.h"
 #include "kernels/kernels.h"
@@ -225,6 +226,21 @@ model *cli_model_load(const cli_model_opts *o)
     model *m = model_load(&lo, err, sizeof err);
     if (!m) fprintf(stderr, "error: %s\n", err);
     return m;
+}
+
+int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out)
+{
+    *out = NULL;
+    char tjson[4200], terr[512];
+    snprintf(tjson, sizeof tjson, "%s/tokenizer.json", dir);
+    if (!required && access(tjson, R_OK) != 0) return 0;
+    tok_load_opts to = {0};
+    *out = tok_load_dir(dir, &to, terr, sizeof terr);
+    if (!*out) {
+        fprintf(stderr, "error: tokenizer: %s\n", terr);
+        return -1;
+    }
+    return 0;
 }
 
 dtype cli_kv_dtype(const cli_model_opts *o, const model *m)

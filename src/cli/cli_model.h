@@ -11,10 +11,12 @@
 #ifndef SGLC_CLI_MODEL_H
 #define SGLC_CLI_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 typedef struct cli_model_opts {
     model_load_opts load;
@@ -52,6 +54,11 @@ model *cli_model_load(const cli_model_opts *o);
 /* The local folder the last cli_model_load read (after hub resolution);
  * "" before any load.  Points into static storage. */
 const char *cli_model_dir(void);
+/* The tokenizer of a folder, for commands where it is optional (dummy-weight
+ * config folders have none: ids in, ids out).  When !required and dir has
+ * no tokenizer.json, *out = NULL and 0 is returned.  -1 after printing the
+ * error. */
+int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out);
 dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
 int cli_threads(const cli_model_opts *o);
 

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/cli_model.h"
@@ -209,21 +208,9 @@ int cmd_generate(int argc, char **argv)
     json_t *out_ids = NULL;
     tok_tokenizer *tk = NULL;
     char *text = NULL;
-    if (!skip_tok) {
-        /* The tokenizer is optional unless --prompt needs it: dummy-weight
-         * config folders have none, and ids in / ids out still works. */
-        const char *dir = tok_path ? tok_path : cli_model_dir();
-        char tjson[4200], terr[512];
-        snprintf(tjson, sizeof tjson, "%s/tokenizer.json", dir);
-        if (tok_path || prompt || access(tjson, R_OK) == 0) {
-            tok_load_opts to = {0};
-            tk = tok_load_dir(dir, &to, terr, sizeof terr);
-            if (!tk) {
-                fprintf(stderr, "error: tokenizer: %s\n", terr);
-                goto done;
-            }
-        }
-    }
+    /* the tokenizer is optional unless --prompt or --tokenizer-path asks for it */
+    if (!skip_tok && cli_tokenizer_load(tok_path ? tok_path : cli_model_dir(), tok_path || prompt, &tk))
+        goto done;
     if (prompt) {
         tok_ids ti = {0};
         if (tok_encode(tk, prompt, strlen(prompt), true, &ti)) {

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "api/api.h"
@@ -118,19 +117,8 @@ int cmd_generate_requests(int argc, char **argv)
     /* The tokenizer (optional: dummy-weight config folders have none) turns
      * "text" lines into input_ids and output ids back into "text". */
     tok_tokenizer *tk = NULL;
-    if (!skip_tok) {
-        const char *dir = tok_path ? tok_path : mo.load.model_path;
-        char tj[4200], terr[512];
-        snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
-        if (tok_path || access(tj, R_OK) == 0) {
-            tok_load_opts to = {0};
-            tk = tok_load_dir(dir, &to, terr, sizeof terr);
-            if (!tk) {
-                fprintf(stderr, "error: tokenizer: %s\n", terr);
-                return 1;
-            }
-        }
-    }
+    if (!skip_tok && cli_tokenizer_load(tok_path ? tok_path : mo.load.model_path, tok_path != NULL, &tk))
+        return 1;
     FILE *in = strcmp(req_path, "-") ? fopen(req_path, "r") : stdin;
     if (!in) {
         fprintf(stderr, "error: cannot open %s\n", req_path);
