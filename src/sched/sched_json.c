@@ -130,6 +130,18 @@ int sched_req_from_json(const json_t *obj, sched_req_spec *sp, char *err, size_t
                 snprintf(err, errlen, "return_text_in_logprobs must be a boolean");
                 goto fail;
             }
+        } else if (!strcmp(key, "custom_logit_processor")) {
+            /* SGLang's check (tokenizer_manager._validate_one_request); the
+             * flag itself is not implemented, so a processor is always refused */
+            if (json_is_null(v) || (json_is_string(v) && !json_string_length(v))) continue;
+            snprintf(err, errlen, "The server is not configured to enable custom logit processor. "
+                                  "Please set `--enable-custom-logit-processor` to enable this feature.");
+            goto fail;
+        } else if (!strcmp(key, "return_hidden_states")) {
+            if (json_is_null(v) || json_is_false(v)) continue;
+            snprintf(err, errlen, "The server is not configured to return the hidden states. "
+                                  "Please set `--enable-return-hidden-states` to enable this feature.");
+            goto fail;
         } else {
             snprintf(err, errlen, "unexpected field '%s' in the request", key);
             goto fail;

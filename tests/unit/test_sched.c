@@ -980,6 +980,8 @@ static void test_request_json(void **state)
         {"{\"input_ids\":[[1,2],[3]]}", 0, "batched"},
         {"{\"input_ids\":[]}", 0, "empty"},
         {"{\"input_ids\":[1],\"bogus\":1}", 0, "unexpected field 'bogus'"},
+        {"{\"input_ids\":[1],\"custom_logit_processor\":\"{}\"}", 0, "--enable-custom-logit-processor"},
+        {"{\"input_ids\":[1],\"return_hidden_states\":true}", 0, "--enable-return-hidden-states"},
         {"{\"input_ids\":[1],\"sampling_params\":{\"temperature\":\"hot\"}}", 0, "temperature"},
         {"{\"input_ids\":[1],\"top_logprobs_num\":-1}", 0, "top_logprobs_num"},
         {"{}", 0, "should be provided"},
