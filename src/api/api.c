@@ -75,6 +75,7 @@ struct api_server {
     int n_jobs;
     int64_t n_reqs;              /* scheduler requests in flight */
     atomic_bool draining, stop;
+    atomic_bool starting;        /* until api_set_ready: health 503, no generation */
     pthread_t thread;
     bool thread_started;
     atomic_ullong rid_counter;
@@ -1476,14 +1477,16 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         respond_json(r, 401, json_pack("{s:s}", "error", "Unauthorized"));
         return;
     }
-    bool draining = atomic_load(&a->draining);
+    bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
     if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) {
         if (draining) native_error(r, 503, "The server is shutting down.");
+        else if (starting) native_error(r, 503, "The server is starting.");
         else http_respond(r, 200, "text/plain", "", 0, NULL);
         return;
     }
     if (!strcmp(path, "/health_generate")) {
         if (draining) native_error(r, 503, "The server is shutting down.");
+        else if (starting) native_error(r, 503, "The server is starting.");
         else route_health_generate(a, r);
         return;
     }
@@ -1552,9 +1555,10 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
     }
     if (is_gen || is_compl || is_chat) {
         bool oai = !is_gen;
-        if (draining) {
-            if (oai) oai_error(r, 503, "The server is shutting down.");
-            else native_error(r, 503, "The server is shutting down.");
+        if (draining || starting) {
+            const char *m = draining ? "The server is shutting down." : "The server is starting.";
+            if (oai) oai_error(r, 503, m);
+            else native_error(r, 503, m);
             return;
         }
         json_t *j = parse_body(r, body, body_len, oai, false);
@@ -1663,14 +1667,26 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     clock_gettime(CLOCK_REALTIME, &ts);
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;
     pthread_mutex_init(&a->mu, NULL);
-    if (!cfg->s) return a; /* dry run: no scheduler, no dispatcher */
-    if (pthread_create(&a->thread, NULL, dispatcher_main, a)) {
-        snprintf(err, errlen, "cannot start the dispatcher thread");
+    atomic_store(&a->starting, true);
+    if (cfg->start_later) return a;
+    if (api_set_ready(a, err, errlen)) {
         api_destroy(a);
         return NULL;
     }
-    a->thread_started = true;
     return a;
+}
+
+int api_set_ready(api_server *a, char *err, size_t errlen)
+{
+    if (a->cfg.s && !a->thread_started) { /* dry run: no scheduler, no dispatcher */
+        if (pthread_create(&a->thread, NULL, dispatcher_main, a)) {
+            snprintf(err, errlen, "cannot start the dispatcher thread");
+            return -1;
+        }
+        a->thread_started = true;
+    }
+    atomic_store(&a->starting, false);
+    return 0;
 }
 
 void api_destroy(api_server *a)

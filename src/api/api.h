@@ -12,6 +12,9 @@
  *   scheduler thread:       api_stop_hook for stop strings (decodes the
  *                           tail of the output).
  * A client that disconnects aborts all of its job's requests by rid.
+ * Start-up (SGLang's ServerStatus.Starting): the front listens while the
+ * server warms up; /health, /health_generate and the generation routes
+ * answer 503 "The server is starting." until api_set_ready.
  *
  * Errors: native routes answer {"error": {"message": ...}} with SGLang's
  * status codes; OpenAI routes {"object": "error", "message", "type",
@@ -55,12 +58,18 @@ typedef struct api_config {
     const json_t *preferred_sampling; /* borrowed or NULL: --preferred-sampling-params, fills
                                        * a /generate request's missing sampling params */
     json_t *server_info;             /* owned by the caller: args_to_json of the effective args */
+    bool start_later;                /* api_create leaves the server "starting" (health and
+                                      * generation routes 503, no dispatcher: the caller may
+                                      * read the scheduler's outbox) until api_set_ready */
 } api_config;
 
 typedef struct api_server api_server;
 
 /* Starts the dispatcher thread.  NULL with a message in err. */
 api_server *api_create(const api_config *cfg, char *err, size_t errlen);
+/* Leave the "starting" state: start the dispatcher thread (from now on it
+ * alone reads the scheduler's outbox).  0, or -1 with a message in err. */
+int api_set_ready(api_server *a, char *err, size_t errlen);
 /* Stops the dispatcher (after the jobs are done: see api_active). */
 void api_destroy(api_server *a);
 

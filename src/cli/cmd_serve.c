@@ -3,8 +3,8 @@
  * DESIGN: parse every server argument with args_parse (the args table; an
  * argument whose feature is missing is refused there with exit 2), load
  * the model, tokenizer and chat template, build and start the scheduler
- * thread, warm up with one generation (unless --skip-server-warmup), then
- * listen.  SIGINT/SIGTERM: stop accepting, refuse new generation work
+ * thread, listen (health and generation routes answer 503 "starting"),
+ * warm up with one generation (unless --skip-server-warmup), then serve.  SIGINT/SIGTERM: stop accepting, refuse new generation work
  * with 503, let in-flight requests finish (bounded by --watchdog-timeout
  * style grace of 60 s, then abort them), stop, exit 0.
  *
@@ -53,8 +53,8 @@ static void sleep_ms(int ms)
 }
 
 /* One greedy token through the running scheduler (SGLang's warm-up
- * request); waits for its FINISH.  Called before the http front exists,
- * so this thread may read the outbox. */
+ * request); waits for its FINISH.  Called before api_set_ready starts the
+ * dispatcher, so this thread may read the outbox. */
 static int warmup(sched *s, const tok_tokenizer *tok)
 {
     sched_req_spec sp;
@@ -308,7 +308,10 @@ int cmd_serve(int argc, char **argv)
     http_server *hs = NULL;
     if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
     if (sched_start(s)) goto out;
-    if (!a.skip_server_warmup && warmup(s, tok)) goto out;
+    /* listen first, answering 503 "starting" while the warm-up runs (as
+     * SGLang's ServerStatus.Starting); the warm-up reads the outbox itself,
+     * so the dispatcher starts only after it */
+    ac.start_later = true;
     api = api_create(&ac, err, sizeof err);
     if (!api) {
         fprintf(stderr, "sglc serve: %s\n", err);
@@ -324,6 +327,11 @@ int cmd_serve(int argc, char **argv)
                       .max_conns = 0, .idle_timeout_s = 5};
     hs = http_start(&hc, api_handle, api, err, sizeof err);
     if (!hs) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        goto out;
+    }
+    if (!a.skip_server_warmup && warmup(s, tok)) goto out;
+    if (api_set_ready(api, err, sizeof err)) {
         fprintf(stderr, "sglc serve: %s\n", err);
         goto out;
     }

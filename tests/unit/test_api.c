@@ -94,6 +94,37 @@ static void test_api_key(void **state)
     api_destroy(a);
 }
 
+/* Start-up: until api_set_ready, health and generation answer 503
+ * "starting"; other routes already work. */
+static void test_starting(void **state)
+{
+    (void)state;
+    char err[128];
+    api_config c = {.served_model_name = "tiny", .model_path = "m", .architecture = "A",
+                    .context_length = 64, .vocab_size = 100, .start_later = true};
+    api_server *a = api_create(&c, err, sizeof err);
+    assert_non_null(a);
+    char *o;
+    assert_int_equal(call(a, "GET", "/health", "", &o), 503);
+    assert_non_null(strstr(o, "starting"));
+    free(o);
+    assert_int_equal(call(a, "GET", "/health_generate", "", &o), 503);
+    free(o);
+    json_t *j = jcall(a, "/generate", "{\"input_ids\":[1,2]}", 503);
+    json_decref(j);
+    j = jcall(a, "/v1/completions", "{\"prompt\":[1,2]}", 503);
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "error");
+    json_decref(j);
+    assert_int_equal(call(a, "GET", "/get_model_info", "", &o), 200);
+    free(o);
+    assert_int_equal(api_set_ready(a, err, sizeof err), 0);
+    assert_int_equal(call(a, "GET", "/health", "", &o), 200);
+    free(o);
+    j = jcall(a, "/generate", "{\"input_ids\":[1,2]}", 200);
+    json_decref(j);
+    api_destroy(a);
+}
+
 static void test_native_shapes(void **state)
 {
     (void)state;
@@ -145,6 +176,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes_and_errors),
         cmocka_unit_test(test_api_key),
+        cmocka_unit_test(test_starting),
         cmocka_unit_test(test_native_shapes),
         cmocka_unit_test(test_openai_shapes),
     };
