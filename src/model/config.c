@@ -6,6 +6,8 @@
  * for transformers (e.g. "sliding_window": null, "rope_scaling": null).
  */
 #include "model/config.h"
+#include "util/errmsg.h"
+#include "util/fileio.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -19,16 +21,6 @@
 #include "util/log.h"
 #include <strings.h>
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 typedef struct getter {
     json_t *obj;
@@ -50,7 +42,7 @@ static int get_int(getter *g, const char *key, long long lo, long long hi, int d
     json_t *v = get(g, key);
     if (!v) {
         if (required && !g->bad) {
-            seterr(g->err, g->errlen, "%s: missing required field '%s'", g->where, key);
+            errmsg_set(g->err, g->errlen, "%s: missing required field '%s'", g->where, key);
             g->bad = 1;
         }
         return def;
@@ -62,7 +54,7 @@ static int get_int(getter *g, const char *key, long long lo, long long hi, int d
     else d = NAN;
     if (!(d >= (double)lo && d <= (double)hi)) {
         if (!g->bad)
-            seterr(g->err, g->errlen, "%s: '%s' must be an integer in [%lld, %lld]", g->where, key,
+            errmsg_set(g->err, g->errlen, "%s: '%s' must be an integer in [%lld, %lld]", g->where, key,
                    lo, hi);
         g->bad = 1;
         return def;
@@ -75,14 +67,14 @@ static double get_num(getter *g, const char *key, double lo, double hi, double d
     json_t *v = get(g, key);
     if (!v) {
         if (required && !g->bad) {
-            seterr(g->err, g->errlen, "%s: missing required field '%s'", g->where, key);
+            errmsg_set(g->err, g->errlen, "%s: missing required field '%s'", g->where, key);
             g->bad = 1;
         }
         return def;
     }
     if (!json_is_number(v) || !(json_number_value(v) >= lo && json_number_value(v) <= hi)) {
         if (!g->bad)
-            seterr(g->err, g->errlen, "%s: '%s' must be a number in [%g, %g]", g->where, key, lo,
+            errmsg_set(g->err, g->errlen, "%s: '%s' must be a number in [%g, %g]", g->where, key, lo,
                    hi);
         g->bad = 1;
         return def;
@@ -95,7 +87,7 @@ static int get_bool(getter *g, const char *key, int def)
     json_t *v = get(g, key);
     if (!v) return def;
     if (!json_is_boolean(v)) {
-        if (!g->bad) seterr(g->err, g->errlen, "%s: '%s' must be true or false", g->where, key);
+        if (!g->bad) errmsg_set(g->err, g->errlen, "%s: '%s' must be true or false", g->where, key);
         g->bad = 1;
         return def;
     }
@@ -112,7 +104,7 @@ static int add_eos(model_config *c, json_t *v, const char *where, char *err, siz
         one = json_is_array(v) ? json_array_get(v, i) : v;
         if (!json_is_integer(one) || json_integer_value(one) < 0 ||
             json_integer_value(one) > 0x7fffffff) {
-            seterr(err, errlen, "%s: eos_token_id must be a non-negative int or a list of them",
+            errmsg_set(err, errlen, "%s: eos_token_id must be a non-negative int or a list of them",
                    where);
             return -1;
         }
@@ -147,13 +139,13 @@ static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
     json_t *rs = json_object_get(root, "rope_scaling");
     if (!rs || json_is_null(rs)) return 0;
     if (!json_is_object(rs)) {
-        seterr(err, errlen, "config.json: rope_scaling must be an object or null");
+        errmsg_set(err, errlen, "config.json: rope_scaling must be an object or null");
         return -1;
     }
     json_t *jt = json_object_get(rs, "rope_type");
     if (!jt || json_is_null(jt)) jt = json_object_get(rs, "type");
     if (!json_is_string(jt)) {
-        seterr(err, errlen, "config.json: rope_scaling needs a string 'rope_type' (or 'type')");
+        errmsg_set(err, errlen, "config.json: rope_scaling needs a string 'rope_type' (or 'type')");
         return -1;
     }
     const char *t = json_string_value(jt);
@@ -174,7 +166,7 @@ static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
         r->high_freq_factor = get_num(&s, "high_freq_factor", 1e-6, 1e6, 1.0, 1);
         r->original_max_pos = get_int(&s, "original_max_position_embeddings", 1, 1 << 30, 0, 1);
         if (!s.bad && r->high_freq_factor <= r->low_freq_factor) {
-            seterr(err, errlen,
+            errmsg_set(err, errlen,
                    "config.json: rope_scaling: high_freq_factor must exceed low_freq_factor");
             return -1;
         }
@@ -189,7 +181,7 @@ static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
         r->original_max_pos = get_int(&s, "original_max_position_embeddings", 1, 1 << 30, 0, 0);
         r->truncate = get_bool(&s, "truncate", 1);
     } else {
-        seterr(err, errlen,
+        errmsg_set(err, errlen,
                "config.json: unsupported rope_scaling type '%.32s' (supported: default, linear, "
                "dynamic, llama3, yarn)",
                t);
@@ -222,19 +214,19 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     json_error_t jerr;
     json_t *root = json_loadb(json, len, 0, &jerr);
     if (!root) {
-        seterr(err, errlen, "config.json: bad JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+        errmsg_set(err, errlen, "config.json: bad JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                jerr.column);
         return -1;
     }
     int rc = -1;
     if (!json_is_object(root)) {
-        seterr(err, errlen, "config.json: not a JSON object");
+        errmsg_set(err, errlen, "config.json: not a JSON object");
         goto out;
     }
     if (override_json && *override_json) {
         json_t *ov = json_loads(override_json, 0, &jerr);
         if (!ov || !json_is_object(ov)) {
-            seterr(err, errlen, "--json-model-override-args: %s",
+            errmsg_set(err, errlen, "--json-model-override-args: %s",
                    ov ? "must be a JSON object" : jerr.text);
             json_decref(ov);
             goto out;
@@ -247,13 +239,13 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     char supported[512];
     model_arch_list(supported, sizeof supported);
     if (!json_is_string(a0)) {
-        seterr(err, errlen, "config.json: no 'architectures' list (supported: %s)", supported);
+        errmsg_set(err, errlen, "config.json: no 'architectures' list (supported: %s)", supported);
         goto out;
     }
     snprintf(c->architecture, sizeof c->architecture, "%s", json_string_value(a0));
     c->arch = model_arch_find(json_string_value(a0));
     if (!c->arch) {
-        seterr(err, errlen, "config.json: unsupported architecture '%.64s' (supported: %s)",
+        errmsg_set(err, errlen, "config.json: unsupported architecture '%.64s' (supported: %s)",
                json_string_value(a0), supported);
         goto out;
     }
@@ -285,20 +277,20 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     c->torch_dtype = json_is_string(tdt) ? dtype_parse(json_string_value(tdt)) : -1;
     if (add_eos(c, json_object_get(root, "eos_token_id"), "config.json", err, errlen)) goto out;
     if (c->n_head % c->n_kv_head) {
-        seterr(err, errlen,
+        errmsg_set(err, errlen,
                "config.json: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                c->n_head, c->n_kv_head);
         goto out;
     }
     if (c->head_dim % 2) {
-        seterr(err, errlen, "config.json: head_dim (%d) must be even for rotary embeddings",
+        errmsg_set(err, errlen, "config.json: head_dim (%d) must be even for rotary embeddings",
                c->head_dim);
         goto out;
     }
     if (c->bos_token_id >= c->vocab_size) c->bos_token_id = -1;
     const model_arch *ar = c->arch;
     if (ar->act == MODEL_ACT_SILU && strcmp(c->hidden_act, "silu") != 0) {
-        seterr(err, errlen, "config.json: hidden_act '%s' is not supported for %s (expected silu)",
+        errmsg_set(err, errlen, "config.json: hidden_act '%s' is not supported for %s (expected silu)",
                c->hidden_act, c->architecture);
         goto out;
     }
@@ -306,7 +298,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     if (parse_rope(c, root, err, errlen)) goto out;
     int rot = (int)(c->head_dim * c->rope.partial_rotary_factor);
     if (rot < 2 || rot % 2) {
-        seterr(err, errlen, "config.json: rotary dimension %d (head_dim x partial_rotary_factor) "
+        errmsg_set(err, errlen, "config.json: rotary dimension %d (head_dim x partial_rotary_factor) "
                             "must be even and >= 2", rot);
         goto out;
     }
@@ -317,7 +309,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
             /* SGLang refuses this unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is set */
             const char *allow = getenv("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN");
             if (!allow || !*allow || !strcmp(allow, "0") || !strcasecmp(allow, "false")) {
-                seterr(err, errlen,
+                errmsg_set(err, errlen,
                        "--context-length %d is longer than the model's context length %d "
                        "(derived from max_position_embeddings and rope_scaling); set "
                        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 to allow it",
@@ -337,21 +329,6 @@ out:
     return rc;
 }
 
-static char *read_file(const char *path, size_t max, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc(max + 1);
-    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
-    fclose(f);
-    if (!buf || n > max) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 int model_config_load(model_config *c, const char *dir, const char *override_json,
                       int context_length, char *err, size_t errlen)
@@ -359,22 +336,22 @@ int model_config_load(model_config *c, const char *dir, const char *override_jso
     char path[4096];
     size_t len;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = read_file(path, 16u << 20, &len);
+    char *text = fileio_read(path, 16u << 20, &len);
     if (!text) {
-        seterr(err, errlen, "%s: cannot read (missing, unreadable or over 16 MiB)", path);
+        errmsg_set(err, errlen, "%s: cannot read (missing, unreadable or over 16 MiB)", path);
         return -1;
     }
     int rc = model_config_parse(c, text, len, override_json, context_length, err, errlen);
     free(text);
     if (rc) return rc;
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    text = read_file(path, 16u << 20, &len);
+    text = fileio_read(path, 16u << 20, &len);
     if (text) {
         json_error_t jerr;
         json_t *g = json_loadb(text, len, 0, &jerr);
         free(text);
         if (!g || !json_is_object(g)) {
-            seterr(err, errlen, "%s: bad JSON", path);
+            errmsg_set(err, errlen, "%s: bad JSON", path);
             json_decref(g);
             return -1;
         }

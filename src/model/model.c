@@ -29,21 +29,13 @@
 #include <string.h>
 
 #include "model/model_impl.h"
+#include "util/errmsg.h"
+#include "util/fileio.h"
 #include "model/rope.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/rng.h"
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 size_t model_rss_bytes(void)
 {
@@ -451,7 +443,7 @@ static int choose_dtype(model *m, int want, char *err, size_t errlen)
         m->wdt = DTYPE_F32;
         return 0;
     }
-    seterr(err, errlen, "unsupported --dtype");
+    errmsg_set(err, errlen, "unsupported --dtype");
     return -1;
 }
 
@@ -480,12 +472,12 @@ void model_free(model *m)
 model *model_load(const model_load_opts *o, char *err, size_t errlen)
 {
     if (!o || !o->model_path) {
-        seterr(err, errlen, "no model path");
+        errmsg_set(err, errlen, "no model path");
         return NULL;
     }
     model *m = calloc(1, sizeof *m);
     if (!m) {
-        seterr(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         return NULL;
     }
     double t0 = time_now_sec();
@@ -510,7 +502,7 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
     m->vecs = aligned_alloc(64, ((m->vecs_cap * 4) + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->vecs || !m->layers) {
-        seterr(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         goto fail;
     }
     const model_tensor_names *nm = m->arch->names;
@@ -538,7 +530,7 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
     m->final_norm = L.failed ? NULL : load_vec(&L, nm->final_norm, H, 0);
     if (L.failed) goto fail;
     if (L.n_missing) {
-        seterr(err, errlen, "%s: %d tensor(s) missing from the checkpoint: %s", o->model_path,
+        errmsg_set(err, errlen, "%s: %d tensor(s) missing from the checkpoint: %s", o->model_path,
                L.n_missing, L.missing);
         goto fail;
     }
@@ -548,7 +540,7 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
     m->rot_dim = model_rope_dim(c);
     m->inv_freq = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
     if (!m->inv_freq) {
-        seterr(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);

@@ -7,6 +7,8 @@
  * archive is sorted by name and checked for names defined twice.
  */
 #include "model/safetensors.h"
+#include "util/errmsg.h"
+#include "util/fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,16 +26,6 @@
 
 #define ST_MAX_HEADER (100u << 20) /* same cap as the Rust implementation */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 int st_dtype_parse(const char *s, size_t *elem_size)
 {
@@ -89,23 +81,23 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
                     const char *fname, char *err, size_t errlen)
 {
     if (len < 8) {
-        seterr(err, errlen, "%s: file too short for a safetensors header (%zu bytes)", fname, len);
+        errmsg_set(err, errlen, "%s: file too short for a safetensors header (%zu bytes)", fname, len);
         return -1;
     }
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = (n << 8) | buf[i];
     if (n > len - 8) {
-        seterr(err, errlen, "%s: header length %llu exceeds the file size %zu", fname,
+        errmsg_set(err, errlen, "%s: header length %llu exceeds the file size %zu", fname,
                (unsigned long long)n, len);
         return -1;
     }
     if (n > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header length %llu exceeds the 100 MiB limit", fname,
+        errmsg_set(err, errlen, "%s: header length %llu exceeds the 100 MiB limit", fname,
                (unsigned long long)n);
         return -1;
     }
     if (n < 2 || buf[8] != '{') {
-        seterr(err, errlen, "%s: header is not a JSON object", fname);
+        errmsg_set(err, errlen, "%s: header is not a JSON object", fname);
         return -1;
     }
     size_t data_len = len - 8 - (size_t)n;
@@ -113,12 +105,12 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
     json_error_t jerr;
     json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        seterr(err, errlen, "%s: bad JSON header: %s (line %d, column %d)", fname, jerr.text,
+        errmsg_set(err, errlen, "%s: bad JSON header: %s (line %d, column %d)", fname, jerr.text,
                jerr.line, jerr.column);
         return -1;
     }
     if (!json_is_object(root)) {
-        seterr(err, errlen, "%s: header is not a JSON object", fname);
+        errmsg_set(err, errlen, "%s: header is not a JSON object", fname);
         json_decref(root);
         return -1;
     }
@@ -128,7 +120,7 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
     if (!spans || !grow) {
         free(spans);
         if (grow) a->tensors = grow;
-        seterr(err, errlen, "%s: out of memory", fname);
+        errmsg_set(err, errlen, "%s: out of memory", fname);
         json_decref(root);
         return -1;
     }
@@ -140,7 +132,7 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
     {
         if (!strcmp(key, "__metadata__")) {
             if (!json_is_object(val)) {
-                seterr(err, errlen, "%s: __metadata__ is not a JSON object", fname);
+                errmsg_set(err, errlen, "%s: __metadata__ is not a JSON object", fname);
                 goto out;
             }
             const char *mk;
@@ -148,31 +140,31 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
             json_object_foreach(val, mk, mv)
             {
                 if (!json_is_string(mv)) {
-                    seterr(err, errlen, "%s: __metadata__ value of '%s' is not a string", fname, mk);
+                    errmsg_set(err, errlen, "%s: __metadata__ value of '%s' is not a string", fname, mk);
                     goto out;
                 }
             }
             continue;
         }
         if (!json_is_object(val)) {
-            seterr(err, errlen, "%s: tensor '%s': entry is not a JSON object", fname, key);
+            errmsg_set(err, errlen, "%s: tensor '%s': entry is not a JSON object", fname, key);
             goto out;
         }
         json_t *jdt = json_object_get(val, "dtype"), *jshape = json_object_get(val, "shape"),
                *joff = json_object_get(val, "data_offsets");
         if (!json_is_string(jdt)) {
-            seterr(err, errlen, "%s: tensor '%s': missing or non-string dtype", fname, key);
+            errmsg_set(err, errlen, "%s: tensor '%s': missing or non-string dtype", fname, key);
             goto out;
         }
         size_t esize = 0;
         int dt = st_dtype_parse(json_string_value(jdt), &esize);
         if (dt == -2) {
-            seterr(err, errlen, "%s: tensor '%s': unknown dtype '%.16s'", fname, key,
+            errmsg_set(err, errlen, "%s: tensor '%s': unknown dtype '%.16s'", fname, key,
                    json_string_value(jdt));
             goto out;
         }
         if (!json_is_array(jshape) || json_array_size(jshape) > ST_MAX_DIMS) {
-            seterr(err, errlen, "%s: tensor '%s': shape must be an array of at most %d ints", fname,
+            errmsg_set(err, errlen, "%s: tensor '%s': shape must be an array of at most %d ints", fname,
                    key, ST_MAX_DIMS);
             goto out;
         }
@@ -184,7 +176,7 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
         for (int d = 0; d < t.ndim; d++) {
             uint64_t dim;
             if (json_uint(json_array_get(jshape, (size_t)d), (uint64_t)INT64_MAX, &dim)) {
-                seterr(err, errlen, "%s: tensor '%s': shape[%d] is not a non-negative integer",
+                errmsg_set(err, errlen, "%s: tensor '%s': shape[%d] is not a non-negative integer",
                        fname, key, d);
                 goto out;
             }
@@ -193,26 +185,26 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
             numel *= dim;
         }
         if (overflow || numel > UINT64_MAX / esize) {
-            seterr(err, errlen, "%s: tensor '%s': shape is too large", fname, key);
+            errmsg_set(err, errlen, "%s: tensor '%s': shape is too large", fname, key);
             goto out;
         }
         uint64_t b, e;
         if (!json_is_array(joff) || json_array_size(joff) != 2 ||
             json_uint(json_array_get(joff, 0), UINT64_MAX >> 1, &b) ||
             json_uint(json_array_get(joff, 1), UINT64_MAX >> 1, &e)) {
-            seterr(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] integers",
+            errmsg_set(err, errlen, "%s: tensor '%s': data_offsets must be [begin, end] integers",
                    fname, key);
             goto out;
         }
         if (b > e || e > data_len) {
-            seterr(err, errlen,
+            errmsg_set(err, errlen,
                    "%s: tensor '%s': data_offsets [%llu, %llu] out of range (data area is %zu "
                    "bytes)",
                    fname, key, (unsigned long long)b, (unsigned long long)e, data_len);
             goto out;
         }
         if (e - b != numel * esize) {
-            seterr(err, errlen,
+            errmsg_set(err, errlen,
                    "%s: tensor '%s': data_offsets span %llu bytes but dtype %s x shape needs %llu",
                    fname, key, (unsigned long long)(e - b), json_string_value(jdt),
                    (unsigned long long)(numel * esize));
@@ -220,7 +212,7 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
         }
         t.name = strdup(key);
         if (!t.name) {
-            seterr(err, errlen, "%s: out of memory", fname);
+            errmsg_set(err, errlen, "%s: out of memory", fname);
             goto out;
         }
         t.dt = dt;
@@ -240,19 +232,19 @@ int st_parse_buffer(st_archive *a, const uint8_t *buf, size_t len, int file_idx,
     size_t pos = 0;
     for (int i = 0; i < ns; i++) {
         if (spans[i].begin < pos) {
-            seterr(err, errlen, "%s: tensor '%s' overlaps tensor '%s' (offset %zu)", fname,
+            errmsg_set(err, errlen, "%s: tensor '%s' overlaps tensor '%s' (offset %zu)", fname,
                    spans[i].name, spans[i - 1].name, spans[i].begin);
             goto out;
         }
         if (spans[i].begin > pos) {
-            seterr(err, errlen, "%s: %zu unused bytes before tensor '%s' (offset %zu)", fname,
+            errmsg_set(err, errlen, "%s: %zu unused bytes before tensor '%s' (offset %zu)", fname,
                    spans[i].begin - pos, spans[i].name, pos);
             goto out;
         }
         pos = spans[i].end;
     }
     if (pos != data_len) {
-        seterr(err, errlen, "%s: %zu bytes after the last tensor (data area %zu bytes)", fname,
+        errmsg_set(err, errlen, "%s: %zu bytes after the last tensor (data area %zu bytes)", fname,
                data_len - pos, data_len);
         goto out;
     }
@@ -272,31 +264,31 @@ static int open_one(st_archive *a, const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat stt;
     if (fstat(fd, &stt) != 0 || !S_ISREG(stt.st_mode)) {
-        seterr(err, errlen, "%s: not a regular file", path);
+        errmsg_set(err, errlen, "%s: not a regular file", path);
         close(fd);
         return -1;
     }
     size_t len = (size_t)stt.st_size;
     if (len < 8) {
-        seterr(err, errlen, "%s: file too short for a safetensors header (%zu bytes)", path, len);
+        errmsg_set(err, errlen, "%s: file too short for a safetensors header (%zu bytes)", path, len);
         close(fd);
         return -1;
     }
     void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) {
-        seterr(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return -1;
     }
     st_file *grow = realloc(a->files, sizeof(st_file) * (size_t)(a->n_files + 1));
     if (!grow) {
         munmap(map, len);
-        seterr(err, errlen, "%s: out of memory", path);
+        errmsg_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     a->files = grow;
@@ -307,7 +299,7 @@ static int open_one(st_archive *a, const char *path, char *err, size_t errlen)
     f->map_len = len;
     a->n_files++;
     if (!f->path) {
-        seterr(err, errlen, "%s: out of memory", path);
+        errmsg_set(err, errlen, "%s: out of memory", path);
         return -1;
     }
     uint64_t n = 0;
@@ -322,7 +314,7 @@ static int finish(st_archive *a, char *err, size_t errlen)
     if (a->n_tensors > 1) qsort(a->tensors, (size_t)a->n_tensors, sizeof(st_tensor), cmp_by_name);
     for (int i = 1; i < a->n_tensors; i++) {
         if (!strcmp(a->tensors[i].name, a->tensors[i - 1].name)) {
-            seterr(err, errlen, "tensor '%s' is defined in both %s and %s", a->tensors[i].name,
+            errmsg_set(err, errlen, "tensor '%s' is defined in both %s and %s", a->tensors[i].name,
                    a->files[a->tensors[i - 1].file].path, a->files[a->tensors[i].file].path);
             return -1;
         }
@@ -330,42 +322,27 @@ static int finish(st_archive *a, char *err, size_t errlen)
     return 0;
 }
 
-static char *read_small_file(const char *path, size_t max, size_t *len_out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc(max + 1);
-    size_t n = buf ? fread(buf, 1, max + 1, f) : 0;
-    fclose(f);
-    if (!buf || n > max) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len_out = n;
-    return buf;
-}
 
 static int open_sharded(st_archive *a, const char *dir, const char *index_path, char *err,
                         size_t errlen)
 {
     size_t len;
-    char *text = read_small_file(index_path, 64u << 20, &len);
+    char *text = fileio_read(index_path, 64u << 20, &len);
     if (!text) {
-        seterr(err, errlen, "%s: cannot read (or larger than 64 MiB)", index_path);
+        errmsg_set(err, errlen, "%s: cannot read (or larger than 64 MiB)", index_path);
         return -1;
     }
     json_error_t jerr;
     json_t *root = json_loadb(text, len, 0, &jerr);
     free(text);
     if (!root) {
-        seterr(err, errlen, "%s: bad JSON: %s (line %d)", index_path, jerr.text, jerr.line);
+        errmsg_set(err, errlen, "%s: bad JSON: %s (line %d)", index_path, jerr.text, jerr.line);
         return -1;
     }
     int rc = -1;
     json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm) || json_object_size(wm) == 0) {
-        seterr(err, errlen, "%s: no \"weight_map\" object", index_path);
+        errmsg_set(err, errlen, "%s: no \"weight_map\" object", index_path);
         goto out;
     }
     const char *key;
@@ -374,12 +351,12 @@ static int open_sharded(st_archive *a, const char *dir, const char *index_path, 
     json_object_foreach(wm, key, val)
     {
         if (!json_is_string(val)) {
-            seterr(err, errlen, "%s: weight_map entry '%s' is not a file name", index_path, key);
+            errmsg_set(err, errlen, "%s: weight_map entry '%s' is not a file name", index_path, key);
             goto out;
         }
         const char *fn = json_string_value(val);
         if (!*fn || strchr(fn, '/') || !strcmp(fn, "..") || !strcmp(fn, ".")) {
-            seterr(err, errlen, "%s: weight_map entry '%s' names a bad shard '%s'", index_path,
+            errmsg_set(err, errlen, "%s: weight_map entry '%s' names a bad shard '%s'", index_path,
                    key, fn);
             goto out;
         }
@@ -397,7 +374,7 @@ static int open_sharded(st_archive *a, const char *dir, const char *index_path, 
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, json_string_value(val));
         if (!t || strcmp(a->files[t->file].path, path)) {
-            seterr(err, errlen, "%s maps tensor '%s' to %s, which does not contain it", index_path,
+            errmsg_set(err, errlen, "%s maps tensor '%s' to %s, which does not contain it", index_path,
                    key, json_string_value(val));
             goto out;
         }
@@ -413,7 +390,7 @@ int st_open(st_archive *a, const char *path, char *err, size_t errlen)
     memset(a, 0, sizeof *a);
     struct stat stt;
     if (stat(path, &stt) != 0) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        errmsg_set(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
     int rc;
@@ -425,7 +402,7 @@ int st_open(st_archive *a, const char *path, char *err, size_t errlen)
         } else {
             snprintf(p, sizeof p, "%s/model.safetensors", path);
             if (access(p, R_OK) != 0) {
-                seterr(err, errlen,
+                errmsg_set(err, errlen,
                        "%s: no model.safetensors or model.safetensors.index.json (only "
                        "safetensors checkpoints are supported; try --load-format dummy)",
                        path);

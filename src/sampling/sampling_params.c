@@ -1,6 +1,8 @@
 /* sampling_params — see sampling_params.h. */
 #include "sampling/sampling_params.h"
 
+#include "util/errmsg.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -8,15 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void sampling_params_init(sampling_params *p)
 {
@@ -146,7 +139,7 @@ static int get_number(const json_t *v, const char *key, double *out, unsigned *i
 {
     if (json_is_null(v)) return 0; /* default stays */
     if (!json_is_number(v)) {
-        set_err(err, errlen, "sampling_params.%s must be a number, got %s.", key, json_kind(v));
+        errmsg_set(err, errlen, "sampling_params.%s must be a number, got %s.", key, json_kind(v));
         return -1;
     }
     *out = json_number_value(v);
@@ -159,7 +152,7 @@ static int get_int(const json_t *v, const char *key, int64_t *out, char *err, si
 {
     if (json_is_null(v)) return 0;
     if (!json_is_integer(v)) {
-        set_err(err, errlen, "sampling_params.%s must be an integer, got %s.", key, json_kind(v));
+        errmsg_set(err, errlen, "sampling_params.%s must be an integer, got %s.", key, json_kind(v));
         return -1;
     }
     *out = (int64_t)json_integer_value(v);
@@ -170,7 +163,7 @@ static int get_bool(const json_t *v, const char *key, bool *out, char *err, size
 {
     if (json_is_null(v)) return 0;
     if (!json_is_boolean(v)) {
-        set_err(err, errlen, "sampling_params.%s must be a boolean, got %s.", key, json_kind(v));
+        errmsg_set(err, errlen, "sampling_params.%s must be a boolean, got %s.", key, json_kind(v));
         return -1;
     }
     *out = json_is_true(v);
@@ -181,18 +174,18 @@ static int get_string(const json_t *v, const char *key, char **out, char *err, s
 {
     if (json_is_null(v)) return 0;
     if (!json_is_string(v)) {
-        set_err(err, errlen, "sampling_params.%s must be a string, got %s.", key, json_kind(v));
+        errmsg_set(err, errlen, "sampling_params.%s must be a string, got %s.", key, json_kind(v));
         return -1;
     }
     size_t n = json_string_length(v);
     if (memchr(json_string_value(v), 0, n)) {
-        set_err(err, errlen, "sampling_params.%s must not contain NUL characters.", key);
+        errmsg_set(err, errlen, "sampling_params.%s must not contain NUL characters.", key);
         return -1;
     }
     free(*out);
     *out = strdup(json_string_value(v));
     if (!*out) {
-        set_err(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         return -1;
     }
     return 0;
@@ -204,12 +197,12 @@ static int get_strv(const json_t *v, const char *key, char ***out, int *n_out, c
     if (json_is_null(v)) return 0;
     size_t n = json_is_string(v) ? 1 : json_is_array(v) ? json_array_size(v) : 0;
     if (!json_is_string(v) && !json_is_array(v)) {
-        set_err(err, errlen, "sampling_params.%s must be a string or a list of strings, got %s.", key,
+        errmsg_set(err, errlen, "sampling_params.%s must be a string or a list of strings, got %s.", key,
                 json_kind(v));
         return -1;
     }
     if (n > 1024) {
-        set_err(err, errlen, "sampling_params.%s has %zu entries; at most 1024 are allowed.", key, n);
+        errmsg_set(err, errlen, "sampling_params.%s has %zu entries; at most 1024 are allowed.", key, n);
         return -1;
     }
     char **sv = calloc(n ? n : 1, sizeof *sv);
@@ -217,12 +210,12 @@ static int get_strv(const json_t *v, const char *key, char ***out, int *n_out, c
     for (size_t i = 0; i < n; i++) {
         const json_t *e = json_is_string(v) ? v : json_array_get(v, i);
         if (!json_is_string(e)) {
-            set_err(err, errlen, "sampling_params.%s[%zu] must be a string, got %s.", key, i, json_kind(e));
+            errmsg_set(err, errlen, "sampling_params.%s[%zu] must be a string, got %s.", key, i, json_kind(e));
             free_strv(sv, (int)i);
             return -1;
         }
         if (memchr(json_string_value(e), 0, json_string_length(e))) {
-            set_err(err, errlen, "sampling_params.%s[%zu] must not contain NUL characters.", key, i);
+            errmsg_set(err, errlen, "sampling_params.%s[%zu] must not contain NUL characters.", key, i);
             free_strv(sv, (int)i);
             return -1;
         }
@@ -237,7 +230,7 @@ static int get_strv(const json_t *v, const char *key, char ***out, int *n_out, c
     *n_out = (int)n;
     return 0;
 oom:
-    set_err(err, errlen, "out of memory");
+    errmsg_set(err, errlen, "out of memory");
     return -1;
 }
 
@@ -245,17 +238,17 @@ static int get_stop_token_ids(const json_t *v, sampling_params *p, char *err, si
 {
     if (json_is_null(v)) return 0;
     if (!json_is_array(v)) {
-        set_err(err, errlen, "sampling_params.stop_token_ids must be a list of integers, got %s.", json_kind(v));
+        errmsg_set(err, errlen, "sampling_params.stop_token_ids must be a list of integers, got %s.", json_kind(v));
         return -1;
     }
     size_t n = json_array_size(v);
     if (n > 65536) {
-        set_err(err, errlen, "sampling_params.stop_token_ids has %zu entries; at most 65536 are allowed.", n);
+        errmsg_set(err, errlen, "sampling_params.stop_token_ids has %zu entries; at most 65536 are allowed.", n);
         return -1;
     }
     int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
-        set_err(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         return -1;
     }
     int k = 0;
@@ -263,7 +256,7 @@ static int get_stop_token_ids(const json_t *v, sampling_params *p, char *err, si
         const json_t *e = json_array_get(v, i);
         if (json_is_null(e)) continue; /* SGLang drops None entries */
         if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX) {
-            set_err(err, errlen, "sampling_params.stop_token_ids[%zu] must be a token id (integer >= 0), got %s.",
+            errmsg_set(err, errlen, "sampling_params.stop_token_ids[%zu] must be a token id (integer >= 0), got %s.",
                     i, json_is_integer(e) ? "a negative or too large integer" : json_kind(e));
             free(ids);
             return -1;
@@ -306,18 +299,18 @@ static int get_logit_bias(const json_t *v, sampling_params *p, char *err, size_t
 {
     if (json_is_null(v)) return 0;
     if (!json_is_object(v)) {
-        set_err(err, errlen, "sampling_params.logit_bias must be an object mapping token ids to numbers, got %s.",
+        errmsg_set(err, errlen, "sampling_params.logit_bias must be an object mapping token ids to numbers, got %s.",
                 json_kind(v));
         return -1;
     }
     size_t n = json_object_size(v);
     if (n > 1 << 20) {
-        set_err(err, errlen, "sampling_params.logit_bias has too many entries (%zu).", n);
+        errmsg_set(err, errlen, "sampling_params.logit_bias has too many entries (%zu).", n);
         return -1;
     }
     sampling_logit_bias *lb = malloc((n ? n : 1) * sizeof *lb);
     if (!lb) {
-        set_err(err, errlen, "out of memory");
+        errmsg_set(err, errlen, "out of memory");
         return -1;
     }
     int k = 0;
@@ -327,12 +320,12 @@ static int get_logit_bias(const json_t *v, sampling_params *p, char *err, size_t
     {
         long long id;
         if (!py_int_from_str(key, &id)) {
-            set_err(err, errlen, "invalid literal for int() with base 10: '%.64s'", key);
+            errmsg_set(err, errlen, "invalid literal for int() with base 10: '%.64s'", key);
             free(lb);
             return -1;
         }
         if (!json_is_number(val)) {
-            set_err(err, errlen, "sampling_params.logit_bias['%.64s'] must be a number, got %s.", key,
+            errmsg_set(err, errlen, "sampling_params.logit_bias['%.64s'] must be a number, got %s.", key,
                     json_kind(val));
             free(lb);
             return -1;
@@ -360,7 +353,7 @@ int sampling_params_from_json(sampling_params *p, const json_t *obj, char *err, 
     sampling_params_init(p);
     if (!obj || json_is_null(obj)) return 0;
     if (!json_is_object(obj)) {
-        set_err(err, errlen, "sampling_params must be an object, got %s.", json_kind(obj));
+        errmsg_set(err, errlen, "sampling_params must be an object, got %s.", json_kind(obj));
         return -1;
     }
     const char *key;
@@ -370,7 +363,7 @@ int sampling_params_from_json(sampling_params *p, const json_t *obj, char *err, 
         bool known = false;
         for (int i = 0; known_keys[i] && !known; i++) known = strcmp(key, known_keys[i]) == 0;
         if (!known) {
-            set_err(err, errlen, "Unexpected keyword argument '%.64s'", key);
+            errmsg_set(err, errlen, "Unexpected keyword argument '%.64s'", key);
             goto fail;
         }
     }
@@ -421,12 +414,12 @@ int sampling_params_from_json(sampling_params *p, const json_t *obj, char *err, 
     json_t *cp = F("custom_params");
     if (cp && !json_is_null(cp)) {
         if (!json_is_object(cp)) {
-            set_err(err, errlen, "sampling_params.custom_params must be an object, got %s.", json_kind(cp));
+            errmsg_set(err, errlen, "sampling_params.custom_params must be an object, got %s.", json_kind(cp));
             goto fail;
         }
         p->custom_params = json_dumps(cp, JSON_COMPACT | JSON_SORT_KEYS);
         if (!p->custom_params) {
-            set_err(err, errlen, "out of memory");
+            errmsg_set(err, errlen, "out of memory");
             goto fail;
         }
     }
@@ -463,7 +456,7 @@ int sampling_params_parse(sampling_params *p, const char *text, size_t len, char
     json_t *obj = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!obj) {
         sampling_params_init(p);
-        set_err(err, errlen, "invalid JSON in sampling_params: %s (line %d, column %d)", je.text, je.line,
+        errmsg_set(err, errlen, "invalid JSON in sampling_params: %s (line %d, column %d)", je.text, je.line,
                 je.column);
         return -1;
     }
@@ -476,62 +469,62 @@ int sampling_params_verify(const sampling_params *p, int64_t vocab_size, char *e
 {
     char b[64];
     if (!isfinite(p->temperature) || p->temperature < 0.0) {
-        set_err(err, errlen, "temperature must be a non-negative finite number, got %s.",
+        errmsg_set(err, errlen, "temperature must be a non-negative finite number, got %s.",
                 pyval(p, SP_INT_TEMPERATURE, p->temperature, b, sizeof b));
         return -1;
     }
     if (!(p->top_p > 0.0 && p->top_p <= 1.0)) {
-        set_err(err, errlen, "top_p must be in (0, 1], got %s.", pyval(p, SP_INT_TOP_P, p->top_p, b, sizeof b));
+        errmsg_set(err, errlen, "top_p must be in (0, 1], got %s.", pyval(p, SP_INT_TOP_P, p->top_p, b, sizeof b));
         return -1;
     }
     if (!(p->min_p >= 0.0 && p->min_p <= 1.0)) {
-        set_err(err, errlen, "min_p must be in [0, 1], got %s.", pyval(p, SP_INT_MIN_P, p->min_p, b, sizeof b));
+        errmsg_set(err, errlen, "min_p must be in [0, 1], got %s.", pyval(p, SP_INT_MIN_P, p->min_p, b, sizeof b));
         return -1;
     }
     if (p->top_k < 1 || p->top_k == -1) {
-        set_err(err, errlen, "top_k must be -1 (disable) or at least 1, got %lld.", (long long)p->top_k);
+        errmsg_set(err, errlen, "top_k must be -1 (disable) or at least 1, got %lld.", (long long)p->top_k);
         return -1;
     }
     if (!(p->frequency_penalty >= -2.0 && p->frequency_penalty <= 2.0)) {
-        set_err(err, errlen, "frequency_penalty must be in [-2, 2], got %s.",
+        errmsg_set(err, errlen, "frequency_penalty must be in [-2, 2], got %s.",
                 pyval(p, SP_INT_FREQUENCY, p->frequency_penalty, b, sizeof b));
         return -1;
     }
     if (!(p->presence_penalty >= -2.0 && p->presence_penalty <= 2.0)) {
-        set_err(err, errlen, "presence_penalty must be in [-2, 2], got %s.",
+        errmsg_set(err, errlen, "presence_penalty must be in [-2, 2], got %s.",
                 pyval(p, SP_INT_PRESENCE, p->presence_penalty, b, sizeof b));
         return -1;
     }
     if (!(p->repetition_penalty > 0.0 && p->repetition_penalty <= 2.0)) {
-        set_err(err, errlen, "repetition_penalty must be in (0, 2] (1.0 = no penalty), got %s.",
+        errmsg_set(err, errlen, "repetition_penalty must be in (0, 2] (1.0 = no penalty), got %s.",
                 pyval(p, SP_INT_REPETITION, p->repetition_penalty, b, sizeof b));
         return -1;
     }
     if (!(0 <= p->min_new_tokens)) {
-        set_err(err, errlen, "min_new_tokens must be in [0, max_new_tokens], got %lld.", (long long)p->min_new_tokens);
+        errmsg_set(err, errlen, "min_new_tokens must be in [0, max_new_tokens], got %lld.", (long long)p->min_new_tokens);
         return -1;
     }
     if (p->has_max_new_tokens) {
         if (p->max_new_tokens < 0) {
-            set_err(err, errlen, "max_new_tokens must be at least 0, got %lld.", (long long)p->max_new_tokens);
+            errmsg_set(err, errlen, "max_new_tokens must be at least 0, got %lld.", (long long)p->max_new_tokens);
             return -1;
         }
         if (!(p->min_new_tokens <= p->max_new_tokens)) {
-            set_err(err, errlen, "min_new_tokens must be in [0, max_new_tokens(%lld)], got %lld.",
+            errmsg_set(err, errlen, "min_new_tokens must be in [0, max_new_tokens(%lld)], got %lld.",
                     (long long)p->max_new_tokens, (long long)p->min_new_tokens);
             return -1;
         }
     }
     for (int i = 0; i < p->n_logit_bias; i++) {
         if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= vocab_size) {
-            set_err(err, errlen, "logit_bias must has keys in [0, %lld], got %d.", (long long)(vocab_size - 1),
+            errmsg_set(err, errlen, "logit_bias must has keys in [0, %lld], got %d.", (long long)(vocab_size - 1),
                     p->logit_bias[i].token);
             return -1;
         }
     }
     int grammars = (p->json_schema != NULL) + (p->regex != NULL) + (p->ebnf != NULL);
     if (grammars > 1) {
-        set_err(err, errlen, "Only one of regex, json_schema, or ebnf can be set.");
+        errmsg_set(err, errlen, "Only one of regex, json_schema, or ebnf can be set.");
         return -1;
     }
     return 0;
@@ -543,15 +536,15 @@ int sampling_params_check_supported(const sampling_params *p, char *err, size_t 
                         : p->structural_tag                         ? "structural_tag"
                                                                     : NULL;
     if (which) {
-        set_err(err, errlen, "sampling_params.%s: constrained decoding (grammars) is not supported yet.", which);
+        errmsg_set(err, errlen, "sampling_params.%s: constrained decoding (grammars) is not supported yet.", which);
         return -1;
     }
     if (p->n < 1) {
-        set_err(err, errlen, "n must be at least 1, got %lld.", (long long)p->n);
+        errmsg_set(err, errlen, "n must be at least 1, got %lld.", (long long)p->n);
         return -1;
     }
     if (p->has_stream_interval && p->stream_interval < 1) {
-        set_err(err, errlen, "stream_interval must be at least 1, got %lld.", (long long)p->stream_interval);
+        errmsg_set(err, errlen, "stream_interval must be at least 1, got %lld.", (long long)p->stream_interval);
         return -1;
     }
     return 0;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "template/template.h"
+#include "util/fileio.h"
 #include "template/template_impl.h"
 #include "util/log.h"
 
@@ -71,21 +72,6 @@ static char *xasprintf(const char *fmt, const char *a, const char *b)
     return s;
 }
 
-/* Read a whole regular file; NULL when missing or unreadable. */
-static char *read_file(const char *path, size_t *len)
-{
-    struct stat st;
-    if (stat(path, &st) || !S_ISREG(st.st_mode)) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = malloc((size_t)st.st_size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)st.st_size, f) : 0;
-    fclose(f);
-    if (!buf) return NULL;
-    buf[n] = 0;
-    if (len) *len = n;
-    return buf;
-}
 
 static const char *token_text(json_t *v)
 {
@@ -190,7 +176,7 @@ int tmpl_chat_load(tmpl_chat *c, const char *dir, const char *override, const ch
         const char *b = tmpl_builtin_source(override);
         size_t n;
         if (b) src = strdup(b);
-        else if ((src = read_file(override, &n))) {
+        else if ((src = fileio_read(override, 0, &n))) {
         } else if (strstr(override, "{{") || strstr(override, "{%") || strstr(override, "{#"))
             src = strdup(override);
         else {
@@ -204,7 +190,7 @@ int tmpl_chat_load(tmpl_chat *c, const char *dir, const char *override, const ch
         if (name && strcmp(name, "default") && dir) {
             /* newer exports keep named templates as additional_chat_templates/NAME.jinja */
             char *p = strchr(name, '/') ? NULL : xasprintf("%s/additional_chat_templates/%s.jinja", dir, name);
-            src = p ? read_file(p, NULL) : NULL;
+            src = p ? fileio_read(p, 0, NULL) : NULL;
             free(p);
         }
         if (src) {
@@ -212,7 +198,7 @@ int tmpl_chat_load(tmpl_chat *c, const char *dir, const char *override, const ch
         else if (dir) {
             /* newer exports: chat_template.jinja, or chat_template.json {"chat_template": ...} */
             char *p = xasprintf("%s/%s", dir, "chat_template.jinja");
-            src = p ? read_file(p, NULL) : NULL;
+            src = p ? fileio_read(p, 0, NULL) : NULL;
             free(p);
             if (!src) {
                 p = xasprintf("%s/%s", dir, "chat_template.json");

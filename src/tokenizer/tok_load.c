@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "tokenizer/tok_internal.h"
+#include "util/fileio.h"
 #include "util/log.h"
 
 typedef struct lctx {
@@ -898,48 +899,23 @@ tok_tokenizer *tok_load_json(const char *tokenizer_json, size_t len, const char 
     return t;
 }
 
-/* Read a whole file; NULL with errno set if it cannot. */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *p = realloc(buf, cap + 1);
-            if (!p) { free(buf); fclose(f); errno = ENOMEM; return NULL; }
-            buf = p;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); errno = EIO; return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 tok_tokenizer *tok_load_dir(const char *dir, const tok_load_opts *opts, char *err, size_t errlen)
 {
     char path[4096];
     size_t n = 0, dummy;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    char *tj = read_file(path, &n);
+    char *tj = fileio_read(path, 0, &n);
     if (!tj) {
         if (err) snprintf(err, errlen, "cannot read %s: %s (sglc needs a Hugging Face tokenizer.json)", path, strerror(errno));
         return NULL;
     }
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    char *cfg = read_file(path, &dummy);
+    char *cfg = fileio_read(path, 0, &dummy);
     snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
-    char *smap = read_file(path, &dummy);
+    char *smap = fileio_read(path, 0, &dummy);
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
-    char *gen = read_file(path, &dummy);
+    char *gen = fileio_read(path, 0, &dummy);
     tok_tokenizer *t = tok_load_json(tj, n, cfg, smap, gen, opts, err, errlen);
     if (!t && err && errlen) {
         char tmp[512];

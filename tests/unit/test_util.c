@@ -1,4 +1,4 @@
-/* test_util — dtype conversions and the thread pool. */
+/* test_util — dtype conversions, the thread pool, fileio, errmsg. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -6,7 +6,15 @@
 #include <stdatomic.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "util/dtype.h"
+#include "util/errmsg.h"
+#include "util/fileio.h"
 #include "util/threadpool.h"
 
 static void test_bf16_roundtrip(void **state)
@@ -66,12 +74,57 @@ static void test_threadpool(void **state)
     }
 }
 
+static void test_fileio(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/sglc_fileio_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    /* 3 MiB + 5: more than the first guess of any growth step */
+    size_t big = (3u << 20) + 5;
+    char *data = malloc(big);
+    assert_non_null(data);
+    for (size_t i = 0; i < big; i++) data[i] = (char)('a' + i % 26);
+    assert_int_equal(write(fd, data, big), (ssize_t)big);
+    close(fd);
+    size_t len = 0;
+    char *b = fileio_read(path, 0, &len);
+    assert_non_null(b);
+    assert_int_equal(len, big);
+    assert_memory_equal(b, data, big);
+    assert_int_equal(b[len], 0);
+    free(b);
+    b = fileio_read(path, big, &len); /* exactly the cap: accepted */
+    assert_non_null(b);
+    free(b);
+    errno = 0;
+    assert_null(fileio_read(path, big - 1, &len)); /* one byte over */
+    assert_int_equal(errno, EFBIG);
+    assert_null(fileio_read("/tmp", 0, &len));
+    assert_int_equal(errno, EISDIR);
+    assert_null(fileio_read("/nonexistent/sglc", 0, NULL));
+    assert_int_equal(errno, ENOENT);
+    FILE *f = fopen(path, "wb"); /* empty file */
+    fclose(f);
+    b = fileio_read(path, 10, &len);
+    assert_non_null(b);
+    assert_int_equal(len, 0);
+    free(b);
+    unlink(path);
+    free(data);
+    char e[8];
+    errmsg_set(e, sizeof e, "%s-%d", "abcdef", 42);
+    assert_string_equal(e, "abcdef-");
+    errmsg_set(NULL, 0, "%d", 1); /* no buffer: nothing written, no crash */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_roundtrip),
         cmocka_unit_test(test_f16_roundtrip),
         cmocka_unit_test(test_threadpool),
+        cmocka_unit_test(test_fileio),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
