@@ -733,6 +733,16 @@ static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
     json_decref(headers);
 }
 
+/* --log-requests: the raw OpenAI body, before it is adapted. */
+static void ops_log_openai(api_server *a, http_req *r, const json_t *body)
+{
+    if (!api_reqlog_enabled(a->cfg.reqlog)) return;
+    const char *rk = http_req_header(r, "x-smg-routing-key");
+    json_t *headers = rk ? json_pack("{s:s}", "x-smg-routing-key", rk) : NULL;
+    api_reqlog_openai(a->cfg.reqlog, body, headers);
+    json_decref(headers);
+}
+
 /* Dispatcher: apply one event to its job; finish the job when complete. */
 static void handle_event(api_server *a, const sched_event *e)
 {
@@ -1663,7 +1673,10 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         json_t *j = parse_body(r, body, body_len, oai, false);
         if (!j) return;
         if (is_gen) route_generate(a, r, j);
-        else route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
+        else {
+            ops_log_openai(a, r, j);
+            route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
+        }
         json_decref(j);
         return;
     }

@@ -526,6 +526,43 @@ static void log_event(api_reqlog *l, bool finished, const json_t *obj, const jso
     free(line);
 }
 
+void api_reqlog_openai(api_reqlog *l, const json_t *body, const json_t *headers)
+{
+    if (!l || !body) return;
+    pthread_mutex_lock(&l->mu);
+    bool on = l->on, js = l->json;
+    int level = l->level;
+    pthread_mutex_unlock(&l->mu);
+    if (!on) return;
+    size_t max_len;
+    const char *const *skip, *const *oskip;
+    level_meta(level, &max_len, &skip, &oskip);
+    bool have_headers = json_is_object(headers) && json_object_size(headers) > 0;
+    char *line = NULL;
+    if (js) {
+        char ts[64];
+        iso_now(ts, sizeof ts);
+        json_t *ev = json_pack("{s:s,s:s,s:o}", "timestamp", ts, "event", "request.received.openai", "obj",
+                               api_log_transform(body, max_len, NULL));
+        if (ev && have_headers) json_object_set(ev, "headers", (json_t *)headers);
+        line = ev ? json_dumps(ev, JSON_PRESERVE_ORDER) : NULL;
+        json_decref(ev);
+    } else {
+        sbuf b = {0};
+        sb_str(&b, "Receive OpenAI: obj=");
+        char *o = api_log_repr(body, max_len, NULL, NULL);
+        if (o) sb_str(&b, o);
+        free(o);
+        if (have_headers) {
+            sb_str(&b, ", headers=");
+            repr_full(&b, headers);
+        }
+        line = sb_take(&b);
+    }
+    if (line) emit(l, line);
+    free(line);
+}
+
 void api_reqlog_received(api_reqlog *l, const json_t *obj, const json_t *headers)
 {
     log_event(l, false, obj, headers, NULL);

@@ -79,6 +79,10 @@ int api_reqlog_level(api_reqlog *l);
  * GenerateReqInput fields (text, input_ids, sampling_params, rid, ...),
  * headers: NULL or an object of whitelisted request headers. */
 void api_reqlog_received(api_reqlog *l, const json_t *obj, const json_t *headers);
+/* Log the raw body of an OpenAI request before it is adapted ("Receive
+ * OpenAI: obj={...}" / event "request.received.openai", no rid; strings
+ * and lists cut at 2048 items at level 2, no field skipped at any level). */
+void api_reqlog_openai(api_reqlog *l, const json_t *body, const json_t *headers);
 /* Log one finished request: obj as above, out = the native /generate
  * output object (text, output_ids, meta_info). */
 void api_reqlog_finished(api_reqlog *l, const json_t *obj, const json_t *headers,
