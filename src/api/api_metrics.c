@@ -39,6 +39,8 @@ struct api_metrics {
     char *model;          /* owned, label-escaped */
     double prompt_tokens, generation_tokens, cached_tokens, num_requests, num_aborted;
     hist ttft, itl, e2e;
+    bool tokens_hist;     /* --collect-tokens-histogram */
+    hist prompt_h, uncached_h, gen_h;
 };
 
 static const double def_ttft[] = {0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400};
@@ -47,6 +49,88 @@ static const double def_e2e[] = {0.1, 0.2, 0.4, 0.6, 0.8, 1,   2,   4,   6,    8
 static const double def_itl[] = {0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025,
                                  0.030, 0.035, 0.040, 0.060, 0.080, 0.100, 0.200, 0.400,
                                  0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000};
+
+/* SGLang's default_bucket_prompt_tokens (also the generation default) */
+static const double def_tokens[] = {100,    300,    500,    700,    1000,   1500,   2000,   3000,   4000,
+                                    5000,   6000,   7000,   8000,   9000,   10000,  12500,  15000,  17500,
+                                    20000,  22500,  25000,  27500,  30000,  35000,  40000,  60000,  80000,
+                                    100000, 200000, 300000, 400000, 600000, 800000, 1000000, 1100000};
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* SGLang's generate_buckets: rule NULL/[] or ["default"] -> the defaults;
+ * ["tse", middle, base, count] -> middle and middle +- base^k for k = 1 ..
+ * ceil(count / 2) (floored at 0); ["custom", v...] -> the values; sorted,
+ * duplicates dropped.  Result into h. */
+static int rule_buckets(hist *h, const json_t *rule, const char *flag, char *err, size_t errlen)
+{
+    size_t n = json_is_array(rule) ? json_array_size(rule) : 0;
+    const char *kind = n ? json_string_value(json_array_get(rule, 0)) : "default";
+    double v[2048];
+    int nv = 0;
+    if (!kind) kind = "";
+    if (!strcmp(kind, "default")) {
+        for (size_t i = 0; i < sizeof def_tokens / sizeof def_tokens[0]; i++) v[nv++] = def_tokens[i];
+    } else if (!strcmp(kind, "tse") || !strcmp(kind, "custom")) {
+        double x[3];
+        for (size_t i = 1; i < n; i++) {
+            const char *t = json_string_value(json_array_get(rule, i));
+            char *end = NULL;
+            double d = t ? strtod(t, &end) : NAN;
+            if (!t || end == t || *end || !isfinite(d)) {
+                snprintf(err, errlen, "%s: '%s' is not a number", flag, t ? t : "?");
+                return -1;
+            }
+            if (!strcmp(kind, "tse")) {
+                if (i > 3) break;
+                x[i - 1] = d;
+            } else {
+                if (nv >= 2000) {
+                    snprintf(err, errlen, "%s: too many buckets", flag);
+                    return -1;
+                }
+                v[nv++] = d;
+            }
+        }
+        if (!strcmp(kind, "tse")) {
+            if (n != 4 || x[1] <= 1.0 || x[2] < 0 || x[2] > 1000 || x[2] != floor(x[2])) {
+                snprintf(err, errlen, "%s: tse needs MIDDLE BASE COUNT with BASE > 1.0", flag);
+                return -1;
+            }
+            int half = (int)ceil(x[2] / 2);
+            double dist = 1;
+            v[nv++] = x[0];
+            for (int i = 0; i < half; i++) {
+                dist *= x[1];
+                v[nv++] = x[0] + dist;
+                v[nv++] = x[0] - dist > 0 ? x[0] - dist : 0;
+            }
+        } else if (nv == 0) {
+            snprintf(err, errlen, "%s: custom needs at least one value", flag);
+            return -1;
+        }
+    } else {
+        snprintf(err, errlen, "%s: the rule must be default, tse or custom", flag);
+        return -1;
+    }
+    qsort(v, (size_t)nv, sizeof v[0], cmp_double);
+    int m = 0;
+    for (int i = 0; i < nv; i++)
+        if (m == 0 || v[i] != v[m - 1]) v[m++] = v[i];
+    h->le = calloc((size_t)m, sizeof(double));
+    h->count = calloc((size_t)m + 1, sizeof(uint64_t));
+    if (!h->le || !h->count) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(h->le, v, sizeof(double) * (size_t)m);
+    h->n = m;
+    return 0;
+}
 
 static int hist_init(hist *h, const json_t *custom, const double *def, int ndef, const char *flag,
                      char *err, size_t errlen)
@@ -96,9 +180,13 @@ static void hist_observe(hist *h, double v, uint64_t n)
     h->count[i] += n;
 }
 
-api_metrics *api_metrics_create(const char *model_name, const json_t *ttft, const json_t *itl,
-                                const json_t *e2e, char *err, size_t errlen)
+api_metrics *api_metrics_create(const char *model_name, const api_metrics_opts *o, char *err,
+                                size_t errlen)
 {
+    api_metrics_opts none;
+    memset(&none, 0, sizeof none);
+    if (!o) o = &none;
+    const json_t *ttft = o->ttft_buckets, *itl = o->itl_buckets, *e2e = o->e2e_buckets;
     api_metrics *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
@@ -113,19 +201,27 @@ api_metrics *api_metrics_create(const char *model_name, const json_t *ttft, cons
         return NULL;
     }
     /* label values escape backslash, double quote and newline */
-    char *o = m->model;
+    char *w = m->model;
     for (const char *p = name; *p; p++) {
-        if (*p == '\\' || *p == '"') *o++ = '\\', *o++ = *p;
-        else if (*p == '\n') *o++ = '\\', *o++ = 'n';
-        else *o++ = *p;
+        if (*p == '\\' || *p == '"') *w++ = '\\', *w++ = *p;
+        else if (*p == '\n') *w++ = '\\', *w++ = 'n';
+        else *w++ = *p;
     }
-    *o = 0;
+    *w = 0;
     if (hist_init(&m->ttft, ttft, def_ttft, (int)(sizeof def_ttft / sizeof def_ttft[0]),
                   "--bucket-time-to-first-token", err, errlen) ||
         hist_init(&m->itl, itl, def_itl, (int)(sizeof def_itl / sizeof def_itl[0]),
                   "--bucket-inter-token-latency", err, errlen) ||
         hist_init(&m->e2e, e2e, def_e2e, (int)(sizeof def_e2e / sizeof def_e2e[0]),
                   "--bucket-e2e-request-latency", err, errlen)) {
+        api_metrics_destroy(m);
+        return NULL;
+    }
+    m->tokens_hist = o->collect_tokens_histogram;
+    if (m->tokens_hist &&
+        (rule_buckets(&m->prompt_h, o->prompt_tokens_rule, "--prompt-tokens-buckets", err, errlen) ||
+         rule_buckets(&m->uncached_h, o->prompt_tokens_rule, "--prompt-tokens-buckets", err, errlen) ||
+         rule_buckets(&m->gen_h, o->generation_tokens_rule, "--generation-tokens-buckets", err, errlen))) {
         api_metrics_destroy(m);
         return NULL;
     }
@@ -138,6 +234,9 @@ void api_metrics_destroy(api_metrics *m)
     hist_free(&m->ttft);
     hist_free(&m->itl);
     hist_free(&m->e2e);
+    hist_free(&m->prompt_h);
+    hist_free(&m->uncached_h);
+    hist_free(&m->gen_h);
     free(m->model);
     pthread_mutex_destroy(&m->mu);
     free(m);
@@ -175,6 +274,15 @@ void api_metrics_finished(api_metrics *m, int64_t prompt, int64_t gen, int64_t c
         m->num_requests += 1;
         hist_observe(&m->e2e, e2e, 1);
         m->e2e.sum += e2e;
+        if (m->tokens_hist) {
+            int64_t unc = prompt - (cached > 0 ? cached : 0);
+            hist_observe(&m->prompt_h, (double)prompt, 1);
+            m->prompt_h.sum += (double)prompt;
+            hist_observe(&m->uncached_h, (double)unc, 1);
+            m->uncached_h.sum += (double)unc;
+            hist_observe(&m->gen_h, (double)gen, 1);
+            m->gen_h.sum += (double)gen;
+        }
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -305,6 +413,13 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
               &m->itl);
     histogram(&b, "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
               lab, &m->e2e);
+    if (m->tokens_hist) {
+        histogram(&b, "sglang:prompt_tokens_histogram", "Histogram of prompt token length.", lab, &m->prompt_h);
+        histogram(&b, "sglang:uncached_prompt_tokens_histogram",
+                  "Histogram of uncached (compute) prompt token length.", lab, &m->uncached_h);
+        histogram(&b, "sglang:generation_tokens_histogram", "Histogram of generation token length.", lab,
+                  &m->gen_h);
+    }
     pthread_mutex_unlock(&m->mu);
     if (b.oom) {
         free(b.p);

@@ -138,10 +138,19 @@ int api_limits_apply(sched_req_spec *sp, bool max_new_given, int64_t context_len
 
 typedef struct api_metrics api_metrics;
 
-/* buckets: NULL (SGLang's defaults) or JSON arrays of numbers (sorted
- * ascending, checked).  NULL with a message on error. */
-api_metrics *api_metrics_create(const char *model_name, const json_t *ttft_buckets,
-                                const json_t *itl_buckets, const json_t *e2e_buckets, char *err,
+/* Histogram options (all NULL/false = SGLang's defaults). */
+typedef struct api_metrics_opts {
+    const json_t *ttft_buckets, *itl_buckets, *e2e_buckets; /* JSON arrays of increasing numbers */
+    bool collect_tokens_histogram;  /* --collect-tokens-histogram: prompt / uncached prompt /
+                                     * generation token-count histograms */
+    const json_t *prompt_tokens_rule, *generation_tokens_rule; /* --prompt-tokens-buckets,
+                                     * --generation-tokens-buckets: SGLang's generate_buckets
+                                     * rules ["default"], ["tse", middle, base, count],
+                                     * ["custom", v, ...] */
+} api_metrics_opts;
+
+/* NULL with a message on a bad bucket list or rule. */
+api_metrics *api_metrics_create(const char *model_name, const api_metrics_opts *o, char *err,
                                 size_t errlen);
 void api_metrics_destroy(api_metrics *m);
 

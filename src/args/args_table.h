@@ -172,9 +172,9 @@ X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, NOT_Y
 X(bucket_time_to_first_token, LIST_FLOAT, "--bucket-time-to-first-token", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the time-to-first-token histogram.") \
 X(bucket_inter_token_latency, LIST_FLOAT, "--bucket-inter-token-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the inter-token latency histogram.") \
 X(bucket_e2e_request_latency, LIST_FLOAT, "--bucket-e2e-request-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the end-to-end request latency histogram.") \
-X(collect_tokens_histogram, BOOL, "--collect-tokens-histogram", "false", NULL, LOGGING, NOT_YET, "Collect prompt/generation tokens histograms.") \
-X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGING, NOT_YET, "Buckets rule of the prompt tokens histogram.") \
-X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, NOT_YET, "Buckets rule of the generation tokens histogram.") \
+X(collect_tokens_histogram, BOOL, "--collect-tokens-histogram", "false", NULL, LOGGING, SUPPORTED, "Collect prompt/generation tokens histograms.") \
+X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the prompt tokens histogram.") \
+X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the generation tokens histogram.") \
 X(gc_warning_threshold_secs, FLOAT, "--gc-warning-threshold-secs", "0.0", NULL, LOGGING, NOT_YET, "Threshold for long garbage-collection warnings (Python only).") \
 X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, NOT_YET, "The log interval of decode batches.") \
 X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, NOT_YET, "Enable per-request time stats logging.") \

@@ -152,9 +152,16 @@ static int serve(int argc, char **argv)
                                            a.log_requests_target, err, sizeof err);
     api_metrics *metrics = NULL;
     if (reqlog && a.enable_metrics)
+    {
+        api_metrics_opts mopts = {.ttft_buckets = a.bucket_time_to_first_token,
+                                  .itl_buckets = a.bucket_inter_token_latency,
+                                  .e2e_buckets = a.bucket_e2e_request_latency,
+                                  .collect_tokens_histogram = a.collect_tokens_histogram,
+                                  .prompt_tokens_rule = a.prompt_tokens_buckets,
+                                  .generation_tokens_rule = a.generation_tokens_buckets};
         metrics = g_metrics = api_metrics_create(a.served_model_name ? a.served_model_name : a.model_path,
-                                     a.bucket_time_to_first_token, a.bucket_inter_token_latency,
-                                     a.bucket_e2e_request_latency, err, sizeof err);
+                                                 &mopts, err, sizeof err);
+    }
     if (!reqlog || (a.enable_metrics && !metrics)) {
         fprintf(stderr, "sglc serve: %s\n", err);
         args_server_free(&a);

@@ -155,7 +155,8 @@ assert 0 <= a < b < c < d, (a, b, c, d)
 stop
 
 # --- /metrics
-start met --enable-metrics --served-model-name tiny --bucket-time-to-first-token 0.5 1 100
+start met --enable-metrics --served-model-name tiny --bucket-time-to-first-token 0.5 1 100 \
+    --collect-tokens-histogram --prompt-tokens-buckets custom 3 5 --generation-tokens-buckets tse 8 2 2
 metric() { curl -s "$URL/metrics" | $PY -c "import sys; print(sum(float(l.split()[-1]) for l in sys.stdin if l.startswith('$1{') or l.startswith('$1 ')))"; }
 P0=$(metric sglang:prompt_tokens_total); G0=$(metric sglang:generation_tokens_total); N0=$(metric sglang:num_requests_total)
 T0=$(metric sglang:time_to_first_token_seconds_count); I0=$(metric sglang:inter_token_latency_seconds_count); E0=$(metric sglang:e2e_request_latency_seconds_count)
@@ -166,6 +167,7 @@ sleep 0.2
 check "metrics: prompt / generation tokens and requests counted (health checks not)" "[ \$(metric sglang:prompt_tokens_total) = \$($PY -c \"print($P0 + 7)\") ] && [ \$(metric sglang:generation_tokens_total) = \$($PY -c \"print($G0 + 13)\") ] && [ \$(metric sglang:num_requests_total) = \$($PY -c \"print($N0 + 2)\") ]"
 check "metrics: ttft and e2e histograms +2, inter-token latency counts the streamed tokens after the first" "[ \$(metric sglang:time_to_first_token_seconds_count) = \$($PY -c \"print($T0 + 2)\") ] && [ \$(metric sglang:e2e_request_latency_seconds_count) = \$($PY -c \"print($E0 + 2)\") ] && [ \$($PY -c \"print(\$(metric sglang:inter_token_latency_seconds_count) - $I0 >= 7)\") = True ]"
 check "metrics: SGLang names, labels, custom ttft buckets, default e2e buckets" "curl -s $URL/metrics >$T/m && grep -q '^sglang:num_running_reqs{engine_type=\"unified\",model_name=\"tiny\",pp_rank=\"0\",tp_rank=\"0\"} 0.0' $T/m && grep -q '^sglang:num_queue_reqs{' $T/m && grep -q '^sglang:token_usage{' $T/m && grep -q '^sglang:cache_hit_rate{' $T/m && grep -q '^sglang:time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"0.5\"}' $T/m && grep -q 'time_to_first_token_seconds_bucket{model_name=\"tiny\",le=\"100.0\"}' $T/m && grep -q 'e2e_request_latency_seconds_bucket{model_name=\"tiny\",le=\"2400.0\"}' $T/m && grep -q '^# TYPE sglang:generation_tokens_total counter' $T/m"
+check "metrics: --collect-tokens-histogram with custom / tse bucket rules" "grep -q '^sglang:prompt_tokens_histogram_bucket{model_name=\"tiny\",le=\"3.0\"} 1.0' $T/m && grep -q '^sglang:prompt_tokens_histogram_bucket{model_name=\"tiny\",le=\"5.0\"} 2.0' $T/m && grep -q '^sglang:generation_tokens_histogram_bucket{model_name=\"tiny\",le=\"6.0\"} 1.0' $T/m && grep -q '^sglang:generation_tokens_histogram_bucket{model_name=\"tiny\",le=\"8.0\"} 2.0' $T/m && grep -q '^sglang:generation_tokens_histogram_bucket{model_name=\"tiny\",le=\"10.0\"} 2.0' $T/m"
 stop
 check "--bucket-time-to-first-token not increasing -> exit 2" "\"$BIN\" serve --model-path \"$M\" --enable-metrics --bucket-time-to-first-token 2 1 --port 1 >/dev/null 2>\"$T/bk.err\"; [ \$? -eq 2 ] && grep -q increasing \"$T/bk.err\""
 

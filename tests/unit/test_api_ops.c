@@ -287,9 +287,18 @@ static void test_metrics(void **state)
     (void)state;
     char err[256];
     json_t *badb = json_pack("[f,f]", 2.0, 1.0);
-    assert_null(api_metrics_create("m", badb, NULL, NULL, err, sizeof err));
+    api_metrics_opts o = {.ttft_buckets = badb};
+    assert_null(api_metrics_create("m", &o, err, sizeof err));
     json_decref(badb);
-    api_metrics *m = api_metrics_create("m\"x", NULL, NULL, NULL, err, sizeof err);
+    /* SGLang's bucket rules: tse 1000 2 4 -> 996 998 1000 1002 1004; custom dedups and sorts */
+    json_t *tse = json_pack("[s,s,s,s]", "tse", "1000", "2", "4");
+    json_t *cus = json_pack("[s,s,s,s]", "custom", "50", "10", "50");
+    json_t *bad = json_pack("[s,s,s,s]", "tse", "1000", "1", "4");
+    o = (api_metrics_opts){.collect_tokens_histogram = true, .prompt_tokens_rule = bad};
+    assert_null(api_metrics_create("m", &o, err, sizeof err));
+    o = (api_metrics_opts){.collect_tokens_histogram = true, .prompt_tokens_rule = tse, .generation_tokens_rule = cus};
+    api_metrics *m = api_metrics_create("m\"x", &o, err, sizeof err);
+    json_decref(tse), json_decref(cus), json_decref(bad);
     assert_non_null(m);
     api_metrics_ttft(m, 0.15);
     api_metrics_ttft(m, 500);
@@ -327,6 +336,12 @@ static void test_metrics(void **state)
     assert_true(fabs(sample(t, "sglang:token_usage{engine_type=\"unified\",model_name=\"m\\\"x\",pp_rank=\"0\",tp_rank=\"0\"} ") - 0.25) < 1e-12);
     assert_true(fabs(sample(t, "sglang:cache_hit_rate{engine_type=\"unified\",model_name=\"m\\\"x\",pp_rank=\"0\",tp_rank=\"0\"} ") - 0.5) < 1e-12);
     assert_non_null(strstr(t, "# TYPE sglang:time_to_first_token_seconds histogram\n"));
+    /* token histograms: prompt 10 (cached 5) with tse buckets, generation 4 with custom ones */
+    assert_true(sample(t, "sglang:prompt_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"996.0\"} ") == 1.0);
+    assert_non_null(strstr(t, "sglang:prompt_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"1004.0\"} 1.0\nsglang:prompt_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"+Inf\"}"));
+    assert_true(sample(t, "sglang:uncached_prompt_tokens_histogram_sum{model_name=\"m\\\"x\"} ") == 5.0);
+    assert_true(sample(t, "sglang:generation_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"10.0\"} ") == 1.0);
+    assert_non_null(strstr(t, "le=\"50.0\"} 1.0\nsglang:generation_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"+Inf\"}"));
     free(t);
     api_metrics_destroy(m);
 }
