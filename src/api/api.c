@@ -671,8 +671,7 @@ static void ops_on_event(api_server *a, api_job *j, api_slot *sl, const sched_ev
  * output object (SGLang logs the /generate form for every route). */
 static void ops_on_finish(api_server *a, api_job *j, api_slot *sl, const sched_event *e)
 {
-    if (j->kind == JOB_HEALTH) return;
-    if (a->cfg.metrics)
+    if (a->cfg.metrics && j->kind != JOB_HEALTH)
         api_metrics_finished(a->cfg.metrics, e->prompt_tokens, sl->res.n, sl->res.fin.cached_tokens,
                              time_now_sec() - j->t_submit, e->finish == SCHED_FINISH_ABORT);
     json_t *lo = j->log_objs ? json_array_get(j->log_objs, (size_t)sl->prompt) : NULL;
@@ -709,7 +708,8 @@ static json_t *ops_log_obj(const json_t *q, const char *text)
 static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
 {
     j->t_submit = time_now_sec();
-    if (j->kind == JOB_HEALTH || !api_reqlog_enabled(a->cfg.reqlog)) return;
+    /* health checks are logged too (SGLang logs every generate_request) */
+    if (!api_reqlog_enabled(a->cfg.reqlog)) return;
     j->log_objs = json_array();
     const char *rk = http_req_header(j->hr, "x-smg-routing-key");
     json_t *headers = rk ? json_pack("{s:s}", "x-smg-routing-key", rk) : NULL;

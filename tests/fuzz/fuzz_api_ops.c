@@ -3,8 +3,8 @@
  *   0  auth: "method\npath\nauthorization\nx-api-key\napi_key\nadmin_key"
  *      through api_auth_level_of + api_auth_decide (answer 0, 401 or 403)
  *   1  a /configure_logging body through api_reqlog_configure, then the
- *      same JSON logged as a request (received + finished) at whatever
- *      level/format the body left
+ *      same JSON logged as a request (OpenAI body, received, finished) at
+ *      whatever level/format the body left
  *   2  a JSON value through api_log_repr / api_log_transform with a
  *      max_len from the second byte (results non-NULL, transform dumps)
  *   3  an access-log line from the split fields
@@ -90,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char err[300];
             if (api_reqlog_configure(g_log, j, err, sizeof err) && !err[0]) abort();
             log_set_level(LOG_CRITICAL);
+            api_reqlog_openai(g_log, j, j);
             api_reqlog_received(g_log, j, NULL);
             api_reqlog_finished(g_log, j, j, j);
             json_decref(j);
