@@ -124,6 +124,7 @@ start accinfo --log-level warning --log-level-http info --uvicorn-access-log-exc
 code GET /get_model_info >/dev/null; code GET /get_load >/dev/null
 check "--log-level-http info under --log-level warning; excluded prefixes dropped" "waitfor $LOG 'GET /get_model_info' && ! grep -q 'GET /health' $LOG && ! grep -q 'GET /get_load' $LOG"
 stop
+check "--uvicorn-access-log-exclude-prefixes takes zero values (nargs=*)" "\"$BIN\" server-args --model-path m --uvicorn-access-log-exclude-prefixes --port 5 | $PY -c 'import json,sys; d=json.load(sys.stdin); assert d[\"uvicorn_access_log_exclude_prefixes\"] == [] and d[\"port\"] == 5'"
 check "--log-level-http bogus -> exit 2" "\"$BIN\" serve --model-path \"$M\" --log-level-http loud --port 1 >/dev/null 2>\"$T/lh.err\"; [ \$? -eq 2 ] && grep -q log-level-http \"$T/lh.err\""
 
 # --- context length: 400 without --allow-auto-truncate, truncation with it
