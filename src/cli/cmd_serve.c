@@ -329,6 +329,9 @@ static int serve(int argc, char **argv)
         }
     }
     json_t *info = args_to_json(&a);
+    /* /get_server_info is a normal route: api-key holders (or anyone, with
+     * only --admin-api-key) read it, so the admin key must not be in it */
+    if (info && a.admin_api_key) json_object_set_new(info, "admin_api_key", json_string("<redacted>"));
     api_config ac = {
         .s = s,
         .tok = tok,

@@ -60,6 +60,7 @@ check "both keys: /abort_request and /configure_logging are admin routes" "[ \$(
 check "both keys: routes another module adds (/pause_generation, /update_weights_from_disk) are guarded by path" "[ \$(post /pause_generation '{}' \"$B K\") = 401 ] && [ \$(post /update_weights_from_disk '{}') = 401 ] && [ \$(post /continue_generation '{}' \"$B AK\") != 401 ]"
 check "both keys: GET /abort_request is not the admin route (normal level: api key passes auth)" "[ \$(code GET /abort_request \"$B K\") != 401 ]"
 check "both keys: /health, /health_generate and /metrics need no key" "[ \$(code GET /health) = 200 ] && [ \$(code GET /health_generate) = 200 ] && [ \$(code GET /metrics) = 200 ]"
+check "both keys: /get_server_info does not show the admin key" "[ \$(code GET /get_server_info \"$B K\") = 200 ] && ! grep -q AK $T/body && grep -q '\"admin_api_key\":\"<redacted>\"' $T/body"
 check "both keys: /generate with the api key" "[ \$(post /generate '{\"input_ids\":[1,2],\"sampling_params\":{\"max_new_tokens\":2}}' \"$B K\") = 200 ]"
 stop
 start adminonly --admin-api-key AK
