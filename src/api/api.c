@@ -711,8 +711,7 @@ static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
     /* health checks are logged too (SGLang logs every generate_request) */
     if (!api_reqlog_enabled(a->cfg.reqlog)) return;
     j->log_objs = json_array();
-    const char *rk = http_req_header(j->hr, "x-smg-routing-key");
-    json_t *headers = rk ? json_pack("{s:s}", "x-smg-routing-key", rk) : NULL;
+    json_t *headers = api_reqlog_headers(a->cfg.reqlog, j->hr);
     int level = api_reqlog_level(a->cfg.reqlog);
     for (int i = 0; i < j->n_prompt; i++) {
         json_t *obj = ops_log_obj(reqs[i], j->prompt_text[i]);
@@ -737,8 +736,7 @@ static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
 static void ops_log_openai(api_server *a, http_req *r, const json_t *body)
 {
     if (!api_reqlog_enabled(a->cfg.reqlog)) return;
-    const char *rk = http_req_header(r, "x-smg-routing-key");
-    json_t *headers = rk ? json_pack("{s:s}", "x-smg-routing-key", rk) : NULL;
+    json_t *headers = api_reqlog_headers(a->cfg.reqlog, r);
     api_reqlog_openai(a->cfg.reqlog, body, headers);
     json_decref(headers);
 }

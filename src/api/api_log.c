@@ -325,6 +325,9 @@ struct api_reqlog {
     bool to_stdout;
     FILE **files;           /* (n_files) owned, one per folder target */
     int n_files;
+    char **headers;         /* (n_headers) owned lower-case names to log */
+    int n_headers;
+    double exceeded_ms;     /* $SGLANG_LOG_REQUEST_EXCEEDED_MS, <= 0 = off */
 };
 
 static const char *const obj_skip_l0[] = {"text",       "input_ids", "input_embeds", "image_data",
@@ -390,6 +393,26 @@ api_reqlog *api_reqlog_create(bool on, int level, const char *format, const json
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    /* header whitelist: SGLang's default plus $SGLANG_LOG_REQUEST_HEADERS */
+    const char *env = getenv("SGLANG_LOG_REQUEST_HEADERS");
+    size_t cap = 2 + (env ? strlen(env) : 0);
+    l->headers = calloc(cap, sizeof(char *));
+    if (l->headers) l->headers[l->n_headers++] = strdup("x-smg-routing-key");
+    for (const char *p = env; l->headers && p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        while (n && (*p == ' ')) p++, n--;
+        while (n && p[n - 1] == ' ') n--;
+        if (n && (size_t)l->n_headers < cap) {
+            char *h = strndup(p, n);
+            for (char *q = h; q && *q; q++) *q = (char)((*q >= 'A' && *q <= 'Z') ? *q + 32 : *q);
+            if (h) l->headers[l->n_headers++] = h;
+        }
+        if (!c) break;
+        p = c + 1;
+    }
+    const char *ex = getenv("SGLANG_LOG_REQUEST_EXCEEDED_MS");
+    l->exceeded_ms = ex ? strtod(ex, NULL) : -1;
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
@@ -428,8 +451,23 @@ void api_reqlog_destroy(api_reqlog *l)
     if (!l) return;
     for (int i = 0; i < l->n_files; i++) fclose(l->files[i]);
     free(l->files);
+    for (int i = 0; i < l->n_headers; i++) free(l->headers[i]);
+    free(l->headers);
     pthread_mutex_destroy(&l->mu);
     free(l);
+}
+
+json_t *api_reqlog_headers(api_reqlog *l, http_req *r)
+{
+    if (!l || !r) return NULL;
+    json_t *o = NULL;
+    for (int i = 0; i < l->n_headers; i++) {
+        const char *v = http_req_header(r, l->headers[i]);
+        if (!v || !*v) continue;
+        if (!o) o = json_object();
+        json_object_set_new(o, l->headers[i], json_string(v));
+    }
+    return o;
 }
 
 bool api_reqlog_enabled(api_reqlog *l)
@@ -486,6 +524,10 @@ static void log_event(api_reqlog *l, bool finished, const json_t *obj, const jso
     int level = l->level;
     pthread_mutex_unlock(&l->mu);
     if (!on) return;
+    if (finished && out && l->exceeded_ms > 0) {
+        json_t *lat = json_object_get(json_object_get(out, "meta_info"), "e2e_latency");
+        if (json_number_value(lat) * 1000.0 < l->exceeded_ms) return;
+    }
     size_t max_len;
     const char *const *skip, *const *oskip;
     level_meta(level, &max_len, &skip, &oskip);

@@ -70,6 +70,12 @@ api_reqlog *api_reqlog_create(bool on, int level, const char *format, const json
                               char *err, size_t errlen);
 void api_reqlog_destroy(api_reqlog *l);
 
+/* The whitelisted request headers to log (SGLang: x-smg-routing-key plus
+ * the comma-separated names in $SGLANG_LOG_REQUEST_HEADERS, lower-cased),
+ * as an object, or NULL when the request has none.  Polling thread, during
+ * the handler call (http_req_header's rule). */
+json_t *api_reqlog_headers(api_reqlog *l, http_req *r);
+
 /* Is logging on right now?  (NULL -> false.) */
 bool api_reqlog_enabled(api_reqlog *l);
 /* The current level (for the caller's "decode the text at level >= 2"). */
@@ -84,7 +90,9 @@ void api_reqlog_received(api_reqlog *l, const json_t *obj, const json_t *headers
  * and lists cut at 2048 items at level 2, no field skipped at any level). */
 void api_reqlog_openai(api_reqlog *l, const json_t *body, const json_t *headers);
 /* Log one finished request: obj as above, out = the native /generate
- * output object (text, output_ids, meta_info). */
+ * output object (text, output_ids, meta_info).  With
+ * $SGLANG_LOG_REQUEST_EXCEEDED_MS > 0, only requests whose
+ * meta_info.e2e_latency reaches it are logged. */
 void api_reqlog_finished(api_reqlog *l, const json_t *obj, const json_t *headers,
                          const json_t *out);
 

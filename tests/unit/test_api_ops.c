@@ -252,6 +252,35 @@ static void test_reqlog(void **state)
     rmdir(dir);
 }
 
+/* $SGLANG_LOG_REQUEST_EXCEEDED_MS: only slow requests are logged as finished */
+static void test_reqlog_exceeded(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sglc_reqlog_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    json_t *targets = json_pack("[s]", dir);
+    char err[256];
+    setenv("SGLANG_LOG_REQUEST_EXCEEDED_MS", "500", 1);
+    api_reqlog *l = api_reqlog_create(true, 3, "text", targets, err, sizeof err);
+    unsetenv("SGLANG_LOG_REQUEST_EXCEEDED_MS");
+    assert_non_null(l);
+    json_t *obj = json_pack("{s:s}", "rid", "fast");
+    json_t *fast = json_pack("{s:{s:f}}", "meta_info", "e2e_latency", 0.1);
+    json_t *slow = json_pack("{s:{s:f}}", "meta_info", "e2e_latency", 0.6);
+    api_reqlog_finished(l, obj, NULL, fast);
+    api_reqlog_finished(l, obj, NULL, slow);
+    api_reqlog_destroy(l);
+    char host[256] = "localhost", path[600];
+    gethostname(host, sizeof host - 1);
+    snprintf(path, sizeof path, "%s/%s_0.log", dir, host);
+    char *txt = slurp(path);
+    assert_string_equal(txt, "Finish: obj=GenerateReqInput(rid='fast'), out={'meta_info': {'e2e_latency': 0.6}}\n");
+    free(txt);
+    json_decref(obj), json_decref(fast), json_decref(slow), json_decref(targets);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_access_log(void **state)
 {
     (void)state;
@@ -354,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_limits),      cmocka_unit_test(test_repr),
         cmocka_unit_test(test_transform),   cmocka_unit_test(test_reqlog),
         cmocka_unit_test(test_access_log),  cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_reqlog_exceeded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
