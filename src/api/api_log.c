@@ -490,15 +490,15 @@ int api_reqlog_level(api_reqlog *l)
 
 static void emit(api_reqlog *l, const char *line)
 {
+    /* one stdio call per line: stdout is shared with the access log and
+     * a single call holds the FILE's lock for the whole line */
     pthread_mutex_lock(&l->mu);
     if (l->to_stdout) {
-        fputs(line, stdout);
-        fputc('\n', stdout);
+        fprintf(stdout, "%s\n", line);
         fflush(stdout);
     }
     for (int i = 0; i < l->n_files; i++) {
-        fputs(line, l->files[i]);
-        fputc('\n', l->files[i]);
+        fprintf(l->files[i], "%s\n", line);
         fflush(l->files[i]);
     }
     pthread_mutex_unlock(&l->mu);
