@@ -23,6 +23,13 @@
 static api_reqlog *g_log;
 static api_access_log *g_access;
 static FILE *g_null;
+static char g_dir[64], g_link[700]; /* removed at exit */
+
+static void cleanup(void)
+{
+    unlink(g_link);
+    rmdir(g_dir);
+}
 
 static void setup(void)
 {
@@ -33,6 +40,9 @@ static void setup(void)
     gethostname(host, sizeof host - 1);
     snprintf(path, sizeof path, "%s/%s_0.log", dir, host);
     if (symlink("/dev/null", path)) abort();
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    snprintf(g_link, sizeof g_link, "%s", path);
+    atexit(cleanup);
     json_t *t = json_pack("[s]", dir);
     char err[256];
     g_log = api_reqlog_create(false, 2, "text", t, err, sizeof err);

@@ -27,6 +27,13 @@ static tok_tokenizer *g_tok;
 static tmpl_chat g_chat;
 static api_reqlog *g_log;    /* request log on, lines to /dev/null */
 static api_metrics *g_metrics;
+static char g_dir[64], g_link[700]; /* removed at exit */
+
+static void cleanup(void)
+{
+    unlink(g_link);
+    rmdir(g_dir);
+}
 
 static const char *const ROUTES[] = {"/generate", "/v1/completions", "/v1/chat/completions",
                                      "/tokenize", "/detokenize", "/abort_request",
@@ -52,6 +59,9 @@ static void setup(void)
     gethostname(host, sizeof host - 1);
     snprintf(lpath, sizeof lpath, "%s/%s_0.log", ldir, host);
     if (symlink("/dev/null", lpath)) abort();
+    snprintf(g_dir, sizeof g_dir, "%s", ldir);
+    snprintf(g_link, sizeof g_link, "%s", lpath);
+    atexit(cleanup);
     json_t *lt = json_pack("[s]", ldir);
     g_log = api_reqlog_create(true, 3, "text", lt, err, sizeof err);
     json_decref(lt);
