@@ -8,6 +8,7 @@
  * event it cannot place.  After submission only the dispatcher touches a
  * job, except `gone` (set by the close hook) and the rids it reads. */
 #include "api/api.h"
+#include "api/api_ops.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -32,6 +33,7 @@ typedef struct api_slot {
     size_t stext_len;
     size_t sent;                 /* bytes of text already sent as deltas */
     size_t ids_sent;             /* output ids already sent (incremental native streaming) */
+    double t_last;               /* metrics: when its last tokens arrived, 0 = none yet */
     int prompt;
     bool done, role_sent;
 } api_slot;
@@ -53,6 +55,8 @@ typedef struct api_job {
     char *oai_id;                /* owned */
     int64_t created;
     atomic_bool gone;
+    double t_submit;             /* metrics: submission time */
+    json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
     int err_status;              /* first error (non-streaming answer) */
     char *err_msg;               /* owned */
 } api_job;
@@ -70,6 +74,8 @@ typedef struct reg_ent {
 struct api_server {
     api_config cfg;
     char *served, *model_path, *tok_path, *arch, *api_key, *root_path, *weight_version; /* owned copies */
+    char *admin_api_key;         /* owned copy or NULL */
+    int64_t max_req_input_len;   /* the scheduler's (context_length - 6 in dry runs) */
     pthread_mutex_t mu;          /* registry and counters */
     reg_ent *reg[REG_BUCKETS];
     int n_jobs;
@@ -244,6 +250,7 @@ static void job_free(api_job *j)
     free(j->sub_ids);
     free(j->oai_id);
     free(j->err_msg);
+    json_decref(j->log_objs);
     free(j);
 }
 
@@ -644,6 +651,97 @@ static void job_stream_end(api_job *j)
     http_stream_end(j->hr);
 }
 
+/* ---- operations hooks (metrics, request log: api_ops.h) ---------------------------- */
+
+/* Metrics of an event before it is added to the slot: time to first
+ * token, then inter-token latency of every later batch of tokens. */
+static void ops_on_event(api_server *a, api_job *j, api_slot *sl, const sched_event *e)
+{
+    /* health checks are not counted (SGLang sends them with log_metrics=False) */
+    if (!a->cfg.metrics || j->kind == JOB_HEALTH || (e->n_ids <= 0 && e->kind != SCHED_EV_FINISH)) return;
+    double now = time_now_sec();
+    if (sl->t_last == 0) {
+        if (e->n_ids > 0 || e->finish != SCHED_FINISH_ABORT) api_metrics_ttft(a->cfg.metrics, now - j->t_submit);
+    } else if (e->n_ids > 0) {
+        api_metrics_itl(a->cfg.metrics, now - sl->t_last, e->n_ids);
+    }
+    sl->t_last = now;
+}
+
+/* A slot finished: count it, and log it ("Finish:") with its native
+ * output object (SGLang logs the /generate form for every route). */
+static void ops_on_finish(api_server *a, api_job *j, api_slot *sl, const sched_event *e)
+{
+    if (a->cfg.metrics && j->kind != JOB_HEALTH)
+        api_metrics_finished(a->cfg.metrics, e->prompt_tokens, sl->res.n, sl->res.fin.cached_tokens,
+                             time_now_sec() - j->t_submit, e->finish == SCHED_FINISH_ABORT);
+    json_t *lo = j->log_objs ? json_array_get(j->log_objs, (size_t)sl->prompt) : NULL;
+    if (!lo || !api_reqlog_enabled(a->cfg.reqlog)) return;
+    bool list_out = j->list_out;
+    j->list_out = false; /* no "index" in the logged output */
+    json_t *out = native_obj(j, sl, true);
+    j->list_out = list_out;
+    api_reqlog_finished(a->cfg.reqlog, json_object_get(lo, "obj"), json_object_get(lo, "headers"), out);
+    json_decref(out);
+}
+
+/* The request as SGLang's GenerateReqInput fields, for the request log. */
+static json_t *ops_log_obj(const json_t *q, const char *text)
+{
+    static const char *const keys[] = {"input_ids", "sampling_params", "rid", "return_logprob",
+                                       "logprob_start_len", "top_logprobs_num", "token_ids_logprob",
+                                       "return_text_in_logprobs", "stream", "priority", NULL};
+    json_t *o = json_object();
+    json_object_set_new(o, "text", text ? json_string(text) : json_null());
+    for (int k = 0; keys[k]; k++) {
+        json_t *v = json_object_get(q, keys[k]);
+        /* GenerateReqInput's defaults: stream and return_text_in_logprobs False, the rest None */
+        bool flag = !strcmp(keys[k], "stream") || !strcmp(keys[k], "return_text_in_logprobs");
+        json_object_set_new(o, keys[k], v ? json_incref(v) : flag ? json_false() : json_null());
+    }
+    return o;
+}
+
+/* Log every prompt of a job as received (polling thread: the request
+ * headers are readable) and keep what "Finish:" will print.  At level 2
+ * and up a prompt given as ids gets its decoded text afterwards, as
+ * SGLang's log_received_request does. */
+static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
+{
+    j->t_submit = time_now_sec();
+    /* health checks are logged too (SGLang logs every generate_request) */
+    if (!api_reqlog_enabled(a->cfg.reqlog)) return;
+    j->log_objs = json_array();
+    json_t *headers = api_reqlog_headers(a->cfg.reqlog, j->hr);
+    int level = api_reqlog_level(a->cfg.reqlog);
+    for (int i = 0; i < j->n_prompt; i++) {
+        json_t *obj = ops_log_obj(reqs[i], j->prompt_text[i]);
+        api_reqlog_received(a->cfg.reqlog, obj, headers);
+        json_t *ids = json_object_get(obj, "input_ids");
+        if (level >= 2 && !j->prompt_text[i] && a->cfg.tok && json_is_array(ids)) {
+            size_t n = json_array_size(ids);
+            int32_t *v = malloc(sizeof(int32_t) * (n ? n : 1));
+            char *txt = NULL;
+            for (size_t k = 0; v && k < n; k++) v[k] = (int32_t)json_integer_value(json_array_get(ids, k));
+            tok_decode_opts o = {.skip_special_tokens = false, .spaces_between_special_tokens = true};
+            if (v && !tok_decode(a->cfg.tok, v, n, &o, &txt, NULL)) json_object_set_new(obj, "text", json_string(txt));
+            free(txt);
+            free(v);
+        }
+        json_array_append_new(j->log_objs, json_pack("{s:o,s:O?}", "obj", obj, "headers", headers));
+    }
+    json_decref(headers);
+}
+
+/* --log-requests: the raw OpenAI body, before it is adapted. */
+static void ops_log_openai(api_server *a, http_req *r, const json_t *body)
+{
+    if (!api_reqlog_enabled(a->cfg.reqlog)) return;
+    json_t *headers = api_reqlog_headers(a->cfg.reqlog, r);
+    api_reqlog_openai(a->cfg.reqlog, body, headers);
+    json_decref(headers);
+}
+
 /* Dispatcher: apply one event to its job; finish the job when complete. */
 static void handle_event(api_server *a, const sched_event *e)
 {
@@ -656,6 +754,7 @@ static void handle_event(api_server *a, const sched_event *e)
         return;
     }
     api_slot *sl = &j->slots[si];
+    ops_on_event(a, j, sl, e);
     if (sched_result_add(&sl->res, e)) {
         if (!j->err_status) {
             j->err_status = 500;
@@ -687,6 +786,7 @@ static void handle_event(api_server *a, const sched_event *e)
     if (e->kind == SCHED_EV_FINISH && !sl->done) {
         sl->done = true;
         j->n_done++;
+        ops_on_finish(a, j, sl, e);
     }
     if (j->n_done == j->n_slots) {
         if (j->stream) job_stream_end(j);
@@ -828,6 +928,15 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
             job_free(j);
             return;
         }
+        json_t *mnt = json_object_get(json_object_get(reqs[i], "sampling_params"), "max_new_tokens");
+        if (api_limits_apply(&specs[i], json_is_integer(mnt), a->cfg.context_length, a->max_req_input_len,
+                             a->cfg.allow_auto_truncate, err, sizeof err)) {
+            for (int k = 0; k <= i; k++) sched_req_spec_free(&specs[k]);
+            free(specs);
+            job_error(j, 400, err);
+            job_free(j);
+            return;
+        }
         int n = specs[i].params.n > 1 ? (int)specs[i].params.n : 1;
         if (n != j->n_per) {
             for (int k = 0; k <= i; k++) sched_req_spec_free(&specs[k]);
@@ -851,6 +960,7 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
             j->slots[i].ts = tok_stream_create(a->cfg.tok, &o);
         }
     }
+    ops_on_submit(a, j, reqs);
     if (j->stream) http_stream_begin(j->hr, "text/event-stream");
     if (!a->cfg.s) {
         dry_run(a, j, specs);
@@ -1004,6 +1114,7 @@ static void route_generate(api_server *a, http_req *r, json_t *body)
                 goto fail;
             }
             json_object_set_new(q, "input_ids", arr);
+            j->prompt_text[i] = xstrdup(json_string_value(t)); /* request log (no echo on /generate) */
         } else if (batch) {
             json_object_set(q, "input_ids", json_array_get(ids, i));
         }
@@ -1435,13 +1546,12 @@ static void route_detokenize(api_server *a, http_req *r, json_t *body)
 
 /* ---- routing ------------------------------------------------------------------------------------ */
 
-static bool auth_ok(api_server *a, http_req *r, const char *path)
+/* 0 = allowed, else 401 / 403 (SGLang's rules: api_auth.c). */
+static int auth_check(api_server *a, http_req *r, const char *method, const char *path)
 {
-    if (!a->api_key) return true;
-    if (!strncmp(path, "/health", 7) || !strcmp(path, "/metrics")) return true;
-    const char *h = http_req_header(r, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
-    return !strcmp(h + 7, a->api_key);
+    if (!a->api_key && !a->admin_api_key) return 0;
+    return api_auth_decide(method, path, http_req_header(r, "Authorization"), http_req_header(r, "x-api-key"),
+                           a->api_key, a->admin_api_key, api_auth_level_of(method, path));
 }
 
 /* Parse a JSON object body; on failure answers 400 in the route's style. */
@@ -1473,8 +1583,9 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
     }
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
-    if (!auth_ok(a, r, path)) {
-        respond_json(r, 401, json_pack("{s:s}", "error", "Unauthorized"));
+    int denied = auth_check(a, r, method, path);
+    if (denied) {
+        respond_json(r, denied, json_pack("{s:s}", "error", denied == 403 ? "Forbidden" : "Unauthorized"));
         return;
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
@@ -1564,7 +1675,10 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         json_t *j = parse_body(r, body, body_len, oai, false);
         if (!j) return;
         if (is_gen) route_generate(a, r, j);
-        else route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
+        else {
+            ops_log_openai(a, r, j);
+            route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
+        }
         json_decref(j);
         return;
     }
@@ -1612,6 +1726,26 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         }
         return;
     }
+    if (!strcmp(path, "/configure_logging") && (get || post) && a->cfg.reqlog) {
+        /* ConfigureLoggingReq body; 200 with an empty body, as SGLang */
+        json_t *j = parse_body(r, body, body_len, false, false);
+        if (!j) return;
+        char err[300];
+        if (api_reqlog_configure(a->cfg.reqlog, j, err, sizeof err)) native_error(r, 400, err);
+        else http_respond(r, 200, "text/plain", "", 0, NULL);
+        json_decref(j);
+        return;
+    }
+    if (!strcmp(path, "/metrics") && get && a->cfg.metrics) {
+        sched_stats st;
+        memset(&st, 0, sizeof st);
+        if (a->cfg.s) sched_get_stats_snapshot(a->cfg.s, &st);
+        char *txt = api_metrics_render(a->cfg.metrics, &st);
+        if (!txt) native_error(r, 500, "Internal error: out of memory.");
+        else http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), NULL);
+        free(txt);
+        return;
+    }
     respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
 }
 
@@ -1656,6 +1790,8 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     a->tok_path = xstrdup(cfg->tokenizer_path ? cfg->tokenizer_path : a->model_path);
     a->arch = xstrdup(cfg->architecture ? cfg->architecture : "");
     a->api_key = cfg->api_key && *cfg->api_key ? xstrdup(cfg->api_key) : NULL;
+    a->admin_api_key = cfg->admin_api_key && *cfg->admin_api_key ? xstrdup(cfg->admin_api_key) : NULL;
+    a->max_req_input_len = cfg->s ? sched_max_req_input_len(cfg->s) : cfg->context_length - 6;
     /* "/prefix/" and "/prefix" both mean the prefix "/prefix" */
     if (cfg->root_path && *cfg->root_path && strcmp(cfg->root_path, "/")) {
         a->root_path = xstrdup(cfg->root_path);
@@ -1700,7 +1836,7 @@ void api_destroy(api_server *a)
             free(e);
         }
     pthread_mutex_destroy(&a->mu);
-    free(a->served), free(a->model_path), free(a->tok_path), free(a->arch), free(a->api_key);
+    free(a->served), free(a->model_path), free(a->tok_path), free(a->arch), free(a->api_key), free(a->admin_api_key);
     free(a->root_path), free(a->weight_version);
     free(a);
 }

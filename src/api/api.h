@@ -18,8 +18,8 @@
  *
  * Errors: native routes answer {"error": {"message": ...}} with SGLang's
  * status codes; OpenAI routes {"object": "error", "message", "type",
- * "param", "code"}; 401 {"error": "Unauthorized"} for a missing or wrong
- * --api-key (health routes exempt, as SGLang).
+ * "param", "code"}; 401 {"error": "Unauthorized"} / 403 {"error":
+ * "Forbidden"} by SGLang's --api-key / --admin-api-key rules (api_ops.h).
  *
  * Ownership: api_server borrows the scheduler, tokenizer, chat template
  * and args (all must outlive it) and owns its jobs and its thread. */
@@ -47,6 +47,10 @@ typedef struct api_config {
     const char *tokenizer_path;
     const char *architecture;
     const char *api_key;             /* NULL = no authentication */
+    const char *admin_api_key;       /* --admin-api-key; NULL = none (see api_ops.h for the rules) */
+    bool allow_auto_truncate;        /* --allow-auto-truncate (api_limits_apply) */
+    struct api_reqlog *reqlog;       /* borrowed or NULL: --log-requests, /configure_logging */
+    struct api_metrics *metrics;     /* borrowed or NULL: --enable-metrics (/metrics is 404 without) */
     int64_t context_length;
     int64_t vocab_size;
     bool incremental_streaming;      /* --incremental-streaming-output */

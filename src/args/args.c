@@ -537,7 +537,8 @@ static int walk_argv(args_server *a, int argc, char **argv, const args_extra *ex
                        n < 512)
                     vals[n++] = argv[++i];
             }
-            if (n == 0) {
+            /* SGLang's nargs="*" lists take zero values (to override a --config value) */
+            if (n == 0 && sp != &args_specs[ARG_ID_uvicorn_access_log_exclude_prefixes]) {
                 errf(err, errlen, "%s expects at least one value", disp);
                 return ARGS_EUSAGE;
             }

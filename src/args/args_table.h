@@ -86,7 +86,7 @@ X(model_impl, CHOICE, "--model-impl", "auto", "auto|sglang|transformers", MODEL,
 X(host, STR, "--host", "127.0.0.1", NULL, HTTP, SUPPORTED, "The host of the HTTP server.") \
 X(port, INT, "--port", "30000", NULL, HTTP, SUPPORTED, "The port of the HTTP server.") \
 X(skip_server_warmup, BOOL, "--skip-server-warmup", "false", NULL, HTTP, SUPPORTED, "If set, skip warmup.") \
-X(warmups, STR, "--warmups", NULL, NULL, HTTP, NOT_YET, "Comma-separated custom warmup functions to run before the server starts.") \
+X(warmups, STR, "--warmups", NULL, NULL, HTTP, SUPPORTED, "Comma-separated custom warmup functions to run before the server starts.") \
 X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
 X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, SUPPORTED, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
@@ -158,37 +158,37 @@ X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, NOT_YET, "The delta bet
 X(sleep_on_idle, BOOL, "--sleep-on-idle", "false", NULL, RUNTIME, NOT_YET, "Reduce CPU usage when the server is idle.") \
 /* ---- Logging ---- */ \
 X(log_level, CHOICE, "--log-level", "info", "debug|info|warning|error|critical", LOGGING, SUPPORTED, "The logging level of all loggers.") \
-X(log_level_http, STR, "--log-level-http", NULL, NULL, LOGGING, NOT_YET, "The logging level of the HTTP server (default: --log-level).") \
-X(log_requests, BOOL, "--log-requests", "false", NULL, LOGGING, NOT_YET, "Log metadata, inputs, outputs of all requests.") \
-X(log_requests_level, INT, "--log-requests-level", "2", "0|1|2|3", LOGGING, NOT_YET, "Verbosity of request logging: 0 metadata only ... 3 everything.") \
-X(log_requests_format, CHOICE, "--log-requests-format", "text", "text|json", LOGGING, NOT_YET, "Format for request logging.") \
+X(log_level_http, STR, "--log-level-http", NULL, NULL, LOGGING, SUPPORTED, "The logging level of the HTTP server (default: --log-level).") \
+X(log_requests, BOOL, "--log-requests", "false", NULL, LOGGING, SUPPORTED, "Log metadata, inputs, outputs of all requests.") \
+X(log_requests_level, INT, "--log-requests-level", "2", "0|1|2|3", LOGGING, SUPPORTED, "Verbosity of request logging: 0 metadata only ... 3 everything.") \
+X(log_requests_format, CHOICE, "--log-requests-format", "text", "text|json", LOGGING, SUPPORTED, "Format for request logging.") \
 X(crash_dump_folder, STR, "--crash-dump-folder", NULL, NULL, LOGGING, NOT_YET, "Folder to dump requests from the last minutes before a crash.") \
 X(show_time_cost, BOOL, "--show-time-cost", "false", NULL, LOGGING, NOT_YET, "Show time cost of custom marks.") \
-X(enable_metrics, BOOL, "--enable-metrics", "false", NULL, LOGGING, NOT_YET, "Enable Prometheus metrics at /metrics.") \
+X(enable_metrics, BOOL, "--enable-metrics", "false", NULL, LOGGING, SUPPORTED, "Enable Prometheus metrics at /metrics.") \
 X(enable_metrics_for_all_schedulers, BOOL, "--enable-metrics-for-all-schedulers", "false", NULL, LOGGING, NOT_YET, "Record metrics on all TP ranks.") \
 X(tokenizer_metrics_custom_labels_header, STR, "--tokenizer-metrics-custom-labels-header", "x-custom-labels", NULL, LOGGING, NOT_YET, "HTTP header carrying custom metric labels.") \
 X(tokenizer_metrics_allowed_custom_labels, LIST_STR, "--tokenizer-metrics-allowed-custom-labels", NULL, NULL, LOGGING, NOT_YET, "The custom labels allowed for tokenizer metrics.") \
 X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, NOT_YET, "Extra constant labels for all metrics (JSON object).") \
-X(bucket_time_to_first_token, LIST_FLOAT, "--bucket-time-to-first-token", NULL, NULL, LOGGING, NOT_YET, "Buckets of the time-to-first-token histogram.") \
-X(bucket_inter_token_latency, LIST_FLOAT, "--bucket-inter-token-latency", NULL, NULL, LOGGING, NOT_YET, "Buckets of the inter-token latency histogram.") \
-X(bucket_e2e_request_latency, LIST_FLOAT, "--bucket-e2e-request-latency", NULL, NULL, LOGGING, NOT_YET, "Buckets of the end-to-end request latency histogram.") \
-X(collect_tokens_histogram, BOOL, "--collect-tokens-histogram", "false", NULL, LOGGING, NOT_YET, "Collect prompt/generation tokens histograms.") \
-X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGING, NOT_YET, "Buckets rule of the prompt tokens histogram.") \
-X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, NOT_YET, "Buckets rule of the generation tokens histogram.") \
+X(bucket_time_to_first_token, LIST_FLOAT, "--bucket-time-to-first-token", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the time-to-first-token histogram.") \
+X(bucket_inter_token_latency, LIST_FLOAT, "--bucket-inter-token-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the inter-token latency histogram.") \
+X(bucket_e2e_request_latency, LIST_FLOAT, "--bucket-e2e-request-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the end-to-end request latency histogram.") \
+X(collect_tokens_histogram, BOOL, "--collect-tokens-histogram", "false", NULL, LOGGING, SUPPORTED, "Collect prompt/generation tokens histograms.") \
+X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the prompt tokens histogram.") \
+X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the generation tokens histogram.") \
 X(gc_warning_threshold_secs, FLOAT, "--gc-warning-threshold-secs", "0.0", NULL, LOGGING, NOT_YET, "Threshold for long garbage-collection warnings (Python only).") \
 X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, NOT_YET, "The log interval of decode batches.") \
 X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, NOT_YET, "Enable per-request time stats logging.") \
 X(kv_events_config, STR, "--kv-events-config", NULL, NULL, LOGGING, NOT_YET, "Config in JSON for KV cache event publishing.") \
 X(enable_trace, BOOL, "--enable-trace", "false", NULL, LOGGING, NOT_YET, "Enable OpenTelemetry tracing.") \
 X(otlp_traces_endpoint, STR, "--otlp-traces-endpoint --oltp-traces-endpoint", "localhost:4317", NULL, LOGGING, NOT_YET, "OpenTelemetry collector endpoint (host:port).") \
-X(log_requests_target, STR, "--log-requests-target", NULL, NULL, LOGGING, NOT_YET, "Where request logs go (stdout or a folder).") \
-X(uvicorn_access_log_exclude_prefixes, LIST_STR, "--uvicorn-access-log-exclude-prefixes", "[]", NULL, LOGGING, NOT_YET, "Path prefixes excluded from the HTTP access log.") \
+X(log_requests_target, LIST_STR, "--log-requests-target", NULL, NULL, LOGGING, SUPPORTED, "Where request logs go (stdout or a folder).") \
+X(uvicorn_access_log_exclude_prefixes, LIST_STR, "--uvicorn-access-log-exclude-prefixes", "[]", NULL, LOGGING, SUPPORTED, "Path prefixes excluded from the HTTP access log.") \
 /* ---- RequestMetricsExporter configuration ---- */ \
 X(export_metrics_to_file, BOOL, "--export-metrics-to-file", "false", NULL, METRICS_EXPORT, NOT_YET, "Export per-request performance metrics to files.") \
 X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, METRICS_EXPORT, NOT_YET, "Folder for the exported request metrics files.") \
 /* ---- API related ---- */ \
 X(api_key, STR, "--api-key", NULL, NULL, API, SUPPORTED, "API key the server requires (Authorization: Bearer).") \
-X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, NOT_YET, "API key for admin/control endpoints.") \
+X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, SUPPORTED, "API key for admin/control endpoints.") \
 X(served_model_name, STR, "--served-model-name", NULL, NULL, API, SUPPORTED, "The model name returned by the v1/models endpoint (defaults to --model-path).") \
 X(weight_version, STR, "--weight-version", "default", NULL, API, SUPPORTED, "Version identifier for the model weights.") \
 X(chat_template, STR, "--chat-template", NULL, NULL, API, SUPPORTED, "The builtin chat template name or the path of a chat template file (default: the tokenizer's).") \
@@ -353,7 +353,7 @@ X(delete_ckpt_after_loading, BOOL, "--delete-ckpt-after-loading", "false", NULL,
 X(enable_memory_saver, BOOL, "--enable-memory-saver", "false", NULL, OPT, NOT_YET, "Allow saving memory using release_memory_occupation and resume_memory_occupation.") \
 X(enable_weights_cpu_backup, BOOL, "--enable-weights-cpu-backup", "false", NULL, OPT, NOT_YET, "Save model weights to CPU memory during release_weights_occupation.") \
 X(enable_draft_weights_cpu_backup, BOOL, "--enable-draft-weights-cpu-backup", "false", NULL, OPT, NOT_YET, "Save draft model weights to CPU memory during release.") \
-X(allow_auto_truncate, BOOL, "--allow-auto-truncate", "false", NULL, OPT, NOT_YET, "Truncate requests that exceed the maximum input length instead of returning an error.") \
+X(allow_auto_truncate, BOOL, "--allow-auto-truncate", "false", NULL, OPT, SUPPORTED, "Truncate requests that exceed the maximum input length instead of returning an error.") \
 X(enable_custom_logit_processor, BOOL, "--enable-custom-logit-processor", "false", NULL, OPT, NOT_YET, "Enable users to pass custom logit processors (disabled by default for security).") \
 X(flashinfer_mla_disable_ragged, BOOL, "--flashinfer-mla-disable-ragged", "false", NULL, OPT, NOT_YET, "Do not use ragged prefill wrapper with FlashInfer MLA.") \
 X(disable_shared_experts_fusion, BOOL, "--disable-shared-experts-fusion", "false", NULL, OPT, NOT_YET, "Disable shared experts fusion optimization for DeepSeek models.") \

@@ -25,9 +25,11 @@
 #include <jansson.h>
 
 #include "api/api.h"
+#include "api/api_ops.h"
 #include "args/args.h"
 #include "cli/cli.h"
 #include "cli/cli_model.h"
+#include "cli/cli_warmup.h"
 #include "http/http.h"
 #include "hub/hub.h"
 #include "kv/kv_radix.h"
@@ -82,7 +84,14 @@ static int warmup(sched *s, const tok_tokenizer *tok)
     return -1;
 }
 
-int cmd_serve(int argc, char **argv)
+/* The operations objects (request log, metrics, access log) live for the
+ * whole command; cmd_serve frees them after serve() returns, whatever
+ * path it returned by. */
+static api_reqlog *g_reqlog;
+static api_metrics *g_metrics;
+static api_access_log *g_access;
+
+static int serve(int argc, char **argv)
 {
     const char *threads_s = NULL, *max_body_s = NULL;
     const args_extra extra[] = {
@@ -122,6 +131,43 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     if (a.log_level && log_level_parse(a.log_level) >= 0) log_set_level(log_level_parse(a.log_level));
+    /* operations: checked before the (slow) model load */
+    int http_level = log_level_current;
+    if (a.log_level_http) {
+        /* uvicorn's levels; "trace" is below debug */
+        http_level = !strcmp(a.log_level_http, "trace") ? LOG_DEBUG : log_level_parse(a.log_level_http);
+        if (http_level < 0) {
+            fprintf(stderr, "sglc serve: --log-level-http must be one of critical, error, warning, info, debug, trace (got '%s')\n",
+                    a.log_level_http);
+            args_server_free(&a);
+            return 2;
+        }
+    }
+    if (a.warmups && cli_warmups_check(a.warmups, err, sizeof err)) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        args_server_free(&a);
+        return 2;
+    }
+    api_reqlog *reqlog = g_reqlog = api_reqlog_create(a.log_requests, (int)a.log_requests_level, a.log_requests_format,
+                                           a.log_requests_target, err, sizeof err);
+    api_metrics *metrics = NULL;
+    if (reqlog && a.enable_metrics)
+    {
+        api_metrics_opts mopts = {.ttft_buckets = a.bucket_time_to_first_token,
+                                  .itl_buckets = a.bucket_inter_token_latency,
+                                  .e2e_buckets = a.bucket_e2e_request_latency,
+                                  .collect_tokens_histogram = a.collect_tokens_histogram,
+                                  .prompt_tokens_rule = a.prompt_tokens_buckets,
+                                  .generation_tokens_rule = a.generation_tokens_buckets};
+        metrics = g_metrics = api_metrics_create(a.served_model_name ? a.served_model_name : a.model_path,
+                                                 &mopts, err, sizeof err);
+    }
+    if (!reqlog || (a.enable_metrics && !metrics)) {
+        fprintf(stderr, "sglc serve: %s\n", err);
+        args_server_free(&a);
+        return 2;
+    }
+    api_access_log *access = g_access = api_access_log_create(http_level, a.uvicorn_access_log_exclude_prefixes, stdout);
     /* --completion-template: checked before the (slow) model load */
     static tmpl_completion completion;
     bool have_completion = false;
@@ -283,6 +329,9 @@ int cmd_serve(int argc, char **argv)
         }
     }
     json_t *info = args_to_json(&a);
+    /* /get_server_info is a normal route: api-key holders (or anyone, with
+     * only --admin-api-key) read it, so the admin key must not be in it */
+    if (info && a.admin_api_key) json_object_set_new(info, "admin_api_key", json_string("<redacted>"));
     api_config ac = {
         .s = s,
         .tok = tok,
@@ -293,6 +342,10 @@ int cmd_serve(int argc, char **argv)
         .tokenizer_path = a.tokenizer_path ? a.tokenizer_path : a.model_path,
         .architecture = mc->architecture,
         .api_key = a.api_key,
+        .admin_api_key = a.admin_api_key,
+        .allow_auto_truncate = a.allow_auto_truncate,
+        .reqlog = reqlog,
+        .metrics = metrics,
         .context_length = mc->context_length,
         .vocab_size = mc->vocab_size,
         .incremental_streaming = a.incremental_streaming_output,
@@ -308,9 +361,9 @@ int cmd_serve(int argc, char **argv)
     http_server *hs = NULL;
     if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
     if (sched_start(s)) goto out;
-    /* listen first, answering 503 "starting" while the warm-up runs (as
-     * SGLang's ServerStatus.Starting); the warm-up reads the outbox itself,
-     * so the dispatcher starts only after it */
+    /* listen first, answering 503 "starting" while the warm-ups run (as
+     * SGLang's ServerStatus.Starting); the warm-ups read the outbox
+     * themselves, so the dispatcher starts only after them */
     ac.start_later = true;
     api = api_create(&ac, err, sizeof err);
     if (!api) {
@@ -324,13 +377,19 @@ int cmd_serve(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &rl);
     }
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
-                      .max_conns = 0, .idle_timeout_s = 5};
+                      .max_conns = 0, .idle_timeout_s = 5,
+                      .access_fn = api_access_log_line, .access_ctx = access};
     hs = http_start(&hc, api_handle, api, err, sizeof err);
     if (!hs) {
         fprintf(stderr, "sglc serve: %s\n", err);
         goto out;
     }
     if (!a.skip_server_warmup && warmup(s, tok)) goto out;
+    /* --warmups: SGLang runs them whether or not the standard warm-up ran */
+    if (a.warmups && cli_warmups_run(s, a.warmups, mc->vocab_size, mo.load.random_seed)) {
+        fprintf(stderr, "sglc serve: --warmups failed\n");
+        goto out;
+    }
     if (api_set_ready(api, err, sizeof err)) {
         fprintf(stderr, "sglc serve: %s\n", err);
         goto out;
@@ -377,4 +436,14 @@ out:
     model_free(m);
     args_server_free(&a);
     return exit_code;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    int rc = serve(argc, argv);
+    api_access_log_destroy(g_access);
+    api_metrics_destroy(g_metrics);
+    api_reqlog_destroy(g_reqlog);
+    g_access = NULL, g_metrics = NULL, g_reqlog = NULL;
+    return rc;
 }

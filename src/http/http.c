@@ -32,6 +32,8 @@ struct http_server {
     void *ctx;
     size_t max_body;
     atomic_int inflight;
+    http_access_fn access_fn;
+    void *access_ctx;
 };
 
 enum { RESP_NONE = 0, RESP_FULL, RESP_STREAM };
@@ -60,6 +62,8 @@ struct http_req {
     bool s_end;
     http_close_fn on_close;
     void *close_arg;
+    char *a_method, *a_path, *a_version; /* owned copies for the access log (NULL without one) */
+    int a_status;                        /* status queued to the client, 0 = none yet */
 };
 
 static void req_unref_locked(http_req *r)
@@ -78,6 +82,9 @@ static void req_unref_locked(http_req *r)
         for (char **h = r->hdrs; *h; h++) free(*h);
     free(r->hdrs);
     free(r->sbuf);
+    free(r->a_method);
+    free(r->a_path);
+    free(r->a_version);
     free(r);
 }
 
@@ -147,6 +154,7 @@ static enum MHD_Result try_queue(http_req *r)
     if (r->hdrs)
         for (char **h = r->hdrs; h[0] && h[1]; h += 2) MHD_add_response_header(resp, h[0], h[1]);
     r->queued = true;
+    r->a_status = r->resp == RESP_FULL ? r->status : 200;
     ret = MHD_queue_response(r->conn, (unsigned)(r->resp == RESP_FULL ? r->status : 200), resp);
     MHD_destroy_response(resp);
     pthread_mutex_unlock(&r->mu);
@@ -167,6 +175,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         r->srv = s;
         r->refs = 1;
         *con_cls = r;
+        if (s->access_fn) {
+            r->a_method = strdup(method);
+            r->a_path = strdup(url);
+            r->a_version = strdup(version);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->max_body) {
             r->too_large = r->dispatched = true;
@@ -174,6 +187,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             snprintf(msg, sizeof msg,
                      "{\"error\": {\"message\": \"Request body too large (limit %zu bytes).\"}}",
                      s->max_body);
+            r->a_status = 413;
             return queue_simple(c, 413, msg);
         }
         return MHD_YES;
@@ -210,6 +224,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                      "{\"error\": {\"message\": \"Request body too large (limit %zu bytes).\"}}",
                      s->max_body);
             r->terminal = true;
+            r->a_status = 413;
             return queue_simple(c, 413, msg);
         }
         pthread_mutex_lock(&r->mu);
@@ -221,12 +236,37 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     return try_queue(r);
 }
 
+/* One access-log line for r (polling thread). */
+static void access_line(http_server *s, struct MHD_Connection *c, http_req *r)
+{
+    char client[INET6_ADDRSTRLEN + 16] = "-";
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        char ip[INET6_ADDRSTRLEN] = "";
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET) {
+            const struct sockaddr_in *a4 = (const struct sockaddr_in *)sa;
+            inet_ntop(AF_INET, &a4->sin_addr, ip, sizeof ip);
+            snprintf(client, sizeof client, "%s:%u", ip, (unsigned)ntohs(a4->sin_port));
+        } else if (sa->sa_family == AF_INET6) {
+            const struct sockaddr_in6 *a6 = (const struct sockaddr_in6 *)sa;
+            inet_ntop(AF_INET6, &a6->sin6_addr, ip, sizeof ip);
+            snprintf(client, sizeof client, "%s:%u", ip, (unsigned)ntohs(a6->sin6_port));
+        }
+    }
+    const char *phrase = MHD_get_reason_phrase_for((unsigned)r->a_status);
+    s->access_fn(s->access_ctx, client, r->a_method, r->a_path, r->a_version, r->a_status,
+                 phrase ? phrase : "");
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     http_req *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
+    http_server *s = cls;
+    if (s->access_fn && r->a_status && r->a_method) access_line(s, c, r);
     pthread_mutex_lock(&r->mu);
     r->closed = true;
     r->suspended = false;
@@ -261,6 +301,8 @@ http_server *http_start(const http_config *cfg, http_handler_fn fn, void *ctx, c
     }
     s->fn = fn;
     s->ctx = ctx;
+    s->access_fn = cfg->access_fn;
+    s->access_ctx = cfg->access_ctx;
     s->max_body = cfg->max_body ? cfg->max_body : (size_t)64 << 20;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);

@@ -41,6 +41,13 @@ typedef void (*http_handler_fn)(void *ctx, http_req *r, const char *method, cons
  * sent (client gone, write error, server stop).  Runs on the polling
  * thread; must not block. */
 typedef void (*http_close_fn)(void *arg);
+/* Access-log hook: called once per answered request when its connection
+ * is done with it (polling thread; must not block long): client
+ * "ip:port", method, path (without the query), "HTTP/1.1", the status
+ * sent and its reason phrase.  Requests that never got an answer out are
+ * not reported. */
+typedef void (*http_access_fn)(void *ctx, const char *client, const char *method, const char *path,
+                               const char *version, int status, const char *phrase);
 
 typedef struct http_config {
     const char *host;        /* bind address, "127.0.0.1", "0.0.0.0", "::" */
@@ -48,6 +55,8 @@ typedef struct http_config {
     size_t max_body;         /* bytes; larger bodies get 413 */
     unsigned max_conns;      /* connection limit (0 = 65536) */
     unsigned idle_timeout_s; /* idle connection timeout (0 = none) */
+    http_access_fn access_fn; /* NULL = no access log */
+    void *access_ctx;
 } http_config;
 
 /* Start listening; NULL with a message in err. */

@@ -1802,3 +1802,5 @@ void sched_stop(sched *s)
     pthread_join(s->thread, NULL);
     s->thread_started = false;
 }
+
+int64_t sched_max_req_input_len(const sched *s) { return s->max_req_input_len; }

@@ -252,4 +252,8 @@ void sched_get_stats(sched *s, sched_stats *out);
  * mode (zeros before the first step). */
 void sched_get_stats_snapshot(sched *s, sched_stats *out);
 
+/* SGLang's max_req_input_len (the longest input the scheduler admits:
+ * min(context_len - 1, pool tokens - 1) - 5).  Fixed at create; any thread. */
+int64_t sched_max_req_input_len(const sched *s);
+
 #endif

@@ -45,7 +45,9 @@ static int call(api_server *a, const char *method, const char *path, const char 
 static json_t *jcall(api_server *a, const char *path, const char *body, int want)
 {
     char *o;
-    assert_int_equal(call(a, "POST", path, body, &o), want);
+    int st = call(a, "POST", path, body, &o);
+    if (st != want) fprintf(stderr, "%s %s -> %d %s\n", path, body, st, o);
+    assert_int_equal(st, want);
     json_t *j = json_loads(o, JSON_DECODE_ANY, NULL);
     if (!j) fprintf(stderr, "not JSON: %s\n", o);
     assert_non_null(j);
