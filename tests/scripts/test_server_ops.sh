@@ -31,7 +31,7 @@ start() {
     "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 "$@" >"$LOG" 2>&1 &
     PID=$!
     for _ in $(seq 1 $((WAIT_S * 5))); do
-        curl -s -o /dev/null "$URL/health" && return 0
+        curl -sf -o /dev/null "$URL/health" && return 0 # 503 while starting
         kill -0 $PID 2>/dev/null || break
         sleep 0.2
     done
@@ -151,7 +151,7 @@ stop
 # --- --warmups
 check "--warmups unknown -> exit 2 listing the known ones" "\"$BIN\" serve --model-path \"$M\" --warmups prefill_shapes,nope --port 1 >/dev/null 2>\"$T/wu.err\"; [ \$? -eq 2 ] && grep -q \"unknown warmup 'nope' (known: voice_chat, prefill_shapes)\" \"$T/wu.err\""
 start wu --warmups prefill_shapes,voice_chat --skip-server-warmup
-check "--warmups run before the server is ready" "$PY -c \"
+check "--warmups run before the server is ready" "waitfor $LOG 'fired up' && $PY -c \"
 log = open('$LOG').read()
 a, b, c, d = log.find('Running warmup prefill_shapes'), log.find('warmup prefill_shapes: 6 sizes'), log.find('warmup voice_chat: 126 requests'), log.find('fired up')
 assert 0 <= a < b < c < d, (a, b, c, d)
