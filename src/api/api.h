@@ -55,6 +55,12 @@ typedef struct api_config {
     const json_t *preferred_sampling; /* borrowed or NULL: --preferred-sampling-params, fills
                                        * a /generate request's missing sampling params */
     json_t *server_info;             /* owned by the caller: args_to_json of the effective args */
+    /* POST /update_weights_from_disk: load a model from a folder / hub id
+     * (load_format NULL = as at start-up; called on an admin thread, may be
+     * slow) and free one.  NULL load_model: the route answers 400. */
+    model *(*load_model)(void *ctx, const char *model_path, const char *load_format, char *err, size_t errlen);
+    void (*free_model)(void *ctx, model *m);
+    void *load_ctx;
 } api_config;
 
 typedef struct api_server api_server;

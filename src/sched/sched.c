@@ -1442,7 +1442,8 @@ static void do_swap(sched *s, ctl_msg *m)
     for (int i = 0; i < s->c->n_eos && i < MODEL_MAX_EOS; i++) s->eos[i] = s->c->eos_token_ids[i];
     c->old_model = old;
     char fmsg[256];
-    if (ctl_flush(s, fmsg, sizeof fmsg)) log_error("after the weight update: %s", fmsg);
+    if (!c->keep_cache && ctl_flush(s, fmsg, sizeof fmsg)) log_error("after the weight update: %s", fmsg);
+    if (c->stay_paused) set_paused(s, true);
     c->rc = 0;
     snprintf(c->msg, sizeof c->msg, "Succeeded to update model weights.");
     log_info("model weights updated (%d request(s) retracted, radix cache flushed)", c->n_affected);
@@ -1947,6 +1948,9 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     int max_tok = a->max_prefill_tokens;
     if (a->chunked_prefill_size > 0 && a->chunked_prefill_size < max_tok) max_tok = a->chunked_prefill_size;
     max_tok += s->max_running < 1024 ? s->max_running : 1024;
+    s->rsv_tok = max_tok;
+    s->rsv_kv = (int)min64(c->context_length, tokens);
+    s->rsv_nth = nth;
     if (model_reserve(m, max_tok, (int)min64(c->context_length, tokens), nth))
         log_warn("could not pre-size the model scratch; it grows on demand");
     log_info("max_total_num_tokens=%" PRId64 ", chunked_prefill_size=%d, max_prefill_tokens=%d, "
@@ -2107,6 +2111,10 @@ int sched_control(sched *s, sched_ctl *c)
     c->rc = -1;
     c->msg[0] = 0;
     c->old_model = NULL;
+    /* size the new model's scratch here, off the scheduler thread */
+    if (c->kind == SCHED_CTL_SWAP_MODEL && c->new_model && c->new_model != s->m &&
+        model_reserve(c->new_model, s->rsv_tok, s->rsv_kv, s->rsv_nth))
+        log_warn("could not pre-size the new model's scratch; it grows on demand");
     pthread_mutex_lock(&s->in_mu);
     if (s->stopped) {
         pthread_mutex_unlock(&s->in_mu);

@@ -269,6 +269,8 @@ typedef struct sched_ctl {
                                   * success it runs new_model and hands back the old one in
                                   * old_model; on failure it keeps the old one (the caller
                                   * still owns new_model either way) */
+    bool keep_cache;             /* SWAP_MODEL: keep the radix cache (SGLang's flush_cache=false) */
+    bool stay_paused;            /* SWAP_MODEL: generation stays paused afterwards (keep_pause) */
     /* results */
     int rc;                      /* 0 done, -1 refused (msg says why) */
     char msg[512];

@@ -173,6 +173,8 @@ struct sched {
     ctl_msg *swap_wait;         /* SWAP_MODEL waiting for the requests in flight */
     sreq *held_head, *held_tail;/* requests that arrived while paused / a swap waits (owned) */
 
+    int rsv_tok, rsv_kv, rsv_nth; /* model_reserve sizes (applied to a swapped-in model) */
+
     /* progress for the watchdog (pg_mu) */
     pthread_mutex_t pg_mu;
     sched_progress pg;
