@@ -23,7 +23,9 @@ static tmpl_chat g_chat;
 
 static const char *const ROUTES[] = {"/generate", "/v1/completions", "/v1/chat/completions",
                                      "/tokenize", "/detokenize", "/abort_request",
-                                     "/health_generate", "/v1/models/x", "/get_load"};
+                                     "/health_generate", "/v1/models/x", "/get_load",
+                                     "/pause_generation", "/continue_generation", "/update_weights_from_disk",
+                                     "/flush_cache"};
 
 static void setup(void)
 {
