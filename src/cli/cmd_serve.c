@@ -12,7 +12,13 @@
  * default); requests waiting for the model are suspended and never time out.
  *
  * Extra options (not SGLang arguments): --threads N compute threads,
- * --max-payload-size BYTES body limit. */
+ * --max-payload-size BYTES body limit.
+ *
+ * Control: /update_weights_from_disk loads through serve_load_model (the
+ * start-up model options with another folder / format) on an admin
+ * thread; the model the scheduler runs at exit (sched_model) is the one
+ * freed here.  --watchdog-timeout / --soft-watchdog-timeout start
+ * cli_watchdog; --sleep-on-idle is a scheduler argument. */
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -386,7 +392,8 @@ int cmd_serve(int argc, char **argv)
     double t0 = time_now_sec();
     bool aborted = false;
     while (api_active(api) > 0 || http_inflight(hs) > 0) {
-        if (!aborted && time_now_sec() - t0 > 60.0) {
+        /* paused requests cannot finish: abort them at once */
+        if (!aborted && (time_now_sec() - t0 > 60.0 || sched_is_paused(s))) {
             sched_abort(s, NULL);
             aborted = true;
         }

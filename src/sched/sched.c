@@ -2040,6 +2040,7 @@ void sched_destroy(sched *s)
 static void *thread_main(void *arg)
 {
     sched *s = arg;
+    pthread_setname_np(pthread_self(), "sglc-sched");
     for (;;) {
         pthread_mutex_lock(&s->in_mu);
         bool stop = s->stop;

@@ -45,6 +45,7 @@ static void *worker_main(void *arg)
     free(arg);
     tpool *p = wa.p;
     unsigned seen = 0;
+    pthread_setname_np(pthread_self(), "sglc-worker"); /* visible in /proc/<pid>/task/<tid>/comm */
     for (;;) {
         unsigned g;
         int spins = 0;
