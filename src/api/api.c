@@ -1478,7 +1478,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         respond_json(r, 401, json_pack("{s:s}", "error", "Unauthorized"));
         return;
     }
-    if (api_admin_handle(a->admin, r, method, path, body, body_len)) return;
+    if (api_admin_handle(a->admin, r, method, path, body, body_len, false)) return;
     bool draining = atomic_load(&a->draining);
     if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) {
         if (draining) native_error(r, 503, "The server is shutting down.");

@@ -445,7 +445,7 @@ static void route_update(api_admin *ad, http_req *r, const char *body, size_t le
 /* ---- routing ------------------------------------------------------------------ */
 
 bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char *path, const char *body,
-                      size_t body_len)
+                      size_t body_len, bool starting)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
@@ -472,7 +472,7 @@ bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char
         pthread_mutex_lock(&ad->mu);
         bool d = ad->draining;
         pthread_mutex_unlock(&ad->mu);
-        http_respond(r, paused || d ? 503 : 200, "text/plain", "", 0, NULL);
+        http_respond(r, paused || d || starting ? 503 : 200, "text/plain", "", 0, NULL);
         return true;
     }
     if (!strcmp(path, "/health_generate") && paused) {
@@ -489,6 +489,10 @@ bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char
     else return false;
     if (!post && !(kind == JOB_FLUSH && get)) {
         respond_json(r, 405, json_pack("{s:s}", "detail", "Method Not Allowed"));
+        return true;
+    }
+    if (starting) { /* the warm-up owns the scheduler until the server is up */
+        respond_json(r, 503, json_pack("{s:{s:s}}", "error", "message", "The server is starting."));
         return true;
     }
     if (refuse_if_draining(ad, r)) return true;
