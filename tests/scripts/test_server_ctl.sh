@@ -80,6 +80,7 @@ for mode in in_place retract; do
     CP=$!
     wait_chunks "$T/sse_$mode" 3
     check "$mode: pause answers SGLang's body" "[ \$(req POST /pause_generation '{\"mode\":\"$mode\"}') = 200 ] && [ \"\$(jq_ 'd[\"message\"], d[\"status\"]')\" = 'Generation paused successfully. ok' ]"
+    sleep 0.3 # chunks of the steps before the pause may still be on their way
     n0=$(chunks "$T/sse_$mode")
     curl -s -m 60 -X POST "$URL/generate" -d '{"input_ids":[1,5,6],"sampling_params":{"max_new_tokens":3,"temperature":0}}' -o "$T/held_$mode" -w '%{http_code}' >"$T/held_code_$mode" &
     HP=$!
