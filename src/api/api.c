@@ -9,6 +9,7 @@
  * job, except `gone` (set by the close hook) and the rids it reads. */
 #include "api/api.h"
 #include "api/api_ops.h"
+#include "api/api_impl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -87,6 +88,7 @@ struct api_server {
     atomic_ullong rid_counter;
     uint64_t dry_id;             /* dry run: fake submit ids */
     uint64_t rid_salt;
+    api_admin *admin;            /* owned: control routes (api_admin.c) */
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -1589,6 +1591,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         return;
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
+    if (api_admin_handle(a->admin, r, method, path, body, body_len, starting)) return;
     if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) {
         if (draining) native_error(r, 503, "The server is shutting down.");
         else if (starting) native_error(r, 503, "The server is starting.");
@@ -1599,16 +1602,6 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         if (draining) native_error(r, 503, "The server is shutting down.");
         else if (starting) native_error(r, 503, "The server is starting.");
         else route_health_generate(a, r);
-        return;
-    }
-    if (!strcmp(path, "/get_model_info") || !strcmp(path, "/model_info")) {
-        json_t *o = json_pack("{s:s,s:s,s:b,s:O?,s:s,s:b,s:b,s:n,s:[s]}", "model_path", a->model_path,
-                              "tokenizer_path", a->tok_path, "is_generation", 1,
-                              "preferred_sampling_params", a->cfg.preferred_sampling,
-                              "weight_version", a->weight_version,
-                              "has_image_understanding", 0, "has_audio_understanding", 0,
-                              "model_type", "architectures", a->arch);
-        respond_json(r, 200, o);
         return;
     }
     if (!strcmp(path, "/get_server_info") || !strcmp(path, "/server_info")) {
@@ -1634,10 +1627,6 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         respond_json(r, 200, json_pack("[{s:i,s:I,s:i,s:i,s:I}]", "dp_rank", 0, "num_reqs", (json_int_t)n,
                                        "num_running_reqs", st.n_running, "num_waiting_reqs", st.n_waiting,
                                        "num_tokens", (json_int_t)(used > 0 ? used : 0)));
-        return;
-    }
-    if (!strcmp(path, "/get_weight_version")) {
-        respond_json(r, 200, json_pack("{s:s}", "weight_version", a->weight_version));
         return;
     }
     if (!strcmp(path, "/v1/models") && get) {
@@ -1703,27 +1692,6 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         }
         json_decref(j);
         http_respond(r, 200, "text/plain", "", 0, NULL);
-        return;
-    }
-    if (!strcmp(path, "/flush_cache")) {
-        pthread_mutex_lock(&a->mu);
-        int64_t n = a->n_reqs;
-        pthread_mutex_unlock(&a->mu);
-        int rc = -1;
-        if (n == 0 && a->cfg.s) {
-            /* the radix tree belongs to the scheduler thread: stop it while
-             * idle, flush, start again */
-            sched_stop(a->cfg.s);
-            rc = sched_flush_cache(a->cfg.s);
-            sched_start(a->cfg.s);
-        }
-        if (rc == 0) {
-            const char *m = "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n";
-            http_respond(r, 200, "text/plain", m, strlen(m), NULL);
-        } else {
-            const char *m = "Cache not flushed because there are pending requests.";
-            http_respond(r, 400, "text/plain", m, strlen(m), NULL);
-        }
         return;
     }
     if (!strcmp(path, "/configure_logging") && (get || post) && a->cfg.reqlog) {
@@ -1803,6 +1771,12 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     clock_gettime(CLOCK_REALTIME, &ts);
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;
     pthread_mutex_init(&a->mu, NULL);
+    a->admin = api_admin_create(&a->cfg);
+    if (!a->admin) {
+        snprintf(err, errlen, "out of memory");
+        api_destroy(a);
+        return NULL;
+    }
     atomic_store(&a->starting, true);
     if (cfg->start_later) return a;
     if (api_set_ready(a, err, errlen)) {
@@ -1828,6 +1802,7 @@ int api_set_ready(api_server *a, char *err, size_t errlen)
 void api_destroy(api_server *a)
 {
     if (!a) return;
+    api_admin_destroy(a->admin); /* its threads answer their requests first */
     atomic_store(&a->stop, true);
     if (a->thread_started) pthread_join(a->thread, NULL);
     for (int b = 0; b < REG_BUCKETS; b++)
@@ -1841,7 +1816,11 @@ void api_destroy(api_server *a)
     free(a);
 }
 
-void api_set_draining(api_server *a, bool on) { atomic_store(&a->draining, on); }
+void api_set_draining(api_server *a, bool on)
+{
+    atomic_store(&a->draining, on);
+    api_admin_set_draining(a->admin, on);
+}
 
 int api_active(api_server *a)
 {

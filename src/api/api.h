@@ -65,6 +65,12 @@ typedef struct api_config {
     bool start_later;                /* api_create leaves the server "starting" (health and
                                       * generation routes 503, no dispatcher: the caller may
                                       * read the scheduler's outbox) until api_set_ready */
+    /* POST /update_weights_from_disk: load a model from a folder / hub id
+     * (load_format NULL = as at start-up; called on an admin thread, may be
+     * slow) and free one.  NULL load_model: the route answers 400. */
+    model *(*load_model)(void *ctx, const char *model_path, const char *load_format, char *err, size_t errlen);
+    void (*free_model)(void *ctx, model *m);
+    void *load_ctx;
 } api_config;
 
 typedef struct api_server api_server;

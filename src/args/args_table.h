@@ -148,14 +148,14 @@ X(use_ray, BOOL, "--use-ray", "false", NULL, RUNTIME, NOT_YET, "Launch the sched
 X(random_seed, INT, "--random-seed", NULL, NULL, RUNTIME, SUPPORTED, "The random seed (default: chosen at start-up).") \
 X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, NOT_YET, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
 X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, NOT_YET, "Disallow any whitespace in JSON constrained output.") \
-X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, NOT_YET, "Watchdog timeout in seconds: a forward batch taking longer crashes the server.") \
-X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", "300", NULL, RUNTIME, NOT_YET, "Soft watchdog timeout in seconds: dump diagnostics only.") \
+X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
+X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
 X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
 X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, NOT_YET, "The delta between consecutive GPU IDs.") \
-X(sleep_on_idle, BOOL, "--sleep-on-idle", "false", NULL, RUNTIME, NOT_YET, "Reduce CPU usage when the server is idle.") \
+X(sleep_on_idle, BOOL, "--sleep-on-idle", "false", NULL, RUNTIME, SUPPORTED, "Reduce CPU usage when the server is idle: compute workers sleep as soon as the scheduler has no work instead of spinning a few ms first.") \
 /* ---- Logging ---- */ \
 X(log_level, CHOICE, "--log-level", "info", "debug|info|warning|error|critical", LOGGING, SUPPORTED, "The logging level of all loggers.") \
 X(log_level_http, STR, "--log-level-http", NULL, NULL, LOGGING, SUPPORTED, "The logging level of the HTTP server (default: --log-level).") \

@@ -12,7 +12,13 @@
  * default); requests waiting for the model are suspended and never time out.
  *
  * Extra options (not SGLang arguments): --threads N compute threads,
- * --max-payload-size BYTES body limit. */
+ * --max-payload-size BYTES body limit.
+ *
+ * Control: /update_weights_from_disk loads through serve_load_model (the
+ * start-up model options with another folder / format) on an admin
+ * thread; the model the scheduler runs at exit (sched_model) is the one
+ * freed here.  --watchdog-timeout / --soft-watchdog-timeout start
+ * cli_watchdog; --sleep-on-idle is a scheduler argument. */
 #include <errno.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -30,6 +36,7 @@
 #include "cli/cli.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
+#include "cli/cli_watchdog.h"
 #include "http/http.h"
 #include "hub/hub.h"
 #include "kv/kv_radix.h"
@@ -90,6 +97,39 @@ static int warmup(sched *s, const tok_tokenizer *tok)
 static api_reqlog *g_reqlog;
 static api_metrics *g_metrics;
 static api_access_log *g_access;
+
+/* /update_weights_from_disk's loader: the start-up model options with
+ * another folder (or hub id, resolved through the cache) and format. */
+typedef struct serve_loader {
+    cli_model_opts mo;          /* copy of the start-up options (strings borrowed from args) */
+} serve_loader;
+
+static model *serve_load_model(void *ctx, const char *path, const char *load_format, char *err, size_t errlen)
+{
+    const serve_loader *L = ctx;
+    model_load_opts lo = L->mo.load;
+    if (load_format && !strcmp(load_format, "dummy")) lo.load_format = MODEL_LOAD_DUMMY;
+    else if (load_format && !strcmp(load_format, "safetensors")) lo.load_format = MODEL_LOAD_SAFETENSORS;
+    else if (load_format) lo.load_format = MODEL_LOAD_AUTO;
+    char dir[4096];
+    hub_opts ho = {0};
+    ho.revision = L->mo.revision;
+    ho.cache_dir = L->mo.download_dir;
+    ho.skip_weights = lo.load_format == MODEL_LOAD_DUMMY;
+    if (hub_resolve(path, &ho, dir, sizeof dir, err, errlen) != 0) return NULL;
+    lo.model_path = dir;
+    double t0 = time_now_sec();
+    model *m = model_load(&lo, err, errlen);
+    if (m) log_info("loaded new weights from %s in %.2f s (%.2f GiB)", dir, time_now_sec() - t0,
+                    (double)model_weight_bytes(m) / 1073741824.0);
+    return m;
+}
+
+static void serve_free_model(void *ctx, model *m)
+{
+    (void)ctx;
+    model_free(m);
+}
 
 static int serve(int argc, char **argv)
 {
@@ -274,6 +314,7 @@ static int serve(int argc, char **argv)
     sa.kv_cache_dtype = (int)cli_kv_dtype(&mo, m);
     sa.threads = cli_threads(&mo);
     sa.random_seed = mo.load.random_seed;
+    sa.sleep_on_idle = a.sleep_on_idle;
     sched *s = sched_create(m, &sa, err, sizeof err);
     if (!s) {
         fprintf(stderr, "sglc serve: %s\n", err);
@@ -332,6 +373,7 @@ static int serve(int argc, char **argv)
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
     if (info && a.admin_api_key) json_object_set_new(info, "admin_api_key", json_string("<redacted>"));
+    serve_loader loader = {.mo = mo};
     api_config ac = {
         .s = s,
         .tok = tok,
@@ -355,12 +397,18 @@ static int serve(int argc, char **argv)
         .server_info = info,
         .default_sampling = gen_defaults,
         .preferred_sampling = preferred,
+        .load_model = serve_load_model,
+        .free_model = serve_free_model,
+        .load_ctx = &loader,
     };
     int exit_code = 1;
     api_server *api = NULL;
     http_server *hs = NULL;
+    cli_watchdog *wd = NULL;
     if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
     if (sched_start(s)) goto out;
+    wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
+                            args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
     /* listen first, answering 503 "starting" while the warm-ups run (as
      * SGLang's ServerStatus.Starting); the warm-ups read the outbox
      * themselves, so the dispatcher starts only after them */
@@ -411,7 +459,8 @@ static int serve(int argc, char **argv)
     double t0 = time_now_sec();
     bool aborted = false;
     while (api_active(api) > 0 || http_inflight(hs) > 0) {
-        if (!aborted && time_now_sec() - t0 > 60.0) {
+        /* paused requests cannot finish: abort them at once */
+        if (!aborted && (time_now_sec() - t0 > 60.0 || sched_is_paused(s))) {
             sched_abort(s, NULL);
             aborted = true;
         }
@@ -424,8 +473,10 @@ static int serve(int argc, char **argv)
     exit_code = 0;
 out:
     if (hs) http_stop(hs);
+    cli_watchdog_stop(wd);
     sched_stop(s);
     if (api) api_destroy(api);
+    m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
     json_decref(info);
     json_decref(gen_defaults);

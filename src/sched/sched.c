@@ -26,6 +26,8 @@
 #define RETRACT_DECODE_STEPS 20
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static void progress_set(sched *s, double since, int reqs, int64_t tokens, bool decode, bool finished);
+static void fail_pending_ctl(sched *s);
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Grow *p (elements of size es) to hold at least need; 0 or -1. */
@@ -1076,6 +1078,7 @@ static int run_batch(sched *s, bool with_decode)
                       .seq_start = s->b_start, .seq_kv_len = s->b_kvlen, .seq_slots = s->b_slots,
                       .n_logits = nl, .logit_rows = s->b_rows};
     double t0 = time_now_sec();
+    progress_set(s, s->pg.busy_since, n_seq, n_tok, n_dec > 0 && s->n_batch == 0, false);
     int frc = model_forward(s->m, s->kv, &mb, s->logits, s->tp);
     s->st.forward_s += time_now_sec() - t0;
     if (frc) {
@@ -1220,6 +1223,24 @@ static void do_abort(sched *s, const abort_key *key)
         s->chunked = NULL;
         finish_abort(s, r);
     }
+    /* held while paused: never queued, so they are rejected like a queue-full */
+    for (sreq **pp = &s->held_head; *pp;) {
+        sreq *r = *pp;
+        if (!rid_match_key(key, r)) {
+            pp = &r->next;
+            continue;
+        }
+        *pp = r->next;
+        r->next = NULL;
+        for (int c = 0; c < r->n_children; c++) {
+            sreq *ch = r->children[c];
+            emit_reject(s, ch->id, ch->index, ch->rid, ch->n_input, "Request aborted.", 200);
+        }
+        if (!r->internal) emit_reject(s, r->id, r->index, r->rid, r->n_input, "Request aborted.", 200);
+        sreq_free(r);
+    }
+    s->held_tail = NULL;
+    for (sreq *r = s->held_head; r; r = r->next) s->held_tail = r;
 }
 
 /* The lowest-priority waiting request (for queue-full with priorities). */
@@ -1267,6 +1288,30 @@ static void admit_new(sched *s, sreq *r)
     enqueue_waiting(s, r);
 }
 
+/* Requests arriving while paused (or while a swap waits) are held in
+ * arrival order until generation continues. */
+static void hold_req(sched *s, sreq *r)
+{
+    r->next = NULL;
+    if (s->held_tail) s->held_tail->next = r;
+    else s->held_head = r;
+    s->held_tail = r;
+}
+
+static void release_held(sched *s)
+{
+    sreq *r = s->held_head;
+    s->held_head = s->held_tail = NULL;
+    while (r) {
+        sreq *n = r->next;
+        r->next = NULL;
+        admit_new(s, r);
+        r = n;
+    }
+}
+
+static bool holding(const sched *s) { return s->paused || s->swap_wait; }
+
 static void drain_inbox(sched *s)
 {
     pthread_mutex_lock(&s->in_mu);
@@ -1279,7 +1324,8 @@ static void drain_inbox(sched *s)
         sreq *r = head;
         head = r->next;
         r->next = NULL;
-        admit_new(s, r);
+        if (holding(s)) hold_req(s, r);
+        else admit_new(s, r);
     }
     while (ab) {
         abort_msg *a = ab;
@@ -1291,12 +1337,225 @@ static void drain_inbox(sched *s)
     }
 }
 
+/* ---- control messages ------------------------------------------------------ */
+
+static void ctl_done(sched *s, ctl_msg *m)
+{
+    pthread_mutex_lock(&s->in_mu);
+    m->done = true;
+    pthread_cond_broadcast(&s->ctl_cv);
+    pthread_mutex_unlock(&s->in_mu);
+}
+
+static void set_paused(sched *s, bool on)
+{
+    pthread_mutex_lock(&s->in_mu);
+    s->paused = on;
+    pthread_mutex_unlock(&s->in_mu);
+}
+
+/* Every running (and half-prefilled) request back to the waiting queue. */
+static int retract_all(sched *s)
+{
+    int n = 0;
+    if (s->chunked) {
+        sreq *c = s->chunked;
+        s->chunked = NULL;
+        retract(s, c);
+        n++;
+    }
+    while (s->n_running > 0) {
+        sreq *r = s->running[s->n_running - 1];
+        s->n_running--;
+        retract(s, r);
+        n++;
+    }
+    return n;
+}
+
+/* SGLang's flush_cache: only when no request holds KV; while paused,
+ * waiting requests (they hold none) do not prevent it. */
+static int ctl_flush(sched *s, char *msg, size_t len)
+{
+    if (s->n_running || s->chunked || (s->n_waiting && !s->paused)) {
+        snprintf(msg, len, "Cache not flushed because there are pending requests (%d running, %d waiting).",
+                 s->n_running + (s->chunked ? 1 : 0), s->n_waiting);
+        log_warn("flush_cache refused: %s", msg);
+        return -1;
+    }
+    for (int i = 0; i < s->n_waiting; i++) s->waiting[i]->est_node = NULL;
+    if (kv_radix_reset(s->tree)) {
+        snprintf(msg, len, "Internal error: the radix cache could not be reset.");
+        return -1;
+    }
+    snprintf(msg, len, "Cache flushed.");
+    log_info("radix cache flushed");
+    return 0;
+}
+
+/* Is the new model a drop-in for the running one?  The KV tensors, the
+ * scratch sizes, the vocabulary and the request limits depend on these. */
+static int swap_compatible(const sched *s, model *nm, char *msg, size_t len)
+{
+    const model_config *a = s->c, *b = model_get_config(nm);
+#define SWAP_CHECK(f)                                                                                        \
+    if (a->f != b->f) {                                                                                      \
+        snprintf(msg, len, "The new model is not compatible with the running one: " #f " %d != %d.",          \
+                 (int)b->f, (int)a->f);                                                                      \
+        return -1;                                                                                           \
+    }
+    if (strcmp(a->architecture, b->architecture)) {
+        snprintf(msg, len, "The new model is not compatible with the running one: architecture %s != %s.",
+                 b->architecture, a->architecture);
+        return -1;
+    }
+    SWAP_CHECK(hidden_size)
+    SWAP_CHECK(intermediate_size)
+    SWAP_CHECK(n_layer)
+    SWAP_CHECK(n_head)
+    SWAP_CHECK(n_kv_head)
+    SWAP_CHECK(head_dim)
+    SWAP_CHECK(vocab_size)
+    SWAP_CHECK(context_length)
+    SWAP_CHECK(tie_word_embeddings)
+    SWAP_CHECK(attention_bias)
+    SWAP_CHECK(mlp_bias)
+#undef SWAP_CHECK
+    if (model_weight_dtype(nm) != model_weight_dtype(s->m)) {
+        snprintf(msg, len, "The new model is not compatible with the running one: weight dtype %s != %s.",
+                 dtype_name(model_weight_dtype(nm)), dtype_name(model_weight_dtype(s->m)));
+        return -1;
+    }
+    return 0;
+}
+
+/* The swap itself, between steps: KV of the old weights is dropped from
+ * the tree (SGLang flushes after update_weights_from_disk). */
+static void do_swap(sched *s, ctl_msg *m)
+{
+    sched_ctl *c = m->c;
+    c->n_affected = retract_all(s);
+    model *old = s->m;
+    s->m = c->new_model;
+    s->c = model_get_config(s->m);
+    s->n_eos = s->c->n_eos;
+    for (int i = 0; i < s->c->n_eos && i < MODEL_MAX_EOS; i++) s->eos[i] = s->c->eos_token_ids[i];
+    c->old_model = old;
+    char fmsg[256];
+    if (!c->keep_cache && ctl_flush(s, fmsg, sizeof fmsg)) log_error("after the weight update: %s", fmsg);
+    if (c->stay_paused) set_paused(s, true);
+    c->rc = 0;
+    snprintf(c->msg, sizeof c->msg, "Succeeded to update model weights.");
+    log_info("model weights updated (%d request(s) retracted, radix cache flushed)", c->n_affected);
+    s->swap_wait = NULL;
+    if (!s->paused) release_held(s);
+    ctl_done(s, m);
+}
+
+static void handle_ctl(sched *s, ctl_msg *m)
+{
+    sched_ctl *c = m->c;
+    c->rc = 0;
+    c->msg[0] = 0;
+    c->n_affected = 0;
+    switch (c->kind) {
+    case SCHED_CTL_PAUSE:
+        if (c->pause_mode == SCHED_PAUSE_ABORT) {
+            int n = s->n_running + s->n_waiting + (s->chunked ? 1 : 0);
+            abort_key all = {NULL, 0};
+            sreq *held = s->held_head; /* arrived after the pause began: kept */
+            s->held_head = s->held_tail = NULL;
+            do_abort(s, &all);
+            s->held_head = held;
+            for (sreq *r = held; r; r = r->next) s->held_tail = r;
+            c->n_affected = n;
+        } else if (c->pause_mode == SCHED_PAUSE_RETRACT) {
+            c->n_affected = retract_all(s);
+        }
+        set_paused(s, true);
+        log_info("generation paused (mode %s, %d request(s) %s)",
+                 c->pause_mode == SCHED_PAUSE_ABORT ? "abort" : c->pause_mode == SCHED_PAUSE_RETRACT ? "retract" : "in_place",
+                 c->n_affected, c->pause_mode == SCHED_PAUSE_ABORT ? "aborted" : "retracted");
+        snprintf(c->msg, sizeof c->msg, "Generation paused successfully.");
+        if (s->swap_wait) do_swap(s, s->swap_wait); /* a waiting swap need not wait any more */
+        break;
+    case SCHED_CTL_CONTINUE:
+        set_paused(s, false);
+        if (!s->swap_wait) release_held(s);
+        log_info("generation continued");
+        snprintf(c->msg, sizeof c->msg, "Generation continued successfully.");
+        break;
+    case SCHED_CTL_FLUSH_CACHE:
+        c->rc = ctl_flush(s, c->msg, sizeof c->msg);
+        break;
+    case SCHED_CTL_SWAP_MODEL:
+        if (!c->new_model || swap_compatible(s, c->new_model, c->msg, sizeof c->msg)) {
+            if (!c->new_model) snprintf(c->msg, sizeof c->msg, "No model given.");
+            c->rc = -1;
+            log_error("update_weights_from_disk refused: %s", c->msg);
+            break;
+        }
+        if (s->swap_wait) {
+            c->rc = -1;
+            snprintf(c->msg, sizeof c->msg, "Another weight update is in progress.");
+            break;
+        }
+        s->swap_wait = m;
+        if (s->paused || (!s->n_running && !s->n_waiting && !s->chunked)) do_swap(s, m);
+        return; /* done by do_swap, now or when the requests in flight finish */
+    default:
+        c->rc = -1;
+        snprintf(c->msg, sizeof c->msg, "Unknown control message.");
+        break;
+    }
+    ctl_done(s, m);
+}
+
+static void drain_ctl(sched *s)
+{
+    pthread_mutex_lock(&s->in_mu);
+    ctl_msg *m = s->ctl_head;
+    s->ctl_head = s->ctl_tail = NULL;
+    pthread_mutex_unlock(&s->in_mu);
+    while (m) {
+        ctl_msg *n = m->next; /* m belongs to its waiting caller once done */
+        m->next = NULL;
+        handle_ctl(s, m);
+        m = n;
+    }
+}
+
+static void progress_set(sched *s, double since, int reqs, int64_t tokens, bool decode, bool finished)
+{
+    pthread_mutex_lock(&s->pg_mu);
+    s->pg.busy_since = since;
+    s->pg.batch_reqs = reqs;
+    s->pg.batch_tokens = tokens;
+    s->pg.decode = decode;
+    if (finished) s->pg.steps++;
+    pthread_mutex_unlock(&s->pg_mu);
+}
+
 /* ---- the step -------------------------------------------------------------- */
 
 int sched_step(sched *s)
 {
     double t0 = time_now_sec(), f0 = s->st.forward_s;
     drain_inbox(s);
+    drain_ctl(s);
+    if (s->swap_wait && !s->n_running && !s->n_waiting && !s->chunked) do_swap(s, s->swap_wait);
+    if (s->paused) {
+        if (s->thread_started) {
+            sched_stats snap;
+            sched_get_stats(s, &snap);
+            pthread_mutex_lock(&s->out_mu);
+            s->st_pub = snap;
+            pthread_mutex_unlock(&s->out_mu);
+        }
+        return 0;
+    }
+    bool work = s->n_running || s->n_waiting || s->chunked;
+    if (work) progress_set(s, t0, s->n_running + s->n_waiting + (s->chunked ? 1 : 0), 0, false, false);
     int did = 0, rc = 0;
     bool mixed = false;
     if (s->a.enable_mixed_chunk && s->n_running > 0 && (s->n_waiting > 0 || s->chunked))
@@ -1345,6 +1604,8 @@ int sched_step(sched *s)
         }
     }
     s->was_busy = !idle;
+    if (work) progress_set(s, 0, 0, 0, false, true);
+    if (s->swap_wait && idle) do_swap(s, s->swap_wait);
     s->st.sched_s += (time_now_sec() - t0) - (s->st.forward_s - f0);
     if (s->thread_started) {
         sched_stats snap;
@@ -1362,9 +1623,10 @@ int sched_run_until_idle(sched *s)
         int r = sched_step(s);
         if (r < 0) return -1;
         pthread_mutex_lock(&s->in_mu);
-        bool inbox = s->in_head || s->ab_head;
+        bool inbox = s->in_head || s->ab_head || s->ctl_head;
         pthread_mutex_unlock(&s->in_mu);
         if (r == 0 && !inbox && s->n_waiting == 0 && s->n_running == 0 && !s->chunked) return 0;
+        if (r == 0 && !inbox && s->paused) return 0; /* paused: nothing runs until continue */
         if (r == 0 && !inbox) {
             /* waiting requests that cannot be admitted with nothing running
              * would loop forever: cannot happen by construction (max_new is
@@ -1651,6 +1913,8 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     pthread_cond_init(&s->in_cv, NULL);
     pthread_mutex_init(&s->out_mu, NULL);
     pthread_cond_init(&s->out_cv, NULL);
+    pthread_cond_init(&s->ctl_cv, NULL);
+    pthread_mutex_init(&s->pg_mu, NULL);
     s->next_id = 1;
     s->rng = a->random_seed ^ 0x5EEDull;
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -1684,6 +1948,9 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     int max_tok = a->max_prefill_tokens;
     if (a->chunked_prefill_size > 0 && a->chunked_prefill_size < max_tok) max_tok = a->chunked_prefill_size;
     max_tok += s->max_running < 1024 ? s->max_running : 1024;
+    s->rsv_tok = max_tok;
+    s->rsv_kv = (int)min64(c->context_length, tokens);
+    s->rsv_nth = nth;
     if (model_reserve(m, max_tok, (int)min64(c->context_length, tokens), nth))
         log_warn("could not pre-size the model scratch; it grows on demand");
     log_info("max_total_num_tokens=%" PRId64 ", chunked_prefill_size=%d, max_prefill_tokens=%d, "
@@ -1720,12 +1987,19 @@ static void drop_all(sched *s)
         free(a->rid);
         free(a);
     }
+    while (s->held_head) {
+        sreq *r = s->held_head;
+        s->held_head = r->next;
+        sreq_free(r);
+    }
+    s->held_tail = NULL;
 }
 
 void sched_destroy(sched *s)
 {
     if (!s) return;
     sched_stop(s);
+    fail_pending_ctl(s);
     if (s->tree && s->pool) drop_all(s);
     while (s->out_head) {
         sched_event *e = s->out_head;
@@ -1758,12 +2032,15 @@ void sched_destroy(sched *s)
     pthread_cond_destroy(&s->in_cv);
     pthread_mutex_destroy(&s->out_mu);
     pthread_cond_destroy(&s->out_cv);
+    pthread_cond_destroy(&s->ctl_cv);
+    pthread_mutex_destroy(&s->pg_mu);
     free(s);
 }
 
 static void *thread_main(void *arg)
 {
     sched *s = arg;
+    pthread_setname_np(pthread_self(), "sglc-sched");
     for (;;) {
         pthread_mutex_lock(&s->in_mu);
         bool stop = s->stop;
@@ -1772,8 +2049,11 @@ static void *thread_main(void *arg)
         int r = sched_step(s);
         if (r < 0) log_error("scheduler step failed; continuing");
         if (r == 0) {
+            /* --sleep-on-idle: the compute workers go to sleep now instead
+             * of spinning out their SPIN_ITERS after the last forward */
+            if (s->a.sleep_on_idle) tpool_quiesce(s->tp);
             pthread_mutex_lock(&s->in_mu);
-            while (!s->stop && !s->in_head && !s->ab_head) pthread_cond_wait(&s->in_cv, &s->in_mu);
+            while (!s->stop && !s->in_head && !s->ab_head && !s->ctl_head) pthread_cond_wait(&s->in_cv, &s->in_mu);
             pthread_mutex_unlock(&s->in_mu);
         }
     }
@@ -1792,15 +2072,92 @@ int sched_start(sched *s)
     return 0;
 }
 
+/* Refuse every control message still queued or waiting (shutdown).  A
+ * message's caller frees it once it sees `done` (under in_mu, held here). */
+static void fail_pending_ctl(sched *s)
+{
+    pthread_mutex_lock(&s->in_mu);
+    ctl_msg *m = s->ctl_head;
+    s->ctl_head = s->ctl_tail = NULL;
+    ctl_msg *w = s->swap_wait;
+    s->swap_wait = NULL;
+    while (m || w) {
+        ctl_msg *x = m ? m : w;
+        if (m) m = m->next;
+        else w = NULL;
+        x->c->rc = -1;
+        snprintf(x->c->msg, sizeof x->c->msg, "The scheduler is stopped.");
+        x->done = true;
+    }
+    pthread_cond_broadcast(&s->ctl_cv);
+    pthread_mutex_unlock(&s->in_mu);
+}
+
 void sched_stop(sched *s)
 {
     if (!s->thread_started) return;
     pthread_mutex_lock(&s->in_mu);
     s->stop = true;
+    s->stopped = true;
     pthread_cond_broadcast(&s->in_cv);
     pthread_mutex_unlock(&s->in_mu);
     pthread_join(s->thread, NULL);
     s->thread_started = false;
+    fail_pending_ctl(s);
+}
+
+int sched_control(sched *s, sched_ctl *c)
+{
+    ctl_msg m = {.c = c, .done = false, .next = NULL};
+    c->rc = -1;
+    c->msg[0] = 0;
+    c->old_model = NULL;
+    /* size the new model's scratch here, off the scheduler thread */
+    if (c->kind == SCHED_CTL_SWAP_MODEL && c->new_model && c->new_model != s->m &&
+        model_reserve(c->new_model, s->rsv_tok, s->rsv_kv, s->rsv_nth))
+        log_warn("could not pre-size the new model's scratch; it grows on demand");
+    pthread_mutex_lock(&s->in_mu);
+    if (s->stopped) {
+        pthread_mutex_unlock(&s->in_mu);
+        snprintf(c->msg, sizeof c->msg, "The scheduler is stopped.");
+        return -1;
+    }
+    if (s->ctl_tail) s->ctl_tail->next = &m;
+    else s->ctl_head = &m;
+    s->ctl_tail = &m;
+    pthread_cond_signal(&s->in_cv);
+    bool threaded = s->thread_started;
+    if (threaded)
+        while (!m.done) pthread_cond_wait(&s->ctl_cv, &s->in_mu);
+    pthread_mutex_unlock(&s->in_mu);
+    if (!threaded) {
+        /* synchronous mode: the caller is the scheduler thread */
+        for (;;) {
+            pthread_mutex_lock(&s->in_mu);
+            bool done = m.done;
+            pthread_mutex_unlock(&s->in_mu);
+            if (done) break;
+            if (sched_step(s) < 0) log_error("scheduler step failed while handling a control message");
+        }
+    }
+    return c->rc;
+}
+
+bool sched_is_paused(sched *s)
+{
+    pthread_mutex_lock(&s->in_mu);
+    bool p = s->paused;
+    pthread_mutex_unlock(&s->in_mu);
+    return p;
+}
+
+model *sched_model(sched *s) { return s->m; }
+
+void sched_get_progress(sched *s, sched_progress *out)
+{
+    pthread_mutex_lock(&s->pg_mu);
+    *out = s->pg;
+    pthread_mutex_unlock(&s->pg_mu);
 }
 
 int64_t sched_max_req_input_len(const sched *s) { return s->max_req_input_len; }

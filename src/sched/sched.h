@@ -91,6 +91,7 @@ typedef struct sched_args {
     int stream_interval;              /* --stream-interval, default 1 */
     int threads;                      /* compute threads, 0 = all cores */
     uint64_t random_seed;             /* --random-seed: unseeded sampling, random policy */
+    bool sleep_on_idle;               /* --sleep-on-idle: park the compute workers at once when idle */
 } sched_args;
 
 void sched_args_init(sched_args *a);
@@ -229,6 +230,76 @@ int sched_check_leak(sched *s, char *err, size_t errlen);
 /* SGLang's flush_cache: empty the radix tree.  Only while idle (no request
  * queued or running); -1 otherwise.  Synchronous mode / scheduler thread. */
 int sched_flush_cache(sched *s);
+
+/* ---- control channel ----------------------------------------------------
+ *
+ * Control messages (SGLang's PauseGenerationReqInput, ContinueGeneration-
+ * ReqInput, FlushCacheReqInput, UpdateWeightFromDiskReqInput) travel in the
+ * inbox like requests and run on the scheduler thread between two steps,
+ * after the requests and aborts queued before them.  sched_control blocks
+ * its caller until the message is done.
+ *
+ * Pause: new requests submitted while paused are held (not queued, not
+ * counted by --max-queued-requests) until continue, as SGLang's tokenizer
+ * manager holds them on is_pause_cond; aborts still reach them.
+ *   ABORT     every queued/running request finishes with abort; then paused
+ *   RETRACT   running requests go back to the waiting queue (their KV goes
+ *             to the radix tree, outputs and sampling state are kept); no
+ *             request holds KV afterwards, so flush_cache works
+ *   IN_PLACE  nothing moves; running requests keep their KV and resume
+ * Swap model: the new model must have the old one's architecture and
+ * shapes (refused otherwise, the old one stays).  When paused, it happens
+ * at once (running requests are retracted: their KV came from the old
+ * weights); otherwise new requests are held and the swap waits until the
+ * requests already in flight finish (SGLang's model_update_lock writer).
+ * The radix tree is flushed after the swap. */
+typedef enum {
+    SCHED_CTL_PAUSE = 1,
+    SCHED_CTL_CONTINUE,
+    SCHED_CTL_FLUSH_CACHE,
+    SCHED_CTL_SWAP_MODEL,
+} sched_ctl_kind;
+
+typedef enum { SCHED_PAUSE_ABORT = 0, SCHED_PAUSE_RETRACT, SCHED_PAUSE_IN_PLACE } sched_pause_mode;
+
+typedef struct sched_ctl {
+    sched_ctl_kind kind;
+    sched_pause_mode pause_mode; /* PAUSE */
+    model *new_model;            /* SWAP_MODEL: in.  The scheduler only borrows models: on
+                                  * success it runs new_model and hands back the old one in
+                                  * old_model; on failure it keeps the old one (the caller
+                                  * still owns new_model either way) */
+    bool keep_cache;             /* SWAP_MODEL: keep the radix cache (SGLang's flush_cache=false) */
+    bool stay_paused;            /* SWAP_MODEL: generation stays paused afterwards (keep_pause) */
+    /* results */
+    int rc;                      /* 0 done, -1 refused (msg says why) */
+    char msg[512];
+    model *old_model;            /* SWAP_MODEL success: the replaced model (now unused) */
+    int n_affected;              /* PAUSE: requests aborted / retracted; SWAP: requests retracted */
+} sched_ctl;
+
+/* Thread-safe.  Send a control message and wait for it.  Threaded mode:
+ * the scheduler thread runs it; synchronous mode (no thread): the caller
+ * drives sched_step until it is done (a waiting swap runs the requests in
+ * flight to completion).  Returns c->rc.  After the scheduler thread was
+ * stopped, returns -1 ("The scheduler is stopped."). */
+int sched_control(sched *s, sched_ctl *c);
+/* Thread-safe.  Whether generation is paused (pause without continue). */
+bool sched_is_paused(sched *s);
+/* The model the scheduler runs now (changes with SWAP_MODEL).  Scheduler
+ * thread, or any thread after sched_stop. */
+model *sched_model(sched *s);
+
+/* Watchdog view (thread-safe): steps finished so far and, while a step is
+ * working (scheduling + forward), when it began and what it runs. */
+typedef struct sched_progress {
+    uint64_t steps;              /* steps that did work, finished */
+    double busy_since;           /* time_now_sec() at the start of the step in progress; 0 = none */
+    int batch_reqs;              /* requests in the step in progress */
+    int64_t batch_tokens;        /* tokens in its forward (0 before the batch is built) */
+    bool decode;                 /* the step is a decode step */
+} sched_progress;
+void sched_get_progress(sched *s, sched_progress *out);
 
 typedef struct sched_stats {
     int64_t max_total_num_tokens;

@@ -88,6 +88,13 @@ typedef struct sreq {
     struct sreq *next;          /* inbox link */
 } sreq;
 
+/* a control message waiting in the inbox (the caller's sched_ctl) */
+typedef struct ctl_msg {
+    sched_ctl *c;               /* borrowed from the waiting caller */
+    bool done;
+    struct ctl_msg *next;
+} ctl_msg;
+
 typedef struct abort_msg {
     char *rid;                  /* owned; NULL = all (unless id) */
     uint64_t id;                /* > 0: abort by submit id instead */
@@ -157,6 +164,20 @@ struct sched {
 
     pthread_t thread;
     bool thread_started, stop;
+    bool stopped;               /* the thread ran and was stopped: control messages refused */
+
+    /* control (in_mu guards the queue and `done`; the rest is scheduler-thread state) */
+    ctl_msg *ctl_head, *ctl_tail;
+    pthread_cond_t ctl_cv;      /* broadcast when a message is done */
+    bool paused;                /* also read by sched_is_paused under in_mu */
+    ctl_msg *swap_wait;         /* SWAP_MODEL waiting for the requests in flight */
+    sreq *held_head, *held_tail;/* requests that arrived while paused / a swap waits (owned) */
+
+    int rsv_tok, rsv_kv, rsv_nth; /* model_reserve sizes (applied to a swapped-in model) */
+
+    /* progress for the watchdog (pg_mu) */
+    pthread_mutex_t pg_mu;
+    sched_progress pg;
 };
 
 /* sched_policy.c: order s->waiting in place for the next admission. */

@@ -3,7 +3,9 @@
  * Dispatch: the driver publishes (fn, ctx), bumps `gen`, and workers that
  * see a new generation run the task and decrement `pending`.  Workers spin
  * SPIN_ITERS times on `gen` before sleeping on the condvar; the driver only
- * broadcasts when some worker may be asleep (`sleepers` > 0). */
+ * broadcasts when some worker may be asleep (`sleepers` > 0).
+ * tpool_quiesce raises `park`, which cuts the spin short; tpool_run lowers
+ * it before publishing the next task. */
 #include "util/threadpool.h"
 
 #include <immintrin.h>
@@ -24,6 +26,7 @@ struct tpool {
     atomic_int pending;
     atomic_int sleepers;
     atomic_int stop;
+    atomic_int park;    /* 1: spinning workers sleep at once */
     /* barrier state */
     atomic_int bar_count;
     atomic_uint bar_gen;
@@ -42,11 +45,12 @@ static void *worker_main(void *arg)
     free(arg);
     tpool *p = wa.p;
     unsigned seen = 0;
+    pthread_setname_np(pthread_self(), "sglc-worker"); /* visible in /proc/<pid>/task/<tid>/comm */
     for (;;) {
         unsigned g;
         int spins = 0;
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
-            if (++spins < SPIN_ITERS) {
+            if (++spins < SPIN_ITERS && !atomic_load_explicit(&p->park, memory_order_relaxed)) {
                 _mm_pause();
                 continue;
             }
@@ -121,6 +125,7 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx)
     }
     p->fn = fn;
     p->ctx = ctx;
+    atomic_store_explicit(&p->park, 0, memory_order_relaxed);
     atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
     atomic_fetch_add(&p->gen, 1); /* seq_cst: ordered before the sleepers load */
     if (atomic_load(&p->sleepers) > 0) {
@@ -131,6 +136,8 @@ void tpool_run(tpool *p, tpool_fn fn, void *ctx)
     fn(ctx, 0, p->n);
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) _mm_pause();
 }
+
+void tpool_quiesce(tpool *p) { atomic_store_explicit(&p->park, 1, memory_order_relaxed); }
 
 void tpool_barrier(tpool *p)
 {

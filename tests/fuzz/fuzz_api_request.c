@@ -38,7 +38,8 @@ static void cleanup(void)
 static const char *const ROUTES[] = {"/generate", "/v1/completions", "/v1/chat/completions",
                                      "/tokenize", "/detokenize", "/abort_request",
                                      "/health_generate", "/v1/models/x", "/get_load",
-                                     "/configure_logging", "/metrics"};
+                                     "/configure_logging", "/metrics", "/pause_generation", "/continue_generation",
+                                     "/update_weights_from_disk", "/flush_cache"};
 
 static void setup(void)
 {

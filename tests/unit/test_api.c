@@ -172,6 +172,55 @@ static void test_openai_shapes(void **state)
     tmpl_chat_free(&chat);
 }
 
+/* The control routes in dry-run mode: request validation and SGLang's
+ * answer shapes (the scheduler side is tested by test_sched and
+ * tests/scripts/test_server_ctl.sh). */
+static void test_admin_routes(void **state)
+{
+    (void)state;
+    api_server *a = mk(NULL, NULL);
+    json_t *j = jcall(a, "/pause_generation", "{\"mode\":\"in_place\"}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "message")), "Generation paused successfully.");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "ok");
+    json_decref(j);
+    j = jcall(a, "/pause_generation", "", 200); /* default mode abort */
+    json_decref(j);
+    j = jcall(a, "/pause_generation", "{\"mode\":\"later\"}", 400);
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "error");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")), "Invalid mode"));
+    json_decref(j);
+    j = jcall(a, "/pause_generation", "{\"mode\":3}", 400);
+    json_decref(j);
+    j = jcall(a, "/continue_generation", "{}", 200);
+    assert_string_equal(json_string_value(json_object_get(j, "message")), "Generation continued successfully.");
+    json_decref(j);
+    char *o;
+    assert_int_equal(call(a, "GET", "/pause_generation", "", &o), 405);
+    free(o);
+    assert_int_equal(call(a, "GET", "/flush_cache", "", &o), 200);
+    assert_non_null(strstr(o, "Cache flushed."));
+    free(o);
+    assert_int_equal(call(a, "GET", "/ready", "", &o), 200);
+    free(o);
+    j = jcall(a, "/update_weights_from_disk", "{}", 400);
+    assert_non_null(strstr(json_string_value(json_object_get(j, "message")), "model_path"));
+    json_decref(j);
+    j = jcall(a, "/update_weights_from_disk", "{\"model_path\":\"x\",\"is_async\":true}", 400);
+    assert_true(json_is_false(json_object_get(j, "success")));
+    assert_int_equal(json_integer_value(json_object_get(j, "num_paused_requests")), 0);
+    json_decref(j);
+    j = jcall(a, "/update_weights_from_disk", "{\"model_path\":\"x\",\"load_format\":\"gguf\"}", 400);
+    json_decref(j);
+    /* no loader in dry run: success false, the version does not move */
+    j = jcall(a, "/update_weights_from_disk", "{\"model_path\":\"x\",\"weight_version\":\"v9\"}", 400);
+    assert_true(json_is_false(json_object_get(j, "success")));
+    json_decref(j);
+    assert_int_equal(call(a, "GET", "/get_weight_version", "", &o), 200);
+    assert_non_null(strstr(o, "\"default\""));
+    free(o);
+    api_destroy(a);
+}
+
 int main(void)
 {
     log_set_level(LOG_CRITICAL);
@@ -181,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_starting),
         cmocka_unit_test(test_native_shapes),
         cmocka_unit_test(test_openai_shapes),
+        cmocka_unit_test(test_admin_routes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -794,6 +794,247 @@ static void test_threaded_api(void **state)
     free_workload(&w);
 }
 
+/* ---- control messages ---------------------------------------------------- */
+
+static int ctl(sched *s, sched_ctl_kind kind, sched_pause_mode mode, sched_ctl *out)
+{
+    sched_ctl c;
+    memset(&c, 0, sizeof c);
+    c.kind = kind;
+    c.pause_mode = mode;
+    int rc = sched_control(s, &c);
+    if (out) *out = c;
+    return rc;
+}
+
+/* Pause with requests running (their KV allocated), in every mode; one
+ * request arrives while paused.  in_place / retract: after continue every
+ * output equals the uninterrupted one; abort: the requests in flight end
+ * with abort, the one that arrived while paused runs normally. */
+static void test_pause_modes(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    workload w;
+    make_workload(&w, 10, 20, 1, 77);
+    for (int i = 0; i < w.n; i++) w.max_new[i] = 12 + i;
+    static outputs ref, got;
+    run_alone(&w, &ref);
+    const sched_pause_mode modes[] = {SCHED_PAUSE_IN_PLACE, SCHED_PAUSE_RETRACT, SCHED_PAUSE_ABORT};
+    for (int mi = 0; mi < 3; mi++) {
+        sched_pause_mode mode = modes[mi];
+        sched_args a = base_args();
+        a.chunked_prefill_size = 32; /* some prompts are mid-prefill when paused */
+        sched *s = mk(&a);
+        memset(&got, 0, sizeof got);
+        int late = w.n - 1; /* submitted while paused */
+        for (int i = 0; i < w.n; i++) sched_result_init(&got.r[i], false);
+        for (int i = 0; i < late; i++) {
+            sched_req_spec sp;
+            spec_for(&sp, &w, i);
+            got.id[i] = sched_submit(s, &sp);
+        }
+        for (int k = 0; k < 6; k++) assert_true(sched_step(s) >= 0);
+        drain(s, &got, late);
+        sched_stats before, after;
+        sched_get_stats(s, &before);
+        if (before.n_running == 0) fail_msg("mode %d: nothing running before the pause", mode);
+        sched_ctl c;
+        assert_int_equal(ctl(s, SCHED_CTL_PAUSE, mode, &c), 0);
+        assert_string_equal(c.msg, "Generation paused successfully.");
+        assert_true(sched_is_paused(s));
+        sched_req_spec sp;
+        spec_for(&sp, &w, late);
+        got.id[late] = sched_submit(s, &sp);
+        for (int k = 0; k < 5; k++) assert_int_equal(sched_step(s), 0); /* nothing runs */
+        assert_int_equal(sched_run_until_idle(s), 0);                  /* returns: paused */
+        sched_get_stats(s, &after);
+        assert_int_equal(after.n_decode_steps + after.n_prefill_steps,
+                         before.n_decode_steps + before.n_prefill_steps);
+        if (mode == SCHED_PAUSE_IN_PLACE) {
+            assert_int_equal(after.n_running, before.n_running);
+            assert_int_equal(after.free_tokens, before.free_tokens); /* KV kept */
+            assert_int_equal(c.n_affected, 0);
+            assert_int_equal(ctl(s, SCHED_CTL_FLUSH_CACHE, 0, &c), -1); /* requests hold KV */
+            assert_null(sched_poll(s));
+        } else if (mode == SCHED_PAUSE_RETRACT) {
+            assert_int_equal(after.n_running, 0);
+            assert_true(c.n_affected >= before.n_running);
+            assert_true(after.num_retractions >= before.n_running);
+            int retracted = c.n_affected;
+            assert_int_equal(after.n_waiting, before.n_waiting + retracted);
+            assert_int_equal(ctl(s, SCHED_CTL_FLUSH_CACHE, 0, &c), 0); /* no KV held: allowed */
+            assert_null(sched_poll(s));
+        } else {
+            assert_int_equal(after.n_running, 0);
+            assert_int_equal(after.n_waiting, 0);
+            drain(s, &got, w.n);
+            for (int i = 0; i < late; i++) {
+                assert_true(got.r[i].done);
+                assert_int_equal(got.r[i].fin.finish, SCHED_FINISH_ABORT);
+            }
+            assert_false(got.r[late].done); /* held, not aborted */
+        }
+        assert_int_equal(ctl(s, SCHED_CTL_CONTINUE, 0, &c), 0);
+        assert_string_equal(c.msg, "Generation continued successfully.");
+        assert_false(sched_is_paused(s));
+        assert_int_equal(sched_run_until_idle(s), 0);
+        drain(s, &got, w.n);
+        char err[512];
+        if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+        if (mode == SCHED_PAUSE_ABORT) {
+            workload one = w;
+            one.n = 1;
+            one.in[0] = w.in[late], one.n_in[0] = w.n_in[late], one.max_new[0] = w.max_new[late];
+            outputs r1, g1;
+            r1.r[0] = ref.r[late];
+            g1.r[0] = got.r[late];
+            expect_same(&r1, &g1, &one, "held during pause(abort)");
+        } else {
+            expect_same(&ref, &got, &w, mode == SCHED_PAUSE_IN_PLACE ? "pause in_place" : "pause retract");
+        }
+        sched_destroy(s);
+        free_outputs(&got, w.n);
+    }
+    free_outputs(&ref, w.n);
+    free_workload(&w);
+}
+
+/* Weight swap: refused for another shape (the old model keeps serving);
+ * a copy of the same weights swaps in (waiting for the requests in flight,
+ * radix cache flushed) and gives the same outputs. */
+static void test_swap_model(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    char dir[512], err[1024];
+    snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", shared_dir());
+    model_load_opts o = {.model_path = dir, .dtype = -1, .load_format = MODEL_LOAD_DUMMY,
+                         .override_json = "{\"num_hidden_layers\": 1}"};
+    model *bad = model_load(&o, err, sizeof err);
+    if (!bad) fail_msg("load: %s", err);
+    model_load_opts o2 = {.model_path = dir, .dtype = -1};
+    model *copy = model_load(&o2, err, sizeof err);
+    if (!copy) fail_msg("load: %s", err);
+
+    workload w;
+    make_workload(&w, 6, 20, 1, 3);
+    for (int i = 0; i < w.n; i++) w.max_new[i] = 10 + i;
+    static outputs ref, got;
+    run_alone(&w, &ref);
+    sched_args a = base_args();
+    sched *s = mk(&a);
+    memset(&got, 0, sizeof got);
+    for (int i = 0; i < w.n; i++) {
+        sched_result_init(&got.r[i], false);
+        sched_req_spec sp;
+        spec_for(&sp, &w, i);
+        got.id[i] = sched_submit(s, &sp);
+    }
+    for (int k = 0; k < 3; k++) assert_true(sched_step(s) >= 0);
+    sched_ctl c;
+    memset(&c, 0, sizeof c);
+    c.kind = SCHED_CTL_SWAP_MODEL;
+    c.new_model = bad;
+    assert_int_equal(sched_control(s, &c), -1);
+    assert_non_null(strstr(c.msg, "n_layer"));
+    assert_ptr_equal(sched_model(s), g_model);
+    assert_null(c.old_model);
+
+    memset(&c, 0, sizeof c);
+    c.kind = SCHED_CTL_SWAP_MODEL;
+    c.new_model = copy;
+    assert_int_equal(sched_control(s, &c), 0); /* drives the requests in flight to their end first */
+    assert_string_equal(c.msg, "Succeeded to update model weights.");
+    assert_ptr_equal(c.old_model, g_model);
+    assert_ptr_equal(sched_model(s), copy);
+    drain(s, &got, w.n);
+    for (int i = 0; i < w.n; i++) assert_true(got.r[i].done);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_int_equal(st.evictable_tokens, 0); /* flushed */
+    expect_same(&ref, &got, &w, "before the swap");
+    free_outputs(&got, w.n);
+    /* the same workload again on the copy: same outputs, no cache hits at first */
+    memset(&got, 0, sizeof got);
+    for (int i = 0; i < w.n; i++) {
+        sched_result_init(&got.r[i], false);
+        sched_req_spec sp;
+        spec_for(&sp, &w, i);
+        got.id[i] = sched_submit(s, &sp);
+    }
+    assert_int_equal(sched_run_until_idle(s), 0);
+    drain(s, &got, w.n);
+    expect_same(&ref, &got, &w, "after the swap");
+    /* paused with running requests (in place): the swap happens at once and
+     * retracts them; they finish identically after continue */
+    free_outputs(&got, w.n);
+    memset(&got, 0, sizeof got);
+    for (int i = 0; i < w.n; i++) {
+        sched_result_init(&got.r[i], false);
+        sched_req_spec sp;
+        spec_for(&sp, &w, i);
+        got.id[i] = sched_submit(s, &sp);
+    }
+    for (int k = 0; k < 3; k++) assert_true(sched_step(s) >= 0);
+    assert_int_equal(ctl(s, SCHED_CTL_PAUSE, SCHED_PAUSE_IN_PLACE, NULL), 0);
+    memset(&c, 0, sizeof c);
+    c.kind = SCHED_CTL_SWAP_MODEL;
+    c.new_model = g_model;
+    assert_int_equal(sched_control(s, &c), 0);
+    assert_true(c.n_affected > 0);
+    assert_ptr_equal(c.old_model, copy);
+    assert_int_equal(ctl(s, SCHED_CTL_CONTINUE, 0, NULL), 0);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    drain(s, &got, w.n);
+    expect_same(&ref, &got, &w, "swap while paused");
+    if (sched_check_leak(s, err, sizeof err)) fail_msg("%s", err);
+    sched_destroy(s);
+    free_outputs(&got, w.n);
+    free_outputs(&ref, w.n);
+    free_workload(&w);
+    model_free(copy);
+    model_free(bad);
+}
+
+/* Threaded: control messages wait for the scheduler thread; after
+ * sched_stop they are refused. */
+static void test_control_threaded(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    sched *s = mk(&a);
+    assert_int_equal(sched_start(s), 0);
+    sched_req_spec sp = simple_spec(20, 200, 11);
+    uint64_t id = sched_submit(s, &sp);
+    sched_ctl c;
+    assert_int_equal(ctl(s, SCHED_CTL_PAUSE, SCHED_PAUSE_IN_PLACE, &c), 0);
+    sched_progress pg;
+    sched_get_progress(s, &pg);
+    assert_true(pg.busy_since == 0); /* paused: no step in progress */
+    uint64_t steps = pg.steps;
+    usleep(20000);
+    sched_get_progress(s, &pg);
+    assert_int_equal(pg.steps, steps);
+    assert_int_equal(ctl(s, SCHED_CTL_CONTINUE, 0, &c), 0);
+    for (;;) {
+        sched_event *e = sched_wait(s, 30.0);
+        assert_non_null(e);
+        bool fin = e->id == id && e->kind == SCHED_EV_FINISH;
+        if (fin) assert_int_equal(e->finish, SCHED_FINISH_LENGTH);
+        sched_event_free(e);
+        if (fin) break;
+    }
+    sched_get_progress(s, &pg);
+    assert_true(pg.steps > steps);
+    assert_int_equal(ctl(s, SCHED_CTL_FLUSH_CACHE, 0, &c), 0);
+    sched_stop(s);
+    assert_int_equal(ctl(s, SCHED_CTL_PAUSE, SCHED_PAUSE_ABORT, &c), -1);
+    assert_string_equal(c.msg, "The scheduler is stopped.");
+    sched_destroy(s);
+}
+
 static void test_logprobs(void **state)
 {
     (void)state;
@@ -1057,6 +1298,9 @@ int main(void)
         cmocka_unit_test(test_stop_conditions),
         cmocka_unit_test(test_policies_same_outputs),
         cmocka_unit_test(test_threaded_api),
+        cmocka_unit_test(test_pause_modes),
+        cmocka_unit_test(test_swap_model),
+        cmocka_unit_test(test_control_threaded),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_input_logprobs),
         cmocka_unit_test(test_validation),
