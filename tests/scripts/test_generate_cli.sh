@@ -31,7 +31,7 @@ expect_rc "prompt without tokenizer" 2 "needs the tokenizer" generate --model-pa
 expect_rc "bad tokenizer path" 1 "tokenizer" generate --model-path "$M" --prompt hi --tokenizer-path "$T"
 expect_rc "bad dtype" 2 "--dtype" generate --model-path "$M" --dtype int8
 expect_rc "bad temperature" 2 "--temperature" generate --model-path "$M" --temperature -1
-expect_rc "missing value" 2 "needs a value" generate --model-path "$M" --max-new-tokens
+expect_rc "missing value" 2 "--max-new-tokens expects a value" generate --model-path "$M" --max-new-tokens
 expect_rc "missing model dir" 1 "does not exist" generate --model-path "$T/nope" --input-ids 1
 mkdir -p "$T/empty"
 expect_rc "folder without config" 1 "config.json" generate --model-path "$T/empty" --input-ids 1
