@@ -102,5 +102,24 @@ for k in ['batch_size','input_len','output_len','prefill_latency','prefill_throu
 assert (r['batch_size'],r['input_len'],r['output_len'])==(2,16,4)
 \""
 
+# one argument table for every command: --config, help, server-arg checks
+printf 'model-path: %s\nthreads_not_an_arg_here: 1\n' "$M" >"$T/bad.yaml"
+printf 'model-path: %s\ndtype: float32\n' "$M" >"$T/c.yaml"
+"$BIN" generate --config "$T/c.yaml" --input-ids 1,147,201 --max-new-tokens 8 --temperature 0 \
+    --json --ignore-eos --threads 2 >"$T/cfg.json" 2>"$T/err"
+check "generate --config FILE (model path from YAML) = command line" "$PY -c \"import json; a=json.load(open('$T/cfg.json')); b=json.load(open('$T/g.json')); assert a['output_ids']==b['output_ids']\""
+expect_rc "unknown key in --config" 2 "threads_not_an_arg_here" generate --config "$T/bad.yaml" --input-ids 1
+expect_rc "not-yet server arg in bench-one-batch" 2 "--tp-size is not supported by sglc yet" bench-one-batch --model-path "$M" --tp-size 2
+expect_rc "bad server arg value in bench-offline" 2 "--schedule-policy: invalid choice 'xyz'" bench-offline --model-path "$M" --schedule-policy xyz
+expect_rc "bench-serving takes no server args" 2 "unrecognized argument '--max-total-tokens'" bench-serving --max-total-tokens 5
+expect_rc "list option bound" 2 "--batch-size must be in" bench-one-batch --model-path "$M" --batch-size 0
+for c in generate bench-one-batch bench-offline; do
+    "$BIN" $c --help >"$T/h" 2>&1
+    check "$c --help: own options, used server args, pointer to serve --help" \
+        "grep -q -- '--threads N' $T/h && grep -q -- ' --model-path, --model STR' $T/h && grep -q 'sglc serve --help' $T/h && ! grep -q -- '--tp-size' $T/h"
+done
+"$BIN" bench-offline --help >"$T/h" 2>&1
+check "bench-offline --help lists the scheduler args" "grep -q -- ' --schedule-policy {fcfs,lpm,dfs-weight,lof,random}' $T/h && grep -q -- '--gsp-num-groups N' $T/h"
+
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"
