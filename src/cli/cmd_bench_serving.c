@@ -673,15 +673,8 @@ int cmd_bench_serving(int argc, char **argv)
     if (!strcmp(o.backend_name, "sglang")) o.backend = CLI_BSERVE_SGLANG;
     else if (!strcmp(o.backend_name, "sglang-oai")) o.backend = CLI_BSERVE_OAI;
     else if (!strcmp(o.backend_name, "sglang-oai-chat")) o.backend = CLI_BSERVE_OAI_CHAT;
-    else {
-        fprintf(stderr, "error: --backend must be sglang, sglang-oai or sglang-oai-chat\n");
+    else /* unreachable: --backend is a choice */
         goto out;
-    }
-    if (strcmp(o.dataset, "random") && strcmp(o.dataset, "random-ids") && strcmp(o.dataset, "generated-shared-prefix") &&
-        strcmp(o.dataset, "sharegpt")) {
-        fprintf(stderr, "error: --dataset-name must be random, random-ids, generated-shared-prefix or sharegpt\n");
-        goto out;
-    }
     if (!strcmp(o.dataset, "sharegpt") && !o.dataset_path) {
         fprintf(stderr, "error: --dataset-name sharegpt needs --dataset-path FILE (ShareGPT JSON)\n");
         goto out;
