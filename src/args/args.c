@@ -561,9 +561,20 @@ static bool extra_takes_value(const args_extra *e) { return e->metavar || e->val
  * of known options are skipped so `--prompt --help` is a prompt); pass 1
  * applies everything.  *config_path receives the --config value.  With
  * !server only the extra options are known. */
-static int walk_argv(args_server *a, int argc, char **argv, const args_extra *extra, bool server,
-                     int pass, const char **config_path, char *err, size_t errlen)
+static bool id_listed(const int *ids, int id);
+
+/* May this command take server argument sp on its command line? */
+static bool cmd_takes(const args_cmd *cmd, const args_spec *sp)
 {
+    if (cmd->no_server_args) return false;
+    return !cmd->only_shown || (cmd->shown && id_listed(cmd->shown, (int)(sp - args_specs)));
+}
+
+static int walk_argv(args_server *a, int argc, char **argv, const args_cmd *cmd, int pass,
+                     const char **config_path, char *err, size_t errlen)
+{
+    const args_extra *extra = cmd->extra;
+    const bool server = !cmd->no_server_args;
     for (int i = 1; i < argc; i++) {
         const char *tok = argv[i];
         if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
@@ -621,12 +632,13 @@ static int walk_argv(args_server *a, int argc, char **argv, const args_extra *ex
         }
 
         const args_spec *sp = server ? find_cli_flag(tok, nlen) : NULL;
+        if (sp && !cmd_takes(cmd, sp)) sp = NULL;
         char disp[160];
         snprintf(disp, sizeof disp, "%.*s", (int)(nlen < 150 ? nlen : 150), tok);
         if (!sp) {
             if (pass == 0) continue;
             char sug[128];
-            suggest(tok, nlen, server, extra, sug, sizeof sug);
+            suggest(tok, nlen, server && !cmd->only_shown, extra, sug, sizeof sug);
             errf(err, errlen, "unrecognized argument '%s'%s", disp, sug);
             return ARGS_EUSAGE;
         }
@@ -687,15 +699,14 @@ int args_parse_cmd(args_server *a, const args_cmd *cmd, int argc, char **argv, c
         errf(err, errlen, "cannot initialise the argument defaults");
         return rc;
     }
-    bool server = !cmd->no_server_args;
     const char *config_path = NULL;
-    rc = walk_argv(a, argc, argv, cmd->extra, server, 0, &config_path, err, errlen);
+    rc = walk_argv(a, argc, argv, cmd, 0, &config_path, err, errlen);
     if (rc != ARGS_OK) return rc;
     if (config_path) {
         rc = args_load_config_file(a, config_path, err, errlen);
         if (rc != ARGS_OK) return rc;
     }
-    rc = walk_argv(a, argc, argv, cmd->extra, server, 1, &config_path, err, errlen);
+    rc = walk_argv(a, argc, argv, cmd, 1, &config_path, err, errlen);
     if (rc != ARGS_OK) return rc;
     return args_validate(a, err, errlen);
 }
@@ -941,8 +952,10 @@ void args_print_cmd_help(FILE *f, const args_cmd *cmd)
     fprintf(f, "\n  -h, --help\n        Show this help message and exit.\n");
     if (cmd->no_server_args) return;
     if (cmd->shown) {
-        fprintf(f, "\nServer arguments used by this command:\n");
+        fprintf(f, cmd->only_shown ? "\nServer arguments this command takes (only these):\n"
+                                   : "\nServer arguments used by this command:\n");
         for (const int *id = cmd->shown; *id != ARG_COUNT; id++) print_spec(f, &args_specs[*id]);
+        if (cmd->only_shown) return;
         if (!id_listed(cmd->shown, ARG_ID_config)) print_spec(f, &args_specs[ARG_ID_config]);
         fputc('\n', f);
         print_wrapped(f,

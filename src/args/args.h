@@ -133,13 +133,17 @@ typedef struct args_extra {
  * `shown`, when set, is the list of server arguments --help prints in
  * full for this command (those it uses), ARG_COUNT-terminated; the rest
  * are still accepted and named by a pointer to `sglc serve --help`.
- * NULL shows all of them by group, as `sglc serve --help` does. */
+ * NULL shows all of them by group, as `sglc serve --help` does.
+ * only_shown: the command takes just the `shown` server arguments (a tool
+ * such as `sglc tokenize` that reads --tokenizer-path with the table's
+ * meaning and checks); any other is an unrecognized argument. */
 typedef struct args_cmd {
     const char *usage; /* "usage: sglc generate ..." (may span lines) */
     const char *about; /* a paragraph after the usage, or NULL */
     const args_extra *extra;
     bool no_server_args;
     const int *shown; /* enum args_id values, ARG_COUNT-terminated */
+    bool only_shown;
 } args_cmd;
 
 /* Fill every field with its default; source = DEFAULT.  Returns ARGS_OK

@@ -1,8 +1,8 @@
 /* fuzz_cli_args — a command line through args_parse_cmd: the input is
  * split at NUL/newline bytes into argv tokens and parsed for a command
  * with every kind of option (string with choices, flag, bounded int and
- * float, int list) plus the server arguments, then again as a client
- * without server arguments.  Must return a status (never crash, leak or
+ * float, int list) plus the server arguments, then as a client without
+ * server arguments, then as a tool taking only two of them.  Must return a status (never crash, leak or
  * overflow a buffer); an int list never holds more than its capacity.
  * --config is dropped (it would read files). */
 #include <stdint.h>
@@ -50,9 +50,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {.name = "--flag", .flag = &flag},
         {0},
     };
+    static const int shown[] = {ARG_ID_tokenizer_path, ARG_ID_tokenizer_mode, ARG_COUNT};
     char err[256];
-    for (int pass = 0; pass < 2; pass++) {
-        args_cmd cmd = {.extra = ex, .no_server_args = pass == 1};
+    for (int pass = 0; pass < 3; pass++) {
+        args_cmd cmd = {.extra = ex, .no_server_args = pass == 1, .shown = pass == 2 ? shown : NULL,
+                        .only_shown = pass == 2};
         args_server a;
         int rc = args_parse_cmd(&a, &cmd, argc, argv, err, sizeof err);
         if (rc == ARGS_OK && (n_list < 0 || n_list > 4)) abort();

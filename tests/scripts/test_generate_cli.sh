@@ -120,6 +120,9 @@ for c in generate bench-one-batch bench-offline; do
 done
 "$BIN" bench-offline --help >"$T/h" 2>&1
 check "bench-offline --help lists the scheduler args" "grep -q -- ' --schedule-policy {fcfs,lpm,dfs-weight,lof,random}' $T/h && grep -q -- '--gsp-num-groups N' $T/h"
+expect_rc "tokenize: table's check on --tokenizer-mode" 2 "--tokenizer-mode: invalid choice 'fast'" tokenize --tokenizer-path "$M" --tokenizer-mode fast
+expect_rc "tokenize takes only its server args" 2 "unrecognized argument '--port'" tokenize --tokenizer-path "$M" --port 3
+expect_rc "chat-template needs a template source" 2 "give --tokenizer-path or --chat-template" chat-template --content-format
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"

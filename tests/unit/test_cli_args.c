@@ -153,6 +153,44 @@ static void test_no_server_args(void **state)
     args_server_free(&a);
 }
 
+/* A tool that takes only some server arguments: those keep the table's
+ * checks; every other one is unrecognized (no suggestion from the rest). */
+static void test_only_shown(void **state)
+{
+    (void)state;
+    bool fmt = false;
+    args_extra ex[] = {{.name = "--content-format", .flag = &fmt}, {0}};
+    static const int shown[] = {ARG_ID_tokenizer_path, ARG_ID_tokenizer_mode, ARG_COUNT};
+    args_cmd cmd = {.extra = ex, .shown = shown, .only_shown = true};
+    args_server a;
+    char err[256];
+    assert_int_equal(P(&a, &cmd, err, "--tokenizer-path", "/t", "--tokenizer-mode", "slow", "--content-format"),
+                     ARGS_OK);
+    assert_string_equal(a.tokenizer_path, "/t");
+    assert_string_equal(a.tokenizer_mode, "slow");
+    assert_true(fmt);
+    args_server_free(&a);
+    assert_int_equal(P(&a, &cmd, err, "--tokenizer-mode", "fast"), ARGS_EUSAGE);
+    assert_string_equal(err, "--tokenizer-mode: invalid choice 'fast' (choose from {auto,slow})");
+    args_server_free(&a);
+    assert_int_equal(P(&a, &cmd, err, "--port", "1"), ARGS_EUSAGE);
+    assert_string_equal(err, "unrecognized argument '--port'");
+    args_server_free(&a);
+    assert_int_equal(P(&a, &cmd, err, "--config", "x.yaml"), ARGS_EUSAGE);
+    assert_string_equal(err, "unrecognized argument '--config'");
+    args_server_free(&a);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    args_print_cmd_help(f, &cmd);
+    fclose(f);
+    assert_non_null(strstr(buf, " --tokenizer-mode {auto,slow}"));
+    assert_non_null(strstr(buf, "(only these)"));
+    assert_null(strstr(buf, "--config"));
+    assert_null(strstr(buf, "sglc serve --help"));
+    free(buf);
+}
+
 static char *help_of(const args_cmd *cmd)
 {
     char *buf = NULL;
@@ -335,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_typed_extras),   cmocka_unit_test(test_no_server_args),
         cmocka_unit_test(test_cmd_help),       cmocka_unit_test(test_sched_mapping),
         cmocka_unit_test(test_model_mapping),  cmocka_unit_test(test_config_with_extras),
+        cmocka_unit_test(test_only_shown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
