@@ -113,6 +113,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     FILE *in = strcmp(req_path, "-") ? fopen(req_path, "r") : stdin;
     if (!in) {
         fprintf(stderr, "error: cannot open %s\n", req_path);
+        if (tk) tok_destroy(tk);
         return 2;
     }
     /* parse every line first: bad input fails before the model loads */
