@@ -405,8 +405,10 @@ static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
     return row[nb];
 }
 
-/* "; did you mean '--x'?" for a near miss, else "". */
-static void suggest(const char *name, size_t nlen, const args_extra *extra, char *out, size_t n)
+/* "; did you mean '--x'?" for a near miss among the server flags (when
+ * `server`) and the extra options, else "". */
+static void suggest(const char *name, size_t nlen, bool server, const args_extra *extra, char *out,
+                    size_t n)
 {
     out[0] = 0;
     while (nlen && *name == '-') name++, nlen--;
@@ -414,7 +416,7 @@ static void suggest(const char *name, size_t nlen, const args_extra *extra, char
     size_t best = 999;
     const char *bf = NULL;
     size_t blen = 0;
-    for (int i = 0; i < ARG_COUNT; i++) {
+    for (int i = 0; server && i < ARG_COUNT; i++) {
         const char *cur = args_specs[i].flags;
         size_t len;
         const char *f;
@@ -438,7 +440,7 @@ int args_set(args_server *a, const char *name, const char *const *values, int n_
     const args_spec *sp = args_find(name);
     if (!sp) {
         char sug[128];
-        suggest(name, strlen(name), NULL, sug, sizeof sug);
+        suggest(name, strlen(name), true, NULL, sug, sizeof sug);
         errf(err, errlen, "unrecognized argument '%s'%s", name, sug);
         return ARGS_EUSAGE;
     }
@@ -466,12 +468,113 @@ int args_set_none(args_server *a, const args_spec *sp, const char *disp, enum ar
     return apply_tval(a, sp, disp, &v, src, err, errlen);
 }
 
+/* "--x must be in [lo, hi], got 'v'" (or "at least lo"). */
+static void extra_range_err(const args_extra *e, const char *v, char *err, size_t errlen)
+{
+    if (e->hi >= ARGS_NO_MAX) errf(err, errlen, "%s must be at least %.17g, got '%s'", e->name, e->lo, v);
+    else errf(err, errlen, "%s must be in [%.17g, %.17g], got '%s'", e->name, e->lo, e->hi, v);
+}
+
+static bool extra_in_range(const args_extra *e, double x)
+{
+    return !(e->lo < e->hi) || (x >= e->lo && x <= e->hi);
+}
+
+static bool parse_ll(const char *s, long long *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s)) return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+/* Convert and store the n values of extra option e (pass 1). */
+static int extra_store(const args_extra *e, const char *const *vals, int n, char *err, size_t errlen)
+{
+    if (e->flag) {
+        *e->flag = true;
+        return ARGS_OK;
+    }
+    if (e->ilist) {
+        if (n > e->max_ilist) {
+            errf(err, errlen, "%s takes at most %d values", e->name, e->max_ilist);
+            return ARGS_EUSAGE;
+        }
+        for (int k = 0; k < n; k++) {
+            long long x;
+            if (!parse_ll(vals[k], &x) || x < INT_MIN || x > INT_MAX) {
+                errf(err, errlen, "%s: invalid int value '%s'", e->name, vals[k]);
+                return ARGS_EUSAGE;
+            }
+            if (!extra_in_range(e, (double)x)) {
+                extra_range_err(e, vals[k], err, errlen);
+                return ARGS_EUSAGE;
+            }
+            e->ilist[k] = (int)x;
+        }
+        if (e->n_ilist) *e->n_ilist = n;
+        return ARGS_OK;
+    }
+    const char *v = vals[0];
+    if (e->ival) {
+        long long x;
+        if (!parse_ll(v, &x)) {
+            errf(err, errlen, "%s: invalid int value '%s'", e->name, v);
+            return ARGS_EUSAGE;
+        }
+        if (!extra_in_range(e, (double)x)) {
+            extra_range_err(e, v, err, errlen);
+            return ARGS_EUSAGE;
+        }
+        *e->ival = x;
+        return ARGS_OK;
+    }
+    if (e->fval) {
+        double x;
+        if (!parse_float(v, &x)) {
+            errf(err, errlen, "%s: invalid float value '%s'", e->name, v);
+            return ARGS_EUSAGE;
+        }
+        if (!extra_in_range(e, x)) {
+            extra_range_err(e, v, err, errlen);
+            return ARGS_EUSAGE;
+        }
+        *e->fval = x;
+        return ARGS_OK;
+    }
+    if (e->choices && !choice_ok(e->choices, v)) {
+        char ch[512];
+        choices_display(e->choices, ch, sizeof ch);
+        errf(err, errlen, "%s: invalid choice '%s' (choose from %s)", e->name, v, ch);
+        return ARGS_EUSAGE;
+    }
+    if (e->value) *e->value = v;
+    return ARGS_OK;
+}
+
+static bool extra_takes_value(const args_extra *e) { return e->metavar || e->value || e->ival || e->fval || e->ilist; }
+
 /* One pass over argv.  Pass 0 only looks for --help and --config (values
  * of known options are skipped so `--prompt --help` is a prompt); pass 1
- * applies everything.  *config_path receives the --config value. */
-static int walk_argv(args_server *a, int argc, char **argv, const args_extra *extra, int pass,
+ * applies everything.  *config_path receives the --config value.  With
+ * !server only the extra options are known. */
+static bool id_listed(const int *ids, int id);
+
+/* May this command take server argument sp on its command line? */
+static bool cmd_takes(const args_cmd *cmd, const args_spec *sp)
+{
+    if (cmd->no_server_args) return false;
+    return !cmd->only_shown || (cmd->shown && id_listed(cmd->shown, (int)(sp - args_specs)));
+}
+
+static int walk_argv(args_server *a, int argc, char **argv, const args_cmd *cmd, int pass,
                      const char **config_path, char *err, size_t errlen)
 {
+    const args_extra *extra = cmd->extra;
+    const bool server = !cmd->no_server_args;
     for (int i = 1; i < argc; i++) {
         const char *tok = argv[i];
         if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
@@ -492,33 +595,50 @@ static int walk_argv(args_server *a, int argc, char **argv, const args_extra *ex
         for (const args_extra *e = extra; e && e->name; e++)
             if (strlen(e->name) == nlen && !strncmp(e->name, tok, nlen)) ex = e;
         if (ex) {
-            if (ex->metavar) {
-                const char *v = inl;
-                if (!v) {
+            const char *vals[512];
+            int n = 0;
+            vals[0] = NULL;
+            if (ex->ilist) {
+                if (inl) {
+                    vals[n++] = inl;
+                } else {
+                    while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && strcmp(argv[i + 1], "-h") &&
+                           n < 512)
+                        vals[n++] = argv[++i];
+                }
+                if (n == 0) {
+                    errf(err, errlen, "%s expects at least one value", ex->name);
+                    return ARGS_EUSAGE;
+                }
+            } else if (extra_takes_value(ex)) {
+                if (inl) {
+                    vals[n++] = inl;
+                } else {
                     if (i + 1 >= argc) {
                         errf(err, errlen, "%s expects a value", ex->name);
                         return ARGS_EUSAGE;
                     }
-                    v = argv[++i];
+                    vals[n++] = argv[++i];
                 }
-                if (pass == 1 && ex->value) *ex->value = v;
-            } else {
-                if (inl) {
-                    errf(err, errlen, "%s takes no value", ex->name);
-                    return ARGS_EUSAGE;
-                }
-                if (pass == 1 && ex->flag) *ex->flag = true;
+            } else if (inl) {
+                errf(err, errlen, "%s takes no value", ex->name);
+                return ARGS_EUSAGE;
+            }
+            if (pass == 1) {
+                int rc = extra_store(ex, vals, n, err, errlen);
+                if (rc != ARGS_OK) return rc;
             }
             continue;
         }
 
-        const args_spec *sp = find_cli_flag(tok, nlen);
+        const args_spec *sp = server ? find_cli_flag(tok, nlen) : NULL;
+        if (sp && !cmd_takes(cmd, sp)) sp = NULL;
         char disp[160];
         snprintf(disp, sizeof disp, "%.*s", (int)(nlen < 150 ? nlen : 150), tok);
         if (!sp) {
             if (pass == 0) continue;
             char sug[128];
-            suggest(tok, nlen, extra, sug, sizeof sug);
+            suggest(tok, nlen, server && !cmd->only_shown, extra, sug, sizeof sug);
             errf(err, errlen, "unrecognized argument '%s'%s", disp, sug);
             return ARGS_EUSAGE;
         }
@@ -571,8 +691,8 @@ static int walk_argv(args_server *a, int argc, char **argv, const args_extra *ex
     return ARGS_OK;
 }
 
-int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, char *err,
-               size_t errlen)
+int args_parse_cmd(args_server *a, const args_cmd *cmd, int argc, char **argv, char *err,
+                   size_t errlen)
 {
     if (err && errlen) err[0] = 0;
     int rc = args_server_init(a);
@@ -581,15 +701,22 @@ int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, c
         return rc;
     }
     const char *config_path = NULL;
-    rc = walk_argv(a, argc, argv, extra, 0, &config_path, err, errlen);
+    rc = walk_argv(a, argc, argv, cmd, 0, &config_path, err, errlen);
     if (rc != ARGS_OK) return rc;
     if (config_path) {
         rc = args_load_config_file(a, config_path, err, errlen);
         if (rc != ARGS_OK) return rc;
     }
-    rc = walk_argv(a, argc, argv, extra, 1, &config_path, err, errlen);
+    rc = walk_argv(a, argc, argv, cmd, 1, &config_path, err, errlen);
     if (rc != ARGS_OK) return rc;
     return args_validate(a, err, errlen);
+}
+
+int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, char *err,
+               size_t errlen)
+{
+    const args_cmd cmd = {.extra = extra};
+    return args_parse_cmd(a, &cmd, argc, argv, err, errlen);
 }
 
 int args_validate(const args_server *a, char *err, size_t errlen)
@@ -618,6 +745,27 @@ int args_validate(const args_server *a, char *err, size_t errlen)
             errf(err, errlen, "%s must be at least 1, got %d", pos[i].name, pos[i].v);
             return ARGS_EUSAGE;
         }
+    }
+    struct {
+        int v;
+        int lo;
+        const char *name;
+    } lows[] = {
+        {a->prefill_max_requests, 1, "--prefill-max-requests"},
+        {a->max_queued_requests, 1, "--max-queued-requests"},
+        {a->stream_interval, 1, "--stream-interval"},
+        {a->priority_scheduling_preemption_threshold, 0, "--priority-scheduling-preemption-threshold"},
+    };
+    for (size_t i = 0; i < sizeof lows / sizeof lows[0]; i++) {
+        if (lows[i].v != ARGS_INT_NONE && lows[i].v < lows[i].lo) {
+            errf(err, errlen, "%s must be at least %d, got %d", lows[i].name, lows[i].lo, lows[i].v);
+            return ARGS_EUSAGE;
+        }
+    }
+    if (!args_float_is_none(a->schedule_conservativeness) && a->schedule_conservativeness < 0) {
+        errf(err, errlen, "--schedule-conservativeness must be at least 0, got %g",
+             a->schedule_conservativeness);
+        return ARGS_EUSAGE;
     }
     if (a->chunked_prefill_size != ARGS_INT_NONE && a->chunked_prefill_size != -1 &&
         a->chunked_prefill_size < 1) {
@@ -737,47 +885,96 @@ static const char *metavar_of(const args_spec *sp, char *buf, size_t n)
     }
 }
 
-void args_print_help(FILE *f, const char *usage_line, const args_extra *extra)
+/* One server argument: flags, metavar, marks, then the wrapped help. */
+static void print_spec(FILE *f, const args_spec *sp)
 {
-    fprintf(f, "%s\n\n", usage_line ? usage_line : "usage: sglc COMMAND [OPTIONS]");
-    print_wrapped(f,
-                  "Server arguments follow SGLang's names, defaults and meaning. Arguments marked "
-                  "(not yet) are not implemented by sglc: passing one with a value other than its "
-                  "default is an error. Arguments marked (ignored) are accepted and have no effect.",
-                  0);
-    if (extra && extra->name) {
-        fprintf(f, "\nCommand options:\n");
-        for (const args_extra *e = extra; e->name; e++) {
-            fprintf(f, "  %s%s%s\n", e->name, e->metavar ? " " : "", e->metavar ? e->metavar : "");
-            if (e->help) print_wrapped(f, e->help, 8);
-        }
+    char mv[512];
+    const char *m = metavar_of(sp, mv, sizeof mv);
+    fprintf(f, " ");
+    const char *cur = sp->flags;
+    size_t len;
+    const char *fl;
+    bool first = true;
+    while ((fl = next_flag(&cur, &len))) {
+        fprintf(f, "%s --%.*s", first ? "" : ",", (int)len, fl);
+        first = false;
     }
+    if (*m) fprintf(f, " %s", m);
+    if (sp->status == ARGS_STATUS_NOT_YET) fprintf(f, "  (not yet)");
+    if (sp->status == ARGS_STATUS_IGNORED) fprintf(f, "  (ignored)");
+    fputc('\n', f);
+    char text[1024];
+    const char *d = sp->def ? sp->def : "None";
+    if (sp->kind == ARGS_KIND_BOOL) d = !strcmp(sp->def, "true") ? "True" : "False";
+    snprintf(text, sizeof text, "%s [default: %s]", sp->help, *d ? d : "''");
+    print_wrapped(f, text, 8);
+}
+
+static void print_extras(FILE *f, const args_extra *extra)
+{
+    if (!extra || !extra->name) return;
+    fprintf(f, "\nCommand options:\n");
+    for (const args_extra *e = extra; e->name; e++) {
+        char mv[512];
+        const char *m = e->metavar;
+        if (!m && e->choices) {
+            choices_display(e->choices, mv, sizeof mv);
+            m = mv;
+        }
+        if (!m && extra_takes_value(e)) m = e->ival || e->ilist ? "INT" : e->fval ? "FLOAT" : "STR";
+        fprintf(f, "  %s%s%s%s\n", e->name, m ? " " : "", m ? m : "", e->ilist ? " [...]" : "");
+        char text[1024];
+        if (e->def) snprintf(text, sizeof text, "%s [default: %s]", e->help ? e->help : "", e->def);
+        else snprintf(text, sizeof text, "%s", e->help ? e->help : "");
+        if (*text) print_wrapped(f, text, 8);
+    }
+}
+
+static bool id_listed(const int *ids, int id)
+{
+    for (; *ids != ARG_COUNT; ids++)
+        if (*ids == id) return true;
+    return false;
+}
+
+void args_print_cmd_help(FILE *f, const args_cmd *cmd)
+{
+    fprintf(f, "%s\n\n", cmd->usage ? cmd->usage : "usage: sglc COMMAND [OPTIONS]");
+    if (cmd->about) print_wrapped(f, cmd->about, 0);
+    if (!cmd->no_server_args) {
+        if (cmd->about) fputc('\n', f);
+        print_wrapped(f,
+                      "Server arguments follow SGLang's names, defaults and meaning. Arguments marked "
+                      "(not yet) are not implemented by sglc: passing one with a value other than its "
+                      "default is an error. Arguments marked (ignored) are accepted and have no effect.",
+                      0);
+    }
+    print_extras(f, cmd->extra);
     fprintf(f, "\n  -h, --help\n        Show this help message and exit.\n");
+    if (cmd->no_server_args) return;
+    if (cmd->shown) {
+        fprintf(f, cmd->only_shown ? "\nServer arguments this command takes (only these):\n"
+                                   : "\nServer arguments used by this command:\n");
+        for (const int *id = cmd->shown; *id != ARG_COUNT; id++) print_spec(f, &args_specs[*id]);
+        if (cmd->only_shown) return;
+        if (!id_listed(cmd->shown, ARG_ID_config)) print_spec(f, &args_specs[ARG_ID_config]);
+        fputc('\n', f);
+        print_wrapped(f,
+                      "Every other server argument of `sglc serve --help` is accepted as well, "
+                      "with the same default and checks (as SGLang's offline scripts take "
+                      "ServerArgs); those not listed here have no effect on this command.",
+                      0);
+        return;
+    }
     for (int g = 0; g < ARGS_GROUP_COUNT; g++) {
         fprintf(f, "\n%s:\n", args_group_titles[g]);
-        for (int i = 0; i < ARG_COUNT; i++) {
-            const args_spec *sp = &args_specs[i];
-            if ((int)sp->group != g) continue;
-            char mv[512];
-            const char *m = metavar_of(sp, mv, sizeof mv);
-            fprintf(f, " ");
-            const char *cur = sp->flags;
-            size_t len;
-            const char *fl;
-            bool first = true;
-            while ((fl = next_flag(&cur, &len))) {
-                fprintf(f, "%s --%.*s", first ? "" : ",", (int)len, fl);
-                first = false;
-            }
-            if (*m) fprintf(f, " %s", m);
-            if (sp->status == ARGS_STATUS_NOT_YET) fprintf(f, "  (not yet)");
-            if (sp->status == ARGS_STATUS_IGNORED) fprintf(f, "  (ignored)");
-            fputc('\n', f);
-            char text[1024];
-            const char *d = sp->def ? sp->def : "None";
-            if (sp->kind == ARGS_KIND_BOOL) d = !strcmp(sp->def, "true") ? "True" : "False";
-            snprintf(text, sizeof text, "%s [default: %s]", sp->help, *d ? d : "''");
-            print_wrapped(f, text, 8);
-        }
+        for (int i = 0; i < ARG_COUNT; i++)
+            if ((int)args_specs[i].group == g) print_spec(f, &args_specs[i]);
     }
+}
+
+void args_print_help(FILE *f, const char *usage_line, const args_extra *extra)
+{
+    const args_cmd cmd = {.usage = usage_line, .extra = extra};
+    args_print_cmd_help(f, &cmd);
 }

@@ -96,16 +96,55 @@ extern const args_spec args_specs[ARG_COUNT];
 extern const char *const args_group_titles[ARGS_GROUP_COUNT];
 
 /* Subcommand-specific options parsed alongside the server arguments (e.g.
- * generate's --prompt).  An array terminated by {NULL}.  A row with a
- * metavar takes a value, stored (borrowed from argv) in *value; a row
- * without one is a flag that sets *flag = true. */
+ * generate's --prompt).  An array terminated by a row whose name is NULL.
+ * Exactly one destination is set per row; it says the kind:
+ *   value   string (borrowed from argv); `choices` "a|b" restricts it
+ *   flag    no value; set to true when given
+ *   ival    integer, checked against [lo, hi]
+ *   fval    finite float, checked against [lo, hi]
+ *   ilist   one or more integers (nargs="+"), each in [lo, hi]; at most
+ *           max_ilist, count in *n_ilist
+ * Bounds are checked when lo < hi; hi >= ARGS_NO_MAX reads "at least lo".
+ * Conversion errors read like the server arguments' ("--x: invalid int
+ * value 'y'", "--x must be in [a, b], got 'y'"), so every command words
+ * them the same.  Write rows with designated initialisers and end the
+ * array with {0}. */
+#define ARGS_NO_MAX 1e18
 typedef struct args_extra {
     const char *name;    /* "--prompt" */
     const char *metavar; /* "TEXT", or NULL for a flag */
     const char *help;
     const char **value;
     bool *flag;
+    long long *ival;
+    double *fval;
+    int *ilist;         /* (max_ilist) */
+    int *n_ilist;
+    int max_ilist;
+    double lo, hi;
+    const char *choices; /* for value: "a|b|c", or NULL */
+    const char *def;     /* default shown by --help, or NULL */
 } args_extra;
+
+/* A command's whole argument surface: its own options, and whether it
+ * takes the server arguments (every command that runs the engine does, as
+ * SGLang's bench_one_batch / bench_offline_throughput add ServerArgs to
+ * their parser; a pure client such as bench-serving does not).
+ * `shown`, when set, is the list of server arguments --help prints in
+ * full for this command (those it uses), ARG_COUNT-terminated; the rest
+ * are still accepted and named by a pointer to `sglc serve --help`.
+ * NULL shows all of them by group, as `sglc serve --help` does.
+ * only_shown: the command takes just the `shown` server arguments (a tool
+ * such as `sglc tokenize` that reads --tokenizer-path with the table's
+ * meaning and checks); any other is an unrecognized argument. */
+typedef struct args_cmd {
+    const char *usage; /* "usage: sglc generate ..." (may span lines) */
+    const char *about; /* a paragraph after the usage, or NULL */
+    const args_extra *extra;
+    bool no_server_args;
+    const int *shown; /* enum args_id values, ARG_COUNT-terminated */
+    bool only_shown;
+} args_cmd;
 
 /* Fill every field with its default; source = DEFAULT.  Returns ARGS_OK
  * or ARGS_ENOMEM. */
@@ -114,9 +153,14 @@ int args_server_init(args_server *a);
 void args_server_free(args_server *a);
 
 /* Parse argv[1..argc-1] (argv[0] is the command name) into a fresh `a`:
- * defaults, then --config FILE, then the command line.  `extra` may be
- * NULL.  Returns ARGS_OK, ARGS_HELP, or an error with a one-line message
- * in err.  Call args_server_free(a) afterwards in every case. */
+ * defaults, then --config FILE, then the command line, then
+ * args_validate.  Options in `cmd->extra` are tried before the server
+ * arguments.  Returns ARGS_OK, ARGS_HELP, or an error with a one-line
+ * message in err.  Call args_server_free(a) afterwards in every case
+ * (with no_server_args `a` still holds the defaults). */
+int args_parse_cmd(args_server *a, const args_cmd *cmd, int argc, char **argv, char *err,
+                   size_t errlen);
+/* args_parse_cmd with just extra options (`extra` may be NULL). */
 int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, char *err,
                size_t errlen);
 
@@ -156,6 +200,9 @@ struct json_t *args_to_json(const args_server *a);
 /* `sglc CMD --help` text: usage line, the extra options, then every server
  * argument by group, "(not yet)" / "(ignored)" marked. */
 void args_print_help(FILE *f, const char *usage_line, const args_extra *extra);
+/* The same for a command: usage, about, its options, then the server
+ * arguments as cmd->shown / no_server_args say. */
+void args_print_cmd_help(FILE *f, const args_cmd *cmd);
 
 /* Lookup by flag or key spelling ("--tp-size", "tp_size", "tp-size",
  * "tensor-parallel-size"); NULL when unknown. */

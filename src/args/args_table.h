@@ -115,7 +115,7 @@ X(max_queued_requests, INT, "--max-queued-requests", NULL, NULL, MEMSCHED, SUPPO
 X(max_total_tokens, INT, "--max-total-tokens", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in the memory pool (default: computed from --mem-fraction-static).") \
 X(chunked_prefill_size, INT, "--chunked-prefill-size", NULL, NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a chunk for chunked prefill; -1 disables chunked prefill.") \
 X(max_prefill_tokens, INT, "--max-prefill-tokens", "16384", NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a prefill batch.") \
-X(schedule_policy, CHOICE, "--schedule-policy", "fcfs", "fcfs|lpm", MEMSCHED, SUPPORTED, "The scheduling policy of the requests (fcfs: first come first served; lpm: longest cached prefix first).") \
+X(schedule_policy, CHOICE, "--schedule-policy", "fcfs", "fcfs|lpm|dfs-weight|lof|random", MEMSCHED, SUPPORTED, "The scheduling policy of the requests (fcfs: first come first served; lpm: longest cached prefix first; dfs-weight: depth-first over the prefix tree; lof: longest output first; random).") \
 X(enable_priority_scheduling, BOOL, "--enable-priority-scheduling", "false", NULL, MEMSCHED, SUPPORTED, "Enable priority scheduling.") \
 X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, NOT_YET, "Disable preemption of running requests by higher-priority ones.") \
 X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, NOT_YET, "Priority given to requests that set none.") \

@@ -1,12 +1,12 @@
-/* cli_model — command-line options shared by the commands that load a
- * model (generate, bench-one-batch), and a small local sampler.
+/* cli_model — model loading shared by the commands that run the engine
+ * (serve, generate, bench-one-batch, bench-offline), and a small local
+ * sampler for `generate`.
  *
- * DESIGN: one table-free parser for the handful of model flags, names and
- * meanings as in SGLang's server args (--model-path, --dtype, --load-format,
- * --context-length, --json-model-override-args, --random-seed,
- * --trust-remote-code, --kv-cache-dtype) plus --threads.  Each command
- * offers an argv entry to cli_model_arg() first and handles the rest
- * itself.  The sampler is a stop-gap until src/sampling/ exists.
+ * DESIGN: the options come from the parsed server arguments
+ * (cli_model_opts_from_args in cli_args.h, one mapping for every command);
+ * this file resolves hub ids, loads the model and tokenizer and picks the
+ * KV dtype and thread count.  The sampler is a stop-gap until
+ * src/sampling/ is used by generate.
  */
 #ifndef SGLC_CLI_MODEL_H
 #define SGLC_CLI_MODEL_H
@@ -28,23 +28,6 @@ typedef struct cli_model_opts {
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *o);
-
-/* If argv[*i] is a model option, consume it (and its value), advance *i
- * past it and return 1; return 0 if not ours; -1 on a bad value (message
- * printed). "--name=value" and "--name value" are both accepted. */
-int cli_model_arg(cli_model_opts *o, int argc, char **argv, int *i);
-
-/* Help text for the shared options. */
-void cli_model_help(FILE *f);
-
-/* Value of option `name` at argv[*i] ("--x v" or "--x=v"): returns the
- * value and advances *i, or NULL when argv[*i] is not that option.  Sets
- * *missing when the option is present without a value. */
-const char *cli_opt(int argc, char **argv, int *i, const char *name, int *missing);
-
-/* Strict integer / float parsing; 0 ok, -1 bad. */
-int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
-int cli_parse_float(const char *s, double *out);
 
 /* Load the model (kernels_init + model_load) and log the kernel ISA.
  * A --model-path that is not a local folder is resolved through the

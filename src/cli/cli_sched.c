@@ -6,20 +6,6 @@
 
 #include "util/log.h"
 
-int cli_sched_arg(cli_model_opts *mo, sched_args *sa, int argc, char **argv, int *i)
-{
-    int r = cli_model_arg(mo, argc, argv, i);
-    if (r) return r;
-    return sched_args_parse(sa, argc, argv, i);
-}
-
-void cli_sched_help(FILE *f)
-{
-    cli_model_help(f);
-    fprintf(f, "\n");
-    sched_args_help(f);
-}
-
 sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa)
 {
     sa->kv_cache_dtype = (int)cli_kv_dtype(mo, m);

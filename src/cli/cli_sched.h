@@ -1,11 +1,11 @@
-/* cli_sched — glue between the command line and the scheduler for the
- * offline commands (generate --requests, bench-offline).
+/* cli_sched — the scheduler for the commands that drive it (serve,
+ * generate --requests, bench-offline).
  *
- * DESIGN: a command offers each argv entry to cli_sched_arg (model
- * options, then scheduler options with SGLang's names) before its own;
- * cli_sched_create builds the scheduler from both; cli_sched_collect runs
- * the synchronous driver until idle and gathers every event into one
- * sched_result per (request id, sibling index). */
+ * DESIGN: the options come from the parsed server arguments
+ * (cli_args.h); cli_sched_create builds the scheduler from them and the
+ * model options; cli_sched_collect runs the synchronous driver until idle
+ * and gathers every event into one sched_result per (request id, sibling
+ * index). */
 #ifndef SGLC_CLI_SCHED_H
 #define SGLC_CLI_SCHED_H
 
@@ -13,10 +13,8 @@
 #include "sched/sched.h"
 #include "sched/sched_json.h"
 
-/* 1 consumed, 0 not ours, -1 bad value (printed). */
-int cli_sched_arg(cli_model_opts *mo, sched_args *sa, int argc, char **argv, int *i);
-void cli_sched_help(FILE *f);
-/* Scheduler for m with the command's options (kv dtype, threads, seed). */
+/* Scheduler for m with the command's options (kv dtype, threads, seed
+ * from mo); NULL after printing "error: ..." on failure. */
 sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa);
 
 /* results[k] for the request with submit id first_id + k ... : the caller

@@ -21,35 +21,11 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_sched.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/rng.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sglc bench-offline --model-path DIR [options]\n"
-            "\n"
-            "Offline throughput through the scheduler (sglang.bench_offline_throughput).\n"
-            "\n"
-            "  --dataset-name NAME            random | generated-shared-prefix (default random)\n"
-            "  --num-prompts N                random: requests (default 1000)\n"
-            "  --random-input-len N           default 1024\n"
-            "  --random-output-len N          default 1024\n"
-            "  --random-range-ratio R         lengths uniform in [len*R, len] (default 0.0)\n"
-            "  --gsp-num-groups N             default 64\n"
-            "  --gsp-prompts-per-group N      default 16\n"
-            "  --gsp-system-prompt-len N      default 2048\n"
-            "  --gsp-question-len N           default 128\n"
-            "  --gsp-output-len N             default 256\n"
-            "  --seed N                       dataset seed (default 1)\n"
-            "  --disable-ignore-eos           stop at EOS\n"
-            "  --skip-warmup                  no warm-up request\n"
-            "  --result-filename FILE         append a JSON line with the results\n"
-            "\n");
-    cli_sched_help(f);
-}
 
 typedef struct item {
     int32_t *ids;
@@ -58,83 +34,46 @@ typedef struct item {
 
 int cmd_bench_offline(int argc, char **argv)
 {
+    cli_dataset_opts d = CLI_DATASET_OPTS_INIT;
+    const char *result_file = NULL;
+    bool skip_warmup = false;
+    long long threads = 0;
+    const args_extra extra[] = {
+        {.name = "--dataset-name", .help = "The synthetic dataset.", .value = &d.name,
+         .choices = "random|generated-shared-prefix", .def = "random"},
+        CLI_DATASET_EXTRAS(&d),
+        {.name = "--skip-warmup", .help = "No warm-up request.", .flag = &skip_warmup},
+        {.name = "--result-filename", .metavar = "FILE", .help = "Append a JSON line with the results.",
+         .value = &result_file},
+        CLI_EXTRA_THREADS(&threads),
+        {0},
+    };
+    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, ARG_COUNT};
+    const args_cmd cmd = {
+        .usage = "usage: sglc bench-offline --model-path DIR [options]",
+        .about = "Offline throughput through the scheduler (sglang.bench_offline_throughput): a "
+                 "synthetic dataset of random token ids, submitted at once; greedy, ignore_eos.",
+        .extra = extra,
+        .shown = shown,
+    };
+    args_server a;
+    int prc = cli_args_parse("bench-offline", &cmd, true, &a, argc, argv);
+    if (prc >= 0) return prc;
     cli_model_opts mo;
-    cli_model_opts_init(&mo);
+    cli_model_opts_from_args(&mo, &a, threads);
     sched_args sa;
-    sched_args_init(&sa);
-    const char *dataset = "random", *result_file = NULL;
-    long long num_prompts = 1000, rin = 1024, rout = 1024, g_groups = 64, g_per = 16, g_sys = 2048, g_q = 128,
-              g_out = 256, seed = 1;
-    double ratio = 0.0;
-    int ignore_eos = 1, warmup = 1;
-    for (int i = 1; i < argc;) {
-        int r = cli_sched_arg(&mo, &sa, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        const char *a = argv[i], *v;
-        int missing = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--disable-ignore-eos")) {
-            ignore_eos = 0;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--skip-warmup")) {
-            warmup = 0;
-            i++;
-            continue;
-        }
-        struct {
-            const char *name;
-            long long *dst;
-            long long lo;
-        } ints[] = {{"--num-prompts", &num_prompts, 1},     {"--random-input-len", &rin, 1},
-                    {"--random-output-len", &rout, 1},      {"--gsp-num-groups", &g_groups, 1},
-                    {"--gsp-prompts-per-group", &g_per, 1}, {"--gsp-system-prompt-len", &g_sys, 0},
-                    {"--gsp-question-len", &g_q, 1},        {"--gsp-output-len", &g_out, 1},
-                    {"--seed", &seed, 0}};
-        bool hit = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !hit; k++) {
-            if ((v = cli_opt(argc, argv, &i, ints[k].name, &missing)) || missing) {
-                hit = true;
-                if (missing || cli_parse_int(v, ints[k].lo, 1LL << 30, ints[k].dst)) {
-                    fprintf(stderr, "error: %s needs an integer >= %lld\n", ints[k].name, ints[k].lo);
-                    return 2;
-                }
-            }
-        }
-        if (hit) continue;
-        if ((v = cli_opt(argc, argv, &i, "--dataset-name", &missing)) || missing) {
-            if (missing || (strcmp(v, "random") && strcmp(v, "generated-shared-prefix"))) {
-                fprintf(stderr, "error: --dataset-name must be random or generated-shared-prefix\n");
-                return 2;
-            }
-            dataset = v;
-        } else if ((v = cli_opt(argc, argv, &i, "--random-range-ratio", &missing)) || missing) {
-            if (missing || cli_parse_float(v, &ratio) || ratio < 0 || ratio > 1) {
-                fprintf(stderr, "error: --random-range-ratio must be in [0, 1]\n");
-                return 2;
-            }
-        } else if ((v = cli_opt(argc, argv, &i, "--result-filename", &missing)) || missing) {
-            if (missing) {
-                fprintf(stderr, "error: --result-filename needs a value\n");
-                return 2;
-            }
-            result_file = v;
-        } else {
-            fprintf(stderr, "error: unknown argument '%s' (see sglc bench-offline --help)\n", a);
-            return 2;
-        }
-    }
-    if (!mo.load.model_path) {
-        fprintf(stderr, "error: --model-path is required\n");
-        return 2;
-    }
+    cli_sched_args_from_args(&sa, &a);
+    const char *dataset = d.name;
+    long long num_prompts = d.num_prompts, rin = d.random_input_len, rout = d.random_output_len,
+              g_groups = d.gsp_num_groups, g_per = d.gsp_prompts_per_group, g_sys = d.gsp_system_prompt_len,
+              g_q = d.gsp_question_len, g_out = d.gsp_output_len, seed = d.seed;
+    double ratio = d.random_range_ratio;
+    int ignore_eos = !d.disable_ignore_eos, warmup = !skip_warmup;
     model *m = cli_model_load(&mo);
-    if (!m) return 1;
+    if (!m) {
+        args_server_free(&a);
+        return 1;
+    }
     int V = model_get_config(m)->vocab_size;
     int rc = 1;
     bool gsp = !strcmp(dataset, "generated-shared-prefix");
@@ -312,5 +251,6 @@ done:
     free(ids);
     free(n_per);
     model_free(m);
+    args_server_free(&a);
     return rc;
 }

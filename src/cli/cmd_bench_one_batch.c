@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_model.h"
 #include "kernels/kernels.h"
 #include "util/log.h"
@@ -25,53 +26,6 @@
 #include "util/rng.h"
 
 #define MAX_LIST 16
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sglc bench-one-batch --model-path DIR --batch-size B [B ...] --input-len I "
-            "[I ...]\n"
-            "                            --output-len O [O ...] [options]\n"
-            "\n"
-            "Time one prefill of B sequences of I random tokens, then O-1 decode steps.\n"
-            "\n"
-            "benchmark options:\n"
-            "  --batch-size B [B ...]    batch sizes (default 1)\n"
-            "  --input-len I [I ...]     prompt lengths (default 1024)\n"
-            "  --output-len O [O ...]    generated lengths incl. the prefill token (default 16)\n"
-            "  --result-filename F       append one JSON line per run to F\n"
-            "  --run-name NAME           stored in the JSON lines (default 'before')\n"
-            "  --seed S                  seed of the random input ids (default 42)\n"
-            "  --no-warmup               skip the warmup run\n"
-            "\n");
-    cli_model_help(f);
-}
-
-/* Consume one or more integers after a list option. */
-static int parse_list(int argc, char **argv, int *i, int *vals, int *n, const char *name)
-{
-    const char *a = argv[*i];
-    *n = 0;
-    size_t ln = strlen(name);
-    if (a[ln] == '=') {
-        long long v;
-        if (cli_parse_int(a + ln + 1, 1, 1 << 24, &v)) goto bad;
-        vals[(*n)++] = (int)v;
-        (*i)++;
-        return 0;
-    }
-    (*i)++;
-    while (*i < argc && argv[*i][0] != '-' && *n < MAX_LIST) {
-        long long v;
-        if (cli_parse_int(argv[*i], 1, 1 << 24, &v)) goto bad;
-        vals[(*n)++] = (int)v;
-        (*i)++;
-    }
-    if (*n) return 0;
-bad:
-    fprintf(stderr, "error: %s needs one or more positive integers\n", name);
-    return -1;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -165,63 +119,45 @@ out:
 
 int cmd_bench_one_batch(int argc, char **argv)
 {
-    cli_model_opts mo;
-    cli_model_opts_init(&mo);
     int bs[MAX_LIST] = {1}, il[MAX_LIST] = {1024}, ol[MAX_LIST] = {16};
-    int nbs = 1, nil = 1, nol = 1, warmup = 1;
+    int nbs = 1, nil = 1, nol = 1;
+    bool no_warmup = false;
     const char *result_file = NULL, *run_name = "before";
-    long long seed = 42;
-    for (int i = 1; i < argc;) {
-        int r = cli_model_arg(&mo, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        const char *a = argv[i], *v;
-        int missing = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--no-warmup")) {
-            warmup = 0;
-            i++;
-            continue;
-        }
-        if (!strncmp(a, "--batch-size", 12) && (a[12] == 0 || a[12] == '=')) {
-            if (parse_list(argc, argv, &i, bs, &nbs, "--batch-size")) return 2;
-            continue;
-        }
-        if (!strncmp(a, "--input-len", 11) && (a[11] == 0 || a[11] == '=')) {
-            if (parse_list(argc, argv, &i, il, &nil, "--input-len")) return 2;
-            continue;
-        }
-        if (!strncmp(a, "--output-len", 12) && (a[12] == 0 || a[12] == '=')) {
-            if (parse_list(argc, argv, &i, ol, &nol, "--output-len")) return 2;
-            continue;
-        }
-        if ((v = cli_opt(argc, argv, &i, "--result-filename", &missing))) {
-            result_file = v;
-            continue;
-        }
-        if (!missing && (v = cli_opt(argc, argv, &i, "--run-name", &missing))) {
-            run_name = v;
-            continue;
-        }
-        if (!missing && (v = cli_opt(argc, argv, &i, "--seed", &missing))) {
-            if (cli_parse_int(v, 0, 1LL << 62, &seed)) {
-                fprintf(stderr, "error: --seed must be a non-negative integer\n");
-                return 2;
-            }
-            continue;
-        }
-        if (missing) fprintf(stderr, "error: %s needs a value\n", a);
-        else fprintf(stderr, "error: unknown argument '%s' (see sglc bench-one-batch --help)\n", a);
-        return 2;
-    }
-    if (!mo.load.model_path) {
-        fprintf(stderr, "error: --model-path is required (see sglc bench-one-batch --help)\n");
-        return 2;
-    }
+    long long seed = 42, threads = 0;
+    const args_extra extra[] = {
+        {.name = "--batch-size", .metavar = "B", .help = "Batch sizes.", .ilist = bs, .n_ilist = &nbs,
+         .max_ilist = MAX_LIST, .lo = 1, .hi = 1 << 24, .def = "1"},
+        {.name = "--input-len", .metavar = "I", .help = "Prompt lengths.", .ilist = il, .n_ilist = &nil,
+         .max_ilist = MAX_LIST, .lo = 1, .hi = 1 << 24, .def = "1024"},
+        {.name = "--output-len", .metavar = "O", .help = "Generated lengths, the prefill token included.",
+         .ilist = ol, .n_ilist = &nol, .max_ilist = MAX_LIST, .lo = 1, .hi = 1 << 24, .def = "16"},
+        {.name = "--result-filename", .metavar = "FILE", .help = "Append one JSON line per run.",
+         .value = &result_file},
+        {.name = "--run-name", .metavar = "NAME", .help = "Stored in the JSON lines.", .value = &run_name,
+         .def = "before"},
+        {.name = "--seed", .metavar = "S", .help = "Seed of the random input ids.", .ival = &seed, .lo = 0,
+         .hi = (double)(1ll << 62), .def = "42"},
+        {.name = "--no-warmup", .help = "Skip the warm-up run.", .flag = &no_warmup},
+        CLI_EXTRA_THREADS(&threads),
+        {0},
+    };
+    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_COUNT};
+    const args_cmd cmd = {
+        .usage = "usage: sglc bench-one-batch --model-path DIR --batch-size B [B ...] --input-len I [I ...]\n"
+                 "                            --output-len O [O ...] [options]",
+        .about = "Time one prefill of B sequences of I random tokens, then O-1 decode steps "
+                 "(sglang.bench_one_batch), for every combination of the lists.",
+        .extra = extra,
+        .shown = shown,
+    };
+    args_server a;
+    int prc = cli_args_parse("bench-one-batch", &cmd, true, &a, argc, argv);
+    if (prc >= 0) return prc;
+    cli_model_opts mo;
+    cli_model_opts_from_args(&mo, &a, threads);
+    int warmup = !no_warmup;
     model *m = cli_model_load(&mo);
+    args_server_free(&a); /* mo's strings are not read after the load */
     if (!m) return 1;
     const model_config *c = model_get_config(m);
     for (int x = 0; x < nbs; x++)

@@ -35,51 +35,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "cli/cli_args.h"
 #include "cli/cli_bserve.h"
 #include "cli/cli.h"
 #include "cli/cli_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/timeutil.h"
 #include "util/rng.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sglc bench-serving [options]\n"
-            "\n"
-            "Load generator for a running server (python -m sglang.bench_serving).\n"
-            "\n"
-            "  --backend B                sglang (POST /generate) | sglang-oai (/v1/completions) |\n"
-            "                             sglang-oai-chat (/v1/chat/completions); default sglang\n"
-            "  --base-url URL             default http://HOST:PORT\n"
-            "  --host H / --port P        default 127.0.0.1 / 30000\n"
-            "  --model NAME               model field of OpenAI requests (default: GET /v1/models)\n"
-            "  --tokenizer DIR            tokenizer folder to build/count prompts (default: --model-path,\n"
-            "                             else the server's /get_model_info tokenizer_path if local)\n"
-            "  --model-path DIR           the served model folder (tokenizer default)\n"
-            "  --dataset-name NAME        random | random-ids | generated-shared-prefix | sharegpt\n"
-            "  --dataset-path FILE        ShareGPT JSON file (sharegpt)\n"
-            "  --num-prompts N            default 1000\n"
-            "  --random-input-len N       default 1024\n"
-            "  --random-output-len N      default 1024\n"
-            "  --random-range-ratio R     lengths uniform in [len*R, len] (default 0.0)\n"
-            "  --sharegpt-output-len N    override the output length of sharegpt prompts\n"
-            "  --gsp-num-groups N         default 64\n"
-            "  --gsp-prompts-per-group N  default 16\n"
-            "  --gsp-system-prompt-len N  default 2048\n"
-            "  --gsp-question-len N       default 128\n"
-            "  --gsp-output-len N         default 256\n"
-            "  --request-rate R           requests/s, Poisson arrivals; inf = all at once (default inf)\n"
-            "  --max-concurrency N        at most N requests in flight (default: not set)\n"
-            "  --warmup-requests N        requests sent before the run (default 1)\n"
-            "  --seed N                   default 1\n"
-            "  --disable-ignore-eos       let requests stop at EOS\n"
-            "  --flush-cache              POST /flush_cache after the warm-up (SGLang server API)\n"
-            "  --disable-stream           (not supported: timing needs streaming)\n"
-            "  --extra-request-body JSON  merged into every request body\n"
-            "  --output-file FILE         append a JSON line with the results\n"
-            "  --api-key KEY              Authorization: Bearer KEY (default $OPENAI_API_KEY)\n");
-}
 
 /* ---- small utilities ------------------------------------------------------- */
 
@@ -605,101 +567,99 @@ int cmd_bench_serving(int argc, char **argv)
                     .g_sys = 2048, .g_q = 128, .g_out = 256, .seed = 1, .warmup = 1, .rate = INFINITY,
                     .ignore_eos = true};
     const char *host = "127.0.0.1", *base_url = NULL, *tok_dir = NULL, *model_path = NULL;
+    const char *rate_s = NULL, *extra_body = NULL;
     long long port = 30000;
+    bool disable_stream = false;
     o.api_key = getenv("OPENAI_API_KEY");
     if (o.api_key && !*o.api_key) o.api_key = NULL;
-    for (int i = 1; i < argc;) {
-        const char *a = argv[i], *v;
-        int missing = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            json_decref(o.extra);
-            return 0;
-        }
-        if (!strcmp(a, "--disable-ignore-eos")) {
-            o.ignore_eos = false;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--flush-cache")) {
-            o.flush_cache = true;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--disable-stream")) {
-            fprintf(stderr, "error: --disable-stream is not supported (TTFT/ITL need streaming)\n");
-            json_decref(o.extra);
+    cli_dataset_opts ds = CLI_DATASET_OPTS_INIT;
+    const args_extra extra[] = {
+        {.name = "--backend", .help = "sglang: POST /generate; sglang-oai: /v1/completions; "
+                                      "sglang-oai-chat: /v1/chat/completions.",
+         .value = &o.backend_name, .choices = "sglang|sglang-oai|sglang-oai-chat", .def = "sglang"},
+        {.name = "--base-url", .metavar = "URL", .help = "The server.", .value = &base_url,
+         .def = "http://HOST:PORT"},
+        {.name = "--host", .metavar = "H", .help = "Server host.", .value = &host, .def = "127.0.0.1"},
+        {.name = "--port", .metavar = "P", .help = "Server port.", .ival = &port, .lo = 1, .hi = 65535,
+         .def = "30000"},
+        {.name = "--model", .metavar = "NAME", .help = "The model field of OpenAI requests.",
+         .value = &o.model, .def = "GET /v1/models"},
+        {.name = "--tokenizer", .metavar = "DIR",
+         .help = "Tokenizer folder to build and count prompts (default: --model-path, else the "
+                 "server's /get_model_info tokenizer_path if local).",
+         .value = &tok_dir},
+        {.name = "--model-path", .metavar = "DIR", .help = "The served model folder (tokenizer default).",
+         .value = &model_path},
+        {.name = "--dataset-name", .help = "The dataset.", .value = &ds.name,
+         .choices = "random|random-ids|generated-shared-prefix|sharegpt", .def = "random"},
+        {.name = "--dataset-path", .metavar = "FILE", .help = "ShareGPT JSON file (sharegpt).",
+         .value = &o.dataset_path},
+        {.name = "--sharegpt-output-len", .metavar = "N",
+         .help = "Override the output length of sharegpt prompts.", .ival = &o.sg_out, .lo = 1,
+         .hi = 1 << 30},
+        CLI_DATASET_EXTRAS(&ds),
+        {.name = "--request-rate", .metavar = "R",
+         .help = "Requests per second, Poisson arrivals; inf = all at once.", .value = &rate_s,
+         .def = "inf"},
+        {.name = "--max-concurrency", .metavar = "N", .help = "At most N requests in flight.",
+         .ival = &o.max_conc, .lo = 1, .hi = 1 << 30, .def = "not set"},
+        {.name = "--warmup-requests", .metavar = "N", .help = "Requests sent before the run.",
+         .ival = &o.warmup, .lo = 0, .hi = 1 << 30, .def = "1"},
+        {.name = "--flush-cache", .help = "POST /flush_cache after the warm-up (SGLang server API).",
+         .flag = &o.flush_cache},
+        {.name = "--disable-stream", .help = "Not supported: TTFT and ITL need streaming.",
+         .flag = &disable_stream},
+        {.name = "--extra-request-body", .metavar = "JSON", .help = "Merged into every request body.",
+         .value = &extra_body},
+        {.name = "--output-file", .metavar = "FILE", .help = "Append a JSON line with the results.",
+         .value = &o.output_file},
+        {.name = "--api-key", .metavar = "KEY", .help = "Authorization: Bearer KEY.", .value = &o.api_key,
+         .def = "$OPENAI_API_KEY"},
+        {0},
+    };
+    const args_cmd cmd = {
+        .usage = "usage: sglc bench-serving [options]",
+        .about = "Load generator for a running server (python -m sglang.bench_serving). It takes no "
+                 "server arguments: start the server with `sglc serve`.",
+        .extra = extra,
+        .no_server_args = true,
+    };
+    args_server sargs;
+    int prc = cli_args_parse("bench-serving", &cmd, false, &sargs, argc, argv);
+    if (prc >= 0) return prc;
+    args_server_free(&sargs);
+    if (disable_stream) {
+        fprintf(stderr, "sglc bench-serving: --disable-stream is not supported (TTFT/ITL need streaming)\n");
+        return 2;
+    }
+    if (rate_s && strcmp(rate_s, "inf") && strcmp(rate_s, "Inf")) {
+        char *end;
+        o.rate = strtod(rate_s, &end);
+        if (!*rate_s || *end || !(o.rate > 0) || !isfinite(o.rate)) {
+            fprintf(stderr, "sglc bench-serving: --request-rate must be > 0 or inf, got '%s'\n", rate_s);
             return 2;
         }
-        struct {
-            const char *name;
-            long long *dst;
-            long long lo;
-        } ints[] = {{"--num-prompts", &o.num_prompts, 1},     {"--random-input-len", &o.rin, 1},
-                    {"--random-output-len", &o.rout, 1},      {"--gsp-num-groups", &o.g_groups, 1},
-                    {"--gsp-prompts-per-group", &o.g_per, 1}, {"--gsp-system-prompt-len", &o.g_sys, 0},
-                    {"--gsp-question-len", &o.g_q, 1},        {"--gsp-output-len", &o.g_out, 1},
-                    {"--seed", &o.seed, 0},                   {"--max-concurrency", &o.max_conc, 1},
-                    {"--warmup-requests", &o.warmup, 0},      {"--port", &port, 1},
-                    {"--sharegpt-output-len", &o.sg_out, 1}};
-        bool hit = false;
-        for (size_t k = 0; k < sizeof ints / sizeof ints[0] && !hit; k++) {
-            if ((v = cli_opt(argc, argv, &i, ints[k].name, &missing)) || missing) {
-                hit = true;
-                if (missing || cli_parse_int(v, ints[k].lo, 1LL << 30, ints[k].dst)) {
-                    fprintf(stderr, "error: %s needs an integer >= %lld\n", ints[k].name, ints[k].lo);
-                    json_decref(o.extra);
-                    return 2;
-                }
-            }
-        }
-        if (hit) continue;
-        struct {
-            const char *name;
-            const char **dst;
-        } strs[] = {{"--backend", &o.backend_name},   {"--base-url", &base_url},     {"--host", &host},
-                    {"--model", &o.model},            {"--tokenizer", &tok_dir},     {"--model-path", &model_path},
-                    {"--dataset-name", &o.dataset},   {"--dataset-path", &o.dataset_path},
-                    {"--output-file", &o.output_file}, {"--api-key", &o.api_key}};
-        for (size_t k = 0; k < sizeof strs / sizeof strs[0] && !hit; k++) {
-            if ((v = cli_opt(argc, argv, &i, strs[k].name, &missing)) || missing) {
-                hit = true;
-                if (missing) {
-                    fprintf(stderr, "error: %s needs a value\n", strs[k].name);
-                    json_decref(o.extra);
-                    return 2;
-                }
-                *strs[k].dst = v;
-            }
-        }
-        if (hit) continue;
-        if ((v = cli_opt(argc, argv, &i, "--random-range-ratio", &missing)) || missing) {
-            if (missing || cli_parse_float(v, &o.ratio) || !(o.ratio >= 0 && o.ratio <= 1)) {
-                fprintf(stderr, "error: --random-range-ratio must be in [0, 1]\n");
-                json_decref(o.extra);
-                return 2;
-            }
-        } else if ((v = cli_opt(argc, argv, &i, "--request-rate", &missing)) || missing) {
-            if (!missing && (!strcmp(v, "inf") || !strcmp(v, "Inf"))) o.rate = INFINITY;
-            else if (missing || cli_parse_float(v, &o.rate) || !(o.rate > 0)) {
-                fprintf(stderr, "error: --request-rate must be > 0 or inf\n");
-                json_decref(o.extra);
-                return 2;
-            }
-        } else if ((v = cli_opt(argc, argv, &i, "--extra-request-body", &missing)) || missing) {
-            json_decref(o.extra);
-            o.extra = missing ? NULL : json_loads(v, 0, NULL);
-            if (!json_is_object(o.extra)) {
-                fprintf(stderr, "error: --extra-request-body must be a JSON object\n");
-                json_decref(o.extra);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "error: unknown argument '%s' (see sglc bench-serving --help)\n", a);
+    }
+    if (extra_body) {
+        o.extra = json_loads(extra_body, 0, NULL);
+        if (!json_is_object(o.extra)) {
+            fprintf(stderr, "sglc bench-serving: --extra-request-body must be a JSON object\n");
             json_decref(o.extra);
             return 2;
         }
     }
+    o.dataset = ds.name;
+    o.num_prompts = ds.num_prompts;
+    o.rin = ds.random_input_len;
+    o.rout = ds.random_output_len;
+    o.ratio = ds.random_range_ratio;
+    o.g_groups = ds.gsp_num_groups;
+    o.g_per = ds.gsp_prompts_per_group;
+    o.g_sys = ds.gsp_system_prompt_len;
+    o.g_q = ds.gsp_question_len;
+    o.g_out = ds.gsp_output_len;
+    o.seed = ds.seed;
+    o.ignore_eos = !ds.disable_ignore_eos;
     int rc = 2;
     tok_tokenizer *tok = NULL;
     item *items = NULL;
@@ -713,15 +673,8 @@ int cmd_bench_serving(int argc, char **argv)
     if (!strcmp(o.backend_name, "sglang")) o.backend = CLI_BSERVE_SGLANG;
     else if (!strcmp(o.backend_name, "sglang-oai")) o.backend = CLI_BSERVE_OAI;
     else if (!strcmp(o.backend_name, "sglang-oai-chat")) o.backend = CLI_BSERVE_OAI_CHAT;
-    else {
-        fprintf(stderr, "error: --backend must be sglang, sglang-oai or sglang-oai-chat\n");
+    else /* unreachable: --backend is a choice */
         goto out;
-    }
-    if (strcmp(o.dataset, "random") && strcmp(o.dataset, "random-ids") && strcmp(o.dataset, "generated-shared-prefix") &&
-        strcmp(o.dataset, "sharegpt")) {
-        fprintf(stderr, "error: --dataset-name must be random, random-ids, generated-shared-prefix or sharegpt\n");
-        goto out;
-    }
     if (!strcmp(o.dataset, "sharegpt") && !o.dataset_path) {
         fprintf(stderr, "error: --dataset-name sharegpt needs --dataset-path FILE (ShareGPT JSON)\n");
         goto out;

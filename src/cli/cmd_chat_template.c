@@ -17,25 +17,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "template/template.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sglc chat-template [--tokenizer-path DIR] [--chat-template T]\n"
-            "                          [--hf-chat-template-name NAME]\n"
-            "  --tokenizer-path DIR        Hugging Face folder (tokenizer_config.json)\n"
-            "  --chat-template T           built-in name (");
-    for (const char *const *n = tmpl_builtin_names(); *n; n++)
-        fprintf(f, "%s%s", *n, n[1] ? ", " : "");
-    fprintf(f, "), a file, or inline Jinja\n"
-               "  --hf-chat-template-name N   pick a named template from tokenizer_config.json\n"
-               "  --content-format            print the content format the template expects\n"
-               "                              (string|openai, SGLang's detection) and exit\n"
-               "reads JSON lines {\"messages\", \"tools\", \"documents\", \"add_generation_prompt\",\n"
-               "\"continue_final_message\", \"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or\n"
-               "{\"error\"} per line.\n");
-}
 
 static void emit(const char *key, const char *val, size_t len)
 {
@@ -110,39 +93,47 @@ static void render_line(const tmpl_chat *c, const char *line)
 
 int cmd_chat_template(int argc, char **argv)
 {
-    const char *dir = NULL, *tmpl = NULL, *name = NULL;
-    int print_format = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--content-format")) {
-            print_format = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "sglc chat-template: %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "--tokenizer-path") || !strcmp(a, "--model-path")) dir = argv[++i];
-        else if (!strcmp(a, "--chat-template")) tmpl = argv[++i];
-        else if (!strcmp(a, "--hf-chat-template-name")) name = argv[++i];
-        else {
-            fprintf(stderr, "sglc chat-template: unknown argument '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (!dir && !tmpl) {
-        fprintf(stderr, "sglc chat-template: give --tokenizer-path or --chat-template\n");
-        usage(stderr);
+    bool print_format = false;
+    const args_extra extra[] = {
+        {.name = "--content-format",
+         .help = "Print the content format the template expects (string|openai, SGLang's detection) "
+                 "and exit.",
+         .flag = &print_format},
+        {0},
+    };
+    /* the template arguments are the server's (same meaning as in serve);
+     * --model-path stands in for the tokenizer folder */
+    static const int shown[] = {ARG_ID_tokenizer_path, ARG_ID_model_path, ARG_ID_chat_template,
+                                ARG_ID_hf_chat_template_name, ARG_COUNT};
+    char about[1024];
+    int off = snprintf(about, sizeof about, "Reads JSON lines {\"messages\", \"tools\", \"documents\", "
+                                            "\"add_generation_prompt\", \"continue_final_message\", "
+                                            "\"chat_template_kwargs\"} on stdin, writes {\"prompt\"} or "
+                                            "{\"error\"} per line. Built-in templates:");
+    for (const char *const *n = tmpl_builtin_names(); *n && off > 0 && (size_t)off < sizeof about; n++)
+        off += snprintf(about + off, sizeof about - (size_t)off, " %s%s", *n, n[1] ? "," : ".");
+    const args_cmd cmd = {
+        .usage = "usage: sglc chat-template [--tokenizer-path DIR] [--chat-template T] "
+                 "[--hf-chat-template-name NAME]",
+        .about = about,
+        .extra = extra,
+        .shown = shown,
+        .only_shown = true,
+    };
+    args_server a;
+    int prc = cli_args_parse("chat-template", &cmd, false, &a, argc, argv);
+    if (prc >= 0) return prc;
+    const char *dir = a.tokenizer_path ? a.tokenizer_path : a.model_path;
+    if (!dir && !a.chat_template) {
+        fprintf(stderr, "sglc chat-template: give --tokenizer-path or --chat-template (see sglc chat-template --help)\n");
+        args_server_free(&a);
         return 2;
     }
     tmpl_chat c;
     char *err = NULL;
-    if (tmpl_chat_load(&c, dir, tmpl, name, &err)) {
+    int lrc = tmpl_chat_load(&c, dir, a.chat_template, a.hf_chat_template_name, &err);
+    args_server_free(&a); /* the loader copied what it needs */
+    if (lrc) {
         fprintf(stderr, "sglc chat-template: %s\n", err ? err : "cannot load the chat template");
         free(err);
         return 1;

@@ -16,40 +16,12 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sglc generate --model-path DIR [--prompt TEXT | --input-ids 1,2,3] [options]\n"
-            "       sglc generate --model-path DIR --requests FILE.jsonl [options]  (see --requests F --help)\n"
-            "\n"
-            "Generate tokens for one prompt offline (no server).\n"
-            "\n"
-            "generation options:\n"
-            "  --prompt TEXT             text prompt, encoded with the model's tokenizer.json\n"
-            "                            (special tokens added as the tokenizer config says)\n"
-            "  --tokenizer-path DIR      tokenizer folder (default: the model folder)\n"
-            "  --skip-tokenizer-init     load no tokenizer: ids in, ids out (text is \"\")\n"
-            "  --input-ids LIST          comma-separated prompt token ids; with neither this\n"
-            "                            nor --prompt, generation starts from BOS\n"
-            "  --max-new-tokens N        tokens to generate (default 128)\n"
-            "  --temperature T           0 = greedy (default 1.0)\n"
-            "  --top-p P                 nucleus sampling (default 1.0 = off)\n"
-            "  --top-k K                 keep the K most likely (default -1 = off)\n"
-            "  --min-p M                 drop tokens below M x the top probability (default 0)\n"
-            "  --seed S                  sampling seed (default: from the clock)\n"
-            "  --ignore-eos              do not stop at EOS\n"
-            "  --json                    print a JSON object like SGLang's /generate\n"
-            "  --dump-logits FILE        write the prefill logits of every prompt position,\n"
-            "                            raw little-endian float32, shape (n_prompt, vocab)\n"
-            "\n");
-    cli_model_help(f);
-}
 
 /* Parse "1,2,3" into a new array; -1 on a bad list. */
 static int parse_ids(const char *s, int32_t **out, int *n_out, int vocab)
@@ -104,101 +76,67 @@ int cmd_generate(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strncmp(argv[i], "--requests", 10) && (argv[i][10] == 0 || argv[i][10] == '='))
             return cmd_generate_requests(argc, argv);
-    cli_model_opts mo;
-    cli_model_opts_init(&mo);
     const char *prompt = NULL, *input_ids = NULL, *dump = NULL;
-    long long max_new = 128, top_k = -1, seed = -1;
+    long long max_new = 128, top_k = -1, seed = -1, threads = 0;
     double temperature = 1.0, top_p = 1.0, min_p = 0.0;
-    int ignore_eos = 0, as_json = 0, skip_tok = 0;
-    const char *tok_path = NULL;
-    for (int i = 1; i < argc;) {
-        int r = cli_model_arg(&mo, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        const char *v;
-        int missing = 0;
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--ignore-eos")) {
-            ignore_eos = 1;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--skip-tokenizer-init")) {
-            skip_tok = 1;
-            i++;
-            continue;
-        }
-        if (!strcmp(a, "--json")) {
-            as_json = 1;
-            i++;
-            continue;
-        }
-#define OPT(name) ((v = cli_opt(argc, argv, &i, name, &missing)) != NULL || missing)
-        if (OPT("--prompt")) prompt = v;
-        else if (OPT("--input-ids")) input_ids = v;
-        else if (OPT("--tokenizer-path")) tok_path = v;
-        else if (OPT("--dump-logits")) dump = v;
-        else if (OPT("--max-new-tokens")) {
-            if (v && cli_parse_int(v, 0, 1 << 30, &max_new)) {
-                fprintf(stderr, "error: --max-new-tokens must be a non-negative integer\n");
-                return 2;
-            }
-        } else if (OPT("--top-k")) {
-            if (v && cli_parse_int(v, -1, 1 << 30, &top_k)) {
-                fprintf(stderr, "error: --top-k must be an integer >= -1\n");
-                return 2;
-            }
-        } else if (OPT("--seed")) {
-            if (v && cli_parse_int(v, 0, 1LL << 62, &seed)) {
-                fprintf(stderr, "error: --seed must be a non-negative integer\n");
-                return 2;
-            }
-        } else if (OPT("--temperature")) {
-            if (v && (cli_parse_float(v, &temperature) || temperature < 0)) {
-                fprintf(stderr, "error: --temperature must be a number >= 0\n");
-                return 2;
-            }
-        } else if (OPT("--top-p")) {
-            if (v && (cli_parse_float(v, &top_p) || top_p <= 0 || top_p > 1)) {
-                fprintf(stderr, "error: --top-p must be in (0, 1]\n");
-                return 2;
-            }
-        } else if (OPT("--min-p")) {
-            if (v && (cli_parse_float(v, &min_p) || min_p < 0 || min_p > 1)) {
-                fprintf(stderr, "error: --min-p must be in [0, 1]\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "error: unknown argument '%s' (see sglc generate --help)\n", a);
-            return 2;
-        }
-#undef OPT
-        if (missing) {
-            fprintf(stderr, "error: %s needs a value\n", a);
-            return 2;
-        }
-    }
-    if (!mo.load.model_path) {
-        fprintf(stderr, "error: --model-path is required (see sglc generate --help)\n");
+    bool ignore_eos = false, as_json = false;
+    const args_extra extra[] = {
+        {.name = "--prompt", .metavar = "TEXT",
+         .help = "Text prompt, encoded with the model's tokenizer.json (special tokens added as the "
+                 "tokenizer config says).",
+         .value = &prompt},
+        {.name = "--input-ids", .metavar = "LIST",
+         .help = "Comma-separated prompt token ids; with neither this nor --prompt, generation "
+                 "starts from BOS.",
+         .value = &input_ids},
+        {.name = "--requests", .metavar = "FILE",
+         .help = "Run a JSONL file of /generate bodies through the scheduler instead (see "
+                 "`sglc generate --requests F --help`)."},
+        {.name = "--max-new-tokens", .metavar = "N", .help = "Tokens to generate.", .ival = &max_new,
+         .lo = 0, .hi = 1 << 30, .def = "128"},
+        {.name = "--temperature", .metavar = "T", .help = "0 = greedy.", .fval = &temperature, .lo = 0,
+         .hi = ARGS_NO_MAX, .def = "1.0"},
+        {.name = "--top-p", .metavar = "P", .help = "Nucleus sampling, in (0, 1]; 1 = off.",
+         .fval = &top_p, .lo = 0, .hi = 1, .def = "1.0"},
+        {.name = "--top-k", .metavar = "K", .help = "Keep the K most likely; -1 = off.", .ival = &top_k,
+         .lo = -1, .hi = 1 << 30, .def = "-1"},
+        {.name = "--min-p", .metavar = "M", .help = "Drop tokens below M x the top probability.",
+         .fval = &min_p, .lo = 0, .hi = 1, .def = "0"},
+        {.name = "--seed", .metavar = "S", .help = "Sampling seed.", .ival = &seed, .lo = 0,
+         .hi = (double)(1ll << 62), .def = "from the clock"},
+        {.name = "--ignore-eos", .help = "Do not stop at EOS.", .flag = &ignore_eos},
+        {.name = "--json", .help = "Print a JSON object like SGLang's /generate.", .flag = &as_json},
+        {.name = "--dump-logits", .metavar = "FILE",
+         .help = "Write the prefill logits of every prompt position, raw little-endian float32, "
+                 "shape (n_prompt, vocab).",
+         .value = &dump},
+        CLI_EXTRA_THREADS(&threads),
+        {0},
+    };
+    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
+                                ARG_COUNT};
+    const args_cmd cmd = {
+        .usage = "usage: sglc generate --model-path DIR [--prompt TEXT | --input-ids 1,2,3] [options]\n"
+                 "       sglc generate --model-path DIR --requests FILE.jsonl [options]  (see --requests F "
+                 "--help)",
+        .about = "Generate tokens for one prompt offline (no server).",
+        .extra = extra,
+        .shown = shown,
+    };
+    args_server a;
+    int prc = cli_args_parse("generate", &cmd, true, &a, argc, argv);
+    if (prc >= 0) return prc;
+    if (top_p <= 0) {
+        fprintf(stderr, "sglc generate: --top-p must be in (0, 1], got %g\n", top_p);
+        args_server_free(&a);
         return 2;
     }
-    if (prompt && input_ids) {
-        fprintf(stderr, "error: give --prompt or --input-ids, not both\n");
-        return 2;
-    }
-    if (prompt && skip_tok) {
-        fprintf(stderr, "error: --prompt needs the tokenizer; drop --skip-tokenizer-init\n");
-        return 2;
-    }
-
-    model *m = cli_model_load(&mo);
-    if (!m) return 1;
-    const model_config *c = model_get_config(m);
-    int rc = 1, V = c->vocab_size;
+    int rc = 2;
+    cli_model_opts mo;
+    cli_model_opts_from_args(&mo, &a, threads);
+    bool skip_tok = a.skip_tokenizer_init;
+    const char *tok_path = a.tokenizer_path;
+    model *m = NULL;
     int32_t *ids = NULL, *slots = NULL;
     int n_prompt = 0;
     float *logits = NULL;
@@ -208,6 +146,20 @@ int cmd_generate(int argc, char **argv)
     json_t *out_ids = NULL;
     tok_tokenizer *tk = NULL;
     char *text = NULL;
+    if (prompt && input_ids) {
+        fprintf(stderr, "sglc generate: give --prompt or --input-ids, not both\n");
+        goto done;
+    }
+    if (prompt && skip_tok) {
+        fprintf(stderr, "sglc generate: --prompt needs the tokenizer; drop --skip-tokenizer-init\n");
+        goto done;
+    }
+
+    rc = 1;
+    m = cli_model_load(&mo);
+    if (!m) goto done;
+    const model_config *c = model_get_config(m);
+    int V = c->vocab_size;
     /* the tokenizer is optional unless --prompt or --tokenizer-path asks for it */
     if (!skip_tok && cli_tokenizer_load(tok_path ? tok_path : cli_model_dir(), tok_path || prompt, &tk))
         goto done;
@@ -406,5 +358,6 @@ done:
     free(slots);
     free(ids);
     model_free(m);
+    args_server_free(&a);
     return rc;
 }

@@ -13,26 +13,12 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "api/api.h"
 #include "cli/cli_sched.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 #include "util/timeutil.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]\n"
-            "\n"
-            "Run every line of FILE.jsonl (a /generate body: input_ids, sampling_params, rid,\n"
-            "priority, cache_salt, return_logprob, top_logprobs_num, token_ids_logprob)\n"
-            "concurrently through the scheduler; write one response line per request, in order.\n"
-            "\n"
-            "  --requests FILE           the requests, one JSON object per line ('-' = stdin)\n"
-            "  --output FILE             where the responses go (default stdout)\n"
-            "\n");
-    cli_sched_help(f);
-}
 
 typedef struct line_req {
     int line_no;
@@ -71,49 +57,54 @@ static void set_text(json_t *o, const tok_tokenizer *tk, const tok_decode_opts *
     free(v);
 }
 
+static int cmd_generate_requests_run(const args_server *a, long long threads, const char *req_path,
+                                     const char *out_path);
+
 int cmd_generate_requests(int argc, char **argv)
 {
-    cli_model_opts mo;
-    cli_model_opts_init(&mo);
-    sched_args sa;
-    sched_args_init(&sa);
-    const char *req_path = NULL, *out_path = NULL, *tok_path = NULL;
-    bool skip_tok = false;
-    for (int i = 1; i < argc;) {
-        int r = cli_sched_arg(&mo, &sa, argc, argv, &i);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-        const char *a = argv[i], *v;
-        int missing = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--skip-tokenizer-init")) {
-            skip_tok = true;
-            i++;
-            continue;
-        }
-        if ((v = cli_opt(argc, argv, &i, "--requests", &missing)) || missing) req_path = v;
-        else if ((v = cli_opt(argc, argv, &i, "--tokenizer-path", &missing)) || missing) tok_path = v;
-        else if ((v = cli_opt(argc, argv, &i, "--output", &missing)) || missing) out_path = v;
-        else {
-            fprintf(stderr, "error: unknown argument '%s' (see sglc generate --requests F --help)\n", a);
-            return 2;
-        }
-        if (missing) {
-            fprintf(stderr, "error: %s needs a value\n", a);
-            return 2;
-        }
-    }
-    if (!mo.load.model_path) {
-        fprintf(stderr, "error: --model-path is required\n");
-        return 2;
-    }
+    const char *req_path = NULL, *out_path = NULL;
+    long long threads = 0;
+    const args_extra extra[] = {
+        {.name = "--requests", .metavar = "FILE", .help = "The requests, one JSON object per line ('-' = stdin).",
+         .value = &req_path},
+        {.name = "--output", .metavar = "FILE", .help = "Where the responses go.", .value = &out_path,
+         .def = "stdout"},
+        CLI_EXTRA_THREADS(&threads),
+        {0},
+    };
+    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
+                                CLI_SCHED_ARG_IDS, ARG_COUNT};
+    const args_cmd cmd = {
+        .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
+        .about = "Run every line of FILE.jsonl (a /generate body: input_ids or text, sampling_params, "
+                 "rid, priority, cache_salt, return_logprob, top_logprobs_num, token_ids_logprob) "
+                 "concurrently through the scheduler; write one response line per request, in order.",
+        .extra = extra,
+        .shown = shown,
+    };
+    args_server a;
+    int prc = cli_args_parse("generate", &cmd, true, &a, argc, argv);
+    if (prc >= 0) return prc;
     if (!req_path) {
-        fprintf(stderr, "error: --requests needs a file\n");
+        fprintf(stderr, "sglc generate: --requests needs a file\n");
+        args_server_free(&a);
         return 2;
     }
+    int ret = cmd_generate_requests_run(&a, threads, req_path, out_path);
+    args_server_free(&a);
+    return ret;
+}
+
+/* The command after parsing; `a` stays owned by the caller. */
+static int cmd_generate_requests_run(const args_server *a, long long threads, const char *req_path,
+                                     const char *out_path)
+{
+    cli_model_opts mo;
+    cli_model_opts_from_args(&mo, a, threads);
+    sched_args sa;
+    cli_sched_args_from_args(&sa, a);
+    bool skip_tok = a->skip_tokenizer_init;
+    const char *tok_path = a->tokenizer_path;
     /* The tokenizer (optional: dummy-weight config folders have none) turns
      * "text" lines into input_ids and output ids back into "text". */
     tok_tokenizer *tk = NULL;
@@ -122,6 +113,7 @@ int cmd_generate_requests(int argc, char **argv)
     FILE *in = strcmp(req_path, "-") ? fopen(req_path, "r") : stdin;
     if (!in) {
         fprintf(stderr, "error: cannot open %s\n", req_path);
+        if (tk) tok_destroy(tk);
         return 2;
     }
     /* parse every line first: bad input fails before the model loads */

@@ -34,9 +34,11 @@
 #include "api/api_ops.h"
 #include "args/args.h"
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
+#include "cli/cli_sched.h"
 #include "http/http.h"
 #include "hub/hub.h"
 #include "kv/kv_radix.h"
@@ -133,44 +135,24 @@ static void serve_free_model(void *ctx, model *m)
 
 static int serve(int argc, char **argv)
 {
-    const char *threads_s = NULL, *max_body_s = NULL;
+    long long threads = 0, max_body = 64ll << 20;
     const args_extra extra[] = {
-        {"--threads", "N", "compute threads (default: all cores)", &threads_s, NULL},
-        {"--max-payload-size", "BYTES", "largest request body accepted (default 64 MiB; larger: 413)",
-         &max_body_s, NULL},
-        {NULL, NULL, NULL, NULL, NULL},
+        CLI_EXTRA_THREADS(&threads),
+        {.name = "--max-payload-size", .metavar = "BYTES",
+         .help = "Largest request body accepted; larger ones get 413 (sglc's own option).",
+         .ival = &max_body, .lo = 1024, .hi = (double)(1ll << 40), .def = "67108864 (64 MiB)"},
+        {0},
     };
+    const args_cmd cmd = {.usage = "usage: sglc serve --model-path DIR [ARGS]", .extra = extra};
     args_server a;
     char err[1024];
-    int rc = args_parse(&a, argc, argv, extra, err, sizeof err);
-    if (rc == ARGS_HELP) {
-        args_print_help(stdout, "usage: sglc serve --model-path DIR [ARGS]", extra);
+    int prc = cli_args_parse("serve", &cmd, true, &a, argc, argv);
+    if (prc >= 0) return prc;
+    if (args_finalize(&a) != ARGS_OK) {
+        fprintf(stderr, "sglc serve: out of memory\n");
         args_server_free(&a);
-        return 0;
+        return 1;
     }
-    if (rc != ARGS_OK) {
-        fprintf(stderr, "sglc serve: %s\n", err);
-        args_server_free(&a);
-        return 2;
-    }
-    if (args_validate(&a, err, sizeof err) != ARGS_OK || args_finalize(&a) != ARGS_OK) {
-        fprintf(stderr, "sglc serve: %s\n", err);
-        args_server_free(&a);
-        return 2;
-    }
-    if (!a.model_path) {
-        fprintf(stderr, "sglc serve: --model-path is required\n");
-        args_server_free(&a);
-        return 2;
-    }
-    long long threads = 0, max_body = 64ll << 20;
-    if ((threads_s && cli_parse_int(threads_s, 1, 4096, &threads)) ||
-        (max_body_s && cli_parse_int(max_body_s, 1024, 1ll << 40, &max_body))) {
-        fprintf(stderr, "sglc serve: bad --threads or --max-payload-size value\n");
-        args_server_free(&a);
-        return 2;
-    }
-    if (a.log_level && log_level_parse(a.log_level) >= 0) log_set_level(log_level_parse(a.log_level));
     /* operations: checked before the (slow) model load */
     int http_level = log_level_current;
     if (a.log_level_http) {
@@ -223,18 +205,7 @@ static int serve(int argc, char **argv)
 
     /* model */
     cli_model_opts mo;
-    cli_model_opts_init(&mo);
-    mo.load.model_path = a.model_path;
-    mo.load.dtype = (!a.dtype || !strcmp(a.dtype, "auto")) ? -1 : dtype_parse(a.dtype);
-    if (a.load_format && !strcmp(a.load_format, "dummy")) mo.load.load_format = MODEL_LOAD_DUMMY;
-    else if (a.load_format && !strcmp(a.load_format, "safetensors")) mo.load.load_format = MODEL_LOAD_SAFETENSORS;
-    mo.load.override_json = a.json_model_override_args;
-    mo.load.context_length = a.context_length != ARGS_INT_NONE ? a.context_length : 0;
-    mo.load.random_seed = a.random_seed != ARGS_INT_NONE ? (uint64_t)a.random_seed : 0;
-    mo.kv_dtype = (a.kv_cache_dtype && !strcmp(a.kv_cache_dtype, "bfloat16")) ? DTYPE_BF16 : -1;
-    mo.threads = (int)threads;
-    mo.revision = a.revision;
-    mo.download_dir = a.download_dir;
+    cli_model_opts_from_args(&mo, &a, threads);
     model *m = cli_model_load(&mo);
     if (!m) {
         args_server_free(&a);
@@ -292,32 +263,10 @@ static int serve(int argc, char **argv)
 
     /* scheduler */
     sched_args sa;
-    sched_args_init(&sa);
-    if (a.page_size != ARGS_INT_NONE) sa.page_size = a.page_size;
-    if (a.max_total_tokens != ARGS_INT_NONE) sa.max_total_tokens = a.max_total_tokens;
-    if (!args_float_is_none(a.mem_fraction_static)) sa.mem_fraction_static = a.mem_fraction_static;
-    if (a.max_running_requests != ARGS_INT_NONE) sa.max_running_requests = a.max_running_requests;
-    if (a.max_queued_requests != ARGS_INT_NONE) sa.max_queued_requests = a.max_queued_requests;
-    if (a.max_prefill_tokens != ARGS_INT_NONE) sa.max_prefill_tokens = a.max_prefill_tokens;
-    if (a.chunked_prefill_size != ARGS_INT_NONE) sa.chunked_prefill_size = a.chunked_prefill_size;
-    if (a.prefill_max_requests != ARGS_INT_NONE) sa.prefill_max_requests = a.prefill_max_requests;
-    sa.schedule_conservativeness = a.schedule_conservativeness;
-    sa.schedule_policy = a.schedule_policy && !strcmp(a.schedule_policy, "lpm") ? SCHED_POLICY_LPM : SCHED_POLICY_FCFS;
-    sa.disable_radix_cache = a.disable_radix_cache;
-    sa.radix_eviction_policy = a.radix_eviction_policy && !strcmp(a.radix_eviction_policy, "lfu") ? KV_EVICT_LFU : KV_EVICT_LRU;
-    sa.enable_mixed_chunk = a.enable_mixed_chunk;
-    sa.enable_priority_scheduling = a.enable_priority_scheduling;
-    sa.schedule_low_priority_values_first = a.schedule_low_priority_values_first;
-    sa.priority_scheduling_preemption_threshold = a.priority_scheduling_preemption_threshold;
-    sa.abort_on_priority_when_disabled = a.abort_on_priority_when_disabled;
-    if (a.stream_interval != ARGS_INT_NONE) sa.stream_interval = a.stream_interval;
-    sa.kv_cache_dtype = (int)cli_kv_dtype(&mo, m);
-    sa.threads = cli_threads(&mo);
-    sa.random_seed = mo.load.random_seed;
+    cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
-    sched *s = sched_create(m, &sa, err, sizeof err);
+    sched *s = cli_sched_create(m, &mo, &sa);
     if (!s) {
-        fprintf(stderr, "sglc serve: %s\n", err);
         if (have_chat) tmpl_chat_free(&chat);
         tok_destroy(tok);
         model_free(m);

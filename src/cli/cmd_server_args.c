@@ -14,8 +14,8 @@ int cmd_server_args(int argc, char **argv)
 {
     bool compact = false;
     const args_extra extra[] = {
-        {"--compact", NULL, "Print the JSON on one line.", NULL, &compact},
-        {NULL, NULL, NULL, NULL, NULL},
+        {.name = "--compact", .help = "Print the JSON on one line.", .flag = &compact},
+        {0},
     };
     args_server a;
     char err[512];

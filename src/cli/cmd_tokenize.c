@@ -15,20 +15,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_args.h"
 #include "tokenizer/tokenizer.h"
-
-static void usage(FILE *f, const char *cmd)
-{
-    fprintf(f,
-            "usage: sglc %s --tokenizer-path DIR [--tokenizer-mode auto|slow]\n"
-            "reads JSON lines on stdin, writes one JSON line per input line:\n"
-            "  tokenize:   {\"text\": \"...\", \"add_special_tokens\": true} -> {\"ids\": [...]}\n"
-            "  detokenize: {\"ids\": [...], \"skip_special_tokens\": true,\n"
-            "               \"spaces_between_special_tokens\": true} -> {\"text\": \"...\"}\n"
-            "--tokenizer-mode slow: decode as HF's slow tokenizers do (spaces_between_special_tokens\n"
-            "honoured); encoding is identical in both modes.\n",
-            cmd);
-}
 
 static void emit(json_t *o)
 {
@@ -107,25 +95,36 @@ static void do_detokenize(const tok_tokenizer *t, json_t *req)
 static int run(int argc, char **argv, bool tokenize)
 {
     const char *cmd = tokenize ? "tokenize" : "detokenize";
-    const char *path = NULL;
-    tok_load_opts lo = {.mode = TOK_MODE_AUTO};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout, cmd); return 0; }
-        if (!strcmp(argv[i], "--tokenizer-path") && i + 1 < argc) { path = argv[++i]; continue; }
-        if (!strcmp(argv[i], "--tokenizer-mode") && i + 1 < argc) {
-            const char *m = argv[++i];
-            if (!strcmp(m, "auto")) lo.mode = TOK_MODE_AUTO;
-            else if (!strcmp(m, "slow")) lo.mode = TOK_MODE_SLOW;
-            else { fprintf(stderr, "sglc %s: --tokenizer-mode must be auto or slow\n", cmd); return 2; }
-            continue;
-        }
-        fprintf(stderr, "sglc %s: unknown argument '%s'\n", cmd, argv[i]);
-        usage(stderr, cmd);
+    /* --tokenizer-path / --tokenizer-mode are the server arguments (the
+     * table's meaning and checks); --model-path stands in for the
+     * tokenizer path as in SGLang */
+    static const int shown[] = {ARG_ID_tokenizer_path, ARG_ID_tokenizer_mode, ARG_ID_model_path, ARG_COUNT};
+    const args_extra extra[] = {{0}};
+    const args_cmd c = {
+        .usage = tokenize ? "usage: sglc tokenize --tokenizer-path DIR [--tokenizer-mode auto|slow]"
+                          : "usage: sglc detokenize --tokenizer-path DIR [--tokenizer-mode auto|slow]",
+        .about = "Reads JSON lines on stdin, writes one JSON line per input line. tokenize: "
+                 "{\"text\": \"...\", \"add_special_tokens\": true} -> {\"ids\": [...]}; detokenize: "
+                 "{\"ids\": [...], \"skip_special_tokens\": true, \"spaces_between_special_tokens\": "
+                 "true} -> {\"text\": \"...\"}. --tokenizer-mode slow: decode as HF's slow tokenizers "
+                 "do (spaces_between_special_tokens honoured); encoding is identical in both modes.",
+        .extra = extra,
+        .shown = shown,
+        .only_shown = true,
+    };
+    args_server a;
+    int prc = cli_args_parse(cmd, &c, false, &a, argc, argv);
+    if (prc >= 0) return prc;
+    const char *path = a.tokenizer_path ? a.tokenizer_path : a.model_path;
+    if (!path) {
+        fprintf(stderr, "sglc %s: --tokenizer-path is required (see sglc %s --help)\n", cmd, cmd);
+        args_server_free(&a);
         return 2;
     }
-    if (!path) { fprintf(stderr, "sglc %s: --tokenizer-path is required\n", cmd); usage(stderr, cmd); return 2; }
+    tok_load_opts lo = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
     char err[512];
     tok_tokenizer *t = tok_load_dir(path, &lo, err, sizeof err);
+    args_server_free(&a); /* path is not read after the load */
     if (!t) { fprintf(stderr, "sglc %s: %s\n", cmd, err); return 1; }
     char *line = NULL;
     size_t cap = 0;

@@ -12,11 +12,11 @@
  * zero past k) so the micro-kernel (6 rows x 16 columns = 12 ymm
  * accumulators) reads one sequential stream; k is cut in KC blocks that
  * keep the panel block in L1.  Threads own disjoint panel ranges.
- * Attention: online softmax over blocks of 8 keys, work units from
- * kern_attn_plan_make as in the AVX-512 file; per block a scores pass over
- * all rows, then the per-row max / rescale / P.V pass.  Scratch:
- * kbuf, vbuf (KB, HKMAX, dp) | qbuf, acc (AR, dp) | mx, sum (AR) | scores
- * (AR, KB).  Scalar loops handle the tails of row ops. */
+ * Attention: online softmax over blocks of 8 keys; the frame (work
+ * units, K/V gather, scratch layout) is kernels_attn_impl.h, shared with
+ * the AVX-512 file; per block a scores pass over all rows, then the
+ * per-row max / rescale / P.V pass.  Scalar loops handle the tails of row
+ * ops. */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -287,16 +287,11 @@ static void matmul256(float *y, const float *x, int m, const kern_mat *w, const 
 
 /* ---- attention --------------------------------------------------------- */
 
-#define AR 32
-#define KB 8
-#define HKMAX 4
-
-static size_t attention_scratch256(int n_kv, int head_dim)
-{
-    (void)n_kv;
-    size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), 8);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + 2 * AR + AR * KB) * sizeof(float) + 192;
-}
+/* The frame (units, row setup, K/V gather, normalisation) is shared with
+ * the AVX-512 file: kernels_attn_impl.h.  Here: the math of one key block. */
+#define ATTN_VW 8
+#define ATTN_ROW_STATS 2
+#include "kernels/kernels_attn_impl.h"
 
 /* out[j] = sum of the lanes of v[j], j < 8 */
 AINLINE __m256 hsum8x8(const __m256 v[8])
@@ -307,7 +302,7 @@ AINLINE __m256 hsum8x8(const __m256 v[8])
     return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
 }
 
-AINLINE void load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
+AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
 {
     int d = 0;
     if (dt == DTYPE_F32) {
@@ -325,132 +320,77 @@ AINLINE void load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
     for (; d < dp; d++) dst[d] = 0.0f;
 }
 
-static void attention256(const kern_attn_args *a, int ith, int nth, void *scratch)
+/* One block of KB keys for every row of the unit (see attn_blk).  Pass 1:
+ * masked scores of every row (independent iterations, so rows overlap);
+ * pass 2: the per-row online-softmax update. */
+AINLINE void attn_block(const attn_blk *b)
 {
-    const int hd = a->head_dim, dp = (int)round_up((size_t)hd, 8), nc = dp / 8;
-    const int group = a->n_head / a->n_kv_head;
-    const size_t kv_row = (size_t)a->n_kv_head * hd;
-    const size_t esz = a->kv_dt == DTYPE_F32 ? 4 : 2;
-    float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
-    float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
-    float *mx = acc + AR * dp, *sm = mx + AR;
-    float *sbuf = (float *)round_up((uintptr_t)(sm + AR), 64); /* (AR, KB) scores */
-
-    kern_attn_plan pl;
-    kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
+    /* fields in locals: the vector stores below may alias *b, so reading
+     * through b would reload every field after each store */
+    const int R = b->R, p0 = b->p0, nk = b->nk, nh = b->nh, nkh = b->nkh, dp = b->dp, nc = b->nc;
+    const size_t kst = b->kst;
+    const int *const rlo = b->rlo, *const rhi = b->rhi;
+    const float *const qbuf = b->qbuf, *const kbuf = b->kbuf, *const vbuf = b->vbuf;
+    float *const acc = b->acc, *const mx = b->mx, *const sm = b->sm, *const sbuf = b->sbuf;
+    const float softcap = b->softcap;
     const float neg_inf = -INFINITY;
-
-    for (int u = ith; u < pl.n_units; u += nth) {
-        int qbi = u % pl.n_qb, rest = u / pl.n_qb;
-        int hc = rest % pl.n_hc, khc = rest / pl.n_hc;
-        int kh0 = khc * pl.hk;
-        int nkh = a->n_kv_head - kh0 < pl.hk ? a->n_kv_head - kh0 : pl.hk;
-        int nh = group - hc * pl.gh < pl.gh ? group - hc * pl.gh : pl.gh;
-        int i0 = qbi * pl.qb, nq = a->n_q - i0 < pl.qb ? a->n_q - i0 : pl.qb;
-        int R = nq * nkh * nh; /* row r: query r / (nkh nh), kv head r / nh % nkh, head r % nh */
-        int lo_all = a->n_kv, hi_all = 0; /* key range of the unit: [lo_all, hi_all) */
-        int rlo[AR], rhi[AR];
-        for (int r = 0; r < R; r++) {
-            int i = i0 + r / (nkh * nh), khl = r / nh % nkh;
-            int h = (kh0 + khl) * group + hc * pl.gh + r % nh;
-            int pos = a->n_kv - a->n_q + i;
-            int start = 0;
-            if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
-                start = pos - a->sliding_window + 1;
-            rlo[r] = start;
-            rhi[r] = pos + 1;
-            if (start < lo_all) lo_all = start;
-            if (pos + 1 > hi_all) hi_all = pos + 1;
-            const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * hd;
-            for (int d = 0; d < dp; d++) {
-                qbuf[r * dp + d] = d < hd ? q[d] * a->scale : 0.0f;
-                acc[r * dp + d] = 0.0f;
-            }
-            mx[r] = neg_inf;
-            sm[r] = 0.0f;
+    const __m256i vp = _mm256_add_epi32(_mm256_set1_epi32(p0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int r = 0; r < R; r++) {
+        if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
+        const float *qr = qbuf + r * dp;
+        const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
+        __m256 part[8];
+        for (int j = 0; j < 8; j++) {
+            __m256 s = _mm256_mul_ps(_mm256_load_ps(qr), _mm256_load_ps(kr + j * kst));
+            for (int c = 1; c < nc; c++)
+                s = _mm256_fmadd_ps(_mm256_load_ps(qr + c * 8), _mm256_load_ps(kr + j * kst + c * 8), s);
+            part[j] = s;
         }
-        const size_t seg = (size_t)nkh * hd * esz; /* bytes of the unit's heads in one slot */
-        for (int p0 = lo_all; p0 < hi_all; p0 += KB) {
-            int nk = hi_all - p0 < KB ? hi_all - p0 : KB;
-            /* prefetch the next block's K/V pieces: the slots are scattered */
-            for (int j = 0; j < KB && p0 + KB + j < hi_all; j++) {
-                size_t off = ((size_t)a->slots[p0 + KB + j] * kv_row + (size_t)kh0 * hd) * esz;
-                for (size_t l = 0; l < seg; l += 64) {
-                    _mm_prefetch((const char *)a->k_cache + off + l, _MM_HINT_T1);
-                    _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
-                }
-            }
-            /* kbuf/vbuf: (KB, nkh, dp) f32 */
-            for (int j = 0; j < KB; j++) {
-                for (int khl = 0; khl < nkh; khl++) {
-                    float *kd = kbuf + ((size_t)j * nkh + khl) * dp, *vd = vbuf + ((size_t)j * nkh + khl) * dp;
-                    if (j < nk) {
-                        size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
-                        load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
-                        load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
-                    } else {
-                        memset(kd, 0, sizeof(float) * dp);
-                        memset(vd, 0, sizeof(float) * dp);
-                    }
-                }
-            }
-            const __m256i vp = _mm256_add_epi32(_mm256_set1_epi32(p0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
-            /* pass 1: masked scores of every row (independent iterations, so
-             * rows overlap); pass 2: the per-row online-softmax update */
-            for (int r = 0; r < R; r++) {
-                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
-                const float *qr = qbuf + r * dp;
-                const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
-                __m256 part[8];
-                for (int j = 0; j < 8; j++) {
-                    __m256 s = _mm256_mul_ps(_mm256_load_ps(qr), _mm256_load_ps(kr + j * kst));
-                    for (int c = 1; c < nc; c++)
-                        s = _mm256_fmadd_ps(_mm256_load_ps(qr + c * 8), _mm256_load_ps(kr + j * kst + c * 8), s);
-                    part[j] = s;
-                }
-                __m256 s = hsum8x8(part);
-                if (a->softcap > 0.0f) {
-                    __m256 cap = _mm256_set1_ps(a->softcap);
-                    s = _mm256_mul_ps(cap, tanh256(_mm256_div_ps(s, cap)));
-                }
-                /* valid: rlo <= p < rhi */
-                __m256i ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(rlo[r]), vp),
-                                                 _mm256_cmpgt_epi32(_mm256_set1_epi32(rhi[r]), vp));
-                s = _mm256_blendv_ps(_mm256_set1_ps(neg_inf), s, _mm256_castsi256_ps(ok));
-                _mm256_store_ps(sbuf + r * KB, s);
-            }
-            for (int r = 0; r < R; r++) {
-                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
-                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
-                __m256 s = _mm256_load_ps(sbuf + r * KB);
-                __m256 okf = _mm256_cmp_ps(s, _mm256_set1_ps(neg_inf), _CMP_NEQ_OQ);
-                float bmax = hmax256(s);
-                float mnew = bmax > mx[r] ? bmax : mx[r];
-                float alpha = mx[r] == neg_inf ? 0.0f : expf(mx[r] - mnew);
-                __m256 pr = _mm256_and_ps(okf, exp256(_mm256_sub_ps(s, _mm256_set1_ps(mnew))));
-                sm[r] = sm[r] * alpha + hsum256(pr);
-                mx[r] = mnew;
-                float pj[8];
-                _mm256_storeu_ps(pj, pr);
-                __m256 va = _mm256_set1_ps(alpha);
-                float *ar = acc + r * dp;
-                for (int c = 0; c < nc; c++) {
-                    __m256 o = _mm256_mul_ps(_mm256_load_ps(ar + c * 8), va);
-                    for (int j = 0; j < nk; j++)
-                        o = _mm256_fmadd_ps(_mm256_set1_ps(pj[j]), _mm256_load_ps(vr + j * kst + c * 8), o);
-                    _mm256_store_ps(ar + c * 8, o);
-                }
-            }
+        __m256 s = hsum8x8(part);
+        if (softcap > 0.0f) {
+            __m256 cap = _mm256_set1_ps(softcap);
+            s = _mm256_mul_ps(cap, tanh256(_mm256_div_ps(s, cap)));
         }
-        for (int r = 0; r < R; r++) {
-            int i = i0 + r / (nkh * nh), h = (kh0 + r / nh % nkh) * group + hc * pl.gh + r % nh;
-            float *o = a->out + (size_t)i * a->out_stride + (size_t)h * hd;
-            float inv = sm[r] > 0.0f ? 1.0f / sm[r] : 0.0f;
-            for (int d = 0; d < hd; d++) o[d] = acc[r * dp + d] * inv;
+        /* valid: rlo <= p < rhi */
+        __m256i ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(rlo[r]), vp),
+                                         _mm256_cmpgt_epi32(_mm256_set1_epi32(rhi[r]), vp));
+        s = _mm256_blendv_ps(_mm256_set1_ps(neg_inf), s, _mm256_castsi256_ps(ok));
+        _mm256_store_ps(sbuf + r * KB, s);
+    }
+    for (int r = 0; r < R; r++) {
+        if (rhi[r] <= p0 || rlo[r] >= p0 + nk) continue;
+        const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
+        __m256 s = _mm256_load_ps(sbuf + r * KB);
+        __m256 okf = _mm256_cmp_ps(s, _mm256_set1_ps(neg_inf), _CMP_NEQ_OQ);
+        float bmax = hmax256(s);
+        float mnew = bmax > mx[r] ? bmax : mx[r];
+        float alpha = mx[r] == neg_inf ? 0.0f : expf(mx[r] - mnew);
+        __m256 pr = _mm256_and_ps(okf, exp256(_mm256_sub_ps(s, _mm256_set1_ps(mnew))));
+        sm[r] = sm[r] * alpha + hsum256(pr);
+        mx[r] = mnew;
+        float pj[8];
+        _mm256_storeu_ps(pj, pr);
+        __m256 va = _mm256_set1_ps(alpha);
+        float *ar = acc + r * dp;
+        for (int c = 0; c < nc; c++) {
+            __m256 o = _mm256_mul_ps(_mm256_load_ps(ar + c * 8), va);
+            for (int j = 0; j < nk; j++)
+                o = _mm256_fmadd_ps(_mm256_set1_ps(pj[j]), _mm256_load_ps(vr + j * kst + c * 8), o);
+            _mm256_store_ps(ar + c * 8, o);
         }
     }
 }
+
+AINLINE void attn_store_row(float *o, const float *acc, float inv, int hd, int nc)
+{
+    (void)nc;
+    for (int d = 0; d < hd; d++) o[d] = acc[d] * inv;
+}
+
+#define ATTN_DEFINE_KERNEL
+#define ATTN_NAME attention256
+#define ATTN_SCRATCH_NAME attention_scratch256
+#include "kernels/kernels_attn_impl.h"
 
 /* ---- elementwise ------------------------------------------------------- */
 

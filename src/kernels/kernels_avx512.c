@@ -385,19 +385,11 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
 
 /* ---- attention --------------------------------------------------------- */
 
-#define AR 32   /* rows (query x head) per unit */
-#define KB 16   /* keys per block */
-#define HKMAX 4 /* kv heads per unit */
-
-/* Scratch layout (floats, Dp = head_dim rounded up to 16):
- *   kbuf (KB, HKMAX, Dp) | vbuf (KB, HKMAX, Dp) | qbuf (AR, Dp) | acc (AR, Dp) |
- *   mx, sum, block max, alpha (AR each) | scores (AR, KB), 64-byte aligned */
-static size_t attention_scratch512(int n_kv, int head_dim)
-{
-    (void)n_kv;
-    size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), 16);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + 4 * AR + AR * KB) * sizeof(float) + 192;
-}
+/* The frame (units, row setup, K/V gather, normalisation) is shared with
+ * the AVX2 file: kernels_attn_impl.h.  Here: the math of one key block. */
+#define ATTN_VW 16
+#define ATTN_ROW_STATS 4
+#include "kernels/kernels_attn_impl.h"
 
 /* Sum each of 16 vectors: out[j] = sum of lanes of v[j]. */
 AINLINE __m512 hsum16x16(const __m512 v[16])
@@ -444,7 +436,7 @@ static __m512 qk16_any(const float *q, const float *kr, size_t kst, int nc)
 }
 
 /* Copy one K/V row (head_dim of kv_dt) to f32 dst padded with zeros to dp. */
-AINLINE void load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
+AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
 {
     for (int d = 0; d < dp; d += 16) {
         __mmask16 mk = tail_mask(hd - d > 0 ? hd - d : 0);
@@ -459,147 +451,92 @@ AINLINE void load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
     }
 }
 
-static void attention512(const kern_attn_args *a, int ith, int nth, void *scratch)
+/* One block of KB keys for every row of the unit (see attn_blk).  Three
+ * passes over the rows, each with independent iterations so the core
+ * overlaps rows (one fused pass was latency bound on the per-row max ->
+ * exp -> sum chain). */
+AINLINE void attn_block(const attn_blk *b)
 {
-    const int hd = a->head_dim, dp = (int)round_up((size_t)hd, 16), nc = dp / 16;
-    const int group = a->n_head / a->n_kv_head;
-    const size_t kv_row = (size_t)a->n_kv_head * hd;
-    const size_t esz = a->kv_dt == DTYPE_F32 ? 4 : 2;
-    float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
-    float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
-    float *mx = acc + AR * dp, *sm = mx + AR, *bm = sm + AR, *alpha = bm + AR;
-    float *sbuf = (float *)round_up((uintptr_t)(alpha + AR), 64); /* (AR, KB) scores */
-
-    kern_attn_plan pl;
-    kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
+    /* fields in locals: the vector stores below may alias *b, so reading
+     * through b would reload every field after each store */
+    const int R = b->R, p0 = b->p0, nk = b->nk, nh = b->nh, nkh = b->nkh, dp = b->dp, nc = b->nc;
+    const size_t kst = b->kst;
+    const int *const rlo = b->rlo, *const rhi = b->rhi;
+    const float *const qbuf = b->qbuf, *const kbuf = b->kbuf, *const vbuf = b->vbuf;
+    float *const acc = b->acc, *const mx = b->mx, *const sm = b->sm, *const sbuf = b->sbuf;
+    const float softcap = b->softcap;
+    float *const bm = b->bm, *const alpha = b->alpha;
     const float neg_inf = -INFINITY;
-
-    for (int u = ith; u < pl.n_units; u += nth) {
-        int qbi = u % pl.n_qb, rest = u / pl.n_qb;
-        int hc = rest % pl.n_hc, khc = rest / pl.n_hc;
-        int kh0 = khc * pl.hk;
-        int nkh = a->n_kv_head - kh0 < pl.hk ? a->n_kv_head - kh0 : pl.hk;
-        int nh = group - hc * pl.gh < pl.gh ? group - hc * pl.gh : pl.gh;
-        int i0 = qbi * pl.qb, nq = a->n_q - i0 < pl.qb ? a->n_q - i0 : pl.qb;
-        int R = nq * nkh * nh; /* row r: query r / (nkh nh), kv head r / nh % nkh, head r % nh */
-        int lo_all = a->n_kv, hi_all = 0; /* key range of the unit: [lo_all, hi_all) */
-        int rlo[AR], rhi[AR];
-        for (int r = 0; r < R; r++) {
-            int i = i0 + r / (nkh * nh), khl = r / nh % nkh;
-            int h = (kh0 + khl) * group + hc * pl.gh + r % nh;
-            int pos = a->n_kv - a->n_q + i;
-            int start = 0;
-            if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
-                start = pos - a->sliding_window + 1;
-            rlo[r] = start;
-            rhi[r] = pos + 1;
-            if (start < lo_all) lo_all = start;
-            if (pos + 1 > hi_all) hi_all = pos + 1;
-            const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * hd;
-            for (int d = 0; d < dp; d++) {
-                qbuf[r * dp + d] = d < hd ? q[d] * a->scale : 0.0f;
-                acc[r * dp + d] = 0.0f;
-            }
-            mx[r] = neg_inf;
-            sm[r] = 0.0f;
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i vp = _mm512_add_epi32(_mm512_set1_epi32(p0), lane);
+    /* 1: masked scores */
+    for (int r = 0; r < R; r++) {
+        float *srow = sbuf + r * KB;
+        if (rhi[r] <= p0 || rlo[r] >= p0 + nk) {
+            _mm512_store_ps(srow, _mm512_set1_ps(neg_inf));
+            bm[r] = neg_inf;
+            continue;
         }
-        const size_t seg = (size_t)nkh * hd * esz; /* bytes of the unit's heads in one slot */
-        for (int p0 = lo_all; p0 < hi_all; p0 += KB) {
-            int nk = hi_all - p0 < KB ? hi_all - p0 : KB;
-            /* prefetch the next block's K/V pieces: the slots are scattered */
-            for (int j = 0; j < KB && p0 + KB + j < hi_all; j++) {
-                size_t off = ((size_t)a->slots[p0 + KB + j] * kv_row + (size_t)kh0 * hd) * esz;
-                for (size_t l = 0; l < seg; l += 64) {
-                    _mm_prefetch((const char *)a->k_cache + off + l, _MM_HINT_T1);
-                    _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
-                }
-            }
-            /* kbuf/vbuf: (KB, nkh, dp) f32 */
-            for (int j = 0; j < KB; j++) {
-                for (int khl = 0; khl < nkh; khl++) {
-                    float *kd = kbuf + ((size_t)j * nkh + khl) * dp, *vd = vbuf + ((size_t)j * nkh + khl) * dp;
-                    if (j < nk) {
-                        size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
-                        load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
-                        load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
-                    } else {
-                        memset(kd, 0, sizeof(float) * dp);
-                        memset(vd, 0, sizeof(float) * dp);
-                    }
-                }
-            }
-            const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            const __m512i vp = _mm512_add_epi32(_mm512_set1_epi32(p0), lane);
-            const size_t kst = (size_t)nkh * dp; /* stride between keys in kbuf/vbuf */
-            /* Three passes over the rows, each with independent iterations so
-             * the core overlaps rows (one fused pass was latency bound on the
-             * per-row max -> exp -> sum chain). 1: masked scores. */
-            for (int r = 0; r < R; r++) {
-                float *srow = sbuf + r * KB;
-                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) {
-                    _mm512_store_ps(srow, _mm512_set1_ps(neg_inf));
-                    bm[r] = neg_inf;
-                    continue;
-                }
-                const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
-                __m512 s;
-                switch (nc) {
-                case 4: s = qk16(qbuf + r * dp, kr, kst, 4); break;
-                case 8: s = qk16(qbuf + r * dp, kr, kst, 8); break;
-                default: s = qk16_any(qbuf + r * dp, kr, kst, nc); break;
-                }
-                if (a->softcap > 0.0f) {
-                    __m512 cap = _mm512_set1_ps(a->softcap);
-                    s = _mm512_mul_ps(cap, tanh512(_mm512_div_ps(s, cap)));
-                }
-                __mmask16 ok = _mm512_cmpge_epi32_mask(vp, _mm512_set1_epi32(rlo[r])) &
-                               _mm512_cmplt_epi32_mask(vp, _mm512_set1_epi32(rhi[r]));
-                s = _mm512_mask_blend_ps(ok, _mm512_set1_ps(neg_inf), s);
-                _mm512_store_ps(srow, s);
-                bm[r] = _mm512_reduce_max_ps(s);
-            }
-            /* 2: running max and rescale factor, 16 rows per vector; a row
-             * that has seen no key yet keeps max -inf and alpha 1 */
-            for (int r = 0; r < R; r += 16) {
-                __mmask16 mk = tail_mask(R - r);
-                __m512 mo = _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mk, mx + r);
-                __m512 mn = _mm512_max_ps(mo, _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mk, bm + r));
-                __mmask16 fin = _mm512_cmp_ps_mask(mn, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
-                __m512 al = _mm512_mask_blend_ps(fin, _mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(mo, mn)));
-                _mm512_mask_storeu_ps(mx + r, mk, mn);
-                _mm512_mask_storeu_ps(alpha + r, mk, al);
-            }
-            /* 3: probabilities, sums, acc = acc * alpha + P V */
-            for (int r = 0; r < R; r++) {
-                if (bm[r] == neg_inf) continue; /* nothing visible: alpha is 1 */
-                __m512 sv = _mm512_load_ps(sbuf + r * KB);
-                __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
-                __m512 pr = _mm512_maskz_mov_ps(ok, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
-                sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
-                float pj[16];
-                _mm512_storeu_ps(pj, pr);
-                __m512 va = _mm512_set1_ps(alpha[r]);
-                const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
-                float *ar = acc + r * dp;
-                for (int c = 0; c < nc; c++) {
-                    __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
-                    for (int j = 0; j < nk; j++)
-                        o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
-                    _mm512_store_ps(ar + c * 16, o);
-                }
-            }
+        const float *kr = kbuf + (size_t)(r / nh % nkh) * dp;
+        __m512 s;
+        switch (nc) {
+        case 4: s = qk16(qbuf + r * dp, kr, kst, 4); break;
+        case 8: s = qk16(qbuf + r * dp, kr, kst, 8); break;
+        default: s = qk16_any(qbuf + r * dp, kr, kst, nc); break;
         }
-        for (int r = 0; r < R; r++) {
-            int i = i0 + r / (nkh * nh), h = (kh0 + r / nh % nkh) * group + hc * pl.gh + r % nh;
-            float *o = a->out + (size_t)i * a->out_stride + (size_t)h * hd;
-            __m512 inv = _mm512_set1_ps(sm[r] > 0.0f ? 1.0f / sm[r] : 0.0f);
-            for (int c = 0; c < nc; c++) {
-                int left = hd - c * 16;
-                _mm512_mask_storeu_ps(o + c * 16, tail_mask(left), _mm512_mul_ps(_mm512_load_ps(acc + r * dp + c * 16), inv));
-            }
+        if (softcap > 0.0f) {
+            __m512 cap = _mm512_set1_ps(softcap);
+            s = _mm512_mul_ps(cap, tanh512(_mm512_div_ps(s, cap)));
+        }
+        __mmask16 ok = _mm512_cmpge_epi32_mask(vp, _mm512_set1_epi32(rlo[r])) &
+                       _mm512_cmplt_epi32_mask(vp, _mm512_set1_epi32(rhi[r]));
+        s = _mm512_mask_blend_ps(ok, _mm512_set1_ps(neg_inf), s);
+        _mm512_store_ps(srow, s);
+        bm[r] = _mm512_reduce_max_ps(s);
+    }
+    /* 2: running max and rescale factor, 16 rows per vector; a row that
+     * has seen no key yet keeps max -inf and alpha 1 */
+    for (int r = 0; r < R; r += 16) {
+        __mmask16 mk = tail_mask(R - r);
+        __m512 mo = _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mk, mx + r);
+        __m512 mn = _mm512_max_ps(mo, _mm512_mask_loadu_ps(_mm512_set1_ps(neg_inf), mk, bm + r));
+        __mmask16 fin = _mm512_cmp_ps_mask(mn, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
+        __m512 al = _mm512_mask_blend_ps(fin, _mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(mo, mn)));
+        _mm512_mask_storeu_ps(mx + r, mk, mn);
+        _mm512_mask_storeu_ps(alpha + r, mk, al);
+    }
+    /* 3: probabilities, sums, acc = acc * alpha + P V */
+    for (int r = 0; r < R; r++) {
+        if (bm[r] == neg_inf) continue; /* nothing visible: alpha is 1 */
+        __m512 sv = _mm512_load_ps(sbuf + r * KB);
+        __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
+        __m512 pr = _mm512_maskz_mov_ps(ok, exp512(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
+        sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
+        float pj[16];
+        _mm512_storeu_ps(pj, pr);
+        __m512 va = _mm512_set1_ps(alpha[r]);
+        const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
+        float *ar = acc + r * dp;
+        for (int c = 0; c < nc; c++) {
+            __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
+            for (int j = 0; j < nk; j++)
+                o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
+            _mm512_store_ps(ar + c * 16, o);
         }
     }
 }
+
+AINLINE void attn_store_row(float *o, const float *acc, float inv, int hd, int nc)
+{
+    __m512 vi = _mm512_set1_ps(inv);
+    for (int c = 0; c < nc; c++)
+        _mm512_mask_storeu_ps(o + c * 16, tail_mask(hd - c * 16), _mm512_mul_ps(_mm512_load_ps(acc + c * 16), vi));
+}
+
+#define ATTN_DEFINE_KERNEL
+#define ATTN_NAME attention512
+#define ATTN_SCRATCH_NAME attention_scratch512
+#include "kernels/kernels_attn_impl.h"
 
 /* ---- elementwise ------------------------------------------------------- */
 

@@ -95,11 +95,9 @@ typedef struct sched_args {
 } sched_args;
 
 void sched_args_init(sched_args *a);
-/* If argv[*i] is a scheduler option, consume it (and its value), advance
- * *i and return 1; 0 if not ours; -1 on a bad value (message printed). */
-int sched_args_parse(sched_args *a, int argc, char **argv, int *i);
-void sched_args_help(FILE *f);
 const char *sched_policy_name(sched_policy p);
+/* "fcfs" ... "random" -> sched_policy, -1 when unknown. */
+int sched_policy_parse(const char *name);
 
 /* One request as the front hands it over.  sched_submit takes ownership of
  * every pointer (rid, input_ids, cache_salt, token_ids_logprob, params). */

@@ -13,28 +13,17 @@ SHARED=${SGLC_SHARED:-$ROOT/../shared}
 BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=$SHARED/models/TinyStories-656K
 PY=/usr/bin/python3
-[ -x "$BIN" ] || { echo "skip: $BIN not built"; exit 77; }
-[ -f "$M/model.safetensors" ] || { echo "skip: $M not found"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
+. "$ROOT/tests/scripts/lib_server.sh"
+server_require "$M/model.safetensors"
 T=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+trap server_cleanup EXIT
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
-freeport() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-PORT=$(freeport)
 KEY=sk-bench
-"$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 --api-key $KEY \
-    --served-model-name tiny --chat-template chatml --max-total-tokens 20000 >"$T/log" 2>&1 &
-PID=$!
-for _ in $(seq 1 150); do
-    curl -s -o /dev/null "http://127.0.0.1:$PORT/health" && break
-    kill -0 $PID 2>/dev/null || break
-    sleep 0.2
-done
-curl -s -o /dev/null "http://127.0.0.1:$PORT/health" || { echo "FAIL server did not start"; cat "$T/log"; exit 1; }
+server_start "$T/log" --model-path "$M" --threads 1 --api-key $KEY \
+    --served-model-name tiny --chat-template chatml --max-total-tokens 20000 || server_fail "$T/log"
+PORT=$SERVER_PORT
 
 COMMON=(--port "$PORT" --api-key $KEY --tokenizer "$M" --num-prompts 8 --random-input-len 32 --random-output-len 8
         --random-range-ratio 1 --max-concurrency 4)
@@ -115,7 +104,7 @@ rc=$?
 check "wrong API key: 4 failed, exit 1, message names 401" "[ $rc = 1 ] && [ \"\$(field 'Failed requests:' $T/401.out)\" = 4 ] && grep -q 'HTTP 401' $T/401.err"
 
 # a server that is not there
-kill $PID; wait $PID 2>/dev/null; PID=
+server_stop
 
 # timing against a fake backend with known chunk times (independent of
 # sglc's server): TTFT ~100 ms, ITL ~50 ms (the native 2-token chunk gives
@@ -123,8 +112,9 @@ kill $PID; wait $PID 2>/dev/null; PID=
 # only OpenAI fields (+ ignore_eos)
 FPORT=$(freeport)
 $PY "$ROOT/tests/scripts/bench_serving_fake.py" "$FPORT" "$T/bodies.jsonl" &
-PID=$!
-for _ in $(seq 1 50); do curl -s -o /dev/null "http://127.0.0.1:$FPORT/health" && break; sleep 0.1; done
+FPID=$!
+bg_track $FPID
+wait_http "http://127.0.0.1:$FPORT/health" $FPID 10
 for b in sglang sglang-oai sglang-oai-chat; do
     "$BIN" bench-serving --backend $b --port "$FPORT" --tokenizer "$M" --num-prompts 2 --random-input-len 8 \
         --random-output-len 4 --random-range-ratio 1 --warmup-requests 0 --output-file "$T/fake.jsonl" >"$T/fake_$b.out" 2>&1
@@ -157,7 +147,7 @@ for l in open(sys.argv[1]):
     assert r['body']['model'] == 'fake-model' and r['body']['max_tokens'] == 4 and r['body']['stream'] is True, r
 assert n == 4, n
 PYEOF"
-kill $PID; wait $PID 2>/dev/null; PID=
+kill $FPID; wait $FPID 2>/dev/null
 for w in 0 1; do
     "$BIN" bench-serving --backend sglang --port "$PORT" --tokenizer "$M" --num-prompts 4 --random-input-len 8 \
         --random-output-len 4 --warmup-requests $w >"$T/down$w.out" 2>"$T/down$w.err"
@@ -170,7 +160,7 @@ rc=$?
 check "stopped server, no --model: clear error" "[ $rc = 1 ] && grep -q 'pass --model' $T/nomodel.out"
 "$BIN" bench-serving --backend nope >"$T/arg.out" 2>&1
 rc=$?
-check "bad --backend: exit 2" "[ $rc = 2 ] && grep -q 'backend must be' $T/arg.out"
+check "bad --backend: exit 2" "[ $rc = 2 ] && grep -q -- \"--backend: invalid choice 'nope'\" $T/arg.out"
 
 if [ $fails -ne 0 ]; then echo "--- server log"; tail -20 "$T/log"; echo "$fails check(s) failed"; exit 1; fi
 echo "all bench-serving checks passed"

@@ -31,7 +31,7 @@ expect_rc "prompt without tokenizer" 2 "needs the tokenizer" generate --model-pa
 expect_rc "bad tokenizer path" 1 "tokenizer" generate --model-path "$M" --prompt hi --tokenizer-path "$T"
 expect_rc "bad dtype" 2 "--dtype" generate --model-path "$M" --dtype int8
 expect_rc "bad temperature" 2 "--temperature" generate --model-path "$M" --temperature -1
-expect_rc "missing value" 2 "needs a value" generate --model-path "$M" --max-new-tokens
+expect_rc "missing value" 2 "--max-new-tokens expects a value" generate --model-path "$M" --max-new-tokens
 expect_rc "missing model dir" 1 "does not exist" generate --model-path "$T/nope" --input-ids 1
 mkdir -p "$T/empty"
 expect_rc "folder without config" 1 "config.json" generate --model-path "$T/empty" --input-ids 1
@@ -101,6 +101,28 @@ r=rows[0]
 for k in ['batch_size','input_len','output_len','prefill_latency','prefill_throughput','median_decode_latency','median_decode_throughput']: assert k in r, k
 assert (r['batch_size'],r['input_len'],r['output_len'])==(2,16,4)
 \""
+
+# one argument table for every command: --config, help, server-arg checks
+printf 'model-path: %s\nthreads_not_an_arg_here: 1\n' "$M" >"$T/bad.yaml"
+printf 'model-path: %s\ndtype: float32\n' "$M" >"$T/c.yaml"
+"$BIN" generate --config "$T/c.yaml" --input-ids 1,147,201 --max-new-tokens 8 --temperature 0 \
+    --json --ignore-eos --threads 2 >"$T/cfg.json" 2>"$T/err"
+check "generate --config FILE (model path from YAML) = command line" "$PY -c \"import json; a=json.load(open('$T/cfg.json')); b=json.load(open('$T/g.json')); assert a['output_ids']==b['output_ids']\""
+expect_rc "unknown key in --config" 2 "threads_not_an_arg_here" generate --config "$T/bad.yaml" --input-ids 1
+expect_rc "not-yet server arg in bench-one-batch" 2 "--tp-size is not supported by sglc yet" bench-one-batch --model-path "$M" --tp-size 2
+expect_rc "bad server arg value in bench-offline" 2 "--schedule-policy: invalid choice 'xyz'" bench-offline --model-path "$M" --schedule-policy xyz
+expect_rc "bench-serving takes no server args" 2 "unrecognized argument '--max-total-tokens'" bench-serving --max-total-tokens 5
+expect_rc "list option bound" 2 "--batch-size must be in" bench-one-batch --model-path "$M" --batch-size 0
+for c in generate bench-one-batch bench-offline; do
+    "$BIN" $c --help >"$T/h" 2>&1
+    check "$c --help: own options, used server args, pointer to serve --help" \
+        "grep -q -- '--threads N' $T/h && grep -q -- ' --model-path, --model STR' $T/h && grep -q 'sglc serve --help' $T/h && ! grep -q -- '--tp-size' $T/h"
+done
+"$BIN" bench-offline --help >"$T/h" 2>&1
+check "bench-offline --help lists the scheduler args" "grep -q -- ' --schedule-policy {fcfs,lpm,dfs-weight,lof,random}' $T/h && grep -q -- '--gsp-num-groups N' $T/h"
+expect_rc "tokenize: table's check on --tokenizer-mode" 2 "--tokenizer-mode: invalid choice 'fast'" tokenize --tokenizer-path "$M" --tokenizer-mode fast
+expect_rc "tokenize takes only its server args" 2 "unrecognized argument '--port'" tokenize --tokenizer-path "$M" --port 3
+expect_rc "chat-template needs a template source" 2 "give --tokenizer-path or --chat-template" chat-template --content-format
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"

@@ -11,29 +11,20 @@ SHARED=${SGLC_SHARED:-$ROOT/../shared}
 BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=$SHARED/models/TinyStories-656K
 PY=/usr/bin/python3
-[ -x "$BIN" ] || { echo "skip: $BIN not built"; exit 77; }
-[ -f "$M/model.safetensors" ] || { echo "skip: $M not found"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
+. "$ROOT/tests/scripts/lib_server.sh"
+server_require "$M/model.safetensors"
 T=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+trap server_cleanup EXIT
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
 
-PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 KEY=sk-test-key
-URL=http://127.0.0.1:$PORT
-"$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 --api-key $KEY \
+server_start "$T/log" --model-path "$M" --threads 1 --api-key $KEY \
     --served-model-name tiny --chat-template chatml --max-payload-size 100000 \
-    --max-total-tokens 20000 --preferred-sampling-params '{"max_new_tokens": 5}' --enable-cache-report --fastapi-root-path /api --weight-version w1 --completion-template qwen_coder >"$T/log" 2>&1 &
-PID=$!
-for _ in $(seq 1 150); do
-    curl -s -o /dev/null "$URL/health" && break
-    kill -0 $PID 2>/dev/null || break
-    sleep 0.2
-done
-if ! curl -s -o /dev/null "$URL/health"; then echo "FAIL server did not start"; cat "$T/log"; exit 1; fi
+    --max-total-tokens 20000 --preferred-sampling-params '{"max_new_tokens": 5}' --enable-cache-report --fastapi-root-path /api --weight-version w1 --completion-template qwen_coder ||
+    server_fail "$T/log"
+PORT=$SERVER_PORT
+URL=$SERVER_URL
 A=(-H "Authorization: Bearer $KEY")
 # req METHOD PATH [BODY] -> $T/body, prints the status
 req() {
@@ -142,10 +133,9 @@ fi
 curl -s -m 30 "${A[@]}" "$URL/generate" -d '{"input_ids":[1,147],"sampling_params":{"max_new_tokens":50,"ignore_eos":true}}' >"$T/drain" &
 CP=$!
 sleep 0.2
-kill -TERM $PID
-wait $PID; RC=$?
+server_stop TERM
+RC=$SERVER_RC
 wait $CP
-PID=
 check "SIGTERM: exit 0" "[ $RC -eq 0 ]"
 check "SIGTERM: in-flight request completed" "grep -q '\"completion_tokens\":50' $T/drain"
 
@@ -167,17 +157,10 @@ json.dump(c, open(sys.argv[2], "w"))
 json.dump({"temperature": 0.6, "top_k": 20, "top_p": 0.95},
           open(sys.argv[2].replace("config.json", "generation_config.json"), "w"))
 PYEOF
-    local port
-    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    "$BIN" serve --model-path "$d" --tokenizer-path "$tokdir" --load-format dummy --host 127.0.0.1 \
-        --port "$port" --threads 1 --max-total-tokens 20000 --skip-server-warmup >"$T/$name.log" 2>&1 &
-    PID=$!
     # start-up loads a 150k-token tokenizer: seconds, minutes under ASan
-    for _ in $(seq 1 $((5 * ${SGLC_SERVER_WAIT_S:-30}))); do
-        curl -s -o /dev/null "http://127.0.0.1:$port/health" && break
-        kill -0 $PID 2>/dev/null || break
-        sleep 0.2
-    done
+    server_start "$T/$name.log" --model-path "$d" --tokenizer-path "$tokdir" --load-format dummy \
+        --threads 1 --max-total-tokens 20000 --skip-server-warmup
+    local port=$SERVER_PORT
     for kw in '{}' '{"enable_thinking": false}'; do
         body="{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"You are terse.\"},{\"role\":\"user\",\"content\":\"Hello, world!\"}],\"max_tokens\":4,\"temperature\":0,\"chat_template_kwargs\":$kw}"
         curl -s -m 60 -o "$T/chat.json" "http://127.0.0.1:$port/v1/chat/completions" -d "$body"
@@ -226,7 +209,7 @@ PYEOF
         curl -s -m 1 -N "http://127.0.0.1:$port/generate" -d "{\"input_ids\":[1,2,3],\"stream\":$st,\"sampling_params\":{\"max_new_tokens\":4000,\"ignore_eos\":true}}" >/dev/null 2>&1
         check "chat $name: vanished client (stream=$st) aborted within 1 s" "for i in \$(seq 1 10); do curl -s http://127.0.0.1:$port/get_load | grep -q '\"num_reqs\":0,' && break; sleep 0.1; done; curl -s http://127.0.0.1:$port/get_load | grep -q '\"num_reqs\":0,'"
     done
-    kill $PID; wait $PID 2>/dev/null; PID=
+    server_stop
 }
 if $PY -c 'import jinja2' 2>/dev/null && [ -d "$SHARED/models/tokenizers/qwen3" ]; then
     chat_model qwen3 "$SHARED/models/configs/Qwen__Qwen3-0.6B/config.json" "$SHARED/models/tokenizers/qwen3"

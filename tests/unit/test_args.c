@@ -239,9 +239,9 @@ static void test_extra_options(void **state)
     const char *prompt = NULL;
     bool verbose = false;
     args_extra extra[] = {
-        {"--prompt", "TEXT", "The prompt.", &prompt, NULL},
-        {"--verbose", NULL, "Talk.", NULL, &verbose},
-        {NULL, NULL, NULL, NULL, NULL},
+        {.name = "--prompt", .metavar = "TEXT", .help = "The prompt.", .value = &prompt},
+        {.name = "--verbose", .help = "Talk.", .flag = &verbose},
+        {0},
     };
     args_server a;
     char err[256];
@@ -388,7 +388,7 @@ static void test_help(void **state)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    args_extra extra[] = {{"--prompt", "TEXT", "The prompt.", NULL, NULL}, {NULL, NULL, NULL, NULL, NULL}};
+    args_extra extra[] = {{.name = "--prompt", .metavar = "TEXT", .help = "The prompt."}, {0}};
     args_print_help(f, "usage: sglc serve [OPTIONS]", extra);
     fclose(f);
     assert_non_null(strstr(buf, "usage: sglc serve"));

@@ -1,0 +1,78 @@
+/* cli_args — see cli_args.h. */
+#include "cli/cli_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kv/kv_radix.h"
+#include "util/dtype.h"
+#include "util/log.h"
+
+int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_server *a, int argc,
+                   char **argv)
+{
+    char err[1024];
+    int rc = args_parse_cmd(a, cmd, argc, argv, err, sizeof err);
+    if (rc == ARGS_HELP) {
+        args_print_cmd_help(stdout, cmd);
+        args_server_free(a);
+        return 0;
+    }
+    if (rc != ARGS_OK) {
+        fprintf(stderr, "sglc %s: %s\n", name, err);
+        args_server_free(a);
+        return 2;
+    }
+    if (need_model && !a->model_path) {
+        fprintf(stderr, "sglc %s: --model-path is required (see sglc %s --help)\n", name, name);
+        args_server_free(a);
+        return 2;
+    }
+    if (!cmd->no_server_args && a->log_level && log_level_parse(a->log_level) >= 0)
+        log_set_level(log_level_parse(a->log_level));
+    return -1;
+}
+
+void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long long threads)
+{
+    cli_model_opts_init(mo);
+    mo->load.model_path = a->model_path;
+    mo->load.dtype = (!a->dtype || !strcmp(a->dtype, "auto")) ? -1 : dtype_parse(a->dtype);
+    if (a->load_format && !strcmp(a->load_format, "dummy")) mo->load.load_format = MODEL_LOAD_DUMMY;
+    else if (a->load_format && !strcmp(a->load_format, "safetensors"))
+        mo->load.load_format = MODEL_LOAD_SAFETENSORS;
+    mo->load.override_json = a->json_model_override_args;
+    mo->load.context_length = a->context_length != ARGS_INT_NONE ? a->context_length : 0;
+    mo->load.random_seed = a->random_seed != ARGS_INT_NONE ? (uint64_t)a->random_seed : 0;
+    mo->kv_dtype = (a->kv_cache_dtype && !strcmp(a->kv_cache_dtype, "bfloat16")) ? DTYPE_BF16 : -1;
+    mo->threads = threads > 0 ? (int)threads : 0;
+    mo->revision = a->revision;
+    mo->download_dir = a->download_dir;
+}
+
+void cli_sched_args_from_args(sched_args *sa, const args_server *a)
+{
+    sched_args_init(sa);
+    if (a->page_size != ARGS_INT_NONE) sa->page_size = a->page_size;
+    if (a->max_total_tokens != ARGS_INT_NONE) sa->max_total_tokens = a->max_total_tokens;
+    if (!args_float_is_none(a->mem_fraction_static)) sa->mem_fraction_static = a->mem_fraction_static;
+    if (a->max_running_requests != ARGS_INT_NONE) sa->max_running_requests = a->max_running_requests;
+    if (a->max_queued_requests != ARGS_INT_NONE) sa->max_queued_requests = a->max_queued_requests;
+    if (a->max_prefill_tokens != ARGS_INT_NONE) sa->max_prefill_tokens = a->max_prefill_tokens;
+    if (a->chunked_prefill_size != ARGS_INT_NONE) sa->chunked_prefill_size = a->chunked_prefill_size;
+    if (a->prefill_max_requests != ARGS_INT_NONE) sa->prefill_max_requests = a->prefill_max_requests;
+    if (!args_float_is_none(a->schedule_conservativeness))
+        sa->schedule_conservativeness = a->schedule_conservativeness;
+    int pol = a->schedule_policy ? sched_policy_parse(a->schedule_policy) : -1;
+    if (pol >= 0) sa->schedule_policy = (sched_policy)pol;
+    sa->disable_radix_cache = a->disable_radix_cache;
+    int ev = a->radix_eviction_policy ? kv_evict_policy_parse(a->radix_eviction_policy) : -1;
+    if (ev >= 0) sa->radix_eviction_policy = ev;
+    sa->enable_mixed_chunk = a->enable_mixed_chunk;
+    sa->enable_priority_scheduling = a->enable_priority_scheduling;
+    sa->schedule_low_priority_values_first = a->schedule_low_priority_values_first;
+    if (a->priority_scheduling_preemption_threshold != ARGS_INT_NONE)
+        sa->priority_scheduling_preemption_threshold = a->priority_scheduling_preemption_threshold;
+    sa->abort_on_priority_when_disabled = a->abort_on_priority_when_disabled;
+    if (a->stream_interval != ARGS_INT_NONE) sa->stream_interval = a->stream_interval;
+}

@@ -1,0 +1,173 @@
+/* kernels_attn_impl — the frame of the SIMD attention kernel, shared by
+ * the ISA files; private to src/kernels.
+ *
+ * DESIGN: both ISA kernels do the same thing at different vector widths:
+ * cut the work into units (kern_attn_plan_make: kv-head range x query-head
+ * chunk x query block, at most AR rows), set up each row's scaled query,
+ * causal / sliding-window key range and online-softmax state, then walk
+ * the unit's keys in blocks of KB = one vector of lanes: prefetch the next
+ * block's scattered K/V pieces, gather the block into f32 scratch, and let
+ * the ISA's attn_block() score it and fold it into the accumulators;
+ * finally normalise.  Only attn_block (the math of one key block) and the
+ * two row helpers differ per ISA, so this header is the one place the
+ * traversal, masking ranges and scratch layout live.
+ *
+ * Included twice by kernels_avx2.c / kernels_avx512.c (compiled with
+ * their own -m flags):
+ *
+ *   #define ATTN_VW 16                 f32 lanes of one vector: keys per
+ *   #define ATTN_ROW_STATS 4           block, padding of head_dim; per-row
+ *   #include "kernels_attn_impl.h"     floats of state (2: mx, sm; 4: also
+ *                                      bm, alpha); gives attn_blk and
+ *                                      AR / KB / HKMAX
+ *   ... the ISA's helpers, then:
+ *   #define ATTN_DEFINE_KERNEL
+ *   #define ATTN_NAME attention512
+ *   #define ATTN_SCRATCH_NAME attention_scratch512
+ *   #include "kernels_attn_impl.h"     defines the two functions
+ *
+ * The helpers (with AINLINE and round_up) the ISA file defines in between:
+ *   attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
+ *       one K or V row -> f32, zero-padded to dp
+ *   attn_block(const attn_blk *b)
+ *       scores of rows [0, R) against the block's keys, masked to
+ *       [rlo[r], rhi[r]) and soft-capped, then the online-softmax update
+ *       of mx, sm and acc
+ *   attn_store_row(float *o, const float *acc, float inv, int hd, int nc)
+ *       o[0..hd) = acc * inv */
+#ifndef SGLC_KERNELS_ATTN_IMPL_H
+#define SGLC_KERNELS_ATTN_IMPL_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels_impl.h"
+
+#define AR 32       /* rows (query x head) per unit */
+#define KB ATTN_VW  /* keys per block */
+#define HKMAX 4     /* kv heads per unit */
+
+/* One key block as attn_block sees it.  Row r of the unit: query
+ * r / (nkh nh), kv head r / nh % nkh, head r % nh.  kbuf/vbuf: (KB, nkh,
+ * dp) f32, key j of kv head khl at (j * nkh + khl) * dp, so kst = nkh * dp
+ * between keys; keys j >= nk are zero.  qbuf, acc: (AR, dp); mx, sm, bm,
+ * alpha: (AR) running max, running sum, block max, rescale factor (bm
+ * and alpha are the ISA's scratch, NULL unless ATTN_ROW_STATS is 4);
+ * sbuf: (AR, KB) scores, 64-byte aligned. */
+typedef struct attn_blk {
+    int R, p0, nk, nh, nkh, dp, nc;
+    size_t kst;
+    const int *rlo, *rhi; /* (R) visible keys: rlo <= p < rhi */
+    const float *qbuf, *kbuf, *vbuf;
+    float *acc, *mx, *sm, *bm, *alpha, *sbuf;
+    float softcap; /* > 0: s = cap * tanh(s / cap) */
+} attn_blk;
+
+#endif /* SGLC_KERNELS_ATTN_IMPL_H */
+
+#ifdef ATTN_DEFINE_KERNEL
+
+/* Scratch layout (floats, dp = head_dim rounded up to ATTN_VW):
+ *   kbuf (KB, HKMAX, dp) | vbuf (KB, HKMAX, dp) | qbuf (AR, dp) | acc (AR, dp) |
+ *   mx, sum[, block max, alpha] (AR each, ATTN_ROW_STATS of them) |
+ *   scores (AR, KB), 64-byte aligned */
+static size_t ATTN_SCRATCH_NAME(int n_kv, int head_dim)
+{
+    (void)n_kv;
+    size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), ATTN_VW);
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB) * sizeof(float) + 192;
+}
+
+static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
+{
+    const int hd = a->head_dim, dp = (int)round_up((size_t)hd, ATTN_VW), nc = dp / ATTN_VW;
+    const int group = a->n_head / a->n_kv_head;
+    const size_t kv_row = (size_t)a->n_kv_head * hd;
+    const size_t esz = a->kv_dt == DTYPE_F32 ? 4 : 2;
+    float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
+    float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
+    float *mx = acc + AR * dp, *sm = mx + AR;
+    float *bm = ATTN_ROW_STATS >= 4 ? sm + AR : NULL, *alpha = ATTN_ROW_STATS >= 4 ? sm + 2 * AR : NULL;
+    float *sbuf = (float *)round_up((uintptr_t)(mx + ATTN_ROW_STATS * AR), 64); /* (AR, KB) scores */
+
+    kern_attn_plan pl;
+    kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
+    const float neg_inf = -INFINITY;
+
+    for (int u = ith; u < pl.n_units; u += nth) {
+        int qbi = u % pl.n_qb, rest = u / pl.n_qb;
+        int hc = rest % pl.n_hc, khc = rest / pl.n_hc;
+        int kh0 = khc * pl.hk;
+        int nkh = a->n_kv_head - kh0 < pl.hk ? a->n_kv_head - kh0 : pl.hk;
+        int nh = group - hc * pl.gh < pl.gh ? group - hc * pl.gh : pl.gh;
+        int i0 = qbi * pl.qb, nq = a->n_q - i0 < pl.qb ? a->n_q - i0 : pl.qb;
+        int R = nq * nkh * nh; /* row r: query r / (nkh nh), kv head r / nh % nkh, head r % nh */
+        int lo_all = a->n_kv, hi_all = 0; /* key range of the unit: [lo_all, hi_all) */
+        int rlo[AR], rhi[AR];
+        for (int r = 0; r < R; r++) {
+            int i = i0 + r / (nkh * nh), khl = r / nh % nkh;
+            int h = (kh0 + khl) * group + hc * pl.gh + r % nh;
+            int pos = a->n_kv - a->n_q + i;
+            int start = 0;
+            if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
+                start = pos - a->sliding_window + 1;
+            rlo[r] = start;
+            rhi[r] = pos + 1;
+            if (start < lo_all) lo_all = start;
+            if (pos + 1 > hi_all) hi_all = pos + 1;
+            const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * hd;
+            for (int d = 0; d < dp; d++) {
+                qbuf[r * dp + d] = d < hd ? q[d] * a->scale : 0.0f;
+                acc[r * dp + d] = 0.0f;
+            }
+            mx[r] = neg_inf;
+            sm[r] = 0.0f;
+        }
+        const size_t seg = (size_t)nkh * hd * esz; /* bytes of the unit's heads in one slot */
+        for (int p0 = lo_all; p0 < hi_all; p0 += KB) {
+            int nk = hi_all - p0 < KB ? hi_all - p0 : KB;
+            /* prefetch the next block's K/V pieces: the slots are scattered */
+            for (int j = 0; j < KB && p0 + KB + j < hi_all; j++) {
+                size_t off = ((size_t)a->slots[p0 + KB + j] * kv_row + (size_t)kh0 * hd) * esz;
+                for (size_t l = 0; l < seg; l += 64) {
+                    _mm_prefetch((const char *)a->k_cache + off + l, _MM_HINT_T1);
+                    _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
+                }
+            }
+            /* kbuf/vbuf: (KB, nkh, dp) f32 */
+            for (int j = 0; j < KB; j++) {
+                for (int khl = 0; khl < nkh; khl++) {
+                    float *kd = kbuf + ((size_t)j * nkh + khl) * dp, *vd = vbuf + ((size_t)j * nkh + khl) * dp;
+                    if (j < nk) {
+                        size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
+                        attn_load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
+                        attn_load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
+                    } else {
+                        memset(kd, 0, sizeof(float) * dp);
+                        memset(vd, 0, sizeof(float) * dp);
+                    }
+                }
+            }
+            const attn_blk b = {
+                .R = R, .p0 = p0, .nk = nk, .nh = nh, .nkh = nkh, .dp = dp, .nc = nc,
+                .kst = (size_t)nkh * dp, .rlo = rlo, .rhi = rhi,
+                .qbuf = qbuf, .kbuf = kbuf, .vbuf = vbuf,
+                .acc = acc, .mx = mx, .sm = sm, .bm = bm, .alpha = alpha, .sbuf = sbuf,
+                .softcap = a->softcap,
+            };
+            attn_block(&b);
+        }
+        for (int r = 0; r < R; r++) {
+            int i = i0 + r / (nkh * nh), h = (kh0 + r / nh % nkh) * group + hc * pl.gh + r % nh;
+            float *o = a->out + (size_t)i * a->out_stride + (size_t)h * hd;
+            attn_store_row(o, acc + r * dp, sm[r] > 0.0f ? 1.0f / sm[r] : 0.0f, hd, nc);
+        }
+    }
+}
+
+#undef AR
+#undef KB
+#undef HKMAX
+#endif /* ATTN_DEFINE_KERNEL */
