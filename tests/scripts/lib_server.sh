@@ -42,16 +42,17 @@ server_require() {
 # freeport: print a TCP port nobody listens on now.
 freeport() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# wait_http URL [PID] [SECONDS]: poll URL until it answers (0), or PID
-# dies / SECONDS pass (1).
+# wait_http URL [PID] [SECONDS]: poll URL until it answers 2xx (0), or PID
+# dies / SECONDS pass (1).  (sglc serve answers /health with 503 while it
+# warms up: that is "not yet".)
 wait_http() {
     local url=$1 pid=${2:-} secs=${3:-${SGLC_SERVER_WAIT_S:-30}} i
     for i in $(seq 1 $((secs * 5))); do
-        curl -s -o /dev/null "$url" && return 0
+        curl -sf -o /dev/null "$url" && return 0
         [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && break
         sleep 0.2
     done
-    curl -s -o /dev/null "$url"
+    curl -sf -o /dev/null "$url"
 }
 
 # server_start LOG ARGS...: `sglc serve ARGS` on a free port, output to LOG.

@@ -21,31 +21,20 @@ BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=$SHARED/models/TinyStories-656K
 SMOL=$SHARED/models/configs/HuggingFaceTB__SmolLM2-135M-Instruct
 PY=/usr/bin/python3
-[ -x "$BIN" ] || { echo "skip: $BIN not built"; exit 77; }
-[ -f "$M/model.safetensors" ] || { echo "skip: $M not found"; exit 77; }
-[ -f "$SMOL/config.json" ] || { echo "skip: $SMOL not found"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
+. "$ROOT/tests/scripts/lib_server.sh"
+server_require "$M/model.safetensors" "$SMOL/config.json"
 T=$(mktemp -d)
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+trap server_cleanup EXIT
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-# start NAME ARGS... : server in the background, waits for /health; sets URL, PID
+# start NAME ARGS... : server in the background (lib_server.sh), waits for
+# /health; sets URL, PID (tracked for the cleanup: several may run)
 start() {
     local name=$1; shift
-    local port; port=$(free_port)
-    URL=http://127.0.0.1:$port
-    "$BIN" serve --host 127.0.0.1 --port "$port" --threads 1 "$@" >"$T/$name.log" 2>&1 &
-    PID=$!
-    PIDS+=("$PID")
-    for _ in $(seq 1 300); do
-        curl -s -o /dev/null "$URL/health" && return 0
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "FAIL server $name did not start"; cat "$T/$name.log"; exit 1
+    server_start "$T/$name.log" --threads 1 "$@" || server_fail "$T/$name.log"
+    URL=$SERVER_URL PID=$SERVER_PID
+    bg_track "$PID"
+    SERVER_PID=
 }
 # req METHOD PATH [BODY] -> $T/body, prints the status
 req() {

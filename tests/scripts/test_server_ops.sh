@@ -10,34 +10,22 @@ SHARED=${SGLC_SHARED:-$ROOT/../shared}
 BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=$SHARED/models/TinyStories-656K
 PY=/usr/bin/python3
-WAIT_S=${SGLC_SERVER_WAIT_S:-30}
-[ -x "$BIN" ] || { echo "skip: $BIN not built"; exit 77; }
-[ -f "$M/model.safetensors" ] || { echo "skip: $M not found"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
+. "$ROOT/tests/scripts/lib_server.sh"
+server_require "$M/model.safetensors"
 T=$(mktemp -d)
-PID=
-cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+trap server_cleanup EXIT
 fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
 
-# start NAME ARGS...: a server on a free port, output in $T/NAME.log
+# start NAME ARGS...: a server on a free port (lib_server.sh), output in
+# $T/NAME.log; sets URL, PORT, PID, LOG
 start() {
-    local name=$1
+    LOG=$T/$1.log
     shift
-    PORT=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    URL=http://127.0.0.1:$PORT
-    LOG=$T/$name.log
-    "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$PORT" --threads 1 "$@" >"$LOG" 2>&1 &
-    PID=$!
-    for _ in $(seq 1 $((WAIT_S * 5))); do
-        curl -sf -o /dev/null "$URL/health" && return 0 # 503 while starting
-        kill -0 $PID 2>/dev/null || break
-        sleep 0.2
-    done
-    echo "FAIL server $name did not start"; cat "$LOG"; exit 1
+    server_start "$LOG" --model-path "$M" --threads 1 "$@" || server_fail "$LOG"
+    URL=$SERVER_URL PORT=$SERVER_PORT PID=$SERVER_PID
 }
-stop() { kill $PID; wait $PID 2>/dev/null; PID=; }
+stop() { server_stop TERM; PID=; }
 # code METHOD PATH [HEADER] -> status
 code() { curl -s -m 30 -o "$T/body" -w '%{http_code}' -X "$1" ${3:+-H "$3"} "$URL$2"; }
 # post PATH BODY [HEADER] -> status, body in $T/body
