@@ -93,7 +93,7 @@ struct api_server {
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static char *xstrdup(const char *s)
+char *api_strdup(const char *s)
 {
     if (!s) return NULL;
     size_t n = strlen(s);
@@ -102,7 +102,7 @@ static char *xstrdup(const char *s)
     return d;
 }
 
-static void respond_json(http_req *r, int status, json_t *j)
+void api_respond_json(http_req *r, int status, json_t *j)
 {
     char *txt = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     if (!txt) {
@@ -117,7 +117,7 @@ static void respond_json(http_req *r, int status, json_t *j)
 
 static void native_error(http_req *r, int status, const char *msg)
 {
-    respond_json(r, status, json_pack("{s:{s:s}}", "error", "message", msg));
+    api_respond_json(r, status, json_pack("{s:{s:s}}", "error", "message", msg));
 }
 
 static json_t *oai_error_obj(int status, const char *type, const char *msg)
@@ -136,7 +136,7 @@ static const char *oai_error_type(int status)
 
 static void oai_error(http_req *r, int status, const char *msg)
 {
-    respond_json(r, status, oai_error_obj(status, oai_error_type(status), msg));
+    api_respond_json(r, status, oai_error_obj(status, oai_error_type(status), msg));
 }
 
 static void job_error(api_job *j, int status, const char *msg)
@@ -285,7 +285,7 @@ static void job_sse(api_job *j, json_t *o)
 static char *slot_final_text(api_job *j, api_slot *sl)
 {
     const tok_tokenizer *tok = j->api->cfg.tok;
-    if (!tok) return xstrdup("");
+    if (!tok) return api_strdup("");
     const sched_result *r = &sl->res;
     int64_t n = r->n;
     if (!j->no_stop_trim && r->fin.finish == SCHED_FINISH_STOP_TOKEN && n > 0 &&
@@ -294,7 +294,7 @@ static char *slot_final_text(api_job *j, api_slot *sl)
     tok_decode_opts o = {.skip_special_tokens = j->skip_special,
                          .spaces_between_special_tokens = j->spaces_between};
     char *txt = NULL;
-    if (tok_decode(tok, r->ids, (size_t)n, &o, &txt, NULL)) return xstrdup("");
+    if (tok_decode(tok, r->ids, (size_t)n, &o, &txt, NULL)) return api_strdup("");
     if (!j->no_stop_trim && r->fin.finish == SCHED_FINISH_STOP_STR && r->fin.finish_str) {
         char *p = strstr(txt, r->fin.finish_str);
         if (p) *p = 0;
@@ -509,7 +509,7 @@ static void job_answer(api_job *j)
         } else {
             out = native_obj(j, &j->slots[0], true);
         }
-        respond_json(r, 200, out);
+        api_respond_json(r, 200, out);
         return;
     }
     json_t *choices = json_array();
@@ -546,7 +546,7 @@ static void job_answer(api_job *j)
                             j->kind == JOB_COMPL ? "text_completion" : "chat.completion", "created",
                             (json_int_t)j->created, "model", j->api->served, "choices", choices,
                             "usage", usage_obj(j));
-    respond_json(r, 200, out);
+    api_respond_json(r, 200, out);
 }
 
 static json_t *oai_chunk(api_job *j, json_t *choices)
@@ -760,14 +760,14 @@ static void handle_event(api_server *a, const sched_event *e)
     if (sched_result_add(&sl->res, e)) {
         if (!j->err_status) {
             j->err_status = 500;
-            j->err_msg = xstrdup("Internal error: out of memory.");
+            j->err_msg = api_strdup("Internal error: out of memory.");
         }
     }
     if (e->kind == SCHED_EV_FINISH) {
         j->prompt_tokens[sl->prompt] = e->prompt_tokens;
         if (e->finish == SCHED_FINISH_ABORT && e->http_status >= 400 && !j->err_status) {
             j->err_status = e->http_status;
-            j->err_msg = xstrdup(e->finish_str ? e->finish_str : "error");
+            j->err_msg = api_strdup(e->finish_str ? e->finish_str : "error");
         }
     }
     if (j->stream && !atomic_load(&j->gone)) {
@@ -1116,7 +1116,7 @@ static void route_generate(api_server *a, http_req *r, json_t *body)
                 goto fail;
             }
             json_object_set_new(q, "input_ids", arr);
-            j->prompt_text[i] = xstrdup(json_string_value(t)); /* request log (no echo on /generate) */
+            j->prompt_text[i] = api_strdup(json_string_value(t)); /* request log (no echo on /generate) */
         } else if (batch) {
             json_object_set(q, "input_ids", json_array_get(ids, i));
         }
@@ -1125,10 +1125,10 @@ static void route_generate(api_server *a, http_req *r, json_t *body)
         json_t *ri = json_is_array(rid) ? json_array_get(rid, i) : rid;
         char gen[48];
         if (json_is_string(ri) && !(batch && !json_is_array(rid))) {
-            j->rids[i] = xstrdup(json_string_value(ri));
+            j->rids[i] = api_strdup(json_string_value(ri));
         } else {
             new_rid(a, gen, sizeof gen);
-            j->rids[i] = xstrdup(gen);
+            j->rids[i] = api_strdup(gen);
         }
         json_object_set_new(q, "rid", json_string(j->rids[i]));
         reqs[i] = q;
@@ -1413,15 +1413,15 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
     new_rid(a, idbuf, sizeof idbuf);
     char oid[80];
     snprintf(oid, sizeof oid, "%s%s", kind == JOB_COMPL ? "cmpl-" : "chatcmpl-", idbuf);
-    j->oai_id = xstrdup(oid);
+    j->oai_id = api_strdup(oid);
     json_t *rid = json_object_get(body, "rid");
     for (size_t i = 0; i < n_prompt; i++) {
         json_t *t = json_array_get(texts, i);
-        if (json_is_string(t)) j->prompt_text[i] = xstrdup(json_string_value(t));
-        if (json_is_string(rid) && n_prompt == 1) j->rids[i] = xstrdup(json_string_value(rid));
+        if (json_is_string(t)) j->prompt_text[i] = api_strdup(json_string_value(t));
+        if (json_is_string(rid) && n_prompt == 1) j->rids[i] = api_strdup(json_string_value(rid));
         else {
             new_rid(a, idbuf, sizeof idbuf);
-            j->rids[i] = xstrdup(idbuf);
+            j->rids[i] = api_strdup(idbuf);
         }
         json_t *q = json_pack("{s:O,s:O,s:s,s:b,s:b}", "input_ids", json_array_get(prompts, i),
                               "sampling_params", sp, "rid", j->rids[i], "stream", stream,
@@ -1449,7 +1449,7 @@ static void route_health_generate(api_server *a, http_req *r)
     char rid[48];
     snprintf(rid, sizeof rid, "HEALTH_CHECK_");
     new_rid(a, rid + strlen(rid), sizeof rid - strlen(rid));
-    j->rids[0] = xstrdup(rid);
+    j->rids[0] = api_strdup(rid);
     int32_t tok0 = a->cfg.tok && tok_bos_id(a->cfg.tok) >= 0 ? tok_bos_id(a->cfg.tok) : 0;
     json_t *q = json_pack("{s:[i],s:{s:i,s:f},s:s}", "input_ids", tok0, "sampling_params",
                           "max_new_tokens", 1, "temperature", 0.0, "rid", j->rids[0]);
@@ -1504,7 +1504,7 @@ static void route_tokenize(api_server *a, http_req *r, json_t *body)
         return;
     }
     json_object_set_new(out, "max_model_len", json_integer(a->cfg.context_length));
-    respond_json(r, 200, out);
+    api_respond_json(r, 200, out);
 }
 
 static void route_detokenize(api_server *a, http_req *r, json_t *body)
@@ -1542,7 +1542,7 @@ static void route_detokenize(api_server *a, http_req *r, json_t *body)
         native_error(r, 400, "token id out of the vocabulary");
         return;
     }
-    respond_json(r, 200, json_pack("{s:s}", "text", txt));
+    api_respond_json(r, 200, json_pack("{s:s}", "text", txt));
     free(txt);
 }
 
@@ -1587,7 +1587,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
     int denied = auth_check(a, r, method, path);
     if (denied) {
-        respond_json(r, denied, json_pack("{s:s}", "error", denied == 403 ? "Forbidden" : "Unauthorized"));
+        api_respond_json(r, denied, json_pack("{s:s}", "error", denied == 403 ? "Forbidden" : "Unauthorized"));
         return;
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
@@ -1613,7 +1613,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
             sched_get_stats_snapshot(a->cfg.s, &st);
             json_object_set_new(o, "max_total_num_tokens", json_integer(st.max_total_num_tokens));
         }
-        respond_json(r, 200, o);
+        api_respond_json(r, 200, o);
         return;
     }
     if (!strcmp(path, "/get_load")) {
@@ -1624,14 +1624,14 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         memset(&st, 0, sizeof st);
         if (a->cfg.s) sched_get_stats_snapshot(a->cfg.s, &st);
         int64_t used = st.max_total_num_tokens - st.free_tokens - st.evictable_tokens;
-        respond_json(r, 200, json_pack("[{s:i,s:I,s:i,s:i,s:I}]", "dp_rank", 0, "num_reqs", (json_int_t)n,
+        api_respond_json(r, 200, json_pack("[{s:i,s:I,s:i,s:i,s:I}]", "dp_rank", 0, "num_reqs", (json_int_t)n,
                                        "num_running_reqs", st.n_running, "num_waiting_reqs", st.n_waiting,
                                        "num_tokens", (json_int_t)(used > 0 ? used : 0)));
         return;
     }
     if (!strcmp(path, "/v1/models") && get) {
         json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", models_entry(a));
-        respond_json(r, 200, o);
+        api_respond_json(r, 200, o);
         return;
     }
     if (!strncmp(path, "/v1/models/", 11) && get) {
@@ -1639,12 +1639,12 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         if (strcmp(id, a->served)) {
             char msg[600];
             snprintf(msg, sizeof msg, "The model '%.500s' does not exist", id);
-            respond_json(r, 404, json_pack("{s:{s:s,s:s,s:s,s:s}}", "error", "message", msg, "type",
+            api_respond_json(r, 404, json_pack("{s:{s:s,s:s,s:s,s:s}}", "error", "message", msg, "type",
                                            "invalid_request_error", "param", "model", "code",
                                            "model_not_found"));
             return;
         }
-        respond_json(r, 200, models_entry(a));
+        api_respond_json(r, 200, models_entry(a));
         return;
     }
     bool is_gen = !strcmp(path, "/generate"), is_compl = !strcmp(path, "/v1/completions"),
@@ -1714,7 +1714,7 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         free(txt);
         return;
     }
-    respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
+    api_respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
 }
 
 /* ---- stop strings ------------------------------------------------------------------------------ */
@@ -1753,20 +1753,20 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
         return NULL;
     }
     a->cfg = *cfg;
-    a->served = xstrdup(cfg->served_model_name ? cfg->served_model_name : "default");
-    a->model_path = xstrdup(cfg->model_path ? cfg->model_path : "");
-    a->tok_path = xstrdup(cfg->tokenizer_path ? cfg->tokenizer_path : a->model_path);
-    a->arch = xstrdup(cfg->architecture ? cfg->architecture : "");
-    a->api_key = cfg->api_key && *cfg->api_key ? xstrdup(cfg->api_key) : NULL;
-    a->admin_api_key = cfg->admin_api_key && *cfg->admin_api_key ? xstrdup(cfg->admin_api_key) : NULL;
+    a->served = api_strdup(cfg->served_model_name ? cfg->served_model_name : "default");
+    a->model_path = api_strdup(cfg->model_path ? cfg->model_path : "");
+    a->tok_path = api_strdup(cfg->tokenizer_path ? cfg->tokenizer_path : a->model_path);
+    a->arch = api_strdup(cfg->architecture ? cfg->architecture : "");
+    a->api_key = cfg->api_key && *cfg->api_key ? api_strdup(cfg->api_key) : NULL;
+    a->admin_api_key = cfg->admin_api_key && *cfg->admin_api_key ? api_strdup(cfg->admin_api_key) : NULL;
     a->max_req_input_len = cfg->s ? sched_max_req_input_len(cfg->s) : cfg->context_length - 6;
     /* "/prefix/" and "/prefix" both mean the prefix "/prefix" */
     if (cfg->root_path && *cfg->root_path && strcmp(cfg->root_path, "/")) {
-        a->root_path = xstrdup(cfg->root_path);
+        a->root_path = api_strdup(cfg->root_path);
         size_t n = strlen(a->root_path);
         while (n > 1 && a->root_path[n - 1] == '/') a->root_path[--n] = 0;
     }
-    a->weight_version = xstrdup(cfg->weight_version && *cfg->weight_version ? cfg->weight_version : "default");
+    a->weight_version = api_strdup(cfg->weight_version && *cfg->weight_version ? cfg->weight_version : "default");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;

@@ -57,32 +57,10 @@ typedef struct admin_job {
     bool abort_all, flush, keep_pause;
 } admin_job;
 
-static char *xstrdup(const char *s)
-{
-    if (!s) return NULL;
-    size_t n = strlen(s);
-    char *d = malloc(n + 1);
-    if (d) memcpy(d, s, n + 1);
-    return d;
-}
-
-static void respond_json(http_req *r, int status, json_t *j)
-{
-    char *txt = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
-    if (!txt) {
-        const char *m = "{\"error\": {\"message\": \"Internal error: out of memory.\"}}";
-        http_respond(r, 500, "application/json", m, strlen(m), NULL);
-    } else {
-        http_respond(r, status, "application/json", txt, strlen(txt), NULL);
-    }
-    free(txt);
-    json_decref(j);
-}
-
 /* FastAPI's request-validation answer, as SGLang rewrites it (400). */
 static void validation_error(http_req *r, const char *msg)
 {
-    respond_json(r, 400, json_pack("{s:s,s:s,s:s,s:n,s:i}", "object", "error", "message", msg, "type",
+    api_respond_json(r, 400, json_pack("{s:s,s:s,s:s,s:n,s:i}", "object", "error", "message", msg, "type",
                                    "Bad Request", "param", "code", 400));
 }
 
@@ -95,10 +73,10 @@ api_admin *api_admin_create(const api_config *cfg)
     ad->cfg = cfg;
     pthread_mutex_init(&ad->mu, NULL);
     pthread_cond_init(&ad->cv, NULL);
-    ad->model_path = xstrdup(cfg->model_path ? cfg->model_path : "");
-    ad->tok_path = xstrdup(cfg->tokenizer_path ? cfg->tokenizer_path : ad->model_path);
-    ad->arch = xstrdup(cfg->architecture ? cfg->architecture : "");
-    ad->weight_version = xstrdup(cfg->weight_version && *cfg->weight_version ? cfg->weight_version : "default");
+    ad->model_path = api_strdup(cfg->model_path ? cfg->model_path : "");
+    ad->tok_path = api_strdup(cfg->tokenizer_path ? cfg->tokenizer_path : ad->model_path);
+    ad->arch = api_strdup(cfg->architecture ? cfg->architecture : "");
+    ad->weight_version = api_strdup(cfg->weight_version && *cfg->weight_version ? cfg->weight_version : "default");
     if (!ad->model_path || !ad->tok_path || !ad->arch || !ad->weight_version) {
         api_admin_destroy(ad);
         return NULL;
@@ -181,10 +159,10 @@ static void run_update(admin_job *j)
     }
     if (ok) {
         pthread_mutex_lock(&ad->mu);
-        char *p = xstrdup(j->model_path);
+        char *p = api_strdup(j->model_path);
         if (p) free(ad->model_path), ad->model_path = p;
         if (j->weight_version) {
-            char *v = xstrdup(j->weight_version);
+            char *v = api_strdup(j->weight_version);
             if (v) free(ad->weight_version), ad->weight_version = v;
         }
         pthread_mutex_unlock(&ad->mu);
@@ -196,7 +174,7 @@ static void run_update(admin_job *j)
     } else {
         log_error("update_weights_from_disk failed: %s", msg);
     }
-    respond_json(j->r, ok ? 200 : 400,
+    api_respond_json(j->r, ok ? 200 : 400,
                  json_pack("{s:b,s:s,s:i}", "success", ok, "message", msg, "num_paused_requests", 0));
     pthread_mutex_lock(&ad->mu);
     ad->updating = false;
@@ -221,9 +199,9 @@ static void *admin_main(void *arg)
                             "or waiting requests, the operation will not be performed.)\n";
             http_respond(j->r, rc == 0 ? 200 : 400, "text/plain", m, strlen(m), NULL);
         } else if (rc == 0) {
-            respond_json(j->r, 200, json_pack("{s:s,s:s}", "message", c.msg, "status", "ok"));
+            api_respond_json(j->r, 200, json_pack("{s:s,s:s}", "message", c.msg, "status", "ok"));
         } else {
-            respond_json(j->r, 503, json_pack("{s:{s:s}}", "error", "message", c.msg));
+            api_respond_json(j->r, 503, json_pack("{s:{s:s}}", "error", "message", c.msg));
         }
     }
     job_free(j);
@@ -258,7 +236,7 @@ static void spawn(api_admin *ad, admin_job *j)
         if (--ad->n_threads == 0) pthread_cond_broadcast(&ad->cv);
         if (j->kind == JOB_UPDATE) ad->updating = false;
         pthread_mutex_unlock(&ad->mu);
-        respond_json(j->r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: cannot start a thread."));
+        api_respond_json(j->r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: cannot start a thread."));
         job_free(j);
     }
     pthread_attr_destroy(&at);
@@ -317,7 +295,7 @@ static bool refuse_if_draining(api_admin *ad, http_req *r)
     pthread_mutex_lock(&ad->mu);
     bool d = ad->draining;
     pthread_mutex_unlock(&ad->mu);
-    if (d) respond_json(r, 503, json_pack("{s:{s:s}}", "error", "message", "The server is shutting down."));
+    if (d) api_respond_json(r, 503, json_pack("{s:{s:s}}", "error", "message", "The server is shutting down."));
     return d;
 }
 
@@ -344,7 +322,7 @@ static void route_pause(api_admin *ad, http_req *r, const char *body, size_t len
     json_decref(o);
     admin_job *j = calloc(1, sizeof *j);
     if (!j) {
-        respond_json(r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: out of memory."));
+        api_respond_json(r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: out of memory."));
         return;
     }
     j->ad = ad, j->r = r, j->kind = JOB_PAUSE, j->mode = m;
@@ -363,7 +341,7 @@ static void route_simple(api_admin *ad, http_req *r, admin_job_kind kind, const 
     }
     admin_job *j = calloc(1, sizeof *j);
     if (!j) {
-        respond_json(r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: out of memory."));
+        api_respond_json(r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: out of memory."));
         return;
     }
     j->ad = ad, j->r = r, j->kind = kind;
@@ -408,7 +386,7 @@ static void route_update(api_admin *ad, http_req *r, const char *body, size_t le
         refuse = rbuf;
     }
     if (refuse) {
-        respond_json(r, 400, json_pack("{s:b,s:s,s:i}", "success", 0, "message", refuse, "num_paused_requests", 0));
+        api_respond_json(r, 400, json_pack("{s:b,s:s,s:i}", "success", 0, "message", refuse, "num_paused_requests", 0));
         json_decref(o);
         return;
     }
@@ -417,7 +395,7 @@ static void route_update(api_admin *ad, http_req *r, const char *body, size_t le
     if (!busy) ad->updating = true;
     pthread_mutex_unlock(&ad->mu);
     if (busy) {
-        respond_json(r, 400, json_pack("{s:b,s:s,s:i}", "success", 0, "message",
+        api_respond_json(r, 400, json_pack("{s:b,s:s,s:i}", "success", 0, "message",
                                        "Another weight update is in progress.", "num_paused_requests", 0));
         json_decref(o);
         return;
@@ -425,9 +403,9 @@ static void route_update(api_admin *ad, http_req *r, const char *body, size_t le
     admin_job *j = calloc(1, sizeof *j);
     if (j) {
         j->ad = ad, j->r = r, j->kind = JOB_UPDATE;
-        j->model_path = xstrdup(path);
-        j->load_format = fmt ? xstrdup(fmt) : NULL;
-        j->weight_version = ver ? xstrdup(ver) : NULL;
+        j->model_path = api_strdup(path);
+        j->load_format = fmt ? api_strdup(fmt) : NULL;
+        j->weight_version = ver ? api_strdup(ver) : NULL;
         j->abort_all = abort_all, j->flush = flush, j->keep_pause = keep_pause;
     }
     json_decref(o);
@@ -436,7 +414,7 @@ static void route_update(api_admin *ad, http_req *r, const char *body, size_t le
         pthread_mutex_lock(&ad->mu);
         ad->updating = false;
         pthread_mutex_unlock(&ad->mu);
-        respond_json(r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: out of memory."));
+        api_respond_json(r, 500, json_pack("{s:{s:s}}", "error", "message", "Internal error: out of memory."));
         return;
     }
     spawn(ad, j);
@@ -458,14 +436,14 @@ bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char
                               "has_image_understanding", 0, "has_audio_understanding", 0, "model_type",
                               "architectures", ad->arch);
         pthread_mutex_unlock(&ad->mu);
-        respond_json(r, 200, o);
+        api_respond_json(r, 200, o);
         return true;
     }
     if (!strcmp(path, "/get_weight_version")) {
         pthread_mutex_lock(&ad->mu);
         json_t *o = json_pack("{s:s}", "weight_version", ad->weight_version);
         pthread_mutex_unlock(&ad->mu);
-        respond_json(r, 200, o);
+        api_respond_json(r, 200, o);
         return true;
     }
     if (!strcmp(path, "/ready")) { /* SGLang: 503 while paused (or shutting down) */
@@ -488,11 +466,11 @@ bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char
     else if (!strcmp(path, "/update_weights_from_disk")) kind = JOB_UPDATE;
     else return false;
     if (!post && !(kind == JOB_FLUSH && get)) {
-        respond_json(r, 405, json_pack("{s:s}", "detail", "Method Not Allowed"));
+        api_respond_json(r, 405, json_pack("{s:s}", "detail", "Method Not Allowed"));
         return true;
     }
     if (starting) { /* the warm-up owns the scheduler until the server is up */
-        respond_json(r, 503, json_pack("{s:{s:s}}", "error", "message", "The server is starting."));
+        api_respond_json(r, 503, json_pack("{s:{s:s}}", "error", "message", "The server is starting."));
         return true;
     }
     if (refuse_if_draining(ad, r)) return true;

@@ -16,6 +16,12 @@
 
 typedef struct api_admin api_admin;
 
+/* Shared answer helpers (api.c).  api_respond_json takes j (NULL = out of
+ * memory -> 500) and makes the terminal call on r. */
+void api_respond_json(http_req *r, int status, json_t *j);
+/* malloc'd copy of s; NULL for NULL (or out of memory). */
+char *api_strdup(const char *s);
+
 /* cfg is borrowed (must outlive the admin); its strings are copied. */
 api_admin *api_admin_create(const api_config *cfg);
 /* Waits for the admin threads still running (their requests are answered
