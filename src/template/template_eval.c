@@ -1106,10 +1106,26 @@ static tv *format_percent(trender *r, const tnode *at, tv *fmt, tv *args)
             i = e + 1;
             if (i >= len) goto bad;
         }
+        /* %[flags][width][.precision]conv, validated here: the spec goes to
+         * vsnprintf (width <= 9999, precision <= 300, as the {} path) */
         char spec[32];
         size_t sl = 0;
         spec[sl++] = '%';
-        while (i < len && strchr("-+ #0123456789.", p[i]) && sl < 20) spec[sl++] = p[i++];
+        for (; i < len && strchr("-+ #0", p[i]); i++) /* repeats allowed, as Python; kept once */
+            if (!memchr(spec + 1, p[i], sl - 1)) spec[sl++] = p[i];
+        for (int d = 0; i < len && p[i] >= '0' && p[i] <= '9'; d++) {
+            if (d >= 4) goto bad;
+            spec[sl++] = p[i++];
+        }
+        if (i < len && p[i] == '.') {
+            spec[sl++] = p[i++];
+            int prec = 0;
+            for (int d = 0; i < len && p[i] >= '0' && p[i] <= '9'; d++) {
+                prec = prec * 10 + (p[i] - '0');
+                if (d >= 3 || prec > 300) goto bad;
+                spec[sl++] = p[i++];
+            }
+        }
         if (i >= len) goto bad;
         char conv = p[i];
         if (conv == '%') {

@@ -109,13 +109,19 @@ void tbuf_putc(tbuf *b, char c) { tbuf_put(b, &c, 1); }
 void tbuf_printf(tbuf *b, const char *fmt, ...)
 {
     char tmp[512];
-    va_list ap;
+    va_list ap, ap2;
     va_start(ap, fmt);
+    va_copy(ap2, ap);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
-    tbuf_put(b, tmp, (size_t)n);
+    if (n >= 0 && (size_t)n < sizeof tmp) {
+        tbuf_put(b, tmp, (size_t)n);
+    } else if (n >= 0) { /* longer than tmp: print again into the heap */
+        char *big = malloc((size_t)n + 1);
+        if (big && vsnprintf(big, (size_t)n + 1, fmt, ap2) == n) tbuf_put(b, big, (size_t)n);
+        free(big);
+    }
+    va_end(ap2);
 }
 
 void tbuf_free(tbuf *b)

@@ -86,6 +86,27 @@ static char *expect_error(const char *src, const char *vars, const tmpl_limits *
     return err;
 }
 
+/* Python's printf-style % and the specs handed to vsnprintf: valid ones
+ * as Python prints them (also past 512 bytes), malformed ones an error
+ * rather than undefined printf behaviour. */
+static void test_percent_format(void **state)
+{
+    (void)state;
+    expect("{{ '%5.2f|%-4d|%s|%03x|%+.1e' % (3.14159, 7, 'x', 255, 12345.0) }}", NULL,
+           " 3.14|7   |x|0ff|+1.2e+04");
+    char *out, *err;
+    assert_int_equal(render("{{ ('%.300f' % 1e300) | length }}", NULL, NULL, &out, &err), 0);
+    assert_string_equal(out, "602"); /* 301 integer digits + '.' + 300 decimals */
+    free(out), free(err);
+    assert_int_equal(render("{{ ('%9999d' % 1) | length }}", NULL, NULL, &out, &err), 0);
+    assert_string_equal(out, "9999");
+    free(out), free(err);
+    expect("{{ '%-+ #0-+ #0-+ #0-+ #0d|' % 1 }}", NULL, "+1|"); /* repeated flags */
+    static const char *const bad[] = {"{{ '%1.2.3f' % 1.5 }}", "{{ '%99999d' % 1 }}", "{{ '%.301f' % 1.0 }}",
+                                      "{{ '%.2.5f' % 0.25 }}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) free(expect_error(bad[i], NULL, NULL));
+}
+
 static void test_syntax_errors(void **state)
 {
     (void)state;
@@ -390,6 +411,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_syntax_errors),
+        cmocka_unit_test(test_percent_format),
         cmocka_unit_test(test_raise_exception_message),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_whitespace_control),
