@@ -2050,7 +2050,7 @@ static void *thread_main(void *arg)
         if (r < 0) log_error("scheduler step failed; continuing");
         if (r == 0) {
             /* --sleep-on-idle: the compute workers go to sleep now instead
-             * of spinning out their SPIN_ITERS after the last forward */
+             * of spinning out their pause/yield budget after the last forward */
             if (s->a.sleep_on_idle) tpool_quiesce(s->tp);
             pthread_mutex_lock(&s->in_mu);
             while (!s->stop && !s->in_head && !s->ab_head && !s->ctl_head) pthread_cond_wait(&s->in_cv, &s->in_mu);

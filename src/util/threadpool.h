@@ -23,7 +23,7 @@ int tpool_size(const tpool *p);
 /* Run fn(ctx, ith, nth) on every thread of the pool; returns when all did. */
 void tpool_run(tpool *p, tpool_fn fn, void *ctx);
 /* Workers that are spinning for the next task go to sleep now instead of
- * after SPIN_ITERS (the driver has no more work for a while: the
+ * after their spin (a few ms; the driver has no more work for a while: the
  * scheduler's --sleep-on-idle).  The next tpool_run wakes them as usual. */
 void tpool_quiesce(tpool *p);
 /* Called from inside a task by all nth threads: waits until all arrive. */
