@@ -1605,8 +1605,9 @@ static void route_embed(api_server *a, http_req *r, json_t *body, bool oai)
         job_free(j);
         return;
     }
-    job_submit(a, j, reqs);
-    for (int i = 0; i < j->n_prompt; i++) json_decref(reqs[i]);
+    int n = j->n_prompt;
+    job_submit(a, j, reqs); /* j may be answered and freed from here on */
+    for (int i = 0; i < n; i++) json_decref(reqs[i]);
     free(reqs);
 }
 
