@@ -25,7 +25,10 @@
 #include "util/log.h"
 #include "util/timeutil.h"
 
-enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH };
+enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED };
+/* JOB_ENCODE: SGLang's /encode; JOB_EMBED: OpenAI /v1/embeddings.  Each
+ * input is one scheduler request (embedding mode) and one slot, whose
+ * FINISH event carries the pooled vector. */
 
 typedef struct api_slot {
     sched_result res;
@@ -37,6 +40,8 @@ typedef struct api_slot {
     double t_last;               /* metrics: when its last tokens arrived, 0 = none yet */
     int prompt;
     bool done, role_sent;
+    float *emb;                  /* (n_emb) owned or NULL: embedding jobs */
+    int n_emb;
 } api_slot;
 
 typedef struct api_job {
@@ -58,6 +63,8 @@ typedef struct api_job {
     atomic_bool gone;
     double t_submit;             /* metrics: submission time */
     json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
+    bool base64;                 /* JOB_EMBED: encoding_format base64 */
+    int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
     int err_status;              /* first error (non-streaming answer) */
     char *err_msg;               /* owned */
 } api_job;
@@ -141,7 +148,7 @@ static void oai_error(http_req *r, int status, const char *msg)
 
 static void job_error(api_job *j, int status, const char *msg)
 {
-    if (j->kind == JOB_COMPL || j->kind == JOB_CHAT) oai_error(j->hr, status, msg);
+    if (j->kind == JOB_COMPL || j->kind == JOB_CHAT || j->kind == JOB_EMBED) oai_error(j->hr, status, msg);
     else native_error(j->hr, status, msg);
 }
 
@@ -238,6 +245,7 @@ static void job_free(api_job *j)
     if (!j) return;
     for (int i = 0; i < j->n_slots; i++) {
         sched_result_free(&j->slots[i].res);
+        free(j->slots[i].emb);
         if (j->slots[i].ts) tok_stream_destroy(j->slots[i].ts);
         free(j->slots[i].stext);
     }
@@ -486,6 +494,63 @@ static json_t *chat_logprobs(api_job *j, api_slot *sl, int64_t from)
 }
 
 /* The whole non-streaming answer of a finished job. */
+/* SGLang's embedding meta_info: id, finish_reason, prompt_tokens,
+ * weight_version, total_retractions, e2e_latency (taken from the
+ * generation form where they are the same). */
+static json_t *embed_meta(api_job *j, api_slot *sl)
+{
+    json_t *full = sched_result_to_json(&sl->res);
+    json_t *src = json_object_get(full, "meta_info");
+    json_t *m = json_object();
+    json_object_set_new(m, "id", json_string(j->rids[sl->prompt] ? j->rids[sl->prompt] : ""));
+    json_t *fr = json_object_get(src, "finish_reason");
+    json_object_set(m, "finish_reason", fr ? fr : json_null());
+    json_object_set_new(m, "prompt_tokens", json_integer(j->prompt_tokens[sl->prompt]));
+    json_object_set_new(m, "weight_version", json_string(j->api->weight_version ? j->api->weight_version : "default"));
+    json_object_set_new(m, "total_retractions", json_integer(sl->res.fin.num_retractions));
+    json_t *lat = json_object_get(src, "e2e_latency");
+    if (lat) json_object_set(m, "e2e_latency", lat);
+    json_decref(full);
+    return m;
+}
+
+/* The final answer of an embedding job (new reference, NULL on OOM). */
+static json_t *embed_answer(api_job *j)
+{
+    if (j->kind == JOB_ENCODE) {
+        json_t *list = json_array();
+        for (int i = 0; i < j->n_slots; i++) {
+            api_slot *sl = &j->slots[i];
+            json_array_append_new(list, json_pack("{s:o,s:o}", "embedding", api_embed_float_array(sl->emb, sl->n_emb),
+                                                  "meta_info", embed_meta(j, sl)));
+        }
+        if (!j->list_out) {
+            json_t *o = json_incref(json_array_get(list, 0));
+            json_decref(list);
+            return o;
+        }
+        return list;
+    }
+    json_t *data = json_array();
+    int64_t pt = 0;
+    for (int i = 0; i < j->n_slots; i++) {
+        api_slot *sl = &j->slots[i];
+        json_t *v;
+        if (j->base64) {
+            char *b = api_embed_base64(sl->emb, sl->n_emb);
+            v = b ? json_string(b) : NULL;
+            free(b);
+        } else {
+            v = api_embed_float_array(sl->emb, sl->n_emb);
+        }
+        json_array_append_new(data, json_pack("{s:o,s:i,s:s}", "embedding", v, "index", i, "object", "embedding"));
+        pt += j->prompt_tokens[sl->prompt];
+    }
+    return json_pack("{s:o,s:s,s:s,s:{s:I,s:I,s:I,s:n}}", "data", data, "model", j->api->served, "object", "list",
+                     "usage", "prompt_tokens", (json_int_t)pt, "total_tokens", (json_int_t)pt, "completion_tokens",
+                     (json_int_t)0, "prompt_tokens_details");
+}
+
 static void job_answer(api_job *j)
 {
     http_req *r = j->hr;
@@ -495,6 +560,10 @@ static void job_answer(api_job *j)
     }
     if (j->kind == JOB_HEALTH) {
         http_respond(r, 200, "text/plain", "", 0, NULL);
+        return;
+    }
+    if (j->kind == JOB_ENCODE || j->kind == JOB_EMBED) {
+        api_respond_json(r, 200, embed_answer(j));
         return;
     }
     if (j->kind == JOB_NATIVE) {
@@ -763,6 +832,16 @@ static void handle_event(api_server *a, const sched_event *e)
             j->err_msg = api_strdup("Internal error: out of memory.");
         }
     }
+    if (e->kind == SCHED_EV_FINISH && e->embedding && e->n_embedding > 0 && !sl->emb) {
+        sl->emb = malloc(sizeof(float) * (size_t)e->n_embedding);
+        if (sl->emb) {
+            memcpy(sl->emb, e->embedding, sizeof(float) * (size_t)e->n_embedding);
+            sl->n_emb = e->n_embedding;
+        } else if (!j->err_status) {
+            j->err_status = 500;
+            j->err_msg = api_strdup("Internal error: out of memory.");
+        }
+    }
     if (e->kind == SCHED_EV_FINISH) {
         j->prompt_tokens[sl->prompt] = e->prompt_tokens;
         if (e->finish == SCHED_FINISH_ABORT && e->http_status >= 400 && !j->err_status) {
@@ -859,6 +938,8 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
     int64_t vocab = a->cfg.vocab_size > 0 ? a->cfg.vocab_size : 1;
     /* the job is freed by the last handle_event: read what is needed first */
     bool stream = j->stream;
+    bool embed = j->kind == JOB_ENCODE || j->kind == JOB_EMBED;
+    int dims = j->embed_dims > 0 && j->embed_dims < 4 ? j->embed_dims : 4;
     for (int i = 0; i < np; i++) {
         sched_req_spec *sp = &specs[i];
         int32_t out[2];
@@ -904,6 +985,14 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
                            : sel == 3 ? (char *)"aborted (dry run)"
                                       : NULL;
             e.http_status = sel == 3 ? (out[0] % 2 ? 400 : 200) : 0;
+            float emb[4] = {0.5f, -0.5f, 0.5f, (float)(sp->input_ids[0] % 7) / 7.0f};
+            if (embed && sel != 3) {
+                e.finish = SCHED_FINISH_LENGTH;
+                e.finish_length = 0;
+                e.n_ids = 0;
+                e.embedding = emb;
+                e.n_embedding = dims;
+            }
             handle_event(a, &e);
         }
         sched_req_spec_free(sp);
@@ -947,6 +1036,7 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
             job_free(j);
             return;
         }
+        specs[i].embed_dims = j->embed_dims;
         j->skip_special = specs[i].params.skip_special_tokens;
         j->spaces_between = specs[i].params.spaces_between_special_tokens;
         j->no_stop_trim = specs[i].params.no_stop_trim;
@@ -1437,6 +1527,90 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
     free(reqs);
 }
 
+/* ---- embeddings: /encode and /v1/embeddings ------------------------------------------------ */
+
+/* One scheduler request per input (embedding mode: prefill only, the
+ * FINISH event carries the vector).  Texts are tokenized with the special
+ * tokens, as SGLang's tokenizer manager does for raw text. */
+static void route_embed(api_server *a, http_req *r, json_t *body, bool oai)
+{
+    char err[512];
+    void (*errf)(http_req *, int, const char *) = oai ? oai_error : native_error;
+    if (!a->cfg.is_embedding) {
+        errf(r, 400,
+             "This model does not appear to be an embedding model by default. Please add `--is-embedding` when "
+             "launching the server or try another model.");
+        return;
+    }
+    api_embed_req q;
+    if (api_embed_parse(body, oai, &q, err, sizeof err)) {
+        errf(r, 400, err);
+        return;
+    }
+    if (q.has_dims && api_embed_check_dims(&a->cfg.embed, q.dims, err, sizeof err)) {
+        api_embed_req_free(&q);
+        errf(r, 400, err);
+        return;
+    }
+    bool need_tok = false;
+    for (int i = 0; i < q.n; i++) need_tok |= q.items[i].text != NULL;
+    if (need_tok && !a->cfg.tok) {
+        api_embed_req_free(&q);
+        errf(r, 400, "text needs the tokenizer, which --skip-tokenizer-init disabled: give input_ids");
+        return;
+    }
+    api_job *j = job_new(a, r, oai ? JOB_EMBED : JOB_ENCODE, q.n, 1);
+    json_t **reqs = calloc((size_t)q.n, sizeof *reqs);
+    if (!j || !reqs) {
+        free(reqs);
+        job_free(j);
+        api_embed_req_free(&q);
+        errf(r, 500, "Internal error: out of memory.");
+        return;
+    }
+    j->list_out = !q.single;
+    j->base64 = q.base64;
+    j->embed_dims = q.has_dims ? (int)q.dims : 0;
+    int bad = 0;
+    for (int i = 0; i < q.n && !bad; i++) {
+        char rid[48];
+        if (q.rids && q.rids[i]) {
+            j->rids[i] = api_strdup(q.rids[i]);
+        } else {
+            new_rid(a, rid, sizeof rid);
+            j->rids[i] = api_strdup(rid);
+        }
+        json_t *ids = q.items[i].text ? tokenize_json(a, q.items[i].text, q.items[i].text_len, true) : json_array();
+        if (!ids) {
+            bad = 1;
+            break;
+        }
+        for (int64_t k = 0; !q.items[i].text && k < q.items[i].n_ids; k++)
+            json_array_append_new(ids, json_integer(q.items[i].ids[k]));
+        if (json_array_size(ids) == 0) {
+            json_decref(ids);
+            bad = 2;
+            break;
+        }
+        reqs[i] = json_pack("{s:o,s:{s:i},s:s?}", "input_ids", ids, "sampling_params", "max_new_tokens", 0, "rid",
+                            j->rids[i]);
+        if (!reqs[i]) bad = 1;
+    }
+    api_embed_req_free(&q);
+    if (bad) {
+        for (int i = 0; i < j->n_prompt; i++) json_decref(reqs[i]);
+        free(reqs);
+        errf(r, bad == 2 ? 400 : 500,
+             bad == 2 ? "The input has no tokens (empty text)." : "Internal error: cannot tokenize the input.");
+        job_free(j);
+        return;
+    }
+    int n = j->n_prompt;
+    job_submit(a, j, reqs); /* j may be answered and freed from here on */
+    for (int i = 0; i < n; i++) json_decref(reqs[i]);
+    free(reqs);
+}
+
 /* ---- small routes ---------------------------------------------------------------------------- */
 
 static void route_health_generate(api_server *a, http_req *r)
@@ -1661,6 +1835,14 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
             else native_error(r, 503, m);
             return;
         }
+        if (a->cfg.is_embedding) {
+            /* SGLang has no explicit check here; sglc answers clearly */
+            const char *m = "This model does not appear to be a generation model: the server was launched with "
+                            "--is-embedding. Use /encode or /v1/embeddings.";
+            if (oai) oai_error(r, 400, m);
+            else native_error(r, 400, m);
+            return;
+        }
         json_t *j = parse_body(r, body, body_len, oai, false);
         if (!j) return;
         if (is_gen) route_generate(a, r, j);
@@ -1668,6 +1850,25 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
             ops_log_openai(a, r, j);
             route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
         }
+        json_decref(j);
+        return;
+    }
+    bool is_enc = !strcmp(path, "/encode"), is_emb = !strcmp(path, "/v1/embeddings");
+    if ((is_enc || is_emb) && !post) {
+        native_error(r, 405, "Method Not Allowed");
+        return;
+    }
+    if (is_enc || is_emb) {
+        if (draining || starting) {
+            const char *m = draining ? "The server is shutting down." : "The server is starting.";
+            if (is_emb) oai_error(r, 503, m);
+            else native_error(r, 503, m);
+            return;
+        }
+        json_t *j = parse_body(r, body, body_len, is_emb, false);
+        if (!j) return;
+        if (is_emb) ops_log_openai(a, r, j);
+        route_embed(a, r, j, is_emb);
         json_decref(j);
         return;
     }

@@ -431,7 +431,7 @@ bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char
     if (!strcmp(path, "/get_model_info") || !strcmp(path, "/model_info")) {
         pthread_mutex_lock(&ad->mu);
         json_t *o = json_pack("{s:s,s:s,s:b,s:O?,s:s,s:b,s:b,s:n,s:[s]}", "model_path", ad->model_path,
-                              "tokenizer_path", ad->tok_path, "is_generation", 1, "preferred_sampling_params",
+                              "tokenizer_path", ad->tok_path, "is_generation", !ad->cfg->is_embedding, "preferred_sampling_params",
                               ad->cfg->preferred_sampling, "weight_version", ad->weight_version,
                               "has_image_understanding", 0, "has_audio_understanding", 0, "model_type",
                               "architectures", ad->arch);

@@ -78,7 +78,7 @@ X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy", MODEL,
 X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, NOT_YET, "Extra config for the model loader, as a JSON string.") \
 X(trust_remote_code, BOOL, "--trust-remote-code", "false", NULL, MODEL, IGNORED, "Allow custom models defined on the Hub in their own modeling files; ignored by sglc: it never runs remote code, architectures are built in.") \
 X(context_length, INT, "--context-length", NULL, NULL, MODEL, SUPPORTED, "The model's maximum context length (defaults to the value in config.json).") \
-X(is_embedding, BOOL, "--is-embedding", "false", NULL, MODEL, NOT_YET, "Whether to use a CausalLM as an embedding model.") \
+X(is_embedding, BOOL, "--is-embedding", "false", NULL, MODEL, SUPPORTED, "Whether to use a CausalLM as an embedding model (sglc serve: /encode and /v1/embeddings, last-token pooling, L2-normalized).") \
 X(enable_multimodal, BOOL, "--enable-multimodal", "false", NULL, MODEL, NOT_YET, "Enable the multimodal functionality for the served model.") \
 X(revision, STR, "--revision", NULL, NULL, MODEL, SUPPORTED, "The specific model version to use: a branch name, a tag name, or a commit id (hub downloads; default main).") \
 X(model_impl, CHOICE, "--model-impl", "auto", "auto|sglang|transformers", MODEL, NOT_YET, "Which implementation of the model to use.") \

@@ -265,6 +265,7 @@ static int serve(int argc, char **argv)
     sched_args sa;
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
+    sa.is_embedding = a.is_embedding;
     sched *s = cli_sched_create(m, &mo, &sa);
     if (!s) {
         if (have_chat) tmpl_chat_free(&chat);
@@ -318,6 +319,38 @@ static int serve(int argc, char **argv)
             }
         }
     }
+    /* --is-embedding: Matryoshka support from config.json (is_matryoshka,
+     * matryoshka_dimensions), as SGLang's model config reads it; the
+     * --json-model-override-args keys win */
+    int mdims[64];
+    api_embed_model em = {.model_path = a.model_path, .hidden_size = mc->hidden_size, .mdims = mdims};
+    if (a.is_embedding) {
+        char mdir[4096];
+        hub_opts ho = {0};
+        ho.revision = a.revision;
+        ho.cache_dir = a.download_dir;
+        ho.skip_weights = true;
+        json_t *cfgs[2] = {NULL, a.json_model_override_args ? json_loads(a.json_model_override_args, 0, NULL) : NULL};
+        if (hub_resolve(a.model_path, &ho, mdir, sizeof mdir, err, sizeof err) == 0) {
+            char cp[4200];
+            snprintf(cp, sizeof cp, "%s/config.json", mdir);
+            cfgs[0] = json_load_file(cp, 0, NULL);
+        }
+        for (int k = 0; k < 2; k++) {
+            json_t *im = json_object_get(cfgs[k], "is_matryoshka"), *md = json_object_get(cfgs[k], "matryoshka_dimensions");
+            if (im) em.is_matryoshka = json_is_true(im);
+            if (json_is_array(md)) {
+                em.is_matryoshka = true;
+                em.n_mdims = 0;
+                size_t i;
+                json_t *v;
+                json_array_foreach(md, i, v) if (json_is_integer(v) && em.n_mdims < 64) mdims[em.n_mdims++] = (int)json_integer_value(v);
+            }
+            json_decref(cfgs[k]);
+        }
+        log_info("embedding model: last-token pooling, normalized, %d dims (matryoshka: %s)", mc->hidden_size,
+                 em.is_matryoshka ? "yes" : "no");
+    }
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
@@ -335,6 +368,8 @@ static int serve(int argc, char **argv)
         .api_key = a.api_key,
         .admin_api_key = a.admin_api_key,
         .allow_auto_truncate = a.allow_auto_truncate,
+        .is_embedding = a.is_embedding,
+        .embed = em,
         .reqlog = reqlog,
         .metrics = metrics,
         .context_length = mc->context_length,

@@ -273,9 +273,12 @@ static void fwd_task(void *vctx, int ith, int nth)
     tpool_barrier(cx->pool);
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
+    /* want_hidden (embedding models): the normed rows are the output */
+    float *nrows = b->want_hidden ? cx->logits : m->lrows;
     for (int i = llo; i < lhi; i++)
-        kern_rmsnorm(m->lrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, m->final_norm,
+        kern_rmsnorm(nrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, m->final_norm,
                      H, eps, noff);
+    if (b->want_hidden) return;
     tpool_barrier(cx->pool);
     if (b->n_logits > 0)
         kern_matmul(cx->logits, m->lrows, b->n_logits, &m->lm_head, NULL, ith, nth, scr);
@@ -387,7 +390,8 @@ void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MOD
 static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *logits,
                            tpool *pool)
 {
-    const int V = m->cfg.vocab_size, C = m->chunk_tokens;
+    /* output row width: logits or hidden states */
+    const int V = b->want_hidden ? m->cfg.hidden_size : m->cfg.vocab_size, C = m->chunk_tokens;
     int rc = -1;
     int32_t *start = malloc(sizeof(int32_t) * (size_t)(b->n_seqs + 1));
     int32_t *kvl = malloc(sizeof(int32_t) * (size_t)b->n_seqs);
@@ -426,7 +430,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         }
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
-                           .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows};
+                           .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
+                           .want_hidden = b->want_hidden};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)

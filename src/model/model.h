@@ -76,6 +76,9 @@ typedef struct model_batch {
     const int32_t *const *seq_slots; /* (n_seqs) -> (seq_kv_len[s]) slot per position */
     int n_logits;
     const int32_t *logit_rows;  /* (n_logits) token rows whose logits are wanted */
+    int want_hidden;            /* 0: logits.  1: the output rows are the final-normed hidden
+                                 * states (n_logits, hidden_size), lm_head is skipped
+                                 * (embedding models: the scheduler pools them) */
 } model_batch;
 
 /* Load per opts.  NULL on failure with a message in err (names the file
@@ -104,7 +107,8 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
 #define MODEL_DEFAULT_CHUNK 2048
 void model_set_chunk_tokens(model *m, int n);
 
-/* Run one batch.  logits: (n_logits, vocab) f32, row i for logit_rows[i].
+/* Run one batch.  logits: (n_logits, vocab) f32, row i for logit_rows[i]
+ * ((n_logits, hidden_size) of final-normed hidden states when want_hidden).
  * Returns 0, or -1 after logging why (malformed batch, out of memory); the
  * KV cache is untouched when the batch is rejected. */
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool);

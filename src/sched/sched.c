@@ -97,6 +97,7 @@ void sched_event_free(sched_event *e)
     free(e->in_top_ids);
     free(e->in_top_logprobs);
     free(e->in_tid_logprobs);
+    free(e->embedding);
     free(e);
 }
 
@@ -290,6 +291,10 @@ static void emit_tokens(sched *s, sreq *r, const finish_info *fin)
         e->cached_tokens = r->cached_tokens;
         e->num_retractions = r->num_retractions;
         e->e2e_latency = time_now_sec() - r->t_submit;
+        if (r->emb && fin->kind != SCHED_FINISH_ABORT) {
+            e->embedding = r->emb, e->n_embedding = r->n_emb;
+            r->emb = NULL;
+        }
     }
     outbox_push(s, e);
 }
@@ -307,6 +312,7 @@ static void sreq_free(sreq *r)
     sampling_params_free(&r->params);
     free(r->rid);
     free(r->seq);
+    free(r->emb);
     free(r->cache_salt);
     free(r->tids);
     free(r->lp);
@@ -343,6 +349,7 @@ static sreq *sreq_new(sched *s, const sched_req_spec *sp, uint64_t id, int index
     r->return_logprob = sp->return_logprob;
     r->top_n = sp->return_logprob ? sp->top_logprobs_num : 0;
     r->stream = sp->stream;
+    r->embed_dims = sp->embed_dims;
     r->stream_interval = sp->params.has_stream_interval && sp->params.stream_interval > 0
                              ? (int)sp->params.stream_interval
                              : s->a.stream_interval;
@@ -827,7 +834,8 @@ static int reserve_logits(sched *s, int n)
     if (n <= s->cap_logits) return 0;
     int nc = s->cap_logits ? s->cap_logits : 16;
     while (nc < n) nc *= 2;
-    float *g = realloc(s->logits, sizeof(float) * (size_t)nc * (size_t)s->V);
+    size_t w = (size_t)(s->V > s->c->hidden_size ? s->V : s->c->hidden_size);
+    float *g = realloc(s->logits, sizeof(float) * (size_t)nc * w);
     if (!g) return -1;
     s->logits = g;
     s->cap_logits = nc;
@@ -1036,6 +1044,26 @@ static int alloc_decode(sched *s)
 
 /* Assemble and run one forward over s->batch (prefill rows) then, when
  * with_decode, one row per running request.  Then sample and advance. */
+/* Embedding mode: SGLang's Pooler(LAST, normalize=True) over the last
+ * token's final-normed hidden state h (hidden_size): keep the first
+ * embed_dims values (Matryoshka), divide by their L2 norm (max(norm, 1e-12)
+ * as torch's F.normalize).  0, or -1 out of memory. */
+static int pool_embedding(sched *s, sreq *r, const float *h)
+{
+    int H = s->c->hidden_size;
+    int d = r->embed_dims > 0 && r->embed_dims < H ? r->embed_dims : H;
+    free(r->emb);
+    r->emb = malloc(sizeof(float) * (size_t)d);
+    if (!r->emb) return -1;
+    double ss = 0.0;
+    for (int i = 0; i < d; i++) ss += (double)h[i] * h[i];
+    double nrm = sqrt(ss);
+    if (nrm < 1e-12) nrm = 1e-12;
+    for (int i = 0; i < d; i++) r->emb[i] = (float)(h[i] / nrm);
+    r->n_emb = d;
+    return 0;
+}
+
 static int run_batch(sched *s, bool with_decode)
 {
     int n_dec = with_decode ? s->n_running : 0;
@@ -1065,7 +1093,8 @@ static int run_batch(sched *s, bool with_decode)
             for (int64_t p = lo; p < hi; p++) s->b_rows[nl++] = s->b_start[b] + (int32_t)(p - r->kv_len);
             s->b_lp_n[b] = hi > lo ? (int32_t)(hi - lo) : 0;
         }
-        bool wants_logits = r->kv_len + ext == r->len && r->len - r->n_input < r->max_new;
+        bool wants_logits = r->kv_len + ext == r->len &&
+                            (r->len - r->n_input < r->max_new || (s->a.is_embedding && b < s->n_batch));
         s->b_sample_row[b] = wants_logits ? nl : -1;
         if (wants_logits) s->b_rows[nl++] = t - 1;
     }
@@ -1076,7 +1105,7 @@ static int run_batch(sched *s, bool with_decode)
     }
     model_batch mb = {.n_tokens = t, .tokens = s->b_tokens, .positions = s->b_pos, .n_seqs = n_seq,
                       .seq_start = s->b_start, .seq_kv_len = s->b_kvlen, .seq_slots = s->b_slots,
-                      .n_logits = nl, .logit_rows = s->b_rows};
+                      .n_logits = nl, .logit_rows = s->b_rows, .want_hidden = s->a.is_embedding};
     double t0 = time_now_sec();
     progress_set(s, s->pg.busy_since, n_seq, n_tok, n_dec > 0 && s->n_batch == 0, false);
     int frc = model_forward(s->m, s->kv, &mb, s->logits, s->tp);
@@ -1133,7 +1162,13 @@ static int run_batch(sched *s, bool with_decode)
             set_slots(s, r, 0);
         }
         if (r->kv_len < r->len) continue; /* more chunks to come */
-        if (r->len - r->n_input >= r->max_new) { /* max_new_tokens 0: prefill only */
+        if (s->a.is_embedding && pool_embedding(s, r, s->logits + (size_t)s->b_sample_row[b] * s->c->hidden_size)) {
+            r->abort_msg = xstrdup("Internal error: out of memory.");
+            r->abort_status = 500;
+            finish_abort(s, r);
+            continue;
+        }
+        if (r->len - r->n_input >= r->max_new) { /* max_new_tokens 0: prefill only (and embeddings) */
             finish_req(s, r, SCHED_FINISH_LENGTH, r->max_new, -1, NULL, 200);
             continue;
         }
@@ -1749,6 +1784,19 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         snprintf(err, errlen,
                  "Priority is not enabled on this server (--enable-priority-scheduling), but the request sets one.");
         return -1;
+    }
+    if (s->a.is_embedding) {
+        if (sp->params.n > 1 || sp->return_logprob || sp->stream) {
+            snprintf(err, errlen, "Embedding requests take no n > 1, return_logprob or stream.");
+            return -1;
+        }
+        if (sp->embed_dims < 0 || sp->embed_dims > s->c->hidden_size) {
+            snprintf(err, errlen, "Provided dimensions are greater than max embedding dimension: %d",
+                     s->c->hidden_size);
+            return -1;
+        }
+        *max_new = 0; /* prefill only */
+        return 0;
     }
     int64_t room = s->max_req_len - sp->n_input;
     int64_t mn = sp->params.has_max_new_tokens ? sp->params.max_new_tokens : room;

@@ -45,6 +45,15 @@
  * (sched_set_stop_hook) called after every token of a request that has
  * stop strings; without a hook such requests are refused at submit.
  *
+ * Embedding mode (sched_args.is_embedding, SGLang's --is-embedding): every
+ * request is prefill only (max_new_tokens 0, no sampling).  The forward
+ * asks the model for the final-normed hidden state of each prompt's last
+ * token instead of logits (model_batch.want_hidden); the scheduler pools
+ * it as SGLang's Pooler(LAST, normalize=True): first embed_dims values,
+ * L2-normalized, and the FINISH event (finish LENGTH 0) carries it.
+ * Prompts go through the radix tree like generation prompts (prefix hits
+ * skip recomputing the shared part; the last token is always computed).
+ *
  * Ownership: sched borrows the model (must outlive it) and owns the KV,
  * pool, tree, compute pool, requests and queued events.  Events returned
  * by sched_poll/sched_wait belong to the caller (sched_event_free). */
@@ -92,6 +101,8 @@ typedef struct sched_args {
     int threads;                      /* compute threads, 0 = all cores */
     uint64_t random_seed;             /* --random-seed: unseeded sampling, random policy */
     bool sleep_on_idle;               /* --sleep-on-idle: park the compute workers at once when idle */
+    bool is_embedding;                /* --is-embedding: every request is an embedding request
+                                       * (prefill only, see "Embedding mode" above) */
 } sched_args;
 
 void sched_args_init(sched_args *a);
@@ -115,6 +126,8 @@ typedef struct sched_req_spec {
     int32_t *token_ids_logprob;  /* (n_token_ids_logprob) owned or NULL */
     int n_token_ids_logprob;
     bool stream;                 /* token events every stream_interval tokens */
+    int embed_dims;              /* embedding mode: keep the first embed_dims values before
+                                  * normalizing (Matryoshka `dimensions`); 0 = all */
 } sched_req_spec;
 
 void sched_req_spec_init(sched_req_spec *s);
@@ -166,6 +179,8 @@ typedef struct sched_event {
     int64_t cached_tokens;
     int num_retractions;
     double e2e_latency;          /* seconds from submit to finish */
+    float *embedding;            /* (n_embedding) owned or NULL: embedding mode, FINISH (not abort) */
+    int n_embedding;
     struct sched_event *next;    /* queue link (internal) */
 } sched_event;
 

@@ -44,6 +44,9 @@ typedef struct sreq {
     bool stream;
     int stream_interval;
     bool internal;              /* n > 1 prefix warm-up: no events */
+    int embed_dims;             /* embedding mode: values kept before normalizing, 0 = all */
+    float *emb;                 /* (n_emb) owned or NULL: the pooled embedding, until its event */
+    int n_emb;
     /* per output token (cap - n_input rows), only when return_logprob */
     float *lp;                  /* (out_cap) */
     int32_t *top_ids;           /* (out_cap, top_n) */
@@ -133,7 +136,7 @@ struct sched {
     int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
     const int32_t **b_slots;                     /* (cap_seq) */
     int cap_tok, cap_seq;
-    float *logits;              /* (cap_logits, V) */
+    float *logits;              /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
     int cap_logits;
     void *scratch;              /* sampling scratch */
     int32_t *tmp_top_ids;       /* (top_n) */

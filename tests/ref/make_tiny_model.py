@@ -110,6 +110,12 @@ SPECS = {
               dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                    head_dim=32, intermediate_size=192),
               "q_norm/k_norm, explicit head_dim != hidden/heads"),
+    # Qwen3-Embedding-0.6B (Qwen3ForCausalLM weights served with
+    # --is-embedding): GQA 2:1, qk-norm, tied; the same shrink as qwen3
+    "qwen3-embed": ("configs/Qwen__Qwen3-Embedding-0.6B/config.json",
+                    dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=32, intermediate_size=192),
+                    "embedding model (last-token pooling, normalized)"),
 }
 
 

@@ -349,9 +349,10 @@ class Model:
         return w * (x * torch.rsqrt(var + self.cfg.eps))
 
     @torch.no_grad()
-    def forward(self, ids):
+    def forward(self, ids, hidden=False):
         """Runs tokens `ids` at positions n_cached.. and appends them to the
-        KV cache.  Returns logits (len(ids), vocab) in the compute dtype."""
+        KV cache.  Returns logits (len(ids), vocab) in the compute dtype, or
+        with hidden=True the final-normed hidden states (len(ids), H)."""
         cfg = self.cfg
         n = len(ids)
         start = self.n_cached
@@ -406,7 +407,19 @@ class Model:
             x = x + m
         self.n_cached += n
         x = self.rmsnorm(x, self.norm)
+        if hidden:
+            return x
         return x @ self.lm_head.T
+
+    def embed_last(self, prompt, dimensions=None):
+        """SGLang's embedding pooling (Pooler LAST, normalize=True): the last
+        token's final-normed hidden state, first `dimensions` values, divided
+        by their L2 norm.  float64 numpy vector."""
+        self.reset()
+        h = self.forward(list(prompt), hidden=True)[-1].double()
+        if dimensions:
+            h = h[:dimensions]
+        return (h / torch.clamp(h.norm(), min=1e-12)).numpy()
 
     def generate(self, prompt, max_new_tokens, ignore_eos=True, eos=None):
         """Greedy decode.  Returns (prefill logits (n_prompt, vocab) float32
@@ -485,6 +498,11 @@ def main(argv=None):
     ap.add_argument("--ignore-eos", action="store_true")
     ap.add_argument("--dump-logits")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--embed", action="store_true",
+                    help="embedding model: --input-ids holds ';'-separated prompts; prints "
+                         "{\"embeddings\": [[...], ...]} (last token, normalized)")
+    ap.add_argument("--dimensions", type=int, default=0,
+                    help="--embed: keep the first N values before normalizing (Matryoshka)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dynamic-rope", choices=["hf", "static"], default="hf",
                     help="rope_scaling dynamic: per-call seq_len like transformers (default) "
@@ -494,6 +512,17 @@ def main(argv=None):
         if a.temperature != 0:
             raise RefError("only --temperature 0 (greedy) is supported")
         torch.set_num_threads(a.threads)
+        if a.embed:
+            m = Model(a.model_path, a.dtype, a.compute, dynamic_mode=a.dynamic_rope)
+            out = []
+            for part in a.input_ids.split(";"):
+                ids = parse_ids(part)
+                bad = [i for i in ids if not 0 <= i < m.cfg.vocab]
+                if bad or not ids:
+                    raise RefError(f"bad prompt {part!r} for a vocab of {m.cfg.vocab}")
+                out.append([float(v) for v in m.embed_last(ids, a.dimensions or None)])
+            print(json.dumps({"embeddings": out}))
+            return 0
         ids = parse_ids(a.input_ids)
         m = Model(a.model_path, a.dtype, a.compute, dynamic_mode=a.dynamic_rope)
         bad = [i for i in ids if not 0 <= i < m.cfg.vocab]

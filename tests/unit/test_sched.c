@@ -1282,10 +1282,92 @@ static void test_validation(void **state)
     sched_destroy(s);
 }
 
+/* Embedding mode: prefill-only requests (one of them chunked) in one
+ * batch; each FINISH carries the last token's final-normed hidden state,
+ * L2-normalized (or its first embed_dims values, renormalized), equal to a
+ * direct model_forward(want_hidden) of the prompt alone. */
+static void test_embedding_mode(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    const int H = model_get_config(g_model)->hidden_size;
+    const int LENS[4] = {40, 7, 1, 40}, DIMS[4] = {0, 0, 0, 8};
+    float ref[4][512];
+    assert_true(H <= 512);
+    for (int q = 0; q < 4; q++) {
+        sched_req_spec sp = simple_spec(LENS[q], 5, 13 + q % 3);
+        int N = LENS[q];
+        int32_t slots[40], pos[40], row = N - 1;
+        for (int i = 0; i < N; i++) slots[i] = pos[i] = i;
+        model_kv *kv = model_kv_create(g_model, 64, DTYPE_F32);
+        int32_t st[2] = {0, N}, kvl = N;
+        const int32_t *sl[1] = {slots};
+        model_batch b = {.n_tokens = N, .tokens = sp.input_ids, .positions = pos, .n_seqs = 1, .seq_start = st,
+                         .seq_kv_len = &kvl, .seq_slots = sl, .n_logits = 1, .logit_rows = &row, .want_hidden = 1};
+        assert_int_equal(model_forward(g_model, kv, &b, ref[q], NULL), 0);
+        model_kv_destroy(kv);
+        sched_req_spec_free(&sp);
+        int d = DIMS[q] ? DIMS[q] : H;
+        double ss = 0;
+        for (int i = 0; i < d; i++) ss += (double)ref[q][i] * ref[q][i];
+        for (int i = 0; i < d; i++) ref[q][i] = (float)(ref[q][i] / sqrt(ss));
+    }
+    sched_args a = base_args();
+    a.is_embedding = true;
+    a.chunked_prefill_size = 16; /* the 40-token prompts are prefilled in chunks */
+    sched *s = mk(&a);
+    uint64_t ids[4];
+    for (int q = 0; q < 4; q++) {
+        sched_req_spec sp = simple_spec(LENS[q], 5, 13 + q % 3); /* max_new is ignored */
+        sp.embed_dims = DIMS[q];
+        ids[q] = sched_submit(s, &sp);
+    }
+    sched_req_spec bad = simple_spec(4, 5, 1);
+    bad.params.n = 2;
+    uint64_t bad_id = sched_submit(s, &bad);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    int seen = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        if (e->id == bad_id) {
+            assert_int_equal(e->finish, SCHED_FINISH_ABORT);
+            assert_int_equal(e->http_status, 400);
+            assert_null(e->embedding);
+            sched_event_free(e);
+            continue;
+        }
+        assert_int_equal(e->kind, SCHED_EV_FINISH);
+        int q = -1;
+        for (int k = 0; k < 4; k++) if (ids[k] == e->id) q = k;
+        assert_true(q >= 0);
+        assert_int_equal(e->finish, SCHED_FINISH_LENGTH);
+        assert_int_equal(e->finish_length, 0);
+        assert_int_equal(e->completion_tokens, 0);
+        assert_int_equal(e->prompt_tokens, LENS[q]);
+        int d = DIMS[q] ? DIMS[q] : H;
+        assert_non_null(e->embedding);
+        assert_int_equal(e->n_embedding, d);
+        double nn = 0;
+        for (int i = 0; i < d; i++) {
+            nn += (double)e->embedding[i] * e->embedding[i];
+            if (fabsf(e->embedding[i] - ref[q][i]) > 1e-5f)
+                fail_msg("request %d value %d: %g vs %g", q, i, e->embedding[i], ref[q][i]);
+        }
+        assert_true(fabs(nn - 1.0) < 1e-5);
+        seen++;
+        sched_event_free(e);
+    }
+    assert_int_equal(seen, 4);
+    char err[256];
+    assert_int_equal(sched_check_leak(s, err, sizeof err), 0);
+    sched_destroy(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_json),
+        cmocka_unit_test(test_embedding_mode),
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_retraction_tiny_pool),
         cmocka_unit_test(test_abort_frees_pages),
