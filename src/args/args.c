@@ -632,9 +632,16 @@ static int walk_argv(args_server *a, int argc, char **argv, const args_cmd *cmd,
         }
 
         const args_spec *sp = server ? find_cli_flag(tok, nlen) : NULL;
-        if (sp && !cmd_takes(cmd, sp)) sp = NULL;
         char disp[160];
         snprintf(disp, sizeof disp, "%.*s", (int)(nlen < 150 ? nlen : 150), tok);
+        if (sp && !cmd_takes(cmd, sp)) {
+            if (pass == 0) continue;
+            /* a server argument this command has no use for: refused, never
+             * accepted and ignored */
+            errf(err, errlen, "%s is a server argument this command does not use (see its --help; "
+                              "`sglc serve` takes it)", disp);
+            return ARGS_EUSAGE;
+        }
         if (!sp) {
             if (pass == 0) continue;
             char sug[128];
@@ -709,6 +716,12 @@ int args_parse_cmd(args_server *a, const args_cmd *cmd, int argc, char **argv, c
     }
     rc = walk_argv(a, argc, argv, cmd, 1, &config_path, err, errlen);
     if (rc != ARGS_OK) return rc;
+    /* a --config file is usually written for `sglc serve`: keys this
+     * command does not use are named once, then have no effect */
+    if (config_path && cmd->only_shown)
+        for (int id = 0; id < ARG_COUNT; id++)
+            if (a->source[id] == ARGS_SRC_CONFIG && !cmd_takes(cmd, &args_specs[id]))
+                log_warn("--config %s: '%s' is not used by this command", config_path, args_specs[id].field);
     return args_validate(a, err, errlen);
 }
 
@@ -956,8 +969,12 @@ void args_print_cmd_help(FILE *f, const args_cmd *cmd)
         fprintf(f, cmd->only_shown ? "\nServer arguments this command takes (only these):\n"
                                    : "\nServer arguments used by this command:\n");
         for (const int *id = cmd->shown; *id != ARG_COUNT; id++) print_spec(f, &args_specs[*id]);
-        if (cmd->only_shown) return;
-        if (!id_listed(cmd->shown, ARG_ID_config)) print_spec(f, &args_specs[ARG_ID_config]);
+        if (!cmd->only_shown && !id_listed(cmd->shown, ARG_ID_config)) print_spec(f, &args_specs[ARG_ID_config]);
+        if (cmd->only_shown) {
+            fputc('\n', f);
+            print_wrapped(f, "Other server arguments are refused here: `sglc serve --help` lists them all.", 0);
+            return;
+        }
         fputc('\n', f);
         print_wrapped(f,
                       "Every other server argument of `sglc serve --help` is accepted as well, "

@@ -48,13 +48,14 @@ int cmd_bench_offline(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, ARG_COUNT};
+    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-offline --model-path DIR [options]",
         .about = "Offline throughput through the scheduler (sglang.bench_offline_throughput): a "
                  "synthetic dataset of random token ids, submitted at once; greedy, ignore_eos.",
         .extra = extra,
         .shown = shown,
+        .only_shown = true,
     };
     args_server a;
     int prc = cli_args_parse("bench-offline", &cmd, true, &a, argc, argv);

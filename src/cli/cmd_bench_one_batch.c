@@ -141,7 +141,7 @@ int cmd_bench_one_batch(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_COUNT};
+    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-one-batch --model-path DIR --batch-size B [B ...] --input-len I [I ...]\n"
                  "                            --output-len O [O ...] [options]",
@@ -149,6 +149,7 @@ int cmd_bench_one_batch(int argc, char **argv)
                  "(sglang.bench_one_batch), for every combination of the lists.",
         .extra = extra,
         .shown = shown,
+        .only_shown = true,
     };
     args_server a;
     int prc = cli_args_parse("bench-one-batch", &cmd, true, &a, argc, argv);

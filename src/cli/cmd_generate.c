@@ -114,7 +114,7 @@ int cmd_generate(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                ARG_COUNT};
+                                ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR [--prompt TEXT | --input-ids 1,2,3] [options]\n"
                  "       sglc generate --model-path DIR --requests FILE.jsonl [options]  (see --requests F "
@@ -122,6 +122,7 @@ int cmd_generate(int argc, char **argv)
         .about = "Generate tokens for one prompt offline (no server).",
         .extra = extra,
         .shown = shown,
+        .only_shown = true,
     };
     args_server a;
     int prc = cli_args_parse("generate", &cmd, true, &a, argc, argv);

@@ -73,7 +73,7 @@ int cmd_generate_requests(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                CLI_SCHED_ARG_IDS, ARG_COUNT};
+                                CLI_SCHED_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
         .about = "Run every line of FILE.jsonl (a /generate body: input_ids or text, sampling_params, "
@@ -81,6 +81,7 @@ int cmd_generate_requests(int argc, char **argv)
                  "concurrently through the scheduler; write one response line per request, in order.",
         .extra = extra,
         .shown = shown,
+        .only_shown = true,
     };
     args_server a;
     int prc = cli_args_parse("generate", &cmd, true, &a, argc, argv);

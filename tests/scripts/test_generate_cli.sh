@@ -109,7 +109,9 @@ printf 'model-path: %s\ndtype: float32\n' "$M" >"$T/c.yaml"
     --json --ignore-eos --threads 2 >"$T/cfg.json" 2>"$T/err"
 check "generate --config FILE (model path from YAML) = command line" "$PY -c \"import json; a=json.load(open('$T/cfg.json')); b=json.load(open('$T/g.json')); assert a['output_ids']==b['output_ids']\""
 expect_rc "unknown key in --config" 2 "threads_not_an_arg_here" generate --config "$T/bad.yaml" --input-ids 1
-expect_rc "not-yet server arg in bench-one-batch" 2 "--tp-size is not supported by sglc yet" bench-one-batch --model-path "$M" --tp-size 2
+expect_rc "server arg bench-one-batch does not use (--tp-size)" 2 "--tp-size is a server argument this command does not use" bench-one-batch --model-path "$M" --tp-size 2
+expect_rc "server arg an offline command has no use for: refused, not ignored" 2 "--api-key is a server argument this command does not use" generate --model-path "$M" --api-key k
+expect_rc "--is-embedding is a serve-only argument" 2 "--is-embedding is a server argument this command does not use" bench-offline --model-path "$M" --is-embedding
 expect_rc "bad server arg value in bench-offline" 2 "--schedule-policy: invalid choice 'xyz'" bench-offline --model-path "$M" --schedule-policy xyz
 expect_rc "bench-serving takes no server args" 2 "unrecognized argument '--max-total-tokens'" bench-serving --max-total-tokens 5
 expect_rc "list option bound" 2 "--batch-size must be in" bench-one-batch --model-path "$M" --batch-size 0
@@ -121,7 +123,7 @@ done
 "$BIN" bench-offline --help >"$T/h" 2>&1
 check "bench-offline --help lists the scheduler args" "grep -q -- ' --schedule-policy {fcfs,lpm,dfs-weight,lof,random}' $T/h && grep -q -- '--gsp-num-groups N' $T/h"
 expect_rc "tokenize: table's check on --tokenizer-mode" 2 "--tokenizer-mode: invalid choice 'fast'" tokenize --tokenizer-path "$M" --tokenizer-mode fast
-expect_rc "tokenize takes only its server args" 2 "unrecognized argument '--port'" tokenize --tokenizer-path "$M" --port 3
+expect_rc "tokenize takes only its server args" 2 "--port is a server argument this command does not use" tokenize --tokenizer-path "$M" --port 3
 expect_rc "chat-template needs a template source" 2 "give --tokenizer-path or --chat-template" chat-template --content-format
 
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
