@@ -754,6 +754,7 @@ int args_validate(const args_server *a, char *err, size_t errlen)
         {a->prefill_max_requests, 1, "--prefill-max-requests"},
         {a->max_queued_requests, 1, "--max-queued-requests"},
         {a->stream_interval, 1, "--stream-interval"},
+        {a->decode_log_interval, 1, "--decode-log-interval"},
         {a->priority_scheduling_preemption_threshold, 0, "--priority-scheduling-preemption-threshold"},
     };
     for (size_t i = 0; i < sizeof lows / sizeof lows[0]; i++) {

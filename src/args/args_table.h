@@ -117,8 +117,8 @@ X(chunked_prefill_size, INT, "--chunked-prefill-size", NULL, NULL, MEMSCHED, SUP
 X(max_prefill_tokens, INT, "--max-prefill-tokens", "16384", NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a prefill batch.") \
 X(schedule_policy, CHOICE, "--schedule-policy", "fcfs", "fcfs|lpm|dfs-weight|lof|random", MEMSCHED, SUPPORTED, "The scheduling policy of the requests (fcfs: first come first served; lpm: longest cached prefix first; dfs-weight: depth-first over the prefix tree; lof: longest output first; random).") \
 X(enable_priority_scheduling, BOOL, "--enable-priority-scheduling", "false", NULL, MEMSCHED, SUPPORTED, "Enable priority scheduling.") \
-X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, NOT_YET, "Disable preemption of running requests by higher-priority ones.") \
-X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, NOT_YET, "Priority given to requests that set none.") \
+X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, SUPPORTED, "With --enable-priority-scheduling, order the queue by priority but never preempt running requests.") \
+X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, SUPPORTED, "With --enable-priority-scheduling, the priority of requests that set none (default: the lowest priority).") \
 X(schedule_low_priority_values_first, BOOL, "--schedule-low-priority-values-first", "false", NULL, MEMSCHED, SUPPORTED, "Schedule requests with lower priority values first.") \
 X(priority_scheduling_preemption_threshold, INT, "--priority-scheduling-preemption-threshold", "10", NULL, MEMSCHED, SUPPORTED, "Minimum priority difference for a request to preempt a running one.") \
 X(schedule_conservativeness, FLOAT, "--schedule-conservativeness", "1.0", NULL, MEMSCHED, SUPPORTED, "How conservative the schedule policy is; larger is more conservative.") \
@@ -176,7 +176,7 @@ X(collect_tokens_histogram, BOOL, "--collect-tokens-histogram", "false", NULL, L
 X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the prompt tokens histogram.") \
 X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the generation tokens histogram.") \
 X(gc_warning_threshold_secs, FLOAT, "--gc-warning-threshold-secs", "0.0", NULL, LOGGING, NOT_YET, "Threshold for long garbage-collection warnings (Python only).") \
-X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, NOT_YET, "The log interval of decode batches.") \
+X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, SUPPORTED, "Log a 'Decode batch.' stats line every N decode steps ('Prefill batch.' lines are logged for every prefill batch).") \
 X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, NOT_YET, "Enable per-request time stats logging.") \
 X(kv_events_config, STR, "--kv-events-config", NULL, NULL, LOGGING, NOT_YET, "Config in JSON for KV cache event publishing.") \
 X(enable_trace, BOOL, "--enable-trace", "false", NULL, LOGGING, NOT_YET, "Enable OpenTelemetry tracing.") \

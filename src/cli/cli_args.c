@@ -74,5 +74,13 @@ void cli_sched_args_from_args(sched_args *sa, const args_server *a)
     if (a->priority_scheduling_preemption_threshold != ARGS_INT_NONE)
         sa->priority_scheduling_preemption_threshold = a->priority_scheduling_preemption_threshold;
     sa->abort_on_priority_when_disabled = a->abort_on_priority_when_disabled;
+    sa->disable_priority_preemption = a->disable_priority_preemption;
+    if (a->default_priority_value != ARGS_INT_NONE && !a->enable_priority_scheduling)
+        log_warn("--default-priority-value is ignored without --enable-priority-scheduling");
+    if (a->default_priority_value != ARGS_INT_NONE) {
+        sa->has_default_priority = true;
+        sa->default_priority_value = a->default_priority_value;
+    }
+    if (a->decode_log_interval != ARGS_INT_NONE) sa->decode_log_interval = a->decode_log_interval;
     if (a->stream_interval != ARGS_INT_NONE) sa->stream_interval = a->stream_interval;
 }

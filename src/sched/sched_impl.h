@@ -144,6 +144,12 @@ struct sched {
     uint64_t next_seq_no;
     bool was_busy;
 
+    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
+    int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
+    int64_t log_decode_ct;                  /* decode forwards so far */
+    int64_t log_gen_tokens;                 /* decode tokens since the last Decode line */
+    double log_decode_tic;                  /* time of the last Decode line (or creation) */
+
     sched_stats st;
     sched_stats st_pub;         /* snapshot after each step, under out_mu (threaded readers) */
 
