@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -719,6 +720,39 @@ int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, c
     return args_parse_cmd(a, &cmd, argc, argv, err, errlen);
 }
 
+/* SGLang's _handle_ssl_validation: key and certificate come together, the
+ * password and CA bundle need them, every file named must exist. */
+static int args_validate_ssl(const args_server *a, char *err, size_t errlen)
+{
+    if (a->ssl_keyfile && !a->ssl_certfile) {
+        errf(err, errlen, "--ssl-keyfile requires --ssl-certfile to be specified as well.");
+        return ARGS_EUSAGE;
+    }
+    if (a->ssl_certfile && !a->ssl_keyfile) {
+        errf(err, errlen, "--ssl-certfile requires --ssl-keyfile to be specified as well.");
+        return ARGS_EUSAGE;
+    }
+    if (!a->ssl_certfile && (a->ssl_ca_certs || a->ssl_keyfile_password)) {
+        errf(err, errlen, "%s requires --ssl-certfile and --ssl-keyfile.",
+             a->ssl_ca_certs ? "--ssl-ca-certs" : "--ssl-keyfile-password");
+        return ARGS_EUSAGE;
+    }
+    struct {
+        const char *path, *what, *flag;
+    } files[] = {{a->ssl_keyfile, "SSL key file", "--ssl-keyfile"},
+                 {a->ssl_certfile, "SSL certificate file", "--ssl-certfile"},
+                 {a->ssl_ca_certs, "SSL CA certificates file", "--ssl-ca-certs"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        struct stat st;
+        if (files[i].path && (stat(files[i].path, &st) || !S_ISREG(st.st_mode))) {
+            errf(err, errlen, "%s not found: '%s'. Please check the %s path.", files[i].what, files[i].path,
+                 files[i].flag);
+            return ARGS_EUSAGE;
+        }
+    }
+    return ARGS_OK;
+}
+
 int args_validate(const args_server *a, char *err, size_t errlen)
 {
     if (a->port < 1 || a->port > 65535) {
@@ -774,7 +808,7 @@ int args_validate(const args_server *a, char *err, size_t errlen)
              a->chunked_prefill_size);
         return ARGS_EUSAGE;
     }
-    return ARGS_OK;
+    return args_validate_ssl(a, err, errlen);
 }
 
 int args_finalize(args_server *a)

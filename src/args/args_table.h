@@ -90,10 +90,10 @@ X(warmups, STR, "--warmups", NULL, NULL, HTTP, SUPPORTED, "Comma-separated custo
 X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
 X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, SUPPORTED, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
-X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, NOT_YET, "The SSL key file path for HTTPS.") \
-X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, NOT_YET, "The SSL certificate file path for HTTPS.") \
-X(ssl_ca_certs, STR, "--ssl-ca-certs", NULL, NULL, HTTP, NOT_YET, "The CA certificates file for verifying client certificates.") \
-X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, NOT_YET, "The password of the SSL key file.") \
+X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, SUPPORTED, "The SSL key file (PEM) for HTTPS; requires --ssl-certfile.") \
+X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, SUPPORTED, "The SSL certificate file (PEM, may hold the chain) for HTTPS; requires --ssl-keyfile.") \
+X(ssl_ca_certs, STR, "--ssl-ca-certs", NULL, NULL, HTTP, SUPPORTED, "The CA certificates file (PEM) trusted for client certificates; as in SGLang (uvicorn's ssl_cert_reqs=CERT_NONE) a client certificate is asked for but not required.") \
+X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, SUPPORTED, "The password of an encrypted --ssl-keyfile (PKCS#8).") \
 X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET, "Reload SSL certificates when the files change.") \
 /* ---- Quantization and data type ---- */ \
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \

@@ -46,6 +46,7 @@
 #include "template/completion.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
+#include "util/fileio.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -354,6 +355,7 @@ static int serve(int argc, char **argv)
     api_server *api = NULL;
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
+    char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
     if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
@@ -376,6 +378,19 @@ static int serve(int argc, char **argv)
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
                       .max_conns = 0, .idle_timeout_s = 5,
                       .access_fn = api_access_log_line, .access_ctx = access};
+    const char *tls_path[3] = {a.ssl_certfile, a.ssl_keyfile, a.ssl_ca_certs};
+    for (int i = 0; i < 3; i++) {
+        if (!tls_path[i]) continue;
+        tls_pem[i] = fileio_read(tls_path[i], (size_t)16 << 20, NULL);
+        if (!tls_pem[i]) {
+            fprintf(stderr, "sglc serve: %s: %s\n", tls_path[i], strerror(errno));
+            goto out;
+        }
+    }
+    hc.tls_cert_pem = tls_pem[0];
+    hc.tls_key_pem = tls_pem[1];
+    hc.tls_trust_pem = tls_pem[2];
+    hc.tls_key_password = a.ssl_keyfile_password;
     hs = http_start(&hc, api_handle, api, err, sizeof err);
     if (!hs) {
         fprintf(stderr, "sglc serve: %s\n", err);
@@ -397,9 +412,10 @@ static int serve(int argc, char **argv)
     sigaction(SIGINT, &sact, NULL);
     sigaction(SIGTERM, &sact, NULL);
     signal(SIGPIPE, SIG_IGN);
-    log_info("The server is fired up and ready to roll! http://%s:%d (model %s)", a.host, a.port,
+    const char *scheme = a.ssl_certfile ? "https" : "http";
+    log_info("The server is fired up and ready to roll! %s://%s:%d (model %s)", scheme, a.host, a.port,
              ac.served_model_name);
-    fprintf(stderr, "sglc serve: listening on http://%s:%d\n", a.host, a.port);
+    fprintf(stderr, "sglc serve: listening on %s://%s:%d\n", scheme, a.host, a.port);
     while (!g_stop) sleep_ms(100);
 
     log_info("shutting down: draining %d request(s)", api_active(api));
@@ -422,6 +438,10 @@ static int serve(int argc, char **argv)
     exit_code = 0;
 out:
     if (hs) http_stop(hs);
+    for (int i = 0; i < 3; i++) {
+        if (tls_pem[i]) explicit_bzero(tls_pem[i], strlen(tls_pem[i]));
+        free(tls_pem[i]);
+    }
     cli_watchdog_stop(wd);
     sched_stop(s);
     if (api) api_destroy(api);

@@ -246,6 +246,9 @@ static void test_sched_mapping(void **state)
     sched_args got, want;
     cli_sched_args_from_args(&got, &a);
     sched_args_init(&want);
+    /* the one default the library does not share: it logs no batch lines */
+    assert_int_equal(got.decode_log_interval, 40);
+    want.decode_log_interval = 40;
     assert_memory_equal(&got, &want, sizeof got);
     args_server_free(&a);
 
@@ -255,7 +258,8 @@ static void test_sched_mapping(void **state)
                        "lof", "--schedule-conservativeness", "0.5", "--disable-radix-cache",
                        "--radix-eviction-policy", "lfu", "--enable-mixed-chunk", "--enable-priority-scheduling",
                        "--schedule-low-priority-values-first", "--priority-scheduling-preemption-threshold", "0",
-                       "--abort-on-priority-when-disabled", "--stream-interval", "4"),
+                       "--abort-on-priority-when-disabled", "--stream-interval", "4", "--disable-priority-preemption",
+                       "--default-priority-value", "-3", "--decode-log-interval", "5"),
                      ARGS_OK);
     cli_sched_args_from_args(&got, &a);
     assert_int_equal(got.page_size, 16);
@@ -273,6 +277,9 @@ static void test_sched_mapping(void **state)
     assert_int_equal(got.radix_eviction_policy, KV_EVICT_LFU);
     assert_int_equal(got.priority_scheduling_preemption_threshold, 0);
     assert_int_equal(got.stream_interval, 4);
+    assert_true(got.disable_priority_preemption && got.has_default_priority);
+    assert_int_equal(got.default_priority_value, -3);
+    assert_int_equal(got.decode_log_interval, 5);
     args_server_free(&a);
 
     /* every policy the scheduler has is a choice of --schedule-policy */
