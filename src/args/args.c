@@ -808,6 +808,10 @@ int args_validate(const args_server *a, char *err, size_t errlen)
              a->chunked_prefill_size);
         return ARGS_EUSAGE;
     }
+    if (a->export_metrics_to_file && !a->export_metrics_to_file_dir) {
+        errf(err, errlen, "--export-metrics-to-file-dir is required when --export-metrics-to-file is set");
+        return ARGS_EUSAGE;
+    }
     return args_validate_ssl(a, err, errlen);
 }
 

@@ -184,8 +184,8 @@ X(otlp_traces_endpoint, STR, "--otlp-traces-endpoint --oltp-traces-endpoint", "l
 X(log_requests_target, LIST_STR, "--log-requests-target", NULL, NULL, LOGGING, SUPPORTED, "Where request logs go (stdout or a folder).") \
 X(uvicorn_access_log_exclude_prefixes, LIST_STR, "--uvicorn-access-log-exclude-prefixes", "[]", NULL, LOGGING, SUPPORTED, "Path prefixes excluded from the HTTP access log.") \
 /* ---- RequestMetricsExporter configuration ---- */ \
-X(export_metrics_to_file, BOOL, "--export-metrics-to-file", "false", NULL, METRICS_EXPORT, NOT_YET, "Export per-request performance metrics to files.") \
-X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, METRICS_EXPORT, NOT_YET, "Folder for the exported request metrics files.") \
+X(export_metrics_to_file, BOOL, "--export-metrics-to-file", "false", NULL, METRICS_EXPORT, SUPPORTED, "Export per-request performance metrics (request parameters + meta_info, one JSON line per request) to hourly files sglang-request-metrics-YYYYmmdd_HH.log.") \
+X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, METRICS_EXPORT, SUPPORTED, "Folder for the exported request metrics files (created; required with --export-metrics-to-file).") \
 /* ---- API related ---- */ \
 X(api_key, STR, "--api-key", NULL, NULL, API, SUPPORTED, "API key the server requires (Authorization: Bearer).") \
 X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, SUPPORTED, "API key for admin/control endpoints.") \

@@ -98,6 +98,7 @@ static int warmup(sched *s, const tok_tokenizer *tok)
  * whole command; cmd_serve frees them after serve() returns, whatever
  * path it returned by. */
 static api_reqlog *g_reqlog;
+static api_mexport *g_mexport;
 static api_metrics *g_metrics;
 static api_access_log *g_access;
 
@@ -185,7 +186,10 @@ static int serve(int argc, char **argv)
         metrics = g_metrics = api_metrics_create(a.served_model_name ? a.served_model_name : a.model_path,
                                                  &mopts, err, sizeof err);
     }
-    if (!reqlog || (a.enable_metrics && !metrics)) {
+    api_mexport *mexport = NULL;
+    if (reqlog && (!a.enable_metrics || metrics) && a.export_metrics_to_file)
+        mexport = g_mexport = api_mexport_create(a.export_metrics_to_file_dir, (int)a.log_requests_level, err, sizeof err);
+    if (!reqlog || (a.enable_metrics && !metrics) || (a.export_metrics_to_file && !mexport)) {
         fprintf(stderr, "sglc serve: %s\n", err);
         args_server_free(&a);
         return 2;
@@ -338,6 +342,7 @@ static int serve(int argc, char **argv)
         .allow_auto_truncate = a.allow_auto_truncate,
         .reqlog = reqlog,
         .metrics = metrics,
+        .mexport = mexport,
         .context_length = mc->context_length,
         .vocab_size = mc->vocab_size,
         .incremental_streaming = a.incremental_streaming_output,
@@ -464,6 +469,7 @@ int cmd_serve(int argc, char **argv)
     api_access_log_destroy(g_access);
     api_metrics_destroy(g_metrics);
     api_reqlog_destroy(g_reqlog);
-    g_access = NULL, g_metrics = NULL, g_reqlog = NULL;
+    api_mexport_destroy(g_mexport);
+    g_access = NULL, g_metrics = NULL, g_reqlog = NULL, g_mexport = NULL;
     return rc;
 }

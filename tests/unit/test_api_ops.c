@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -252,6 +253,54 @@ static void test_reqlog(void **state)
     rmdir(dir);
 }
 
+/* --export-metrics-to-file: SGLang's FileRequestMetricsExporter records */
+static void test_metrics_export(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sglc_mexport_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[256], err[256];
+    snprintf(sub, sizeof sub, "%s/m", dir);
+    assert_null(api_mexport_create(NULL, 2, err, sizeof err));
+    api_mexport *x = api_mexport_create(sub, 2, err, sizeof err); /* the folder is created */
+    assert_non_null(x);
+    json_t *obj = json_pack("{s:s,s:n,s:{s:i},s:s,s:b,s:n}", "text", "h\u00e9", "input_ids", "sampling_params",
+                            "max_new_tokens", 3, "rid", "r1", "stream", 0, "priority");
+    json_t *out = json_pack("{s:s,s:[i],s:{s:s,s:i,s:i,s:f}}", "text", "yo", "output_ids", 7, "meta_info", "id", "r1",
+                            "prompt_tokens", 2, "completion_tokens", 1, "e2e_latency", 0.25);
+    api_mexport_write(x, obj, out);
+    json_t *hc = json_pack("{s:s}", "rid", "HEALTH_CHECK_1");
+    api_mexport_write(x, hc, out); /* health checks are not exported */
+    json_decref(hc);
+    api_mexport_destroy(x);
+    x = api_mexport_create(sub, 0, err, sizeof err); /* level 0: metadata only */
+    api_mexport_write(x, obj, out);
+    api_mexport_destroy(x);
+
+    char hour[16], path[600];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(hour, sizeof hour, "%Y%m%d_%H", &tm);
+    snprintf(path, sizeof path, "%s/sglang-request-metrics-%s.log", sub, hour);
+    char *txt = slurp(path);
+    assert_non_null(txt);
+    /* json.dumps' separators and ASCII escapes, nulls left out, meta_info spread */
+    const char *want =
+        "{\"request_parameters\": \"{\\\"text\\\": \\\"h\\\\u00e9\\\", \\\"sampling_params\\\": "
+        "{\\\"max_new_tokens\\\": 3}, \\\"rid\\\": \\\"r1\\\", \\\"stream\\\": false}\", \"id\": \"r1\", "
+        "\"prompt_tokens\": 2, \"completion_tokens\": 1, \"e2e_latency\": 0.25}\n"
+        "{\"request_parameters\": \"{\\\"rid\\\": \\\"r1\\\", \\\"stream\\\": false}\", \"id\": \"r1\", "
+        "\"prompt_tokens\": 2, \"completion_tokens\": 1, \"e2e_latency\": 0.25}\n";
+    assert_string_equal(txt, want);
+    free(txt);
+    json_decref(obj);
+    json_decref(out);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 /* $SGLANG_LOG_REQUEST_EXCEEDED_MS: only slow requests are logged as finished */
 static void test_reqlog_exceeded(void **state)
 {
@@ -383,7 +432,7 @@ int main(void)
         cmocka_unit_test(test_limits),      cmocka_unit_test(test_repr),
         cmocka_unit_test(test_transform),   cmocka_unit_test(test_reqlog),
         cmocka_unit_test(test_access_log),  cmocka_unit_test(test_metrics),
-        cmocka_unit_test(test_reqlog_exceeded),
+        cmocka_unit_test(test_reqlog_exceeded), cmocka_unit_test(test_metrics_export),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
