@@ -177,7 +177,7 @@ X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGIN
 X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the generation tokens histogram.") \
 X(gc_warning_threshold_secs, FLOAT, "--gc-warning-threshold-secs", "0.0", NULL, LOGGING, NOT_YET, "Threshold for long garbage-collection warnings (Python only).") \
 X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, SUPPORTED, "Log a 'Decode batch.' stats line every N decode steps ('Prefill batch.' lines are logged for every prefill batch).") \
-X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, NOT_YET, "Enable per-request time stats logging.") \
+X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, SUPPORTED, "Log 'Req Time Stats(rid=..., input len=..., output len=..., type=unified): queue_duration=..., forward_duration=..., entry_time=...' when a request finishes.") \
 X(kv_events_config, STR, "--kv-events-config", NULL, NULL, LOGGING, NOT_YET, "Config in JSON for KV cache event publishing.") \
 X(enable_trace, BOOL, "--enable-trace", "false", NULL, LOGGING, NOT_YET, "Enable OpenTelemetry tracing.") \
 X(otlp_traces_endpoint, STR, "--otlp-traces-endpoint --oltp-traces-endpoint", "localhost:4317", NULL, LOGGING, NOT_YET, "OpenTelemetry collector endpoint (host:port).") \

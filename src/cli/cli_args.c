@@ -81,6 +81,7 @@ void cli_sched_args_from_args(sched_args *sa, const args_server *a)
         sa->has_default_priority = true;
         sa->default_priority_value = a->default_priority_value;
     }
+    sa->log_time_stats = a->enable_request_time_stats_logging;
     if (a->decode_log_interval != ARGS_INT_NONE) sa->decode_log_interval = a->decode_log_interval;
     if (a->stream_interval != ARGS_INT_NONE) sa->stream_interval = a->stream_interval;
 }

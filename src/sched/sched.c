@@ -544,6 +544,17 @@ static void finish_req(sched *s, sreq *r, sched_finish_kind kind, int64_t len, i
 {
     release_kv(s, r, true);
     r->state = RS_DONE;
+    if (!r->internal && s->a.log_time_stats && r->t_forward > 0) {
+        /* SGLang's Req.log_time_stats, unified (non-disaggregated) mode */
+        double now = time_now_sec();
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        double entry = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9 - (now - r->t_submit);
+        log_info("Req Time Stats(rid=%s, input len=%" PRId64 ", output len=%" PRId64
+                 ", type=unified): queue_duration=%.2fms, forward_duration=%.2fms, entry_time=%.3f",
+                 r->rid, r->n_input, r->len - r->n_input, (r->t_forward - r->t_submit) * 1e3,
+                 (now - r->t_forward) * 1e3, entry);
+    }
     if (!r->internal) {
         finish_info fin = {kind, len, tok, str, status};
         emit_tokens(s, r, &fin);
@@ -1012,6 +1023,7 @@ static int build_prefill(sched *s, int n_mixed)
             break;
         }
         w->extend = ext;
+        if (w->t_forward == 0) w->t_forward = time_now_sec();
         s->log_new_tokens += ext;
         s->log_hit_tokens += prefix;
         if (prefix > w->already_computed) w->cached_tokens += prefix - w->already_computed;

@@ -78,6 +78,7 @@ typedef struct sreq {
     int num_retractions;
     int64_t n_sent;             /* output tokens already sent in events */
     double t_submit;
+    double t_forward;           /* first admitted into a forward (0 = never): time stats log */
     uint64_t seq_no;            /* arrival order */
     bool to_abort;
     char *abort_msg;            /* owned or NULL */

@@ -6,6 +6,7 @@
 # False, gen throughput (token/s): .., #queue-req: ..," every
 # --decode-log-interval decode forwards (default 40).  Two requests of 6
 # and 7 prompt tokens, 9 new tokens each: one prefill, 8 decode forwards.
+# Also --enable-request-time-stats-logging ("Req Time Stats(...)" lines).
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -31,11 +32,15 @@ check "decode 3: 2 running, 12 + 2x3 tokens (the BOS is shared in the radix tree
 check "decode 6: 12 + 2x6 tokens" 'grep -q "Decode batch\. #running-req: 2, #token: 24, " "$T/err"'
 
 gen
-check "default interval 40: no Decode line" '[ "$(grep -c "Decode batch" "$T/err")" = 0 ] && grep -q "Prefill batch" "$T/err"'
+check "default interval 40: no Decode line, no time stats" '[ "$(grep -c "Decode batch" "$T/err")" = 0 ] && grep -q "Prefill batch" "$T/err" && ! grep -q "Req Time Stats" "$T/err"'
 gen --decode-log-interval 1
 check "interval 1: a line per decode forward" '[ "$(grep -c "Decode batch" "$T/err")" = 8 ]'
 gen --decode-log-interval 1 --log-level warning
 check "log level warning: no batch lines" '! grep -q "batch\." "$T/err"'
+gen --enable-request-time-stats-logging
+check "time stats: a line per request" '[ "$(grep -c "Req Time Stats(" "$T/err")" = 2 ]'
+check "time stats: SGLang's fields" \
+  'grep -qE "Req Time Stats\(rid=[^,]+, input len=7, output len=9, type=unified\): queue_duration=[0-9]+\.[0-9]{2}ms, forward_duration=[0-9]+\.[0-9]{2}ms, entry_time=[0-9]{10}\.[0-9]{3}$" "$T/err"'
 gen --decode-log-interval 0
 check "interval 0: usage error" '[ $? -eq 2 ] && grep -q "decode-log-interval must be at least 1" "$T/err"'
 
