@@ -100,7 +100,7 @@ X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPP
 X(quantization, STR, "--quantization", NULL, NULL, QUANT, NOT_YET, "The quantization method.") \
 X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, NOT_YET, "Path to the JSON file containing the KV cache scaling factors.") \
 X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|bfloat16", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type.") \
-X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, NOT_YET, "Compute the LM head (logits) in fp32.") \
+X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, SUPPORTED, "Compute the LM head (logits) in fp32; sglc always does (f32 hidden states, weights widened to f32, f32 accumulation), so this only refuses the debug switch SGLC_BF16_DOT=1.") \
 X(modelopt_quant, STR, "--modelopt-quant", NULL, NULL, QUANT, NOT_YET, "The ModelOpt quantization configuration.") \
 X(modelopt_checkpoint_restore_path, STR, "--modelopt-checkpoint-restore-path", NULL, NULL, QUANT, NOT_YET, "Path to restore a previously saved ModelOpt quantized checkpoint.") \
 X(modelopt_checkpoint_save_path, STR, "--modelopt-checkpoint-save-path", NULL, NULL, QUANT, NOT_YET, "Path to save the ModelOpt quantized checkpoint after quantization.") \

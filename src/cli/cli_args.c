@@ -48,6 +48,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->threads = threads > 0 ? (int)threads : 0;
     mo->revision = a->revision;
     mo->download_dir = a->download_dir;
+    mo->fp32_lm_head = a->enable_fp32_lm_head;
 }
 
 void cli_sched_args_from_args(sched_args *sa, const args_server *a)
