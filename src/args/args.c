@@ -720,6 +720,39 @@ int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, c
     return args_parse_cmd(a, &cmd, argc, argv, err, errlen);
 }
 
+/* --model-loader-extra-config: SGLang's DefaultModelLoader accepts only
+ * enable_multithread_load (bool) and num_threads (int); others are
+ * "Unexpected extra config keys for load format ...". */
+static int args_validate_loader_config(const char *text, char *err, size_t errlen)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    int rc = 0;
+    if (!json_is_object(o)) {
+        errf(err, errlen, "--model-loader-extra-config must be a JSON object");
+        rc = -1;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        if (rc) break;
+        if (strcmp(k, "enable_multithread_load") && strcmp(k, "num_threads")) {
+            errf(err, errlen, "--model-loader-extra-config: Unexpected extra config keys for load format auto: {'%s'}",
+                 k);
+            rc = -1;
+        } else if (!strcmp(k, "enable_multithread_load") && !json_is_boolean(v)) {
+            errf(err, errlen, "--model-loader-extra-config: enable_multithread_load must be true or false");
+            rc = -1;
+        } else if (!strcmp(k, "num_threads") &&
+                   (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 256)) {
+            errf(err, errlen, "--model-loader-extra-config: num_threads must be an integer in [1, 256]");
+            rc = -1;
+        }
+    }
+    json_decref(o);
+    return rc;
+}
+
 /* SGLang's _handle_ssl_validation: key and certificate come together, the
  * password and CA bundle need them, every file named must exist. */
 static int args_validate_ssl(const args_server *a, char *err, size_t errlen)
@@ -808,6 +841,8 @@ int args_validate(const args_server *a, char *err, size_t errlen)
              a->chunked_prefill_size);
         return ARGS_EUSAGE;
     }
+    if (a->model_loader_extra_config && args_validate_loader_config(a->model_loader_extra_config, err, errlen))
+        return ARGS_EUSAGE;
     if (a->export_metrics_to_file && !a->export_metrics_to_file_dir) {
         errf(err, errlen, "--export-metrics-to-file-dir is required when --export-metrics-to-file is set");
         return ARGS_EUSAGE;

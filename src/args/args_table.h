@@ -75,7 +75,7 @@ X(tokenizer_mode, CHOICE, "--tokenizer-mode", "auto", "auto|slow", MODEL, SUPPOR
 X(tokenizer_worker_num, INT, "--tokenizer-worker-num", "1", NULL, MODEL, NOT_YET, "The worker num of the tokenizer manager.") \
 X(skip_tokenizer_init, BOOL, "--skip-tokenizer-init", "false", NULL, MODEL, SUPPORTED, "Skip tokenizer init; requests must pass input_ids and get output ids back.") \
 X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy", MODEL, SUPPORTED, "The format of the model weights to load; 'dummy' initialises weights randomly (for profiling).") \
-X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, NOT_YET, "Extra config for the model loader, as a JSON string.") \
+X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, SUPPORTED, "Extra config for the model loader, as a JSON string: {\"enable_multithread_load\": true, \"num_threads\": 8} packs each large weight (>= 4 MiB) with num_threads threads (default 8); without it, one thread.") \
 X(trust_remote_code, BOOL, "--trust-remote-code", "false", NULL, MODEL, IGNORED, "Allow custom models defined on the Hub in their own modeling files; ignored by sglc: it never runs remote code, architectures are built in.") \
 X(context_length, INT, "--context-length", NULL, NULL, MODEL, SUPPORTED, "The model's maximum context length (defaults to the value in config.json).") \
 X(is_embedding, BOOL, "--is-embedding", "false", NULL, MODEL, NOT_YET, "Whether to use a CausalLM as an embedding model.") \

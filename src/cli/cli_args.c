@@ -49,6 +49,12 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->revision = a->revision;
     mo->download_dir = a->download_dir;
     mo->fp32_lm_head = a->enable_fp32_lm_head;
+    /* SGLang's DefaultModelLoader keys (checked by args_validate):
+     * enable_multithread_load (false = one thread), num_threads (default 8) */
+    json_t *xc = a->model_loader_extra_config ? json_loads(a->model_loader_extra_config, 0, NULL) : NULL;
+    json_t *ml = json_object_get(xc, "enable_multithread_load"), *nt = json_object_get(xc, "num_threads");
+    mo->pack_threads = json_is_true(ml) ? (json_is_integer(nt) ? (int)json_integer_value(nt) : 8) : 1;
+    json_decref(xc);
 }
 
 void cli_sched_args_from_args(sched_args *sa, const args_server *a)

@@ -40,6 +40,7 @@ model *cli_model_load(const cli_model_opts *o)
                         "matmul, the LM head included, to bf16; unset it\n", dot);
         return NULL;
     }
+    kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : 1);
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];
