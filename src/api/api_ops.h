@@ -171,6 +171,8 @@ typedef struct api_metrics_opts {
                                      * --generation-tokens-buckets: SGLang's generate_buckets
                                      * rules ["default"], ["tse", middle, base, count],
                                      * ["custom", v, ...] */
+    const json_t *extra_labels;     /* --extra-metric-labels: object of string values, appended to
+                                     * every series' labels; NULL = none */
 } api_metrics_opts;
 
 /* NULL with a message on a bad bucket list or rule. */

@@ -168,7 +168,7 @@ X(enable_metrics, BOOL, "--enable-metrics", "false", NULL, LOGGING, SUPPORTED, "
 X(enable_metrics_for_all_schedulers, BOOL, "--enable-metrics-for-all-schedulers", "false", NULL, LOGGING, NOT_YET, "Record metrics on all TP ranks.") \
 X(tokenizer_metrics_custom_labels_header, STR, "--tokenizer-metrics-custom-labels-header", "x-custom-labels", NULL, LOGGING, NOT_YET, "HTTP header carrying custom metric labels.") \
 X(tokenizer_metrics_allowed_custom_labels, LIST_STR, "--tokenizer-metrics-allowed-custom-labels", NULL, NULL, LOGGING, NOT_YET, "The custom labels allowed for tokenizer metrics.") \
-X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, NOT_YET, "Extra constant labels for all metrics (JSON object).") \
+X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, SUPPORTED, "Extra constant labels for all /metrics series (JSON object of string values), with --enable-metrics.") \
 X(bucket_time_to_first_token, LIST_FLOAT, "--bucket-time-to-first-token", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the time-to-first-token histogram.") \
 X(bucket_inter_token_latency, LIST_FLOAT, "--bucket-inter-token-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the inter-token latency histogram.") \
 X(bucket_e2e_request_latency, LIST_FLOAT, "--bucket-e2e-request-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the end-to-end request latency histogram.") \

@@ -183,8 +183,11 @@ static int serve(int argc, char **argv)
                                   .collect_tokens_histogram = a.collect_tokens_histogram,
                                   .prompt_tokens_rule = a.prompt_tokens_buckets,
                                   .generation_tokens_rule = a.generation_tokens_buckets};
+        json_t *extra = a.extra_metric_labels ? json_loads(a.extra_metric_labels, 0, NULL) : NULL;
+        mopts.extra_labels = extra;
         metrics = g_metrics = api_metrics_create(a.served_model_name ? a.served_model_name : a.model_path,
                                                  &mopts, err, sizeof err);
+        json_decref(extra);
     }
     api_mexport *mexport = NULL;
     if (reqlog && (!a.enable_metrics || metrics) && a.export_metrics_to_file)

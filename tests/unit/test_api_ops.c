@@ -422,6 +422,41 @@ static void test_metrics(void **state)
     assert_non_null(strstr(t, "le=\"50.0\"} 1.0\nsglang:generation_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"+Inf\"}"));
     free(t);
     api_metrics_destroy(m);
+
+    /* --extra-metric-labels: appended to every series, checked */
+    static const char *const bad_extra[] = {"{\"model_name\": \"x\"}", "{\"1a\": \"x\"}", "{\"__a\": \"x\"}",
+                                            "{\"a\": 1}", "[1]", NULL};
+    for (int i = 0; bad_extra[i]; i++) {
+        json_t *x = json_loads(bad_extra[i], JSON_DECODE_ANY, NULL);
+        o = (api_metrics_opts){.extra_labels = x};
+        assert_null(api_metrics_create("m", &o, err, sizeof err));
+        assert_non_null(strstr(err, "--extra-metric-labels"));
+        json_decref(x);
+    }
+    json_t *x = json_pack("{s:s,s:s}", "region", "eu\"1", "team", "a");
+    o = (api_metrics_opts){.extra_labels = x};
+    m = api_metrics_create("m", &o, err, sizeof err);
+    json_decref(x);
+    assert_non_null(m);
+    api_metrics_ttft(m, 0.15);
+    t = api_metrics_render(m, &st);
+    assert_non_null(t);
+    const char *ex = ",region=\"eu\\\"1\",team=\"a\"";
+    snprintf(s, sizeof s, "sglang:num_requests_total{model_name=\"m\"%s} ", ex);
+    assert_true(sample(t, s) == 0.0);
+    snprintf(s, sizeof s, "sglang:num_running_reqs{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=\"0\"%s} ", ex);
+    assert_true(sample(t, s) == 2.0);
+    snprintf(s, sizeof s, "sglang:time_to_first_token_seconds_bucket{model_name=\"m\"%s,le=\"0.2\"} ", ex);
+    assert_true(sample(t, s) == 1.0);
+    snprintf(s, sizeof s, "sglang:cached_tokens_total{model_name=\"m\"%s,cache_source=\"total\"} ", ex);
+    assert_true(sample(t, s) == 0.0);
+    /* every series carries them */
+    for (const char *p = strchr(t, '{'); p; p = strchr(p + 1, '{')) {
+        const char *q = strchr(p, '}'), *lab2 = strstr(p, "team=\"a\"");
+        assert_true(q && lab2 && lab2 < q);
+    }
+    free(t);
+    api_metrics_destroy(m);
 }
 
 int main(void)
