@@ -747,12 +747,15 @@ static void ops_on_finish(api_server *a, api_job *j, api_slot *sl, const sched_e
         api_metrics_finished(a->cfg.metrics, e->prompt_tokens, sl->res.n, sl->res.fin.cached_tokens,
                              time_now_sec() - j->t_submit, e->finish == SCHED_FINISH_ABORT);
     json_t *lo = j->log_objs ? json_array_get(j->log_objs, (size_t)sl->prompt) : NULL;
-    if (!lo || !api_reqlog_enabled(a->cfg.reqlog)) return;
+    bool logging = api_reqlog_enabled(a->cfg.reqlog), exporting = a->cfg.mexport && j->kind != JOB_HEALTH;
+    if (!lo || (!logging && !exporting)) return;
     bool list_out = j->list_out;
     j->list_out = false; /* no "index" in the logged output */
     json_t *out = native_obj(j, sl, true);
     j->list_out = list_out;
-    api_reqlog_finished(a->cfg.reqlog, json_object_get(lo, "obj"), json_object_get(lo, "headers"), out);
+    if (logging)
+        api_reqlog_finished(a->cfg.reqlog, json_object_get(lo, "obj"), json_object_get(lo, "headers"), out);
+    if (exporting) api_mexport_write(a->cfg.mexport, json_object_get(lo, "obj"), out);
     json_decref(out);
 }
 
@@ -780,14 +783,16 @@ static json_t *ops_log_obj(const json_t *q, const char *text)
 static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
 {
     j->t_submit = time_now_sec();
-    /* health checks are logged too (SGLang logs every generate_request) */
-    if (!api_reqlog_enabled(a->cfg.reqlog)) return;
+    /* health checks are logged too (SGLang logs every generate_request);
+     * --export-metrics-to-file needs the objects as well */
+    bool logging = api_reqlog_enabled(a->cfg.reqlog);
+    if (!logging && !(a->cfg.mexport && j->kind != JOB_HEALTH)) return;
     j->log_objs = json_array();
-    json_t *headers = api_reqlog_headers(a->cfg.reqlog, j->hr);
-    int level = api_reqlog_level(a->cfg.reqlog);
+    json_t *headers = logging ? api_reqlog_headers(a->cfg.reqlog, j->hr) : NULL;
+    int level = logging ? api_reqlog_level(a->cfg.reqlog) : 0;
     for (int i = 0; i < j->n_prompt; i++) {
         json_t *obj = ops_log_obj(reqs[i], j->prompt_text[i]);
-        api_reqlog_received(a->cfg.reqlog, obj, headers);
+        if (logging) api_reqlog_received(a->cfg.reqlog, obj, headers);
         json_t *ids = json_object_get(obj, "input_ids");
         if (level >= 2 && !j->prompt_text[i] && a->cfg.tok && json_is_array(ids)) {
             size_t n = json_array_size(ids);

@@ -55,6 +55,7 @@ typedef struct api_config {
     api_embed_model embed;           /* --is-embedding: hidden size, Matryoshka support */
     struct api_reqlog *reqlog;       /* borrowed or NULL: --log-requests, /configure_logging */
     struct api_metrics *metrics;     /* borrowed or NULL: --enable-metrics (/metrics is 404 without) */
+    struct api_mexport *mexport;     /* borrowed or NULL: --export-metrics-to-file */
     int64_t context_length;
     int64_t vocab_size;
     bool incremental_streaming;      /* --incremental-streaming-output */

@@ -615,6 +615,115 @@ void api_reqlog_finished(api_reqlog *l, const json_t *obj, const json_t *headers
     log_event(l, true, obj, headers, out);
 }
 
+/* ---- request metrics export ----------------------------------------------- */
+
+struct api_mexport {
+    pthread_mutex_t mu; /* guards f, hour and the writes */
+    char *dir;          /* owned */
+    const char *const *skip, *const *oskip;
+    FILE *f;            /* the current hour's file or NULL */
+    char hour[16];      /* "YYYYmmdd_HH" of f */
+    bool warned;
+};
+
+api_mexport *api_mexport_create(const char *dir, int level, char *err, size_t errlen)
+{
+    if (!dir || !*dir) {
+        snprintf(err, errlen, "--export-metrics-to-file-dir is required with --export-metrics-to-file");
+        return NULL;
+    }
+    if (mkdir_p(dir)) {
+        snprintf(err, errlen, "--export-metrics-to-file-dir %s: cannot create the folder: %s", dir, strerror(errno));
+        return NULL;
+    }
+    api_mexport *x = calloc(1, sizeof *x);
+    if (!x || !(x->dir = strdup(dir))) {
+        free(x);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    size_t max_len;
+    level_meta(level, &max_len, &x->skip, &x->oskip);
+    pthread_mutex_init(&x->mu, NULL);
+    return x;
+}
+
+void api_mexport_destroy(api_mexport *x)
+{
+    if (!x) return;
+    if (x->f) fclose(x->f);
+    pthread_mutex_destroy(&x->mu);
+    free(x->dir);
+    free(x);
+}
+
+/* jansson writes \\u00E9, Python's json.dumps \\u00e9: lower-case the hex
+ * digits of every \\u escape of a dumped document (in place). */
+static void py_hex_lower(char *s)
+{
+    for (; s && *s; s++) {
+        if (*s != '\\') continue;
+        if (s[1] == 'u') {
+            int i = 2;
+            for (; i < 6 && s[i]; i++)
+                if (s[i] >= 'A' && s[i] <= 'F') s[i] = (char)(s[i] - 'A' + 'a');
+            s += i - 1;
+        } else if (s[1]) {
+            s++; /* an escaped backslash or quote: skip it */
+        }
+    }
+}
+
+void api_mexport_write(api_mexport *x, const json_t *obj, const json_t *out)
+{
+    if (!x || !json_is_object(obj)) return;
+    /* SGLang skips health checks by rid; sglc's callers skip them by kind */
+    const char *rid = json_string_value(json_object_get(obj, "rid"));
+    if (rid && strstr(rid, "HEALTH_CHECK")) return;
+    /* request_parameters: the non-None fields, as json.dumps writes them
+     * (", " / ": " separators, ASCII escapes) */
+    json_t *params = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v)
+    if (!json_is_null(v) && !skipped(k, x->skip)) json_object_set(params, k, v);
+    char *ps = json_dumps(params, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(params);
+    py_hex_lower(ps);
+    json_t *rec = json_object();
+    json_object_set_new(rec, "request_parameters", json_string(ps ? ps : "{}"));
+    free(ps);
+    json_object_foreach(json_object_get(out, "meta_info"), k, v)
+    if (!skipped(k, x->oskip)) json_object_set(rec, k, v);
+    char *line = json_dumps(rec, JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+    json_decref(rec);
+    if (!line) return;
+    py_hex_lower(line);
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    char hour[16];
+    strftime(hour, sizeof hour, "%Y%m%d_%H", &tm);
+    pthread_mutex_lock(&x->mu);
+    if (!x->f || strcmp(hour, x->hour)) {
+        if (x->f) fclose(x->f);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/sglang-request-metrics-%s.log", x->dir, hour);
+        x->f = fopen(path, "a");
+        if (x->f) memcpy(x->hour, hour, sizeof hour);
+        else if (!x->warned) {
+            x->warned = true;
+            log_error("cannot open %s: %s (request metrics are not exported)", path, strerror(errno));
+        }
+    }
+    if (x->f && (fprintf(x->f, "%s\n", line) < 0 || fflush(x->f)) && !x->warned) {
+        x->warned = true;
+        log_error("writing the request metrics failed: %s", strerror(errno));
+    }
+    pthread_mutex_unlock(&x->mu);
+    free(line);
+}
+
 int api_reqlog_configure(api_reqlog *l, const json_t *body, char *err, size_t errlen)
 {
     if (!json_is_object(body)) {

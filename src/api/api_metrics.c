@@ -15,7 +15,8 @@
  *
  * Labels: model_name on every series (SGLang's TokenizerMetricsCollector);
  * the scheduler gauges add engine_type="unified", tp_rank="0",
- * pp_rank="0" as SGLang's scheduler collector does on one GPU.
+ * pp_rank="0" as SGLang's scheduler collector does on one GPU;
+ * --extra-metric-labels are appended to both label sets.
  * cache_hit_rate is cumulative (cached prompt tokens / prompt tokens of
  * finished requests); SGLang averages over its recent batches. */
 #include <math.h>
@@ -37,6 +38,7 @@ typedef struct {
 struct api_metrics {
     pthread_mutex_t mu;
     char *model;          /* owned, label-escaped */
+    char *extra;          /* owned: ",k=\"v\"..." of --extra-metric-labels (escaped), "" = none */
     double prompt_tokens, generation_tokens, cached_tokens, num_requests, num_aborted;
     hist ttft, itl, e2e;
     bool tokens_hist;     /* --collect-tokens-histogram */
@@ -180,6 +182,61 @@ static void hist_observe(hist *h, double v, uint64_t n)
     h->count[i] += n;
 }
 
+/* Labels sglc sets itself: an extra label may not repeat one. */
+static const char *const own_labels[] = {"model_name", "engine_type", "tp_rank", "pp_rank", "le", "cache_source", NULL};
+
+/* --extra-metric-labels -> m->extra.  -1 with a message on a bad object. */
+static int extra_labels_init(api_metrics *m, const json_t *o, char *err, size_t errlen)
+{
+    size_t cap = 1;
+    const char *k;
+    json_t *v;
+    if (o && !json_is_object(o)) {
+        snprintf(err, errlen, "--extra-metric-labels must be a JSON object of label: value");
+        return -1;
+    }
+    json_object_foreach((json_t *)o, k, v)
+    {
+        bool ok = (k[0] == '_' || (k[0] >= 'a' && k[0] <= 'z') || (k[0] >= 'A' && k[0] <= 'Z')) &&
+                  strncmp(k, "__", 2) != 0;
+        for (const char *p = k; ok && *p; p++)
+            ok = *p == '_' || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9');
+        if (!ok) {
+            snprintf(err, errlen, "--extra-metric-labels: '%.100s' is not a valid Prometheus label name", k);
+            return -1;
+        }
+        for (int i = 0; own_labels[i]; i++)
+            if (!strcmp(k, own_labels[i])) {
+                snprintf(err, errlen, "--extra-metric-labels: '%s' is a label sglc sets itself", k);
+                return -1;
+            }
+        if (!json_is_string(v)) {
+            snprintf(err, errlen, "--extra-metric-labels: the value of '%.100s' must be a string", k);
+            return -1;
+        }
+        cap += strlen(k) + 2 * json_string_length(v) + 5;
+    }
+    m->extra = malloc(cap);
+    if (!m->extra) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    char *w = m->extra;
+    json_object_foreach((json_t *)o, k, v)
+    {
+        w += sprintf(w, ",%s=\"", k);
+        const char *s = json_string_value(v);
+        for (size_t i = 0, n = json_string_length(v); i < n; i++) {
+            if (s[i] == '\\' || s[i] == '"') *w++ = '\\', *w++ = s[i];
+            else if (s[i] == '\n') *w++ = '\\', *w++ = 'n';
+            else if (s[i]) *w++ = s[i];
+        }
+        *w++ = '"';
+    }
+    *w = 0;
+    return 0;
+}
+
 api_metrics *api_metrics_create(const char *model_name, const api_metrics_opts *o, char *err,
                                 size_t errlen)
 {
@@ -208,6 +265,10 @@ api_metrics *api_metrics_create(const char *model_name, const api_metrics_opts *
         else *w++ = *p;
     }
     *w = 0;
+    if (extra_labels_init(m, o->extra_labels, err, errlen)) {
+        api_metrics_destroy(m);
+        return NULL;
+    }
     if (hist_init(&m->ttft, ttft, def_ttft, (int)(sizeof def_ttft / sizeof def_ttft[0]),
                   "--bucket-time-to-first-token", err, errlen) ||
         hist_init(&m->itl, itl, def_itl, (int)(sizeof def_itl / sizeof def_itl[0]),
@@ -238,6 +299,7 @@ void api_metrics_destroy(api_metrics *m)
     hist_free(&m->uncached_h);
     hist_free(&m->gen_h);
     free(m->model);
+    free(m->extra);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }
@@ -376,9 +438,15 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
     memset(&z, 0, sizeof z);
     if (!st) st = &z;
     tbuf b = {0};
-    char lab[600], slab[700];
-    snprintf(lab, sizeof lab, "model_name=\"%.500s\"", m->model);
-    snprintf(slab, sizeof slab, "engine_type=\"unified\",model_name=\"%.500s\",pp_rank=\"0\",tp_rank=\"0\"", m->model);
+    size_t lcap = strlen(m->model) + strlen(m->extra) + 128;
+    char *lab = malloc(lcap), *slab = malloc(lcap), *clab = malloc(lcap);
+    if (!lab || !slab || !clab) {
+        free(lab), free(slab), free(clab);
+        return NULL;
+    }
+    snprintf(lab, lcap, "model_name=\"%s\"%s", m->model, m->extra);
+    snprintf(slab, lcap, "engine_type=\"unified\",model_name=\"%s\",pp_rank=\"0\",tp_rank=\"0\"%s", m->model,
+             m->extra);
     /* scheduler gauges */
     int64_t used = st->max_total_num_tokens - st->free_tokens - st->evictable_tokens;
     if (used < 0) used = 0;
@@ -400,8 +468,7 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
            m->prompt_tokens);
     simple(&b, "sglang:generation_tokens_total", "counter", "Number of generation tokens processed.", lab,
            m->generation_tokens);
-    char clab[700];
-    snprintf(clab, sizeof clab, "%s,cache_source=\"total\"", lab);
+    snprintf(clab, lcap, "%s,cache_source=\"total\"", lab);
     simple(&b, "sglang:cached_tokens_total", "counter", "Number of cached prompt tokens by source (device/host/storage).",
            clab, m->cached_tokens);
     simple(&b, "sglang:num_requests_total", "counter", "Number of requests processed.", lab, m->num_requests);
@@ -421,6 +488,7 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
                   &m->gen_h);
     }
     pthread_mutex_unlock(&m->mu);
+    free(lab), free(slab), free(clab);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -96,6 +96,22 @@ void api_reqlog_openai(api_reqlog *l, const json_t *body, const json_t *headers)
 void api_reqlog_finished(api_reqlog *l, const json_t *obj, const json_t *headers,
                          const json_t *out);
 
+/* ---- request metrics export (--export-metrics-to-file) ----------------------- */
+
+typedef struct api_mexport api_mexport;
+
+/* SGLang's FileRequestMetricsExporter: one JSON line per finished request
+ * in DIR/sglang-request-metrics-YYYYmmdd_HH.log (local hour, appended, a
+ * new file each hour), {"request_parameters": "<json.dumps of the request's
+ * non-null GenerateReqInput fields>", <meta_info keys>...}.  Fields skipped
+ * as the request log's metadata at `level` (--log-requests-level, fixed at
+ * start-up as in SGLang).  dir is created.  NULL with a message on error. */
+api_mexport *api_mexport_create(const char *dir, int level, char *err, size_t errlen);
+void api_mexport_destroy(api_mexport *x);
+/* Write one record: obj as for api_reqlog_received, out = the native
+ * /generate output object.  Thread-safe; a write error is logged once. */
+void api_mexport_write(api_mexport *x, const json_t *obj, const json_t *out);
+
 /* ConfigureLoggingReq: apply the fields of `body` (all optional:
  * log_requests, log_requests_level, log_requests_format, log_level;
  * dump_requests_* and crash_dump_folder are refused as unsupported).
@@ -155,6 +171,8 @@ typedef struct api_metrics_opts {
                                      * --generation-tokens-buckets: SGLang's generate_buckets
                                      * rules ["default"], ["tse", middle, base, count],
                                      * ["custom", v, ...] */
+    const json_t *extra_labels;     /* --extra-metric-labels: object of string values, appended to
+                                     * every series' labels; NULL = none */
 } api_metrics_opts;
 
 /* NULL with a message on a bad bucket list or rule. */

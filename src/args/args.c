@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -732,6 +733,72 @@ int args_parse(args_server *a, int argc, char **argv, const args_extra *extra, c
     return args_parse_cmd(a, &cmd, argc, argv, err, errlen);
 }
 
+/* --model-loader-extra-config: SGLang's DefaultModelLoader accepts only
+ * enable_multithread_load (bool) and num_threads (int); others are
+ * "Unexpected extra config keys for load format ...". */
+static int args_validate_loader_config(const char *text, char *err, size_t errlen)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    int rc = 0;
+    if (!json_is_object(o)) {
+        errf(err, errlen, "--model-loader-extra-config must be a JSON object");
+        rc = -1;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        if (rc) break;
+        if (strcmp(k, "enable_multithread_load") && strcmp(k, "num_threads")) {
+            errf(err, errlen, "--model-loader-extra-config: Unexpected extra config keys for load format auto: {'%s'}",
+                 k);
+            rc = -1;
+        } else if (!strcmp(k, "enable_multithread_load") && !json_is_boolean(v)) {
+            errf(err, errlen, "--model-loader-extra-config: enable_multithread_load must be true or false");
+            rc = -1;
+        } else if (!strcmp(k, "num_threads") &&
+                   (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 256)) {
+            errf(err, errlen, "--model-loader-extra-config: num_threads must be an integer in [1, 256]");
+            rc = -1;
+        }
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* SGLang's _handle_ssl_validation: key and certificate come together, the
+ * password and CA bundle need them, every file named must exist. */
+static int args_validate_ssl(const args_server *a, char *err, size_t errlen)
+{
+    if (a->ssl_keyfile && !a->ssl_certfile) {
+        errf(err, errlen, "--ssl-keyfile requires --ssl-certfile to be specified as well.");
+        return ARGS_EUSAGE;
+    }
+    if (a->ssl_certfile && !a->ssl_keyfile) {
+        errf(err, errlen, "--ssl-certfile requires --ssl-keyfile to be specified as well.");
+        return ARGS_EUSAGE;
+    }
+    if (!a->ssl_certfile && (a->ssl_ca_certs || a->ssl_keyfile_password)) {
+        errf(err, errlen, "%s requires --ssl-certfile and --ssl-keyfile.",
+             a->ssl_ca_certs ? "--ssl-ca-certs" : "--ssl-keyfile-password");
+        return ARGS_EUSAGE;
+    }
+    struct {
+        const char *path, *what, *flag;
+    } files[] = {{a->ssl_keyfile, "SSL key file", "--ssl-keyfile"},
+                 {a->ssl_certfile, "SSL certificate file", "--ssl-certfile"},
+                 {a->ssl_ca_certs, "SSL CA certificates file", "--ssl-ca-certs"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        struct stat st;
+        if (files[i].path && (stat(files[i].path, &st) || !S_ISREG(st.st_mode))) {
+            errf(err, errlen, "%s not found: '%s'. Please check the %s path.", files[i].what, files[i].path,
+                 files[i].flag);
+            return ARGS_EUSAGE;
+        }
+    }
+    return ARGS_OK;
+}
+
 int args_validate(const args_server *a, char *err, size_t errlen)
 {
     if (a->port < 1 || a->port > 65535) {
@@ -767,6 +834,7 @@ int args_validate(const args_server *a, char *err, size_t errlen)
         {a->prefill_max_requests, 1, "--prefill-max-requests"},
         {a->max_queued_requests, 1, "--max-queued-requests"},
         {a->stream_interval, 1, "--stream-interval"},
+        {a->decode_log_interval, 1, "--decode-log-interval"},
         {a->priority_scheduling_preemption_threshold, 0, "--priority-scheduling-preemption-threshold"},
     };
     for (size_t i = 0; i < sizeof lows / sizeof lows[0]; i++) {
@@ -786,7 +854,13 @@ int args_validate(const args_server *a, char *err, size_t errlen)
              a->chunked_prefill_size);
         return ARGS_EUSAGE;
     }
-    return ARGS_OK;
+    if (a->model_loader_extra_config && args_validate_loader_config(a->model_loader_extra_config, err, errlen))
+        return ARGS_EUSAGE;
+    if (a->export_metrics_to_file && !a->export_metrics_to_file_dir) {
+        errf(err, errlen, "--export-metrics-to-file-dir is required when --export-metrics-to-file is set");
+        return ARGS_EUSAGE;
+    }
+    return args_validate_ssl(a, err, errlen);
 }
 
 int args_finalize(args_server *a)

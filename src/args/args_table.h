@@ -75,7 +75,7 @@ X(tokenizer_mode, CHOICE, "--tokenizer-mode", "auto", "auto|slow", MODEL, SUPPOR
 X(tokenizer_worker_num, INT, "--tokenizer-worker-num", "1", NULL, MODEL, NOT_YET, "The worker num of the tokenizer manager.") \
 X(skip_tokenizer_init, BOOL, "--skip-tokenizer-init", "false", NULL, MODEL, SUPPORTED, "Skip tokenizer init; requests must pass input_ids and get output ids back.") \
 X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy", MODEL, SUPPORTED, "The format of the model weights to load; 'dummy' initialises weights randomly (for profiling).") \
-X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, NOT_YET, "Extra config for the model loader, as a JSON string.") \
+X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, SUPPORTED, "Extra config for the model loader, as a JSON string: {\"enable_multithread_load\": true, \"num_threads\": 8} packs each large weight (>= 4 MiB) with num_threads threads (default 8); without it, one thread.") \
 X(trust_remote_code, BOOL, "--trust-remote-code", "false", NULL, MODEL, IGNORED, "Allow custom models defined on the Hub in their own modeling files; ignored by sglc: it never runs remote code, architectures are built in.") \
 X(context_length, INT, "--context-length", NULL, NULL, MODEL, SUPPORTED, "The model's maximum context length (defaults to the value in config.json).") \
 X(is_embedding, BOOL, "--is-embedding", "false", NULL, MODEL, SUPPORTED, "Whether to use a CausalLM as an embedding model (sglc serve: /encode and /v1/embeddings, last-token pooling, L2-normalized).") \
@@ -90,17 +90,17 @@ X(warmups, STR, "--warmups", NULL, NULL, HTTP, SUPPORTED, "Comma-separated custo
 X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
 X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, SUPPORTED, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
-X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, NOT_YET, "The SSL key file path for HTTPS.") \
-X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, NOT_YET, "The SSL certificate file path for HTTPS.") \
-X(ssl_ca_certs, STR, "--ssl-ca-certs", NULL, NULL, HTTP, NOT_YET, "The CA certificates file for verifying client certificates.") \
-X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, NOT_YET, "The password of the SSL key file.") \
+X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, SUPPORTED, "The SSL key file (PEM) for HTTPS; requires --ssl-certfile.") \
+X(ssl_certfile, STR, "--ssl-certfile", NULL, NULL, HTTP, SUPPORTED, "The SSL certificate file (PEM, may hold the chain) for HTTPS; requires --ssl-keyfile.") \
+X(ssl_ca_certs, STR, "--ssl-ca-certs", NULL, NULL, HTTP, SUPPORTED, "The CA certificates file (PEM) trusted for client certificates; as in SGLang (uvicorn's ssl_cert_reqs=CERT_NONE) a client certificate is asked for but not required.") \
+X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, SUPPORTED, "The password of an encrypted --ssl-keyfile (PKCS#8).") \
 X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET, "Reload SSL certificates when the files change.") \
 /* ---- Quantization and data type ---- */ \
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \
 X(quantization, STR, "--quantization", NULL, NULL, QUANT, NOT_YET, "The quantization method.") \
 X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, NOT_YET, "Path to the JSON file containing the KV cache scaling factors.") \
 X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|bfloat16", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type.") \
-X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, NOT_YET, "Compute the LM head (logits) in fp32.") \
+X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, SUPPORTED, "Compute the LM head (logits) in fp32; sglc always does (f32 hidden states, weights widened to f32, f32 accumulation), so this only refuses the debug switch SGLC_BF16_DOT=1.") \
 X(modelopt_quant, STR, "--modelopt-quant", NULL, NULL, QUANT, NOT_YET, "The ModelOpt quantization configuration.") \
 X(modelopt_checkpoint_restore_path, STR, "--modelopt-checkpoint-restore-path", NULL, NULL, QUANT, NOT_YET, "Path to restore a previously saved ModelOpt quantized checkpoint.") \
 X(modelopt_checkpoint_save_path, STR, "--modelopt-checkpoint-save-path", NULL, NULL, QUANT, NOT_YET, "Path to save the ModelOpt quantized checkpoint after quantization.") \
@@ -117,8 +117,8 @@ X(chunked_prefill_size, INT, "--chunked-prefill-size", NULL, NULL, MEMSCHED, SUP
 X(max_prefill_tokens, INT, "--max-prefill-tokens", "16384", NULL, MEMSCHED, SUPPORTED, "The maximum number of tokens in a prefill batch.") \
 X(schedule_policy, CHOICE, "--schedule-policy", "fcfs", "fcfs|lpm|dfs-weight|lof|random", MEMSCHED, SUPPORTED, "The scheduling policy of the requests (fcfs: first come first served; lpm: longest cached prefix first; dfs-weight: depth-first over the prefix tree; lof: longest output first; random).") \
 X(enable_priority_scheduling, BOOL, "--enable-priority-scheduling", "false", NULL, MEMSCHED, SUPPORTED, "Enable priority scheduling.") \
-X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, NOT_YET, "Disable preemption of running requests by higher-priority ones.") \
-X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, NOT_YET, "Priority given to requests that set none.") \
+X(disable_priority_preemption, BOOL, "--disable-priority-preemption", "false", NULL, MEMSCHED, SUPPORTED, "With --enable-priority-scheduling, order the queue by priority but never preempt running requests.") \
+X(default_priority_value, INT, "--default-priority-value", NULL, NULL, MEMSCHED, SUPPORTED, "With --enable-priority-scheduling, the priority of requests that set none (default: the lowest priority).") \
 X(schedule_low_priority_values_first, BOOL, "--schedule-low-priority-values-first", "false", NULL, MEMSCHED, SUPPORTED, "Schedule requests with lower priority values first.") \
 X(priority_scheduling_preemption_threshold, INT, "--priority-scheduling-preemption-threshold", "10", NULL, MEMSCHED, SUPPORTED, "Minimum priority difference for a request to preempt a running one.") \
 X(schedule_conservativeness, FLOAT, "--schedule-conservativeness", "1.0", NULL, MEMSCHED, SUPPORTED, "How conservative the schedule policy is; larger is more conservative.") \
@@ -168,7 +168,7 @@ X(enable_metrics, BOOL, "--enable-metrics", "false", NULL, LOGGING, SUPPORTED, "
 X(enable_metrics_for_all_schedulers, BOOL, "--enable-metrics-for-all-schedulers", "false", NULL, LOGGING, NOT_YET, "Record metrics on all TP ranks.") \
 X(tokenizer_metrics_custom_labels_header, STR, "--tokenizer-metrics-custom-labels-header", "x-custom-labels", NULL, LOGGING, NOT_YET, "HTTP header carrying custom metric labels.") \
 X(tokenizer_metrics_allowed_custom_labels, LIST_STR, "--tokenizer-metrics-allowed-custom-labels", NULL, NULL, LOGGING, NOT_YET, "The custom labels allowed for tokenizer metrics.") \
-X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, NOT_YET, "Extra constant labels for all metrics (JSON object).") \
+X(extra_metric_labels, JSON, "--extra-metric-labels", NULL, NULL, LOGGING, SUPPORTED, "Extra constant labels for all /metrics series (JSON object of string values), with --enable-metrics.") \
 X(bucket_time_to_first_token, LIST_FLOAT, "--bucket-time-to-first-token", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the time-to-first-token histogram.") \
 X(bucket_inter_token_latency, LIST_FLOAT, "--bucket-inter-token-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the inter-token latency histogram.") \
 X(bucket_e2e_request_latency, LIST_FLOAT, "--bucket-e2e-request-latency", NULL, NULL, LOGGING, SUPPORTED, "Buckets of the end-to-end request latency histogram.") \
@@ -176,16 +176,16 @@ X(collect_tokens_histogram, BOOL, "--collect-tokens-histogram", "false", NULL, L
 X(prompt_tokens_buckets, LIST_STR, "--prompt-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the prompt tokens histogram.") \
 X(generation_tokens_buckets, LIST_STR, "--generation-tokens-buckets", NULL, NULL, LOGGING, SUPPORTED, "Buckets rule of the generation tokens histogram.") \
 X(gc_warning_threshold_secs, FLOAT, "--gc-warning-threshold-secs", "0.0", NULL, LOGGING, NOT_YET, "Threshold for long garbage-collection warnings (Python only).") \
-X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, NOT_YET, "The log interval of decode batches.") \
-X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, NOT_YET, "Enable per-request time stats logging.") \
+X(decode_log_interval, INT, "--decode-log-interval", "40", NULL, LOGGING, SUPPORTED, "Log a 'Decode batch.' stats line every N decode steps ('Prefill batch.' lines are logged for every prefill batch).") \
+X(enable_request_time_stats_logging, BOOL, "--enable-request-time-stats-logging", "false", NULL, LOGGING, SUPPORTED, "Log 'Req Time Stats(rid=..., input len=..., output len=..., type=unified): queue_duration=..., forward_duration=..., entry_time=...' when a request finishes.") \
 X(kv_events_config, STR, "--kv-events-config", NULL, NULL, LOGGING, NOT_YET, "Config in JSON for KV cache event publishing.") \
 X(enable_trace, BOOL, "--enable-trace", "false", NULL, LOGGING, NOT_YET, "Enable OpenTelemetry tracing.") \
 X(otlp_traces_endpoint, STR, "--otlp-traces-endpoint --oltp-traces-endpoint", "localhost:4317", NULL, LOGGING, NOT_YET, "OpenTelemetry collector endpoint (host:port).") \
 X(log_requests_target, LIST_STR, "--log-requests-target", NULL, NULL, LOGGING, SUPPORTED, "Where request logs go (stdout or a folder).") \
 X(uvicorn_access_log_exclude_prefixes, LIST_STR, "--uvicorn-access-log-exclude-prefixes", "[]", NULL, LOGGING, SUPPORTED, "Path prefixes excluded from the HTTP access log.") \
 /* ---- RequestMetricsExporter configuration ---- */ \
-X(export_metrics_to_file, BOOL, "--export-metrics-to-file", "false", NULL, METRICS_EXPORT, NOT_YET, "Export per-request performance metrics to files.") \
-X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, METRICS_EXPORT, NOT_YET, "Folder for the exported request metrics files.") \
+X(export_metrics_to_file, BOOL, "--export-metrics-to-file", "false", NULL, METRICS_EXPORT, SUPPORTED, "Export per-request performance metrics (request parameters + meta_info, one JSON line per request) to hourly files sglang-request-metrics-YYYYmmdd_HH.log.") \
+X(export_metrics_to_file_dir, STR, "--export-metrics-to-file-dir", NULL, NULL, METRICS_EXPORT, SUPPORTED, "Folder for the exported request metrics files (created; required with --export-metrics-to-file).") \
 /* ---- API related ---- */ \
 X(api_key, STR, "--api-key", NULL, NULL, API, SUPPORTED, "API key the server requires (Authorization: Bearer).") \
 X(admin_api_key, STR, "--admin-api-key", NULL, NULL, API, SUPPORTED, "API key for admin/control endpoints.") \

@@ -48,6 +48,13 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->threads = threads > 0 ? (int)threads : 0;
     mo->revision = a->revision;
     mo->download_dir = a->download_dir;
+    mo->fp32_lm_head = a->enable_fp32_lm_head;
+    /* SGLang's DefaultModelLoader keys (checked by args_validate):
+     * enable_multithread_load (false = one thread), num_threads (default 8) */
+    json_t *xc = a->model_loader_extra_config ? json_loads(a->model_loader_extra_config, 0, NULL) : NULL;
+    json_t *ml = json_object_get(xc, "enable_multithread_load"), *nt = json_object_get(xc, "num_threads");
+    mo->pack_threads = json_is_true(ml) ? (json_is_integer(nt) ? (int)json_integer_value(nt) : 8) : 1;
+    json_decref(xc);
 }
 
 void cli_sched_args_from_args(sched_args *sa, const args_server *a)
@@ -74,5 +81,14 @@ void cli_sched_args_from_args(sched_args *sa, const args_server *a)
     if (a->priority_scheduling_preemption_threshold != ARGS_INT_NONE)
         sa->priority_scheduling_preemption_threshold = a->priority_scheduling_preemption_threshold;
     sa->abort_on_priority_when_disabled = a->abort_on_priority_when_disabled;
+    sa->disable_priority_preemption = a->disable_priority_preemption;
+    if (a->default_priority_value != ARGS_INT_NONE && !a->enable_priority_scheduling)
+        log_warn("--default-priority-value is ignored without --enable-priority-scheduling");
+    if (a->default_priority_value != ARGS_INT_NONE) {
+        sa->has_default_priority = true;
+        sa->default_priority_value = a->default_priority_value;
+    }
+    sa->log_time_stats = a->enable_request_time_stats_logging;
+    if (a->decode_log_interval != ARGS_INT_NONE) sa->decode_log_interval = a->decode_log_interval;
     if (a->stream_interval != ARGS_INT_NONE) sa->stream_interval = a->stream_interval;
 }

@@ -32,7 +32,8 @@
 #define CLI_MODEL_ARG_IDS                                                                        \
     ARG_ID_model_path, ARG_ID_revision, ARG_ID_download_dir, ARG_ID_load_format, ARG_ID_dtype,    \
         ARG_ID_kv_cache_dtype, ARG_ID_context_length, ARG_ID_json_model_override_args,            \
-        ARG_ID_random_seed, ARG_ID_trust_remote_code, ARG_ID_log_level
+        ARG_ID_random_seed, ARG_ID_trust_remote_code, ARG_ID_log_level, ARG_ID_enable_fp32_lm_head, \
+        ARG_ID_model_loader_extra_config
 /* Server arguments that the scheduler reads (cli_sched_args_from_args). */
 #define CLI_SCHED_ARG_IDS                                                                        \
     ARG_ID_page_size, ARG_ID_max_total_tokens, ARG_ID_mem_fraction_static,                        \
@@ -42,7 +43,8 @@
         ARG_ID_radix_eviction_policy, ARG_ID_enable_mixed_chunk,                                  \
         ARG_ID_enable_priority_scheduling, ARG_ID_schedule_low_priority_values_first,             \
         ARG_ID_priority_scheduling_preemption_threshold, ARG_ID_abort_on_priority_when_disabled,  \
-        ARG_ID_stream_interval
+        ARG_ID_disable_priority_preemption, ARG_ID_default_priority_value,                        \
+        ARG_ID_decode_log_interval, ARG_ID_enable_request_time_stats_logging, ARG_ID_stream_interval
 
 /* Parse the command line of command `name` ("generate": messages read
  * "sglc generate: ...").  Returns -1 to go on, the caller then owning *a

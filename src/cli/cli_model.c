@@ -31,6 +31,16 @@ model *cli_model_load(const cli_model_opts *o)
         return NULL;
     }
     log_info("kernels: %s", kernels_isa_name(kernels_isa()));
+    /* the LM head is f32 math already (f32 hidden states, bf16 weights
+     * widened exactly, f32 accumulation: what SGLang's fp32 lm_head does);
+     * only the AVX-512 debug switch SGLC_BF16_DOT=1 rounds activations */
+    const char *dot = getenv("SGLC_BF16_DOT");
+    if (o->fp32_lm_head && kernels_isa() == KERN_ISA_AVX512 && dot && *dot && strcmp(dot, "0") != 0) {
+        fprintf(stderr, "error: --enable-fp32-lm-head: SGLC_BF16_DOT=%s rounds the activations of every bf16 "
+                        "matmul, the LM head included, to bf16; unset it\n", dot);
+        return NULL;
+    }
+    kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : 1);
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];

@@ -46,6 +46,7 @@
 #include "template/completion.h"
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
+#include "util/fileio.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -97,6 +98,7 @@ static int warmup(sched *s, const tok_tokenizer *tok)
  * whole command; cmd_serve frees them after serve() returns, whatever
  * path it returned by. */
 static api_reqlog *g_reqlog;
+static api_mexport *g_mexport;
 static api_metrics *g_metrics;
 static api_access_log *g_access;
 
@@ -181,10 +183,16 @@ static int serve(int argc, char **argv)
                                   .collect_tokens_histogram = a.collect_tokens_histogram,
                                   .prompt_tokens_rule = a.prompt_tokens_buckets,
                                   .generation_tokens_rule = a.generation_tokens_buckets};
+        json_t *extra = a.extra_metric_labels ? json_loads(a.extra_metric_labels, 0, NULL) : NULL;
+        mopts.extra_labels = extra;
         metrics = g_metrics = api_metrics_create(a.served_model_name ? a.served_model_name : a.model_path,
                                                  &mopts, err, sizeof err);
+        json_decref(extra);
     }
-    if (!reqlog || (a.enable_metrics && !metrics)) {
+    api_mexport *mexport = NULL;
+    if (reqlog && (!a.enable_metrics || metrics) && a.export_metrics_to_file)
+        mexport = g_mexport = api_mexport_create(a.export_metrics_to_file_dir, (int)a.log_requests_level, err, sizeof err);
+    if (!reqlog || (a.enable_metrics && !metrics) || (a.export_metrics_to_file && !mexport)) {
         fprintf(stderr, "sglc serve: %s\n", err);
         args_server_free(&a);
         return 2;
@@ -372,6 +380,7 @@ static int serve(int argc, char **argv)
         .embed = em,
         .reqlog = reqlog,
         .metrics = metrics,
+        .mexport = mexport,
         .context_length = mc->context_length,
         .vocab_size = mc->vocab_size,
         .incremental_streaming = a.incremental_streaming_output,
@@ -389,6 +398,7 @@ static int serve(int argc, char **argv)
     api_server *api = NULL;
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
+    char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
     if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
@@ -411,6 +421,19 @@ static int serve(int argc, char **argv)
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
                       .max_conns = 0, .idle_timeout_s = 5,
                       .access_fn = api_access_log_line, .access_ctx = access};
+    const char *tls_path[3] = {a.ssl_certfile, a.ssl_keyfile, a.ssl_ca_certs};
+    for (int i = 0; i < 3; i++) {
+        if (!tls_path[i]) continue;
+        tls_pem[i] = fileio_read(tls_path[i], (size_t)16 << 20, NULL);
+        if (!tls_pem[i]) {
+            fprintf(stderr, "sglc serve: %s: %s\n", tls_path[i], strerror(errno));
+            goto out;
+        }
+    }
+    hc.tls_cert_pem = tls_pem[0];
+    hc.tls_key_pem = tls_pem[1];
+    hc.tls_trust_pem = tls_pem[2];
+    hc.tls_key_password = a.ssl_keyfile_password;
     hs = http_start(&hc, api_handle, api, err, sizeof err);
     if (!hs) {
         fprintf(stderr, "sglc serve: %s\n", err);
@@ -432,9 +455,10 @@ static int serve(int argc, char **argv)
     sigaction(SIGINT, &sact, NULL);
     sigaction(SIGTERM, &sact, NULL);
     signal(SIGPIPE, SIG_IGN);
-    log_info("The server is fired up and ready to roll! http://%s:%d (model %s)", a.host, a.port,
+    const char *scheme = a.ssl_certfile ? "https" : "http";
+    log_info("The server is fired up and ready to roll! %s://%s:%d (model %s)", scheme, a.host, a.port,
              ac.served_model_name);
-    fprintf(stderr, "sglc serve: listening on http://%s:%d\n", a.host, a.port);
+    fprintf(stderr, "sglc serve: listening on %s://%s:%d\n", scheme, a.host, a.port);
     while (!g_stop) sleep_ms(100);
 
     log_info("shutting down: draining %d request(s)", api_active(api));
@@ -457,6 +481,10 @@ static int serve(int argc, char **argv)
     exit_code = 0;
 out:
     if (hs) http_stop(hs);
+    for (int i = 0; i < 3; i++) {
+        if (tls_pem[i]) explicit_bzero(tls_pem[i], strlen(tls_pem[i]));
+        free(tls_pem[i]);
+    }
     cli_watchdog_stop(wd);
     sched_stop(s);
     if (api) api_destroy(api);
@@ -479,6 +507,7 @@ int cmd_serve(int argc, char **argv)
     api_access_log_destroy(g_access);
     api_metrics_destroy(g_metrics);
     api_reqlog_destroy(g_reqlog);
-    g_access = NULL, g_metrics = NULL, g_reqlog = NULL;
+    api_mexport_destroy(g_mexport);
+    g_access = NULL, g_metrics = NULL, g_reqlog = NULL, g_mexport = NULL;
     return rc;
 }

@@ -329,13 +329,42 @@ http_server *http_start(const http_config *cfg, http_handler_fn fn, void *ctx, c
     }
     (void)slen;
     unsigned max_conns = cfg->max_conns ? cfg->max_conns : 65536;
+    /* TLS options go through MHD_OPTION_ARRAY (pointer options take
+     * ptr_value); an empty array when serving plain HTTP */
+    struct MHD_OptionItem tls[5];
+    int nt = 0;
+    if (cfg->tls_cert_pem) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(err, errlen, "this libmicrohttpd was built without TLS: cannot serve HTTPS");
+            free(s);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cfg->tls_cert_pem};
+        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)cfg->tls_key_pem};
+        if (cfg->tls_key_password)
+            tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_KEY_PASSWORD, 0, (void *)cfg->tls_key_password};
+        if (cfg->tls_trust_pem)
+            tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, (void *)cfg->tls_trust_pem};
+    }
+    tls[nt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_access, s,
+                            MHD_OPTION_ARRAY, tls,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_CONNECTION_LIMIT, max_conns,
                             MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 4096u, MHD_OPTION_END);
+    if (!s->d && cfg->tls_cert_pem) {
+        /* MHD does not say which: a bad key/certificate/password or the port */
+        snprintf(err, errlen,
+                 "cannot serve HTTPS on %s:%d: bad --ssl-keyfile / --ssl-certfile / --ssl-keyfile-password "
+                 "(key not matching the certificate, wrong password) or the address is in use",
+                 host, cfg->port);
+        free(s);
+        return NULL;
+    }
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (address in use or not available)", host,
                  cfg->port);

@@ -57,6 +57,12 @@ typedef struct http_config {
     unsigned idle_timeout_s; /* idle connection timeout (0 = none) */
     http_access_fn access_fn; /* NULL = no access log */
     void *access_ctx;
+    /* HTTPS (libmicrohttpd over GnuTLS) when tls_cert_pem is set: PEM
+     * texts, borrowed: keep them until http_stop */
+    const char *tls_cert_pem;     /* certificate (chain) */
+    const char *tls_key_pem;      /* private key, maybe encrypted */
+    const char *tls_key_password; /* NULL = key not encrypted */
+    const char *tls_trust_pem;    /* CA bundle for client certs (asked for, not required); NULL = none */
 } http_config;
 
 /* Start listening; NULL with a message in err. */

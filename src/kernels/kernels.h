@@ -58,6 +58,10 @@ typedef struct kern_mat {
 int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtype want,
                   int borrow_ok);
 void kern_mat_free(kern_mat *m);
+/* Threads kern_mat_init may use to pack one large weight (default 1;
+ * clamped to 1..256).  Set before loading, not while weights are packed. */
+void kern_set_pack_threads(int n);
+int kern_pack_threads(void);
 
 /* Allocate `bytes` for weights: 64-byte aligned; buffers of 4 MiB and more
  * are 2 MiB aligned and advised onto transparent huge pages (weights are

@@ -346,6 +346,12 @@ static sreq *sreq_new(sched *s, const sched_req_spec *sp, uint64_t id, int index
     r->max_new = max_new;
     r->priority = sp->priority;
     r->has_priority = sp->has_priority;
+    if (s->a.enable_priority_scheduling && !sp->has_priority) {
+        /* SGLang: --default-priority-value when given (TokenizerManager),
+         * else the lowest priority there is (Scheduler) */
+        if (s->a.has_default_priority) r->priority = s->a.default_priority_value;
+        else r->priority = s->a.schedule_low_priority_values_first ? INT64_MAX : INT64_MIN;
+    }
     r->return_logprob = sp->return_logprob;
     r->top_n = sp->return_logprob ? sp->top_logprobs_num : 0;
     r->stream = sp->stream;
@@ -545,6 +551,17 @@ static void finish_req(sched *s, sreq *r, sched_finish_kind kind, int64_t len, i
 {
     release_kv(s, r, true);
     r->state = RS_DONE;
+    if (!r->internal && s->a.log_time_stats && r->t_forward > 0) {
+        /* SGLang's Req.log_time_stats, unified (non-disaggregated) mode */
+        double now = time_now_sec();
+        struct timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        double entry = (double)wall.tv_sec + (double)wall.tv_nsec * 1e-9 - (now - r->t_submit);
+        log_info("Req Time Stats(rid=%s, input len=%" PRId64 ", output len=%" PRId64
+                 ", type=unified): queue_duration=%.2fms, forward_duration=%.2fms, entry_time=%.3f",
+                 r->rid, r->n_input, r->len - r->n_input, (r->t_forward - r->t_submit) * 1e3,
+                 (now - r->t_forward) * 1e3, entry);
+    }
     if (!r->internal) {
         finish_info fin = {kind, len, tok, str, status};
         emit_tokens(s, r, &fin);
@@ -742,9 +759,10 @@ static int retract_for_decode(sched *s)
 /* Is a lower than b (a may be preempted for b)? */
 static bool prio_below(sched *s, const sreq *a, const sreq *b)
 {
-    int64_t th = s->a.priority_scheduling_preemption_threshold;
-    if (s->a.schedule_low_priority_values_first) return a->priority - b->priority > th;
-    return b->priority - a->priority > th;
+    /* in 128 bits: a missing priority is INT64_MIN / INT64_MAX */
+    __int128 th = s->a.priority_scheduling_preemption_threshold;
+    if (s->a.schedule_low_priority_values_first) return (__int128)a->priority - b->priority > th;
+    return (__int128)b->priority - a->priority > th;
 }
 
 /* SGLang's preempt_to_schedule: retract running requests of lower
@@ -753,7 +771,7 @@ static bool prio_below(sched *s, const sreq *a, const sreq *b)
  * Returns how many were preempted. */
 static int preempt_for(sched *s, const sreq *w, double need_tokens, bool need_slot)
 {
-    if (!s->a.enable_priority_scheduling) return 0;
+    if (!s->a.enable_priority_scheduling || s->a.disable_priority_preemption) return 0;
     int n = 0;
     double got = 0;
     while ((need_slot && n == 0) || got < need_tokens) {
@@ -921,6 +939,7 @@ static bool defer_in_batch(sched *s, const sreq *w, int64_t cached)
 static int build_prefill(sched *s, int n_mixed)
 {
     s->n_batch = 0;
+    s->log_new_tokens = s->log_hit_tokens = 0;
     bool have_waiting = s->n_waiting > 0;
     if (!have_waiting && !s->chunked) return 0;
     double offset = running_reserve(s);
@@ -941,6 +960,7 @@ static int build_prefill(sched *s, int n_mixed)
         }
         if (ext > 0 && alloc_upto(s, r, r->kv_len + ext) == 0) {
             r->extend = ext;
+            s->log_new_tokens += ext;
             offset += (double)ceil_paged(s, ext) +
                       (trunc ? 0.0 : (double)min64(r->max_new - (r->len - r->n_input), CLIP_MAX_NEW_TOKENS));
             rem_input -= ext;
@@ -1011,6 +1031,9 @@ static int build_prefill(sched *s, int n_mixed)
             break;
         }
         w->extend = ext;
+        if (w->t_forward == 0) w->t_forward = time_now_sec();
+        s->log_new_tokens += ext;
+        s->log_hit_tokens += prefix;
         if (prefix > w->already_computed) w->cached_tokens += prefix - w->already_computed;
         offset += (double)ceil_paged(s, ext) + (chunk ? 0.0 : (double)reserve);
         rem_input -= ceil_paged(s, ext);
@@ -1573,6 +1596,43 @@ static void progress_set(sched *s, double since, int reqs, int64_t tokens, bool 
 
 /* ---- the step -------------------------------------------------------------- */
 
+/* KV tokens in use: the pool less what is free or evictable (SGLang's
+ * _get_token_info: max_total_num_tokens - available - evictable). */
+static int64_t used_tokens(sched *s)
+{
+    int64_t u = s->capacity - kv_pool_free_tokens(s->pool) - kv_radix_evictable_size(s->tree);
+    return u > 0 ? u : 0;
+}
+
+/* SGLang's "Prefill batch." line, once per prefill batch (before it runs). */
+static void log_prefill_stats(sched *s)
+{
+    if (s->a.decode_log_interval <= 0) return;
+    int64_t used = used_tokens(s);
+    log_info("Prefill batch. #new-seq: %d, #new-token: %" PRId64 ", #cached-token: %" PRId64
+             ", token usage: %.2f, #running-req: %d, #queue-req: %d,",
+             s->n_batch, s->log_new_tokens, s->log_hit_tokens,
+             s->capacity > 0 ? (double)used / (double)s->capacity : 0.0, s->n_running, s->n_waiting);
+}
+
+/* After a decode forward of n_dec requests: SGLang's "Decode batch." line
+ * every decode_log_interval decode forwards; gen throughput = decode
+ * tokens since the previous line / seconds since it. */
+static void log_decode_stats(sched *s, int n_dec)
+{
+    s->log_decode_ct++;
+    s->log_gen_tokens += n_dec;
+    if (s->a.decode_log_interval <= 0 || s->log_decode_ct % s->a.decode_log_interval) return;
+    double now = time_now_sec(), gap = now - s->log_decode_tic;
+    int64_t used = used_tokens(s);
+    log_info("Decode batch. #running-req: %d, #token: %" PRId64 ", token usage: %.2f, cuda graph: False, "
+             "gen throughput (token/s): %.2f, #queue-req: %d,",
+             n_dec, used, s->capacity > 0 ? (double)used / (double)s->capacity : 0.0,
+             gap > 0 ? (double)s->log_gen_tokens / gap : 0.0, s->n_waiting);
+    s->log_gen_tokens = 0;
+    s->log_decode_tic = now;
+}
+
 int sched_step(sched *s)
 {
     double t0 = time_now_sec(), f0 = s->st.forward_s;
@@ -1601,6 +1661,7 @@ int sched_step(sched *s)
         return -1;
     }
     if (np > 0) {
+        log_prefill_stats(s);
         rc = run_batch(s, mixed);
         if (mixed) s->st.n_mixed_steps++;
         else s->st.n_prefill_steps++;
@@ -1616,8 +1677,10 @@ int sched_step(sched *s)
                 log_error("decode could not get KV pages after retraction");
                 rc = -1;
             } else {
+                int n_dec = s->n_running;
                 rc = run_batch(s, true);
                 s->st.n_decode_steps++;
+                if (rc == 0) log_decode_stats(s, n_dec);
             }
             if (!n_ret) {
                 s->new_token_ratio -= s->ratio_decay;
@@ -1978,6 +2041,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
         s->max_running = (int)min64(mr, max64(1, tokens / 2));
     }
     s->init_ratio = fmin(INIT_NEW_TOKEN_RATIO * a->schedule_conservativeness, 1.0);
+    s->log_decode_tic = time_now_sec();
     s->min_ratio = fmin(s->init_ratio * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0);
     s->ratio_decay = (s->init_ratio - s->min_ratio) / NEW_TOKEN_RATIO_DECAY_STEPS;
     s->new_token_ratio = s->init_ratio;

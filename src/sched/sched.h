@@ -97,6 +97,11 @@ typedef struct sched_args {
     bool schedule_low_priority_values_first; /* --schedule-low-priority-values-first */
     int priority_scheduling_preemption_threshold; /* default 10 */
     bool abort_on_priority_when_disabled;        /* --abort-on-priority-when-disabled */
+    bool disable_priority_preemption; /* --disable-priority-preemption: order only, never retract */
+    bool has_default_priority;        /* --default-priority-value given */
+    int64_t default_priority_value;   /* priority of requests that set none (priority scheduling on) */
+    bool log_time_stats;              /* --enable-request-time-stats-logging: "Req Time Stats(...)" lines */
+    int decode_log_interval;          /* --decode-log-interval: batch log lines; 0 = none (library default) */
     int stream_interval;              /* --stream-interval, default 1 */
     int threads;                      /* compute threads, 0 = all cores */
     uint64_t random_seed;             /* --random-seed: unseeded sampling, random policy */

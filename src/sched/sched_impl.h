@@ -81,6 +81,7 @@ typedef struct sreq {
     int num_retractions;
     int64_t n_sent;             /* output tokens already sent in events */
     double t_submit;
+    double t_forward;           /* first admitted into a forward (0 = never): time stats log */
     uint64_t seq_no;            /* arrival order */
     bool to_abort;
     char *abort_msg;            /* owned or NULL */
@@ -146,6 +147,12 @@ struct sched {
     uint64_t rng;
     uint64_t next_seq_no;
     bool was_busy;
+
+    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
+    int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
+    int64_t log_decode_ct;                  /* decode forwards so far */
+    int64_t log_gen_tokens;                 /* decode tokens since the last Decode line */
+    double log_decode_tic;                  /* time of the last Decode line (or creation) */
 
     sched_stats st;
     sched_stats st_pub;         /* snapshot after each step, under out_mu (threaded readers) */

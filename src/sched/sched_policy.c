@@ -218,7 +218,7 @@ void sched_policy_order(sched *s)
         rank_current(s);
         for (int i = 0; i < n; i++) {
             sreq *r = s->waiting[i];
-            r->prio_key = s->a.schedule_low_priority_values_first ? r->priority : -r->priority;
+            r->prio_key = s->a.schedule_low_priority_values_first ? r->priority : ~r->priority; /* ~p = -p-1: no overflow */
         }
         qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_prio);
     }

@@ -4,17 +4,20 @@
  *      through api_auth_level_of + api_auth_decide (answer 0, 401 or 403)
  *   1  a /configure_logging body through api_reqlog_configure, then the
  *      same JSON logged as a request (OpenAI body, received, finished) at
- *      whatever level/format the body left
+ *      whatever level/format the body left, and exported as a request
+ *      metrics record (--export-metrics-to-file) with the same JSON as
+ *      request and output
  *   2  a JSON value through api_log_repr / api_log_transform with a
  *      max_len from the second byte (results non-NULL, transform dumps)
  *   3  an access-log line from the split fields
- * Log lines go to /dev/null (the request-log folder's file is a symlink
- * to it). */
+ * Log lines go to /dev/null (the request-log folder's file and the
+ * metrics files of this hour and the next are symlinks to it). */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api_ops.h"
@@ -22,12 +25,17 @@
 
 static api_reqlog *g_log;
 static api_access_log *g_access;
+static api_mexport *g_mx;
+static char g_mlink[2][700];
 static FILE *g_null;
 static char g_dir[64], g_link[700]; /* removed at exit */
 
 static void cleanup(void)
 {
     unlink(g_link);
+    unlink(g_mlink[0]);
+    unlink(g_mlink[1]);
+    api_mexport_destroy(g_mx);
     rmdir(g_dir);
 }
 
@@ -42,12 +50,23 @@ static void setup(void)
     if (symlink("/dev/null", path)) abort();
     snprintf(g_dir, sizeof g_dir, "%s", dir);
     snprintf(g_link, sizeof g_link, "%s", path);
+    for (int h = 0; h < 2; h++) {
+        time_t at = time(NULL) + 3600 * h;
+        struct tm tm;
+        localtime_r(&at, &tm);
+        char hour[16];
+        strftime(hour, sizeof hour, "%Y%m%d_%H", &tm);
+        snprintf(g_mlink[h], sizeof g_mlink[h], "%s/sglang-request-metrics-%s.log", dir, hour);
+        if (symlink("/dev/null", g_mlink[h])) abort();
+    }
     atexit(cleanup);
     json_t *t = json_pack("[s]", dir);
     char err[256];
     g_log = api_reqlog_create(false, 2, "text", t, err, sizeof err);
     json_decref(t);
     if (!g_log) abort();
+    g_mx = api_mexport_create(dir, 2, err, sizeof err);
+    if (!g_mx) abort();
     g_null = fopen("/dev/null", "w");
     g_access = api_access_log_create(LOG_INFO, NULL, g_null);
 }
@@ -103,6 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             api_reqlog_openai(g_log, j, j);
             api_reqlog_received(g_log, j, NULL);
             api_reqlog_finished(g_log, j, j, j);
+            api_mexport_write(g_mx, j, j);
             json_decref(j);
         }
     } else {

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -252,6 +253,54 @@ static void test_reqlog(void **state)
     rmdir(dir);
 }
 
+/* --export-metrics-to-file: SGLang's FileRequestMetricsExporter records */
+static void test_metrics_export(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sglc_mexport_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char sub[256], err[256];
+    snprintf(sub, sizeof sub, "%s/m", dir);
+    assert_null(api_mexport_create(NULL, 2, err, sizeof err));
+    api_mexport *x = api_mexport_create(sub, 2, err, sizeof err); /* the folder is created */
+    assert_non_null(x);
+    json_t *obj = json_pack("{s:s,s:n,s:{s:i},s:s,s:b,s:n}", "text", "h\u00e9", "input_ids", "sampling_params",
+                            "max_new_tokens", 3, "rid", "r1", "stream", 0, "priority");
+    json_t *out = json_pack("{s:s,s:[i],s:{s:s,s:i,s:i,s:f}}", "text", "yo", "output_ids", 7, "meta_info", "id", "r1",
+                            "prompt_tokens", 2, "completion_tokens", 1, "e2e_latency", 0.25);
+    api_mexport_write(x, obj, out);
+    json_t *hc = json_pack("{s:s}", "rid", "HEALTH_CHECK_1");
+    api_mexport_write(x, hc, out); /* health checks are not exported */
+    json_decref(hc);
+    api_mexport_destroy(x);
+    x = api_mexport_create(sub, 0, err, sizeof err); /* level 0: metadata only */
+    api_mexport_write(x, obj, out);
+    api_mexport_destroy(x);
+
+    char hour[16], path[600];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(hour, sizeof hour, "%Y%m%d_%H", &tm);
+    snprintf(path, sizeof path, "%s/sglang-request-metrics-%s.log", sub, hour);
+    char *txt = slurp(path);
+    assert_non_null(txt);
+    /* json.dumps' separators and ASCII escapes, nulls left out, meta_info spread */
+    const char *want =
+        "{\"request_parameters\": \"{\\\"text\\\": \\\"h\\\\u00e9\\\", \\\"sampling_params\\\": "
+        "{\\\"max_new_tokens\\\": 3}, \\\"rid\\\": \\\"r1\\\", \\\"stream\\\": false}\", \"id\": \"r1\", "
+        "\"prompt_tokens\": 2, \"completion_tokens\": 1, \"e2e_latency\": 0.25}\n"
+        "{\"request_parameters\": \"{\\\"rid\\\": \\\"r1\\\", \\\"stream\\\": false}\", \"id\": \"r1\", "
+        "\"prompt_tokens\": 2, \"completion_tokens\": 1, \"e2e_latency\": 0.25}\n";
+    assert_string_equal(txt, want);
+    free(txt);
+    json_decref(obj);
+    json_decref(out);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 /* $SGLANG_LOG_REQUEST_EXCEEDED_MS: only slow requests are logged as finished */
 static void test_reqlog_exceeded(void **state)
 {
@@ -373,6 +422,41 @@ static void test_metrics(void **state)
     assert_non_null(strstr(t, "le=\"50.0\"} 1.0\nsglang:generation_tokens_histogram_bucket{model_name=\"m\\\"x\",le=\"+Inf\"}"));
     free(t);
     api_metrics_destroy(m);
+
+    /* --extra-metric-labels: appended to every series, checked */
+    static const char *const bad_extra[] = {"{\"model_name\": \"x\"}", "{\"1a\": \"x\"}", "{\"__a\": \"x\"}",
+                                            "{\"a\": 1}", "[1]", NULL};
+    for (int i = 0; bad_extra[i]; i++) {
+        json_t *x = json_loads(bad_extra[i], JSON_DECODE_ANY, NULL);
+        o = (api_metrics_opts){.extra_labels = x};
+        assert_null(api_metrics_create("m", &o, err, sizeof err));
+        assert_non_null(strstr(err, "--extra-metric-labels"));
+        json_decref(x);
+    }
+    json_t *x = json_pack("{s:s,s:s}", "region", "eu\"1", "team", "a");
+    o = (api_metrics_opts){.extra_labels = x};
+    m = api_metrics_create("m", &o, err, sizeof err);
+    json_decref(x);
+    assert_non_null(m);
+    api_metrics_ttft(m, 0.15);
+    t = api_metrics_render(m, &st);
+    assert_non_null(t);
+    const char *ex = ",region=\"eu\\\"1\",team=\"a\"";
+    snprintf(s, sizeof s, "sglang:num_requests_total{model_name=\"m\"%s} ", ex);
+    assert_true(sample(t, s) == 0.0);
+    snprintf(s, sizeof s, "sglang:num_running_reqs{engine_type=\"unified\",model_name=\"m\",pp_rank=\"0\",tp_rank=\"0\"%s} ", ex);
+    assert_true(sample(t, s) == 2.0);
+    snprintf(s, sizeof s, "sglang:time_to_first_token_seconds_bucket{model_name=\"m\"%s,le=\"0.2\"} ", ex);
+    assert_true(sample(t, s) == 1.0);
+    snprintf(s, sizeof s, "sglang:cached_tokens_total{model_name=\"m\"%s,cache_source=\"total\"} ", ex);
+    assert_true(sample(t, s) == 0.0);
+    /* every series carries them */
+    for (const char *p = strchr(t, '{'); p; p = strchr(p + 1, '{')) {
+        const char *q = strchr(p, '}'), *lab2 = strstr(p, "team=\"a\"");
+        assert_true(q && lab2 && lab2 < q);
+    }
+    free(t);
+    api_metrics_destroy(m);
 }
 
 int main(void)
@@ -383,7 +467,7 @@ int main(void)
         cmocka_unit_test(test_limits),      cmocka_unit_test(test_repr),
         cmocka_unit_test(test_transform),   cmocka_unit_test(test_reqlog),
         cmocka_unit_test(test_access_log),  cmocka_unit_test(test_metrics),
-        cmocka_unit_test(test_reqlog_exceeded),
+        cmocka_unit_test(test_reqlog_exceeded), cmocka_unit_test(test_metrics_export),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

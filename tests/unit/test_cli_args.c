@@ -246,6 +246,9 @@ static void test_sched_mapping(void **state)
     sched_args got, want;
     cli_sched_args_from_args(&got, &a);
     sched_args_init(&want);
+    /* the one default the library does not share: it logs no batch lines */
+    assert_int_equal(got.decode_log_interval, 40);
+    want.decode_log_interval = 40;
     assert_memory_equal(&got, &want, sizeof got);
     args_server_free(&a);
 
@@ -255,7 +258,8 @@ static void test_sched_mapping(void **state)
                        "lof", "--schedule-conservativeness", "0.5", "--disable-radix-cache",
                        "--radix-eviction-policy", "lfu", "--enable-mixed-chunk", "--enable-priority-scheduling",
                        "--schedule-low-priority-values-first", "--priority-scheduling-preemption-threshold", "0",
-                       "--abort-on-priority-when-disabled", "--stream-interval", "4"),
+                       "--abort-on-priority-when-disabled", "--stream-interval", "4", "--disable-priority-preemption",
+                       "--default-priority-value", "-3", "--decode-log-interval", "5"),
                      ARGS_OK);
     cli_sched_args_from_args(&got, &a);
     assert_int_equal(got.page_size, 16);
@@ -273,6 +277,9 @@ static void test_sched_mapping(void **state)
     assert_int_equal(got.radix_eviction_policy, KV_EVICT_LFU);
     assert_int_equal(got.priority_scheduling_preemption_threshold, 0);
     assert_int_equal(got.stream_interval, 4);
+    assert_true(got.disable_priority_preemption && got.has_default_priority);
+    assert_int_equal(got.default_priority_value, -3);
+    assert_int_equal(got.decode_log_interval, 5);
     args_server_free(&a);
 
     /* every policy the scheduler has is a choice of --schedule-policy */
@@ -320,7 +327,38 @@ static void test_model_mapping(void **state)
     assert_int_equal(mo.kv_dtype, -1);
     assert_int_equal(mo.threads, 0);
     assert_null(mo.revision);
+    assert_int_equal(mo.pack_threads, 1);
+    assert_false(mo.fp32_lm_head);
     args_server_free(&a);
+    /* --model-loader-extra-config: SGLang's DefaultModelLoader keys */
+    static const struct {
+        const char *json;
+        int rc, threads;
+        const char *msg;
+    } xc[] = {
+        {"{\"enable_multithread_load\": true}", ARGS_OK, 8, NULL},
+        {"{\"enable_multithread_load\": true, \"num_threads\": 3}", ARGS_OK, 3, NULL},
+        {"{\"enable_multithread_load\": false, \"num_threads\": 3}", ARGS_OK, 1, NULL},
+        {"{}", ARGS_OK, 1, NULL},
+        {"{\"foo\": 1}", ARGS_EUSAGE, 0, "Unexpected extra config keys for load format auto: {'foo'}"},
+        {"{\"num_threads\": 0}", ARGS_EUSAGE, 0, "num_threads must be an integer in [1, 256]"},
+        {"{\"enable_multithread_load\": 1}", ARGS_EUSAGE, 0, "enable_multithread_load must be true or false"},
+        {"[1]", ARGS_EUSAGE, 0, "must be a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof xc / sizeof xc[0]; i++) {
+        int rc = P(&a, &cmd, err, "--model-path", "/m", "--model-loader-extra-config", xc[i].json,
+                   "--enable-fp32-lm-head");
+        assert_int_equal(rc, xc[i].rc);
+        if (rc != ARGS_OK) {
+            assert_non_null(strstr(err, xc[i].msg));
+            args_server_free(&a);
+            continue;
+        }
+        cli_model_opts_from_args(&mo, &a, 0);
+        assert_int_equal(mo.pack_threads, xc[i].threads);
+        assert_true(mo.fp32_lm_head);
+        args_server_free(&a);
+    }
     assert_int_equal(P(&a, &cmd, err, "--model-path", "/m", "--dtype", "bfloat16", "--load-format", "dummy",
                        "--context-length", "256", "--random-seed", "7", "--kv-cache-dtype", "bfloat16",
                        "--revision", "v1", "--download-dir", "/d", "--json-model-override-args", "{\"a\":1}"),

@@ -211,6 +211,50 @@ static void test_matmul_isa_switch(void **state)
     free(x), free(wf), free(y), free(yref);
 }
 
+/* kern_set_pack_threads: a large weight packed by several threads is
+ * byte-identical to the one-thread packing (f32 and bf16 sources, odd k,
+ * a ragged last panel), for every SIMD ISA this CPU runs. */
+static void test_pack_threads(void **state)
+{
+    (void)state;
+    int n = 2053, k = 1027; /* > 4 MiB packed, bf16 too: the threaded path */
+    float *wf = malloc(sizeof(float) * (size_t)n * k);
+    uint16_t *wb = malloc(sizeof(uint16_t) * (size_t)n * (k + 1));
+    assert_non_null(wf);
+    assert_non_null(wb);
+    fill(wf, (size_t)n * k, 1.0f);
+    for (size_t i = 0; i < (size_t)n * (k + 1); i++) wb[i] = f32_to_bf16(frand());
+    int checked = 0;
+    for (int isa = 1; isa < 3; isa++) {
+        if (!use_isa(isa)) continue;
+        for (int c = 0; c < 3; c++) {
+            /* f32 -> f32; f32 -> bf16 (odd k); bf16 -> bf16 (even k) */
+            const void *src = c == 2 ? (const void *)wb : (const void *)wf;
+            dtype sdt = c == 2 ? DTYPE_BF16 : DTYPE_F32, want = c == 0 ? DTYPE_F32 : DTYPE_BF16;
+            int kk = c == 2 ? k + 1 : k;
+            kern_mat one, many;
+            kern_set_pack_threads(1);
+            assert_int_equal(kern_mat_init(&one, src, sdt, n, kk, want, 0), 0);
+            kern_set_pack_threads(3);
+            assert_int_equal(kern_pack_threads(), 3);
+            assert_int_equal(kern_mat_init(&many, src, sdt, n, kk, want, 0), 0);
+            assert_non_null(one.owned);
+            assert_int_equal(one.bytes, many.bytes);
+            assert_true(one.bytes >= ((size_t)4 << 20));
+            assert_memory_equal(one.data, many.data, one.bytes);
+            kern_mat_free(&one);
+            kern_mat_free(&many);
+            checked++;
+        }
+    }
+    kern_set_pack_threads(0);
+    assert_int_equal(kern_pack_threads(), 1); /* clamped */
+    kernels_init(NULL);
+    if (!checked) print_message("no SIMD ISA on this CPU: packing not exercised\n");
+    free(wf);
+    free(wb);
+}
+
 /* Callers size matmul scratch once for their largest batch and k. */
 static void test_matmul_scratch_monotonic(void **state)
 {
@@ -433,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_matmul_scratch_monotonic),
         cmocka_unit_test(test_matmul_sources_and_big),
         cmocka_unit_test(test_matmul_sizes),
+        cmocka_unit_test(test_pack_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -490,6 +490,99 @@ static void test_priority_preemption(void **state)
     sched_destroy(s);
 }
 
+/* Finish order of a run: ids of SCHED_EV_FINISH events (up to cap). */
+static int finish_order(sched *s, uint64_t *order, int cap, int *retractions)
+{
+    int n = 0;
+    sched_event *e;
+    while ((e = sched_poll(s))) {
+        if (e->kind == SCHED_EV_FINISH && n < cap) {
+            if (retractions) retractions[n] = e->num_retractions;
+            order[n++] = e->id;
+        }
+        sched_event_free(e);
+    }
+    return n;
+}
+
+/* --disable-priority-preemption: the same workload as
+ * test_priority_preemption, but high priority only jumps the queue. */
+static void test_disable_priority_preemption(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a = base_args();
+    a.enable_priority_scheduling = true;
+    a.disable_priority_preemption = true;
+    a.max_running_requests = 1;
+    sched *s = mk(&a);
+    sched_req_spec lo = simple_spec(20, 30, 1), hi = simple_spec(20, 10, 2), mid = simple_spec(20, 10, 4);
+    lo.has_priority = true, lo.priority = 0;
+    hi.has_priority = true, hi.priority = 100;
+    mid.has_priority = true, mid.priority = 1;
+    uint64_t id_lo = sched_submit(s, &lo);
+    for (int i = 0; i < 4; i++) sched_step(s); /* low is decoding */
+    uint64_t id_mid = sched_submit(s, &mid);
+    uint64_t id_hi = sched_submit(s, &hi);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    sched_stats st;
+    sched_get_stats(s, &st);
+    assert_int_equal(st.num_preemptions, 0);
+    uint64_t order[3];
+    int retr[3];
+    assert_int_equal(finish_order(s, order, 3, retr), 3);
+    assert_int_equal(order[0], id_lo); /* never preempted */
+    assert_int_equal(retr[0], 0);
+    assert_int_equal(order[1], id_hi); /* but priority still orders the queue */
+    assert_int_equal(order[2], id_mid);
+    sched_destroy(s);
+}
+
+/* Requests without a priority: the lowest priority there is (SGLang), or
+ * --default-priority-value.  One slot; a blocker runs first, then the
+ * queue is ordered by priority. */
+static void default_priority_run(bool low_first, bool has_default, int64_t def, uint64_t *first_after_blocker,
+                                 uint64_t *id_none, uint64_t *id_prio)
+{
+    sched_args a = base_args();
+    a.enable_priority_scheduling = true;
+    a.disable_priority_preemption = true;
+    a.schedule_low_priority_values_first = low_first;
+    a.has_default_priority = has_default;
+    a.default_priority_value = def;
+    a.max_running_requests = 1;
+    sched *s = mk(&a);
+    sched_req_spec blk = simple_spec(20, 8, 1), none = simple_spec(20, 4, 2), pr = simple_spec(20, 4, 3);
+    blk.has_priority = true, blk.priority = 0;
+    pr.has_priority = true, pr.priority = 5;
+    sched_submit(s, &blk);
+    for (int i = 0; i < 2; i++) sched_step(s);
+    *id_none = sched_submit(s, &none); /* submitted first: fcfs would run it first */
+    *id_prio = sched_submit(s, &pr);
+    assert_int_equal(sched_run_until_idle(s), 0);
+    uint64_t order[3];
+    assert_int_equal(finish_order(s, order, 3, NULL), 3);
+    *first_after_blocker = order[1];
+    sched_destroy(s);
+}
+
+static void test_default_priority_value(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    uint64_t first, none, pr;
+    default_priority_run(false, false, 0, &first, &none, &pr);
+    assert_int_equal(first, pr); /* no priority = lowest: 5 goes first */
+    default_priority_run(true, false, 0, &first, &none, &pr);
+    assert_int_equal(first, pr); /* low values first: no priority = INT64_MAX */
+    default_priority_run(false, true, 100, &first, &none, &pr);
+    assert_int_equal(first, none); /* default 100 > 5 */
+    default_priority_run(false, true, 1, &first, &none, &pr);
+    assert_int_equal(first, pr);   /* default 1 < 5 */
+    default_priority_run(true, true, 1, &first, &none, &pr);
+    assert_int_equal(first, none); /* low values first: 1 before 5 */
+}
+
 /* Preemption for KV tokens (not slots): a low-priority request holds most
  * of a small pool; a high-priority one that does not fit preempts it. */
 static void test_priority_preemption_tokens(void **state)
@@ -1374,6 +1467,8 @@ int main(void)
         cmocka_unit_test(test_parallel_sampling_n),
         cmocka_unit_test(test_priority_preemption),
         cmocka_unit_test(test_priority_preemption_tokens),
+        cmocka_unit_test(test_disable_priority_preemption),
+        cmocka_unit_test(test_default_priority_value),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cached_tokens),
         cmocka_unit_test(test_stream_interval),
