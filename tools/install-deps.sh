@@ -11,7 +11,7 @@ SUDO=""
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends build-essential pkg-config clang \
   libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev \
-  libyaml-dev libmicrohttpd-dev python3 python3-torch python3-numpy python3-jinja2 curl
+  libyaml-dev libmicrohttpd-dev python3 python3-torch python3-numpy python3-jinja2 curl openssl
 # Node.js + npm for the JavaScript reference tests.  The machine may already
 # ship a newer Node with its own npm; only install Debian's when none is
 # there (mixing the two breaks dpkg).
