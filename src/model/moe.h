@@ -18,8 +18,9 @@
 #include <stdint.h>
 
 /* logits (E) -> sel (K) expert ids, w (K) weights, ordered by decreasing
- * probability; equal probabilities are taken lowest index first (as
- * torch.topk on CPU), so the K ids are always distinct.  renorm: divide
+ * probability; equal probabilities are taken lowest index first (a fixed
+ * rule, so batched and single runs agree), and the K ids are always
+ * distinct.  renorm: divide
  * the K weights by their sum.  Requires 1 <= K <= E.  NaN logits count as
  * -inf (never chosen unless nothing else is left). */
 void moe_route_row(const float *logits, int E, int K, int renorm, int32_t *sel, float *w);
