@@ -1,6 +1,6 @@
 /* arch — the architecture registry: one descriptor per Hugging Face
  * architecture string, one source file per architecture (llama.c,
- * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c), all run by the shared decoder core.
+ * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c), all run by the shared decoder core.
  *
  * DESIGN: a descriptor states what differs between decoder-only models as
  * data, and decoder.c reads those flags instead of branching on names:
@@ -50,6 +50,10 @@ typedef struct model_tensor_names {
     /* MoE layers: router matrix (full name, "%d" = layer) and expert
      * projection prefixes ("%d" twice: layer, expert). */
     const char *router, *expert_gate, *expert_up, *expert_down;
+    /* GraniteMoE instead stores all experts of a layer in two 3-D tensors
+     * (full names, "%d" = layer): expert_in (E, 2*Ie, H) = gate rows then up
+     * rows per expert, expert_out (E, H, Ie).  NULL = per-expert tensors. */
+    const char *expert_in, *expert_out;
 } model_tensor_names;
 
 typedef struct model_arch {
@@ -73,6 +77,9 @@ typedef struct model_arch {
      * NULL = intermediate_size (Mixtral). */
     const char *moe_inter_key;
     int rope_neox;              /* 1: rotate_half pairs (i, i + d/2), as HF Llama */
+    /* Granite scalars from config.json: embedding_multiplier, attention_multiplier
+     * (replaces 1/sqrt(head_dim)), residual_multiplier, logits_scaling */
+    int granite_scalars;
     const model_tensor_names *names;
     /* optional extra validation after parsing; 0 ok, -1 with err set */
     int (*check)(const model_config *c, char *err, size_t errlen);
@@ -87,6 +94,7 @@ extern const model_arch model_arch_qwen2;
 extern const model_arch model_arch_qwen3;
 extern const model_arch model_arch_qwen3_moe;
 extern const model_arch model_arch_mixtral;
+extern const model_arch model_arch_granitemoe;
 
 /* Registry lookup by architectures[0]; NULL if unsupported. */
 const model_arch *model_arch_find(const char *hf_name);

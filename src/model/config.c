@@ -364,6 +364,22 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
         goto out;
     }
     if (ar->mlp == MODEL_MLP_MOE && parse_moe(c, root, err, errlen)) goto out;
+    c->embed_mult = 1.0f, c->attn_mult = 0.0f, c->resid_mult = 1.0f, c->logits_scaling = 1.0f;
+    if (ar->granite_scalars) {
+        getter gs = {root, "config.json", err, errlen, 0};
+        c->embed_mult = (float)get_num(&gs, "embedding_multiplier", 1e-6, 1e6, 1.0, 0);
+        c->attn_mult = (float)get_num(&gs, "attention_multiplier", 1e-6, 1e6, 1.0, 0);
+        c->resid_mult = (float)get_num(&gs, "residual_multiplier", 1e-6, 1e6, 1.0, 0);
+        c->logits_scaling = (float)get_num(&gs, "logits_scaling", 1e-6, 1e6, 1.0, 0);
+        if (gs.bad) goto out;
+        json_t *pe = json_object_get(root, "position_embedding_type");
+        if (pe && !json_is_null(pe) &&
+            (!json_is_string(pe) || strcmp(json_string_value(pe), "rope"))) {
+            errmsg_set(err, errlen, "config.json: position_embedding_type must be \"rope\" for %s",
+                       c->architecture);
+            goto out;
+        }
+    }
     if (ar->check && ar->check(c, err, errlen)) goto out;
     int derived = derive_context_length(c, root);
     if (context_length > 0) {

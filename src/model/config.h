@@ -70,6 +70,11 @@ typedef struct model_config {
     int norm_topk_prob;           /* renormalize the top-k weights (Mixtral: always 1) */
     int decoder_sparse_step;      /* Qwen3-MoE: layer il is sparse if (il+1) % step == 0 */
     unsigned char mlp_only[128];  /* bitmap of layers forced dense (mlp_only_layers) */
+    /* Granite scalars (arch->granite_scalars; 1, 0, 1, 1 otherwise) */
+    float embed_mult;             /* embedding_multiplier: x = embed * m */
+    float attn_mult;              /* attention_multiplier: softmax scale; 0 = 1/sqrt(head_dim) */
+    float resid_mult;             /* residual_multiplier: x += block_out * m */
+    float logits_scaling;         /* logits = lm_head(x) / s */
     int torch_dtype;              /* dtype, or -1 when absent/unknown */
     int bos_token_id;             /* -1 = none */
     int n_eos;

@@ -50,6 +50,18 @@ void model_embed_row(const model *m, int token, float *out)
         float s = sqrtf((float)H);
         for (int i = 0; i < H; i++) out[i] *= s;
     }
+    if (m->cfg.embed_mult != 1.0f)
+        for (int i = 0; i < H; i++) out[i] *= m->cfg.embed_mult;
+}
+
+/* x += r * y over n (r = residual_multiplier, 1 for most models). */
+static void resid_add(float *x, const float *y, int n, float r)
+{
+    if (r == 1.0f) {
+        kern_add(x, x, y, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) x[i] += r * y[i];
 }
 
 /* ---- KV cache ------------------------------------------------------------ */
@@ -262,7 +274,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     const int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     const int nh = c->n_head, nkv = c->n_kv_head, qd = nh * hd, kvd = nkv * hd;
     const int half = m->rot_dim / 2;
-    const float eps = c->rms_norm_eps, noff = ar->norm_offset;
+    const float eps = c->rms_norm_eps, noff = ar->norm_offset, rm = c->resid_mult;
+    const float attn_scale = c->attn_mult > 0.0f ? c->attn_mult : 1.0f / sqrtf((float)hd);
     char *scr = m->tscratch + (size_t)ith * m->tstride;
     float *inv_dyn = (float *)(scr + m->tstride - sizeof(float) * (size_t)(half + 16));
     int lo, hi;
@@ -285,7 +298,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         const model_layer *l = &m->layers[il];
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
-            if (il > 0) kern_add(x, x, m->xn + (size_t)t * H, H);
+            if (il > 0) resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
@@ -324,7 +337,7 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .kv_dt = kv->dt,
                 .slots = b->seq_slots[s],
                 .sliding_window = l->window,
-                .scale = 1.0f / sqrtf((float)hd),
+                .scale = attn_scale,
                 .softcap = ar->attn_softcap,
                 .out = m->att + (size_t)r0 * qd,
                 .out_stride = (size_t)qd,
@@ -336,7 +349,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
-            kern_add(x, x, m->xn + (size_t)t * H, H);
+            resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->ffn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
@@ -359,10 +372,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
     }
     /* last residual add, final norm of the rows that need logits */
-    for (int t = lo; t < hi; t++) {
-        float *x = m->x + (size_t)t * H;
-        kern_add(x, x, m->xn + (size_t)t * H, H);
-    }
+    for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
     tpool_barrier(cx->pool);
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
@@ -372,6 +382,13 @@ static void fwd_task(void *vctx, int ith, int nth)
     tpool_barrier(cx->pool);
     if (b->n_logits > 0)
         kern_matmul(cx->logits, m->lrows, b->n_logits, &m->lm_head, NULL, ith, nth, scr);
+    if (c->logits_scaling != 1.0f) {
+        tpool_barrier(cx->pool);
+        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
+        float inv = 1.0f / c->logits_scaling;
+        for (size_t i = a0; i < a1; i++) cx->logits[i] *= inv;
+    }
     if (ar->final_softcap > 0.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * c->vocab_size;

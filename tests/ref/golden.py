@@ -210,6 +210,12 @@ ABLATE = {
                   ("without top-k renormalization", None, _no_topk_renorm)],
     "qwen3-moe-dense0": [("with top-4 routing", {"num_experts_per_tok": 4}, None),
                          ("with top-k renormalization", None, _topk_renorm)],
+    "granitemoe": [("with top-1 routing", {"num_experts_per_tok": 1}, None),
+                   ("without embedding_multiplier", {"embedding_multiplier": 1.0}, None),
+                   ("with 1/sqrt(head_dim) instead of attention_multiplier",
+                    {"attention_multiplier": 0.25}, None),
+                   ("without residual_multiplier", {"residual_multiplier": 1.0}, None),
+                   ("without logits_scaling", {"logits_scaling": 1.0}, None)],
     "mixtral": [("with top-1 routing", {"num_experts_per_tok": 1}, None),
                 ("without top-k renormalization", None, _no_topk_renorm)],
 }

@@ -133,6 +133,12 @@ SPECS = {
                 dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=2,
                      intermediate_size=96),
                 "MoE 8 experts top-2 (block_sparse_moe w1/w3/w2)"),
+    # granite-3.0-1b-a400m: 32 experts top-8 (kept), packed 3-D expert
+    # tensors, tied, embedding/attention/residual multipliers, logits_scaling
+    "granitemoe": ("configs/ibm-granite__granite-3.0-1b-a400m-instruct/config.json",
+                   dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                        intermediate_size=24),
+                   "packed MoE experts, Granite multipliers"),
 }
 
 
@@ -172,7 +178,7 @@ def make_weights(name, cfg):
 
     t = {"model.embed_tokens.weight": (0.1 * rng.standard_normal((V, H))).astype(np.float32)}
     ab = bool(cfg.get("attention_bias", False))
-    qk3 = ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM")
+    qk3 = ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM")
     qkv_bias = arch == "Qwen2ForCausalLM" or (ab and arch in qk3)
     o_bias = ab and arch in qk3
     mlp_bias = bool(cfg.get("mlp_bias", False)) and arch == "LlamaForCausalLM"
@@ -184,7 +190,12 @@ def make_weights(name, cfg):
         t[p + "self_attn.k_proj.weight"] = lin(KV * D, H)
         t[p + "self_attn.v_proj.weight"] = lin(KV * D, H)
         t[p + "self_attn.o_proj.weight"] = lin(H, NH * D)
-        if arch == "MixtralForCausalLM" or (
+        if arch == "GraniteMoeForCausalLM":
+            mp, E = p + "block_sparse_moe.", cfg["num_local_experts"]
+            t[mp + "router.layer.weight"] = 3.0 * lin(E, H)
+            t[mp + "input_linear.weight"] = np.stack([lin(2 * I, H) for _ in range(E)])
+            t[mp + "output_linear.weight"] = np.stack([lin(H, I) for _ in range(E)])
+        elif arch == "MixtralForCausalLM" or (
                 arch == "Qwen3MoeForCausalLM" and cfg.get("num_experts", 128) > 0
                 and i not in (cfg.get("mlp_only_layers") or [])
                 and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0):

@@ -27,6 +27,13 @@ DESIGN
                         block_sparse_moe.gate, experts.E.{w1,w3,w2}
                         (gate, up, down) of intermediate_size, top-k always
                         renormalized
+    GraniteMoeForCausalLM Mixtral-style MoE with experts packed per layer:
+                        block_sparse_moe.input_linear (E, 2I, H) = gate rows
+                        then up rows, output_linear (E, H, I), router
+                        block_sparse_moe.router.layer; embeddings *
+                        embedding_multiplier, softmax scale
+                        attention_multiplier, block outputs *
+                        residual_multiplier, logits / logits_scaling
   Sliding window W: query at position i sees keys j with i - W < j <= i
   (W keys including itself), which is HF's eager mask and SGLang's
   window_left = W - 1.
@@ -91,7 +98,8 @@ class Config:
         mt = d.get("model_type", "")
         table = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
                  "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
-                 "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral"}
+                 "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
+                 "GraniteMoeForCausalLM": "granitemoe"}
         self.arch = table.get(arch) or (mt if mt in table.values() else None)
         if self.arch is None:
             raise RefError(f"unsupported architecture {arch!r} / model_type {mt!r}")
@@ -123,9 +131,16 @@ class Config:
 
         a = self.arch
         ab = bool(g("attention_bias", False))
-        self.qkv_bias = True if a == "qwen2" else (ab if a in ("llama", "qwen3", "qwen3_moe")
-                                                    else False)
-        self.o_bias = ab if a in ("llama", "qwen3", "qwen3_moe") else False
+        ab_archs = ("llama", "qwen3", "qwen3_moe", "granitemoe")
+        self.qkv_bias = True if a == "qwen2" else (ab if a in ab_archs else False)
+        self.o_bias = ab if a in ab_archs else False
+        # Granite scalars (GraniteMoeConfig defaults 1.0); attention_multiplier
+        # replaces 1/sqrt(head_dim) as the softmax scale
+        gr = a == "granitemoe"
+        self.embed_mult = float(g("embedding_multiplier", 1.0)) if gr else 1.0
+        self.attn_scale = float(g("attention_multiplier", 1.0)) if gr else None
+        self.resid_mult = float(g("residual_multiplier", 1.0)) if gr else 1.0
+        self.logits_scaling = float(g("logits_scaling", 1.0)) if gr else 1.0
         self.mlp_bias = bool(g("mlp_bias", False)) if a == "llama" else False
         self.qk_norm = a in ("qwen3", "qwen3_moe")
         # mixture of experts: which layers are sparse, experts, top-k
@@ -139,7 +154,7 @@ class Config:
             only = set(g("mlp_only_layers") or [])
             self.moe_layers = [i not in only and self.n_experts > 0 and (i + 1) % step == 0
                                for i in range(self.n_layers)]
-        elif a == "mixtral":
+        elif a in ("mixtral", "granitemoe"):
             self.n_experts = int(g("num_local_experts", 8))
             self.top_k = int(g("num_experts_per_tok", 2))
             self.moe_inter = self.inter
@@ -348,6 +363,14 @@ class Model:
             }
             if cfg.moe_layers[i]:
                 E, Ie = cfg.n_experts, cfg.moe_inter
+                if cfg.arch == "granitemoe":
+                    mp = p + "block_sparse_moe."
+                    L["router"] = take(mp + "router.layer.weight", (E, H))
+                    win = take(mp + "input_linear.weight", (E, 2 * Ie, H))
+                    wout = take(mp + "output_linear.weight", (E, H, Ie))
+                    L["experts"] = [(win[e, :Ie], win[e, Ie:], wout[e]) for e in range(E)]
+                    self.layers.append(L)
+                    continue
                 if cfg.arch == "mixtral":
                     mp, names = p + "block_sparse_moe.", ("w1", "w3", "w2")
                 else:
@@ -421,7 +444,7 @@ class Model:
         pos = torch.arange(start, start + n)
         cos, sin = rope_cos_sin(cfg, pos, start + n)
         cos, sin = cos.to(self.cdt)[:, None, :], sin.to(self.cdt)[:, None, :]
-        x = self.embed[torch.tensor(ids, dtype=torch.long)]          # (n, H)
+        x = self.embed[torch.tensor(ids, dtype=torch.long)] * cfg.embed_mult  # (n, H)
         H, D, NH, KV = cfg.hidden, cfg.head_dim, cfg.n_heads, cfg.n_kv
         kpos = torch.arange(0, start + n)
         for li, L in enumerate(self.layers):
@@ -446,7 +469,8 @@ class Model:
                 self.v_cache[li] = torch.cat([self.v_cache[li], v], 0)
             K = self.k_cache[li].repeat_interleave(NH // KV, dim=1)  # (T, NH, D)
             V = self.v_cache[li].repeat_interleave(NH // KV, dim=1)
-            scores = torch.einsum("qhd,khd->hqk", q, K) / math.sqrt(D)  # (NH, n, T)
+            scale = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(D)
+            scores = torch.einsum("qhd,khd->hqk", q, K) * scale          # (NH, n, T)
             allowed = kpos[None, :] <= pos[:, None]                      # (n, T)
             w = cfg.windows[li]
             if w:
@@ -457,10 +481,10 @@ class Model:
             o = att @ L["wo"].T
             if cfg.o_bias:
                 o = o + L["bo"]
-            x = x + o
+            x = x + o * cfg.resid_mult
             h = self.rmsnorm(x, L["post_norm"])
             if "experts" in L:
-                x = x + self.moe(h, L)
+                x = x + self.moe(h, L) * cfg.resid_mult
                 continue
             g = h @ L["gate"].T
             u = h @ L["up"].T
@@ -469,10 +493,10 @@ class Model:
             m = (torch.nn.functional.silu(g) * u) @ L["down"].T
             if cfg.mlp_bias:
                 m = m + L["bdown"]
-            x = x + m
+            x = x + m * cfg.resid_mult
         self.n_cached += n
         x = self.rmsnorm(x, self.norm)
-        return x @ self.lm_head.T
+        return (x @ self.lm_head.T) / cfg.logits_scaling
 
     def generate(self, prompt, max_new_tokens, ignore_eos=True, eos=None):
         """Greedy decode.  Returns (prefill logits (n_prompt, vocab) float32

@@ -196,12 +196,32 @@ static void test_config_moe(void **state)
     assert_int_not_equal(parse(&c, QMOE "}",
                                "{\"architectures\":[\"MixtralForCausalLM\"],\"mlp_only_layers\":[1]}",
                                err), 0);
+    /* GraniteMoE: Mixtral-style MoE plus the four scalars (defaults 1) */
+    assert_int_equal(parse(&c, QMOE "}",
+                           "{\"architectures\":[\"GraniteMoeForCausalLM\"],\"num_local_experts\":4,"
+                           "\"embedding_multiplier\":12.0,\"attention_multiplier\":0.015625,"
+                           "\"residual_multiplier\":0.22,\"logits_scaling\":6.0}", err), 0);
+    assert_ptr_equal(c.arch, &model_arch_granitemoe);
+    assert_true(fabsf(c.embed_mult - 12.0f) < 1e-6f && fabsf(c.attn_mult - 0.015625f) < 1e-9f);
+    assert_true(fabsf(c.resid_mult - 0.22f) < 1e-6f && fabsf(c.logits_scaling - 6.0f) < 1e-6f);
+    assert_int_equal(c.norm_topk_prob, 1);
+    assert_int_equal(parse(&c, QMOE "}", "{\"architectures\":[\"GraniteMoeForCausalLM\"]}", err), 0);
+    assert_true(c.embed_mult == 1.0f && c.attn_mult == 1.0f && c.resid_mult == 1.0f &&
+                c.logits_scaling == 1.0f);
+    assert_int_not_equal(parse(&c, QMOE "}",
+                               "{\"architectures\":[\"GraniteMoeForCausalLM\"],"
+                               "\"position_embedding_type\":\"alibi\"}", err), 0);
+    assert_non_null(strstr(err, "position_embedding_type"));
+    /* other architectures ignore Granite keys */
+    assert_int_equal(parse(&c, QMOE "}", "{\"logits_scaling\":6.0}", err), 0);
+    assert_true(c.logits_scaling == 1.0f && c.attn_mult == 0.0f);
     /* the real configs parse */
     const char *sh = getenv("SGLC_SHARED");
     char path[512];
-    const char *dirs[2] = {"Qwen__Qwen3-30B-A3B", "mistralai__Mixtral-8x7B-Instruct-v0.1"};
-    const int ne[2] = {128, 8}, nk[2] = {8, 2}, ni[2] = {768, 14336};
-    for (int i = 0; i < 2; i++) {
+    const char *dirs[3] = {"Qwen__Qwen3-30B-A3B", "mistralai__Mixtral-8x7B-Instruct-v0.1",
+                           "ibm-granite__granite-3.0-1b-a400m-instruct"};
+    const int ne[3] = {128, 8, 32}, nk[3] = {8, 2, 8}, ni[3] = {768, 14336, 512};
+    for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/models/configs/%s", sh && *sh ? sh : "../shared", dirs[i]);
         if (access(path, R_OK)) continue;
         assert_int_equal(model_config_load(&c, path, NULL, 0, err, sizeof err), 0);
