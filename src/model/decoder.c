@@ -198,15 +198,18 @@ static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_spl
 /* The MoE MLP slot: xn (T, H) normed rows in, xn (T, H) = sum over each
  * row's top-k experts of w * down(act(gate(x)) * up(x)) out.
  *   router logits = xn Wr            columns        | barrier
- *   softmax + top-k per row          rows           | barrier
- *   group assignments by expert      thread 0       | barrier
- *   gather rows into expert order    assignments    | barrier
+ *   softmax + top-k per row, group assignments by expert
+ *                                    thread 0 (+ the gather when A is small) | barrier
+ *   gather rows into expert order    assignments    | barrier (skipped when small)
  *   per used expert: gate, up        columns        | barrier
  *   act(gate) * up                   assignments    | barrier
  *   per used expert: down -> ex      columns        | barrier
  *   xn[t] = sum_k w[t,k] ex[inv[t,k]]  rows (fixed k order: deterministic)
  * Each used expert's weights are read once per forward, whatever the
  * number of rows routed to it. */
+/* Assignments (rows x top-k) up to which thread 0 gathers alone. */
+#define MOE_SERIAL_GATHER 64
+
 static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void *scr, int lo,
                       int hi)
 {
@@ -216,21 +219,30 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void 
     const int Ie = c->moe_inter, A = T * K;
     kern_matmul(m->rlog, m->xn, T, &l->wrouter, NULL, ith, nth, scr); /* (T, E) */
     tpool_barrier(cx->pool);
-    for (int t = lo; t < hi; t++)
-        moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob, m->esel + (size_t)t * K,
-                      m->ew + (size_t)t * K);
-    tpool_barrier(cx->pool);
+    /* routing and grouping are O(T * E * K): one thread, one barrier less;
+     * small batches (decode) gather on that thread too, another one less */
+    const int small = A <= MOE_SERIAL_GATHER;
     if (ith == 0) {
+        for (int t = 0; t < T; t++)
+            moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob,
+                          m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
         for (int e = 0; e < E; e++)
             if (m->ecnt[e]) m->touched_bytes += m->expert_bytes;
+        if (small)
+            for (int p = 0; p < A; p++)
+                memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
+                       sizeof(float) * H);
     }
     tpool_barrier(cx->pool);
     int alo, ahi;
     kern_split(A, ith, nth, &alo, &ahi);
-    for (int p = alo; p < ahi; p++)
-        memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H, sizeof(float) * H);
-    tpool_barrier(cx->pool);
+    if (!small) {
+        for (int p = alo; p < ahi; p++)
+            memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
+                   sizeof(float) * H);
+        tpool_barrier(cx->pool);
+    }
     for (int e = 0; e < E; e++) {
         int n = m->ecnt[e];
         if (!n) continue;
