@@ -214,7 +214,15 @@ int cmd_bench_one_batch(int argc, char **argv)
                            res.median_decode, dt);
                 printf("Total. latency: %.3f s, throughput: %9.2f token/s\n", total,
                        (double)B * (I + O) / total);
-                if (res.decode_steps)
+                /* bytes the last decode step read: all of a dense model;
+                 * for MoE only the experts that step routed to */
+                size_t rbytes = res.decode_steps ? model_last_read_bytes(m) : wbytes;
+                if (res.decode_steps && rbytes != wbytes)
+                    printf("Weights: %.1f MiB, read per decode step: %.1f MiB (active experts); "
+                           "effective decode weight bandwidth: %.2f GB/s\n",
+                           wbytes / 1048576.0, rbytes / 1048576.0,
+                           rbytes / res.median_decode / 1e9);
+                else if (res.decode_steps)
                     printf("Weights: %.1f MiB; effective decode weight bandwidth: %.2f GB/s\n",
                            wbytes / 1048576.0, wbytes / res.median_decode / 1e9);
                 if (result_file) {
@@ -231,9 +239,10 @@ int cmd_bench_one_batch(int argc, char **argv)
                     json_object_set_new(j, "overall_throughput",
                                         json_real((double)B * (I + O) / total));
                     json_object_set_new(j, "weight_bytes", json_integer((json_int_t)wbytes));
+                    json_object_set_new(j, "decode_read_bytes", json_integer((json_int_t)rbytes));
                     json_object_set_new(j, "decode_weight_gbps",
                                         json_real(res.median_decode > 0
-                                                      ? wbytes / res.median_decode / 1e9
+                                                      ? rbytes / res.median_decode / 1e9
                                                       : 0.0));
                     json_object_set_new(j, "threads", json_integer(nth));
                     char *s = json_dumps(j, JSON_COMPACT);

@@ -63,7 +63,7 @@ void kern_mat_free(kern_mat *m);
 void kern_set_pack_threads(int n);
 int kern_pack_threads(void);
 
-/* Allocate `bytes` for weights: 64-byte aligned; buffers of 4 MiB and more
+/* Allocate `bytes` for weights: 64-byte aligned; buffers of 1 MiB and more
  * are 2 MiB aligned and advised onto transparent huge pages (weights are
  * streamed once per decode step, and 4 KiB pages cost a TLB walk every
  * 4 KiB).  Contents undefined; release with free().  NULL on failure. */

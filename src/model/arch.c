@@ -28,6 +28,9 @@ static const model_arch *const registry[] = {
     &model_arch_mistral,
     &model_arch_qwen2,
     &model_arch_qwen3,
+    &model_arch_qwen3_moe,
+    &model_arch_mixtral,
+    &model_arch_granitemoe,
 };
 
 const model_arch *model_arch_find(const char *hf_name)

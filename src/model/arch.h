@@ -1,6 +1,6 @@
 /* arch — the architecture registry: one descriptor per Hugging Face
  * architecture string, one source file per architecture (llama.c,
- * mistral.c, qwen2.c, qwen3.c), all run by the shared decoder core.
+ * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c), all run by the shared decoder core.
  *
  * DESIGN: a descriptor states what differs between decoder-only models as
  * data, and decoder.c reads those flags instead of branching on names:
@@ -10,12 +10,13 @@
  *         -> final norm -> lm_head (tied or not)
  *
  * Seams kept open for architectures not written yet:
- *   - MLP slot: `mlp` selects the block after the second norm.  Dense gated
- *     (gate/up/down) exists.  MoE (Qwen3-MoE, Mixtral) will add
- *     MODEL_MLP_MOE: a router matmul (hidden -> n_expert), top-k softmax, and
+ *   - MLP slot: `mlp` selects the block after the second norm: dense gated
+ *     (gate/up/down), or MODEL_MLP_MOE (Qwen3-MoE, Mixtral): a router matmul
+ *     (hidden -> n_expert), softmax + top-k (+ renormalization), and
  *     per-expert gate/up/down kern_mats loaded from the names in
- *     model_tensor_names.expert_* — the decoder's layer loop calls one
- *     mlp function through the same scratch, nothing else changes.
+ *     model_tensor_names.router / expert_*; decoder.c groups the batch's
+ *     rows by expert (moe.h).  Qwen3-MoE layers listed in mlp_only_layers
+ *     or off the decoder_sparse_step grid stay dense.
  *   - Gemma: norm_offset = 1 (weights stored as w - 1), act = GELU_TANH,
  *     embed_scale = 1 (x *= sqrt(hidden)), attn_softcap / final_softcap
  *     (kern_attn_args.softcap already exists), extra post-norms would be
@@ -30,7 +31,9 @@
 
 #include "model/config.h"
 
-typedef enum model_mlp_kind { MODEL_MLP_DENSE = 0 } model_mlp_kind;
+/* MLP slot: dense gated (gate/up/down), or a sparse mixture of experts
+ * (router + top-k of n_expert gated experts, see moe.h). */
+typedef enum model_mlp_kind { MODEL_MLP_DENSE = 0, MODEL_MLP_MOE = 1 } model_mlp_kind;
 typedef enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 } model_act;
 typedef enum model_window_rule {
     MODEL_WINDOW_NONE = 0,  /* never (Llama) */
@@ -44,6 +47,13 @@ typedef struct model_tensor_names {
     const char *embed, *final_norm, *lm_head;
     const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm;
     const char *ffn_norm, *gate, *up, *down;
+    /* MoE layers: router matrix (full name, "%d" = layer) and expert
+     * projection prefixes ("%d" twice: layer, expert). */
+    const char *router, *expert_gate, *expert_up, *expert_down;
+    /* GraniteMoE instead stores all experts of a layer in two 3-D tensors
+     * (full names, "%d" = layer): expert_in (E, 2*Ie, H) = gate rows then up
+     * rows per expert, expert_out (E, H, Ie).  NULL = per-expert tensors. */
+    const char *expert_in, *expert_out;
 } model_tensor_names;
 
 typedef struct model_arch {
@@ -60,7 +70,16 @@ typedef struct model_arch {
     float attn_softcap;         /* 0 = none */
     float final_softcap;        /* 0 = none */
     model_mlp_kind mlp;
+    /* MoE only: renormalize the top-k routing weights to sum to 1:
+     * 1 always (Mixtral), -1 follow config.norm_topk_prob (Qwen3-MoE). */
+    int moe_renorm;
+    /* MoE only: config key of the expert width ("moe_intermediate_size"),
+     * NULL = intermediate_size (Mixtral). */
+    const char *moe_inter_key;
     int rope_neox;              /* 1: rotate_half pairs (i, i + d/2), as HF Llama */
+    /* Granite scalars from config.json: embedding_multiplier, attention_multiplier
+     * (replaces 1/sqrt(head_dim)), residual_multiplier, logits_scaling */
+    int granite_scalars;
     const model_tensor_names *names;
     /* optional extra validation after parsing; 0 ok, -1 with err set */
     int (*check)(const model_config *c, char *err, size_t errlen);
@@ -73,6 +92,9 @@ extern const model_arch model_arch_llama;
 extern const model_arch model_arch_mistral;
 extern const model_arch model_arch_qwen2;
 extern const model_arch model_arch_qwen3;
+extern const model_arch model_arch_qwen3_moe;
+extern const model_arch model_arch_mixtral;
+extern const model_arch model_arch_granitemoe;
 
 /* Registry lookup by architectures[0]; NULL if unsupported. */
 const model_arch *model_arch_find(const char *hf_name);

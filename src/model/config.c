@@ -190,6 +190,67 @@ static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
     return s.bad ? -1 : 0;
 }
 
+/* MoE fields with the transformers config classes' defaults: Qwen3MoeConfig
+ * (num_experts 128, top-k 8, moe_intermediate_size 768, norm_topk_prob
+ * false, decoder_sparse_step 1, mlp_only_layers []) or MixtralConfig
+ * (num_local_experts 8, top-k 2, experts as wide as intermediate_size,
+ * always renormalized). */
+static int parse_moe(model_config *c, json_t *root, char *err, size_t errlen)
+{
+    const model_arch *ar = c->arch;
+    getter g = {root, "config.json", err, errlen, 0};
+    int qwen = ar->moe_inter_key != NULL;
+    if (qwen) {
+        c->n_expert = get_int(&g, "num_experts", 0, 4096, 128, 0);
+        c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, 8, 0);
+        c->moe_inter = get_int(&g, ar->moe_inter_key, 1, 1 << 20, 768, 0);
+        c->norm_topk_prob = get_bool(&g, "norm_topk_prob", 0);
+        c->decoder_sparse_step = get_int(&g, "decoder_sparse_step", 1, 1 << 20, 1, 0);
+    } else {
+        c->n_expert = get_int(&g, "num_local_experts", 1, 4096, 8, 0);
+        c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, 2, 0);
+        c->moe_inter = c->intermediate_size;
+        c->decoder_sparse_step = 1;
+    }
+    if (ar->moe_renorm >= 0) c->norm_topk_prob = ar->moe_renorm;
+    if (g.bad) return -1;
+    if (c->n_expert > 0 && c->n_expert_used > c->n_expert) {
+        errmsg_set(err, errlen, "config.json: num_experts_per_tok (%d) exceeds the number of "
+                                "experts (%d)", c->n_expert_used, c->n_expert);
+        return -1;
+    }
+    memset(c->mlp_only, 0, sizeof c->mlp_only);
+    json_t *mo = json_object_get(root, "mlp_only_layers");
+    if (mo && !json_is_null(mo)) {
+        if (!qwen || !json_is_array(mo)) {
+            errmsg_set(err, errlen, qwen ? "config.json: mlp_only_layers must be a list of layer "
+                                           "indices"
+                                         : "config.json: mlp_only_layers is not supported for %s",
+                       c->architecture);
+            return -1;
+        }
+        size_t i;
+        json_t *v;
+        json_array_foreach(mo, i, v) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0) {
+                errmsg_set(err, errlen, "config.json: mlp_only_layers[%zu] is not a layer index", i);
+                return -1;
+            }
+            long long il = json_integer_value(v);
+            if (il < c->n_layer) c->mlp_only[il / 8] |= (unsigned char)(1u << (il % 8));
+        }
+    }
+    return 0;
+}
+
+int model_config_layer_moe(const model_config *c, int il)
+{
+    if (!c->arch || c->arch->mlp != MODEL_MLP_MOE || c->n_expert <= 0) return 0;
+    if (il < 0 || il >= c->n_layer) return 0;
+    if (c->mlp_only[il / 8] & (1u << (il % 8))) return 0;
+    return (il + 1) % c->decoder_sparse_step == 0;
+}
+
 /* SGLang's get_context_length(): max_position_embeddings times the rope
  * factor, except for llama3 and configs that state an original length. */
 static int derive_context_length(const model_config *c, json_t *root)
@@ -301,6 +362,23 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
         errmsg_set(err, errlen, "config.json: rotary dimension %d (head_dim x partial_rotary_factor) "
                             "must be even and >= 2", rot);
         goto out;
+    }
+    if (ar->mlp == MODEL_MLP_MOE && parse_moe(c, root, err, errlen)) goto out;
+    c->embed_mult = 1.0f, c->attn_mult = 0.0f, c->resid_mult = 1.0f, c->logits_scaling = 1.0f;
+    if (ar->granite_scalars) {
+        getter gs = {root, "config.json", err, errlen, 0};
+        c->embed_mult = (float)get_num(&gs, "embedding_multiplier", 1e-6, 1e6, 1.0, 0);
+        c->attn_mult = (float)get_num(&gs, "attention_multiplier", 1e-6, 1e6, 1.0, 0);
+        c->resid_mult = (float)get_num(&gs, "residual_multiplier", 1e-6, 1e6, 1.0, 0);
+        c->logits_scaling = (float)get_num(&gs, "logits_scaling", 1e-6, 1e6, 1.0, 0);
+        if (gs.bad) goto out;
+        json_t *pe = json_object_get(root, "position_embedding_type");
+        if (pe && !json_is_null(pe) &&
+            (!json_is_string(pe) || strcmp(json_string_value(pe), "rope"))) {
+            errmsg_set(err, errlen, "config.json: position_embedding_type must be \"rope\" for %s",
+                       c->architecture);
+            goto out;
+        }
     }
     if (ar->check && ar->check(c, err, errlen)) goto out;
     int derived = derive_context_length(c, root);

@@ -63,6 +63,18 @@ typedef struct model_config {
     int attention_bias;
     int mlp_bias;
     char hidden_act[32];
+    /* mixture of experts (arch->mlp == MODEL_MLP_MOE; all 0 otherwise) */
+    int n_expert;                 /* num_experts (Qwen3-MoE) / num_local_experts (Mixtral) */
+    int n_expert_used;            /* num_experts_per_tok (top-k) */
+    int moe_inter;                /* expert width: moe_intermediate_size or intermediate_size */
+    int norm_topk_prob;           /* renormalize the top-k weights (Mixtral: always 1) */
+    int decoder_sparse_step;      /* Qwen3-MoE: layer il is sparse if (il+1) % step == 0 */
+    unsigned char mlp_only[128];  /* bitmap of layers forced dense (mlp_only_layers) */
+    /* Granite scalars (arch->granite_scalars; 1, 0, 1, 1 otherwise) */
+    float embed_mult;             /* embedding_multiplier: x = embed * m */
+    float attn_mult;              /* attention_multiplier: softmax scale; 0 = 1/sqrt(head_dim) */
+    float resid_mult;             /* residual_multiplier: x += block_out * m */
+    float logits_scaling;         /* logits = lm_head(x) / s */
     int torch_dtype;              /* dtype, or -1 when absent/unknown */
     int bos_token_id;             /* -1 = none */
     int n_eos;
@@ -82,6 +94,9 @@ int model_config_load(model_config *c, const char *dir, const char *override_jso
 
 /* Does layer il use the sliding window (per the architecture's rule)? */
 int model_config_layer_window(const model_config *c, int il);
+
+/* Does layer il use the MoE block (else the dense gated MLP)? */
+int model_config_layer_moe(const model_config *c, int il);
 
 const char *model_rope_kind_name(model_rope_kind k);
 

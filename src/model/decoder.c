@@ -21,7 +21,8 @@
  *   gate = act(gate) * up             rows          | barrier
  *   xn = gate Wd                      columns       | barrier
  *   x += xn                           rows (fused into the next layer's norm)
- * The MLP block is the slot where MoE will plug in (see arch.h).
+ * The MLP block is the slot where MoE plugs in: MoE layers run moe_block
+ * (router, top-k, rows grouped by expert; see its comment and moe.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 #include <sys/mman.h>
 
 #include "model/model_impl.h"
+#include "model/moe.h"
 #include "model/rope.h"
 #include "util/log.h"
 
@@ -48,6 +50,18 @@ void model_embed_row(const model *m, int token, float *out)
         float s = sqrtf((float)H);
         for (int i = 0; i < H; i++) out[i] *= s;
     }
+    if (m->cfg.embed_mult != 1.0f)
+        for (int i = 0; i < H; i++) out[i] *= m->cfg.embed_mult;
+}
+
+/* x += r * y over n (r = residual_multiplier, 1 for most models). */
+static void resid_add(float *x, const float *y, int n, float r)
+{
+    if (r == 1.0f) {
+        kern_add(x, x, y, n);
+        return;
+    }
+    for (int i = 0; i < n; i++) x[i] += r * y[i];
 }
 
 /* ---- KV cache ------------------------------------------------------------ */
@@ -111,16 +125,31 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     size_t T = (size_t)max_tokens;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd, half = m->rot_dim / 2;
+    int any_moe = 0, any_dense = 0;
+    for (int il = 0; il < c->n_layer; il++) {
+        if (m->layers[il].moe) any_moe = 1;
+        else any_dense = 1;
+    }
+    int Id = any_dense ? I : 0; /* dense MLP width the scratch must hold */
+    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? c->moe_inter : 0;
+    size_t A = any_moe ? T * (size_t)c->n_expert_used : 0; /* expert assignments */
     int maxk = H > qd ? H : qd;
-    if (I > maxk) maxk = I;
+    if (Id > maxk) maxk = Id;
+    if (Ie > maxk) maxk = Ie;
     size_t ts = kern_matmul_scratch(max_tokens, maxk);
     size_t as = kern_attention_scratch(max_kv, hd);
     if (as > ts) ts = as;
     ts = al64(ts + sizeof(float) * (size_t)(half + 16) + 64);
     size_t sizes[] = {
         al64(T * H * 4),        al64(T * H * 4),     al64(T * qd * 4),  al64(T * kvd * 4),
-        al64(T * kvd * 4),      al64(T * qd * 4),       al64(T * I * 4),   al64(T * I * 4),
-        al64(T * half * 4),     al64(T * half * 4),     al64(T * H * 4),   al64(T * 4),
+        al64(T * kvd * 4),      al64(T * qd * 4),    al64(T * Id * 4),  al64(T * Id * 4),
+        al64(T * half * 4),     al64(T * half * 4),  al64(T * H * 4),
+        /* MoE: rlog, ew, ex, eg, eu (floats) */
+        al64(T * E * 4),        al64(A * 4),         al64(A * H * 4),   al64(A * Ie * 4),
+        al64(A * Ie * 4),
+        /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
+        al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
+        al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
         ts * (size_t)n_threads,
     };
     size_t total = 0;
@@ -133,15 +162,19 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     }
     free(m->scratch_mem);
     m->scratch_mem = mem;
-    float **slots[] = {&m->x, &m->xn, &m->q, &m->k, &m->v, &m->att, &m->gate, &m->up,
-                       &m->cos_t, &m->sin_t, &m->lrows};
-    size_t off = 0;
-    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
-        *slots[i] = (float *)(mem + off);
+    float **slots[] = {&m->x,     &m->xn,    &m->q,  &m->k,    &m->v,  &m->att,
+                       &m->gate,  &m->up,    &m->cos_t, &m->sin_t, &m->lrows,
+                       &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu};
+    int32_t **islots[] = {&m->tok_seq, &m->esel, &m->eorder, &m->einv, &m->ecnt, &m->eoff};
+    size_t off = 0, i = 0;
+    for (size_t j = 0; j < sizeof slots / sizeof slots[0]; j++, i++) {
+        *slots[j] = (float *)(mem + off);
         off += sizes[i];
     }
-    m->tok_seq = (int32_t *)(mem + off);
-    off += sizes[11];
+    for (size_t j = 0; j < sizeof islots / sizeof islots[0]; j++, i++) {
+        *islots[j] = (int32_t *)(mem + off);
+        off += sizes[i];
+    }
     m->tscratch = mem + off;
     m->tstride = ts;
     m->cap_tokens = max_tokens;
@@ -162,6 +195,86 @@ typedef struct fwd_ctx {
 
 static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
 
+/* The MoE MLP slot: xn (T, H) normed rows in, xn (T, H) = sum over each
+ * row's top-k experts of w * down(act(gate(x)) * up(x)) out.
+ *   router logits = xn Wr            columns        | barrier
+ *   softmax + top-k per row, group assignments by expert
+ *                                    thread 0 (+ the gather when A is small) | barrier
+ *   gather rows into expert order    assignments    | barrier (skipped when small)
+ *   per used expert: gate, up        columns        | barrier
+ *   act(gate) * up                   assignments    | barrier
+ *   per used expert: down -> ex      columns        | barrier
+ *   xn[t] = sum_k w[t,k] ex[inv[t,k]]  rows (fixed k order: deterministic)
+ * Each used expert's weights are read once per forward, whatever the
+ * number of rows routed to it. */
+/* Assignments (rows x top-k) up to which thread 0 gathers alone. */
+#define MOE_SERIAL_GATHER 64
+
+static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void *scr, int lo,
+                      int hi)
+{
+    model *m = cx->m;
+    const model_config *c = &m->cfg;
+    const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
+    const int Ie = c->moe_inter, A = T * K;
+    kern_matmul(m->rlog, m->xn, T, &l->wrouter, NULL, ith, nth, scr); /* (T, E) */
+    tpool_barrier(cx->pool);
+    /* routing and grouping are O(T * E * K): one thread, one barrier less;
+     * small batches (decode) gather on that thread too, another one less */
+    const int small = A <= MOE_SERIAL_GATHER;
+    if (ith == 0) {
+        for (int t = 0; t < T; t++)
+            moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob,
+                          m->esel + (size_t)t * K, m->ew + (size_t)t * K);
+        moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
+        for (int e = 0; e < E; e++)
+            if (m->ecnt[e]) m->touched_bytes += m->expert_bytes;
+        if (small)
+            for (int p = 0; p < A; p++)
+                memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
+                       sizeof(float) * H);
+    }
+    tpool_barrier(cx->pool);
+    int alo, ahi;
+    kern_split(A, ith, nth, &alo, &ahi);
+    if (!small) {
+        for (int p = alo; p < ahi; p++)
+            memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
+                   sizeof(float) * H);
+        tpool_barrier(cx->pool);
+    }
+    for (int e = 0; e < E; e++) {
+        int n = m->ecnt[e];
+        if (!n) continue;
+        size_t o = (size_t)m->eoff[e];
+        kern_matmul(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], NULL, ith, nth, scr);
+        kern_matmul(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], NULL, ith, nth, scr);
+    }
+    tpool_barrier(cx->pool);
+    for (int p = alo; p < ahi; p++) {
+        float *g = m->eg + (size_t)p * Ie;
+        kern_silu_mul(g, g, m->eu + (size_t)p * Ie, Ie);
+    }
+    tpool_barrier(cx->pool);
+    for (int e = 0; e < E; e++) {
+        int n = m->ecnt[e];
+        if (!n) continue;
+        size_t o = (size_t)m->eoff[e];
+        kern_matmul(m->ex + o * H, m->eg + o * Ie, n, &l->edown[e], NULL, ith, nth, scr);
+    }
+    tpool_barrier(cx->pool);
+    for (int t = lo; t < hi; t++) {
+        float *y = m->xn + (size_t)t * H;
+        for (int i = 0; i < H; i++) y[i] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            float w = m->ew[(size_t)t * K + k];
+            const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
+            for (int i = 0; i < H; i++) y[i] += w * src[i];
+        }
+    }
+    tpool_barrier(cx->pool);
+}
+
 static void fwd_task(void *vctx, int ith, int nth)
 {
     fwd_ctx *cx = vctx;
@@ -173,7 +286,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     const int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     const int nh = c->n_head, nkv = c->n_kv_head, qd = nh * hd, kvd = nkv * hd;
     const int half = m->rot_dim / 2;
-    const float eps = c->rms_norm_eps, noff = ar->norm_offset;
+    const float eps = c->rms_norm_eps, noff = ar->norm_offset, rm = c->resid_mult;
+    const float attn_scale = c->attn_mult > 0.0f ? c->attn_mult : 1.0f / sqrtf((float)hd);
     char *scr = m->tscratch + (size_t)ith * m->tstride;
     float *inv_dyn = (float *)(scr + m->tstride - sizeof(float) * (size_t)(half + 16));
     int lo, hi;
@@ -196,7 +310,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         const model_layer *l = &m->layers[il];
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
-            if (il > 0) kern_add(x, x, m->xn + (size_t)t * H, H);
+            if (il > 0) resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
@@ -235,7 +349,7 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .kv_dt = kv->dt,
                 .slots = b->seq_slots[s],
                 .sliding_window = l->window,
-                .scale = 1.0f / sqrtf((float)hd),
+                .scale = attn_scale,
                 .softcap = ar->attn_softcap,
                 .out = m->att + (size_t)r0 * qd,
                 .out_stride = (size_t)qd,
@@ -247,10 +361,14 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
-            kern_add(x, x, m->xn + (size_t)t * H, H);
+            resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->ffn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
+        if (l->moe) {
+            moe_block(cx, l, ith, nth, scr, lo, hi);
+            continue;
+        }
         /* MLP slot (dense gated) */
         kern_matmul(m->gate, m->xn, T, &l->wgate, l->bgate, ith, nth, scr);
         kern_matmul(m->up, m->xn, T, &l->wup, l->bup, ith, nth, scr);
@@ -266,10 +384,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
     }
     /* last residual add, final norm of the rows that need logits */
-    for (int t = lo; t < hi; t++) {
-        float *x = m->x + (size_t)t * H;
-        kern_add(x, x, m->xn + (size_t)t * H, H);
-    }
+    for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
     tpool_barrier(cx->pool);
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
@@ -282,6 +397,13 @@ static void fwd_task(void *vctx, int ith, int nth)
     tpool_barrier(cx->pool);
     if (b->n_logits > 0)
         kern_matmul(cx->logits, m->lrows, b->n_logits, &m->lm_head, NULL, ith, nth, scr);
+    if (c->logits_scaling != 1.0f) {
+        tpool_barrier(cx->pool);
+        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
+        float inv = 1.0f / c->logits_scaling;
+        for (size_t i = a0; i < a1; i++) cx->logits[i] *= inv;
+    }
     if (ar->final_softcap > 0.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * c->vocab_size;
@@ -453,6 +575,7 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
         return -1;
     }
     if (m->chunk_tokens <= 0) m->chunk_tokens = MODEL_DEFAULT_CHUNK;
+    m->touched_bytes = 0;
     if (b->n_tokens > m->chunk_tokens) return forward_chunked(m, kv, b, logits, pool);
     return forward_checked(m, kv, b, max_kv, logits, pool);
 }

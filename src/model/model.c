@@ -264,20 +264,69 @@ static const void *mat_source(loader *L, const st_tensor *t, dtype *src_dt, void
     return t->data;
 }
 
-/* Load matrix (n, k) named name into *w (prefix + ".weight" when is_prefix). */
-static void load_mat(loader *L, kern_mat *w, const char *name, int n, int k)
+/* Load matrix (n, k) named name into *w, stored as `want` (F32 or BF16;
+ * values are rounded to the model's precision either way). */
+/* Prepare *w (n, k) from `part`: a whole checkpoint tensor, or a 2-D view
+ * (same dtype, data/nbytes/shape narrowed) of a slice of `owner`, which is
+ * what gets marked resident when the kernels borrow the bytes. */
+static void load_mat_part(loader *L, kern_mat *w, const st_tensor *owner, const st_tensor *part,
+                          const char *name, int n, int k, dtype want)
+{
+    model *m = L->m;
+    dtype sdt;
+    void *tmp;
+    const void *src = mat_source(L, part, &sdt, &tmp);
+    if (!src) {
+        fail(L, "out of memory preparing '%s'", name);
+        return;
+    }
+    if (want == DTYPE_F32 && m->prec == MODEL_PREC_BF16 && sdt != DTYPE_BF16) {
+        /* kept in f32 but rounded to bf16 values like every other weight */
+        size_t count = (size_t)n * k;
+        float *r = aligned_alloc(64, (count * 4 + 63) & ~(size_t)63);
+        if (!r) {
+            free(tmp);
+            fail(L, "out of memory preparing '%s'", name);
+            return;
+        }
+        if (sdt == DTYPE_F32) memcpy(r, src, count * 4);
+        else dtype_to_f32(r, src, sdt, count);
+        for (size_t i = 0; i < count; i++) r[i] = round_prec(r[i], MODEL_PREC_BF16);
+        free(tmp);
+        tmp = r;
+        src = r;
+        sdt = DTYPE_F32;
+    }
+    if (kern_mat_init(w, src, sdt, n, k, want, 1)) {
+        free(tmp);
+        fail(L, "cannot prepare weight '%s' (out of memory?)", name);
+        return;
+    }
+    if (!w->owned) {
+        if (tmp) {
+            if (add_block(m, tmp)) fail(L, "out of memory");
+        } else {
+            st_mark_keep(&m->st, owner);
+        }
+    } else {
+        free(tmp);
+    }
+    m->weight_bytes += w->bytes;
+}
+
+static void load_mat_as(loader *L, kern_mat *w, const char *name, int n, int k, dtype want)
 {
     model *m = L->m;
     if (L->failed) return;
     if (L->dummy) {
-        size_t count = (size_t)n * k, esz = dtype_size(m->wdt);
+        size_t count = (size_t)n * k, esz = dtype_size(want);
         void *buf = aligned_alloc(64, (count * esz + 63) & ~(size_t)63);
         if (!buf) {
             fail(L, "out of memory for dummy weight '%s' (%zu bytes)", name, count * esz);
             return;
         }
-        fill_dummy(buf, m->wdt, count, &L->rng, m->prec);
-        if (kern_mat_init(w, buf, m->wdt, n, k, m->wdt, 1)) {
+        fill_dummy(buf, want, count, &L->rng, m->prec);
+        if (kern_mat_init(w, buf, want, n, k, want, 1)) {
             free(buf);
             fail(L, "cannot prepare dummy weight '%s'", name);
             return;
@@ -292,28 +341,12 @@ static void load_mat(loader *L, kern_mat *w, const char *name, int n, int k)
     }
     const st_tensor *t = find_tensor(L, name, n, k, 0);
     if (!t) return;
-    dtype sdt;
-    void *tmp;
-    const void *src = mat_source(L, t, &sdt, &tmp);
-    if (!src) {
-        fail(L, "out of memory preparing '%s'", name);
-        return;
-    }
-    if (kern_mat_init(w, src, sdt, n, k, m->wdt, 1)) {
-        free(tmp);
-        fail(L, "cannot prepare weight '%s' (out of memory?)", name);
-        return;
-    }
-    if (!w->owned) {
-        if (tmp) {
-            if (add_block(m, tmp)) fail(L, "out of memory");
-        } else {
-            st_mark_keep(&m->st, t);
-        }
-    } else {
-        free(tmp);
-    }
-    m->weight_bytes += w->bytes;
+    load_mat_part(L, w, t, t, name, n, k, want);
+}
+
+static void load_mat(loader *L, kern_mat *w, const char *name, int n, int k)
+{
+    load_mat_as(L, w, name, n, k, L->m->wdt);
 }
 
 static void load_proj(loader *L, kern_mat *w, const float **bias, const char *pat, int il, int n,
@@ -330,6 +363,112 @@ static void load_proj(loader *L, kern_mat *w, const float **bias, const char *pa
             strcat(name, ".bias");
             *bias = load_vec(L, name, n, 0);
         }
+    }
+}
+
+/* GraniteMoE: experts of layer il from input_linear (E, 2*Ie, H) -- rows
+ * [0, Ie) gate, [Ie, 2*Ie) up -- and output_linear (E, H, Ie).  Each
+ * expert's matrices are 2-D views into the 3-D tensors. */
+static void load_packed_experts(loader *L, model_layer *l, int il)
+{
+    model *m = L->m;
+    const model_config *c = &m->cfg;
+    const model_tensor_names *nm = m->arch->names;
+    int H = c->hidden_size, Ie = c->moe_inter, E = c->n_expert;
+    char nin[256], nout[256], name[300];
+    snprintf(nin, sizeof nin, nm->expert_in, il);
+    snprintf(nout, sizeof nout, nm->expert_out, il);
+    if (L->dummy) {
+        for (int e = 0; e < E && !L->failed; e++) {
+            snprintf(name, sizeof name, "%s[%d]", nin, e);
+            load_mat(L, &l->egate[e], name, Ie, H);
+            load_mat(L, &l->eup[e], name, Ie, H);
+            snprintf(name, sizeof name, "%s[%d]", nout, e);
+            load_mat(L, &l->edown[e], name, H, Ie);
+        }
+        return;
+    }
+    const st_tensor *ti = st_find(&m->st, nin), *to = st_find(&m->st, nout);
+    if (!ti) note_missing(L, nin);
+    if (!to) note_missing(L, nout);
+    if (!ti || !to) return;
+    const int64_t want[2][3] = {{E, 2 * (int64_t)Ie, H}, {E, H, Ie}};
+    const st_tensor *ts[2] = {ti, to};
+    for (int j = 0; j < 2; j++) {
+        const st_tensor *t = ts[j];
+        const char *file = m->st.files[t->file].path;
+        if (t->dt < 0) {
+            fail(L, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 weights are supported",
+                 file, t->name, t->dtype_str);
+            return;
+        }
+        if (t->ndim != 3 || t->shape[0] != want[j][0] || t->shape[1] != want[j][1] ||
+            t->shape[2] != want[j][2]) {
+            fail(L, "%s: tensor '%s' must have shape [%lld, %lld, %lld] from config.json", file,
+                 t->name, (long long)want[j][0], (long long)want[j][1], (long long)want[j][2]);
+            return;
+        }
+    }
+    size_t esz = dtype_size((dtype)ti->dt), eso = dtype_size((dtype)to->dt);
+    size_t mat = (size_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
+    for (int e = 0; e < E && !L->failed; e++) {
+        st_tensor v = *ti;
+        v.ndim = 2, v.shape[0] = Ie, v.shape[1] = H, v.nbytes = mat * esz;
+        v.data = (const char *)ti->data + (size_t)e * 2 * mat * esz;
+        snprintf(name, sizeof name, "%s[%d] (gate)", nin, e);
+        load_mat_part(L, &l->egate[e], ti, &v, name, Ie, H, m->wdt);
+        v.data = (const char *)v.data + mat * esz;
+        snprintf(name, sizeof name, "%s[%d] (up)", nin, e);
+        load_mat_part(L, &l->eup[e], ti, &v, name, Ie, H, m->wdt);
+        st_tensor d = *to;
+        d.ndim = 2, d.shape[0] = H, d.shape[1] = Ie, d.nbytes = mat * eso;
+        d.data = (const char *)to->data + (size_t)e * mat * eso;
+        snprintf(name, sizeof name, "%s[%d]", nout, e);
+        load_mat_part(L, &l->edown[e], to, &d, name, H, Ie, m->wdt);
+    }
+}
+
+/* Load the router and the E experts of MoE layer il. */
+static void load_moe(loader *L, model_layer *l, int il)
+{
+    model *m = L->m;
+    const model_config *c = &m->cfg;
+    const model_tensor_names *nm = m->arch->names;
+    int H = c->hidden_size, Ie = c->moe_inter, E = c->n_expert;
+    char name[256];
+    l->moe = 1;
+    /* The router is stored as f32 (its values still rounded to --dtype):
+     * the kernels then compute its logits in f32 from f32 activations, so
+     * top-k choices near a tie do not flip on bf16 rounding of the
+     * activations.  It is small (E x H). */
+    snprintf(name, sizeof name, nm->router, il);
+    load_mat_as(L, &l->wrouter, name, E, H, DTYPE_F32);
+    l->egate = calloc((size_t)E, sizeof(kern_mat));
+    l->eup = calloc((size_t)E, sizeof(kern_mat));
+    l->edown = calloc((size_t)E, sizeof(kern_mat));
+    if (!l->egate || !l->eup || !l->edown) {
+        fail(L, "out of memory");
+        return;
+    }
+    struct { const char *pat; kern_mat *w; int n, k; } p[3] = {
+        {nm->expert_gate, l->egate, Ie, H},
+        {nm->expert_up, l->eup, Ie, H},
+        {nm->expert_down, l->edown, H, Ie},
+    };
+    size_t before = m->weight_bytes;
+    if (nm->expert_in) {
+        load_packed_experts(L, l, il);
+    } else {
+        for (int e = 0; e < E && !L->failed; e++)
+            for (int j = 0; j < 3; j++) {
+                snprintf(name, sizeof name, p[j].pat, il, e);
+                strcat(name, ".weight");
+                load_mat(L, &p[j].w[e], name, p[j].n, p[j].k);
+            }
+    }
+    if (!L->failed) {
+        m->all_expert_bytes += m->weight_bytes - before;
+        m->expert_bytes = l->egate[0].bytes + l->eup[0].bytes + l->edown[0].bytes;
     }
 }
 
@@ -456,6 +595,13 @@ void model_free(model *m)
             kern_mat_free(&l->wq), kern_mat_free(&l->wk), kern_mat_free(&l->wv);
             kern_mat_free(&l->wo), kern_mat_free(&l->wgate), kern_mat_free(&l->wup);
             kern_mat_free(&l->wdown);
+            kern_mat_free(&l->wrouter);
+            for (int e = 0; e < m->cfg.n_expert; e++) {
+                if (l->egate) kern_mat_free(&l->egate[e]);
+                if (l->eup) kern_mat_free(&l->eup[e]);
+                if (l->edown) kern_mat_free(&l->edown[e]);
+            }
+            free(l->egate), free(l->eup), free(l->edown);
         }
     }
     kern_mat_free(&m->lm_head);
@@ -522,9 +668,13 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
         load_proj(&L, &l->wk, &l->bk, nm->k, il, kvd, H, qkv_bias);
         load_proj(&L, &l->wv, &l->bv, nm->v, il, kvd, H, qkv_bias);
         load_proj(&L, &l->wo, &l->bo, nm->o, il, H, qd, o_bias);
-        load_proj(&L, &l->wgate, &l->bgate, nm->gate, il, I, H, mlp_bias);
-        load_proj(&L, &l->wup, &l->bup, nm->up, il, I, H, mlp_bias);
-        load_proj(&L, &l->wdown, &l->bdown, nm->down, il, H, I, mlp_bias);
+        if (model_config_layer_moe(c, il)) {
+            load_moe(&L, l, il);
+        } else {
+            load_proj(&L, &l->wgate, &l->bgate, nm->gate, il, I, H, mlp_bias);
+            load_proj(&L, &l->wup, &l->bup, nm->up, il, I, H, mlp_bias);
+            load_proj(&L, &l->wdown, &l->bdown, nm->down, il, H, I, mlp_bias);
+        }
         l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
     }
     m->final_norm = L.failed ? NULL : load_vec(&L, nm->final_norm, H, 0);
@@ -562,4 +712,8 @@ fail:
 
 const model_config *model_get_config(const model *m) { return &m->cfg; }
 size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
+size_t model_last_read_bytes(const model *m)
+{
+    return m->weight_bytes - m->all_expert_bytes + m->touched_bytes;
+}
 dtype model_weight_dtype(const model *m) { return m->wdt; }

@@ -89,6 +89,11 @@ void model_free(model *m);
 const model_config *model_get_config(const model *m);
 /* Bytes of weights resident for compute (matrices + vectors). */
 size_t model_weight_bytes(const model *m);
+/* Weight bytes the last model_forward read: everything except the
+ * experts of MoE layers, plus the experts that at least one row of that
+ * forward was routed to (per layer; chunks of one call add up).  Equals
+ * model_weight_bytes() for dense models. */
+size_t model_last_read_bytes(const model *m);
 /* dtype the weight matrices are stored in. */
 dtype model_weight_dtype(const model *m);
 

@@ -20,6 +20,10 @@ typedef struct model_layer {
     kern_mat wq, wk, wv, wo;           /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
     kern_mat wgate, wup, wdown;        /* (I, H) (I, H) (H, I) */
     int window;                        /* sliding window of this layer, 0 = full */
+    /* MoE layers (moe = 1): the dense wgate/wup/wdown are unused */
+    int moe;
+    kern_mat wrouter;                  /* (E, H) */
+    kern_mat *egate, *eup, *edown;     /* (E) owned arrays: (Ie, H) (Ie, H) (H, Ie) */
 } model_layer;
 
 struct model {
@@ -43,6 +47,9 @@ struct model {
     void **blocks;                     /* owned buffers that borrowed kern_mats point into */
     int n_blocks, cap_blocks;
     size_t weight_bytes;
+    size_t expert_bytes;               /* bytes of one expert's gate+up+down (MoE) */
+    size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
+    size_t touched_bytes;              /* expert bytes the current/last forward read */
 
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
     float attn_factor;                 /* cos/sin scale (yarn) */
@@ -62,6 +69,13 @@ struct model {
     float *cos_t, *sin_t;              /* (cap_tokens, rot_dim/2) */
     float *lrows;                      /* (cap_tokens, H) normed rows that need logits */
     int32_t *tok_seq;                  /* (cap_tokens) sequence of each row */
+    /* MoE scratch (NULL when the model has no MoE layer); A = cap_tokens * K */
+    float *rlog;                       /* (cap_tokens, E) router logits */
+    int32_t *esel, *eorder, *einv;     /* (A) expert of assignment, sorted ids, position */
+    float *ew;                         /* (A) routing weight of assignment */
+    int32_t *ecnt, *eoff;              /* (E), (E+1) */
+    float *ex;                         /* (A, H) gathered inputs, then expert outputs */
+    float *eg, *eu;                    /* (A, Ie) */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
 };

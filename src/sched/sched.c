@@ -1478,6 +1478,9 @@ static int swap_compatible(const sched *s, model *nm, char *msg, size_t len)
     SWAP_CHECK(tie_word_embeddings)
     SWAP_CHECK(attention_bias)
     SWAP_CHECK(mlp_bias)
+    SWAP_CHECK(n_expert)
+    SWAP_CHECK(n_expert_used)
+    SWAP_CHECK(moe_inter)
 #undef SWAP_CHECK
     if (model_weight_dtype(nm) != model_weight_dtype(s->m)) {
         snprintf(msg, len, "The new model is not compatible with the running one: weight dtype %s != %s.",

@@ -33,7 +33,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             model_rope_inv_freq(&c, c.context_length, inv);
             free(inv);
         }
-        for (int l = 0; l < c.n_layer; l++) (void)model_config_layer_window(&c, l);
+        for (int l = 0; l < c.n_layer; l++) {
+            (void)model_config_layer_window(&c, l);
+            (void)model_config_layer_moe(&c, l);
+        }
     }
     free(buf);
     return 0;

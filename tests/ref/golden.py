@@ -179,6 +179,14 @@ def _no_qk_norm(m):
     m.cfg.qk_norm = False
 
 
+def _no_topk_renorm(m):
+    m.cfg.norm_topk = False
+
+
+def _topk_renorm(m):
+    m.cfg.norm_topk = True
+
+
 # variants of the reference for the sensitivity check (feature off or done
 # the wrong way):
 # name -> (feature, config.json override, function applied to the Model),
@@ -198,6 +206,18 @@ ABLATE = {
     "qwen2-sw": [("without use_sliding_window", {"use_sliding_window": False}, None),
                  ("with the window on every layer", {"max_window_layers": 0}, None)],
     "qwen3": ("without q/k norm", None, _no_qk_norm),
+    "qwen3-moe": [("with top-1 routing", {"num_experts_per_tok": 1}, None),
+                  ("without top-k renormalization", None, _no_topk_renorm)],
+    "qwen3-moe-dense0": [("with top-4 routing", {"num_experts_per_tok": 4}, None),
+                         ("with top-k renormalization", None, _topk_renorm)],
+    "granitemoe": [("with top-1 routing", {"num_experts_per_tok": 1}, None),
+                   ("without embedding_multiplier", {"embedding_multiplier": 1.0}, None),
+                   ("with 1/sqrt(head_dim) instead of attention_multiplier",
+                    {"attention_multiplier": 0.25}, None),
+                   ("without residual_multiplier", {"residual_multiplier": 1.0}, None),
+                   ("without logits_scaling", {"logits_scaling": 1.0}, None)],
+    "mixtral": [("with top-1 routing", {"num_experts_per_tok": 1}, None),
+                ("without top-k renormalization", None, _no_topk_renorm)],
 }
 
 

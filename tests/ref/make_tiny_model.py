@@ -7,6 +7,8 @@ DESIGN
   architecture features (GQA ratio, rope_scaling, biases, qk-norm with an
   explicit head_dim != hidden/heads, sliding window, tied embeddings) while
   shrinking it: 2 layers, hidden 64-128, intermediate ~3x, vocab 512.
+  MoE models keep num_experts_per_tok / norm_topk_prob / mlp_only_layers
+  and shrink the number of experts and their width.
   Some variants change one rope / window parameter so that the feature
   actually bites on a 64-token prompt (see SPECS).
 
@@ -116,6 +118,33 @@ SPECS = {
                     dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=32, intermediate_size=192),
                     "embedding model (last-token pooling, normalized)"),
+    # Qwen3-30B-A3B: GQA 8:1, qk-norm, head_dim 16 != hidden/heads, sparse
+    # MoE on every layer, norm_topk_prob true, top-8 kept (experts shrunk
+    # 128 -> 16, expert width 768 -> 32)
+    "qwen3-moe": ("configs/Qwen__Qwen3-30B-A3B/config.json",
+                  dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=1,
+                       head_dim=16, intermediate_size=192, num_experts=64,
+                       moe_intermediate_size=16),
+                  "MoE 16 experts top-8, norm_topk_prob"),
+    # the same with norm_topk_prob false (Qwen3MoeConfig's default) and
+    # mlp_only_layers [0]: layer 0 dense (intermediate_size), layer 1 sparse
+    "qwen3-moe-dense0": ("configs/Qwen__Qwen3-30B-A3B/config.json",
+                         dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=1,
+                              head_dim=16, intermediate_size=192, num_experts=64,
+                              moe_intermediate_size=16, norm_topk_prob=False,
+                              mlp_only_layers=[0]),
+                         "MoE without top-k renormalization, layer 0 dense (mlp_only_layers)"),
+    # Mixtral-8x7B: GQA 4:1, 8 experts top-2 (kept), always renormalized
+    "mixtral": ("configs/mistralai__Mixtral-8x7B-Instruct-v0.1/config.json",
+                dict(hidden_size=64, num_attention_heads=8, num_key_value_heads=2,
+                     intermediate_size=96),
+                "MoE 8 experts top-2 (block_sparse_moe w1/w3/w2)"),
+    # granite-3.0-1b-a400m: 32 experts top-8 (kept), packed 3-D expert
+    # tensors, tied, embedding/attention/residual multipliers, logits_scaling
+    "granitemoe": ("configs/ibm-granite__granite-3.0-1b-a400m-instruct/config.json",
+                   dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                        intermediate_size=24),
+                   "packed MoE experts, Granite multipliers"),
 }
 
 
@@ -155,8 +184,9 @@ def make_weights(name, cfg):
 
     t = {"model.embed_tokens.weight": (0.1 * rng.standard_normal((V, H))).astype(np.float32)}
     ab = bool(cfg.get("attention_bias", False))
-    qkv_bias = arch == "Qwen2ForCausalLM" or (ab and arch in ("LlamaForCausalLM", "Qwen3ForCausalLM"))
-    o_bias = ab and arch in ("LlamaForCausalLM", "Qwen3ForCausalLM")
+    qk3 = ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "GraniteMoeForCausalLM")
+    qkv_bias = arch == "Qwen2ForCausalLM" or (ab and arch in qk3)
+    o_bias = ab and arch in qk3
     mlp_bias = bool(cfg.get("mlp_bias", False)) and arch == "LlamaForCausalLM"
     for i in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -166,9 +196,31 @@ def make_weights(name, cfg):
         t[p + "self_attn.k_proj.weight"] = lin(KV * D, H)
         t[p + "self_attn.v_proj.weight"] = lin(KV * D, H)
         t[p + "self_attn.o_proj.weight"] = lin(H, NH * D)
-        t[p + "mlp.gate_proj.weight"] = lin(I, H)
-        t[p + "mlp.up_proj.weight"] = lin(I, H)
-        t[p + "mlp.down_proj.weight"] = lin(H, I)
+        if arch == "GraniteMoeForCausalLM":
+            mp, E = p + "block_sparse_moe.", cfg["num_local_experts"]
+            t[mp + "router.layer.weight"] = 3.0 * lin(E, H)
+            t[mp + "input_linear.weight"] = np.stack([lin(2 * I, H) for _ in range(E)])
+            t[mp + "output_linear.weight"] = np.stack([lin(H, I) for _ in range(E)])
+        elif arch == "MixtralForCausalLM" or (
+                arch == "Qwen3MoeForCausalLM" and cfg.get("num_experts", 128) > 0
+                and i not in (cfg.get("mlp_only_layers") or [])
+                and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0):
+            # router N(0, 4/fan_in): peaked softmax, so routing weights are
+            # far from uniform and top-k boundaries are rarely near-ties
+            if arch == "MixtralForCausalLM":
+                mp, E, Ie, nm = p + "block_sparse_moe.", cfg["num_local_experts"], I, ("w1", "w3", "w2")
+            else:
+                mp, E, Ie = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+                nm = ("gate_proj", "up_proj", "down_proj")
+            t[mp + "gate.weight"] = 3.0 * lin(E, H)
+            for e in range(E):
+                t[f"{mp}experts.{e}.{nm[0]}.weight"] = lin(Ie, H)
+                t[f"{mp}experts.{e}.{nm[1]}.weight"] = lin(Ie, H)
+                t[f"{mp}experts.{e}.{nm[2]}.weight"] = lin(H, Ie)
+        else:
+            t[p + "mlp.gate_proj.weight"] = lin(I, H)
+            t[p + "mlp.up_proj.weight"] = lin(I, H)
+            t[p + "mlp.down_proj.weight"] = lin(H, I)
         if qkv_bias:
             t[p + "self_attn.q_proj.bias"] = bias(NH * D)
             t[p + "self_attn.k_proj.bias"] = bias(KV * D)
@@ -179,7 +231,7 @@ def make_weights(name, cfg):
             t[p + "mlp.gate_proj.bias"] = bias(I)
             t[p + "mlp.up_proj.bias"] = bias(I)
             t[p + "mlp.down_proj.bias"] = bias(H)
-        if arch == "Qwen3ForCausalLM":
+        if arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
             t[p + "self_attn.q_norm.weight"] = norm(D)
             t[p + "self_attn.k_norm.weight"] = norm(D)
     t["model.norm.weight"] = norm(H)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for the dense decoder-only models sglc runs.
+"""Independent PyTorch reference for the decoder-only models sglc runs.
 
 DESIGN
   Written from the architecture definitions, not from transformers code (no
@@ -16,6 +16,24 @@ DESIGN
     Qwen3ForCausalLM    q_norm/k_norm (RMSNorm over head_dim, per head, before
                         RoPE); explicit head_dim; attention_bias as Llama;
                         sliding window as Qwen2
+    Qwen3MoeForCausalLM Qwen3 attention; MLP = sparse MoE (router mlp.gate,
+                        softmax over all experts in f32, top
+                        num_experts_per_tok, renormalized if norm_topk_prob,
+                        experts mlp.experts.E.{gate,up,down}_proj of
+                        moe_intermediate_size) except layers in
+                        mlp_only_layers or with (i+1) % decoder_sparse_step
+                        != 0, which keep the dense MLP
+    MixtralForCausalLM  Mistral attention; every MLP sparse:
+                        block_sparse_moe.gate, experts.E.{w1,w3,w2}
+                        (gate, up, down) of intermediate_size, top-k always
+                        renormalized
+    GraniteMoeForCausalLM Mixtral-style MoE with experts packed per layer:
+                        block_sparse_moe.input_linear (E, 2I, H) = gate rows
+                        then up rows, output_linear (E, H, I), router
+                        block_sparse_moe.router.layer; embeddings *
+                        embedding_multiplier, softmax scale
+                        attention_multiplier, block outputs *
+                        residual_multiplier, logits / logits_scaling
   Sliding window W: query at position i sees keys j with i - W < j <= i
   (W keys including itself), which is HF's eager mask and SGLang's
   window_left = W - 1.
@@ -79,7 +97,9 @@ class Config:
         arch = archs[0] if archs else ""
         mt = d.get("model_type", "")
         table = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
-                 "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
+                 "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3",
+                 "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
+                 "GraniteMoeForCausalLM": "granitemoe"}
         self.arch = table.get(arch) or (mt if mt in table.values() else None)
         if self.arch is None:
             raise RefError(f"unsupported architecture {arch!r} / model_type {mt!r}")
@@ -111,15 +131,40 @@ class Config:
 
         a = self.arch
         ab = bool(g("attention_bias", False))
-        self.qkv_bias = True if a == "qwen2" else (ab if a in ("llama", "qwen3") else False)
-        self.o_bias = ab if a in ("llama", "qwen3") else False
+        ab_archs = ("llama", "qwen3", "qwen3_moe", "granitemoe")
+        self.qkv_bias = True if a == "qwen2" else (ab if a in ab_archs else False)
+        self.o_bias = ab if a in ab_archs else False
+        # Granite scalars (GraniteMoeConfig defaults 1.0); attention_multiplier
+        # replaces 1/sqrt(head_dim) as the softmax scale
+        gr = a == "granitemoe"
+        self.embed_mult = float(g("embedding_multiplier", 1.0)) if gr else 1.0
+        self.attn_scale = float(g("attention_multiplier", 1.0)) if gr else None
+        self.resid_mult = float(g("residual_multiplier", 1.0)) if gr else 1.0
+        self.logits_scaling = float(g("logits_scaling", 1.0)) if gr else 1.0
         self.mlp_bias = bool(g("mlp_bias", False)) if a == "llama" else False
-        self.qk_norm = a == "qwen3"
+        self.qk_norm = a in ("qwen3", "qwen3_moe")
+        # mixture of experts: which layers are sparse, experts, top-k
+        self.moe_layers = [False] * self.n_layers
+        if a == "qwen3_moe":
+            self.n_experts = int(g("num_experts", 128))
+            self.top_k = int(g("num_experts_per_tok", 8))
+            self.moe_inter = int(g("moe_intermediate_size", 768))
+            self.norm_topk = bool(g("norm_topk_prob", False))
+            step = int(g("decoder_sparse_step", 1))
+            only = set(g("mlp_only_layers") or [])
+            self.moe_layers = [i not in only and self.n_experts > 0 and (i + 1) % step == 0
+                               for i in range(self.n_layers)]
+        elif a in ("mixtral", "granitemoe"):
+            self.n_experts = int(g("num_local_experts", 8))
+            self.top_k = int(g("num_experts_per_tok", 2))
+            self.moe_inter = self.inter
+            self.norm_topk = True
+            self.moe_layers = [True] * self.n_layers
         # per-layer sliding window (None = full attention)
         sw = g("sliding_window")
-        if a == "mistral":
+        if a in ("mistral", "mixtral"):
             self.windows = [int(sw) if sw else None] * self.n_layers
-        elif a in ("qwen2", "qwen3"):
+        elif a in ("qwen2", "qwen3", "qwen3_moe"):
             use = bool(g("use_sliding_window", False)) and sw
             mwl = int(g("max_window_layers", self.n_layers) or 0)
             self.windows = [int(sw) if use and i >= mwl else None for i in range(self.n_layers)]
@@ -315,10 +360,30 @@ class Model:
                 "wk": take(p + "self_attn.k_proj.weight", (KV * D, H)),
                 "wv": take(p + "self_attn.v_proj.weight", (KV * D, H)),
                 "wo": take(p + "self_attn.o_proj.weight", (H, cfg.n_heads * D)),
-                "gate": take(p + "mlp.gate_proj.weight", (I, H)),
-                "up": take(p + "mlp.up_proj.weight", (I, H)),
-                "down": take(p + "mlp.down_proj.weight", (H, I)),
             }
+            if cfg.moe_layers[i]:
+                E, Ie = cfg.n_experts, cfg.moe_inter
+                if cfg.arch == "granitemoe":
+                    mp = p + "block_sparse_moe."
+                    L["router"] = take(mp + "router.layer.weight", (E, H))
+                    win = take(mp + "input_linear.weight", (E, 2 * Ie, H))
+                    wout = take(mp + "output_linear.weight", (E, H, Ie))
+                    L["experts"] = [(win[e, :Ie], win[e, Ie:], wout[e]) for e in range(E)]
+                    self.layers.append(L)
+                    continue
+                if cfg.arch == "mixtral":
+                    mp, names = p + "block_sparse_moe.", ("w1", "w3", "w2")
+                else:
+                    mp, names = p + "mlp.", ("gate_proj", "up_proj", "down_proj")
+                L["router"] = take(mp + "gate.weight", (E, H))
+                L["experts"] = [(take(f"{mp}experts.{e}.{names[0]}.weight", (Ie, H)),
+                                 take(f"{mp}experts.{e}.{names[1]}.weight", (Ie, H)),
+                                 take(f"{mp}experts.{e}.{names[2]}.weight", (H, Ie)))
+                                for e in range(E)]
+            else:
+                L["gate"] = take(p + "mlp.gate_proj.weight", (I, H))
+                L["up"] = take(p + "mlp.up_proj.weight", (I, H))
+                L["down"] = take(p + "mlp.down_proj.weight", (H, I))
             if cfg.qkv_bias:
                 L["bq"] = take(p + "self_attn.q_proj.bias", (cfg.n_heads * D,))
                 L["bk"] = take(p + "self_attn.k_proj.bias", (KV * D,))
@@ -348,6 +413,27 @@ class Model:
         var = x.pow(2).mean(-1, keepdim=True)
         return w * (x * torch.rsqrt(var + self.cfg.eps))
 
+    def moe(self, h, L):
+        """Sparse MoE block on rows h (n, H): softmax over all router logits
+        (f32), top-k, optional renormalization, weighted sum of the chosen
+        experts' SwiGLU outputs.  Written per expert with masks."""
+        cfg = self.cfg
+        probs = torch.softmax((h @ L["router"].T).float(), dim=-1)      # (n, E)
+        w, sel = torch.topk(probs, cfg.top_k, dim=-1)                    # (n, K)
+        if cfg.norm_topk:
+            w = w / w.sum(dim=-1, keepdim=True)
+        w = w.to(h.dtype)
+        out = torch.zeros_like(h)
+        for e, (g, u, d) in enumerate(L["experts"]):
+            hit = sel == e                                               # (n, K)
+            rows = hit.any(dim=-1)
+            if not bool(rows.any()):
+                continue
+            xe = h[rows]
+            ye = (torch.nn.functional.silu(xe @ g.T) * (xe @ u.T)) @ d.T
+            out[rows] += (w * hit).sum(dim=-1)[rows][:, None] * ye
+        return out
+
     @torch.no_grad()
     def forward(self, ids, hidden=False):
         """Runs tokens `ids` at positions n_cached.. and appends them to the
@@ -359,7 +445,7 @@ class Model:
         pos = torch.arange(start, start + n)
         cos, sin = rope_cos_sin(cfg, pos, start + n)
         cos, sin = cos.to(self.cdt)[:, None, :], sin.to(self.cdt)[:, None, :]
-        x = self.embed[torch.tensor(ids, dtype=torch.long)]          # (n, H)
+        x = self.embed[torch.tensor(ids, dtype=torch.long)] * cfg.embed_mult  # (n, H)
         H, D, NH, KV = cfg.hidden, cfg.head_dim, cfg.n_heads, cfg.n_kv
         kpos = torch.arange(0, start + n)
         for li, L in enumerate(self.layers):
@@ -384,7 +470,8 @@ class Model:
                 self.v_cache[li] = torch.cat([self.v_cache[li], v], 0)
             K = self.k_cache[li].repeat_interleave(NH // KV, dim=1)  # (T, NH, D)
             V = self.v_cache[li].repeat_interleave(NH // KV, dim=1)
-            scores = torch.einsum("qhd,khd->hqk", q, K) / math.sqrt(D)  # (NH, n, T)
+            scale = cfg.attn_scale if cfg.attn_scale is not None else 1.0 / math.sqrt(D)
+            scores = torch.einsum("qhd,khd->hqk", q, K) * scale          # (NH, n, T)
             allowed = kpos[None, :] <= pos[:, None]                      # (n, T)
             w = cfg.windows[li]
             if w:
@@ -395,8 +482,11 @@ class Model:
             o = att @ L["wo"].T
             if cfg.o_bias:
                 o = o + L["bo"]
-            x = x + o
+            x = x + o * cfg.resid_mult
             h = self.rmsnorm(x, L["post_norm"])
+            if "experts" in L:
+                x = x + self.moe(h, L) * cfg.resid_mult
+                continue
             g = h @ L["gate"].T
             u = h @ L["up"].T
             if cfg.mlp_bias:
@@ -404,12 +494,12 @@ class Model:
             m = (torch.nn.functional.silu(g) * u) @ L["down"].T
             if cfg.mlp_bias:
                 m = m + L["bdown"]
-            x = x + m
+            x = x + m * cfg.resid_mult
         self.n_cached += n
         x = self.rmsnorm(x, self.norm)
         if hidden:
             return x
-        return x @ self.lm_head.T
+        return (x @ self.lm_head.T) / cfg.logits_scaling
 
     def embed_last(self, prompt, dimensions=None):
         """SGLang's embedding pooling (Pooler LAST, normalize=True): the last
