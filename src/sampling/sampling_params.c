@@ -330,10 +330,17 @@ static int get_logit_bias(const json_t *v, sampling_params *p, char *err, size_t
             free(lb);
             return -1;
         }
+        double bv = json_number_value(val);
+        if (!(fabs(bv) <= 1e30)) { /* a float32 bias beyond this turns logits into inf/NaN */
+            errmsg_set(err, errlen, "sampling_params.logit_bias['%.64s'] must be a finite number of magnitude at most 1e30, got %g.",
+                       key, bv);
+            free(lb);
+            return -1;
+        }
         /* out-of-range ids are kept (clamped) so that verify() reports them
          * with SGLang's message */
         lb[k].token = id < INT32_MIN ? INT32_MIN : id > INT32_MAX ? INT32_MAX : (int32_t)id;
-        lb[k].bias = (float)json_number_value(val);
+        lb[k].bias = (float)bv;
         k++;
     }
     free(p->logit_bias);

@@ -181,6 +181,7 @@ static void test_params_parse_errors(void **state)
     expect_parse_error("{\"stop_token_ids\": [-4]}", "sampling_params.stop_token_ids[0] must be a token id");
     expect_parse_error("{\"stop_token_ids\": 3}", "sampling_params.stop_token_ids must be a list of integers");
     expect_parse_error("{\"logit_bias\": {\"abc\": 1}}", "invalid literal for int() with base 10: 'abc'");
+    expect_parse_error("{\"logit_bias\": {\"5\": 7.7e76}}", "must be a finite number of magnitude at most 1e30");
     expect_parse_error("{\"logit_bias\": {\"1\": \"x\"}}", "sampling_params.logit_bias['1'] must be a number");
     expect_parse_error("{\"logit_bias\": [1]}", "sampling_params.logit_bias must be an object");
     expect_parse_error("{\"json_schema\": {\"type\": \"object\"}}", "sampling_params.json_schema must be a string");
