@@ -24,12 +24,17 @@
 #                 random-ids (the same random token ids sent to both, so
 #                 input lengths are exact whatever each engine's tokenizer
 #                 does), 256 in / 128 out, ignore_eos, concurrency 1 and 8,
-#                 seeds 1..REPS.
+#                 REPS runs (seeds below).
 #     serve-1b    the same on the 1B model, concurrency 1 and 4, fewer prompts.
-#   Both servers get THREADS compute threads; llama-server gets -np = the
+#   Runs alternate between the engines (llama-bench -r 1 / one sglc run;
+#   both servers up, one bench-serving run each in turn) so that both see
+#   the same machine load.  Both servers get THREADS compute threads; llama-server gets -np = the
 #   largest concurrency and a context of (in + out + 64) tokens per slot.
-#   Neither cache is flushed: each run's warm-up request (its first prompt)
-#   lets both engines reuse that prompt's prefix for the first request alike.
+#   Run s at concurrency C uses seed 100*C + s, so no prompt repeats across
+#   runs (both engines keep prompts cached between runs: sglc's radix tree,
+#   llama-server's slots and --cache-ram).  Neither cache is flushed: each
+#   run's warm-up request (its first prompt) lets both engines reuse that
+#   prompt for the first request alike.
 #
 #   Output: OUT (default build/side_by_side/<UTC time>) holds every raw
 #   result (llama-bench JSONL, bench-one-batch JSONL, bench-serving JSONL),
@@ -40,7 +45,9 @@
 #
 # Usage: bench/side_by_side_llamacpp.sh [--prepare]
 #   env: LLAMA_CPP_DIR, BENCH_MODELS, SGLC, THREADS (2), REPS (3), PARTS, OUT,
-#        PORT_BASE (31400), TINY_PROMPTS (64), B1_PROMPTS_C1 (4), B1_PROMPTS_C4 (8)
+#        PORT_BASE (31400), TINY_PROMPTS (64), B1_PROMPTS_C1 (4), B1_PROMPTS_C4 (8),
+#        OB_IN (512), OB_OUT (128): one-batch prompt / output lengths,
+#        B1_IN (256), B1_OUT (128): serve-1b prompt / output lengths
 set -u
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -57,6 +64,10 @@ PORT_BASE="${PORT_BASE:-31400}"
 TINY_PROMPTS="${TINY_PROMPTS:-64}"
 B1_PROMPTS_C1="${B1_PROMPTS_C1:-4}"
 B1_PROMPTS_C4="${B1_PROMPTS_C4:-8}"
+OB_IN="${OB_IN:-512}"
+OB_OUT="${OB_OUT:-128}"
+B1_IN="${B1_IN:-256}"
+B1_OUT="${B1_OUT:-128}"
 OUT="${OUT:-$ROOT/build/side_by_side/$(date -u +%Y%m%dT%H%M%SZ)}"
 
 B1_HF="${B1_HF:-$BENCH_MODELS/llama-3.2-1b-random-bf16}"
@@ -111,21 +122,22 @@ load() { echo "$(date -u +%H:%M:%S) $1 load $(cut -d' ' -f1-3 /proc/loadavg)" | 
 } | tee "$OUT/machine.txt"
 
 # ---- servers --------------------------------------------------------------
-SPID=""
-stop_server() {
-    if [ -n "$SPID" ]; then
-        kill "$SPID" 2>/dev/null
-        wait "$SPID" 2>/dev/null
-        SPID=""
-    fi
+# Both servers of a part run at once (idle ones sleep), so that the runs of
+# the two engines can alternate and share whatever load the machine has.
+PIDS=()
+stop_servers() {
+    local p
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    PIDS=()
 }
-trap stop_server EXIT INT TERM
+trap stop_servers EXIT INT TERM
 
-wait_health() { # port seconds
+wait_health() { # pid port seconds
     local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        if curl -sf -o /dev/null "http://127.0.0.1:$1/health"; then return 0; fi
-        kill -0 "$SPID" 2>/dev/null || return 1
+    for ((i = 0; i < $3 * 5; i++)); do
+        if curl -sf -o /dev/null "http://127.0.0.1:$2/health"; then return 0; fi
+        kill -0 "$1" 2>/dev/null || return 1
         sleep 0.2
     done
     return 1
@@ -134,42 +146,42 @@ wait_health() { # port seconds
 start_sglc() { # hf_dir port tag
     "$SGLC" serve --model-path "$1" --host 127.0.0.1 --port "$2" --threads "$THREADS" \
         > "$OUT/logs/sglc-serve-$3.log" 2>&1 &
-    SPID=$!
-    wait_health "$2" 300 || die "sglc serve did not come up (see $OUT/logs/sglc-serve-$3.log)"
+    PIDS+=($!)
+    wait_health $! "$2" 300 || die "sglc serve did not come up (see $OUT/logs/sglc-serve-$3.log)"
 }
 
 start_llama() { # gguf port tag slots ctx_per_slot
     "$LLAMA_BIN/llama-server" -m "$1" --host 127.0.0.1 --port "$2" -t "$THREADS" -tb "$THREADS" \
         -np "$4" -c $(($4 * $5)) --no-webui -a "$3" \
         > "$OUT/logs/llama-server-$3.log" 2>&1 &
-    SPID=$!
-    wait_health "$2" 300 || die "llama-server did not come up (see $OUT/logs/llama-server-$3.log)"
+    PIDS+=($!)
+    wait_health $! "$2" 300 || die "llama-server did not come up (see $OUT/logs/llama-server-$3.log)"
 }
 
-serve_runs() { # engine tag tokenizer_dir port concurrency prompts in out
-    local s
-    for ((s = 1; s <= REPS; s++)); do
-        "$SGLC" bench-serving --backend sglang-oai --host 127.0.0.1 --port "$4" \
-            --tokenizer "$3" --dataset-name random-ids --num-prompts "$6" \
-            --random-input-len "$7" --random-output-len "$8" --random-range-ratio 1 \
-            --max-concurrency "$5" --seed "$s" \
-            --output-file "$OUT/serve-$2-$1-c$5.jsonl" \
-            > "$OUT/logs/bench-serving-$2-$1-c$5-s$s.txt" 2>&1 ||
-            echo "side_by_side: bench-serving $1 $2 c=$5 seed $s failed (see $OUT/logs)" >&2
-    done
+serve_run() { # engine tag tokenizer_dir port concurrency prompts in out seed
+    "$SGLC" bench-serving --backend sglang-oai --host 127.0.0.1 --port "$4" \
+        --tokenizer "$3" --dataset-name random-ids --num-prompts "$6" \
+        --random-input-len "$7" --random-output-len "$8" --random-range-ratio 1 \
+        --max-concurrency "$5" --seed "$9" \
+        --output-file "$OUT/serve-$2-$1-c$5.jsonl" \
+        > "$OUT/logs/bench-serving-$2-$1-c$5-s$9.txt" 2>&1 ||
+        echo "side_by_side: bench-serving $1 $2 c=$5 seed $9 failed (see $OUT/logs)" >&2
 }
 
 serve_part() { # tag hf gguf in out "c1 c2" "n1 n2"
-    local tag=$1 hf=$2 gguf=$3 in=$4 out=$5 cs=($6) ns=($7) i maxc=1
+    local tag=$1 hf=$2 gguf=$3 in=$4 out=$5 cs=($6) ns=($7) i s maxc=1
     for i in "${cs[@]}"; do [ "$i" -gt "$maxc" ] && maxc=$i; done
-    load "serve-$tag sglc start"
     start_sglc "$hf" "$PORT_BASE" "$tag"
-    for i in "${!cs[@]}"; do serve_runs sglc "$tag" "$hf" "$PORT_BASE" "${cs[$i]}" "${ns[$i]}" "$in" "$out"; done
-    stop_server
-    load "serve-$tag llama.cpp start"
     start_llama "$gguf" $((PORT_BASE + 1)) "$tag" "$maxc" $((in + out + 64))
-    for i in "${!cs[@]}"; do serve_runs llama.cpp "$tag" "$hf" $((PORT_BASE + 1)) "${cs[$i]}" "${ns[$i]}" "$in" "$out"; done
-    stop_server
+    for i in "${!cs[@]}"; do
+        for ((s = 1; s <= REPS; s++)); do
+            load "serve-$tag c=${cs[$i]} run $s"
+            serve_run sglc "$tag" "$hf" "$PORT_BASE" "${cs[$i]}" "${ns[$i]}" "$in" "$out" $((100 * cs[i] + s))
+            serve_run llama.cpp "$tag" "$hf" $((PORT_BASE + 1)) "${cs[$i]}" "${ns[$i]}" "$in" "$out" \
+                $((100 * cs[i] + s))
+        done
+    done
+    stop_servers
     load "serve-$tag end"
 }
 
@@ -177,16 +189,16 @@ serve_part() { # tag hf gguf in out "c1 c2" "n1 n2"
 for part in $PARTS; do
     case "$part" in
     one-batch)
-        load "one-batch llama-bench start"
-        "$LLAMA_BIN/llama-bench" -m "$B1_GGUF" -t "$THREADS" -p 512 -n 128 -r "$REPS" -o jsonl \
-            > "$OUT/llama-bench.jsonl" 2> "$OUT/logs/llama-bench.log" || die "llama-bench failed"
-        "$LLAMA_BIN/llama-bench" -m "$B1_GGUF" -t "$THREADS" -p 0 -n 128 -d 512 -r "$REPS" -o jsonl \
-            >> "$OUT/llama-bench.jsonl" 2>> "$OUT/logs/llama-bench.log" || die "llama-bench -d 512 failed"
-        load "one-batch sglc start"
+        # alternate the engines run by run (llama-bench -r 1 each time)
         for ((r = 1; r <= REPS; r++)); do
-            "$SGLC" bench-one-batch --model-path "$B1_HF" --batch-size 1 --input-len 512 \
-                --output-len 128 --threads "$THREADS" --result-filename "$OUT/sglc-one-batch.jsonl" \
+            load "one-batch run $r"
+            "$LLAMA_BIN/llama-bench" -m "$B1_GGUF" -t "$THREADS" -p "$OB_IN" -n "$OB_OUT" -r 1 -o jsonl \
+                >> "$OUT/llama-bench.jsonl" 2>> "$OUT/logs/llama-bench.log" || die "llama-bench failed"
+            "$SGLC" bench-one-batch --model-path "$B1_HF" --batch-size 1 --input-len "$OB_IN" \
+                --output-len "$OB_OUT" --threads "$THREADS" --result-filename "$OUT/sglc-one-batch.jsonl" \
                 > "$OUT/logs/sglc-one-batch-$r.log" 2>&1 || die "sglc bench-one-batch failed"
+            "$LLAMA_BIN/llama-bench" -m "$B1_GGUF" -t "$THREADS" -p 0 -n "$OB_OUT" -d "$OB_IN" -r 1 -o jsonl \
+                >> "$OUT/llama-bench.jsonl" 2>> "$OUT/logs/llama-bench.log" || die "llama-bench -d failed"
         done
         load "one-batch end"
         ;;
@@ -194,7 +206,7 @@ for part in $PARTS; do
         serve_part tiny "$TINY_HF" "$TINY_GGUF" 256 128 "1 8" "$TINY_PROMPTS $TINY_PROMPTS"
         ;;
     serve-1b)
-        serve_part 1b "$B1_HF" "$B1_GGUF" 256 128 "1 4" "$B1_PROMPTS_C1 $B1_PROMPTS_C4"
+        serve_part 1b "$B1_HF" "$B1_GGUF" "$B1_IN" "$B1_OUT" "1 4" "$B1_PROMPTS_C1 $B1_PROMPTS_C4"
         ;;
     *) die "unknown part '$part'" ;;
     esac

@@ -60,26 +60,32 @@ def one_batch(out):
     if not lb and not sg:
         return []
 
-    def lbt(np_, ng, depth):
+    def lbt(pred):
+        """median over all repetitions of the matching llama-bench lines"""
+        ts, first = [], None
         for t in lb:
-            if t.get("n_prompt") == np_ and t.get("n_gen") == ng and t.get("n_depth", 0) == depth:
-                return med(t.get("samples_ts") or [t.get("avg_ts")]), len(t.get("samples_ts") or [])
-        return None, 0
+            if pred(t):
+                ts += t.get("samples_ts") or [t.get("avg_ts")]
+                first = first or t
+        return med(ts), len(ts), first or {}
 
-    pp, npp = lbt(512, 0, 0)
-    tg0, ntg0 = lbt(0, 128, 0)
-    tg512, ntg512 = lbt(0, 128, 512)
+    pp, npp, tpp = lbt(lambda t: t.get("n_prompt", 0) > 0 and t.get("n_gen") == 0)
+    tg0, ntg0, t0 = lbt(lambda t: t.get("n_gen", 0) > 0 and t.get("n_prompt") == 0 and not t.get("n_depth"))
+    tgd, ntgd, td = lbt(lambda t: t.get("n_gen", 0) > 0 and t.get("n_prompt") == 0 and t.get("n_depth"))
     spp = med([r.get("prefill_throughput") for r in sg])
     stg = med([r.get("median_decode_throughput") for r in sg])
+    n_in = sg[0]["input_len"] if sg else tpp.get("n_prompt")
+    n_out = sg[0]["output_len"] if sg else t0.get("n_gen")
     rows = ["## One batch: Llama-3.2-1B shapes, random BF16 weights (same bits), batch 1",
             "",
             "| test | llama.cpp tok/s (llama-bench) | sglc tok/s (bench-one-batch) | sglc / llama.cpp |",
             "|---|---|---|---|",
-            f"| prefill 512 tokens (pp512) | {fmt(pp)} (n={npp}) | {fmt(spp)} (n={len(sg)}) | {ratio(spp, pp)} |",
-            f"| decode, context 512-640 (llama: tg128 @ d512) | {fmt(tg512, 2)} (n={ntg512}) | "
-            f"{fmt(stg, 2)} | {ratio(stg, tg512)} |",
-            f"| decode, context 0-128 (llama: tg128) | {fmt(tg0, 2)} (n={ntg0}) | (sglc row above) | "
-            f"{ratio(stg, tg0)} |",
+            f"| prefill {n_in} tokens (llama: pp{tpp.get('n_prompt', '?')}) | {fmt(pp)} (n={npp}) | "
+            f"{fmt(spp)} (n={len(sg)}) | {ratio(spp, pp)} |",
+            f"| decode after {n_in} tokens (llama: tg{td.get('n_gen', '?')} @ d{td.get('n_depth', '?')}; "
+            f"sglc: median step of {n_out}) | {fmt(tgd, 2)} (n={ntgd}) | {fmt(stg, 2)} | {ratio(stg, tgd)} |",
+            f"| decode from empty context (llama: tg{t0.get('n_gen', '?')}) | {fmt(tg0, 2)} (n={ntg0}) | "
+            f"(sglc row above) | {ratio(stg, tg0)} |",
             ""]
     return rows
 

@@ -303,4 +303,9 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        # bad or missing input files: one clear line, no traceback
+        print(f"hf_to_gguf: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)

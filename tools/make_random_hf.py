@@ -109,4 +109,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (OSError, ValueError, KeyError, json.JSONDecodeError) as e:
+        print(f"make_random_hf: {type(e).__name__}: {e}", file=sys.stderr)
+        sys.exit(1)
