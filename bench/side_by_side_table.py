@@ -100,11 +100,10 @@ def serving(out):
             keys.setdefault((m.group(1), int(m.group(3))), {})[m.group(2)] = lines(f)
     if not keys:
         return rows
-    rows += ["## Serving: `sglc bench-serving --backend sglang-oai --dataset-name random-ids` "
-             "(256 in / 128 out)", "",
-             "| model | C | engine | runs | failed | out tok/s | total tok/s | TTFT mean ms | "
-             "TPOT median ms | E2E mean ms |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    rows += ["## Serving: `sglc bench-serving --backend sglang-oai --dataset-name random-ids`", "",
+             "| model | C | engine | runs | prompts | in / out per req | failed | out tok/s | total tok/s | "
+             "TTFT mean ms | TPOT median ms | E2E mean ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios = []
     for (tag, c) in sorted(keys, key=lambda k: (k[0] != "tiny", k[0], k[1])):
         got = {}
@@ -116,8 +115,12 @@ def serving(out):
                  ("output_throughput", "total_throughput", "mean_ttft_ms", "median_tpot_ms",
                   "mean_e2e_latency_ms")}
             failed = sum(int(r.get("failed") or 0) for r in rs)
+            n = rs[0].get("completed") or 0
+            io = (f"{rs[0].get('total_input_tokens', 0) // n} / {rs[0].get('total_output_tokens', 0) // n}"
+                  if n else "—")
             got[eng] = v
-            rows.append(f"| {tag} | {c} | {eng} | {len(rs)} | {failed} | {fmt(v['output_throughput'])} | "
+            rows.append(f"| {tag} | {c} | {eng} | {len(rs)} | {n + int(rs[0].get('failed') or 0)} | {io} | "
+                        f"{failed} | {fmt(v['output_throughput'])} | "
                         f"{fmt(v['total_throughput'])} | {fmt(v['mean_ttft_ms'], 2)} | "
                         f"{fmt(v['median_tpot_ms'], 2)} | {fmt(v['mean_e2e_latency_ms'], 1)} |")
         if len(got) == 2:

@@ -14,6 +14,13 @@ DESIGN
   torch) and written as raw BF16 bits.  Speed of a dense forward pass does
   not depend on the values; they are kept O(1)-scaled so activations stay
   finite.  Tied models store only model.embed_tokens.weight.
+  Byte-level BPE vocabularies (Llama 3) have tokens that are fragments of
+  a UTF-8 sequence; a random model picks them in any order, and llama-server
+  (34af94cd) runs its chat-output parser over every streamed completion and
+  ends the stream with an error on such invalid text.  The embedding rows of
+  those tokens (the tied lm_head rows too) are therefore zero: their logit is
+  0 while the greedy winner among ~128k random logits is well above 0, so
+  generated text is valid UTF-8.  Shapes and FLOPs are unchanged.
   Only LlamaForCausalLM-shaped configs (no biases, no qk-norm) are handled;
   anything else is refused.
 
@@ -40,6 +47,33 @@ import safetensors_np  # noqa: E402
 def bf16_bits(t):
     """torch float tensor -> numpy uint16 BF16 bit pattern (rounded by torch)."""
     return t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().view(np.uint16)
+
+
+def fragment_token_ids(tokenizer_json):
+    """Ids of byte-level BPE tokens whose bytes are not valid UTF-8 on their own."""
+    with open(tokenizer_json, encoding="utf-8") as f:
+        tj = json.load(f)
+    pre = json.dumps(tj.get("pre_tokenizer") or {})
+    if "ByteLevel" not in pre:
+        return []
+    # GPT-2's byte <-> printable-character table
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    dec = {chr(c): b for b, c in zip(bs, cs)}
+    out = []
+    for tok, i in tj["model"]["vocab"].items():
+        try:
+            bytes(dec[ch] for ch in tok).decode("utf-8")
+        except (KeyError, UnicodeDecodeError):
+            out.append(i)
+    return out
 
 
 def main():
@@ -72,7 +106,13 @@ def main():
     def ones(n):
         return ("BF16", bf16_bits(torch.ones(n)))
 
-    t = {"model.embed_tokens.weight": ("BF16", bf16_bits(torch.randn(V, H, generator=g) * 0.02))}
+    emb = torch.randn(V, H, generator=g) * 0.02
+    frag = [i for i in fragment_token_ids(os.path.join(a.tokenizer, "tokenizer.json")) if i < V]
+    if frag:
+        emb[torch.tensor(frag)] = 0.0
+        if not cfg.get("tie_word_embeddings", False):
+            print("make_random_hf: untied lm_head: fragment tokens can still be generated", file=sys.stderr)
+    t = {"model.embed_tokens.weight": ("BF16", bf16_bits(emb))}
     for i in range(L):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = ones(H)
@@ -104,7 +144,7 @@ def main():
         print(f"make_random_hf: no tokenizer.json in {a.tokenizer}", file=sys.stderr)
         return 1
     n = sum(v[1].size for v in t.values())
-    print(f"wrote {a.out}: {n / 1e9:.3f} B parameters, BF16")
+    print(f"wrote {a.out}: {n / 1e9:.3f} B parameters, BF16 ({len(frag)} UTF-8 fragment tokens zeroed)")
     return 0
 
 
