@@ -466,6 +466,10 @@ static void load_moe(loader *L, model_layer *l, int il)
                 load_mat(L, &p[j].w[e], name, p[j].n, p[j].k);
             }
     }
+    /* experts keep f32 activations (no AMX bf16 rounding): the top-k
+     * choices of later layers follow the hidden states, and with many
+     * experts near-ties flip on the rounding (docs/notes/amx.md) */
+    for (int e = 0; e < E && !L->failed; e++) l->egate[e].x_exact = l->eup[e].x_exact = l->edown[e].x_exact = 1;
     if (!L->failed) {
         m->all_expert_bytes += m->weight_bytes - before;
         m->expert_bytes = l->egate[0].bytes + l->eup[0].bytes + l->edown[0].bytes;
@@ -517,6 +521,7 @@ static void load_embeddings(loader *L)
             fail(L, "cannot prepare lm_head");
             return;
         }
+        m->lm_head.x_exact = 1; /* logits from f32 activations (no AMX rounding) */
         m->weight_bytes += m->lm_head.bytes;
         if (m->lm_head.owned) {
             free(buf);
@@ -561,6 +566,7 @@ static void load_embeddings(loader *L)
         if (m->lm_head.data == te->data) st_mark_keep(&m->st, te);
     }
     m->embed_dt = (dtype)te->dt;
+    m->lm_head.x_exact = 1; /* logits from f32 activations (no AMX rounding) */
     if (m->embed != m->lm_head.data) m->weight_bytes += te->nbytes;
 }
 
