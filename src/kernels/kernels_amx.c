@@ -10,28 +10,30 @@
  * layout and no extra memory: weights stay packed by kernels_avx512.c
  * (this file is called from its matmul when AMX is enabled).
  *
- * Per call each thread converts all m rows of x to bf16 (round to nearest
- * even, as SGLang's AMX kernels and PyTorch's bf16 matmul do) into its
- * scratch: (mp, kp) bf16 with mp = m rounded up to 32 rows and kp = k
- * rounded up to 32, padding zero.  A tiles are 16 rows x 32 bf16 of it.
- * Tiles: 0-3 accumulators (2 row tiles x 2 column tiles = 32 rows x one
- * 32-column panel), 4-5 A, 6-7 B; each k step loads 4 tiles and issues 4
- * tdpbf16ps.  The last k step of a panel may hold fewer than 16 pairs (k2 =
- * ceil(k/2) not a multiple of 16): its rows are copied into a zero-padded
- * 2 KiB scratch tile pair, so no load reads past the panel.  Accumulators
- * go through a small f32 scratch; bias is added and only valid rows and
- * columns are written to y (masked stores).
+ * Per call each thread converts all m rows of x into its scratch as
+ * bf16 pairs: hi = bf16(x) and lo = bf16(x - hi) (round to nearest even),
+ * (mp, kp) each with mp = m rounded up to 32 rows and kp = k rounded up to
+ * 32, padding zero.  Both are multiplied into the same f32 accumulators, so
+ * x is carried to ~2^-17 relative (close to the FMA path, which uses f32
+ * x); SGLC_AMX_BF16=1 keeps only hi (one rounding, as SGLang's AMX kernels
+ * and PyTorch's bf16 matmul do; half the tile work).  A tiles are 16 rows x
+ * 32 bf16.  Tiles: 0-3 accumulators (2 row tiles x 2 column tiles = 32 rows
+ * x one 32-column panel), 4-5 A (hi, lo), 6-7 B.  The last k step of a
+ * panel may hold fewer than 16 pairs (k2 = ceil(k/2) not a multiple of
+ * 16): its rows are copied into a zero-padded 2 KiB tile pair, so no load
+ * reads past the panel.  Accumulators go through a small f32 scratch; bias
+ * is added and only valid rows and columns are written to y (masked).
  *
  * Threads own disjoint ranges of panels (as in kernels_avx512.c).  A
  * thread walks its panels in chunks of about 1 MiB of weights (L2), and for
  * each chunk all 32-row blocks of x; so both the chunk and one row block
  * (32 x kp bf16) stay in L2.
  *
- * Numerics: activations are rounded to bf16 (weights are bf16 already),
- * products are exact in f32 and accumulated in f32; the result depends on
- * whether a matmul takes this path (m >= KERN_AMX_MIN_M), so it is not
- * batch-invariant with respect to the FMA path.  Callers that need f32
- * activations (the LM head) set kern_mat.x_exact. */
+ * Numerics: products of bf16 pairs are exact in f32 and accumulated in
+ * f32, in another order than the FMA path, so a row's result depends on
+ * whether its matmul took this path (m >= KERN_AMX_MIN_M): not bitwise
+ * batch-invariant.  Weights with kern_mat.x_exact (the LM head) never come
+ * here. */
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>

@@ -21,6 +21,9 @@
  * Either way every output element is one fixed sequence of multiply-adds,
  * independent of m, of the thread split and of the blocking (partial sums
  * go through y as f32, which is exact): results are batch-invariant.
+ * Unless SGLC_KERNELS=avx512, bf16 weights with m >= KERN_AMX_MIN_M rows go
+ * to the AMX tiles instead (kernels_amx.c), which breaks that invariance at
+ * the ~1e-6 level.
  *
  * Blocking: threads own disjoint ranges of panels.  Rows come in chunks of
  * MC; k is cut in KC blocks so a panel block (KC pairs x 128 B = 24 KiB)

@@ -466,10 +466,6 @@ static void load_moe(loader *L, model_layer *l, int il)
                 load_mat(L, &p[j].w[e], name, p[j].n, p[j].k);
             }
     }
-    /* experts keep f32 activations (no AMX bf16 rounding): the top-k
-     * choices of later layers follow the hidden states, and with many
-     * experts near-ties flip on the rounding (docs/notes/amx.md) */
-    for (int e = 0; e < E && !L->failed; e++) l->egate[e].x_exact = l->eup[e].x_exact = l->edown[e].x_exact = 1;
     if (!L->failed) {
         m->all_expert_bytes += m->weight_bytes - before;
         m->expert_bytes = l->egate[0].bytes + l->eup[0].bytes + l->edown[0].bytes;
