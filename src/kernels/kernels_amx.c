@@ -46,7 +46,9 @@
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 #define AMX_NB 32                     /* panel width (kernels_avx512.c NB) */
-#define AMX_CHUNK_BYTES ((size_t)1 << 20) /* weights per panel chunk */
+#define AMX_CHUNK_BYTES ((size_t)1 << 20) /* weights per panel chunk and k block */
+#define AMX_KSTEPS 64                 /* k steps (16 pairs each) per k block: 2048 of k */
+#define AMX_NPC_MAX 8                 /* panels per chunk at most (accumulator scratch) */
 
 static inline size_t rup(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -76,7 +78,7 @@ size_t kern_amx_matmul_scratch(int m, int k)
 {
     if (m <= 0 || k <= 0) return 0;
     size_t kp = rup((size_t)k, 32), mp = rup((size_t)m, 32);
-    return 2 * mp * kp * 2 + 4 * 256 * sizeof(float) + 16 * 128 + 128;
+    return 2 * mp * kp * 2 + mp * AMX_NB * AMX_NPC_MAX * sizeof(float) + 16 * 128 + 128;
 }
 
 /* x rounded to bf16 (hi) and, when lo != NULL, the rounding remainder
@@ -106,21 +108,20 @@ static void amx_pack_x(uint16_t *hi, uint16_t *lo, const float *x, int m, int mp
     }
 }
 
-/* y rows [r0, r0 + nr) x panel columns [c0, c0 + nc) <- cbuf (+ bias).
- * cbuf: tiles (row tile t, column half h) at cbuf + (2t + h) * 256, 16x16. */
-static void amx_store(float *y, int n, int r0, int nr, int c0, int nc, const float *cbuf,
-                      const float *bias)
+/* y rows [0, m) x panel columns [c0, c0 + nc) <- acc (+ bias); acc is
+ * (>= m, 32) f32, row stride 32. */
+static void amx_store(float *y, int n, int m, int c0, int nc, const float *acc, const float *bias)
 {
     __mmask16 m0 = nc >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nc) - 1u);
     int n1 = nc - 16;
     __mmask16 m1 = n1 <= 0 ? 0 : n1 >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n1) - 1u);
     __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + c0) : _mm512_setzero_ps();
     __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + c0 + 16) : _mm512_setzero_ps();
-    for (int r = 0; r < nr; r++) {
-        const float *t = cbuf + (size_t)(r >> 4) * 512 + (size_t)(r & 15) * 16;
-        float *yr = y + (size_t)(r0 + r) * n + c0;
+    for (int r = 0; r < m; r++) {
+        const float *t = acc + (size_t)r * AMX_NB;
+        float *yr = y + (size_t)r * n + c0;
         _mm512_mask_storeu_ps(yr, m0, _mm512_add_ps(_mm512_load_ps(t), b0));
-        if (m1) _mm512_mask_storeu_ps(yr + 16, m1, _mm512_add_ps(_mm512_load_ps(t + 256), b1));
+        if (m1) _mm512_mask_storeu_ps(yr + 16, m1, _mm512_add_ps(_mm512_load_ps(t + 16), b1));
     }
 }
 
@@ -157,7 +158,7 @@ static inline __attribute__((always_inline)) void amx_step(const char *a0, const
 }
 
 #define AMX_LOOP(two, split)                                                                     \
-    for (int s = 0; s < full; s++)                                                               \
+    for (; s < sf; s++)                                                                          \
         amx_step(a0 + (size_t)s * 64, a1 + (size_t)s * 64, astride, lo_off,                      \
                  pan + (size_t)s * 16 * 128, two, split)
 
@@ -188,8 +189,8 @@ void kern_amx_matmul(float *y, const float *x, int m, const kern_mat *w, const f
 
     char *base = (char *)rup((uintptr_t)scratch, 64);
     uint16_t *xa = (uint16_t *)base;
-    float *cbuf = (float *)(base + 2 * lo_off);
-    char *btail = (char *)(cbuf + 4 * 256);
+    float *acc = (float *)(base + 2 * lo_off);   /* (npc, mp, 32) partial sums */
+    char *btail = (char *)(acc + (size_t)mp * AMX_NB * AMX_NPC_MAX);
     amx_pack_x(xa, split ? (uint16_t *)(base + lo_off) : NULL, x, m, mp, k, kp);
 
     amx_cfg cfg;
@@ -201,42 +202,60 @@ void kern_amx_matmul(float *y, const float *x, int m, const kern_mat *w, const f
     }
     _tile_loadconfig(&cfg);
 
-    int npc = (int)(AMX_CHUNK_BYTES / pan_bytes);
+    const int nsteps = full + (tail ? 1 : 0);
+    const int kbs = nsteps < AMX_KSTEPS ? nsteps : AMX_KSTEPS;   /* steps per k block */
+    int npc = (int)(AMX_CHUNK_BYTES / ((size_t)kbs * 16 * 128));
     if (npc < 1) npc = 1;
+    if (npc > AMX_NPC_MAX) npc = AMX_NPC_MAX;
     const char *wd = w->data;
     for (int c0 = plo; c0 < phi; c0 += npc) {
         int c1 = phi - c0 < npc ? phi : c0 + npc;
-        for (int r0 = 0; r0 < mp; r0 += 32) {
-            const char *a0 = (const char *)xa + (size_t)r0 * astride;
-            const char *a1 = a0 + 16 * astride;
-            const int two = r0 + 16 < m; /* second row tile has valid rows */
-            const int nr = m - r0 < 32 ? m - r0 : 32;
-            for (int b = c0; b < c1; b++) {
-                const char *pan = wd + (size_t)b * pan_bytes;
-                _tile_zero(0);
-                _tile_zero(1);
-                _tile_zero(2);
-                _tile_zero(3);
-                if (two && split) AMX_LOOP(1, 1);
-                else if (two) AMX_LOOP(1, 0);
-                else if (split) AMX_LOOP(0, 1);
-                else AMX_LOOP(0, 0);
-                if (tail) {
-                    /* the last step's pairs, zero-padded to a full tile pair */
-                    memcpy(btail, pan + (size_t)full * 16 * 128, (size_t)tail * 128);
-                    memset(btail + (size_t)tail * 128, 0, (size_t)(16 - tail) * 128);
-                    amx_step(a0 + (size_t)full * 64, a1 + (size_t)full * 64, astride, lo_off, btail, two,
-                             split);
+        for (int s0 = 0; s0 < nsteps; s0 += kbs) {
+            const int s1 = nsteps - s0 < kbs ? nsteps : s0 + kbs;
+            const int sf = s1 < full ? s1 : full; /* full steps end here */
+            for (int r0 = 0; r0 < mp; r0 += 32) {
+                const char *a0 = (const char *)xa + (size_t)r0 * astride;
+                const char *a1 = a0 + 16 * astride;
+                const int two = r0 + 16 < m; /* second row tile has valid rows */
+                for (int b = c0; b < c1; b++) {
+                    const char *pan = wd + (size_t)b * pan_bytes;
+                    float *ap = acc + ((size_t)(b - c0) * mp + (size_t)r0) * AMX_NB;
+                    if (s0 == 0) {
+                        _tile_zero(0);
+                        _tile_zero(1);
+                        _tile_zero(2);
+                        _tile_zero(3);
+                    } else {
+                        _tile_loadd(0, ap, AMX_NB * 4);
+                        _tile_loadd(1, ap + 16, AMX_NB * 4);
+                        if (two) {
+                            _tile_loadd(2, ap + 16 * AMX_NB, AMX_NB * 4);
+                            _tile_loadd(3, ap + 16 * AMX_NB + 16, AMX_NB * 4);
+                        }
+                    }
+                    int s = s0;
+                    if (two && split) AMX_LOOP(1, 1);
+                    else if (two) AMX_LOOP(1, 0);
+                    else if (split) AMX_LOOP(0, 1);
+                    else AMX_LOOP(0, 0);
+                    if (tail && s1 == nsteps) {
+                        /* the last step's pairs, zero-padded to a full tile pair */
+                        memcpy(btail, pan + (size_t)full * 16 * 128, (size_t)tail * 128);
+                        memset(btail + (size_t)tail * 128, 0, (size_t)(16 - tail) * 128);
+                        amx_step(a0 + (size_t)full * 64, a1 + (size_t)full * 64, astride, lo_off, btail,
+                                 two, split);
+                    }
+                    _tile_stored(0, ap, AMX_NB * 4);
+                    _tile_stored(1, ap + 16, AMX_NB * 4);
+                    if (two) {
+                        _tile_stored(2, ap + 16 * AMX_NB, AMX_NB * 4);
+                        _tile_stored(3, ap + 16 * AMX_NB + 16, AMX_NB * 4);
+                    }
                 }
-                _tile_stored(0, cbuf, 64);
-                _tile_stored(1, cbuf + 256, 64);
-                if (two) {
-                    _tile_stored(2, cbuf + 512, 64);
-                    _tile_stored(3, cbuf + 768, 64);
-                }
-                amx_store(y, n, r0, nr, b * AMX_NB, n - b * AMX_NB, cbuf, bias);
             }
         }
+        for (int b = c0; b < c1; b++)
+            amx_store(y, n, m, b * AMX_NB, n - b * AMX_NB, acc + (size_t)(b - c0) * mp * AMX_NB, bias);
     }
     _tile_release();
 }
