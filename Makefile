@@ -5,7 +5,7 @@
 #   make test-full  + ASan/UBSan build of the unit tests + fuzzers (clang libFuzzer)
 #
 # Sources are discovered: every src/**/*.c except src/main.c goes into
-# build/libsglc.a.  Files named *_avx512.c / *_avx2.c are compiled with their
+# build/libsglc.a.  Files named *_avx512.c / *_amx.c / *_avx2.c are compiled with their
 # own -m flags so one binary runs on any x86-64 (kernels dispatch at start-up).
 
 BUILD   ?= build
@@ -22,6 +22,7 @@ LDLIBS  += $(PKG_LIBS) -lm -pthread
 LDFLAGS += $(SAN)
 
 ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2 -O3
+ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-bf16
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2 -O3
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path src/main.c | sort)
@@ -39,6 +40,9 @@ all: $(BUILD)/sglc $(TEST_BIN) $(BENCH_BIN)
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA_AVX512) -c $< -o $@
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ISA_AMX) -c $< -o $@
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@

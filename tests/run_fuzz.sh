@@ -15,7 +15,7 @@ objs=()
 for f in $(find src -name '*.c' ! -path src/main.c | sort); do
   o="$OUT/obj/${f%.c}.o"; mkdir -p "$(dirname "$o")"
   extra=""
-  case "$f" in *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2";; *_avx2.c) extra="-mavx2 -mfma -mf16c -mbmi2";; esac
+  case "$f" in *_avx512.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2";; *_amx.c) extra="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2 -mamx-tile -mamx-bf16";; *_avx2.c) extra="-mavx2 -mfma -mf16c -mbmi2";; esac
   # rebuild when the source or any header is newer (headers change struct layouts)
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || [ -n "$(find src -name "*.h" -newer "$o" -print -quit)" ]; then clang $CF $extra -c "$f" -o "$o"; fi
   objs+=("$o")

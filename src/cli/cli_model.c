@@ -30,7 +30,7 @@ model *cli_model_load(const cli_model_opts *o)
         fprintf(stderr, "error: kernel selection failed (SGLC_KERNELS?)\n");
         return NULL;
     }
-    log_info("kernels: %s", kernels_isa_name(kernels_isa()));
+    log_info("kernels: %s", kernels_desc());
     /* the LM head is f32 math already (f32 hidden states, bf16 weights
      * widened exactly, f32 accumulation: what SGLang's fp32 lm_head does);
      * only the AVX-512 debug switch SGLC_BF16_DOT=1 rounds activations */

@@ -23,6 +23,7 @@ int cmd_cpu_info(int argc, char **argv)
            c->f16c);
     printf("avx512f: %d bw: %d vl: %d dq: %d bf16: %d vnni: %d\n", c->avx512f, c->avx512bw,
            c->avx512vl, c->avx512dq, c->avx512bf16, c->avx512vnni);
-    printf("kernels: %s\n", kernels_isa_name(kernels_isa()));
+    printf("amx-tile: %d amx-bf16: %d\n", c->amx_tile, c->amx_bf16);
+    printf("kernels: %s\n", kernels_desc());
     return 0;
 }

@@ -40,6 +40,7 @@ static kern_vtable g_vt = {
     .dot_f32 = kern_ref_dot_f32,
 };
 static kern_isa g_isa = KERN_ISA_SCALAR;
+static int g_amx;
 
 const char *kernels_isa_name(kern_isa isa)
 {
@@ -76,6 +77,7 @@ int kernels_init(const char *force)
 {
     if (!force) force = getenv("SGLC_KERNELS");
     kern_isa want;
+    int amx = 1; /* with avx512: use AMX when available */
     if (!force || !*force || !strcmp(force, "auto")) {
         want = isa_supported(KERN_ISA_AVX512) ? KERN_ISA_AVX512
                : isa_supported(KERN_ISA_AVX2) ? KERN_ISA_AVX2
@@ -86,8 +88,15 @@ int kernels_init(const char *force)
         want = KERN_ISA_AVX2;
     } else if (!strcmp(force, "avx512")) {
         want = KERN_ISA_AVX512;
+        amx = 0;
+    } else if (!strcmp(force, "amx")) {
+        if (!isa_supported(KERN_ISA_AVX512) || !kern_avx512_amx_ok()) {
+            log_error("kernel ISA 'amx' is not supported by this CPU (or the OS refused the tile state)");
+            return -1;
+        }
+        want = KERN_ISA_AVX512;
     } else {
-        log_error("unknown kernel ISA '%s' (expected auto, scalar, avx2, avx512)", force);
+        log_error("unknown kernel ISA '%s' (expected auto, scalar, avx2, avx512, amx)", force);
         return -1;
     }
     if (!isa_supported(want)) {
@@ -111,11 +120,20 @@ int kernels_init(const char *force)
     if (want == KERN_ISA_AVX512) {
         const char *dot = getenv("SGLC_BF16_DOT");
         kern_avx512_set_bf16_dot(dot && *dot && strcmp(dot, "0") != 0);
+        kern_avx512_set_amx(amx);
+        const char *one = getenv("SGLC_AMX_BF16");
+        kern_amx_set_split(!(one && *one && strcmp(one, "0") != 0));
+        g_amx = amx && kern_avx512_amx_ok();
+    } else {
+        g_amx = 0;
+        if (kern_vtable_avx512) kern_avx512_set_amx(0);
     }
     return 0;
 }
 
 kern_isa kernels_isa(void) { return g_isa; }
+int kernels_amx(void) { return g_amx; }
+const char *kernels_desc(void) { return g_amx ? "avx512+amx" : kernels_isa_name(g_isa); }
 
 void *kern_weight_alloc(size_t bytes)
 {

@@ -31,12 +31,18 @@
 typedef enum kern_isa { KERN_ISA_SCALAR = 0, KERN_ISA_AVX2 = 1, KERN_ISA_AVX512 = 2 } kern_isa;
 
 /* Choose the best ISA this CPU supports, or `force` ("scalar", "avx2",
- * "avx512"; NULL or "auto" = best; the SGLC_KERNELS environment variable
+ * "avx512", "amx" = avx512 + AMX tiles; NULL or "auto" = best; the SGLC_KERNELS environment variable
  * is read when force is NULL).  Returns 0, or -1 if the forced ISA is not
  * supported here (the selection is left unchanged). Safe to call again. */
 int kernels_init(const char *force);
 kern_isa kernels_isa(void);
 const char *kernels_isa_name(kern_isa isa);
+/* 1 when the AVX-512 selection also uses AMX tiles for bf16 prefill
+ * matmuls ("amx", or auto on a CPU with AMX-TILE + AMX-BF16 whose OS
+ * grants the tile state); "avx512" forces it off. */
+int kernels_amx(void);
+/* "avx512+amx", "avx512", "avx2" or "scalar": the current selection. */
+const char *kernels_desc(void);
 
 /* ---- weight matrices --------------------------------------------------- */
 
@@ -48,6 +54,8 @@ typedef struct kern_mat {
     const void *data;  /* borrowed (e.g. mmap) unless owned != NULL */
     void *owned;       /* allocated copy (converted or repacked); freed by kern_mat_free */
     size_t bytes;      /* bytes resident at data */
+    int x_exact;       /* 1: keep activations f32 (no AMX bf16 rounding), e.g. the LM head;
+                        * set by the caller after kern_mat_init */
 } kern_mat;
 
 /* Prepare a weight for kern_matmul.  src is row-major (n, k) of src_dt.

@@ -21,6 +21,9 @@
  * Either way every output element is one fixed sequence of multiply-adds,
  * independent of m, of the thread split and of the blocking (partial sums
  * go through y as f32, which is exact): results are batch-invariant.
+ * Unless SGLC_KERNELS=avx512, bf16 weights with m >= KERN_AMX_MIN_M rows go
+ * to the AMX tiles instead (kernels_amx.c), which breaks that invariance at
+ * the ~1e-6 level.
  *
  * Blocking: threads own disjoint ranges of panels.  Rows come in chunks of
  * MC; k is cut in KC blocks so a panel block (KC pairs x 128 B = 24 KiB)
@@ -54,6 +57,7 @@
 #include <string.h>
 
 #include "kernels/kernels_impl.h"
+#include "util/cpu.h"
 
 #define NB 32          /* output columns per panel */
 #define RB 12          /* rows per micro-kernel call */
@@ -70,6 +74,20 @@ enum { LAYOUT_BF16 = 0x5121, LAYOUT_F32 = 0x5122 };
  * vdpbf16ps.  Set by kernels_init() before compute threads exist. */
 static int g_bf16_dot;
 void kern_avx512_set_bf16_dot(int on) { g_bf16_dot = on; }
+
+/* AMX tiles for bf16 weights with m >= KERN_AMX_MIN_M (kernels_amx.c).
+ * g_amx_ok: the CPU has AMX and the OS granted the tile state (scratch is
+ * sized for it whenever so); g_amx: in use.  Set by kernels_init(). */
+static int g_amx, g_amx_ok = -1;
+int kern_avx512_amx_ok(void)
+{
+    if (g_amx_ok < 0) {
+        const cpu_features *c = cpu_get();
+        g_amx_ok = c->amx_tile && c->amx_bf16 && kern_amx_request() == 0;
+    }
+    return g_amx_ok;
+}
+void kern_avx512_set_amx(int on) { g_amx = on && kern_avx512_amx_ok(); }
 
 #define AINLINE static inline __attribute__((always_inline))
 
@@ -294,10 +312,12 @@ static size_t matmul_scratch512(int m, int k)
     /* monotonic in m and k: a caller sizes scratch once for its largest
      * batch, and m <= RB packs the whole k while larger m packs KC blocks */
     if (m <= 0 || k <= 0) return 64;
+    size_t amx = kern_avx512_amx_ok() && m >= KERN_AMX_MIN_M ? kern_amx_matmul_scratch(m, k) : 0;
     size_t small = (size_t)(m < RB ? m : RB) * round_up((size_t)k + 1, 16);
     size_t per_row = 2 * (size_t)KC_PAIRS < (size_t)k + 1 ? 2 * (size_t)KC_PAIRS : (size_t)k + 1;
     size_t big = m > RB ? (size_t)(m < MC ? m : MC) * round_up(per_row, 16) : 0;
-    return (small > big ? small : big) * sizeof(float) + 128;
+    size_t s = (small > big ? small : big) * sizeof(float) + 128;
+    return s > amx ? s : amx;
 }
 
 /* Pack rows [0, mc) of x (row stride k) for steps [s0, s0 + sc) into blocks of
@@ -340,6 +360,10 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
 {
     if (w->layout != LAYOUT_BF16 && w->layout != LAYOUT_F32) {
         kern_ref_matmul(y, x, m, w, bias, ith, nth, scratch);
+        return;
+    }
+    if (g_amx && w->layout == LAYOUT_BF16 && m >= KERN_AMX_MIN_M && !w->x_exact) {
+        kern_amx_matmul(y, x, m, w, bias, ith, nth, scratch);
         return;
     }
     const int n = w->n, k = w->k;

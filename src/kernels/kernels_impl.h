@@ -85,4 +85,19 @@ static inline void kern_attn_plan_make(kern_attn_plan *p, const kern_attn_args *
  * SGLC_BF16_DOT environment variable. */
 void kern_avx512_set_bf16_dot(int on);
 
+/* AMX (kernels_amx.c).  kern_amx_request asks the OS for the tile data
+ * state (once per process); 0 = granted.  kernels_avx512.c's matmul hands
+ * bf16 weights with m >= KERN_AMX_MIN_M rows to kern_amx_matmul while
+ * kern_avx512_set_amx(1) is in force (set by kernels_init before compute
+ * threads exist).  Scratch: kern_amx_matmul_scratch (0 below the cut). */
+#define KERN_AMX_MIN_M 16
+int kern_amx_request(void);
+/* 1 = hi + lo bf16 split of the activations (default), 0 = one rounding. */
+void kern_amx_set_split(int on);
+void kern_avx512_set_amx(int on);
+int kern_avx512_amx_ok(void);
+size_t kern_amx_matmul_scratch(int m, int k);
+void kern_amx_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias,
+                     int ith, int nth, void *scratch);
+
 #endif

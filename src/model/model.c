@@ -517,6 +517,7 @@ static void load_embeddings(loader *L)
             fail(L, "cannot prepare lm_head");
             return;
         }
+        m->lm_head.x_exact = 1; /* logits from f32 activations (no AMX rounding) */
         m->weight_bytes += m->lm_head.bytes;
         if (m->lm_head.owned) {
             free(buf);
@@ -561,6 +562,7 @@ static void load_embeddings(loader *L)
         if (m->lm_head.data == te->data) st_mark_keep(&m->st, te);
     }
     m->embed_dt = (dtype)te->dt;
+    m->lm_head.x_exact = 1; /* logits from f32 activations (no AMX rounding) */
     if (m->embed != m->lm_head.data) m->weight_bytes += te->nbytes;
 }
 

@@ -37,6 +37,10 @@ const cpu_features *cpu_get(void)
             c.avx512bw = zmm_ok && ((b >> 30) & 1);
             c.avx512vl = zmm_ok && ((b >> 31) & 1);
             c.avx512vnni = zmm_ok && ((cx >> 11) & 1);
+            /* AMX: XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA) enabled by the OS */
+            int amx_os = ((xcr0 >> 17) & 3) == 3;
+            c.amx_bf16 = amx_os && ((d >> 22) & 1);
+            c.amx_tile = amx_os && ((d >> 24) & 1);
         }
         if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.avx512bf16 = zmm_ok && ((a >> 5) & 1);
     }

@@ -22,7 +22,7 @@
 #include "util/cpu.h"
 #include "util/dtype.h"
 
-static const char *const k_isas[] = {"scalar", "avx2", "avx512"};
+static const char *const k_isas[] = {"scalar", "avx2", "avx512", "amx"};
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) /* uniform in [-1, 1) */
@@ -43,7 +43,8 @@ static int use_isa(int idx)
 {
     const cpu_features *c = cpu_get();
     if (idx == 1 && !(c->avx2 && c->fma && c->f16c)) return 0;
-    if (idx == 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
+    if (idx == 3 && !(c->amx_tile && c->amx_bf16)) return 0;
+    if (idx >= 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
                       c->avx512vnni))
         return 0;
     return kernels_init(k_isas[idx]) == 0;
@@ -121,11 +122,15 @@ static void run_matmul_case(int m, int n, int k, dtype wdt, dtype src_dt, int wi
         }
 
     const void *src = src_dt == DTYPE_F32 ? (const void *)wf : (const void *)wsrc16;
-    /* variants 0..2: the ISAs; 3: AVX-512 with the vdpbf16ps path (bf16 activations) */
-    for (int var = 0; var < 4; var++) {
+    /* variants 0..2: the ISAs; 3: AVX-512 with the vdpbf16ps path (bf16
+     * activations); 4: AVX-512 + AMX tiles (m >= 16: activations split in
+     * hi + lo bf16, close to f32); 5: AMX with one bf16 rounding */
+    for (int var = 0; var < 6; var++) {
         if (var == 3) setenv("SGLC_BF16_DOT", "1", 1);
-        int ok = use_isa(var < 3 ? var : 2);
+        if (var == 5) setenv("SGLC_AMX_BF16", "1", 1);
+        int ok = use_isa(var < 3 ? var : var == 3 ? 2 : 3);
         if (var == 3) unsetenv("SGLC_BF16_DOT");
+        if (var == 5) unsetenv("SGLC_AMX_BF16");
         if (!ok) continue;
         kern_mat w;
         assert_int_equal(kern_mat_init(&w, src, src_dt, n, k, wdt, 0), 0);
@@ -141,7 +146,7 @@ static void run_matmul_case(int m, int n, int k, dtype wdt, dtype src_dt, int wi
             char what[128];
             snprintf(what, sizeof what, "matmul m=%d n=%d k=%d w=%s src=%s bias=%d nth=%d var=%d", m, n,
                      k, dtype_name(wdt), dtype_name(src_dt), with_bias, nth, var);
-            int bf16_act = wdt == DTYPE_BF16 && var == 3;
+            int bf16_act = wdt == DTYPE_BF16 && (var == 3 || (var == 5 && m >= 16));
             if (bf16_act) {
                 check_close(y, yref_r, scale, (size_t)m * n, 2e-5f, 1e-6f, what);
                 check_close(y, yref, scale, (size_t)m * n, 1e-2f, 1e-6f, what);
@@ -181,6 +186,31 @@ static void test_matmul_sources_and_big(void **state)
     run_matmul_case(2, 40, 77, DTYPE_F32, DTYPE_F16, 0);   /* f16 -> f32 weight */
     run_matmul_case(300, 70, 520, DTYPE_BF16, DTYPE_BF16, 1); /* several row chunks and k blocks */
     run_matmul_case(300, 70, 520, DTYPE_F32, DTYPE_F32, 0);
+}
+
+/* AMX tiles: partial row tiles (m % 16, m % 32), partial panels (n % 32),
+ * k tails (k % 32, odd k), several panel chunks and row blocks. */
+static void test_matmul_amx(void **state)
+{
+    (void)state;
+    const cpu_features *c = cpu_get();
+    if (!(c->amx_tile && c->amx_bf16) || kernels_init("amx") != 0) {
+        kernels_init(NULL);
+        print_message("skipped: this CPU (or its OS) has no AMX-BF16 tiles\n");
+        return;
+    }
+    kernels_init(NULL);
+    static const int ms[] = {16, 17, 33, 64, 100};
+    static const int ns[] = {32, 48, 100};
+    static const int ks[] = {32, 64, 96, 100, 129};
+    int i = 0;
+    for (size_t a = 0; a < sizeof ms / sizeof *ms; a++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t d = 0; d < sizeof ks / sizeof *ks; d++, i++)
+                run_matmul_case(ms[a], ns[b], ks[d], DTYPE_BF16, DTYPE_BF16, i & 1);
+    run_matmul_case(33, 2048, 129, DTYPE_BF16, DTYPE_BF16, 1);
+    run_matmul_case(100, 2048, 64, DTYPE_BF16, DTYPE_BF16, 0);
+    run_matmul_case(40, 300, 4100, DTYPE_BF16, DTYPE_BF16, 1); /* 10 panels of 256 KiB: 3 chunks */
 }
 
 /* A weight packed under one ISA stays usable after switching the selection. */
@@ -477,6 +507,7 @@ int main(void)
         cmocka_unit_test(test_matmul_scratch_monotonic),
         cmocka_unit_test(test_matmul_sources_and_big),
         cmocka_unit_test(test_matmul_sizes),
+        cmocka_unit_test(test_matmul_amx),
         cmocka_unit_test(test_pack_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
