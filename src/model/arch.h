@@ -56,6 +56,19 @@ typedef struct model_tensor_names {
     const char *expert_in, *expert_out;
 } model_tensor_names;
 
+/* The Hugging Face Llama layout most architectures share: embeddings, final
+ * norm, lm_head, the two layer norms and q/k/v/o.  Use first inside a
+ * model_tensor_names initializer, then add the MLP / MoE / qk-norm names. */
+#define MODEL_LLAMA_LAYOUT_NAMES                                              \
+    .embed = "model.embed_tokens.weight", .final_norm = "model.norm.weight", \
+    .lm_head = "lm_head.weight",                                              \
+    .attn_norm = "model.layers.%d.input_layernorm.weight",                   \
+    .q = "model.layers.%d.self_attn.q_proj",                                 \
+    .k = "model.layers.%d.self_attn.k_proj",                                 \
+    .v = "model.layers.%d.self_attn.v_proj",                                 \
+    .o = "model.layers.%d.self_attn.o_proj",                                 \
+    .ffn_norm = "model.layers.%d.post_attention_layernorm.weight"
+
 typedef struct model_arch {
     const char *hf_name;        /* architectures[0], e.g. "LlamaForCausalLM" */
     const char *family;         /* short name for logs */

@@ -10,15 +10,7 @@
 #include "model/arch.h"
 
 static const model_tensor_names granitemoe_names = {
-    .embed = "model.embed_tokens.weight",
-    .final_norm = "model.norm.weight",
-    .lm_head = "lm_head.weight",
-    .attn_norm = "model.layers.%d.input_layernorm.weight",
-    .q = "model.layers.%d.self_attn.q_proj",
-    .k = "model.layers.%d.self_attn.k_proj",
-    .v = "model.layers.%d.self_attn.v_proj",
-    .o = "model.layers.%d.self_attn.o_proj",
-    .ffn_norm = "model.layers.%d.post_attention_layernorm.weight",
+    MODEL_LLAMA_LAYOUT_NAMES,
     .router = "model.layers.%d.block_sparse_moe.router.layer.weight",
     .expert_in = "model.layers.%d.block_sparse_moe.input_linear.weight",
     .expert_out = "model.layers.%d.block_sparse_moe.output_linear.weight",

@@ -5,17 +5,9 @@
 #include "model/arch.h"
 
 static const model_tensor_names qwen3_names = {
-    .embed = "model.embed_tokens.weight",
-    .final_norm = "model.norm.weight",
-    .lm_head = "lm_head.weight",
-    .attn_norm = "model.layers.%d.input_layernorm.weight",
-    .q = "model.layers.%d.self_attn.q_proj",
-    .k = "model.layers.%d.self_attn.k_proj",
-    .v = "model.layers.%d.self_attn.v_proj",
-    .o = "model.layers.%d.self_attn.o_proj",
+    MODEL_LLAMA_LAYOUT_NAMES,
     .q_norm = "model.layers.%d.self_attn.q_norm.weight",
     .k_norm = "model.layers.%d.self_attn.k_norm.weight",
-    .ffn_norm = "model.layers.%d.post_attention_layernorm.weight",
     .gate = "model.layers.%d.mlp.gate_proj",
     .up = "model.layers.%d.mlp.up_proj",
     .down = "model.layers.%d.mlp.down_proj",
