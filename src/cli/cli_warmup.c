@@ -19,16 +19,9 @@
 
 typedef int (*warmup_fn)(sched *s, int64_t vocab, int64_t max_input, uint64_t *rng);
 
-/* Submit one request and wait for its FINISH.  0, or -1. */
-static int run_one(sched *s, json_t *req)
+int cli_warmup_submit_wait(sched *s, sched_req_spec *sp)
 {
-    sched_req_spec sp;
-    char err[256];
-    if (sched_req_from_json(req, &sp, err, sizeof err)) {
-        log_error("warm-up request: %s", err);
-        return -1;
-    }
-    uint64_t id = sched_submit(s, &sp);
+    uint64_t id = sched_submit(s, sp);
     for (int tries = 0; tries < 600; tries++) {
         sched_event *e = sched_wait(s, 1.0);
         if (!e) continue;
@@ -40,6 +33,18 @@ static int run_one(sched *s, json_t *req)
     }
     log_error("warm-up request did not finish in 600 s");
     return -1;
+}
+
+/* Submit one request given as a client's JSON and wait for it.  0, or -1. */
+static int run_one(sched *s, json_t *req)
+{
+    sched_req_spec sp;
+    char err[256];
+    if (sched_req_from_json(req, &sp, err, sizeof err)) {
+        log_error("warm-up request: %s", err);
+        return -1;
+    }
+    return cli_warmup_submit_wait(s, &sp);
 }
 
 static json_t *random_ids(int64_t n, int64_t vocab, uint64_t *rng)

@@ -26,6 +26,12 @@
  * unknown entry and the known ones. */
 int cli_warmups_check(const char *list, char *err, size_t errlen);
 
+/* Submit one request (ownership of sp moves to the scheduler) to a started
+ * scheduler whose outbox nobody else reads, and wait up to 600 s for its
+ * FINISH (events of other requests are dropped).  0, or -1 (aborted,
+ * rejected or timed out; logged). */
+int cli_warmup_submit_wait(sched *s, sched_req_spec *sp);
+
 /* Run the list on a started scheduler whose outbox nobody else reads
  * (before the http front starts).  vocab: token ids are drawn in
  * [0, vocab); seed: the random ids' seed.  0, or -1 (a request failed). */

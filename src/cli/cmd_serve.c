@@ -80,18 +80,7 @@ static int warmup(sched *s, const tok_tokenizer *tok)
     sp.params.has_max_new_tokens = true;
     sp.params.top_k = 1;
     sp.rid = strdup("WARMUP");
-    uint64_t id = sched_submit(s, &sp);
-    for (int tries = 0; tries < 600; tries++) {
-        sched_event *e = sched_wait(s, 1.0);
-        if (!e) continue;
-        bool done = e->id == id && e->kind == SCHED_EV_FINISH;
-        bool bad = done && e->finish == SCHED_FINISH_ABORT;
-        if (bad) fprintf(stderr, "error: warm-up request failed: %s\n", e->finish_str ? e->finish_str : "?");
-        sched_event_free(e);
-        if (done) return bad ? -1 : 0;
-    }
-    fprintf(stderr, "error: warm-up request did not finish\n");
-    return -1;
+    return cli_warmup_submit_wait(s, &sp);
 }
 
 /* The operations objects (request log, metrics, access log) live for the
