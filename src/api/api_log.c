@@ -39,45 +39,7 @@
 
 #include "api/api_ops.h"
 #include "util/log.h"
-
-/* ---- a growing string ------------------------------------------------------- */
-
-typedef struct {
-    char *p;  /* (len + 1) owned, NUL-terminated; NULL after an allocation failure */
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 256;
-        while (nc < b->len + n + 1) nc *= 2;
-        char *g = realloc(b->p, nc);
-        if (!g) {
-            b->oom = true;
-            return;
-        }
-        b->p = g;
-        b->cap = nc;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static char *sb_take(sbuf *b)
-{
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    if (!b->p) sb_put(b, "", 0);
-    return b->p;
-}
+#include "util/strbuf.h"
 
 /* ---- Python-style rendering -------------------------------------------------- */
 
@@ -103,43 +65,43 @@ static size_t u8_offset(const char *s, size_t n, size_t k)
     return n;
 }
 
-static void repr_str(sbuf *b, const char *s, size_t n)
+static void repr_str(strbuf *b, const char *s, size_t n)
 {
     bool has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    sb_put(b, &q, 1);
+    strbuf_put(b, &q, 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char e[8];
-        if (c == '\\') sb_str(b, "\\\\");
+        if (c == '\\') strbuf_puts(b, "\\\\");
         else if (c == (unsigned char)q) {
             e[0] = '\\', e[1] = q;
-            sb_put(b, e, 2);
-        } else if (c == '\n') sb_str(b, "\\n");
-        else if (c == '\r') sb_str(b, "\\r");
-        else if (c == '\t') sb_str(b, "\\t");
+            strbuf_put(b, e, 2);
+        } else if (c == '\n') strbuf_puts(b, "\\n");
+        else if (c == '\r') strbuf_puts(b, "\\r");
+        else if (c == '\t') strbuf_puts(b, "\\t");
         else if (c < 0x20 || c == 0x7f) {
             snprintf(e, sizeof e, "\\x%02x", c);
-            sb_str(b, e);
-        } else sb_put(b, (const char *)&s[i], 1);
+            strbuf_puts(b, e);
+        } else strbuf_put(b, (const char *)&s[i], 1);
     }
-    sb_put(b, &q, 1);
+    strbuf_put(b, &q, 1);
 }
 
 /* Python's repr(float): the shortest text that reads back the same. */
-static void repr_real(sbuf *b, double v)
+static void repr_real(strbuf *b, double v)
 {
     char t[64];
     if (isnan(v)) {
-        sb_str(b, "nan");
+        strbuf_puts(b, "nan");
         return;
     }
     if (isinf(v)) {
-        sb_str(b, v < 0 ? "-inf" : "inf");
+        strbuf_puts(b, v < 0 ? "-inf" : "inf");
         return;
     }
     if (v == 0) {
-        sb_str(b, signbit(v) ? "-0.0" : "0.0");
+        strbuf_puts(b, signbit(v) ? "-0.0" : "0.0");
         return;
     }
     int p = 1;
@@ -155,52 +117,52 @@ static void repr_real(sbuf *b, double v)
         snprintf(t, sizeof t, "%.*e", p - 1, v);
         /* C writes 1.5e+20 / 1e-05 as Python does, but "%.0e" of 1e20 is "1e+20": fine */
     }
-    sb_str(b, t);
+    strbuf_puts(b, t);
 }
 
-static void repr_full(sbuf *b, const json_t *v);
+static void repr_full(strbuf *b, const json_t *v);
 
-static void repr_list_range(sbuf *b, const json_t *v, size_t from, size_t to)
+static void repr_list_range(strbuf *b, const json_t *v, size_t from, size_t to)
 {
-    sb_str(b, "[");
+    strbuf_puts(b, "[");
     for (size_t i = from; i < to; i++) {
-        if (i > from) sb_str(b, ", ");
+        if (i > from) strbuf_puts(b, ", ");
         repr_full(b, json_array_get(v, i));
     }
-    sb_str(b, "]");
+    strbuf_puts(b, "]");
 }
 
 /* repr() of any value, untruncated (what str(list) does to its items). */
-static void repr_full(sbuf *b, const json_t *v)
+static void repr_full(strbuf *b, const json_t *v)
 {
     char t[32];
     switch (json_typeof(v)) {
     case JSON_STRING: repr_str(b, json_string_value(v), json_string_length(v)); break;
     case JSON_INTEGER:
         snprintf(t, sizeof t, "%lld", (long long)json_integer_value(v));
-        sb_str(b, t);
+        strbuf_puts(b, t);
         break;
     case JSON_REAL: repr_real(b, json_real_value(v)); break;
-    case JSON_TRUE: sb_str(b, "True"); break;
-    case JSON_FALSE: sb_str(b, "False"); break;
+    case JSON_TRUE: strbuf_puts(b, "True"); break;
+    case JSON_FALSE: strbuf_puts(b, "False"); break;
     case JSON_ARRAY: repr_list_range(b, v, 0, json_array_size(v)); break;
     case JSON_OBJECT: {
-        sb_str(b, "{");
+        strbuf_puts(b, "{");
         const char *k;
         json_t *x;
         bool first = true;
         json_object_foreach((json_t *)v, k, x)
         {
-            if (!first) sb_str(b, ", ");
+            if (!first) strbuf_puts(b, ", ");
             first = false;
             repr_str(b, k, strlen(k));
-            sb_str(b, ": ");
+            strbuf_puts(b, ": ");
             repr_full(b, x);
         }
-        sb_str(b, "}");
+        strbuf_puts(b, "}");
         break;
     }
-    default: sb_str(b, "None"); break;
+    default: strbuf_puts(b, "None"); break;
     }
 }
 
@@ -212,7 +174,7 @@ static bool skipped(const char *k, const char *const *skip)
 }
 
 /* _dataclass_to_string_truncated */
-static void repr_trunc(sbuf *b, const json_t *v, size_t max_len, const char *cls, const char *const *skip)
+static void repr_trunc(strbuf *b, const json_t *v, size_t max_len, const char *cls, const char *const *skip)
 {
     if (json_is_string(v)) {
         const char *s = json_string_value(v);
@@ -221,7 +183,7 @@ static void repr_trunc(sbuf *b, const json_t *v, size_t max_len, const char *cls
             size_t half = max_len / 2;
             size_t a = u8_offset(s, n, half), z = u8_offset(s, n, cp - half);
             repr_str(b, s, a);
-            sb_str(b, " ... ");
+            strbuf_puts(b, " ... ");
             repr_str(b, s + z, n - z);
         } else {
             repr_str(b, s, n);
@@ -231,33 +193,33 @@ static void repr_trunc(sbuf *b, const json_t *v, size_t max_len, const char *cls
         if (n > max_len) {
             size_t half = max_len / 2;
             repr_list_range(b, v, 0, half);
-            sb_str(b, " ... ");
+            strbuf_puts(b, " ... ");
             repr_list_range(b, v, n - half, n);
         } else {
             repr_list_range(b, v, 0, n);
         }
     } else if (json_is_object(v)) {
-        sb_str(b, cls ? cls : "");
-        sb_str(b, cls ? "(" : "{");
+        strbuf_puts(b, cls ? cls : "");
+        strbuf_puts(b, cls ? "(" : "{");
         const char *k;
         json_t *x;
         bool first = true;
         json_object_foreach((json_t *)v, k, x)
         {
             if (skipped(k, skip)) continue;
-            if (!first) sb_str(b, ", ");
+            if (!first) strbuf_puts(b, ", ");
             first = false;
             if (cls) {
-                sb_str(b, k);
-                sb_str(b, "=");
+                strbuf_puts(b, k);
+                strbuf_puts(b, "=");
             } else {
-                sb_str(b, "'");
-                sb_str(b, k);
-                sb_str(b, "': ");
+                strbuf_puts(b, "'");
+                strbuf_puts(b, k);
+                strbuf_puts(b, "': ");
             }
             repr_trunc(b, x, max_len, NULL, NULL);
         }
-        sb_str(b, cls ? ")" : "}");
+        strbuf_puts(b, cls ? ")" : "}");
     } else {
         repr_full(b, v);
     }
@@ -265,9 +227,9 @@ static void repr_trunc(sbuf *b, const json_t *v, size_t max_len, const char *cls
 
 char *api_log_repr(const json_t *v, size_t max_len, const char *cls, const char *const *skip)
 {
-    sbuf b = {0};
+    strbuf b = {0};
     repr_trunc(&b, v, max_len, cls, skip);
-    return sb_take(&b);
+    return strbuf_take(&b);
 }
 
 json_t *api_log_transform(const json_t *v, size_t max_len, const char *const *skip)
@@ -278,11 +240,11 @@ json_t *api_log_transform(const json_t *v, size_t max_len, const char *const *sk
         if (cp <= max_len) return json_incref((json_t *)v);
         size_t half = max_len / 2;
         size_t a = u8_offset(s, n, half), z = u8_offset(s, n, cp - half);
-        sbuf b = {0};
-        sb_put(&b, s, a);
-        sb_str(&b, "...");
-        sb_put(&b, s + z, n - z);
-        char *t = sb_take(&b);
+        strbuf b = {0};
+        strbuf_put(&b, s, a);
+        strbuf_puts(&b, "...");
+        strbuf_put(&b, s + z, n - z);
+        char *t = strbuf_take(&b);
         json_t *o = t ? json_stringn(t, strlen(t)) : NULL;
         free(t);
         return o ? o : json_string("");
@@ -547,22 +509,22 @@ static void log_event(api_reqlog *l, bool finished, const json_t *obj, const jso
             json_decref(ev);
         }
     } else {
-        sbuf b = {0};
-        sb_str(&b, finished ? "Finish: obj=" : "Receive: obj=");
+        strbuf b = {0};
+        strbuf_puts(&b, finished ? "Finish: obj=" : "Receive: obj=");
         char *o = api_log_repr(obj, max_len, "GenerateReqInput", skip);
-        if (o) sb_str(&b, o);
+        if (o) strbuf_puts(&b, o);
         free(o);
         if (have_headers) {
-            sb_str(&b, ", headers=");
+            strbuf_puts(&b, ", headers=");
             repr_full(&b, headers);
         }
         if (finished && out) {
             char *r = api_log_repr(out, max_len, NULL, oskip);
-            sb_str(&b, ", out=");
-            if (r) sb_str(&b, r);
+            strbuf_puts(&b, ", out=");
+            if (r) strbuf_puts(&b, r);
             free(r);
         }
-        line = sb_take(&b);
+        line = strbuf_take(&b);
     }
     if (line) emit(l, line);
     free(line);
@@ -590,16 +552,16 @@ void api_reqlog_openai(api_reqlog *l, const json_t *body, const json_t *headers)
         line = ev ? json_dumps(ev, JSON_PRESERVE_ORDER) : NULL;
         json_decref(ev);
     } else {
-        sbuf b = {0};
-        sb_str(&b, "Receive OpenAI: obj=");
+        strbuf b = {0};
+        strbuf_puts(&b, "Receive OpenAI: obj=");
         char *o = api_log_repr(body, max_len, NULL, NULL);
-        if (o) sb_str(&b, o);
+        if (o) strbuf_puts(&b, o);
         free(o);
         if (have_headers) {
-            sb_str(&b, ", headers=");
+            strbuf_puts(&b, ", headers=");
             repr_full(&b, headers);
         }
-        line = sb_take(&b);
+        line = strbuf_take(&b);
     }
     if (line) emit(l, line);
     free(line);

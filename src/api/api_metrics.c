@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "api/api_ops.h"
+#include "util/strbuf.h"
 
 typedef struct {
     double *le;       /* (n) upper bounds, ascending */
@@ -351,42 +352,6 @@ void api_metrics_finished(api_metrics *m, int64_t prompt, int64_t gen, int64_t c
 
 /* ---- rendering ------------------------------------------------------------------- */
 
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} tbuf;
-
-static void tb_printf(tbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void tb_printf(tbuf *b, const char *fmt, ...)
-{
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->p && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t nc = b->cap ? b->cap * 2 : 8192;
-        while (nc < b->len + (size_t)n + 1) nc *= 2;
-        char *g = realloc(b->p, nc);
-        if (!g) {
-            b->oom = true;
-            return;
-        }
-        b->p = g;
-        b->cap = nc;
-    }
-}
-
 /* prometheus_client's float text: integers as "3.0", +Inf, else repr */
 static void fmt_num(char *out, size_t n, double v)
 {
@@ -401,21 +366,21 @@ static void fmt_num(char *out, size_t n, double v)
     }
 }
 
-static void metric_head(tbuf *b, const char *name, const char *type, const char *help)
+static void metric_head(strbuf *b, const char *name, const char *type, const char *help)
 {
-    tb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void simple(tbuf *b, const char *name, const char *type, const char *help, const char *labels,
+static void simple(strbuf *b, const char *name, const char *type, const char *help, const char *labels,
                    double v)
 {
     char t[64];
     fmt_num(t, sizeof t, v);
     metric_head(b, name, type, help);
-    tb_printf(b, "%s{%s} %s\n", name, labels, t);
+    strbuf_printf(b, "%s{%s} %s\n", name, labels, t);
 }
 
-static void histogram(tbuf *b, const char *name, const char *help, const char *labels, const hist *h)
+static void histogram(strbuf *b, const char *name, const char *help, const char *labels, const hist *h)
 {
     char t[64], le[64];
     metric_head(b, name, "histogram", help);
@@ -424,12 +389,12 @@ static void histogram(tbuf *b, const char *name, const char *help, const char *l
         cum += h->count[i];
         fmt_num(le, sizeof le, i < h->n ? h->le[i] : INFINITY);
         fmt_num(t, sizeof t, (double)cum);
-        tb_printf(b, "%s_bucket{%s,le=\"%s\"} %s\n", name, labels, le, t);
+        strbuf_printf(b, "%s_bucket{%s,le=\"%s\"} %s\n", name, labels, le, t);
     }
     fmt_num(t, sizeof t, (double)cum);
-    tb_printf(b, "%s_count{%s} %s\n", name, labels, t);
+    strbuf_printf(b, "%s_count{%s} %s\n", name, labels, t);
     fmt_num(t, sizeof t, h->sum);
-    tb_printf(b, "%s_sum{%s} %s\n", name, labels, t);
+    strbuf_printf(b, "%s_sum{%s} %s\n", name, labels, t);
 }
 
 char *api_metrics_render(api_metrics *m, const sched_stats *st)
@@ -437,7 +402,7 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
     sched_stats z;
     memset(&z, 0, sizeof z);
     if (!st) st = &z;
-    tbuf b = {0};
+    strbuf b = {0};
     size_t lcap = strlen(m->model) + strlen(m->extra) + 128;
     char *lab = malloc(lcap), *slab = malloc(lcap), *clab = malloc(lcap);
     if (!lab || !slab || !clab) {
@@ -489,10 +454,5 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
     }
     pthread_mutex_unlock(&m->mu);
     free(lab), free(slab), free(clab);
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    if (!b.p) tb_printf(&b, "%s", "");
-    return b.p;
+    return strbuf_take(&b);
 }

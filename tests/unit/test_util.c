@@ -15,6 +15,7 @@
 #include "util/dtype.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
+#include "util/strbuf.h"
 #include "util/threadpool.h"
 
 static void test_bf16_roundtrip(void **state)
@@ -118,6 +119,29 @@ static void test_fileio(void **state)
     errmsg_set(NULL, 0, "%d", 1); /* no buffer: nothing written, no crash */
 }
 
+static void test_strbuf(void **state)
+{
+    (void)state;
+    strbuf b = {0};
+    char *e = strbuf_take(&b);
+    assert_string_equal(e, "");
+    free(e);
+    strbuf_puts(&b, "ab");
+    strbuf_put(&b, "cdef", 2);
+    for (int i = 0; i < 100; i++) strbuf_printf(&b, "%03d,", i); /* grows past the first 256 */
+    char big[600];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    strbuf_printf(&b, "%s", big); /* longer than the printf stack buffer */
+    assert_int_equal(b.len, 4 + 400 + 599);
+    char *s = strbuf_take(&b);
+    assert_memory_equal(s, "abcd000,001,", 12);
+    assert_int_equal(strlen(s), 4 + 400 + 599);
+    assert_int_equal(s[4 + 400], 'x');
+    assert_null(b.p);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,6 +149,7 @@ int main(void)
         cmocka_unit_test(test_f16_roundtrip),
         cmocka_unit_test(test_threadpool),
         cmocka_unit_test(test_fileio),
+        cmocka_unit_test(test_strbuf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
