@@ -70,19 +70,13 @@ static void render_line(const tmpl_chat *c, const char *line)
         emit("error", "\"messages\" must be a list", strlen("\"messages\" must be a list"));
     } else if (kw && !json_is_object(kw) && !json_is_null(kw)) {
         emit("error", "\"chat_template_kwargs\" must be an object", strlen("\"chat_template_kwargs\" must be an object"));
-    } else if (cfm && json_truthy(cfm) && agp && json_truthy(agp)) {
-        static const char msg[] = "continue_final_message and add_generation_prompt are not compatible. Use "
-                                  "continue_final_message when you want the model to continue the final message, "
-                                  "and add_generation_prompt when you want to add a header that will prompt it to "
-                                  "generate a new assistant message instead.";
-        emit("error", msg, strlen(msg));
     } else {
         char *out = NULL, *err = NULL;
         size_t out_len = 0;
         if (tools && json_is_null(tools)) tools = NULL;
         if (docs && json_is_null(docs)) docs = NULL;
-        if (tmpl_chat_render(c, messages, tools, docs, agp && json_truthy(agp), kw, &out, &out_len, &err) == 0 &&
-            (!cfm || !json_truthy(cfm) || tmpl_continue_final_message(messages, out, &out_len, &err) == 0))
+        if (tmpl_chat_prompt(c, messages, tools, docs, agp && json_truthy(agp), cfm && json_truthy(cfm), kw, &out,
+                             &out_len, &err) == 0)
             emit("prompt", out, out_len);
         else emit("error", err ? err : "render failed", strlen(err ? err : "render failed"));
         free(out);

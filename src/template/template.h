@@ -95,9 +95,21 @@ int tmpl_chat_render(const tmpl_chat *c, const json_t *messages, const json_t *t
  * the final message's text (the last "text" part when content is a list),
  * so the model continues that message.  Works in place on prompt[0..*len);
  * returns 0, or -1 with *err when the final message has no text or the
- * template did not render it.  (Callers must refuse add_generation_prompt
- * together with it, as transformers does.) */
+ * template did not render it.  (tmpl_chat_prompt below refuses
+ * add_generation_prompt together with it, as transformers does.) */
 int tmpl_continue_final_message(const json_t *messages, char *prompt, size_t *len, char **err);
+
+/* One chat request's prompt, as transformers' apply_chat_template(messages,
+ * tools=, documents=, add_generation_prompt=, continue_final_message=,
+ * tokenize=False, **kwargs): refuses continue_final_message together with
+ * add_generation_prompt (transformers' ValueError, same words), renders with
+ * tmpl_chat_render, then applies tmpl_continue_final_message when asked.
+ * The one implementation for the OpenAI chat route and `sglc
+ * chat-template` (so both build the same prompt from one conversation).
+ * Returns 0 with *out / *out_len (as tmpl_chat_render), or -1 with *err. */
+int tmpl_chat_prompt(const tmpl_chat *c, const json_t *messages, const json_t *tools,
+                     const json_t *documents, int add_generation_prompt, int continue_final_message,
+                     const json_t *kwargs, char **out, size_t *out_len, char **err);
 
 /* ---- SGLang's content-format handling ------------------------------------ */
 

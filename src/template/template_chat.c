@@ -437,3 +437,30 @@ int tmpl_continue_final_message(const json_t *messages, char *prompt, size_t *le
     prompt[*len] = 0;
     return 0;
 }
+
+/* transformers' ValueError for continue_final_message with add_generation_prompt */
+static const char tmpl_continue_agp_error[] =
+    "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you "
+    "want the model to continue the final message, and add_generation_prompt when you want to add a header that "
+    "will prompt it to generate a new assistant message instead.";
+
+int tmpl_chat_prompt(const tmpl_chat *c, const json_t *messages, const json_t *tools,
+                     const json_t *documents, int add_generation_prompt, int continue_final_message,
+                     const json_t *kwargs, char **out, size_t *out_len, char **err)
+{
+    *out = NULL;
+    *err = NULL;
+    if (continue_final_message && add_generation_prompt) {
+        *err = strdup(tmpl_continue_agp_error);
+        return -1;
+    }
+    size_t len = 0;
+    if (tmpl_chat_render(c, messages, tools, documents, add_generation_prompt, kwargs, out, &len, err)) return -1;
+    if (continue_final_message && tmpl_continue_final_message(messages, *out, &len, err)) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    if (out_len) *out_len = len;
+    return 0;
+}
