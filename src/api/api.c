@@ -1448,11 +1448,14 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
             }
             json_array_append_new(pm, pmsg);
         }
+        /* continue_final_message: transformers' (tmpl_chat_prompt, as `sglc
+         * chat-template`); an explicit add_generation_prompt: true with it is refused */
         bool cont = json_is_true(json_object_get(body, "continue_final_message"));
         json_t *kw = json_object_get(body, "chat_template_kwargs");
         char *out = NULL, *terr = NULL;
         size_t olen = 0;
-        int rc = tmpl_chat_render(a->cfg.chat, pm, NULL, NULL, cont ? 0 : 1,
+        int rc = tmpl_chat_prompt(a->cfg.chat, pm, NULL, NULL,
+                                  cont ? json_is_true(json_object_get(body, "add_generation_prompt")) : 1, cont,
                                   json_is_object(kw) ? kw : NULL, &out, &olen, &terr);
         json_decref(pm);
         if (rc) {
@@ -1461,18 +1464,6 @@ static void route_openai(api_server *a, http_req *r, json_t *body, int kind)
             json_decref(sp), json_decref(prompts), json_decref(texts);
             oai_error(r, 400, err);
             return;
-        }
-        if (cont && json_array_size(msgs)) {
-            /* continue_final_message: cut the template's end-of-turn after the
-             * last message's content */
-            json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
-            json_t *c = json_object_get(last, "content");
-            if (json_is_string(c) && json_string_length(c)) {
-                const char *cs = json_string_value(c);
-                char *p = NULL, *q = out;
-                while ((q = strstr(q, cs))) p = q++;
-                if (p) olen = (size_t)(p - out) + strlen(cs);
-            }
         }
         json_array_append_new(prompts, tokenize_json(a, out, olen, false));
         json_array_append_new(texts, json_null());
