@@ -185,6 +185,11 @@ struct tnode {
     size_t nn;
 };
 
+/* The filter and test names the interpreter implements (its tables in
+ * template_filters.c / template_tests.c); the parser refuses others. */
+int tr_filter_known(const char *name);
+int tr_test_known(const char *name);
+
 /* Compiled template (opaque in template.h). */
 struct tmpl_template {
     tarena arena;  /* owns the AST */

@@ -11,7 +11,8 @@
  * and, not, comparisons/in/is, + -, ~, * / // %, **, unary - +, postfix
  * (. [] ()), filters and tests.  Nesting depth is bounded (deep input is a
  * syntax error, not a stack overflow).  Unknown filters and tests fail at
- * compile time, as Jinja2 does.
+ * compile time, as Jinja2 does (the names come from the interpreter's
+ * tables: tr_filter_known / tr_test_known).
  *
  * Node layout (fields of tnode, see template_impl.h):
  *   GETATTR a.name   GETITEM a[b]   SLICE a[b:c:d]   CALL a(l1, names=l2)
@@ -575,32 +576,6 @@ static tnode *parse_unary(tparser *p, int with_filter);
 static tnode *parse_primary(tparser *p);
 static tnode *parse_postfix(tparser *p, tnode *n);
 
-static int known_filter(const char *n)
-{
-    /* the Jinja2 filters sglc implements; others fail at compile time */
-    static const char *f[] = {
-        "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
-        "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join",
-        "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
-        "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "sum",
-        "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount", NULL};
-    for (int i = 0; f[i]; i++)
-        if (!strcmp(f[i], n)) return 1;
-    return 0;
-}
-
-static int known_test(const char *n)
-{
-    static const char *t[] = {
-        "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even",
-        "false", "float", "ge", "gt", "greaterthan", "in", "integer", "iterable", "le",
-        "lower", "lessthan", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence",
-        "string", "true", "undefined", "upper", NULL};
-    for (int i = 0; t[i]; i++)
-        if (!strcmp(t[i], n)) return 1;
-    return 0;
-}
-
 /* Parse "(args, name=value, ...)" after '(' has been seen; fills n. */
 static void parse_call_args(tparser *p, tnode *n)
 {
@@ -654,7 +629,7 @@ static tnode *parse_filter(tparser *p, tnode *operand)
     ttok *at = cur(p);
     const char *nm = parse_dotted_name(p);
     if (!nm) return NULL;
-    if (!known_filter(nm)) {
+    if (!tr_filter_known(nm)) {
         perr_at(p, at->line, at->col, "no filter named '%s' (unknown or not supported by sglc)", nm);
         return NULL;
     }
@@ -688,7 +663,7 @@ static tnode *parse_filter_expr(tparser *p, tnode *node)
                 return NULL;
             }
             adv(p);
-            if (!known_test(nm)) {
+            if (!tr_test_known(nm)) {
                 perr_at(p, at->line, at->col, "no test named '%s'", nm);
                 return NULL;
             }

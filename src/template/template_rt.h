@@ -126,13 +126,13 @@ tv *tr_call_method(trender *r, const tnode *at, tv *fn, targs *a); /* fn: TFN_ME
 extern const char *const tr_global_names[];
 tv *tr_call_global(trender *r, tscope *s, const tnode *at, const char *g, targs *a);
 
+/* (tr_filter_known / tr_test_known: template_impl.h, for the parser) */
+
 /* ---- template_tests.c ----------------------------------------------------- */
 /* 1/0 for `v is name(args)`, -1 on error. */
 int tr_apply_test(trender *r, tscope *s, const tnode *at, const char *name, tv *v, targs *a);
-int tr_test_known(const char *name); /* the parser's check */
 
 /* ---- template_filters.c --------------------------------------------------- */
 tv *tr_apply_filter(trender *r, tscope *s, const tnode *at, const char *name, tv *v, targs *a);
-int tr_filter_known(const char *name); /* the parser's check */
 
 #endif

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "template/template.h"
+#include "template/template_impl.h" /* tr_filter_known / tr_test_known */
 
 struct golden {
     const char *src;
@@ -406,6 +407,107 @@ static void test_continue_final_message(void **state)
     tmpl_chat_free(&c);
 }
 
+/* The filter and test tables: every implemented name is found (the tables
+ * are bisected, so a row out of order would go missing here), others not;
+ * names that reach the tables at render time (map / select) fail with the
+ * same words as before the tables. */
+static void test_filter_and_test_tables(void **state)
+{
+    (void)state;
+    static const char *const filters[] = {
+        "abs", "attr", "batch", "capitalize", "center", "count", "d", "default", "dictsort", "e",
+        "escape", "first", "float", "forceescape", "format", "indent", "int", "items", "join",
+        "last", "length", "list", "lower", "map", "max", "min", "reject", "rejectattr",
+        "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort", "string", "sum",
+        "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount", NULL};
+    static const char *const tests[] = {
+        "boolean", "callable", "defined", "divisibleby", "eq", "equalto", "escaped", "even",
+        "false", "float", "ge", "gt", "greaterthan", "in", "integer", "iterable", "le",
+        "lower", "lessthan", "lt", "mapping", "ne", "none", "number", "odd", "sameas", "sequence",
+        "string", "true", "undefined", "upper", "==", "!=", "<", "<=", ">", ">=", NULL};
+    for (int i = 0; filters[i]; i++) assert_true(tr_filter_known(filters[i]));
+    for (int i = 0; tests[i]; i++) assert_true(tr_test_known(tests[i]));
+    static const char *const unknown[] = {"", "A", "groupby", "striptags", "zzz", "abs_", "=", "test", NULL};
+    for (int i = 0; unknown[i]; i++) {
+        assert_false(tr_filter_known(unknown[i]));
+        assert_false(tr_test_known(unknown[i]));
+    }
+    static const struct {
+        const char *src, *out, *err;
+    } cases[] = {
+        {"{{ [1,2] | map('nosuch') | list }}", NULL, "filter 'nosuch' is not supported by sglc's template engine (line 1)"},
+        {"{{ [1,2] | select('nosuch') | list }}", NULL, "test 'nosuch' needs an argument (line 1)"},
+        {"{{ [1,2] | select('nosuch', 1, 2) | list }}", NULL,
+         "test_nosuch() takes 2 positional arguments but 3 were given (line 1)"},
+        {"{{ [1,2] | select('odd', 1) | list }}", NULL, "test_odd() takes 1 positional argument but 2 were given (line 1)"},
+        {"{{ [1,2] | select('nosuch', 1) | list }}", NULL, "test 'nosuch' is not supported by sglc's template engine (line 1)"},
+        {"{{ 1 | nosuch }}", NULL, "line 1, column 8: no filter named 'nosuch' (unknown or not supported by sglc)"},
+        {"{{ nothing | int }}", NULL, "'nothing' is undefined (line 1)"},
+        {"{{ 3 | indent }}", NULL, "unsupported operand type(s) for +=: 'int' and 'str' (line 1)"},
+        {"{{ [1,2,3] | select('==', 2) | list }}{{ [1,2,3] | reject('>=', 2) | list }}", "[2][1]", NULL},
+        {"{{ ['a','b'] | map('upper') | join(',') }}|{{ nothing | d('y') }}|{{ [1,2] | count }}", "A,B|y|2", NULL},
+        {"{{ 'x<' | e }}{{ 3 | string }}{{ ' a ' | trim }}|{{ 'ab' | center(6) }}|", "x&lt;3a|  ab  |", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out, *err;
+        int rc = render(cases[i].src, NULL, NULL, &out, &err);
+        if (cases[i].out) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(out, cases[i].out);
+        } else {
+            assert_int_equal(rc, -1);
+            assert_string_equal(err, cases[i].err);
+        }
+        free(out);
+        free(err);
+    }
+}
+
+/* tmpl_chat_prompt: the refusal with add_generation_prompt (transformers'
+ * words), the cut, and the same prompt as render + tmpl_continue_final_message */
+static void test_chat_prompt(void **state)
+{
+    (void)state;
+    tmpl_chat c;
+    char *err = NULL, *out = NULL, *out2 = NULL;
+    size_t len = 0, len2 = 0;
+    assert_int_equal(tmpl_chat_load(&c, NULL, "chatml", NULL, &err), 0);
+    json_t *msgs = json_loads("[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\",\"content\":\"The answer is\"}]",
+                              0, NULL);
+    assert_int_equal(tmpl_chat_prompt(&c, msgs, NULL, NULL, 1, 1, NULL, &out, &len, &err), -1);
+    assert_null(out);
+    assert_string_equal(err, "continue_final_message and add_generation_prompt are not compatible. Use "
+                             "continue_final_message when you want the model to continue the final message, and "
+                             "add_generation_prompt when you want to add a header that will prompt it to generate a "
+                             "new assistant message instead.");
+    free(err);
+    assert_int_equal(tmpl_chat_prompt(&c, msgs, NULL, NULL, 0, 1, NULL, &out, &len, &err), 0);
+    assert_string_equal(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer is");
+    assert_int_equal(len, strlen(out));
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out2, &len2, &err), 0);
+    assert_int_equal(tmpl_continue_final_message(msgs, out2, &len2, &err), 0);
+    assert_int_equal(len, len2);
+    assert_memory_equal(out, out2, len);
+    free(out);
+    free(out2);
+    /* without continue_final_message: tmpl_chat_render's prompt */
+    assert_int_equal(tmpl_chat_prompt(&c, msgs, NULL, NULL, 1, 0, NULL, &out, &len, &err), 0);
+    assert_string_equal(out, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nThe answer is<|im_end|>\n"
+                             "<|im_start|>assistant\n");
+    free(out);
+    json_decref(msgs);
+    /* the final message missing from the prompt: an error, no prompt */
+    tmpl_chat_free(&c);
+    assert_int_equal(tmpl_chat_load(&c, NULL, "{% for m in messages %}[{{ m.role }}]{% endfor %}", NULL, &err), 0);
+    msgs = json_loads("[{\"role\":\"assistant\",\"content\":\"zzz\"}]", 0, NULL);
+    assert_int_equal(tmpl_chat_prompt(&c, msgs, NULL, NULL, 0, 1, NULL, &out, &len, &err), -1);
+    assert_null(out);
+    assert_non_null(strstr(err, "does not appear in the chat"));
+    free(err);
+    json_decref(msgs);
+    tmpl_chat_free(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +522,8 @@ int main(void)
         cmocka_unit_test(test_strftime_fixed_date),
         cmocka_unit_test(test_content_format),
         cmocka_unit_test(test_continue_final_message),
+        cmocka_unit_test(test_filter_and_test_tables),
+        cmocka_unit_test(test_chat_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
