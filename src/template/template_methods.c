@@ -250,6 +250,274 @@ fail:
     return NULL;
 }
 
+/* ---- str methods: one sorted table ------------------------------------------ */
+/* A str method on self (a TV_STR); m is the name it was called by. */
+typedef tv *(*tstr_method_fn)(trender *r, const tnode *at, const char *m, tv *self, targs *a);
+
+static tv *sm_strip(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *a0 = tr_arg(a, 0, NULL);
+    if (tr_check_nargs(r, at, m, a, 1)) return NULL;
+    if (a0 && a0->type != TV_STR && a0->type != TV_NONE) {
+        tr_err(r, at, "%s arg must be None or str", m);
+        return NULL;
+    }
+    return tr_py_strip(r, self, a0, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
+}
+
+static tv *sm_split(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *sep = tr_arg(a, 0, "sep"), *mx = tr_arg(a, 1, "maxsplit");
+    if (mx && !is_intlike(mx)) {
+        tr_err(r, at, "maxsplit must be an integer");
+        return NULL;
+    }
+    return tr_py_split(r, at, self, sep, mx ? ival(mx) : -1, m[0] == 'r');
+}
+
+static tv *sm_startswith(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *a0 = tr_arg(a, 0, NULL);
+    if (!a0) {
+        tr_err(r, at, "%s() takes at least 1 argument (0 given)", m);
+        return NULL;
+    }
+    tv *one[1] = {a0};
+    tv **cands = one;
+    size_t nc = 1;
+    if (a0->type == TV_LIST && a0->is_tuple) {
+        cands = a0->u.list.items;
+        nc = a0->u.list.n;
+    }
+    for (size_t i = 0; i < nc; i++) {
+        tv *c = cands[i];
+        if (c->type != TV_STR) {
+            tr_err(r, at, "%s first arg must be str or a tuple of str, not %s", m, tv_type_name(c));
+            return NULL;
+        }
+        size_t L = c->u.str.len, N = self->u.str.len;
+        if (L > N) continue;
+        const char *p = m[0] == 's' ? self->u.str.s : self->u.str.s + N - L;
+        if (!memcmp(p, c->u.str.s, L)) return &tv_true_v;
+    }
+    return &tv_false_v;
+}
+
+/* upper lower casefold capitalize title swapcase: tr_py_case's kinds */
+static tv *sm_case(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    int kind = !strcmp(m, "upper") ? 1 : !strcmp(m, "capitalize") ? 2 : !strcmp(m, "title") ? 3
+             : !strcmp(m, "swapcase") ? 4 : 0;
+    return tr_py_case(r, self, kind);
+}
+
+static tv *sm_replace(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *a0 = tr_arg(a, 0, NULL), *a1 = tr_arg(a, 1, NULL);
+    tv *cnt = tr_arg(a, 2, "count");
+    if (!a0 || !a1) {
+        tr_err(r, at, "replace() takes at least 2 arguments");
+        return NULL;
+    }
+    return tr_py_replace(r, at, self, a0, a1, cnt && is_intlike(cnt) ? ival(cnt) : -1);
+}
+
+/* find rfind index rindex count */
+static tv *sm_find(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *a0 = tr_arg(a, 0, NULL);
+    if (!a0 || a0->type != TV_STR) {
+        tr_err(r, at, "%s() argument must be str", m);
+        return NULL;
+    }
+    const char *h = self->u.str.s;
+    size_t hn = self->u.str.len, nn = a0->u.str.len;
+    if (!strcmp(m, "count")) {
+        if (nn == 0) return tr_int(r, (int64_t)tutf8_len(h, hn) + 1);
+        int64_t c = 0;
+        size_t i = 0;
+        const char *f;
+        while ((f = tr_memmem(h + i, hn - i, a0->u.str.s, nn))) {
+            c++;
+            i = (size_t)(f - h) + nn;
+        }
+        return tr_int(r, c);
+    }
+    const char *f = NULL;
+    if (m[0] == 'r') {
+        for (size_t k = hn >= nn ? hn - nn + 1 : 0; k-- > 0;)
+            if (!memcmp(h + k, a0->u.str.s, nn)) {
+                f = h + k;
+                break;
+            }
+    } else f = tr_memmem(h, hn, a0->u.str.s, nn);
+    if (!f) {
+        if (strstr(m, "index")) {
+            tr_err(r, at, "substring not found");
+            return NULL;
+        }
+        return tr_int(r, -1);
+    }
+    return tr_int(r, (int64_t)tutf8_len(h, (size_t)(f - h)));
+}
+
+static tv *sm_join(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *a0 = tr_arg(a, 0, NULL);
+    if (!a0) {
+        tr_err(r, at, "join() takes exactly one argument");
+        return NULL;
+    }
+    tv *l = tr_iter(r, at, a0);
+    if (!l) return NULL;
+    tbuf b = {0};
+    for (size_t i = 0; i < l->u.list.n; i++) {
+        if (l->u.list.items[i]->type != TV_STR) {
+            tbuf_free(&b);
+            tr_err(r, at, "sequence item %zu: expected str instance, %s found", i,
+                   tv_type_name(l->u.list.items[i]));
+            return NULL;
+        }
+        if (i) tbuf_put(&b, self->u.str.s, self->u.str.len);
+        tbuf_put(&b, l->u.list.items[i]->u.str.s, l->u.list.items[i]->u.str.len);
+    }
+    return tr_buf_to_str(r, &b);
+}
+
+/* the is* predicates; also reached for is* names sglc lacks (istitle, ...),
+ * which are False on "" and an error otherwise, as before the table */
+static tv *sm_is(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    enum { IS_DIGIT, IS_NUMERIC, IS_ALPHA, IS_ALNUM, IS_SPACE, IS_ASCII, IS_UPPER, IS_LOWER, IS_UNKNOWN };
+    int kind = !strcmp(m, "isdigit") || !strcmp(m, "isdecimal") ? IS_DIGIT
+             : !strcmp(m, "isnumeric")                          ? IS_NUMERIC
+             : !strcmp(m, "isalpha")                            ? IS_ALPHA
+             : !strcmp(m, "isalnum")                            ? IS_ALNUM
+             : !strcmp(m, "isspace")                            ? IS_SPACE
+             : !strcmp(m, "isascii")                            ? IS_ASCII
+             : !strcmp(m, "isupper")                            ? IS_UPPER
+             : !strcmp(m, "islower")                            ? IS_LOWER
+                                                                : IS_UNKNOWN;
+    size_t i = 0, n = self->u.str.len;
+    if (n == 0) return &tv_false_v;
+    if (kind == IS_UNKNOWN) {
+        tr_err(r, at, "str.%s() is not supported", m);
+        return NULL;
+    }
+    int any_cased = 0, all = 1;
+    while (i < n) {
+        uint32_t c = tutf8_next(self->u.str.s, n, &i);
+        utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+        int alpha = k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
+                    k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_LO;
+        int digit = k == UTF8PROC_CATEGORY_ND;
+        int ok = 1;
+        switch (kind) {
+        case IS_DIGIT: ok = digit; break;
+        case IS_NUMERIC: ok = digit || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO; break;
+        case IS_ALPHA: ok = alpha; break;
+        case IS_ALNUM: ok = alpha || digit; break;
+        case IS_SPACE: ok = tpy_isspace(c); break;
+        case IS_ASCII: ok = c < 0x80; break;
+        case IS_UPPER:
+            if (k == UTF8PROC_CATEGORY_LL) ok = 0;
+            if (k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LT) any_cased = 1;
+            break;
+        default: /* IS_LOWER */
+            if (k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LT) ok = 0;
+            if (k == UTF8PROC_CATEGORY_LL) any_cased = 1;
+            break;
+        }
+        if (!ok) all = 0;
+    }
+    if (kind == IS_UPPER || kind == IS_LOWER) return tv_bool(all && any_cased);
+    return tv_bool(all);
+}
+
+static tv *sm_format(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    return py_str_format(r, at, self, a);
+}
+
+static tv *sm_splitlines(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *ke = tr_arg(a, 0, "keepends");
+    return tr_py_splitlines(r, self, ke && tv_truthy(ke));
+}
+
+static tv *sm_removeprefix(trender *r, const tnode *at, const char *m, tv *self, targs *a)
+{
+    tv *a0 = tr_arg(a, 0, NULL);
+    if (!a0 || a0->type != TV_STR) {
+        tr_err(r, at, "%s() argument must be str", m);
+        return NULL;
+    }
+    size_t L = a0->u.str.len, N = self->u.str.len;
+    if (L <= N) {
+        if (m[6] == 'p' && !memcmp(self->u.str.s, a0->u.str.s, L)) return tr_str(r, self->u.str.s + L, N - L);
+        if (m[6] == 's' && !memcmp(self->u.str.s + N - L, a0->u.str.s, L)) return tr_str(r, self->u.str.s, N - L);
+    }
+    return self;
+}
+
+enum { SM_MARKUP = 1 /* on a Markup, the result is a Markup (case and strip methods) */ };
+
+typedef struct tstr_method {
+    const char *name;
+    tstr_method_fn fn;
+    unsigned flags;
+} tstr_method;
+
+/* sorted by name (strcmp order): str_method_find bisects it.  STR_METHODS in
+ * template_ops.c lists the names attribute lookup offers; those missing here
+ * are "not supported" errors (is* ones go to sm_is). */
+static const tstr_method STR_METHOD_TABLE[] = {
+    {"capitalize", sm_case, SM_MARKUP},
+    {"casefold", sm_case, 0},
+    {"count", sm_find, 0},
+    {"endswith", sm_startswith, 0},
+    {"find", sm_find, 0},
+    {"format", sm_format, 0},
+    {"index", sm_find, 0},
+    {"isalnum", sm_is, 0},
+    {"isalpha", sm_is, 0},
+    {"isascii", sm_is, 0},
+    {"isdecimal", sm_is, 0},
+    {"isdigit", sm_is, 0},
+    {"islower", sm_is, 0},
+    {"isnumeric", sm_is, 0},
+    {"isspace", sm_is, 0},
+    {"isupper", sm_is, 0},
+    {"join", sm_join, 0},
+    {"lower", sm_case, SM_MARKUP},
+    {"lstrip", sm_strip, SM_MARKUP},
+    {"removeprefix", sm_removeprefix, 0},
+    {"removesuffix", sm_removeprefix, 0},
+    {"replace", sm_replace, 0},
+    {"rfind", sm_find, 0},
+    {"rindex", sm_find, 0},
+    {"rsplit", sm_split, 0},
+    {"rstrip", sm_strip, SM_MARKUP},
+    {"split", sm_split, 0},
+    {"splitlines", sm_splitlines, 0},
+    {"startswith", sm_startswith, 0},
+    {"strip", sm_strip, SM_MARKUP},
+    {"swapcase", sm_case, SM_MARKUP},
+    {"title", sm_case, SM_MARKUP},
+    {"upper", sm_case, SM_MARKUP},
+};
+
+static int str_method_cmp(const void *key, const void *row)
+{
+    return strcmp((const char *)key, ((const tstr_method *)row)->name);
+}
+
+static const tstr_method *str_method_find(const char *name)
+{
+    return bsearch(name, STR_METHOD_TABLE, sizeof STR_METHOD_TABLE / sizeof STR_METHOD_TABLE[0],
+                   sizeof STR_METHOD_TABLE[0], str_method_cmp);
+}
+
 tv *tr_call_method(trender *r, const tnode *at, tv *fn, targs *a)
 {
     tv *self = fn->u.fn.self;
@@ -353,175 +621,16 @@ tv *tr_call_method(trender *r, const tnode *at, tv *fn, targs *a)
         return NULL;
     }
     /* str methods; Markup's case and strip methods return Markup */
-    if (self->is_markup && (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip") ||
-                            !strcmp(m, "upper") || !strcmp(m, "lower") || !strcmp(m, "title") ||
-                            !strcmp(m, "capitalize") || !strcmp(m, "swapcase"))) {
+    const tstr_method *row = str_method_find(m);
+    if (self->is_markup && row && (row->flags & SM_MARKUP)) {
         tv plain = *self;
         plain.is_markup = 0;
         tv pf = *fn;
         pf.u.fn.self = &plain;
         return tr_as_markup(r, tr_call_method(r, at, &pf, a));
     }
-    tv *a0 = tr_arg(a, 0, NULL), *a1 = tr_arg(a, 1, NULL);
-    if (!strcmp(m, "strip") || !strcmp(m, "lstrip") || !strcmp(m, "rstrip")) {
-        if (tr_check_nargs(r, at, m, a, 1)) return NULL;
-        if (a0 && a0->type != TV_STR && a0->type != TV_NONE) {
-            tr_err(r, at, "%s arg must be None or str", m);
-            return NULL;
-        }
-        return tr_py_strip(r, self, a0, m[0] == 'l' ? 1 : m[0] == 'r' ? 2 : 3);
-    }
-    if (!strcmp(m, "split") || !strcmp(m, "rsplit")) {
-        tv *sep = tr_arg(a, 0, "sep"), *mx = tr_arg(a, 1, "maxsplit");
-        if (mx && !is_intlike(mx)) {
-            tr_err(r, at, "maxsplit must be an integer");
-            return NULL;
-        }
-        return tr_py_split(r, at, self, sep, mx ? ival(mx) : -1, m[0] == 'r');
-    }
-    if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
-        if (!a0) {
-            tr_err(r, at, "%s() takes at least 1 argument (0 given)", m);
-            return NULL;
-        }
-        tv *one[1] = {a0};
-        tv **cands = one;
-        size_t nc = 1;
-        if (a0->type == TV_LIST && a0->is_tuple) {
-            cands = a0->u.list.items;
-            nc = a0->u.list.n;
-        }
-        for (size_t i = 0; i < nc; i++) {
-            tv *c = cands[i];
-            if (c->type != TV_STR) {
-                tr_err(r, at, "%s first arg must be str or a tuple of str, not %s", m, tv_type_name(c));
-                return NULL;
-            }
-            size_t L = c->u.str.len, N = self->u.str.len;
-            if (L > N) continue;
-            const char *p = m[0] == 's' ? self->u.str.s : self->u.str.s + N - L;
-            if (!memcmp(p, c->u.str.s, L)) return &tv_true_v;
-        }
-        return &tv_false_v;
-    }
-    if (!strcmp(m, "upper")) return tr_py_case(r, self, 1);
-    if (!strcmp(m, "lower") || !strcmp(m, "casefold")) return tr_py_case(r, self, 0);
-    if (!strcmp(m, "capitalize")) return tr_py_case(r, self, 2);
-    if (!strcmp(m, "title")) return tr_py_case(r, self, 3);
-    if (!strcmp(m, "swapcase")) return tr_py_case(r, self, 4);
-    if (!strcmp(m, "replace")) {
-        tv *cnt = tr_arg(a, 2, "count");
-        if (!a0 || !a1) {
-            tr_err(r, at, "replace() takes at least 2 arguments");
-            return NULL;
-        }
-        return tr_py_replace(r, at, self, a0, a1, cnt && is_intlike(cnt) ? ival(cnt) : -1);
-    }
-    if (!strcmp(m, "find") || !strcmp(m, "rfind") || !strcmp(m, "index") || !strcmp(m, "rindex") ||
-        !strcmp(m, "count")) {
-        if (!a0 || a0->type != TV_STR) {
-            tr_err(r, at, "%s() argument must be str", m);
-            return NULL;
-        }
-        const char *h = self->u.str.s;
-        size_t hn = self->u.str.len, nn = a0->u.str.len;
-        if (!strcmp(m, "count")) {
-            if (nn == 0) return tr_int(r, (int64_t)tutf8_len(h, hn) + 1);
-            int64_t c = 0;
-            size_t i = 0;
-            const char *f;
-            while ((f = tr_memmem(h + i, hn - i, a0->u.str.s, nn))) {
-                c++;
-                i = (size_t)(f - h) + nn;
-            }
-            return tr_int(r, c);
-        }
-        const char *f = NULL;
-        if (m[0] == 'r') {
-            for (size_t k = hn >= nn ? hn - nn + 1 : 0; k-- > 0;)
-                if (!memcmp(h + k, a0->u.str.s, nn)) {
-                    f = h + k;
-                    break;
-                }
-        } else f = tr_memmem(h, hn, a0->u.str.s, nn);
-        if (!f) {
-            if (strstr(m, "index")) {
-                tr_err(r, at, "substring not found");
-                return NULL;
-            }
-            return tr_int(r, -1);
-        }
-        return tr_int(r, (int64_t)tutf8_len(h, (size_t)(f - h)));
-    }
-    if (!strcmp(m, "join")) {
-        if (!a0) {
-            tr_err(r, at, "join() takes exactly one argument");
-            return NULL;
-        }
-        tv *l = tr_iter(r, at, a0);
-        if (!l) return NULL;
-        tbuf b = {0};
-        for (size_t i = 0; i < l->u.list.n; i++) {
-            if (l->u.list.items[i]->type != TV_STR) {
-                tbuf_free(&b);
-                tr_err(r, at, "sequence item %zu: expected str instance, %s found", i,
-                     tv_type_name(l->u.list.items[i]));
-                return NULL;
-            }
-            if (i) tbuf_put(&b, self->u.str.s, self->u.str.len);
-            tbuf_put(&b, l->u.list.items[i]->u.str.s, l->u.list.items[i]->u.str.len);
-        }
-        return tr_buf_to_str(r, &b);
-    }
-    if (!strncmp(m, "is", 2)) {
-        size_t i = 0, n = self->u.str.len;
-        if (n == 0) return &tv_false_v;
-        int any_cased = 0, all = 1;
-        while (i < n) {
-            uint32_t c = tutf8_next(self->u.str.s, n, &i);
-            utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
-            int alpha = k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT ||
-                        k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_LO;
-            int digit = k == UTF8PROC_CATEGORY_ND;
-            int ok = 1;
-            if (!strcmp(m, "isdigit") || !strcmp(m, "isdecimal")) ok = digit;
-            else if (!strcmp(m, "isnumeric")) ok = digit || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
-            else if (!strcmp(m, "isalpha")) ok = alpha;
-            else if (!strcmp(m, "isalnum")) ok = alpha || digit;
-            else if (!strcmp(m, "isspace")) ok = tpy_isspace(c);
-            else if (!strcmp(m, "isascii")) ok = c < 0x80;
-            else if (!strcmp(m, "isupper")) {
-                if (k == UTF8PROC_CATEGORY_LL) ok = 0;
-                if (k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LT) any_cased = 1;
-            } else if (!strcmp(m, "islower")) {
-                if (k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LT) ok = 0;
-                if (k == UTF8PROC_CATEGORY_LL) any_cased = 1;
-            } else {
-                tr_err(r, at, "str.%s() is not supported", m);
-                return NULL;
-            }
-            if (!ok) all = 0;
-        }
-        if (!strcmp(m, "isupper") || !strcmp(m, "islower")) return tv_bool(all && any_cased);
-        return tv_bool(all);
-    }
-    if (!strcmp(m, "format")) return py_str_format(r, at, self, a);
-    if (!strcmp(m, "splitlines")) {
-        tv *ke = tr_arg(a, 0, "keepends");
-        return tr_py_splitlines(r, self, ke && tv_truthy(ke));
-    }
-    if (!strcmp(m, "removeprefix") || !strcmp(m, "removesuffix")) {
-        if (!a0 || a0->type != TV_STR) {
-            tr_err(r, at, "%s() argument must be str", m);
-            return NULL;
-        }
-        size_t L = a0->u.str.len, N = self->u.str.len;
-        if (L <= N) {
-            if (m[6] == 'p' && !memcmp(self->u.str.s, a0->u.str.s, L)) return tr_str(r, self->u.str.s + L, N - L);
-            if (m[6] == 's' && !memcmp(self->u.str.s + N - L, a0->u.str.s, L)) return tr_str(r, self->u.str.s, N - L);
-        }
-        return self;
-    }
+    if (row) return row->fn(r, at, m, self, a);
+    if (!strncmp(m, "is", 2)) return sm_is(r, at, m, self, a);
     tr_err(r, at, "str.%s() is not supported by sglc's template engine", m);
     return NULL;
 }
