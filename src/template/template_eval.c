@@ -625,14 +625,14 @@ int tmpl_render(const tmpl_template *t, const json_t *vars, const tmpl_limits *l
     buf.limit = r.lim.max_output;
     r.out = &buf;
     tscope *root = scope_new(&r, NULL);
-    const char *const *globals = tr_global_names;
-    for (int i = 0; root && globals[i]; i++) {
+    const char *gname;
+    for (size_t i = 0; root && (gname = tr_global_name(i)); i++) {
         tv *f = tarena_alloc(&arena, sizeof *f);
         if (!f) break;
         f->type = TV_FUNC;
         f->u.fn.kind = TFN_GLOBAL;
-        f->u.fn.name = globals[i];
-        scope_set(&r, root, globals[i], f);
+        f->u.fn.name = gname;
+        scope_set(&r, root, gname, f);
     }
     if (!root || arena.failed) tr_oom(&r);
     if (!r.failed && vars) {

@@ -122,8 +122,9 @@ tv *tr_format_percent(trender *r, const tnode *at, tv *fmt, tv *args); /* fmt % 
 tv *tr_call_method(trender *r, const tnode *at, tv *fn, targs *a); /* fn: TFN_METHOD */
 
 /* ---- template_globals.c --------------------------------------------------- */
-/* NULL-terminated names of the globals every render's root frame holds. */
-extern const char *const tr_global_names[];
+/* The i-th global's name (NULL past the last): every render's root frame
+ * holds them. */
+const char *tr_global_name(size_t i);
 tv *tr_call_global(trender *r, tscope *s, const tnode *at, const char *g, targs *a);
 
 /* (tr_filter_known / tr_test_known: template_impl.h, for the parser) */
