@@ -211,6 +211,19 @@ void sched_destroy(sched *s);
  * submit (the scheduler thread reads it without locking). */
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 
+/* Speculative decoding seam (and the unit tests' verify entry): called on
+ * the scheduler thread before each decode forward for every running
+ * request (`id`, sibling `index`, its token sequence seq (len): input then
+ * output ids).  It writes up to max_draft proposed next tokens to draft
+ * and returns how many (0 = none).  The forward computes the draft tokens
+ * too, and the process-results stage verifies them in order: each token is
+ * sampled as usual and the next draft is used only when it equals the
+ * sampled token, so outputs are the same with or without drafts (only the
+ * number of forwards changes).  Set before sched_start; NULL removes it. */
+typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
+                              int max_draft);
+void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);
+
 /* Thread-safe.  Queue a request; returns its id (>= 1).  Validation
  * failures, queue-full rejections etc. come back as a FINISH event with
  * SCHED_FINISH_ABORT.  n > 1 produces n results (event.index). */

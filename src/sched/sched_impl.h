@@ -1,6 +1,40 @@
-/* sched_impl — the scheduler's private structures, shared by sched.c
- * (loop, admission, decode, events), sched_policy.c (waiting-queue order)
- * and sched_args.c.  Not for other modules.
+/* sched_impl — the scheduler's private structures, shared by the
+ * src/sched/sched_*.c files below.  Not for other modules (the unit tests
+ * excepted).
+ *
+ * Layers (bottom to top): impl util policy event kv req output retract batch inbox ctl step sched
+ *
+ *   sched_impl.h   the structs below, constants              (no code)
+ *   sched_util     grow, strdup, request arrays, random numbers
+ *   sched_policy   waiting-queue order (--schedule-policy)
+ *   sched_event    specs, the outbox, event builders
+ *   sched_kv       a request's pages / slots, release, cache a prefill
+ *   sched_req      request new / free / enqueue / finish / abort
+ *   sched_output   stage 3 "process results": the per-request order
+ *   sched_retract  retraction for decode, priority preemption, retract all
+ *   sched_batch    stage 1 "assemble": admission, decode pages, drafts, layout
+ *   sched_inbox    submit + validation, aborts, draining the inbox
+ *   sched_ctl      control messages (pause, continue, flush, weight swap)
+ *   sched_step     one step: stage 2 "forward", run_batch, drivers, stats
+ *   sched (.c)     create / destroy, the thread, sched_control, accessors
+ *
+ * The direction rule: a file includes the internal header (sched_X.h) of
+ * its own layer or of a layer below it, never above; so the include graph
+ * has no cycle, and a new feature adds a file (and a layer) where its
+ * dependencies put it.  tests/scripts/test_sched_layers.sh checks it
+ * against the list above (keep the two in step).  sched.h, the public
+ * API, may be included anywhere; sched_json.{c,h} (the /generate codec)
+ * and sched_args.c sit outside the layers.
+ *
+ * A step (sched_step): drain inbox and control messages; build a prefill
+ * batch (or, with nothing to prefill, retract for decode, allocate decode
+ * pages, ask for draft tokens); then one forward in three stages:
+ *
+ *   assemble  (sched_batch_assemble)  requests -> model_batch + logits-row map
+ *   forward   (sched_step.c)          model_forward
+ *   process   (sched_process_results) 0..k new tokens per request, each
+ *             through: logit processors -> sample or verify -> stop
+ *             checks; then emit (see sched_output.c)
  *
  * A request's token sequence and KV:
  *
@@ -22,6 +56,10 @@
 #include "kv/kv_radix.h"
 #include "sampling/sampler.h"
 #include "sched/sched.h"
+
+/* SGLang's CLIP_MAX_NEW_TOKENS (schedule_policy.py): admission reserves
+ * at most this many future tokens per request. */
+#define CLIP_MAX_NEW_TOKENS 4096
 
 typedef enum { RS_WAITING = 0, RS_PREFILL, RS_RUNNING, RS_DONE } sched_rstate;
 
@@ -66,6 +104,8 @@ typedef struct sreq {
     int32_t *pages;             /* (pages_cap) owned */
     int64_t n_pages, pages_cap;
     int32_t *slots;             /* (pages_cap * P) owned */
+    int32_t *draft;             /* (cap_draft) owned: draft tokens of this step's decode row */
+    int n_draft, cap_draft;
     kv_radix_req rr;
     bool holds_kv;              /* admitted: rr lock / pages to release */
     bool kv_broken;             /* cache_unfinished failed: release without insert */
@@ -135,6 +175,7 @@ struct sched {
     int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
     int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
     int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
+    int32_t *b_n_rows;                           /* (cap_seq): sampling rows from b_sample_row (1 + drafts) */
     const int32_t **b_slots;                     /* (cap_seq) */
     int cap_tok, cap_seq;
     float *logits;              /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
@@ -165,6 +206,9 @@ struct sched {
     uint64_t next_id;
     sched_stop_fn stop_fn;
     void *stop_ctx;
+    sched_draft_fn draft_fn;    /* speculative decoding seam (set before the thread starts) */
+    void *draft_ctx;            /* borrowed */
+    int max_draft;
 
     /* outbox */
     pthread_mutex_t out_mu;
@@ -189,11 +233,5 @@ struct sched {
     pthread_mutex_t pg_mu;
     sched_progress pg;
 };
-
-/* sched_policy.c: order s->waiting in place for the next admission. */
-void sched_policy_order(sched *s);
-
-/* splitmix64 step. */
-uint64_t sched_rand(uint64_t *state);
 
 #endif

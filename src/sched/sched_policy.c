@@ -13,17 +13,18 @@
  * With --enable-priority-scheduling the priority is the primary key
  * (higher values first, or lower with --schedule-low-priority-values-first)
  * and the policy order breaks ties.  Sorting is stable: ties keep queue
- * order. */
+ * order.
+ *
+ * Layer 2 (sched_impl.h "Layers"): includes sched_util only. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/sched_impl.h"
+#include "sched/sched_policy.h"
+
+#include "sched/sched_util.h"
 #include "util/log.h"
-#include "util/rng.h"
 
 #define SCHED_CACHE_AWARE_MAX_QUEUE 128
-
-uint64_t sched_rand(uint64_t *state) { return rng_next(state); }
 
 /* qsort is not stable: every key ends with the current rank (order). */
 static void rank_current(sched *s)
