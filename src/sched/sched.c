@@ -89,46 +89,46 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
         return NULL;
     }
     s->a = *a;
-    s->m = m;
-    s->c = c;
-    s->P = P;
-    s->V = c->vocab_size;
-    s->efd = -1;
-    s->capacity = tokens;
-    s->n_eos = c->n_eos;
-    for (int i = 0; i < c->n_eos && i < MODEL_MAX_EOS; i++) s->eos[i] = c->eos_token_ids[i];
-    pthread_mutex_init(&s->in_mu, NULL);
-    pthread_cond_init(&s->in_cv, NULL);
-    pthread_mutex_init(&s->out_mu, NULL);
-    pthread_cond_init(&s->out_cv, NULL);
-    pthread_cond_init(&s->ctl_cv, NULL);
-    pthread_mutex_init(&s->pg_mu, NULL);
-    s->next_id = 1;
-    s->rng = a->random_seed ^ 0x5EEDull;
-    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->eng.m = m;
+    s->eng.c = c;
+    s->lim.P = P;
+    s->lim.V = c->vocab_size;
+    s->out.efd = -1;
+    s->lim.capacity = tokens;
+    s->lim.n_eos = c->n_eos;
+    for (int i = 0; i < c->n_eos && i < MODEL_MAX_EOS; i++) s->lim.eos[i] = c->eos_token_ids[i];
+    pthread_mutex_init(&s->in.in_mu, NULL);
+    pthread_cond_init(&s->in.in_cv, NULL);
+    pthread_mutex_init(&s->out.out_mu, NULL);
+    pthread_cond_init(&s->out.out_cv, NULL);
+    pthread_cond_init(&s->ctl.ctl_cv, NULL);
+    pthread_mutex_init(&s->prog.pg_mu, NULL);
+    s->in.next_id = 1;
+    s->in.rng = a->random_seed ^ 0x5EEDull;
+    s->out.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     /* SGLang: max_req_len = min(context_len - 1, max_total_num_tokens - 1),
      * max_req_input_len = max_req_len - 5 */
-    s->max_req_len = min64((int64_t)c->context_length - 1, tokens - 1);
-    s->max_req_input_len = max64(1, s->max_req_len - 5);
+    s->lim.max_req_len = min64((int64_t)c->context_length - 1, tokens - 1);
+    s->lim.max_req_input_len = max64(1, s->lim.max_req_len - 5);
     if (a->max_running_requests > 0) {
-        s->max_running = a->max_running_requests;
+        s->lim.max_running = a->max_running_requests;
     } else {
         int64_t mr = (int64_t)((double)tokens / c->context_length * 512);
         mr = min64(max64(mr, 2048), 4096);
-        s->max_running = (int)min64(mr, max64(1, tokens / 2));
+        s->lim.max_running = (int)min64(mr, max64(1, tokens / 2));
     }
-    s->init_ratio = fmin(INIT_NEW_TOKEN_RATIO * a->schedule_conservativeness, 1.0);
-    s->log_decode_tic = time_now_sec();
-    s->min_ratio = fmin(s->init_ratio * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0);
-    s->ratio_decay = (s->init_ratio - s->min_ratio) / NEW_TOKEN_RATIO_DECAY_STEPS;
-    s->new_token_ratio = s->init_ratio;
-    s->kv = model_kv_create(m, (int)tokens, kdt);
-    s->pool = kv_pool_create(tokens / P, P);
-    s->tree = s->pool ? kv_radix_create(s->pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache) : NULL;
+    s->adm.init_ratio = fmin(INIT_NEW_TOKEN_RATIO * a->schedule_conservativeness, 1.0);
+    s->blog.log_decode_tic = time_now_sec();
+    s->adm.min_ratio = fmin(s->adm.init_ratio * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0);
+    s->adm.ratio_decay = (s->adm.init_ratio - s->adm.min_ratio) / NEW_TOKEN_RATIO_DECAY_STEPS;
+    s->adm.new_token_ratio = s->adm.init_ratio;
+    s->eng.kv = model_kv_create(m, (int)tokens, kdt);
+    s->eng.pool = kv_pool_create(tokens / P, P);
+    s->eng.tree = s->eng.pool ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache) : NULL;
     int nth = a->threads > 0 ? a->threads : (cpu_get()->n_cores > 0 ? cpu_get()->n_cores : 1);
-    s->tp = tpool_create(nth);
-    s->scratch = aligned_alloc(64, (sampling_scratch_bytes(s->V) + 63) & ~(size_t)63);
-    if (!s->kv || !s->pool || !s->tree || !s->tp || !s->scratch) {
+    s->eng.tp = tpool_create(nth);
+    s->buf.scratch = aligned_alloc(64, (sampling_scratch_bytes(s->lim.V) + 63) & ~(size_t)63);
+    if (!s->eng.kv || !s->eng.pool || !s->eng.tree || !s->eng.tp || !s->buf.scratch) {
         snprintf(err, errlen, "out of memory creating the scheduler (KV cache of %" PRId64 " tokens, %.2f GiB)", tokens,
                  (double)tokens * (double)per_token / 1073741824.0);
         sched_destroy(s);
@@ -136,16 +136,16 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     }
     int max_tok = a->max_prefill_tokens;
     if (a->chunked_prefill_size > 0 && a->chunked_prefill_size < max_tok) max_tok = a->chunked_prefill_size;
-    max_tok += s->max_running < 1024 ? s->max_running : 1024;
-    s->rsv_tok = max_tok;
-    s->rsv_kv = (int)min64(c->context_length, tokens);
-    s->rsv_nth = nth;
+    max_tok += s->lim.max_running < 1024 ? s->lim.max_running : 1024;
+    s->ctl.rsv_tok = max_tok;
+    s->ctl.rsv_kv = (int)min64(c->context_length, tokens);
+    s->ctl.rsv_nth = nth;
     if (model_reserve(m, max_tok, (int)min64(c->context_length, tokens), nth))
         log_warn("could not pre-size the model scratch; it grows on demand");
     log_info("max_total_num_tokens=%" PRId64 ", chunked_prefill_size=%d, max_prefill_tokens=%d, "
              "max_running_requests=%d, context_len=%d, page_size=%d, kv_cache_dtype=%s, "
              "KV %.2f GiB (%zu bytes/token), schedule_policy=%s%s",
-             tokens, a->chunked_prefill_size, a->max_prefill_tokens, s->max_running, c->context_length, P,
+             tokens, a->chunked_prefill_size, a->max_prefill_tokens, s->lim.max_running, c->context_length, P,
              dtype_name(kdt), (double)tokens * (double)per_token / 1073741824.0, per_token,
              sched_policy_name(a->schedule_policy), a->disable_radix_cache ? ", radix cache disabled" : "");
     return s;
@@ -153,35 +153,35 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
 
 static void drop_all(sched *s)
 {
-    for (int i = 0; i < s->n_waiting; i++) sched_req_free(s->waiting[i]);
-    s->n_waiting = 0;
-    for (int i = 0; i < s->n_running; i++) {
-        sched_kv_release(s, s->running[i], false);
-        sched_req_free(s->running[i]);
+    for (int i = 0; i < s->q.n_waiting; i++) sched_req_free(s->q.waiting[i]);
+    s->q.n_waiting = 0;
+    for (int i = 0; i < s->q.n_running; i++) {
+        sched_kv_release(s, s->q.running[i], false);
+        sched_req_free(s->q.running[i]);
     }
-    s->n_running = 0;
-    if (s->chunked) {
-        sched_kv_release(s, s->chunked, false);
-        sched_req_free(s->chunked);
-        s->chunked = NULL;
+    s->q.n_running = 0;
+    if (s->q.chunked) {
+        sched_kv_release(s, s->q.chunked, false);
+        sched_req_free(s->q.chunked);
+        s->q.chunked = NULL;
     }
-    while (s->in_head) {
-        sreq *r = s->in_head;
-        s->in_head = r->next;
+    while (s->in.in_head) {
+        sreq *r = s->in.in_head;
+        s->in.in_head = r->life.next;
         sched_req_free(r);
     }
-    while (s->ab_head) {
-        abort_msg *a = s->ab_head;
-        s->ab_head = a->next;
+    while (s->in.ab_head) {
+        abort_msg *a = s->in.ab_head;
+        s->in.ab_head = a->next;
         free(a->rid);
         free(a);
     }
-    while (s->held_head) {
-        sreq *r = s->held_head;
-        s->held_head = r->next;
+    while (s->ctl.held_head) {
+        sreq *r = s->ctl.held_head;
+        s->ctl.held_head = r->life.next;
         sched_req_free(r);
     }
-    s->held_tail = NULL;
+    s->ctl.held_tail = NULL;
 }
 
 void sched_destroy(sched *s)
@@ -189,41 +189,41 @@ void sched_destroy(sched *s)
     if (!s) return;
     sched_stop(s);
     sched_ctl_fail_pending(s);
-    if (s->tree && s->pool) drop_all(s);
-    while (s->out_head) {
-        sched_event *e = s->out_head;
-        s->out_head = e->next;
+    if (s->eng.tree && s->eng.pool) drop_all(s);
+    while (s->out.out_head) {
+        sched_event *e = s->out.out_head;
+        s->out.out_head = e->next;
         sched_event_free(e);
     }
-    kv_radix_destroy(s->tree);
-    kv_pool_destroy(s->pool);
-    model_kv_destroy(s->kv);
-    if (s->tp) tpool_destroy(s->tp);
-    free(s->waiting);
-    free(s->running);
-    free(s->batch);
-    free(s->b_tokens);
-    free(s->b_pos);
-    free(s->b_rows);
-    free(s->b_start);
-    free(s->b_kvlen);
-    free((void *)s->b_slots);
-    free(s->b_lp_row);
-    free(s->b_lp_n);
-    free(s->b_sample_row);
-    free(s->b_n_rows);
-    free(s->logits);
-    free(s->scratch);
-    free(s->tmp_top_ids);
-    free(s->tmp_top_lp);
-    free(s->tmp_tid_lp);
-    if (s->efd >= 0) close(s->efd);
-    pthread_mutex_destroy(&s->in_mu);
-    pthread_cond_destroy(&s->in_cv);
-    pthread_mutex_destroy(&s->out_mu);
-    pthread_cond_destroy(&s->out_cv);
-    pthread_cond_destroy(&s->ctl_cv);
-    pthread_mutex_destroy(&s->pg_mu);
+    kv_radix_destroy(s->eng.tree);
+    kv_pool_destroy(s->eng.pool);
+    model_kv_destroy(s->eng.kv);
+    if (s->eng.tp) tpool_destroy(s->eng.tp);
+    free(s->q.waiting);
+    free(s->q.running);
+    free(s->buf.batch);
+    free(s->buf.b_tokens);
+    free(s->buf.b_pos);
+    free(s->buf.b_rows);
+    free(s->buf.b_start);
+    free(s->buf.b_kvlen);
+    free((void *)s->buf.b_slots);
+    free(s->buf.b_lp_row);
+    free(s->buf.b_lp_n);
+    free(s->buf.b_sample_row);
+    free(s->buf.b_n_rows);
+    free(s->buf.logits);
+    free(s->buf.scratch);
+    free(s->buf.tmp_top_ids);
+    free(s->buf.tmp_top_lp);
+    free(s->buf.tmp_tid_lp);
+    if (s->out.efd >= 0) close(s->out.efd);
+    pthread_mutex_destroy(&s->in.in_mu);
+    pthread_cond_destroy(&s->in.in_cv);
+    pthread_mutex_destroy(&s->out.out_mu);
+    pthread_cond_destroy(&s->out.out_cv);
+    pthread_cond_destroy(&s->ctl.ctl_cv);
+    pthread_mutex_destroy(&s->prog.pg_mu);
     free(s);
 }
 
@@ -232,19 +232,19 @@ static void *thread_main(void *arg)
     sched *s = arg;
     pthread_setname_np(pthread_self(), "sglc-sched");
     for (;;) {
-        pthread_mutex_lock(&s->in_mu);
-        bool stop = s->stop;
-        pthread_mutex_unlock(&s->in_mu);
+        pthread_mutex_lock(&s->in.in_mu);
+        bool stop = s->thr.stop;
+        pthread_mutex_unlock(&s->in.in_mu);
         if (stop) break;
         int r = sched_step(s);
         if (r < 0) log_error("scheduler step failed; continuing");
         if (r == 0) {
             /* --sleep-on-idle: the compute workers go to sleep now instead
              * of spinning out their pause/yield budget after the last forward */
-            if (s->a.sleep_on_idle) tpool_quiesce(s->tp);
-            pthread_mutex_lock(&s->in_mu);
-            while (!s->stop && !s->in_head && !s->ab_head && !s->ctl_head) pthread_cond_wait(&s->in_cv, &s->in_mu);
-            pthread_mutex_unlock(&s->in_mu);
+            if (s->a.sleep_on_idle) tpool_quiesce(s->eng.tp);
+            pthread_mutex_lock(&s->in.in_mu);
+            while (!s->thr.stop && !s->in.in_head && !s->in.ab_head && !s->ctl.ctl_head) pthread_cond_wait(&s->in.in_cv, &s->in.in_mu);
+            pthread_mutex_unlock(&s->in.in_mu);
         }
     }
     return NULL;
@@ -252,27 +252,27 @@ static void *thread_main(void *arg)
 
 int sched_start(sched *s)
 {
-    if (s->thread_started) return 0;
-    s->stop = false;
-    if (pthread_create(&s->thread, NULL, thread_main, s)) {
+    if (s->thr.thread_started) return 0;
+    s->thr.stop = false;
+    if (pthread_create(&s->thr.thread, NULL, thread_main, s)) {
         log_error("cannot start the scheduler thread");
         return -1;
     }
-    s->thread_started = true;
+    s->thr.thread_started = true;
     return 0;
 }
 
 
 void sched_stop(sched *s)
 {
-    if (!s->thread_started) return;
-    pthread_mutex_lock(&s->in_mu);
-    s->stop = true;
-    s->stopped = true;
-    pthread_cond_broadcast(&s->in_cv);
-    pthread_mutex_unlock(&s->in_mu);
-    pthread_join(s->thread, NULL);
-    s->thread_started = false;
+    if (!s->thr.thread_started) return;
+    pthread_mutex_lock(&s->in.in_mu);
+    s->thr.stop = true;
+    s->thr.stopped = true;
+    pthread_cond_broadcast(&s->in.in_cv);
+    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_join(s->thr.thread, NULL);
+    s->thr.thread_started = false;
     sched_ctl_fail_pending(s);
 }
 
@@ -283,29 +283,29 @@ int sched_control(sched *s, sched_ctl *c)
     c->msg[0] = 0;
     c->old_model = NULL;
     /* size the new model's scratch here, off the scheduler thread */
-    if (c->kind == SCHED_CTL_SWAP_MODEL && c->new_model && c->new_model != s->m &&
-        model_reserve(c->new_model, s->rsv_tok, s->rsv_kv, s->rsv_nth))
+    if (c->kind == SCHED_CTL_SWAP_MODEL && c->new_model && c->new_model != s->eng.m &&
+        model_reserve(c->new_model, s->ctl.rsv_tok, s->ctl.rsv_kv, s->ctl.rsv_nth))
         log_warn("could not pre-size the new model's scratch; it grows on demand");
-    pthread_mutex_lock(&s->in_mu);
-    if (s->stopped) {
-        pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    if (s->thr.stopped) {
+        pthread_mutex_unlock(&s->in.in_mu);
         snprintf(c->msg, sizeof c->msg, "The scheduler is stopped.");
         return -1;
     }
-    if (s->ctl_tail) s->ctl_tail->next = &m;
-    else s->ctl_head = &m;
-    s->ctl_tail = &m;
-    pthread_cond_signal(&s->in_cv);
-    bool threaded = s->thread_started;
+    if (s->ctl.ctl_tail) s->ctl.ctl_tail->next = &m;
+    else s->ctl.ctl_head = &m;
+    s->ctl.ctl_tail = &m;
+    pthread_cond_signal(&s->in.in_cv);
+    bool threaded = s->thr.thread_started;
     if (threaded)
-        while (!m.done) pthread_cond_wait(&s->ctl_cv, &s->in_mu);
-    pthread_mutex_unlock(&s->in_mu);
+        while (!m.done) pthread_cond_wait(&s->ctl.ctl_cv, &s->in.in_mu);
+    pthread_mutex_unlock(&s->in.in_mu);
     if (!threaded) {
         /* synchronous mode: the caller is the scheduler thread */
         for (;;) {
-            pthread_mutex_lock(&s->in_mu);
+            pthread_mutex_lock(&s->in.in_mu);
             bool done = m.done;
-            pthread_mutex_unlock(&s->in_mu);
+            pthread_mutex_unlock(&s->in.in_mu);
             if (done) break;
             if (sched_step(s) < 0) log_error("scheduler step failed while handling a control message");
         }
@@ -315,19 +315,19 @@ int sched_control(sched *s, sched_ctl *c)
 
 bool sched_is_paused(sched *s)
 {
-    pthread_mutex_lock(&s->in_mu);
-    bool p = s->paused;
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    bool p = s->ctl.paused;
+    pthread_mutex_unlock(&s->in.in_mu);
     return p;
 }
 
-model *sched_model(sched *s) { return s->m; }
+model *sched_model(sched *s) { return s->eng.m; }
 
 void sched_get_progress(sched *s, sched_progress *out)
 {
-    pthread_mutex_lock(&s->pg_mu);
-    *out = s->pg;
-    pthread_mutex_unlock(&s->pg_mu);
+    pthread_mutex_lock(&s->prog.pg_mu);
+    *out = s->prog.pg;
+    pthread_mutex_unlock(&s->prog.pg_mu);
 }
 
-int64_t sched_max_req_input_len(const sched *s) { return s->max_req_input_len; }
+int64_t sched_max_req_input_len(const sched *s) { return s->lim.max_req_input_len; }

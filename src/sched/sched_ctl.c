@@ -6,7 +6,7 @@
  * Layer 10 (sched_impl.h "Layers"): includes sched_util, sched_retract,
  * sched_inbox.  A message (ctl_msg) belongs to its waiting caller
  * (sched_control); it is answered by setting `done` under in_mu and
- * broadcasting ctl_cv.  A swap waits (s->swap_wait) until no request is
+ * broadcasting ctl_cv.  A swap waits (s->ctl.swap_wait) until no request is
  * in flight or generation is paused; requests arriving meanwhile are
  * held (sched_inbox). */
 #include "sched/sched_ctl.h"
@@ -20,17 +20,17 @@
 
 static void ctl_done(sched *s, ctl_msg *m)
 {
-    pthread_mutex_lock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
     m->done = true;
-    pthread_cond_broadcast(&s->ctl_cv);
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_cond_broadcast(&s->ctl.ctl_cv);
+    pthread_mutex_unlock(&s->in.in_mu);
 }
 
 static void set_paused(sched *s, bool on)
 {
-    pthread_mutex_lock(&s->in_mu);
-    s->paused = on;
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    s->ctl.paused = on;
+    pthread_mutex_unlock(&s->in.in_mu);
 }
 
 
@@ -38,14 +38,14 @@ static void set_paused(sched *s, bool on)
  * waiting requests (they hold none) do not prevent it. */
 static int ctl_flush(sched *s, char *msg, size_t len)
 {
-    if (s->n_running || s->chunked || (s->n_waiting && !s->paused)) {
+    if (s->q.n_running || s->q.chunked || (s->q.n_waiting && !s->ctl.paused)) {
         snprintf(msg, len, "Cache not flushed because there are pending requests (%d running, %d waiting).",
-                 s->n_running + (s->chunked ? 1 : 0), s->n_waiting);
+                 s->q.n_running + (s->q.chunked ? 1 : 0), s->q.n_waiting);
         log_warn("flush_cache refused: %s", msg);
         return -1;
     }
-    for (int i = 0; i < s->n_waiting; i++) s->waiting[i]->est_node = NULL;
-    if (kv_radix_reset(s->tree)) {
+    for (int i = 0; i < s->q.n_waiting; i++) s->q.waiting[i]->pol.est_node = NULL;
+    if (kv_radix_reset(s->eng.tree)) {
         snprintf(msg, len, "Internal error: the radix cache could not be reset.");
         return -1;
     }
@@ -58,7 +58,7 @@ static int ctl_flush(sched *s, char *msg, size_t len)
  * scratch sizes, the vocabulary and the request limits depend on these. */
 static int swap_compatible(const sched *s, model *nm, char *msg, size_t len)
 {
-    const model_config *a = s->c, *b = model_get_config(nm);
+    const model_config *a = s->eng.c, *b = model_get_config(nm);
 #define SWAP_CHECK(f)                                                                                        \
     if (a->f != b->f) {                                                                                      \
         snprintf(msg, len, "The new model is not compatible with the running one: " #f " %d != %d.",          \
@@ -85,9 +85,9 @@ static int swap_compatible(const sched *s, model *nm, char *msg, size_t len)
     SWAP_CHECK(n_expert_used)
     SWAP_CHECK(moe_inter)
 #undef SWAP_CHECK
-    if (model_weight_dtype(nm) != model_weight_dtype(s->m)) {
+    if (model_weight_dtype(nm) != model_weight_dtype(s->eng.m)) {
         snprintf(msg, len, "The new model is not compatible with the running one: weight dtype %s != %s.",
-                 dtype_name(model_weight_dtype(nm)), dtype_name(model_weight_dtype(s->m)));
+                 dtype_name(model_weight_dtype(nm)), dtype_name(model_weight_dtype(s->eng.m)));
         return -1;
     }
     return 0;
@@ -99,11 +99,11 @@ void sched_ctl_swap(sched *s, ctl_msg *m)
 {
     sched_ctl *c = m->c;
     c->n_affected = sched_retract_all(s);
-    model *old = s->m;
-    s->m = c->new_model;
-    s->c = model_get_config(s->m);
-    s->n_eos = s->c->n_eos;
-    for (int i = 0; i < s->c->n_eos && i < MODEL_MAX_EOS; i++) s->eos[i] = s->c->eos_token_ids[i];
+    model *old = s->eng.m;
+    s->eng.m = c->new_model;
+    s->eng.c = model_get_config(s->eng.m);
+    s->lim.n_eos = s->eng.c->n_eos;
+    for (int i = 0; i < s->eng.c->n_eos && i < MODEL_MAX_EOS; i++) s->lim.eos[i] = s->eng.c->eos_token_ids[i];
     c->old_model = old;
     char fmsg[256];
     if (!c->keep_cache && ctl_flush(s, fmsg, sizeof fmsg)) log_error("after the weight update: %s", fmsg);
@@ -111,8 +111,8 @@ void sched_ctl_swap(sched *s, ctl_msg *m)
     c->rc = 0;
     snprintf(c->msg, sizeof c->msg, "Succeeded to update model weights.");
     log_info("model weights updated (%d request(s) retracted, radix cache flushed)", c->n_affected);
-    s->swap_wait = NULL;
-    if (!s->paused) sched_inbox_release_held(s);
+    s->ctl.swap_wait = NULL;
+    if (!s->ctl.paused) sched_inbox_release_held(s);
     ctl_done(s, m);
 }
 
@@ -125,13 +125,13 @@ static void handle_ctl(sched *s, ctl_msg *m)
     switch (c->kind) {
     case SCHED_CTL_PAUSE:
         if (c->pause_mode == SCHED_PAUSE_ABORT) {
-            int n = s->n_running + s->n_waiting + (s->chunked ? 1 : 0);
+            int n = s->q.n_running + s->q.n_waiting + (s->q.chunked ? 1 : 0);
             sched_abort_key all = {NULL, 0};
-            sreq *held = s->held_head; /* arrived after the pause began: kept */
-            s->held_head = s->held_tail = NULL;
+            sreq *held = s->ctl.held_head; /* arrived after the pause began: kept */
+            s->ctl.held_head = s->ctl.held_tail = NULL;
             sched_inbox_abort(s, &all);
-            s->held_head = held;
-            for (sreq *r = held; r; r = r->next) s->held_tail = r;
+            s->ctl.held_head = held;
+            for (sreq *r = held; r; r = r->life.next) s->ctl.held_tail = r;
             c->n_affected = n;
         } else if (c->pause_mode == SCHED_PAUSE_RETRACT) {
             c->n_affected = sched_retract_all(s);
@@ -141,11 +141,11 @@ static void handle_ctl(sched *s, ctl_msg *m)
                  c->pause_mode == SCHED_PAUSE_ABORT ? "abort" : c->pause_mode == SCHED_PAUSE_RETRACT ? "retract" : "in_place",
                  c->n_affected, c->pause_mode == SCHED_PAUSE_ABORT ? "aborted" : "retracted");
         snprintf(c->msg, sizeof c->msg, "Generation paused successfully.");
-        if (s->swap_wait) sched_ctl_swap(s, s->swap_wait); /* a waiting swap need not wait any more */
+        if (s->ctl.swap_wait) sched_ctl_swap(s, s->ctl.swap_wait); /* a waiting swap need not wait any more */
         break;
     case SCHED_CTL_CONTINUE:
         set_paused(s, false);
-        if (!s->swap_wait) sched_inbox_release_held(s);
+        if (!s->ctl.swap_wait) sched_inbox_release_held(s);
         log_info("generation continued");
         snprintf(c->msg, sizeof c->msg, "Generation continued successfully.");
         break;
@@ -159,13 +159,13 @@ static void handle_ctl(sched *s, ctl_msg *m)
             log_error("update_weights_from_disk refused: %s", c->msg);
             break;
         }
-        if (s->swap_wait) {
+        if (s->ctl.swap_wait) {
             c->rc = -1;
             snprintf(c->msg, sizeof c->msg, "Another weight update is in progress.");
             break;
         }
-        s->swap_wait = m;
-        if (s->paused || (!s->n_running && !s->n_waiting && !s->chunked)) sched_ctl_swap(s, m);
+        s->ctl.swap_wait = m;
+        if (s->ctl.paused || (!s->q.n_running && !s->q.n_waiting && !s->q.chunked)) sched_ctl_swap(s, m);
         return; /* done by do_swap, now or when the requests in flight finish */
     default:
         c->rc = -1;
@@ -177,10 +177,10 @@ static void handle_ctl(sched *s, ctl_msg *m)
 
 void sched_ctl_drain(sched *s)
 {
-    pthread_mutex_lock(&s->in_mu);
-    ctl_msg *m = s->ctl_head;
-    s->ctl_head = s->ctl_tail = NULL;
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    ctl_msg *m = s->ctl.ctl_head;
+    s->ctl.ctl_head = s->ctl.ctl_tail = NULL;
+    pthread_mutex_unlock(&s->in.in_mu);
     while (m) {
         ctl_msg *n = m->next; /* m belongs to its waiting caller once done */
         m->next = NULL;
@@ -193,11 +193,11 @@ void sched_ctl_drain(sched *s)
  * message's caller frees it once it sees `done` (under in_mu, held here). */
 void sched_ctl_fail_pending(sched *s)
 {
-    pthread_mutex_lock(&s->in_mu);
-    ctl_msg *m = s->ctl_head;
-    s->ctl_head = s->ctl_tail = NULL;
-    ctl_msg *w = s->swap_wait;
-    s->swap_wait = NULL;
+    pthread_mutex_lock(&s->in.in_mu);
+    ctl_msg *m = s->ctl.ctl_head;
+    s->ctl.ctl_head = s->ctl.ctl_tail = NULL;
+    ctl_msg *w = s->ctl.swap_wait;
+    s->ctl.swap_wait = NULL;
     while (m || w) {
         ctl_msg *x = m ? m : w;
         if (m) m = m->next;
@@ -206,6 +206,6 @@ void sched_ctl_fail_pending(sched *s)
         snprintf(x->c->msg, sizeof x->c->msg, "The scheduler is stopped.");
         x->done = true;
     }
-    pthread_cond_broadcast(&s->ctl_cv);
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_cond_broadcast(&s->ctl.ctl_cv);
+    pthread_mutex_unlock(&s->in.in_mu);
 }

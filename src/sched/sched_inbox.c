@@ -24,105 +24,105 @@
 
 static bool rid_match_key(const sched_abort_key *k, const sreq *r)
 {
-    if (k->id) return r->id == k->id;
-    return !k->rid || (r->rid && !strcmp(k->rid, r->rid));
+    if (k->id) return r->who.id == k->id;
+    return !k->rid || (r->who.rid && !strcmp(k->rid, r->who.rid));
 }
 
 /* Abort matching requests wherever they are; their pages go back now. */
 void sched_inbox_abort(sched *s, const sched_abort_key *key)
 {
-    for (int i = 0; i < s->n_waiting;) {
-        sreq *r = s->waiting[i];
+    for (int i = 0; i < s->q.n_waiting;) {
+        sreq *r = s->q.waiting[i];
         if (rid_match_key(key, r)) {
-            sched_remove_req(s->waiting, &s->n_waiting, i);
+            sched_remove_req(s->q.waiting, &s->q.n_waiting, i);
             sched_req_abort(s, r);
         } else {
             /* siblings still held by a warm-up */
-            for (int c = 0; c < r->n_children; c++)
-                if (rid_match_key(key, r->children[c])) {
-                    sreq *ch = r->children[c];
-                    memmove(r->children + c, r->children + c + 1, sizeof(sreq *) * (size_t)(r->n_children - c - 1));
-                    r->n_children--;
+            for (int c = 0; c < r->life.n_children; c++)
+                if (rid_match_key(key, r->life.children[c])) {
+                    sreq *ch = r->life.children[c];
+                    memmove(r->life.children + c, r->life.children + c + 1, sizeof(sreq *) * (size_t)(r->life.n_children - c - 1));
+                    r->life.n_children--;
                     c--;
-                    sched_emit_reject(s, ch->id, ch->index, ch->rid, ch->n_input, "Request aborted.", 200);
+                    sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "Request aborted.", 200);
                     sched_req_free(ch);
                 }
             i++;
         }
     }
-    for (int i = 0; i < s->n_running;) {
-        sreq *r = s->running[i];
+    for (int i = 0; i < s->q.n_running;) {
+        sreq *r = s->q.running[i];
         if (rid_match_key(key, r)) {
-            sched_remove_req(s->running, &s->n_running, i);
+            sched_remove_req(s->q.running, &s->q.n_running, i);
             sched_req_abort(s, r);
         } else {
             i++;
         }
     }
-    if (s->chunked && rid_match_key(key, s->chunked)) {
-        sreq *r = s->chunked;
-        s->chunked = NULL;
+    if (s->q.chunked && rid_match_key(key, s->q.chunked)) {
+        sreq *r = s->q.chunked;
+        s->q.chunked = NULL;
         sched_req_abort(s, r);
     }
     /* held while paused: never queued, so they are rejected like a queue-full */
-    for (sreq **pp = &s->held_head; *pp;) {
+    for (sreq **pp = &s->ctl.held_head; *pp;) {
         sreq *r = *pp;
         if (!rid_match_key(key, r)) {
-            pp = &r->next;
+            pp = &r->life.next;
             continue;
         }
-        *pp = r->next;
-        r->next = NULL;
-        for (int c = 0; c < r->n_children; c++) {
-            sreq *ch = r->children[c];
-            sched_emit_reject(s, ch->id, ch->index, ch->rid, ch->n_input, "Request aborted.", 200);
+        *pp = r->life.next;
+        r->life.next = NULL;
+        for (int c = 0; c < r->life.n_children; c++) {
+            sreq *ch = r->life.children[c];
+            sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "Request aborted.", 200);
         }
-        if (!r->internal) sched_emit_reject(s, r->id, r->index, r->rid, r->n_input, "Request aborted.", 200);
+        if (!r->who.internal) sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "Request aborted.", 200);
         sched_req_free(r);
     }
-    s->held_tail = NULL;
-    for (sreq *r = s->held_head; r; r = r->next) s->held_tail = r;
+    s->ctl.held_tail = NULL;
+    for (sreq *r = s->ctl.held_head; r; r = r->life.next) s->ctl.held_tail = r;
 }
 
 /* The lowest-priority waiting request (for queue-full with priorities). */
 static int lowest_waiting(sched *s)
 {
     int pick = -1;
-    for (int i = 0; i < s->n_waiting; i++) {
-        sreq *r = s->waiting[i];
+    for (int i = 0; i < s->q.n_waiting; i++) {
+        sreq *r = s->q.waiting[i];
         if (pick < 0) {
             pick = i;
             continue;
         }
-        sreq *p = s->waiting[pick];
-        bool lower = s->a.schedule_low_priority_values_first ? r->priority > p->priority : r->priority < p->priority;
-        if (lower || (r->priority == p->priority && r->seq_no > p->seq_no)) pick = i;
+        sreq *p = s->q.waiting[pick];
+        bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority : r->pol.priority < p->pol.priority;
+        if (lower || (r->pol.priority == p->pol.priority && r->pol.seq_no > p->pol.seq_no)) pick = i;
     }
     return pick;
 }
 
 static void admit_new(sched *s, sreq *r)
 {
-    if (s->a.max_queued_requests > 0 && s->n_waiting >= s->a.max_queued_requests) {
+    if (s->a.max_queued_requests > 0 && s->q.n_waiting >= s->a.max_queued_requests) {
         int low = s->a.enable_priority_scheduling ? lowest_waiting(s) : -1;
         if (low >= 0) {
-            sreq *l = s->waiting[low];
-            bool better = s->a.schedule_low_priority_values_first ? r->priority < l->priority : r->priority > l->priority;
+            sreq *l = s->q.waiting[low];
+            bool better = s->a.schedule_low_priority_values_first ? r->pol.priority < l->pol.priority : r->pol.priority > l->pol.priority;
             if (better) {
-                sched_remove_req(s->waiting, &s->n_waiting, low);
-                l->abort_msg = sched_strdup("The request is aborted by a higher priority request.");
-                l->abort_status = 503;
+                sched_remove_req(s->q.waiting, &s->q.n_waiting, low);
+                l->life.abort_msg = sched_strdup("The request is aborted by a higher priority request.");
+                l->life.abort_status = 503;
                 sched_req_abort(s, l);
                 sched_req_enqueue(s, r);
                 return;
             }
         }
         /* rejected before it ever ran: siblings too */
-        for (int c = 0; c < r->n_children; c++) {
-            sreq *ch = r->children[c];
-            sched_emit_reject(s, ch->id, ch->index, ch->rid, ch->n_input, "The request queue is full.", 503);
+        for (int c = 0; c < r->life.n_children; c++) {
+            sreq *ch = r->life.children[c];
+            sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "The request queue is full.", 503);
         }
-        if (!r->internal) sched_emit_reject(s, r->id, r->index, r->rid, r->n_input, "The request queue is full.", 503);
+        if (!r->who.internal) sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "The request queue is full.", 503);
         sched_req_free(r);
         return;
     }
@@ -133,38 +133,38 @@ static void admit_new(sched *s, sreq *r)
  * arrival order until generation continues. */
 static void hold_req(sched *s, sreq *r)
 {
-    r->next = NULL;
-    if (s->held_tail) s->held_tail->next = r;
-    else s->held_head = r;
-    s->held_tail = r;
+    r->life.next = NULL;
+    if (s->ctl.held_tail) s->ctl.held_tail->life.next = r;
+    else s->ctl.held_head = r;
+    s->ctl.held_tail = r;
 }
 
 void sched_inbox_release_held(sched *s)
 {
-    sreq *r = s->held_head;
-    s->held_head = s->held_tail = NULL;
+    sreq *r = s->ctl.held_head;
+    s->ctl.held_head = s->ctl.held_tail = NULL;
     while (r) {
-        sreq *n = r->next;
-        r->next = NULL;
+        sreq *n = r->life.next;
+        r->life.next = NULL;
         admit_new(s, r);
         r = n;
     }
 }
 
-static bool sched_inbox_holding(const sched *s) { return s->paused || s->swap_wait; }
+static bool sched_inbox_holding(const sched *s) { return s->ctl.paused || s->ctl.swap_wait; }
 
 void sched_inbox_drain(sched *s)
 {
-    pthread_mutex_lock(&s->in_mu);
-    sreq *head = s->in_head;
-    abort_msg *ab = s->ab_head;
-    s->in_head = s->in_tail = NULL;
-    s->ab_head = s->ab_tail = NULL;
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    sreq *head = s->in.in_head;
+    abort_msg *ab = s->in.ab_head;
+    s->in.in_head = s->in.in_tail = NULL;
+    s->in.ab_head = s->in.ab_tail = NULL;
+    pthread_mutex_unlock(&s->in.in_mu);
     while (head) {
         sreq *r = head;
-        head = r->next;
-        r->next = NULL;
+        head = r->life.next;
+        r->life.next = NULL;
         if (sched_inbox_holding(s)) hold_req(s, r);
         else admit_new(s, r);
     }
@@ -182,28 +182,28 @@ void sched_inbox_drain(sched *s)
 
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx)
 {
-    pthread_mutex_lock(&s->in_mu);
-    s->stop_fn = fn;
-    s->stop_ctx = ctx;
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    s->hooks.stop_fn = fn;
+    s->hooks.stop_ctx = ctx;
+    pthread_mutex_unlock(&s->in.in_mu);
 }
 
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
 {
-    s->draft_fn = fn;
-    s->draft_ctx = ctx;
-    s->max_draft = fn && max_draft > 0 ? max_draft : 0;
+    s->hooks.draft_fn = fn;
+    s->hooks.draft_ctx = ctx;
+    s->hooks.max_draft = fn && max_draft > 0 ? max_draft : 0;
 }
 
 static void inbox_push(sched *s, sreq *r)
 {
-    pthread_mutex_lock(&s->in_mu);
-    r->next = NULL;
-    if (s->in_tail) s->in_tail->next = r;
-    else s->in_head = r;
-    s->in_tail = r;
-    pthread_cond_signal(&s->in_cv);
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    r->life.next = NULL;
+    if (s->in.in_tail) s->in.in_tail->life.next = r;
+    else s->in.in_head = r;
+    s->in.in_tail = r;
+    pthread_cond_signal(&s->in.in_cv);
+    pthread_mutex_unlock(&s->in.in_mu);
 }
 
 /* Validation as SGLang (tokenizer_manager + SamplingParams.verify).  0 or
@@ -216,25 +216,25 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         return -1;
     }
     for (int64_t i = 0; i < sp->n_input; i++)
-        if (sp->input_ids[i] < 0 || sp->input_ids[i] >= s->V) {
-            snprintf(err, errlen, "Token id %d is out of range [0, %d).", sp->input_ids[i], s->V);
+        if (sp->input_ids[i] < 0 || sp->input_ids[i] >= s->lim.V) {
+            snprintf(err, errlen, "Token id %d is out of range [0, %d).", sp->input_ids[i], s->lim.V);
             return -1;
         }
-    if (sp->n_input > s->max_req_input_len) {
+    if (sp->n_input > s->lim.max_req_input_len) {
         snprintf(err, errlen,
                  "The input (%" PRId64 " tokens) is longer than the model's context length (%" PRId64 " tokens).",
-                 sp->n_input, s->max_req_input_len);
+                 sp->n_input, s->lim.max_req_input_len);
         return -1;
     }
-    if (sampling_params_verify(&sp->params, s->V, err, errlen)) return -1;
+    if (sampling_params_verify(&sp->params, s->lim.V, err, errlen)) return -1;
     if (sampling_params_check_supported(&sp->params, err, errlen)) return -1;
     if (sp->params.n_stop_regex > 0) {
         snprintf(err, errlen, "stop_regex is not supported yet.");
         return -1;
     }
-    pthread_mutex_lock(&s->in_mu);
-    bool have_hook = s->stop_fn != NULL;
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    bool have_hook = s->hooks.stop_fn != NULL;
+    pthread_mutex_unlock(&s->in.in_mu);
     if (sp->params.n_stop > 0 && !have_hook) {
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");
         return -1;
@@ -251,9 +251,9 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         return -1;
     }
     for (int i = 0; i < sp->n_token_ids_logprob; i++)
-        if (sp->token_ids_logprob[i] < 0 || sp->token_ids_logprob[i] >= s->V) {
+        if (sp->token_ids_logprob[i] < 0 || sp->token_ids_logprob[i] >= s->lim.V) {
             snprintf(err, errlen, "token_ids_logprob: token id %d is out of range [0, %d).",
-                     sp->token_ids_logprob[i], s->V);
+                     sp->token_ids_logprob[i], s->lim.V);
             return -1;
         }
     if (sp->has_priority && !s->a.enable_priority_scheduling && s->a.abort_on_priority_when_disabled) {
@@ -266,15 +266,15 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
             snprintf(err, errlen, "Embedding requests take no n > 1, return_logprob or stream.");
             return -1;
         }
-        if (sp->embed_dims < 0 || sp->embed_dims > s->c->hidden_size) {
+        if (sp->embed_dims < 0 || sp->embed_dims > s->eng.c->hidden_size) {
             snprintf(err, errlen, "Provided dimensions are greater than max embedding dimension: %d",
-                     s->c->hidden_size);
+                     s->eng.c->hidden_size);
             return -1;
         }
         *max_new = 0; /* prefill only */
         return 0;
     }
-    int64_t room = s->max_req_len - sp->n_input;
+    int64_t room = s->lim.max_req_len - sp->n_input;
     int64_t mn = sp->params.has_max_new_tokens ? sp->params.max_new_tokens : room;
     *max_new = mn < room ? mn : room;
     if (*max_new < 0) *max_new = 0;
@@ -283,10 +283,10 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
 
 uint64_t sched_submit(sched *s, sched_req_spec *sp)
 {
-    pthread_mutex_lock(&s->in_mu);
-    uint64_t id = s->next_id++;
-    uint64_t seed_base = sched_rand(&s->rng);
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    uint64_t id = s->in.next_id++;
+    uint64_t seed_base = sched_rand(&s->in.rng);
+    pthread_mutex_unlock(&s->in.in_mu);
     char rid_buf[48];
     if (!sp->rid) {
         snprintf(rid_buf, sizeof rid_buf, "req-%" PRIu64, id);
@@ -311,9 +311,9 @@ uint64_t sched_submit(sched *s, sched_req_spec *sp)
          * prompt, then the n siblings reuse its pages from the radix tree */
         head = sched_req_new(s, sp, id, 0, seed, 0);
         if (head) {
-            head->internal = true;
-            head->children = calloc((size_t)n, sizeof(sreq *));
-            if (!head->children) {
+            head->who.internal = true;
+            head->life.children = calloc((size_t)n, sizeof(sreq *));
+            if (!head->life.children) {
                 sched_req_free(head);
                 head = NULL;
             }
@@ -325,7 +325,7 @@ uint64_t sched_submit(sched *s, sched_req_spec *sp)
                 head = NULL;
                 break;
             }
-            head->children[head->n_children++] = c;
+            head->life.children[head->life.n_children++] = c;
         }
     }
     if (!head) {
@@ -347,12 +347,12 @@ static void queue_abort(sched *s, const char *rid, uint64_t id)
     }
     a->rid = sched_strdup(rid);
     a->id = id;
-    pthread_mutex_lock(&s->in_mu);
-    if (s->ab_tail) s->ab_tail->next = a;
-    else s->ab_head = a;
-    s->ab_tail = a;
-    pthread_cond_signal(&s->in_cv);
-    pthread_mutex_unlock(&s->in_mu);
+    pthread_mutex_lock(&s->in.in_mu);
+    if (s->in.ab_tail) s->in.ab_tail->next = a;
+    else s->in.ab_head = a;
+    s->in.ab_tail = a;
+    pthread_cond_signal(&s->in.in_cv);
+    pthread_mutex_unlock(&s->in.in_mu);
 }
 
 void sched_abort(sched *s, const char *rid) { queue_abort(s, rid, 0); }

@@ -19,20 +19,20 @@
 
 void sched_kv_set_slots(sched *s, sreq *r, int64_t from_page)
 {
-    int P = s->P;
-    for (int64_t p = from_page; p < r->n_pages; p++)
-        for (int k = 0; k < P; k++) r->slots[p * P + k] = r->pages[p] * P + k;
+    int P = s->lim.P;
+    for (int64_t p = from_page; p < r->kv.n_pages; p++)
+        for (int k = 0; k < P; k++) r->kv.slots[p * P + k] = r->kv.pages[p] * P + k;
 }
 
 int sched_kv_page_room(sched *s, sreq *r, int64_t n_pages)
 {
-    int64_t c = r->pages_cap;
-    if (sched_grow((void **)&r->pages, &c, n_pages, sizeof(int32_t))) return -1;
-    if (c != r->pages_cap) {
-        int32_t *g = realloc(r->slots, sizeof(int32_t) * (size_t)(c * s->P));
+    int64_t c = r->kv.pages_cap;
+    if (sched_grow((void **)&r->kv.pages, &c, n_pages, sizeof(int32_t))) return -1;
+    if (c != r->kv.pages_cap) {
+        int32_t *g = realloc(r->kv.slots, sizeof(int32_t) * (size_t)(c * s->lim.P));
         if (!g) return -1;
-        r->slots = g;
-        r->pages_cap = c;
+        r->kv.slots = g;
+        r->kv.pages_cap = c;
     }
     return 0;
 }
@@ -40,27 +40,27 @@ int sched_kv_page_room(sched *s, sreq *r, int64_t n_pages)
 /* Pages the pool can give after evicting the whole evictable tree. */
 int64_t sched_kv_avail_pages(sched *s)
 {
-    return kv_pool_free_pages(s->pool) + kv_radix_evictable_size(s->tree) / s->P;
+    return kv_pool_free_pages(s->eng.pool) + kv_radix_evictable_size(s->eng.tree) / s->lim.P;
 }
 
 /* Get n pages from the pool, evicting cached prefixes as needed. */
 static int take_pages(sched *s, int64_t n, int32_t *out)
 {
     if (n <= 0) return 0;
-    int64_t fp = kv_pool_free_pages(s->pool);
-    if (fp < n) kv_radix_evict(s->tree, (n - fp) * s->P);
-    return kv_pool_alloc(s->pool, n, out);
+    int64_t fp = kv_pool_free_pages(s->eng.pool);
+    if (fp < n) kv_radix_evict(s->eng.tree, (n - fp) * s->lim.P);
+    return kv_pool_alloc(s->eng.pool, n, out);
 }
 
 /* Make r's page table cover positions [0, upto). */
 int sched_kv_alloc_upto(sched *s, sreq *r, int64_t upto)
 {
-    int64_t need = kv_pool_pages_for(s->pool, upto);
-    if (need <= r->n_pages) return 0;
+    int64_t need = kv_pool_pages_for(s->eng.pool, upto);
+    if (need <= r->kv.n_pages) return 0;
     if (sched_kv_page_room(s, r, need)) return -1;
-    if (take_pages(s, need - r->n_pages, r->pages + r->n_pages)) return -1;
-    int64_t from = r->n_pages;
-    r->n_pages = need;
+    if (take_pages(s, need - r->kv.n_pages, r->kv.pages + r->kv.n_pages)) return -1;
+    int64_t from = r->kv.n_pages;
+    r->kv.n_pages = need;
     sched_kv_set_slots(s, r, from);
     return 0;
 }
@@ -70,25 +70,25 @@ int sched_kv_alloc_upto(sched *s, sreq *r, int64_t upto)
  * afterwards. */
 void sched_kv_release(sched *s, sreq *r, bool insert)
 {
-    if (!r->holds_kv) return;
-    int64_t keep = kv_pool_pages_for(s->pool, r->kv_len);
-    if (r->n_pages > keep) {
-        if (kv_pool_free(s->pool, r->pages + keep, r->n_pages - keep))
-            log_error("request %s: could not free %" PRId64 " pages", r->rid, r->n_pages - keep);
-        r->n_pages = keep;
+    if (!r->kv.holds_kv) return;
+    int64_t keep = kv_pool_pages_for(s->eng.pool, r->kv.kv_len);
+    if (r->kv.n_pages > keep) {
+        if (kv_pool_free(s->eng.pool, r->kv.pages + keep, r->kv.n_pages - keep))
+            log_error("request %s: could not free %" PRId64 " pages", r->who.rid, r->kv.n_pages - keep);
+        r->kv.n_pages = keep;
     }
-    if (kv_radix_req_cache_finished(s->tree, &r->rr, r->seq, r->kv_len, r->pages, insert && !r->kv_broken))
-        log_error("request %s: releasing its KV failed", r->rid);
-    r->n_pages = 0;
-    r->kv_len = 0;
-    r->holds_kv = false;
+    if (kv_radix_req_cache_finished(s->eng.tree, &r->kv.rr, r->tok.seq, r->kv.kv_len, r->kv.pages, insert && !r->kv.kv_broken))
+        log_error("request %s: releasing its KV failed", r->who.rid);
+    r->kv.n_pages = 0;
+    r->kv.kv_len = 0;
+    r->kv.holds_kv = false;
 }
 
 int sched_kv_cache_prefill(sched *s, sreq *r)
 {
-    if (kv_radix_disabled(s->tree)) return 0;
-    if (kv_radix_req_cache_unfinished(s->tree, &r->rr, r->seq, r->kv_len, r->pages)) {
-        r->kv_broken = true; /* kv_radix.h: the page table is no longer trustworthy */
+    if (kv_radix_disabled(s->eng.tree)) return 0;
+    if (kv_radix_req_cache_unfinished(s->eng.tree, &r->kv.rr, r->tok.seq, r->kv.kv_len, r->kv.pages)) {
+        r->kv.kv_broken = true; /* kv_radix.h: the page table is no longer trustworthy */
         return -1;
     }
     sched_kv_set_slots(s, r, 0);

@@ -311,7 +311,7 @@ static sched *one_running(int max_new, int32_t stop_id, result *res)
     memset(res, 0, sizeof *res);
     res->id = sched_submit(s, &sp);
     assert_int_equal(sched_step(s), 1);
-    assert_int_equal(s->n_running, 1);
+    assert_int_equal(s->q.n_running, 1);
     drain(s, res, 1);
     assert_int_equal(res->n, 1);
     return s;
@@ -322,9 +322,9 @@ static sched *one_running(int max_new, int32_t stop_id, result *res)
  * does for real drafts). */
 static float *rows_for(sched *s, sreq *r, const int32_t *toks, int k)
 {
-    float *rows = calloc((size_t)k * (size_t)s->V, sizeof(float));
-    for (int j = 0; j < k; j++) rows[(size_t)j * (size_t)s->V + (size_t)toks[j]] = 10.0f;
-    assert_int_equal(sched_kv_alloc_upto(s, r, r->len + k - 1), 0);
+    float *rows = calloc((size_t)k * (size_t)s->lim.V, sizeof(float));
+    for (int j = 0; j < k; j++) rows[(size_t)j * (size_t)s->lim.V + (size_t)toks[j]] = 10.0f;
+    assert_int_equal(sched_kv_alloc_upto(s, r, r->tok.len + k - 1), 0);
     return rows;
 }
 
@@ -347,17 +347,17 @@ static void test_process_k_all_accepted(void **state)
     NEED_MODEL();
     result res;
     sched *s = one_running(20, -1, &res);
-    sreq *r = s->running[0];
+    sreq *r = s->q.running[0];
     int32_t toks[4] = {100, 200, 300, 400};
     float *rows = rows_for(s, r, toks, 4);
-    int64_t len0 = r->len;
+    int64_t len0 = r->tok.len;
     bool fin;
     int n = sched_process_request(s, r, rows, 4, toks, &fin);
     assert_int_equal(n, 4);
     assert_false(fin);
-    assert_int_equal(r->len, len0 + 4);
-    assert_int_equal(r->kv_len, r->len - 1);
-    for (int j = 0; j < 4; j++) assert_int_equal(r->seq[len0 + j], toks[j]);
+    assert_int_equal(r->tok.len, len0 + 4);
+    assert_int_equal(r->kv.kv_len, r->tok.len - 1);
+    for (int j = 0; j < 4; j++) assert_int_equal(r->tok.seq[len0 + j], toks[j]);
     drain(s, &res, 1);
     /* one TOKENS event with the four tokens */
     assert_int_equal(res.n_events, 2);
@@ -376,18 +376,18 @@ static void test_process_k_rejects(void **state)
     NEED_MODEL();
     result res;
     sched *s = one_running(20, -1, &res);
-    sreq *r = s->running[0];
+    sreq *r = s->q.running[0];
     int32_t toks[4] = {100, 200, 300, 400};
     int32_t draft[3] = {100, 201, 300}; /* the second draft is not what row 1 samples */
     float *rows = rows_for(s, r, toks, 4);
-    int64_t len0 = r->len;
+    int64_t len0 = r->tok.len;
     bool fin;
     int n = sched_process_request(s, r, rows, 4, draft, &fin);
     assert_int_equal(n, 2); /* 100 confirms draft 0; 200 rejects draft 1 and is the last token */
     assert_false(fin);
-    assert_int_equal(r->len, len0 + 2);
-    assert_int_equal(r->seq[len0 + 1], 200);
-    assert_int_equal(r->kv_len, r->len - 1);
+    assert_int_equal(r->tok.len, len0 + 2);
+    assert_int_equal(r->tok.seq[len0 + 1], 200);
+    assert_int_equal(r->kv.kv_len, r->tok.len - 1);
     free(rows);
     drain(s, &res, 1);
     assert_int_equal(res.n, 3);
@@ -402,7 +402,7 @@ static void test_process_k_stop_token_mid(void **state)
     NEED_MODEL();
     result res;
     sched *s = one_running(20, 300, &res);
-    sreq *r = s->running[0];
+    sreq *r = s->q.running[0];
     int32_t toks[4] = {100, 200, 300, 400};
     float *rows = rows_for(s, r, toks, 4);
     bool fin;
@@ -418,8 +418,8 @@ static void test_process_k_stop_token_mid(void **state)
     assert_int_equal(res.completion_tokens, 4);
     assert_int_equal(res.ids[3], 300);
     assert_int_equal(res.n_events, 2); /* no TOKENS event for the finishing run: all in FINISH */
-    assert_int_equal(s->n_running, 1); /* the stage's caller drops it; here by hand */
-    s->n_running = 0;
+    assert_int_equal(s->q.n_running, 1); /* the stage's caller drops it; here by hand */
+    s->q.n_running = 0;
     finish_and_check(s, &res);
     sched_destroy(s);
 }
@@ -430,7 +430,7 @@ static void test_process_k_max_new_mid(void **state)
     NEED_MODEL();
     result res;
     sched *s = one_running(3, -1, &res);
-    sreq *r = s->running[0];
+    sreq *r = s->q.running[0];
     int32_t toks[4] = {100, 200, 300, 400};
     float *rows = rows_for(s, r, toks, 4);
     bool fin;
@@ -445,7 +445,7 @@ static void test_process_k_max_new_mid(void **state)
     assert_int_equal(res.n, 3);
     assert_int_equal(res.ids[1], 100);
     assert_int_equal(res.ids[2], 200);
-    s->n_running = 0;
+    s->q.n_running = 0;
     finish_and_check(s, &res);
     sched_destroy(s);
 }
