@@ -4,7 +4,7 @@
  *
  * DESIGN
  * Layer 9 (sched_impl.h "Layers"): includes sched_util, sched_event,
- * sched_kv, sched_req.  in_mu guards the inbox lists; a submit validates
+ * sched_kv, sched_req.  in.mu guards the inbox lists; a submit validates
  * on the caller's thread (SGLang's tokenizer-manager checks and
  * SamplingParams.verify), builds the request(s) and links them in; the
  * scheduler takes the whole list at the start of a step. */
@@ -155,12 +155,12 @@ static bool sched_inbox_holding(const sched *s) { return s->ctl.paused || s->ctl
 
 void sched_inbox_drain(sched *s)
 {
-    pthread_mutex_lock(&s->in.in_mu);
-    sreq *head = s->in.in_head;
+    pthread_mutex_lock(&s->in.mu);
+    sreq *head = s->in.head;
     abort_msg *ab = s->in.ab_head;
-    s->in.in_head = s->in.in_tail = NULL;
+    s->in.head = s->in.tail = NULL;
     s->in.ab_head = s->in.ab_tail = NULL;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     while (head) {
         sreq *r = head;
         head = r->life.next;
@@ -182,10 +182,10 @@ void sched_inbox_drain(sched *s)
 
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     s->hooks.stop_fn = fn;
     s->hooks.stop_ctx = ctx;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
@@ -197,13 +197,13 @@ void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
 
 static void inbox_push(sched *s, sreq *r)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     r->life.next = NULL;
-    if (s->in.in_tail) s->in.in_tail->life.next = r;
-    else s->in.in_head = r;
-    s->in.in_tail = r;
-    pthread_cond_signal(&s->in.in_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    if (s->in.tail) s->in.tail->life.next = r;
+    else s->in.head = r;
+    s->in.tail = r;
+    pthread_cond_signal(&s->in.cv);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 /* Validation as SGLang (tokenizer_manager + SamplingParams.verify).  0 or
@@ -232,9 +232,9 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         snprintf(err, errlen, "stop_regex is not supported yet.");
         return -1;
     }
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     bool have_hook = s->hooks.stop_fn != NULL;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     if (sp->params.n_stop > 0 && !have_hook) {
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");
         return -1;
@@ -283,10 +283,10 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
 
 uint64_t sched_submit(sched *s, sched_req_spec *sp)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     uint64_t id = s->in.next_id++;
     uint64_t seed_base = sched_rand(&s->in.rng);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     char rid_buf[48];
     if (!sp->rid) {
         snprintf(rid_buf, sizeof rid_buf, "req-%" PRIu64, id);
@@ -347,12 +347,12 @@ static void queue_abort(sched *s, const char *rid, uint64_t id)
     }
     a->rid = sched_strdup(rid);
     a->id = id;
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     if (s->in.ab_tail) s->in.ab_tail->next = a;
     else s->in.ab_head = a;
     s->in.ab_tail = a;
-    pthread_cond_signal(&s->in.in_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_cond_signal(&s->in.cv);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 void sched_abort(sched *s, const char *rid) { queue_abort(s, rid, 0); }

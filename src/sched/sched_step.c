@@ -28,13 +28,13 @@
 
 static void progress_set(sched *s, double since, int reqs, int64_t tokens, bool decode, bool finished)
 {
-    pthread_mutex_lock(&s->prog.pg_mu);
+    pthread_mutex_lock(&s->prog.mu);
     s->prog.pg.busy_since = since;
     s->prog.pg.batch_reqs = reqs;
     s->prog.pg.batch_tokens = tokens;
     s->prog.pg.decode = decode;
     if (finished) s->prog.pg.steps++;
-    pthread_mutex_unlock(&s->prog.pg_mu);
+    pthread_mutex_unlock(&s->prog.mu);
 }
 
 /* ---- stage 2: forward, and the three stages in order ----------------------- */
@@ -132,9 +132,9 @@ int sched_step(sched *s)
         if (s->thr.thread_started) {
             sched_stats snap;
             sched_get_stats(s, &snap);
-            pthread_mutex_lock(&s->out.out_mu);
+            pthread_mutex_lock(&s->out.mu);
             s->stats.st_pub = snap;
-            pthread_mutex_unlock(&s->out.out_mu);
+            pthread_mutex_unlock(&s->out.mu);
         }
         return 0;
     }
@@ -198,9 +198,9 @@ int sched_step(sched *s)
     if (s->thr.thread_started) {
         sched_stats snap;
         sched_get_stats(s, &snap);
-        pthread_mutex_lock(&s->out.out_mu);
+        pthread_mutex_lock(&s->out.mu);
         s->stats.st_pub = snap;
-        pthread_mutex_unlock(&s->out.out_mu);
+        pthread_mutex_unlock(&s->out.mu);
     }
     return rc < 0 ? -1 : did;
 }
@@ -210,9 +210,9 @@ int sched_run_until_idle(sched *s)
     for (;;) {
         int r = sched_step(s);
         if (r < 0) return -1;
-        pthread_mutex_lock(&s->in.in_mu);
-        bool inbox = s->in.in_head || s->in.ab_head || s->ctl.ctl_head;
-        pthread_mutex_unlock(&s->in.in_mu);
+        pthread_mutex_lock(&s->in.mu);
+        bool inbox = s->in.head || s->in.ab_head || s->ctl.head;
+        pthread_mutex_unlock(&s->in.mu);
         if (r == 0 && !inbox && s->q.n_waiting == 0 && s->q.n_running == 0 && !s->q.chunked) return 0;
         if (r == 0 && !inbox && s->ctl.paused) return 0; /* paused: nothing runs until continue */
         if (r == 0 && !inbox) {
@@ -244,9 +244,9 @@ int sched_check_leak(sched *s, char *err, size_t errlen) { return kv_radix_check
 
 void sched_get_stats_snapshot(sched *s, sched_stats *out)
 {
-    pthread_mutex_lock(&s->out.out_mu);
+    pthread_mutex_lock(&s->out.mu);
     *out = s->stats.st_pub;
-    pthread_mutex_unlock(&s->out.out_mu);
+    pthread_mutex_unlock(&s->out.mu);
 }
 
 void sched_get_stats(sched *s, sched_stats *out)
