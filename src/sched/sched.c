@@ -79,7 +79,8 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     if (tokens > (INT32_MAX - P) / P * P) tokens = (INT32_MAX - P) / P * P;
     if (tokens < 2 * (int64_t)P || tokens < 4) {
         snprintf(err, errlen,
-                 "not enough memory for the KV cache (%" PRId64 " tokens); raise --mem-fraction-static or set --max-total-tokens",
+                 "not enough memory for the KV cache (%" PRId64
+                 " tokens); raise --mem-fraction-static or set --max-total-tokens",
                  tokens);
         return NULL;
     }
@@ -124,7 +125,9 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->adm.new_token_ratio = s->adm.init_ratio;
     s->eng.kv = model_kv_create(m, (int)tokens, kdt);
     s->eng.pool = kv_pool_create(tokens / P, P);
-    s->eng.tree = s->eng.pool ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache) : NULL;
+    s->eng.tree = s->eng.pool
+                      ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache)
+                      : NULL;
     int nth = a->threads > 0 ? a->threads : (cpu_get()->n_cores > 0 ? cpu_get()->n_cores : 1);
     s->eng.tp = tpool_create(nth);
     s->buf.scratch = aligned_alloc(64, (sampling_scratch_bytes(s->lim.V) + 63) & ~(size_t)63);

@@ -207,8 +207,10 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
             if (e->in_top_ids && e->in_top_logprobs) {
                 for (int i = 0; i < r->lpr.top_n; i++) e->in_top_ids[i] = -1, e->in_top_logprobs[i] = NAN;
                 if (r->lpr.n_in_lp) {
-                    memcpy(e->in_top_ids + r->lpr.top_n, r->lpr.in_top_ids, sizeof(int32_t) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
-                    memcpy(e->in_top_logprobs + r->lpr.top_n, r->lpr.in_top_lp, sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
+                    memcpy(e->in_top_ids + r->lpr.top_n, r->lpr.in_top_ids,
+                           sizeof(int32_t) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
+                    memcpy(e->in_top_logprobs + r->lpr.top_n, r->lpr.in_top_lp,
+                           sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
                 }
             }
         }
@@ -222,7 +224,9 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
             oom |= !e->tids || !e->in_tid_logprobs;
             if (e->in_tid_logprobs) {
                 for (int i = 0; i < r->lpr.n_tid; i++) e->in_tid_logprobs[i] = NAN;
-                if (r->lpr.n_in_lp) memcpy(e->in_tid_logprobs + r->lpr.n_tid, r->lpr.in_tid_lp, sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.n_tid));
+                if (r->lpr.n_in_lp)
+                    memcpy(e->in_tid_logprobs + r->lpr.n_tid, r->lpr.in_tid_lp,
+                           sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.n_tid));
             }
         }
         r->lpr.in_lp_sent = true;

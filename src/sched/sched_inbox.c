@@ -41,7 +41,8 @@ void sched_inbox_abort(sched *s, const sched_abort_key *key)
             for (int c = 0; c < r->life.n_children; c++)
                 if (rid_match_key(key, r->life.children[c])) {
                     sreq *ch = r->life.children[c];
-                    memmove(r->life.children + c, r->life.children + c + 1, sizeof(sreq *) * (size_t)(r->life.n_children - c - 1));
+                    memmove(r->life.children + c, r->life.children + c + 1,
+                            sizeof(sreq *) * (size_t)(r->life.n_children - c - 1));
                     r->life.n_children--;
                     c--;
                     sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "Request aborted.", 200);
@@ -77,7 +78,8 @@ void sched_inbox_abort(sched *s, const sched_abort_key *key)
             sreq *ch = r->life.children[c];
             sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "Request aborted.", 200);
         }
-        if (!r->who.internal) sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "Request aborted.", 200);
+        if (!r->who.internal)
+            sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "Request aborted.", 200);
         sched_req_free(r);
     }
     s->ctl.held_tail = NULL;
@@ -95,7 +97,8 @@ static int lowest_waiting(sched *s)
             continue;
         }
         sreq *p = s->q.waiting[pick];
-        bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority : r->pol.priority < p->pol.priority;
+        bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority
+                                                             : r->pol.priority < p->pol.priority;
         if (lower || (r->pol.priority == p->pol.priority && r->pol.seq_no > p->pol.seq_no)) pick = i;
     }
     return pick;
@@ -107,7 +110,8 @@ static void admit_new(sched *s, sreq *r)
         int low = s->a.enable_priority_scheduling ? lowest_waiting(s) : -1;
         if (low >= 0) {
             sreq *l = s->q.waiting[low];
-            bool better = s->a.schedule_low_priority_values_first ? r->pol.priority < l->pol.priority : r->pol.priority > l->pol.priority;
+            bool better = s->a.schedule_low_priority_values_first ? r->pol.priority < l->pol.priority
+                                                                  : r->pol.priority > l->pol.priority;
             if (better) {
                 sched_remove_req(s->q.waiting, &s->q.n_waiting, low);
                 l->life.abort_msg = sched_strdup("The request is aborted by a higher priority request.");
@@ -122,7 +126,9 @@ static void admit_new(sched *s, sreq *r)
             sreq *ch = r->life.children[c];
             sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "The request queue is full.", 503);
         }
-        if (!r->who.internal) sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "The request queue is full.", 503);
+        if (!r->who.internal)
+            sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "The request queue is full.",
+                              503);
         sched_req_free(r);
         return;
     }

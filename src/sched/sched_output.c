@@ -103,7 +103,8 @@ static void abort_internal(sched *s, sreq *r, const char *msg)
  * (freed). */
 static int sample_append(sched *s, sreq *r, const float *row)
 {
-    sampling_logprob_req lpq = {.want = r->lpr.return_logprob, .top_n = r->lpr.top_n, .ids = r->lpr.tids, .n_ids = r->lpr.n_tid};
+    sampling_logprob_req lpq = {
+        .want = r->lpr.return_logprob, .top_n = r->lpr.top_n, .ids = r->lpr.tids, .n_ids = r->lpr.n_tid};
     int need = r->lpr.top_n > r->lpr.n_tid ? r->lpr.top_n : r->lpr.n_tid;
     if (ensure_tmp(s, need + 1)) {
         abort_internal(s, r, "Internal error: out of memory.");

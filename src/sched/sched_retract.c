@@ -117,7 +117,8 @@ int sched_preempt_for(sched *s, const sreq *w, double need_tokens, bool need_slo
                 continue;
             }
             sreq *p = s->q.running[pick];
-            bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority : r->pol.priority < p->pol.priority;
+            bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority
+                                                                 : r->pol.priority < p->pol.priority;
             if (lower || (r->pol.priority == p->pol.priority && r->pol.seq_no > p->pol.seq_no)) pick = i;
         }
         if (pick < 0) break;

@@ -104,13 +104,14 @@ static void log_prefill_stats(sched *s)
              s->lim.capacity > 0 ? (double)used / (double)s->lim.capacity : 0.0, s->q.n_running, s->q.n_waiting);
 }
 
-/* After a decode forward of n_dec requests: SGLang's "Decode batch." line
+/* After a decode forward of n_dec requests that produced n_gen tokens:
+ * SGLang's "Decode batch." line
  * every decode_log_interval decode forwards; gen throughput = decode
  * tokens since the previous line / seconds since it. */
-static void log_decode_stats(sched *s, int n_dec)
+static void log_decode_stats(sched *s, int n_dec, int64_t n_gen)
 {
     s->blog.log_decode_ct++;
-    s->blog.log_gen_tokens += n_dec;
+    s->blog.log_gen_tokens += n_gen; /* n_dec, or more with accepted drafts */
     if (s->a.decode_log_interval <= 0 || s->blog.log_decode_ct % s->a.decode_log_interval) return;
     double now = time_now_sec(), gap = now - s->blog.log_decode_tic;
     int64_t used = used_tokens(s);
@@ -168,9 +169,10 @@ int sched_step(sched *s)
             } else {
                 sched_batch_draft(s);
                 int n_dec = s->q.n_running;
+                int64_t g0 = s->stats.st.generated_tokens;
                 rc = run_batch(s, true);
                 s->stats.st.n_decode_steps++;
-                if (rc == 0) log_decode_stats(s, n_dec);
+                if (rc == 0) log_decode_stats(s, n_dec, s->stats.st.generated_tokens - g0);
             }
             if (!n_ret) {
                 s->adm.new_token_ratio -= s->adm.ratio_decay;
