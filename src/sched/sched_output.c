@@ -270,6 +270,7 @@ void sched_process_results(sched *s, bool with_decode)
             float *rows = s->buf.logits + (size_t)s->buf.b_sample_row[nb + i] * (size_t)s->lim.V;
             sched_process_request(s, r, rows, s->buf.b_n_rows[nb + i], r->spec.draft, &fin);
             if (!fin) {
+                if (r->spec.n_draft) sched_kv_trim(s, r, r->kv.kv_len + 1); /* pages of rejected drafts */
                 r->spec.n_draft = 0;
                 s->q.running[keep++] = r;
             }

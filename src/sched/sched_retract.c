@@ -40,7 +40,7 @@ int sched_retract_for_decode(sched *s)
         int64_t need = 0;
         for (int i = 0; i < s->q.n_running; i++) {
             sreq *r = s->q.running[i];
-            need += kv_pool_pages_for(s->eng.pool, r->kv.kv_len + 1) - r->kv.n_pages;
+            need += max64(0, kv_pool_pages_for(s->eng.pool, r->kv.kv_len + 1) - r->kv.n_pages);
         }
         if (need <= sched_kv_avail_pages(s)) break;
         if (s->q.n_running == 0) break;
