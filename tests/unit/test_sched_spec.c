@@ -197,7 +197,6 @@ static void run(const req_cfg *cfg, int n, drafter *d, int max_draft, int page_s
 {
     sched *s = mk(page_size);
     if (d) sched_set_draft_hook(s, draft_fn, d, max_draft);
-    if (getenv("SPEC_DEBUG")) fprintf(stderr, "run: pool %lld drafts %d mode %d page %d\n", (long long)g_pool_tokens, max_draft, d ? d->mode : -1, page_size);
     memset(res, 0, sizeof(result) * (size_t)n);
     for (int i = 0; i < n; i++) {
         sched_req_spec sp = spec_of(&cfg[i], i);
