@@ -206,8 +206,7 @@ int cmd_generate(int argc, char **argv)
     tpool *pool = NULL;
     sampling_params sp;
     sampling_params_init(&sp);
-    sampling_state st = {0};
-    bool st_ready = false;
+    sampling_state st = {0}; /* zeroed: safe to free before init */
     void *scratch = NULL;
     json_t *out_ids = NULL;
     tok_tokenizer *tk = NULL;
@@ -306,7 +305,6 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
-    st_ready = true;
     for (int p = 0; p < total; p++) slots[p] = p;
     if (model_reserve(m, n_prompt < MODEL_DEFAULT_CHUNK ? n_prompt : MODEL_DEFAULT_CHUNK, total,
                       tpool_size(pool)))
@@ -428,7 +426,7 @@ done:
     free(text);
     if (tk) tok_destroy(tk);
     json_decref(out_ids);
-    if (st_ready) sampling_state_free(&st);
+    sampling_state_free(&st);
     free(scratch);
     sampling_params_free(&sp);
     model_kv_destroy(kv);

@@ -15,7 +15,10 @@
  *
  * Everything the server sends is untrusted: file names must be plain
  * top-level names, etags and commits must be hex/alnum tokens, bodies are
- * size-capped, only http/https are followed. */
+ * size-capped, only http/https are followed.  Every decision on what a
+ * server sent (model info, file plan, index, HEAD verdict, status codes,
+ * the Range-resume steps) is a pure function in hub_reply.c, which this
+ * file calls; hub_reply.c calls nothing here. */
 #include "hub/hub.h"
 
 #include <ctype.h>
