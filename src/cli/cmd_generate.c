@@ -14,7 +14,7 @@
  * sampling_seed), parsed and verified by src/sampling as a /generate body
  * is, and each token goes through sampling_sample then
  * sampling_state_accept, the scheduler's calls in the scheduler's order
- * (sched.c sample_one).  The seed is the one sched_submit would give the
+ * (its per-request sample step).  The seed is the one sched_submit would give the
  * request: --seed is sampling_seed; without it, the first draw of the
  * scheduler's generator for --random-seed.  So `generate --seed S` and a
  * /generate with "sampling_seed": S give the same tokens, and `generate
