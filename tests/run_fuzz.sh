@@ -31,7 +31,10 @@ for fz in tests/fuzz/fuzz_*.c; do
   if ! "$OUT/$name" -max_total_time="$SECONDS_PER" -rss_limit_mb=4096 "$corpus" >"$OUT/$name.log" 2>&1; then
     echo "FAIL $name"; tail -40 "$OUT/$name.log"; status=1
   else
-    echo "ok   $name ($(grep -oE '#[0-9]+' "$OUT/$name.log" | tail -1) runs)"
+    # the count from libFuzzer's closing "Done N runs in S second(s)" line: a
+    # bare '#[0-9]+' also matches inside the recommended-dictionary entries
+    # printed after it
+    echo "ok   $name ($(sed -nE 's/^Done ([0-9]+) runs in ([0-9]+) second.*/\1 runs in \2 s/p' "$OUT/$name.log" | tail -1))"
   fi
 done
 exit $status

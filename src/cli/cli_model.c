@@ -1,7 +1,6 @@
 /* cli_model — see cli_model.h. */
 #include "cli/cli_model.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -10,7 +9,6 @@
 #include "kernels/kernels.h"
 #include "util/cpu.h"
 #include "util/log.h"
-#include "util/rng.h"
 
 void cli_model_opts_init(cli_model_opts *o)
 {
@@ -87,93 +85,4 @@ int cli_threads(const cli_model_opts *o)
     if (o->threads > 0) return o->threads;
     int n = cpu_get()->n_cores;
     return n > 0 ? n : 1;
-}
-
-/* ---- sampler ------------------------------------------------------------- */
-
-int cli_sampler_init(cli_sampler *s, int vocab, float temperature, float top_p, int top_k,
-                     float min_p, uint64_t seed)
-{
-    memset(s, 0, sizeof *s);
-    s->temperature = temperature;
-    s->top_p = top_p;
-    s->top_k = top_k;
-    s->min_p = min_p;
-    s->rng = seed;
-    s->vocab = vocab;
-    s->probs = malloc(sizeof(float) * (size_t)vocab);
-    s->idx = malloc(sizeof(int32_t) * (size_t)vocab);
-    if (!s->probs || !s->idx) {
-        cli_sampler_free(s);
-        return -1;
-    }
-    return 0;
-}
-
-void cli_sampler_free(cli_sampler *s)
-{
-    free(s->probs);
-    free(s->idx);
-    s->probs = NULL;
-    s->idx = NULL;
-}
-
-static const float *g_sort_probs;
-static int cmp_prob_desc(const void *a, const void *b)
-{
-    float x = g_sort_probs[*(const int32_t *)a], y = g_sort_probs[*(const int32_t *)b];
-    if (x != y) return x > y ? -1 : 1;
-    return *(const int32_t *)a - *(const int32_t *)b;
-}
-
-int cli_sample(cli_sampler *s, const float *logits)
-{
-    int V = s->vocab;
-    if (s->temperature <= 1e-6f || s->top_k == 1) return kern_argmax(logits, V);
-    float *p = s->probs;
-    float inv_t = 1.0f / s->temperature;
-    for (int i = 0; i < V; i++) p[i] = logits[i] * inv_t;
-    kern_softmax(p, V);
-    double u = (double)(rng_next(&s->rng) >> 11) * (1.0 / 9007199254740992.0);
-    int filtered = (s->top_k > 0 && s->top_k < V) || s->top_p < 1.0f || s->min_p > 0.0f;
-    if (!filtered) {
-        double acc = 0.0;
-        for (int i = 0; i < V; i++) {
-            acc += p[i];
-            if (u < acc) return i;
-        }
-        return kern_argmax(p, V);
-    }
-    /* sort by probability, then keep top-k, top-p prefix, min-p */
-    for (int i = 0; i < V; i++) s->idx[i] = i;
-    g_sort_probs = p;
-    qsort(s->idx, (size_t)V, sizeof(int32_t), cmp_prob_desc);
-    int keep = V;
-    if (s->top_k > 0 && s->top_k < keep) keep = s->top_k;
-    if (s->top_p < 1.0f) {
-        double cum = 0.0;
-        for (int i = 0; i < keep; i++) {
-            /* SGLang masks a token when the mass before it already exceeds top_p */
-            if (cum > s->top_p) {
-                keep = i;
-                break;
-            }
-            cum += p[s->idx[i]];
-        }
-    }
-    if (s->min_p > 0.0f) {
-        float thr = s->min_p * p[s->idx[0]];
-        int k2 = 0;
-        while (k2 < keep && p[s->idx[k2]] >= thr) k2++;
-        keep = k2;
-    }
-    if (keep < 1) keep = 1;
-    double total = 0.0;
-    for (int i = 0; i < keep; i++) total += p[s->idx[i]];
-    double target = u * total, acc = 0.0;
-    for (int i = 0; i < keep; i++) {
-        acc += p[s->idx[i]];
-        if (target < acc) return s->idx[i];
-    }
-    return s->idx[keep - 1];
 }

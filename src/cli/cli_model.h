@@ -1,12 +1,11 @@
 /* cli_model — model loading shared by the commands that run the engine
- * (serve, generate, bench-one-batch, bench-offline), and a small local
- * sampler for `generate`.
+ * (serve, generate, bench-one-batch, bench-offline).
  *
  * DESIGN: the options come from the parsed server arguments
  * (cli_model_opts_from_args in cli_args.h, one mapping for every command);
  * this file resolves hub ids, loads the model and tokenizer and picks the
- * KV dtype and thread count.  The sampler is a stop-gap until
- * src/sampling/ is used by generate.
+ * KV dtype and thread count.  Sampling is not here: every command
+ * samples through src/sampling/ (generate as the scheduler does).
  */
 #ifndef SGLC_CLI_MODEL_H
 #define SGLC_CLI_MODEL_H
@@ -48,25 +47,5 @@ const char *cli_model_dir(void);
 int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out);
 dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
 int cli_threads(const cli_model_opts *o);
-
-/* ---- sampler ------------------------------------------------------------- */
-
-typedef struct cli_sampler {
-    float temperature;     /* <= 0: greedy */
-    float top_p;           /* 1 = off */
-    int top_k;             /* <= 0: off */
-    float min_p;           /* 0 = off */
-    uint64_t rng;
-    /* scratch, owned */
-    float *probs;          /* (vocab) */
-    int32_t *idx;          /* (vocab) */
-    int vocab;
-} cli_sampler;
-
-int cli_sampler_init(cli_sampler *s, int vocab, float temperature, float top_p, int top_k,
-                     float min_p, uint64_t seed);
-void cli_sampler_free(cli_sampler *s);
-/* Next token from one row of logits (vocab). */
-int cli_sample(cli_sampler *s, const float *logits);
 
 #endif

@@ -8,18 +8,33 @@
  * little-endian f32, shape (n_prompt, vocab), no header: the golden tests
  * compare it with a PyTorch reference.  --json prints one object shaped
  * like SGLang's /generate response.
+ *
+ * Sampling is the server's: the flags become SGLang's sampling_params keys
+ * (temperature, top_p, top_k, min_p, max_new_tokens, ignore_eos,
+ * sampling_seed), parsed and verified by src/sampling as a /generate body
+ * is, and each token goes through sampling_sample then
+ * sampling_state_accept, the scheduler's calls in the scheduler's order
+ * (its per-request sample step).  The seed is the one sched_submit would give the
+ * request: --seed is sampling_seed; without it, the first draw of the
+ * scheduler's generator for --random-seed.  So `generate --seed S` and a
+ * /generate with "sampling_seed": S give the same tokens, and `generate
+ * --random-seed R` those of the first unseeded request to `serve
+ * --random-seed R --skip-server-warmup` (tests/scripts/
+ * test_generate_serve_same.sh).
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_model.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
+#include "util/rng.h"
 #include "util/threadpool.h"
 #include "util/timeutil.h"
 
@@ -70,6 +85,51 @@ static int parse_ids(const char *s, int32_t **out, int *n_out, int vocab)
     return 0;
 }
 
+/* The seed sched_submit gives a request on a fresh scheduler created with
+ * --random-seed R: sampling_seed when the request has one, else the first
+ * draw of the scheduler's generator, which sched_create starts at
+ * R ^ 0x5EED (sched_rand = rng_next).  Keep the two in step: the script
+ * test compares generate with serve. */
+static uint64_t generate_seed(const sampling_params *sp, uint64_t random_seed)
+{
+    if (sp->has_sampling_seed) return sp->sampling_seed;
+    uint64_t g = random_seed ^ 0x5EEDull;
+    return rng_next(&g);
+}
+
+/* sampling_params for generate's flags, built as the server builds them
+ * from a /generate body's "sampling_params" object: the same keys through
+ * sampling_params_from_json (SGLang's normalisation: temperature < 1e-6 ->
+ * greedy, top_k -1 -> all) and sampling_params_verify.  top_k 0 means
+ * "off" here as it always did for generate (SGLang refuses 0: it is sent
+ * as -1).  seed < 0: no sampling_seed.  Returns 0, or -1 with the message
+ * printed (sp is then re-initialised, safe to free). */
+static int generate_params(sampling_params *sp, int64_t vocab, long long max_new, double temperature,
+                           double top_p, long long top_k, double min_p, bool ignore_eos, long long seed)
+{
+    json_t *o = json_object();
+    char err[512] = "out of memory";
+    int rc = -1;
+    if (o && !json_object_set_new(o, "max_new_tokens", json_integer(max_new)) &&
+        !json_object_set_new(o, "temperature", json_real(temperature)) &&
+        !json_object_set_new(o, "top_p", json_real(top_p)) &&
+        !json_object_set_new(o, "top_k", json_integer(top_k == 0 ? -1 : top_k)) &&
+        !json_object_set_new(o, "min_p", json_real(min_p)) &&
+        !json_object_set_new(o, "ignore_eos", json_boolean(ignore_eos)) &&
+        (seed < 0 || !json_object_set_new(o, "sampling_seed", json_integer(seed))))
+        rc = sampling_params_from_json(sp, o, err, sizeof err) ? -1
+             : sampling_params_verify(sp, vocab, err, sizeof err);
+    else
+        sampling_params_init(sp);
+    json_decref(o);
+    if (rc) {
+        fprintf(stderr, "sglc generate: %s\n", err);
+        sampling_params_free(sp);
+        sampling_params_init(sp);
+    }
+    return rc;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     /* --requests FILE.jsonl: many requests through the scheduler */
@@ -102,8 +162,9 @@ int cmd_generate(int argc, char **argv)
          .lo = -1, .hi = 1 << 30, .def = "-1"},
         {.name = "--min-p", .metavar = "M", .help = "Drop tokens below M x the top probability.",
          .fval = &min_p, .lo = 0, .hi = 1, .def = "0"},
-        {.name = "--seed", .metavar = "S", .help = "Sampling seed.", .ival = &seed, .lo = 0,
-         .hi = (double)(1ll << 62), .def = "from the clock"},
+        {.name = "--seed", .metavar = "S",
+         .help = "Sampling seed: the request's sampling_seed, as in a /generate body.", .ival = &seed,
+         .lo = 0, .hi = (double)(1ll << 62), .def = "the server's for --random-seed"},
         {.name = "--ignore-eos", .help = "Do not stop at EOS.", .flag = &ignore_eos},
         {.name = "--json", .help = "Print a JSON object like SGLang's /generate.", .flag = &as_json},
         {.name = "--dump-logits", .metavar = "FILE",
@@ -143,7 +204,10 @@ int cmd_generate(int argc, char **argv)
     float *logits = NULL;
     model_kv *kv = NULL;
     tpool *pool = NULL;
-    cli_sampler smp = {0};
+    sampling_params sp;
+    sampling_params_init(&sp);
+    sampling_state st = {0}; /* zeroed: safe to free before init */
+    void *scratch = NULL;
     json_t *out_ids = NULL;
     tok_tokenizer *tk = NULL;
     char *text = NULL;
@@ -231,9 +295,13 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
-    if (seed < 0) seed = (long long)time(NULL);
-    if (cli_sampler_init(&smp, V, (float)temperature, (float)top_p, (int)top_k, (float)min_p,
-                         (uint64_t)seed)) {
+    if (generate_params(&sp, V, max_new, temperature, top_p, top_k, min_p, ignore_eos, seed)) {
+        rc = 2;
+        goto done;
+    }
+    scratch = aligned_alloc(64, (sampling_scratch_bytes(V) + 63) & ~(size_t)63);
+    if (!scratch || sampling_state_init(&st, &sp, V, c->eos_token_ids, c->n_eos,
+                                        generate_seed(&sp, mo.load.random_seed))) {
         fprintf(stderr, "error: out of memory\n");
         goto done;
     }
@@ -278,10 +346,16 @@ int cmd_generate(int argc, char **argv)
         }
     }
     /* decode */
-    const float *last = logits + (size_t)(n_logit_rows - 1) * V;
+    /* the processed logits are written back into the row: the dump is done */
+    float *last = logits + (size_t)(n_logit_rows - 1) * V;
     int n_out = 0, matched = -1;
     while (n_out < max_new) {
-        int tok = cli_sample(&smp, last);
+        sampling_result res = {0};
+        if (sampling_sample(&st, last, scratch, NULL, &res) || sampling_state_accept(&st, res.token)) {
+            fprintf(stderr, "error: sampling failed\n");
+            goto done;
+        }
+        int tok = res.token;
         ids[n_prompt + n_out++] = tok;
         if (!ignore_eos) {
             for (int e = 0; e < c->n_eos; e++)
@@ -352,7 +426,9 @@ done:
     free(text);
     if (tk) tok_destroy(tk);
     json_decref(out_ids);
-    cli_sampler_free(&smp);
+    sampling_state_free(&st);
+    free(scratch);
+    sampling_params_free(&sp);
     model_kv_destroy(kv);
     if (pool) tpool_destroy(pool);
     free(logits);

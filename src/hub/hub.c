@@ -15,7 +15,10 @@
  *
  * Everything the server sends is untrusted: file names must be plain
  * top-level names, etags and commits must be hex/alnum tokens, bodies are
- * size-capped, only http/https are followed. */
+ * size-capped, only http/https are followed.  Every decision on what a
+ * server sent (model info, file plan, index, HEAD verdict, status codes,
+ * the Range-resume steps) is a pure function in hub_reply.c, which this
+ * file calls; hub_reply.c calls nothing here. */
 #include "hub/hub.h"
 
 #include <ctype.h>
@@ -113,55 +116,6 @@ static bool revision_ok(const char *r)
     return true;
 }
 
-static bool is_hex40(const char *s)
-{
-    size_t i = 0;
-    for (; s[i]; i++)
-        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i])) return false;
-    return i == 40;
-}
-
-/* etags become file names: [A-Za-z0-9_-] only (hex in practice). */
-static bool token_ok(const char *s, size_t max)
-{
-    size_t i = 0;
-    for (; s[i]; i++)
-        if (!(isalnum((unsigned char)s[i]) || s[i] == '-' || s[i] == '_')) return false;
-    return i > 0 && i <= max;
-}
-
-static bool name_safe(const char *f)
-{
-    size_t n = strlen(f);
-    if (n == 0 || n > 255 || f[0] == '.') return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)f[i] < 0x20 || f[i] == '/' || f[i] == '\\' || f[i] == 0x7f) return false;
-    return true;
-}
-
-static bool ends_with(const char *s, const char *suf)
-{
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && !strcmp(s + n - m, suf);
-}
-
-bool hub_file_wanted(const char *f, bool skip_weights)
-{
-    static const char *const exact[] = {
-        "config.json",          "generation_config.json", "tokenizer.json",
-        "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-        "vocab.json",           "vocab.txt",              "merges.txt",
-        "tokenizer.model",      "chat_template.jinja",    "chat_template.json",
-    };
-    if (!f || !name_safe(f)) return false;
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-        if (!strcmp(f, exact[i])) return true;
-    if (ends_with(f, ".tiktoken")) return true;
-    if (ends_with(f, ".safetensors.index.json")) return true;
-    if (ends_with(f, ".safetensors")) return !skip_weights;
-    return false;
-}
-
 /* ---- files ---------------------------------------------------------- */
 
 static int mkdir_p(const char *path)
@@ -221,13 +175,13 @@ static int write_ref(hub_ctx *c, const char *commit)
 /* The commit the cache knows for c->revision, or false. */
 static bool cached_commit(hub_ctx *c, char *out, size_t n)
 {
-    if (is_hex40(c->revision)) {
+    if (hub_is_commit(c->revision)) {
         fmt_s(out, n, "%s", c->revision);
         return true;
     }
     char path[PATH_MAX];
     fmt_s(path, sizeof path, "%s/refs/%s", c->repo_dir, c->revision);
-    return read_small(path, out, n) && is_hex40(out);
+    return read_small(path, out, n) && hub_is_commit(out);
 }
 
 /* A cached snapshot counts as usable when it holds config.json. */
@@ -285,11 +239,12 @@ static int http_status_fail(hub_ctx *c, long code, const char *file)
         fmt_s(what, sizeof what, "file '%s' of repo '%s' (revision %s)", file, c->repo, c->revision);
     else
         fmt_s(what, sizeof what, "repo '%s' revision '%s'", c->repo, c->revision);
-    if (code == 401 || code == 403)
+    int status = hub_http_status(code);
+    if (status == HUB_EAUTH)
         return fail(c, HUB_EAUTH, "access denied (HTTP %ld) to %s at %s: %s", code, what, c->endpoint,
                     c->have_token ? "the token in HF_TOKEN has no access to it"
                                   : "the repo may be private or gated; set HF_TOKEN");
-    if (code == 404)
+    if (status == HUB_ENOTFOUND)
         return fail(c, HUB_ENOTFOUND, "%s not found (HTTP 404) at %s", what, c->endpoint);
     return fail(c, HUB_ENET, "HTTP %ld fetching %s from %s", code, what, c->endpoint);
 }
@@ -315,22 +270,6 @@ static size_t mem_write(char *ptr, size_t sz, size_t nm, void *u)
     m->n += n;
     m->p[m->n] = 0;
     return n;
-}
-
-int hub_parse_model_info(const char *body, size_t len, char *commit, size_t commit_n, json_t **siblings)
-{
-    *siblings = NULL;
-    json_t *j = json_loadb(body, len, 0, NULL);
-    const char *sha = json_string_value(json_object_get(j, "sha"));
-    json_t *sib = json_object_get(j, "siblings");
-    int rc = HUB_EPROTO;
-    if (sha && is_hex40(sha) && json_is_array(sib) && commit_n > 40) {
-        memcpy(commit, sha, 41);
-        *siblings = json_incref(sib);
-        rc = HUB_OK;
-    }
-    json_decref(j);
-    return rc;
 }
 
 /* GET the model info; fills commit and returns the siblings (new ref). */
@@ -368,51 +307,6 @@ static int api_model_info(hub_ctx *c, json_t **siblings)
 }
 
 
-static void header_value(const char *line, size_t n, char *out, size_t outn)
-{
-    const char *colon = memchr(line, ':', n);
-    if (!colon) return;
-    const char *v = colon + 1, *e = line + n;
-    while (v < e && (*v == ' ' || *v == '\t')) v++;
-    while (e > v && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ')) e--;
-    /* W/"abc" -> abc */
-    if (e - v >= 2 && v[0] == 'W' && v[1] == '/') v += 2;
-    if (e - v >= 2 && *v == '"' && e[-1] == '"') v++, e--;
-    fmt_s(out, outn, "%.*s", (int)(e - v), v);
-}
-
-static bool header_is(const char *line, size_t n, const char *name)
-{
-    size_t m = strlen(name);
-    return n > m && line[m] == ':' && !strncasecmp(line, name, m);
-}
-
-void hub_head_info_reset(hub_head_info *hi)
-{
-    memset(hi, 0, sizeof *hi);
-    hi->size = hi->linked_size = -1;
-}
-
-void hub_parse_header_line(hub_head_info *hi, const char *line, size_t n)
-{
-    char v[160];
-    if (n >= 5 && !strncmp(line, "HTTP/", 5)) {
-        hub_head_info_reset(hi);
-    } else if (header_is(line, n, "X-Linked-Etag")) {
-        header_value(line, n, hi->linked_etag, sizeof hi->linked_etag);
-    } else if (header_is(line, n, "ETag")) {
-        header_value(line, n, hi->etag, sizeof hi->etag);
-    } else if (header_is(line, n, "X-Linked-Size")) {
-        v[0] = 0;
-        header_value(line, n, v, sizeof v);
-        hi->linked_size = strtoll(v, NULL, 10);
-    } else if (header_is(line, n, "Content-Length")) {
-        v[0] = 0;
-        header_value(line, n, v, sizeof v);
-        hi->size = strtoll(v, NULL, 10);
-    }
-}
-
 static size_t head_header(char *line, size_t sz, size_t nm, void *u)
 {
     hub_parse_header_line(u, line, sz * nm);
@@ -441,16 +335,14 @@ static int head_file(hub_ctx *c, const char *url, const char *file, char *etag, 
         if (res != CURLE_OK)
             return fail(c, HUB_ENET, "cannot reach %s for file '%s' of repo '%s': %s", c->endpoint, file,
                         c->repo, curl_easy_strerror(res));
-        bool redirect = code >= 300 && code < 400;
-        if (code != 200 && !redirect) return http_status_fail(c, code, file);
-        const char *e = hi.linked_etag[0] ? hi.linked_etag : hi.etag;
-        if (!e[0] && redirect && !follow) continue; /* a plain redirect (renamed repo): follow it */
-        if (!token_ok(e, 128))
-            return fail(c, HUB_EPROTO, "no usable ETag for file '%s' of repo '%s' from %s", file, c->repo,
-                        c->endpoint);
-        fmt_s(etag, etagn, "%s", e);
-        *size = hi.linked_size >= 0 ? hi.linked_size : (code == 200 ? hi.size : -1);
-        return HUB_OK;
+        switch (hub_head_decide(&hi, code, follow, etag, etagn, size)) {
+        case HUB_HEAD_USE: return HUB_OK;
+        case HUB_HEAD_FOLLOW: continue; /* a plain redirect (renamed repo): follow it */
+        case HUB_HEAD_FAIL: return http_status_fail(c, code, file);
+        case HUB_HEAD_NO_ETAG: break;
+        }
+        return fail(c, HUB_EPROTO, "no usable ETag for file '%s' of repo '%s' from %s", file, c->repo,
+                    c->endpoint);
     }
     return fail(c, HUB_EPROTO, "redirect loop for file '%s' of repo '%s'", file, c->repo);
 }
@@ -462,7 +354,7 @@ typedef struct dl_state {
     long long base;  /* offset this attempt started from */
     long long total; /* expected size, -1 unknown */
     bool started;
-    long code;
+    enum hub_body_action action; /* from the first bytes (hub_body_start) */
     int werr;
     const char *file;
     int progress;
@@ -475,8 +367,10 @@ static size_t dl_write(char *p, size_t sz, size_t nm, void *u)
     size_t n = sz * nm;
     if (!d->started) {
         d->started = true;
-        curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &d->code);
-        if (d->code == 200 && d->off > 0) { /* server ignored Range: start over */
+        long code = 0;
+        curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &code);
+        d->action = hub_body_start(code, d->off);
+        if (d->action == HUB_BODY_RESTART) { /* server ignored Range: start over */
             if (ftruncate(d->fd, 0)) {
                 d->werr = errno;
                 return 0;
@@ -484,7 +378,7 @@ static size_t dl_write(char *p, size_t sz, size_t nm, void *u)
             d->off = d->base = 0;
         }
     }
-    if (d->code != 200 && d->code != 206) return n; /* error body: discard */
+    if (d->action == HUB_BODY_DISCARD) return n; /* error body */
     size_t done = 0;
     while (done < n) {
         ssize_t w = pwrite(d->fd, p + done, n - done, (off_t)d->off);
@@ -533,7 +427,7 @@ static int dl_progress(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
 {
     (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
     dl_state *d = u;
-    if (d->started && (d->code == 200 || d->code == 206)) progress_show(d, false);
+    if (d->started && d->action != HUB_BODY_DISCARD) progress_show(d, false);
     return 0;
 }
 
@@ -613,38 +507,31 @@ static int fetch_file(hub_ctx *c, const char *file)
                 rc = fail(c, HUB_EIO, "cannot write %s: %s", part, strerror(d.werr));
                 goto out_fd;
             }
-            if (res == CURLE_OK && code == 200 && !d.started && off > 0) { /* empty 200 */
-                if (ftruncate(fd, 0)) {
-                    rc = fail(c, HUB_EIO, "cannot truncate %s: %s", part, strerror(errno));
-                    goto out_fd;
-                }
-                d.off = 0;
-            }
             off = d.off;
-            if (res == CURLE_OK && code == 416 && off > 0 && attempt < HUB_MAX_ATTEMPTS) {
-                /* our partial file does not fit the server's: start over */
-                if (ftruncate(fd, 0)) {
-                    rc = fail(c, HUB_EIO, "cannot truncate %s: %s", part, strerror(errno));
-                    goto out_fd;
-                }
-                off = 0;
-                continue;
-            }
-            if (res == CURLE_OK && code != 200 && code != 206) {
-                rc = http_status_fail(c, code, file);
-                goto out_fd;
-            }
-            if (res == CURLE_OK && (size < 0 || off == size)) {
-                progress_show(&d, true);
-                break;
-            }
-            if (res == CURLE_OK && off > size) {
+            bool trunc;
+            enum hub_xfer_next next = hub_transfer_next(res == CURLE_OK, code, d.started, &off, size, attempt,
+                                                        HUB_MAX_ATTEMPTS, &trunc);
+            if (next == HUB_XFER_TOO_LONG) {
                 rc = fail(c, HUB_EPROTO, "file '%s' of repo '%s': got %lld bytes, expected %lld", file,
                           c->repo, off, size);
                 if (ftruncate(fd, 0)) log_warn("cannot truncate %s", part);
                 goto out_fd;
             }
-            if (attempt >= HUB_MAX_ATTEMPTS) {
+            if (trunc && ftruncate(fd, 0)) {
+                rc = fail(c, HUB_EIO, "cannot truncate %s: %s", part, strerror(errno));
+                goto out_fd;
+            }
+            if (next == HUB_XFER_RESTART) continue; /* our partial file does not fit the server's */
+            if (next == HUB_XFER_FAIL) {
+                rc = http_status_fail(c, code, file);
+                goto out_fd;
+            }
+            if (next == HUB_XFER_DONE) {
+                d.off = off;
+                progress_show(&d, true);
+                break;
+            }
+            if (next == HUB_XFER_GIVE_UP) {
                 rc = fail(c, HUB_ENET, "downloading file '%s' of repo '%s' from %s failed after %d attempts: %s "
                           "(%lld bytes kept in %s; run again to resume)", file, c->repo, c->endpoint,
                           attempt, res == CURLE_OK ? "short transfer" : curl_easy_strerror(res), off, part);
@@ -683,34 +570,48 @@ static int fetch_file(hub_ctx *c, const char *file)
     return fail(c, HUB_EIO, "cannot link %s -> %s: %s", snap_path, target, strerror(errno));
 }
 
-/* Names of the shards listed in a safetensors index (new ref, object used
- * as a set), or NULL when the index cannot be read. */
+/* Names of the shards listed in the safetensors index file at path (new
+ * ref, object used as a set), or NULL when it cannot be read or parsed. */
 static json_t *index_shards(const char *path)
 {
-    json_t *j = json_load_file(path, 0, NULL);
-    json_t *map = json_object_get(j, "weight_map");
-    json_t *set = json_is_object(map) ? json_object() : NULL;
-    const char *k;
-    json_t *v;
-    if (set)
-        json_object_foreach(map, k, v)
-            if (json_is_string(v)) json_object_set_new(set, json_string_value(v), json_true());
-    json_decref(j);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= HUB_API_MAX_BYTES) {
+                ok = false;
+                break;
+            }
+            cap = cap ? 2 * cap : 65536;
+            char *g = realloc(buf, cap);
+            if (!g) {
+                ok = false;
+                break;
+            }
+            buf = g;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) {
+            ok = !ferror(f);
+            break;
+        }
+    }
+    fclose(f);
+    json_t *set = ok ? hub_parse_index_shards(buf ? buf : "", n) : NULL;
+    free(buf);
     return set;
 }
 
 static int download_snapshot(hub_ctx *c, json_t *siblings, bool skip_weights)
 {
     /* pass 0: small files (incl. the index), pass 1: weights */
-    const char *index_name = NULL;
+    const char *index_name = hub_pick_index(siblings, skip_weights);
     size_t i;
     json_t *s;
-    json_array_foreach(siblings, i, s) {
-        const char *f = json_string_value(json_object_get(s, "rfilename"));
-        if (f && hub_file_wanted(f, skip_weights) && ends_with(f, ".safetensors.index.json") &&
-            (!index_name || !strcmp(f, "model.safetensors.index.json")))
-            index_name = f;
-    }
     int n_files = 0;
     for (int pass = 0; pass < 2; pass++) {
         json_t *shards = NULL;
@@ -723,10 +624,7 @@ static int download_snapshot(hub_ctx *c, json_t *siblings, bool skip_weights)
         }
         json_array_foreach(siblings, i, s) {
             const char *f = json_string_value(json_object_get(s, "rfilename"));
-            if (!f || !hub_file_wanted(f, skip_weights)) continue;
-            bool weight = ends_with(f, ".safetensors");
-            if (weight != (pass == 1)) continue;
-            if (weight && shards && !json_object_get(shards, f)) continue;
+            if (!hub_file_in_pass(f, pass, skip_weights, shards)) continue;
             int rc = fetch_file(c, f);
             if (rc) {
                 json_decref(shards);
@@ -844,7 +742,7 @@ int hub_resolve(const char *model_id, const hub_opts *o, char *dir_out, size_t n
     rc = download_snapshot(c, siblings, o->skip_weights);
     json_decref(siblings);
     if (rc) return rc;
-    if (!is_hex40(c->revision) || strcmp(c->revision, c->commit)) {
+    if (!hub_is_commit(c->revision) || strcmp(c->revision, c->commit)) {
         rc = write_ref(c, c->commit);
         if (rc) return rc;
     }

@@ -64,28 +64,8 @@ typedef struct hub_opts {
 int hub_resolve(const char *model_id, const hub_opts *o, char *dir_out, size_t n, char *err,
                 size_t errlen);
 
-/* ---- pieces exposed for tests and fuzzing ---- */
-
-/* Would the downloader fetch this repo file?  Top-level plain names only. */
-bool hub_file_wanted(const char *rfilename, bool skip_weights);
-
-/* Parse the body of GET /api/models/{repo}/revision/{rev}: the 40-hex
- * "sha" into commit (commit_n > 40) and a new reference to the
- * "siblings" array.  HUB_OK or HUB_EPROTO. */
-struct json_t;
-int hub_parse_model_info(const char *body, size_t len, char *commit, size_t commit_n,
-                         struct json_t **siblings);
-
-/* What a HEAD on a resolve URL tells: etags unquoted (W/ dropped), sizes
- * -1 when absent.  Header lines are fed one at a time, as curl does; a
- * status line ("HTTP/...") starts a new response (redirects). */
-typedef struct hub_head_info {
-    char etag[160];
-    char linked_etag[160];
-    long long size;        /* Content-Length */
-    long long linked_size; /* X-Linked-Size */
-} hub_head_info;
-void hub_head_info_reset(hub_head_info *hi);
-void hub_parse_header_line(hub_head_info *hi, const char *line, size_t n);
+/* The parsing of the server's replies (model info, file plan, index,
+ * HEAD headers, Range replies): pure functions, for tests and fuzzing. */
+#include "hub/hub_reply.h"
 
 #endif
