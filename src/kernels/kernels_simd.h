@@ -219,8 +219,14 @@ AINLINE simd_v simd_or_sign(simd_v t, simd_v x)
     return _mm256_or_ps(t, _mm256_and_ps(_mm256_set1_ps(-0.0f), x));
 }
 
+#elif defined(SIMD_MAPPING_EXTERNAL)
+/* The includer has defined the vocabulary itself (SIMD_W, SIMD_SFX,
+ * SIMD_MASKED_TAILS, the types and functions above, SIMD_EXP_LO / _HI,
+ * simd_round, simd_exp_under / _scale, simd_abs, simd_or_sign):
+ * tests/unit/test_kernels_simd.c models the AVX-512 mapping in plain C so
+ * that the masked-tail paths of the shared body run on any CPU. */
 #else
-#error "define SIMD_AVX2 or SIMD_AVX512 before including kernels_simd.h"
+#error "define SIMD_AVX2, SIMD_AVX512 or SIMD_MAPPING_EXTERNAL before including kernels_simd.h"
 #endif
 
 /* exp(x), ~1 ulp (Cephes-style: x = n ln2 + r, degree-6 polynomial in r);
