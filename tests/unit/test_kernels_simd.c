@@ -47,11 +47,6 @@ EMU simd_v simd_load(const float *p)
     return simd_loadu(p);
 }
 EMU void simd_storeu(float *p, simd_v v) { LANES p[j] = v.f[j]; }
-EMU void simd_store(float *p, simd_v v)
-{
-    assert_true((uintptr_t)p % 64 == 0);
-    simd_storeu(p, v);
-}
 EMU simd_v simd_bcast(const float *p) { return simd_set1(*p); }
 #define EMU_OP2(name, expr) \
     EMU simd_v name(simd_v a, simd_v b) { simd_v r; LANES r.f[j] = (expr); return r; }
