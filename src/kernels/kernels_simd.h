@@ -16,9 +16,9 @@
  *   SIMD_MASKED_TAILS           1: a row's tail (< SIMD_W elements) is one
  *                               more vector step under a lane mask (AVX-512);
  *                               0: the bodies finish the row in scalar code
- *                               (AVX2, whose maskload is slow and whose tails
- *                               have always been scalar: keeping them keeps
- *                               the results bit-identical)
+ *                               (AVX2, whose tails have always been scalar,
+ *                               with libm expf: keeping them keeps its
+ *                               results bit-identical)
  *   simd_zero, simd_set1, simd_load (64/32-byte aligned), simd_loadu,
  *   simd_store, simd_storeu, simd_bcast (broadcast *p)
  *   simd_add, _sub, _mul, _div, _max (IEEE maxps operand order), _min,
