@@ -177,6 +177,23 @@ static void test_matmul_sizes(void **state)
             }
 }
 
+/* Every micro-kernel row count of both ISAs (R = 1..12, a full block plus
+ * a partial one), full and partial panels of both widths, k past one KC
+ * block (partial sums through y), odd k (the zero-padded last pair). */
+static void test_matmul_every_r(void **state)
+{
+    (void)state;
+    static const int ns[] = {16, 47, 64};
+    static const int ks[] = {5, 401};
+    for (int m = 1; m <= 25; m++)
+        for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
+            for (size_t a = 0; a < sizeof ks / sizeof *ks; a++) {
+                if (ks[a] > 100 && m % 6 != 1 && m != 12) continue; /* keep it short */
+                run_matmul_case(m, ns[b], ks[a], DTYPE_BF16, DTYPE_BF16, m & 1);
+                run_matmul_case(m, ns[b], ks[a], DTYPE_F32, DTYPE_F32, !(m & 1));
+            }
+}
+
 static void test_matmul_sources_and_big(void **state)
 {
     (void)state;
@@ -487,6 +504,116 @@ static void test_rope(void **state)
     }
 }
 
+/* Every tail length of both vector widths (n = 1..80: n mod 8, n mod 16,
+ * n mod 32, with and without full vectors before the tail) and one long
+ * row; each output is followed by sentinels that masked tails must not
+ * touch.  Inputs reach exp's clamps (AVX2 flushes below -87.3, AVX-512
+ * goes denormal) in the tails too. */
+#define SENT 16
+static void check_sentinels(const float *p, const char *what, int n)
+{
+    for (int i = 0; i < SENT; i++)
+        if (p[i] != 1234.5f)
+            fail_msg("%s [isa %s] n=%d: wrote past the row (+%d)", what, kernels_isa_name(kernels_isa()), n, i);
+}
+
+static void test_rows_tails(void **state)
+{
+    (void)state;
+    for (int n = 1; n <= 81; n++) {
+        int len = n == 81 ? 4097 : n;
+        size_t sz = sizeof(float) * (size_t)(len + SENT);
+        float *a = malloc(sz), *b = malloc(sz), *w = malloc(sz), *y = malloc(sz), *r = malloc(sz);
+        float *sc = malloc(sz);
+        fill(a, len, 6.0f);
+        fill(b, len, 2.0f);
+        fill(w, len, 1.0f);
+        for (int i = len - 3; i < len; i++)
+            if (i >= 0) a[i] *= 20.0f; /* exp clamp territory in the tail */
+        for (int isa = 0; isa < 3; isa++) {
+            if (!use_isa(isa)) continue;
+            for (int i = 0; i < SENT; i++) y[len + i] = 1234.5f;
+            kern_ref_rmsnorm(r, a, w, len, 1e-6f, 1.0f);
+            kern_rmsnorm(y, a, w, len, 1e-6f, 1.0f);
+            check_close(y, r, NULL, len, 1e-5f, 1e-6f, "rmsnorm tail");
+            check_sentinels(y + len, "rmsnorm", len);
+
+            for (int i = 0; i < len; i++) sc[i] = fabsf(a[i] * b[i]);
+            kern_ref_silu_mul(r, a, b, len);
+            kern_silu_mul(y, a, b, len);
+            check_close(y, r, sc, len, 1e-5f, 1e-6f, "silu_mul tail");
+            check_sentinels(y + len, "silu_mul", len);
+            kern_ref_gelu_tanh_mul(r, a, b, len);
+            kern_gelu_tanh_mul(y, a, b, len);
+            check_close(y, r, sc, len, 1e-5f, 1e-6f, "gelu_tanh_mul tail");
+            check_sentinels(y + len, "gelu_tanh_mul", len);
+            kern_ref_add(r, a, b, len);
+            kern_add(y, a, b, len);
+            check_close(y, r, NULL, len, 0.0f, 0.0f, "add tail");
+            check_sentinels(y + len, "add", len);
+
+            /* logits spread over ~120 so some underflow; max in the tail */
+            for (int i = 0; i < len; i++) r[i] = y[i] = a[i] * 1.0f;
+            r[len - 1] = y[len - 1] = 8.0f;
+            if (len > 2) r[len / 2] = y[len / 2] = -INFINITY;
+            kern_ref_softmax(r, len);
+            kern_softmax(y, len);
+            check_close(y, r, NULL, len, 1e-5f, 1e-7f, "softmax tail");
+            check_sentinels(y + len, "softmax", len);
+
+            /* argmax: the max at each of the last positions, ties across the
+             * vector part and the tail (the first index wins) */
+            for (int j = len - 1; j >= 0 && j >= len - 17; j--) {
+                for (int i = 0; i < len; i++) sc[i] = a[i];
+                sc[j] = 500.0f;
+                assert_int_equal(kern_argmax(sc, len), j);
+                if (j > 0) {
+                    sc[j / 3] = 500.0f;
+                    assert_int_equal(kern_argmax(sc, len), j / 3);
+                }
+            }
+
+            float s = 0.0f;
+            for (int i = 0; i < len; i++) s += fabsf(a[i] * b[i]);
+            float d = kern_dot_f32(a, b, len), dr = kern_ref_dot_f32(a, b, len);
+            check_close(&d, &dr, &s, 1, 1e-5f, 1e-6f, "dot tail");
+        }
+        kernels_init(NULL);
+        free(a), free(b), free(w), free(y), free(r), free(sc);
+    }
+}
+
+/* Rope: every rotary half 1..40 (neox tails of both widths; gptj vectors of
+ * W/2 pairs plus scalar pairs), partial rotary, sentinels after the heads. */
+static void test_rope_tails(void **state)
+{
+    (void)state;
+    for (int half = 1; half <= 40; half++)
+        for (int extra = 0; extra <= 3; extra += 3) {
+            int rot = 2 * half, hd = rot + extra, nh = 3;
+            float inv_freq[64], cs[64], sn[64];
+            for (int i = 0; i < half; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)rot);
+            kern_rope_cache(cs, sn, 777, inv_freq, half, 1.0f);
+            size_t len = (size_t)nh * hd;
+            float *x = malloc(sizeof(float) * (len + SENT)), *y = malloc(sizeof(float) * (len + SENT));
+            float *r = malloc(sizeof(float) * len);
+            fill(x, len, 3.0f);
+            for (int neox = 0; neox <= 1; neox++)
+                for (int isa = 0; isa < 3; isa++) {
+                    if (!use_isa(isa)) continue;
+                    memcpy(r, x, sizeof(float) * len);
+                    memcpy(y, x, sizeof(float) * len);
+                    for (int i = 0; i < SENT; i++) y[len + i] = 1234.5f;
+                    kern_ref_rope_apply(r, nh, hd, rot, cs, sn, neox);
+                    kern_rope_apply(y, nh, hd, rot, cs, sn, neox);
+                    check_close(y, r, NULL, len, 1e-6f, 1e-6f, neox ? "rope neox tail" : "rope gptj tail");
+                    check_sentinels(y + len, "rope", (int)len);
+                }
+            kernels_init(NULL);
+            free(x), free(y), free(r);
+        }
+}
+
 static void test_isa_names(void **state)
 {
     (void)state;
@@ -502,11 +629,14 @@ int main(void)
         cmocka_unit_test(test_isa_names),
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rows_tails),
+        cmocka_unit_test(test_rope_tails),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_matmul_isa_switch),
         cmocka_unit_test(test_matmul_scratch_monotonic),
         cmocka_unit_test(test_matmul_sources_and_big),
         cmocka_unit_test(test_matmul_sizes),
+        cmocka_unit_test(test_matmul_every_r),
         cmocka_unit_test(test_matmul_amx),
         cmocka_unit_test(test_pack_threads),
     };
