@@ -694,7 +694,9 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     {
         double dt = time_now_sec() - t0;
         size_t rss = model_rss_bytes();
-        log_info("loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "
+        /* named as before the source split: logs and scripts look for it */
+        if (log_level_current <= LOG_INFO)
+            log_write(LOG_INFO, "model_load", "loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "
                  "MiB as %s, VmRSS %.1f MiB (%.0f%% of weights)",
                  c->architecture, m->src.ops->kind, c->n_layer, H,
                  c->vocab_size, o->model_path, dt, m->weight_bytes / 1048576.0,
