@@ -37,18 +37,18 @@
 void model_embed_row(const model_weights *w, int token, float *out)
 {
     int H = w->cfg.hidden_size;
-    if (!w->embed) {
-        /* rows through the source, already at the model's precision */
+    kern_type et = (kern_type)w->embed_t.type;
+    if (!w->embed) { /* rows through the source (dummy) */
         w->src.ops->read_row(w->src.self, &w->embed_t, token, out);
     } else {
-        kern_type et = (kern_type)w->embed_t.type;
         const char *row = (const char *)w->embed + (size_t)token * kern_type_row_bytes(et, H);
         kern_type_get(et)->row_to_f32(out, row, H);
-        if (w->prec == MODEL_PREC_BF16 && et != KERN_TYPE_BF16)
-            for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
-        else if (w->prec == MODEL_PREC_F16 && et != KERN_TYPE_F16)
-            for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
     }
+    /* rounded to --dtype unless stored at that precision already */
+    if (w->prec == MODEL_PREC_BF16 && et != KERN_TYPE_BF16)
+        for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
+    else if (w->prec == MODEL_PREC_F16 && et != KERN_TYPE_F16)
+        for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
     if (w->arch->embed_scale) {
         float s = sqrtf((float)H);
         for (int i = 0; i < H; i++) out[i] *= s;

@@ -461,6 +461,8 @@ static void lm_head_from_rows(loader *L, const wsrc_tensor *te)
     }
     for (int r = 0; r < V; r++) {
         L->src->ops->read_row(L->src->self, te, r, row);
+        if (te->type != (int)prec_dtype(m->prec))
+            for (int i = 0; i < H; i++) row[i] = round_prec(row[i], m->prec);
         dtype_from_f32((char *)buf + (size_t)r * rb, m->wdt, row, (size_t)H);
     }
     free(row);
