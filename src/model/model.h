@@ -115,6 +115,11 @@ size_t model_last_read_bytes(const model *m);
 /* dtype the weight matrices are stored in. */
 dtype model_weight_dtype(const model *m);
 
+/* Bytes one token's K and V take in a KV cache of kv_dt over all layers
+ * (the memory accounting unit of a KV pool; sized by the type-traits
+ * table, so a block-quantized KV type fits). */
+size_t model_kv_token_bytes(const model *m, dtype kv_dt);
+
 /* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);
 void model_kv_destroy(model_kv *kv);

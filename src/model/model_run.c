@@ -51,6 +51,13 @@ void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MOD
 
 /* ---- KV cache ------------------------------------------------------------ */
 
+size_t model_kv_token_bytes(const model *m, dtype kv_dt)
+{
+    const model_config *c = m->cfg;
+    return 2 * (size_t)c->n_layer *
+           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)c->n_kv_head * c->head_dim);
+}
+
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
 {
     if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16)) {

@@ -244,6 +244,14 @@ static void test_shared_weights(void **state)
     assert_non_null(r);
     assert_ptr_equal(model_get_config(m), model_get_config(r)); /* one set of weights */
     assert_int_equal(model_weight_bytes(m), model_weight_bytes(r));
+    const model_config *cf = model_get_config(m);
+    size_t tb = 2 * (size_t)cf->n_layer * cf->n_kv_head * cf->head_dim;
+    assert_int_equal(model_kv_token_bytes(m, DTYPE_F32), tb * 4);
+    assert_int_equal(model_kv_token_bytes(r, DTYPE_BF16), tb * 2);
+    model_kv *kv = model_kv_create(r, 3, DTYPE_BF16);
+    assert_non_null(kv);
+    assert_true(kv->bytes >= 3 * model_kv_token_bytes(r, DTYPE_BF16));
+    model_kv_destroy(kv);
     model_set_chunk_tokens(r, 2); /* run-state settings are per run state */
     int n1, n2, n3;
     float *a = run_logits(m, &n1), *b = run_logits(r, &n2);
