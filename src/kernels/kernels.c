@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "kernels/kern_types.h"
 #include "kernels/kernels_impl.h"
 #include "util/cpu.h"
 #include "util/log.h"
@@ -75,6 +76,7 @@ static const kern_vtable *isa_table(kern_isa isa)
 
 int kernels_init(const char *force)
 {
+    kern_types_init();
     if (!force) force = getenv("SGLC_KERNELS");
     kern_isa want;
     int amx = 1; /* with avx512: use AMX when available */
@@ -164,7 +166,7 @@ int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtyp
     const kern_vtable *t = isa_table(g_isa);
     if (t->mat_pack) return t->mat_pack(m, src, src_dt);
     size_t count = (size_t)n * k;
-    m->bytes = count * dtype_size(want);
+    m->bytes = kern_type_mat_bytes(kern_type_of_dtype(want), n, k);
     if (src_dt == want && borrow_ok) {
         m->data = src;
         return 0;

@@ -5,7 +5,8 @@
  * whole network and the threads meet at tpool_barrier between ops, so a
  * decode step costs one dispatch plus ~10 barriers per layer.  Each op is
  * split by (ith, nth): row ops (norms, rope, KV stores, residual adds) by
- * token rows, matmuls by output columns (inside kern_matmul), attention by
+ * token rows, projections by output columns (inside linear(), the one
+ * projection step: see linear.h), attention by
  * (query, head) pairs of each sequence (inside kern_attention).  All
  * buffers are preallocated by model_reserve() for cap_tokens rows; the
  * forward never allocates once it has started.
@@ -27,31 +28,33 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "model/model_impl.h"
 #include "model/moe.h"
 #include "model/rope.h"
 #include "util/log.h"
 
-void model_embed_row(const model *m, int token, float *out)
+void model_embed_row(const model_weights *w, int token, float *out)
 {
-    int H = m->cfg.hidden_size;
-    size_t esz = dtype_size(m->embed_dt);
-    if (!m->embed) model_dummy_embed_row(m, token, out);
-    else dtype_to_f32(out, (const char *)m->embed + (size_t)token * H * esz, m->embed_dt, (size_t)H);
-    if (!m->embed) {
-        /* already rounded */
-    } else if (m->prec == MODEL_PREC_BF16 && m->embed_dt != DTYPE_BF16)
+    int H = w->cfg.hidden_size;
+    kern_type et = (kern_type)w->embed_t.type;
+    if (!w->embed) { /* rows through the source (dummy) */
+        w->src.ops->read_row(w->src.self, &w->embed_t, token, out);
+    } else {
+        const char *row = (const char *)w->embed + (size_t)token * kern_type_row_bytes(et, H);
+        kern_type_get(et)->row_to_f32(out, row, H);
+    }
+    /* rounded to --dtype unless stored at that precision already */
+    if (w->prec == MODEL_PREC_BF16 && et != KERN_TYPE_BF16)
         for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
-    else if (m->prec == MODEL_PREC_F16 && m->embed_dt != DTYPE_F16)
+    else if (w->prec == MODEL_PREC_F16 && et != KERN_TYPE_F16)
         for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
-    if (m->arch->embed_scale) {
+    if (w->arch->embed_scale) {
         float s = sqrtf((float)H);
         for (int i = 0; i < H; i++) out[i] *= s;
     }
-    if (m->cfg.embed_mult != 1.0f)
-        for (int i = 0; i < H; i++) out[i] *= m->cfg.embed_mult;
+    if (w->cfg.embed_mult != 1.0f)
+        for (int i = 0; i < H; i++) out[i] *= w->cfg.embed_mult;
 }
 
 /* x += r * y over n (r = residual_multiplier, 1 for most models). */
@@ -64,125 +67,6 @@ static void resid_add(float *x, const float *y, int n, float r)
     for (int i = 0; i < n; i++) x[i] += r * y[i];
 }
 
-/* ---- KV cache ------------------------------------------------------------ */
-
-model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
-{
-    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16)) {
-        log_error("bad KV cache request: %d slots of %s", n_slots, dtype_name(kv_dt));
-        return NULL;
-    }
-    const model_config *c = &m->cfg;
-    model_kv *kv = calloc(1, sizeof *kv);
-    if (!kv) return NULL;
-    kv->n_layer = c->n_layer;
-    kv->n_slots = n_slots;
-    kv->dt = kv_dt;
-    kv->row_len = c->n_kv_head * c->head_dim;
-    size_t per = ((size_t)n_slots * kv->row_len * dtype_size(kv_dt) + 63) & ~(size_t)63;
-    kv->bytes = per * 2 * (size_t)c->n_layer;
-    kv->k = calloc((size_t)c->n_layer, sizeof(void *));
-    kv->v = calloc((size_t)c->n_layer, sizeof(void *));
-    /* anonymous mmap: zero-filled and committed lazily, so a pool sized
-     * from --mem-fraction-static costs RAM only as pages get used */
-    kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (kv->mem == MAP_FAILED) kv->mem = NULL;
-    if (!kv->k || !kv->v || !kv->mem) {
-        log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
-        model_kv_destroy(kv);
-        return NULL;
-    }
-    for (int l = 0; l < c->n_layer; l++) {
-        kv->k[l] = (char *)kv->mem + per * (2 * (size_t)l);
-        kv->v[l] = (char *)kv->mem + per * (2 * (size_t)l + 1);
-    }
-    return kv;
-}
-
-void model_kv_destroy(model_kv *kv)
-{
-    if (!kv) return;
-    free(kv->k);
-    free(kv->v);
-    if (kv->mem) munmap(kv->mem, kv->bytes);
-    free(kv);
-}
-
-/* ---- scratch ------------------------------------------------------------- */
-
-static size_t al64(size_t b) { return (b + 63) & ~(size_t)63; }
-
-int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
-{
-    if (max_tokens <= m->cap_tokens && max_kv <= m->cap_kv && n_threads <= m->cap_threads)
-        return 0;
-    const model_config *c = &m->cfg;
-    if (max_tokens < m->cap_tokens) max_tokens = m->cap_tokens;
-    if (max_kv < m->cap_kv) max_kv = m->cap_kv;
-    if (n_threads < m->cap_threads) n_threads = m->cap_threads;
-    if (max_tokens < 1) max_tokens = 1;
-    if (max_kv < max_tokens) max_kv = max_tokens;
-    size_t T = (size_t)max_tokens;
-    int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
-    int qd = c->n_head * hd, kvd = c->n_kv_head * hd, half = m->rot_dim / 2;
-    int any_moe = 0, any_dense = 0;
-    for (int il = 0; il < c->n_layer; il++) {
-        if (m->layers[il].moe) any_moe = 1;
-        else any_dense = 1;
-    }
-    int Id = any_dense ? I : 0; /* dense MLP width the scratch must hold */
-    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? c->moe_inter : 0;
-    size_t A = any_moe ? T * (size_t)c->n_expert_used : 0; /* expert assignments */
-    int maxk = H > qd ? H : qd;
-    if (Id > maxk) maxk = Id;
-    if (Ie > maxk) maxk = Ie;
-    size_t ts = kern_matmul_scratch(max_tokens, maxk);
-    size_t as = kern_attention_scratch(max_kv, hd);
-    if (as > ts) ts = as;
-    ts = al64(ts + sizeof(float) * (size_t)(half + 16) + 64);
-    size_t sizes[] = {
-        al64(T * H * 4),        al64(T * H * 4),     al64(T * qd * 4),  al64(T * kvd * 4),
-        al64(T * kvd * 4),      al64(T * qd * 4),    al64(T * Id * 4),  al64(T * Id * 4),
-        al64(T * half * 4),     al64(T * half * 4),  al64(T * H * 4),
-        /* MoE: rlog, ew, ex, eg, eu (floats) */
-        al64(T * E * 4),        al64(A * 4),         al64(A * H * 4),   al64(A * Ie * 4),
-        al64(A * Ie * 4),
-        /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
-        al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
-        al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
-        ts * (size_t)n_threads,
-    };
-    size_t total = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
-    char *mem = aligned_alloc(64, total);
-    if (!mem) {
-        log_error("out of memory for forward scratch (%zu bytes for %d tokens)", total,
-                  max_tokens);
-        return -1;
-    }
-    free(m->scratch_mem);
-    m->scratch_mem = mem;
-    float **slots[] = {&m->x,     &m->xn,    &m->q,  &m->k,    &m->v,  &m->att,
-                       &m->gate,  &m->up,    &m->cos_t, &m->sin_t, &m->lrows,
-                       &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu};
-    int32_t **islots[] = {&m->tok_seq, &m->esel, &m->eorder, &m->einv, &m->ecnt, &m->eoff};
-    size_t off = 0, i = 0;
-    for (size_t j = 0; j < sizeof slots / sizeof slots[0]; j++, i++) {
-        *slots[j] = (float *)(mem + off);
-        off += sizes[i];
-    }
-    for (size_t j = 0; j < sizeof islots / sizeof islots[0]; j++, i++) {
-        *islots[j] = (int32_t *)(mem + off);
-        off += sizes[i];
-    }
-    m->tscratch = mem + off;
-    m->tstride = ts;
-    m->cap_tokens = max_tokens;
-    m->cap_kv = max_kv;
-    m->cap_threads = n_threads;
-    return 0;
-}
-
 /* ---- forward ------------------------------------------------------------- */
 
 typedef struct fwd_ctx {
@@ -192,6 +76,8 @@ typedef struct fwd_ctx {
     float *logits;
     tpool *pool;
 } fwd_ctx;
+
+static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
 static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
 
@@ -210,14 +96,15 @@ static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_spl
 /* Assignments (rows x top-k) up to which thread 0 gathers alone. */
 #define MOE_SERIAL_GATHER 64
 
-static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void *scr, int lo,
-                      int hi)
+static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, int lo, int hi)
 {
     model *m = cx->m;
-    const model_config *c = &m->cfg;
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = c->moe_inter, A = T * K;
-    kern_matmul(m->rlog, m->xn, T, &l->wrouter, NULL, ith, nth, scr); /* (T, E) */
+    linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
     tpool_barrier(cx->pool);
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
      * small batches (decode) gather on that thread too, another one less */
@@ -228,7 +115,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void 
                           m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
         for (int e = 0; e < E; e++)
-            if (m->ecnt[e]) m->touched_bytes += m->expert_bytes;
+            if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
         if (small)
             for (int p = 0; p < A; p++)
                 memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
@@ -247,8 +134,8 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void 
         int n = m->ecnt[e];
         if (!n) continue;
         size_t o = (size_t)m->eoff[e];
-        kern_matmul(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], NULL, ith, nth, scr);
-        kern_matmul(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], NULL, ith, nth, scr);
+        linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
+        linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
     }
     tpool_barrier(cx->pool);
     for (int p = alo; p < ahi; p++) {
@@ -260,7 +147,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, int ith, int nth, void 
         int n = m->ecnt[e];
         if (!n) continue;
         size_t o = (size_t)m->eoff[e];
-        kern_matmul(m->ex + o * H, m->eg + o * Ie, n, &l->edown[e], NULL, ith, nth, scr);
+        linear(m->ex + o * H, m->eg + o * Ie, n, &l->edown[e], ex);
     }
     tpool_barrier(cx->pool);
     for (int t = lo; t < hi; t++) {
@@ -281,33 +168,37 @@ static void fwd_task(void *vctx, int ith, int nth)
     model *m = cx->m;
     const model_batch *b = cx->b;
     model_kv *kv = cx->kv;
-    const model_config *c = &m->cfg;
-    const model_arch *ar = m->arch;
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    const model_arch *ar = w->arch;
     const int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     const int nh = c->n_head, nkv = c->n_kv_head, qd = nh * hd, kvd = nkv * hd;
-    const int half = m->rot_dim / 2;
+    const int half = w->rot_dim / 2;
     const float eps = c->rms_norm_eps, noff = ar->norm_offset, rm = c->resid_mult;
     const float attn_scale = c->attn_mult > 0.0f ? c->attn_mult : 1.0f / sqrtf((float)hd);
     char *scr = m->tscratch + (size_t)ith * m->tstride;
     float *inv_dyn = (float *)(scr + m->tstride - sizeof(float) * (size_t)(half + 16));
+    /* this thread's context for every projection of the pass */
+    const linear_exec ex = {.ith = ith, .nth = nth, .scratch = scr, .barrier = fwd_barrier,
+                            .barrier_arg = cx->pool};
     int lo, hi;
     rows_split(T, ith, nth, &lo, &hi);
 
     /* embeddings and this forward's rope tables */
     for (int t = lo; t < hi; t++) {
-        model_embed_row(m, b->tokens[t], m->x + (size_t)t * H);
-        const float *inv = m->inv_freq;
+        model_embed_row(w, b->tokens[t], m->x + (size_t)t * H);
+        const float *inv = w->inv_freq;
         if (c->rope.kind == MODEL_ROPE_DYNAMIC) {
             int s = m->tok_seq[t];
             model_rope_inv_freq(c, b->seq_kv_len[s], inv_dyn);
             inv = inv_dyn;
         }
         kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
-                        inv, half, m->attn_factor);
+                        inv, half, w->attn_factor);
     }
 
     for (int il = 0; il < c->n_layer; il++) {
-        const model_layer *l = &m->layers[il];
+        const model_layer *l = &w->layers[il];
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
             if (il > 0) resid_add(x, m->xn + (size_t)t * H, H, rm);
@@ -315,9 +206,9 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         const float *xin = m->xn;
-        kern_matmul(m->q, xin, T, &l->wq, l->bq, ith, nth, scr);
-        kern_matmul(m->k, xin, T, &l->wk, l->bk, ith, nth, scr);
-        kern_matmul(m->v, xin, T, &l->wv, l->bv, ith, nth, scr);
+        linear(m->q, xin, T, &l->wq, &ex);
+        linear(m->k, xin, T, &l->wk, &ex);
+        linear(m->v, xin, T, &l->wv, &ex);
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -326,8 +217,8 @@ static void fwd_task(void *vctx, int ith, int nth)
                 for (int h = 0; h < nkv; h++) kern_rmsnorm(k + h * hd, k + h * hd, l->k_norm, hd, eps, noff);
             }
             const float *ct = m->cos_t + (size_t)t * half, *st = m->sin_t + (size_t)t * half;
-            kern_rope_apply(q, nh, hd, m->rot_dim, ct, st, ar->rope_neox);
-            kern_rope_apply(k, nkv, hd, m->rot_dim, ct, st, ar->rope_neox);
+            kern_rope_apply(q, nh, hd, w->rot_dim, ct, st, ar->rope_neox);
+            kern_rope_apply(k, nkv, hd, w->rot_dim, ct, st, ar->rope_neox);
             int s = m->tok_seq[t];
             int32_t slot = b->seq_slots[s][b->positions[t]];
             kern_kv_store(kv->k[il], kv->dt, slot, kvd, k);
@@ -357,7 +248,7 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        kern_matmul(m->xn, m->att, T, &l->wo, l->bo, ith, nth, scr); /* (T, H) */
+        linear(m->xn, m->att, T, &l->wo, &ex); /* (T, H) */
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
@@ -366,12 +257,12 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         if (l->moe) {
-            moe_block(cx, l, ith, nth, scr, lo, hi);
+            moe_block(cx, l, &ex, lo, hi);
             continue;
         }
         /* MLP slot (dense gated) */
-        kern_matmul(m->gate, m->xn, T, &l->wgate, l->bgate, ith, nth, scr);
-        kern_matmul(m->up, m->xn, T, &l->wup, l->bup, ith, nth, scr);
+        linear(m->gate, m->xn, T, &l->wgate, &ex);
+        linear(m->up, m->xn, T, &l->wup, &ex);
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -380,7 +271,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        kern_matmul(m->xn, m->gate, T, &l->wdown, l->bdown, ith, nth, scr);
+        linear(m->xn, m->gate, T, &l->wdown, &ex);
         tpool_barrier(cx->pool);
     }
     /* last residual add, final norm of the rows that need logits */
@@ -391,12 +282,12 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* want_hidden (embedding models): the normed rows are the output */
     float *nrows = b->want_hidden ? cx->logits : m->lrows;
     for (int i = llo; i < lhi; i++)
-        kern_rmsnorm(nrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, m->final_norm,
+        kern_rmsnorm(nrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, w->final_norm,
                      H, eps, noff);
     if (b->want_hidden) return;
     tpool_barrier(cx->pool);
     if (b->n_logits > 0)
-        kern_matmul(cx->logits, m->lrows, b->n_logits, &m->lm_head, NULL, ith, nth, scr);
+        linear(cx->logits, m->lrows, b->n_logits, &w->lm_head, &ex);
     if (c->logits_scaling != 1.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * c->vocab_size;
@@ -416,7 +307,7 @@ static void fwd_task(void *vctx, int ith, int nth)
 /* Reject malformed batches before anything is written. */
 static int check_batch(const model *m, const model_kv *kv, const model_batch *b, int *max_kv)
 {
-    const model_config *c = &m->cfg;
+    const model_config *c = m->cfg;
     if (!b || b->n_tokens < 1 || b->n_seqs < 1 || !b->tokens || !b->positions || !b->seq_start ||
         !b->seq_kv_len || !b->seq_slots || b->n_logits < 0 || (b->n_logits && !b->logit_rows)) {
         log_error("malformed batch (empty or missing arrays)");
@@ -503,8 +394,6 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     return 0;
 }
 
-void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
-
 /* Batches larger than chunk_tokens rows run as consecutive row ranges
  * [c0, c1) (chunked prefill): a sequence cut by a boundary sees, in the
  * later chunk, the KV its earlier rows wrote in the earlier chunk, so the
@@ -513,7 +402,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
                            tpool *pool)
 {
     /* output row width: logits or hidden states */
-    const int V = b->want_hidden ? m->cfg.hidden_size : m->cfg.vocab_size, C = m->chunk_tokens;
+    const int V = b->want_hidden ? m->cfg->hidden_size : m->cfg->vocab_size, C = m->chunk_tokens;
     int rc = -1;
     int32_t *start = malloc(sizeof(int32_t) * (size_t)(b->n_seqs + 1));
     int32_t *kvl = malloc(sizeof(int32_t) * (size_t)b->n_seqs);

@@ -20,6 +20,14 @@
  * match a reference that casts the model to that dtype.
  *
  * Missing tensors are collected and reported together by name.
+ *
+ * The loader reads every tensor through a weight source (wsource.h):
+ * safetensors or dummy weights today.  A tensor with bytes (`data`) goes
+ * the borrow-or-convert way above; one without (dummy) is read through
+ * the source into a buffer of the storage type.  Sizes come from the
+ * type-traits table (kern_type_row_bytes), never from an element size.
+ * The result is a model_weights (model_impl.h), immutable after load,
+ * and a first run state over it.
  */
 #include <errno.h>
 #include <math.h>
@@ -55,18 +63,16 @@ size_t model_rss_bytes(void)
 /* ---- loader state ------------------------------------------------------ */
 
 typedef struct loader {
-    model *m;
+    model_weights *m;
+    const wsrc *src;    /* = &m->src */
     char *err;
     size_t errlen;
     int failed;          /* a hard error is in err */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
-    /* dummy */
-    int dummy;
-    uint64_t rng;
 } loader;
 
-static int add_block(model *m, void *p)
+static int add_block(model_weights *m, void *p)
 {
     if (m->n_blocks == m->cap_blocks) {
         int nc = m->cap_blocks ? m->cap_blocks * 2 : 64;
@@ -101,13 +107,6 @@ static void fail(loader *L, const char *fmt, ...)
     L->failed = 1;
 }
 
-/* splitmix64 -> uniform float in [lo, hi) */
-static float rng_uniform(uint64_t *s, float lo, float hi)
-{
-    uint64_t z = rng_next(s);
-    return lo + (hi - lo) * (float)((double)(z >> 40) / (double)(1ull << 24));
-}
-
 static float round_prec(float v, model_prec p)
 {
     if (p == MODEL_PREC_BF16) return bf16_to_f32(f32_to_bf16(v));
@@ -115,60 +114,21 @@ static float round_prec(float v, model_prec p)
     return v;
 }
 
-/* Dummy weights: uniform in [-1e-3, 1e-3) like SGLang's dummy loader, four
- * 16-bit draws per xorshift64 step so a 1B model fills in about a second. */
-static void fill_dummy(void *buf, dtype dt, size_t n, uint64_t *state, model_prec prec)
+/* Find a supported-type tensor of the expected shape ((d0) or (d0, d1)
+ * when d1 > 0) into *t.  0 (and a note/failure) if absent or malformed. */
+static int find_tensor(loader *L, const char *name, int64_t d0, int64_t d1, int optional,
+                       wsrc_tensor *t)
 {
-    uint64_t s = *state | 1;
-    for (size_t i = 0; i < n; i += 4) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        for (size_t j = 0; j < 4 && i + j < n; j++) {
-            float u = (float)((s >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
-            float v = -1e-3f + 2e-3f * u;
-            if (dt == DTYPE_BF16) ((uint16_t *)buf)[i + j] = f32_to_bf16(v);
-            else ((float *)buf)[i + j] = round_prec(v, prec);
-        }
-    }
-    *state = s;
-}
-
-void model_dummy_embed_row(const model *m, int token, float *out)
-{
-    uint64_t st = m->dummy_seed ^ ((uint64_t)(token + 1) * 0x9e3779b97f4a7c15ull);
-    st ^= st >> 29;
-    st *= 0xbf58476d1ce4e5b9ull;
-    st ^= st >> 32;
-    int H = m->cfg.hidden_size;
-    for (int i = 0; i < H; i += 4) {
-        st ^= st << 13;
-        st ^= st >> 7;
-        st ^= st << 17;
-        for (int j = 0; j < 4 && i + j < H; j++) {
-            float u = (float)((st >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
-            out[i + j] = round_prec(-1e-3f + 2e-3f * u, m->prec);
-        }
-    }
-    if (m->wdt == DTYPE_BF16)
-        for (int i = 0; i < H; i++) out[i] = bf16_to_f32(f32_to_bf16(out[i]));
-}
-
-/* Find a supported-dtype tensor of the expected shape ((d0) or (d0, d1)
- * when d1 > 0).  NULL (and a note/failure) if absent or malformed. */
-static const st_tensor *find_tensor(loader *L, const char *name, int64_t d0, int64_t d1,
-                                    int optional)
-{
-    const st_tensor *t = st_find(&L->m->st, name);
-    if (!t) {
+    const int64_t want[2] = {d0, d1};
+    if (!wsrc_find(L->src, name, d1 > 0 ? 2 : 1, want, t)) {
         if (!optional) note_missing(L, name);
-        return NULL;
+        return 0;
     }
-    const char *file = L->m->st.files[t->file].path;
-    if (t->dt < 0) {
+    const char *file = t->origin;
+    if (t->type < 0) {
         fail(L, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 weights are supported",
-             file, name, t->dtype_str);
-        return NULL;
+             file, name, t->type_name);
+        return 0;
     }
     int ok = d1 > 0 ? (t->ndim == 2 && t->shape[0] == d0 && t->shape[1] == d1)
                     : (t->ndim == 1 && t->shape[0] == d0);
@@ -184,12 +144,12 @@ static const st_tensor *find_tensor(loader *L, const char *name, int64_t d0, int
         else
             fail(L, "%s: tensor '%s' has shape [%s], expected [%lld] from config.json", file, name,
                  got, (long long)d0);
-        return NULL;
+        return 0;
     }
-    return t;
+    return 1;
 }
 
-static float *vec_alloc(model *m, size_t n)
+static float *vec_alloc(model_weights *m, size_t n)
 {
     SGLC_ASSERT(m->vecs_used + n <= m->vecs_cap);
     float *p = m->vecs + m->vecs_used;
@@ -197,55 +157,60 @@ static float *vec_alloc(model *m, size_t n)
     return p;
 }
 
+/* The model precision as a storage type (what dummy tensors report). */
+static dtype prec_dtype(model_prec p)
+{
+    return p == MODEL_PREC_BF16 ? DTYPE_BF16 : p == MODEL_PREC_F16 ? DTYPE_F16 : DTYPE_F32;
+}
+
+/* Alignment the kernels need to borrow stored bytes in place. */
+static size_t borrow_align(int type)
+{
+    const kern_type_traits *tr = kern_type_get((kern_type)type);
+    return tr->block_size == 1 ? tr->block_bytes : 1;
+}
+
 /* A vector weight (n) as rounded f32 in the arena; NULL if absent. */
 static const float *load_vec(loader *L, const char *name, int n, int optional)
 {
-    model *m = L->m;
-    if (L->dummy) {
-        if (optional) return NULL;
-        float *v = vec_alloc(m, (size_t)n);
-        for (int i = 0; i < n; i++) v[i] = round_prec(rng_uniform(&L->rng, -1e-3f, 1e-3f), m->prec);
-        return v;
-    }
-    const st_tensor *t = find_tensor(L, name, n, 0, optional);
-    if (!t) return NULL;
+    model_weights *m = L->m;
+    wsrc_tensor t;
+    if (!find_tensor(L, name, n, 0, optional, &t)) return NULL;
     float *v = vec_alloc(m, (size_t)n);
-    void *tmp = malloc(t->nbytes ? t->nbytes : 1);
-    if (!tmp) {
-        fail(L, "out of memory");
+    if (wsrc_read(L->src, &t, v, DTYPE_F32)) {
+        fail(L, "out of memory reading '%s'", name);
         return NULL;
     }
-    memcpy(tmp, t->data, t->nbytes); /* the mapping may be unaligned */
-    dtype_to_f32(v, tmp, (dtype)t->dt, (size_t)n);
-    free(tmp);
     for (int i = 0; i < n; i++) v[i] = round_prec(v[i], m->prec);
     return v;
 }
 
-/* Source bytes for a matrix in the dtype kern_mat_init should see:
- * the mapping itself when aligned and no rounding is needed, else an
+/* Source bytes for a matrix in the type kern_mat_init should see: the
+ * stored bytes themselves when aligned and no rounding is needed, else an
  * owned temporary (*tmp, freed by the caller). */
-static const void *mat_source(loader *L, const st_tensor *t, dtype *src_dt, void **tmp)
+static const void *mat_source(loader *L, const wsrc_tensor *t, dtype *src_dt, void **tmp)
 {
-    model *m = L->m;
-    size_t esz = dtype_size((dtype)t->dt);
-    size_t n = t->nbytes / esz;
+    model_weights *m = L->m;
+    const kern_type_traits *tr = kern_type_get((kern_type)t->type);
+    size_t n = (size_t)wsrc_numel(t);
     *tmp = NULL;
-    *src_dt = (dtype)t->dt;
-    int aligned = ((uintptr_t)t->data % esz) == 0; /* enough for the kernels to borrow */
+    *src_dt = (dtype)t->type;
+    int aligned = ((uintptr_t)t->data % borrow_align(t->type)) == 0;
     /* f16 precision stored as f32: round non-f16 sources through f16 first */
-    if (m->prec == MODEL_PREC_F16 && t->dt != DTYPE_F16) {
+    if (m->prec == MODEL_PREC_F16 && t->type != KERN_TYPE_F16) {
+        const size_t chunk = 4096; /* a multiple of every block size */
         uint16_t *h = malloc(n * 2 + 64);
-        float *row = malloc(4096 * sizeof(float));
-        char *raw = malloc(4096 * esz);
+        float *row = malloc(chunk * sizeof(float));
+        char *raw = malloc(kern_type_row_bytes((kern_type)t->type, chunk));
         if (!h || !row || !raw) {
             free(h), free(row), free(raw);
             return NULL;
         }
-        for (size_t i = 0; i < n; i += 4096) {
-            size_t c = n - i < 4096 ? n - i : 4096;
-            memcpy(raw, (const char *)t->data + i * esz, c * esz);
-            dtype_to_f32(row, raw, (dtype)t->dt, c);
+        for (size_t i = 0; i < n; i += chunk) {
+            size_t c = n - i < chunk ? n - i : chunk;
+            memcpy(raw, (const char *)t->data + kern_type_row_bytes((kern_type)t->type, (int64_t)i),
+                   kern_type_row_bytes((kern_type)t->type, (int64_t)c));
+            tr->row_to_f32(row, raw, (int64_t)c);
             for (size_t j = 0; j < c; j++) h[i + j] = f32_to_f16(row[j]);
         }
         free(row);
@@ -264,15 +229,52 @@ static const void *mat_source(loader *L, const st_tensor *t, dtype *src_dt, void
     return t->data;
 }
 
-/* Load matrix (n, k) named name into *w, stored as `want` (F32 or BF16;
- * values are rounded to the model's precision either way). */
-/* Prepare *w (n, k) from `part`: a whole checkpoint tensor, or a 2-D view
- * (same dtype, data/nbytes/shape narrowed) of a slice of `owner`, which is
- * what gets marked resident when the kernels borrow the bytes. */
-static void load_mat_part(loader *L, kern_mat *w, const st_tensor *owner, const st_tensor *part,
-                          const char *name, int n, int k, dtype want)
+/* A matrix whose values exist only through the source (no bytes): read
+ * into a buffer of `want`, rounded to the model precision. */
+static void load_mat_read(loader *L, linear_weight *w, const wsrc_tensor *t, const char *name,
+                          int n, int k, dtype want)
 {
-    model *m = L->m;
+    model_weights *m = L->m;
+    size_t bytes = kern_type_mat_bytes(kern_type_of_dtype(want), n, k);
+    void *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    if (!buf) {
+        fail(L, "out of memory for weight '%s' (%zu bytes)", name, bytes);
+        return;
+    }
+    if (wsrc_read(L->src, t, buf, want)) {
+        free(buf);
+        fail(L, "cannot read weight '%s' from %s", name, t->origin);
+        return;
+    }
+    if (want == DTYPE_F32 && m->prec != MODEL_PREC_F32 && t->type != (int)prec_dtype(m->prec))
+        for (size_t i = 0, c = (size_t)n * k; i < c; i++)
+            ((float *)buf)[i] = round_prec(((float *)buf)[i], m->prec);
+    if (linear_init(w, buf, want, n, k, want, 1)) {
+        free(buf);
+        fail(L, "cannot prepare weight '%s'", name);
+        return;
+    }
+    if (w->mat.owned) free(buf);
+    else if (add_block(m, buf)) {
+        free(buf);
+        fail(L, "out of memory");
+    }
+    m->weight_bytes += linear_bytes(w);
+}
+
+/* Prepare *w (n, k), stored as `want` (F32 or BF16; values rounded to the
+ * model's precision either way), from `part`: a whole tensor, or a 2-D
+ * view (wsrc_view2) of a slice of one; keep() marks the whole tensor
+ * resident when the kernels borrow the bytes. */
+static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, const char *name,
+                          int n, int k, dtype want)
+{
+    model_weights *m = L->m;
+    if (L->failed) return;
+    if (!part->data) {
+        load_mat_read(L, w, part, name, n, k, want);
+        return;
+    }
     dtype sdt;
     void *tmp;
     const void *src = mat_source(L, part, &sdt, &tmp);
@@ -297,109 +299,76 @@ static void load_mat_part(loader *L, kern_mat *w, const st_tensor *owner, const 
         src = r;
         sdt = DTYPE_F32;
     }
-    if (kern_mat_init(w, src, sdt, n, k, want, 1)) {
+    if (linear_init(w, src, sdt, n, k, want, 1)) {
         free(tmp);
         fail(L, "cannot prepare weight '%s' (out of memory?)", name);
         return;
     }
-    if (!w->owned) {
+    if (!w->mat.owned) {
         if (tmp) {
             if (add_block(m, tmp)) fail(L, "out of memory");
         } else {
-            st_mark_keep(&m->st, owner);
+            wsrc_keep(L->src, part);
         }
     } else {
         free(tmp);
     }
-    m->weight_bytes += w->bytes;
+    m->weight_bytes += linear_bytes(w);
 }
 
-static void load_mat_as(loader *L, kern_mat *w, const char *name, int n, int k, dtype want)
+static void load_mat_as(loader *L, linear_weight *w, const char *name, int n, int k, dtype want)
 {
-    model *m = L->m;
     if (L->failed) return;
-    if (L->dummy) {
-        size_t count = (size_t)n * k, esz = dtype_size(want);
-        void *buf = aligned_alloc(64, (count * esz + 63) & ~(size_t)63);
-        if (!buf) {
-            fail(L, "out of memory for dummy weight '%s' (%zu bytes)", name, count * esz);
-            return;
-        }
-        fill_dummy(buf, want, count, &L->rng, m->prec);
-        if (kern_mat_init(w, buf, want, n, k, want, 1)) {
-            free(buf);
-            fail(L, "cannot prepare dummy weight '%s'", name);
-            return;
-        }
-        if (w->owned) free(buf);
-        else if (add_block(m, buf)) {
-            free(buf);
-            fail(L, "out of memory");
-        }
-        m->weight_bytes += w->bytes;
-        return;
-    }
-    const st_tensor *t = find_tensor(L, name, n, k, 0);
-    if (!t) return;
-    load_mat_part(L, w, t, t, name, n, k, want);
+    wsrc_tensor t;
+    if (!find_tensor(L, name, n, k, 0, &t)) return;
+    load_mat_part(L, w, &t, name, n, k, want);
 }
 
-static void load_mat(loader *L, kern_mat *w, const char *name, int n, int k)
+static void load_mat(loader *L, linear_weight *w, const char *name, int n, int k)
 {
     load_mat_as(L, w, name, n, k, L->m->wdt);
 }
 
-static void load_proj(loader *L, kern_mat *w, const float **bias, const char *pat, int il, int n,
-                      int k, int has_bias)
+static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int n, int k,
+                      int has_bias)
 {
     char name[256];
     snprintf(name, sizeof name, pat, il);
     strcat(name, ".weight");
     load_mat(L, w, name, n, k);
-    if (bias) {
-        *bias = NULL;
-        if (has_bias) {
-            snprintf(name, sizeof name, pat, il);
-            strcat(name, ".bias");
-            *bias = load_vec(L, name, n, 0);
-        }
+    if (has_bias && !L->failed) {
+        snprintf(name, sizeof name, pat, il);
+        strcat(name, ".bias");
+        w->bias = load_vec(L, name, n, 0);
     }
 }
 
 /* GraniteMoE: experts of layer il from input_linear (E, 2*Ie, H) -- rows
  * [0, Ie) gate, [Ie, 2*Ie) up -- and output_linear (E, H, Ie).  Each
- * expert's matrices are 2-D views into the 3-D tensors. */
+ * expert's matrices are 2-D views into the 3-D tensors, read gate, up,
+ * down per expert (the order a source without bytes makes them in). */
 static void load_packed_experts(loader *L, model_layer *l, int il)
 {
-    model *m = L->m;
+    model_weights *m = L->m;
     const model_config *c = &m->cfg;
     const model_tensor_names *nm = m->arch->names;
     int H = c->hidden_size, Ie = c->moe_inter, E = c->n_expert;
     char nin[256], nout[256], name[300];
     snprintf(nin, sizeof nin, nm->expert_in, il);
     snprintf(nout, sizeof nout, nm->expert_out, il);
-    if (L->dummy) {
-        for (int e = 0; e < E && !L->failed; e++) {
-            snprintf(name, sizeof name, "%s[%d]", nin, e);
-            load_mat(L, &l->egate[e], name, Ie, H);
-            load_mat(L, &l->eup[e], name, Ie, H);
-            snprintf(name, sizeof name, "%s[%d]", nout, e);
-            load_mat(L, &l->edown[e], name, H, Ie);
-        }
-        return;
-    }
-    const st_tensor *ti = st_find(&m->st, nin), *to = st_find(&m->st, nout);
-    if (!ti) note_missing(L, nin);
-    if (!to) note_missing(L, nout);
-    if (!ti || !to) return;
     const int64_t want[2][3] = {{E, 2 * (int64_t)Ie, H}, {E, H, Ie}};
-    const st_tensor *ts[2] = {ti, to};
+    wsrc_tensor ts[2];
+    int fi = wsrc_find(L->src, nin, 3, want[0], &ts[0]);
+    int fo = wsrc_find(L->src, nout, 3, want[1], &ts[1]);
+    if (!fi) note_missing(L, nin);
+    if (!fo) note_missing(L, nout);
+    if (!fi || !fo) return;
     for (int j = 0; j < 2; j++) {
-        const st_tensor *t = ts[j];
-        const char *file = m->st.files[t->file].path;
-        if (t->dt < 0) {
+        const wsrc_tensor *t = &ts[j];
+        const char *file = t->origin;
+        if (t->type < 0) {
             fail(L, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 weights are supported",
-                 file, t->name, t->dtype_str);
+                 file, t->name, t->type_name);
             return;
         }
         if (t->ndim != 3 || t->shape[0] != want[j][0] || t->shape[1] != want[j][1] ||
@@ -409,29 +378,24 @@ static void load_packed_experts(loader *L, model_layer *l, int il)
             return;
         }
     }
-    size_t esz = dtype_size((dtype)ti->dt), eso = dtype_size((dtype)to->dt);
-    size_t mat = (size_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
+    int64_t mat = (int64_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
     for (int e = 0; e < E && !L->failed; e++) {
-        st_tensor v = *ti;
-        v.ndim = 2, v.shape[0] = Ie, v.shape[1] = H, v.nbytes = mat * esz;
-        v.data = (const char *)ti->data + (size_t)e * 2 * mat * esz;
+        wsrc_tensor v = wsrc_view2(&ts[0], (int64_t)e * 2 * mat, Ie, H);
         snprintf(name, sizeof name, "%s[%d] (gate)", nin, e);
-        load_mat_part(L, &l->egate[e], ti, &v, name, Ie, H, m->wdt);
-        v.data = (const char *)v.data + mat * esz;
+        load_mat_part(L, &l->egate[e], &v, name, Ie, H, m->wdt);
+        v = wsrc_view2(&ts[0], ((int64_t)e * 2 + 1) * mat, Ie, H);
         snprintf(name, sizeof name, "%s[%d] (up)", nin, e);
-        load_mat_part(L, &l->eup[e], ti, &v, name, Ie, H, m->wdt);
-        st_tensor d = *to;
-        d.ndim = 2, d.shape[0] = H, d.shape[1] = Ie, d.nbytes = mat * eso;
-        d.data = (const char *)to->data + (size_t)e * mat * eso;
+        load_mat_part(L, &l->eup[e], &v, name, Ie, H, m->wdt);
+        wsrc_tensor d = wsrc_view2(&ts[1], (int64_t)e * mat, H, Ie);
         snprintf(name, sizeof name, "%s[%d]", nout, e);
-        load_mat_part(L, &l->edown[e], to, &d, name, H, Ie, m->wdt);
+        load_mat_part(L, &l->edown[e], &d, name, H, Ie, m->wdt);
     }
 }
 
 /* Load the router and the E experts of MoE layer il. */
 static void load_moe(loader *L, model_layer *l, int il)
 {
-    model *m = L->m;
+    model_weights *m = L->m;
     const model_config *c = &m->cfg;
     const model_tensor_names *nm = m->arch->names;
     int H = c->hidden_size, Ie = c->moe_inter, E = c->n_expert;
@@ -443,14 +407,14 @@ static void load_moe(loader *L, model_layer *l, int il)
      * activations.  It is small (E x H). */
     snprintf(name, sizeof name, nm->router, il);
     load_mat_as(L, &l->wrouter, name, E, H, DTYPE_F32);
-    l->egate = calloc((size_t)E, sizeof(kern_mat));
-    l->eup = calloc((size_t)E, sizeof(kern_mat));
-    l->edown = calloc((size_t)E, sizeof(kern_mat));
+    l->egate = calloc((size_t)E, sizeof(linear_weight));
+    l->eup = calloc((size_t)E, sizeof(linear_weight));
+    l->edown = calloc((size_t)E, sizeof(linear_weight));
     if (!l->egate || !l->eup || !l->edown) {
         fail(L, "out of memory");
         return;
     }
-    struct { const char *pat; kern_mat *w; int n, k; } p[3] = {
+    struct { const char *pat; linear_weight *w; int n, k; } p[3] = {
         {nm->expert_gate, l->egate, Ie, H},
         {nm->expert_up, l->eup, Ie, H},
         {nm->expert_down, l->edown, H, Ie},
@@ -468,7 +432,8 @@ static void load_moe(loader *L, model_layer *l, int il)
     }
     if (!L->failed) {
         m->all_expert_bytes += m->weight_bytes - before;
-        m->expert_bytes = l->egate[0].bytes + l->eup[0].bytes + l->edown[0].bytes;
+        m->expert_bytes =
+            linear_bytes(&l->egate[0]) + linear_bytes(&l->eup[0]) + linear_bytes(&l->edown[0]);
     }
 }
 
@@ -480,93 +445,105 @@ static const float *load_layer_vec(loader *L, const char *pat, int il, int n, in
     return load_vec(L, name, n, optional);
 }
 
-/* Embedding table + lm_head, honoring both tied conventions. */
+/* lm_head tied to an embedding table without bytes (dummy): built from
+ * its rows, borrowed when the kernels keep row-major. */
+static void lm_head_from_rows(loader *L, const wsrc_tensor *te)
+{
+    model_weights *m = L->m;
+    int V = m->cfg.vocab_size, H = m->cfg.hidden_size;
+    size_t rb = kern_type_row_bytes(kern_type_of_dtype(m->wdt), H);
+    void *buf = aligned_alloc(64, ((size_t)V * rb + 63) & ~(size_t)63);
+    float *row = malloc(sizeof(float) * (size_t)H);
+    if (!buf || !row) {
+        free(buf), free(row);
+        fail(L, "out of memory for dummy embeddings");
+        return;
+    }
+    for (int r = 0; r < V; r++) {
+        L->src->ops->read_row(L->src->self, te, r, row);
+        if (te->type != (int)prec_dtype(m->prec))
+            for (int i = 0; i < H; i++) row[i] = round_prec(row[i], m->prec);
+        dtype_from_f32((char *)buf + (size_t)r * rb, m->wdt, row, (size_t)H);
+    }
+    free(row);
+    if (linear_init(&m->lm_head, buf, m->wdt, V, H, m->wdt, 1)) {
+        free(buf);
+        fail(L, "cannot prepare lm_head");
+        return;
+    }
+    m->weight_bytes += linear_bytes(&m->lm_head);
+    if (m->lm_head.mat.owned) {
+        free(buf);
+    } else if (add_block(m, buf)) {
+        free(buf);
+        fail(L, "out of memory");
+    }
+}
+
+/* Embedding table + lm_head, honoring both tied conventions.  A table
+ * without bytes (dummy) is never stored: the decoder reads its rows
+ * through the source. */
 static void load_embeddings(loader *L)
 {
-    model *m = L->m;
+    model_weights *m = L->m;
     const model_config *c = &m->cfg;
     const model_tensor_names *nm = m->arch->names;
     int V = c->vocab_size, H = c->hidden_size;
-    if (L->dummy) {
-        /* Rows are a pure function of (seed, row): the embedding table is
-         * never stored; lookups regenerate the row, lm_head is built from a
-         * temporary copy (borrowed when tied and the kernels keep row-major). */
-        m->embed = NULL;
-        m->embed_dt = DTYPE_F32;
-        m->dummy_seed = L->rng;
-        L->rng = L->rng * 6364136223846793005ull + 1442695040888963407ull;
-        if (!c->tie_word_embeddings) {
-            load_mat(L, &m->lm_head, nm->lm_head, V, H);
-            return;
-        }
-        size_t count = (size_t)V * H, esz = dtype_size(m->wdt);
-        void *buf = aligned_alloc(64, (count * esz + 63) & ~(size_t)63);
-        float *row = malloc(sizeof(float) * (size_t)H);
-        if (!buf || !row) {
-            free(buf), free(row);
-            fail(L, "out of memory for dummy embeddings");
-            return;
-        }
-        for (int r = 0; r < V; r++) {
-            model_dummy_embed_row(m, r, row);
-            dtype_from_f32((char *)buf + (size_t)r * H * esz, m->wdt, row, (size_t)H);
-        }
-        free(row);
-        if (kern_mat_init(&m->lm_head, buf, m->wdt, V, H, m->wdt, 1)) {
-            free(buf);
-            fail(L, "cannot prepare lm_head");
-            return;
-        }
-        m->lm_head.x_exact = 1; /* logits from f32 activations (no AMX rounding) */
-        m->weight_bytes += m->lm_head.bytes;
-        if (m->lm_head.owned) {
-            free(buf);
-        } else if (add_block(m, buf)) {
-            free(buf);
-            fail(L, "out of memory");
-        }
-        return;
-    }
-    const st_tensor *te = st_find(&m->st, nm->embed);
-    const st_tensor *tl = st_find(&m->st, nm->lm_head);
+    const int64_t shape[2] = {V, H};
+    wsrc_tensor te;
+    int x_exact = 1; /* logits from f32 activations (no AMX rounding) */
     if (c->tie_word_embeddings) {
-        const st_tensor *t = te ? te : tl;
-        if (!t) {
+        wsrc_tensor t;
+        if (!wsrc_find(L->src, nm->embed, 2, shape, &t) &&
+            !wsrc_find(L->src, nm->lm_head, 2, shape, &t)) {
             note_missing(L, nm->embed);
             return;
         }
-        te = find_tensor(L, t->name, V, H, 0);
-        if (!te) return;
-        load_mat(L, &m->lm_head, te->name, V, H);
+        if (!find_tensor(L, t.name, V, H, 0, &te)) return;
+        if (te.data) {
+            load_mat(L, &m->lm_head, te.name, V, H);
+        } else {
+            if (L->src->ops->bind_rows) L->src->ops->bind_rows(L->src->self, &te);
+            lm_head_from_rows(L, &te);
+        }
     } else {
-        te = find_tensor(L, nm->embed, V, H, 0);
+        int have = find_tensor(L, nm->embed, V, H, 0, &te);
+        /* rows without bytes are bound before lm_head is read: a dummy
+         * source fixes their seed here */
+        if (have && !te.data && L->src->ops->bind_rows) L->src->ops->bind_rows(L->src->self, &te);
+        /* as before the weight-source split: an untied dummy lm_head kept
+         * the kernels' default activation rounding */
+        if (have && !te.data) x_exact = 0;
         load_mat(L, &m->lm_head, nm->lm_head, V, H);
-        if (!te) return;
+        if (!have) return;
     }
     if (L->failed) return;
-    /* embedding rows are read from the source; keep them mapped */
-    size_t esz = dtype_size((dtype)te->dt);
-    if ((uintptr_t)te->data % esz) {
-        void *cpy = aligned_alloc(64, (te->nbytes + 63) & ~(size_t)63);
+    m->embed_t = te;
+    m->lm_head.mat.x_exact = x_exact;
+    if (!te.data) {
+        m->embed = NULL;
+        return;
+    }
+    /* embedding rows are read from the source bytes; keep them mapped */
+    if ((uintptr_t)te.data % borrow_align(te.type)) {
+        void *cpy = aligned_alloc(64, (te.nbytes + 63) & ~(size_t)63);
         if (!cpy || add_block(m, cpy)) {
             free(cpy);
             fail(L, "out of memory");
             return;
         }
-        memcpy(cpy, te->data, te->nbytes);
+        memcpy(cpy, te.data, te.nbytes);
         m->embed = cpy;
     } else {
-        m->embed = te->data;
+        m->embed = te.data;
         /* Only keep the pages resident when lm_head shares them; otherwise
          * they are dropped after load and fault back in per token seen. */
-        if (m->lm_head.data == te->data) st_mark_keep(&m->st, te);
+        if (m->lm_head.mat.data == te.data) wsrc_keep(L->src, &te);
     }
-    m->embed_dt = (dtype)te->dt;
-    m->lm_head.x_exact = 1; /* logits from f32 activations (no AMX rounding) */
-    if (m->embed != m->lm_head.data) m->weight_bytes += te->nbytes;
+    if (m->embed != m->lm_head.mat.data) m->weight_bytes += te.nbytes;
 }
 
-static int choose_dtype(model *m, int want, char *err, size_t errlen)
+static int choose_dtype(model_weights *m, int want, char *err, size_t errlen)
 {
     int d = want >= 0 ? want : m->cfg.torch_dtype;
     switch (d) {
@@ -588,45 +565,52 @@ static int choose_dtype(model *m, int want, char *err, size_t errlen)
     return -1;
 }
 
-void model_free(model *m)
+void model_weights_free(model_weights *m)
 {
     if (!m) return;
     if (m->layers) {
         for (int i = 0; i < m->cfg.n_layer; i++) {
             model_layer *l = &m->layers[i];
-            kern_mat_free(&l->wq), kern_mat_free(&l->wk), kern_mat_free(&l->wv);
-            kern_mat_free(&l->wo), kern_mat_free(&l->wgate), kern_mat_free(&l->wup);
-            kern_mat_free(&l->wdown);
-            kern_mat_free(&l->wrouter);
+            linear_free(&l->wq), linear_free(&l->wk), linear_free(&l->wv);
+            linear_free(&l->wo), linear_free(&l->wgate), linear_free(&l->wup);
+            linear_free(&l->wdown);
+            linear_free(&l->wrouter);
             for (int e = 0; e < m->cfg.n_expert; e++) {
-                if (l->egate) kern_mat_free(&l->egate[e]);
-                if (l->eup) kern_mat_free(&l->eup[e]);
-                if (l->edown) kern_mat_free(&l->edown[e]);
+                if (l->egate) linear_free(&l->egate[e]);
+                if (l->eup) linear_free(&l->eup[e]);
+                if (l->edown) linear_free(&l->edown[e]);
             }
             free(l->egate), free(l->eup), free(l->edown);
         }
     }
-    kern_mat_free(&m->lm_head);
+    linear_free(&m->lm_head);
     free(m->layers);
     for (int i = 0; i < m->n_blocks; i++) free(m->blocks[i]);
     free(m->blocks);
     free(m->vecs);
     free(m->inv_freq);
-    free(m->scratch_mem);
-    st_close(&m->st);
+    wsrc_close(&m->src);
     free(m);
 }
 
-model *model_load(const model_load_opts *o, char *err, size_t errlen)
+/* Load per o from `src` (taken over, closed on failure), or from the
+ * source o->load_format names when src is NULL. */
+static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen)
 {
     if (!o || !o->model_path) {
         errmsg_set(err, errlen, "no model path");
+        if (src) wsrc_close(src);
         return NULL;
     }
-    model *m = calloc(1, sizeof *m);
+    model_weights *m = calloc(1, sizeof *m);
     if (!m) {
         errmsg_set(err, errlen, "out of memory");
+        if (src) wsrc_close(src);
         return NULL;
+    }
+    if (src) {
+        m->src = *src;
+        src->ops = NULL, src->self = NULL;
     }
     double t0 = time_now_sec();
     if (model_config_load(&m->cfg, o->model_path, o->override_json, o->context_length, err,
@@ -637,10 +621,18 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;
-    loader L = {.m = m, .err = err, .errlen = errlen};
-    L.dummy = o->load_format == MODEL_LOAD_DUMMY;
-    L.rng = o->random_seed * 0x2545F4914F6CDD1Dull + 1;
-    if (!L.dummy && st_open(&m->st, o->model_path, err, errlen)) goto fail;
+    loader L = {.m = m, .src = &m->src, .err = err, .errlen = errlen};
+    if (!m->src.ops) {
+        if (o->load_format == MODEL_LOAD_DUMMY) {
+            uint64_t seed = o->random_seed * 0x2545F4914F6CDD1Dull + 1;
+            if (wsrc_open_dummy(&m->src, seed, prec_dtype(m->prec))) {
+                errmsg_set(err, errlen, "out of memory");
+                goto fail;
+            }
+        } else if (wsrc_open_safetensors(&m->src, o->model_path, err, errlen)) {
+            goto fail;
+        }
+    }
 
     /* vector arena: norms, biases, q/k norms (+ padding per vector) */
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
@@ -666,16 +658,16 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
             l->q_norm = load_layer_vec(&L, nm->q_norm, il, hd, 0);
             l->k_norm = load_layer_vec(&L, nm->k_norm, il, hd, 0);
         }
-        load_proj(&L, &l->wq, &l->bq, nm->q, il, qd, H, qkv_bias);
-        load_proj(&L, &l->wk, &l->bk, nm->k, il, kvd, H, qkv_bias);
-        load_proj(&L, &l->wv, &l->bv, nm->v, il, kvd, H, qkv_bias);
-        load_proj(&L, &l->wo, &l->bo, nm->o, il, H, qd, o_bias);
+        load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias);
+        load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias);
+        load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias);
+        load_proj(&L, &l->wo, nm->o, il, H, qd, o_bias);
         if (model_config_layer_moe(c, il)) {
             load_moe(&L, l, il);
         } else {
-            load_proj(&L, &l->wgate, &l->bgate, nm->gate, il, I, H, mlp_bias);
-            load_proj(&L, &l->wup, &l->bup, nm->up, il, I, H, mlp_bias);
-            load_proj(&L, &l->wdown, &l->bdown, nm->down, il, H, I, mlp_bias);
+            load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias);
+            load_proj(&L, &l->wup, nm->up, il, I, H, mlp_bias);
+            load_proj(&L, &l->wdown, nm->down, il, H, I, mlp_bias);
         }
         l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
     }
@@ -687,7 +679,7 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
         goto fail;
     }
     m->weight_bytes += m->vecs_used * sizeof(float);
-    if (!L.dummy) st_release_unused(&m->st);
+    wsrc_release_unused(&m->src);
 
     m->rot_dim = model_rope_dim(c);
     m->inv_freq = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
@@ -696,26 +688,35 @@ model *model_load(const model_load_opts *o, char *err, size_t errlen)
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
+    model *run = model_run_create(m);
+    if (!run) {
+        errmsg_set(err, errlen, "out of memory");
+        goto fail;
+    }
     {
         double dt = time_now_sec() - t0;
         size_t rss = model_rss_bytes();
-        log_info("loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "
+        /* named as before the source split: logs and scripts look for it */
+        if (log_level_current <= LOG_INFO)
+            log_write(LOG_INFO, "model_load", "loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "
                  "MiB as %s, VmRSS %.1f MiB (%.0f%% of weights)",
-                 c->architecture, L.dummy ? "dummy weights" : "safetensors", c->n_layer, H,
+                 c->architecture, m->src.ops->kind, c->n_layer, H,
                  c->vocab_size, o->model_path, dt, m->weight_bytes / 1048576.0,
                  m->prec == MODEL_PREC_F16 ? "float16 values in float32" : dtype_name(m->wdt),
                  rss / 1048576.0, m->weight_bytes ? 100.0 * rss / m->weight_bytes : 0.0);
     }
-    return m;
+    return run;
 fail:
-    model_free(m);
+    model_weights_free(m);
     return NULL;
 }
 
-const model_config *model_get_config(const model *m) { return &m->cfg; }
-size_t model_weight_bytes(const model *m) { return m->weight_bytes; }
-size_t model_last_read_bytes(const model *m)
+model *model_load(const model_load_opts *o, char *err, size_t errlen)
 {
-    return m->weight_bytes - m->all_expert_bytes + m->touched_bytes;
+    return load(o, NULL, err, errlen);
 }
-dtype model_weight_dtype(const model *m) { return m->wdt; }
+
+model *model_load_source(const model_load_opts *o, struct wsrc *src, char *err, size_t errlen)
+{
+    return load(o, src, err, errlen);
+}

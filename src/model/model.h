@@ -21,6 +21,10 @@
  * The new tokens' K/V are written at seq_slots[s][positions[t]]; earlier
  * positions must already hold that sequence's K/V (its cached prefix).
  *
+ * A `model` handle is a run state (scratch, counters) over weights that are
+ * immutable after load and may be shared by several run states
+ * (model_share); see model_impl.h.
+ *
  * Threading: model_forward runs on the caller plus the pool's workers; one
  * model + kv is driven by one thread at a time.
  */
@@ -84,6 +88,20 @@ typedef struct model_batch {
 /* Load per opts.  NULL on failure with a message in err (names the file
  * and the problem).  Logs weight bytes and VmRSS after load. */
 model *model_load(const model_load_opts *opts, char *err, size_t errlen);
+/* As model_load, with the weights read from `src` (a weight source, see
+ * model/wsource.h; taken over: closed on failure, else owned by the
+ * weights) instead of the one opts->load_format names.  config.json still
+ * comes from opts->model_path. */
+struct wsrc;
+model *model_load_source(const model_load_opts *opts, struct wsrc *src, char *err,
+                         size_t errlen);
+/* A second run state over m's weights (no copy): its own scratch, chunk
+ * size and read-bytes counter; make its KV caches with model_kv_create.
+ * Run states sharing weights may run forwards at the same time (each still
+ * driven by one thread at a time).  The weights are freed with the last
+ * of them (model_free, any order).  NULL when out of memory. */
+model *model_share(model *m);
+/* Free a run state (and the weights with the last one). */
 void model_free(model *m);
 
 const model_config *model_get_config(const model *m);
@@ -96,6 +114,11 @@ size_t model_weight_bytes(const model *m);
 size_t model_last_read_bytes(const model *m);
 /* dtype the weight matrices are stored in. */
 dtype model_weight_dtype(const model *m);
+
+/* Bytes one token's K and V take in a KV cache of kv_dt over all layers
+ * (the memory accounting unit of a KV pool; sized by the type-traits
+ * table, so a block-quantized KV type fits). */
+size_t model_kv_token_bytes(const model *m, dtype kv_dt);
 
 /* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);

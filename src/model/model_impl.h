@@ -1,44 +1,53 @@
-/* model_impl — private to src/model: the loaded model, shared by the loader
- * (model.c) and the decoder core (decoder.c). */
+/* model_impl — private to src/model: the loaded weights and the run state,
+ * shared by the loader (model.c), the run state (model_run.c) and the
+ * decoder core (decoder.c).
+ *
+ * DESIGN: a `struct model` (the public handle) is a run state that borrows
+ * one model_weights.  The weights are written only while loading and
+ * immutable afterwards, so several run states (model_share: replicas, one
+ * per worker) read them at once; they are reference-counted and freed with
+ * the last run state.  Everything a forward writes lives in the run state:
+ * scratch, its reservation sizes, the chunk size, the read-bytes counter.
+ * The KV tensors (model_kv) are created per run state by the caller.
+ */
 #ifndef SGLC_MODEL_IMPL_H
 #define SGLC_MODEL_IMPL_H
 
 #include "kernels/kernels.h"
 #include "model/arch.h"
+#include "model/linear.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "model/wsource.h"
 
 /* Precision the weights were rounded to (what --dtype asked for). */
 typedef enum model_prec { MODEL_PREC_F32 = 0, MODEL_PREC_BF16 = 1, MODEL_PREC_F16 = 2 } model_prec;
 
 typedef struct model_layer {
-    const float *attn_norm, *ffn_norm; /* (hidden) f32; in model.vecs */
+    const float *attn_norm, *ffn_norm; /* (hidden) f32; in weights.vecs */
     const float *q_norm, *k_norm;      /* (head_dim) f32, or NULL */
-    const float *bq, *bk, *bv;         /* (n_head*hd), (n_kv*hd), (n_kv*hd) f32, or NULL */
-    const float *bo;                   /* (H) or NULL */
-    const float *bgate, *bup, *bdown;  /* (I), (I), (H) or NULL */
-    kern_mat wq, wk, wv, wo;           /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
-    kern_mat wgate, wup, wdown;        /* (I, H) (I, H) (H, I) */
+    /* projections (bias, when present, inside: (n) f32 in weights.vecs) */
+    linear_weight wq, wk, wv, wo;      /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
+    linear_weight wgate, wup, wdown;   /* (I, H) (I, H) (H, I) */
     int window;                        /* sliding window of this layer, 0 = full */
     /* MoE layers (moe = 1): the dense wgate/wup/wdown are unused */
     int moe;
-    kern_mat wrouter;                  /* (E, H) */
-    kern_mat *egate, *eup, *edown;     /* (E) owned arrays: (Ie, H) (Ie, H) (H, Ie) */
+    linear_weight wrouter;             /* (E, H) */
+    linear_weight *egate, *eup, *edown; /* (E) owned arrays: (Ie, H) (Ie, H) (H, Ie) */
 } model_layer;
 
-struct model {
+typedef struct model_weights {
+    int refs;                          /* run states borrowing these weights (atomic) */
     model_config cfg;
     const model_arch *arch;            /* borrowed from the registry */
     model_prec prec;
     dtype wdt;                         /* storage of the matrices: F32 or BF16 */
 
-    st_archive st;                     /* owned; mapped for borrowed weights + embeddings */
+    wsrc src;                          /* owned; holds borrowed weight bytes and embedding rows */
 
-    const void *embed;                 /* (vocab, H) row-major of embed_dt; borrowed (st or blocks);
-                                        * NULL for dummy weights: rows are regenerated */
-    uint64_t dummy_seed;               /* dummy embeddings: row r = fill from hash(seed, r) */
-    dtype embed_dt;
-    kern_mat lm_head;                  /* (vocab, H); may borrow the same bytes as embed */
+    const void *embed;                 /* (vocab, H) row-major of embed_t.type; borrowed (src or
+                                        * blocks); NULL: rows are read through src (dummy) */
+    wsrc_tensor embed_t;               /* the embedding tensor as the source gave it */
+    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed */
     const float *final_norm;           /* (H) */
     model_layer *layers;               /* (n_layer) owned */
 
@@ -49,13 +58,17 @@ struct model {
     size_t weight_bytes;
     size_t expert_bytes;               /* bytes of one expert's gate+up+down (MoE) */
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
-    size_t touched_bytes;              /* expert bytes the current/last forward read */
 
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
+} model_weights;
 
+struct model {
+    model_weights *w;                  /* shared (refcounted); read-only once loaded */
+    const model_config *cfg;           /* = &w->cfg */
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
+    size_t touched_bytes;              /* expert bytes the current/last forward read */
 
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
@@ -80,10 +93,12 @@ struct model {
     size_t tstride;
 };
 
-/* model.c: regenerate dummy embedding row `token` (H values, rounded). */
-void model_dummy_embed_row(const model *m, int token, float *out);
+/* model.c: free weights (refs already 0). */
+void model_weights_free(model_weights *w);
+/* model_run.c: a run state over w (takes one reference).  NULL on OOM. */
+model *model_run_create(model_weights *w);
 
-/* decoder.c */
-void model_embed_row(const model *m, int token, float *out);
+/* decoder.c: embedding row `token` (H values) as the decoder's input. */
+void model_embed_row(const model_weights *w, int token, float *out);
 
 #endif

@@ -5,8 +5,12 @@
  * file are first checked among themselves (sorted by offset: they must tile
  * the data area), then appended to the archive; after all files are read the
  * archive is sorted by name and checked for names defined twice.
+ *
+ * The end of the file implements the weight-source interface (wsource.h)
+ * over an st_archive: the loader reaches safetensors only through it.
  */
 #include "model/safetensors.h"
+#include "model/wsource.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
 
@@ -490,4 +494,77 @@ void st_close(st_archive *a)
     }
     free(a->files);
     memset(a, 0, sizeof *a);
+}
+
+/* ---- the weight-source implementation (wsource.h) ---------------------- */
+
+static void to_wsrc(const st_archive *a, const st_tensor *t, wsrc_tensor *out)
+{
+    out->name = t->name;
+    out->type = t->dt; /* DTYPE_* ids are the kern_type ids of the float types */
+    out->type_name = t->dtype_str;
+    out->ndim = t->ndim;
+    for (int i = 0; i < t->ndim && i < WSRC_MAX_DIMS; i++) out->shape[i] = t->shape[i];
+    out->nbytes = t->nbytes;
+    out->data = t->data;
+    out->origin = a->files[t->file].path;
+    out->priv = t;
+}
+
+static int sts_find(void *self, const char *name, int ndim, const int64_t *expect, wsrc_tensor *out)
+{
+    (void)ndim, (void)expect; /* files say what they hold; the loader checks */
+    const st_archive *a = self;
+    const st_tensor *t = st_find(a, name);
+    if (!t) return 0;
+    to_wsrc(a, t, out);
+    return 1;
+}
+
+static int sts_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
+{
+    (void)self;
+    return wsrc_convert(dst, dst_dt, t->data, t->type, (size_t)wsrc_numel(t));
+}
+
+static void sts_read_row(void *self, const wsrc_tensor *t, int64_t r, float *dst)
+{
+    (void)self;
+    size_t rb = kern_type_row_bytes((kern_type)t->type, t->shape[1]);
+    (void)wsrc_convert(dst, DTYPE_F32, (const char *)t->data + (size_t)r * rb, t->type,
+                       (size_t)t->shape[1]);
+}
+
+static void sts_keep(void *self, const wsrc_tensor *t) { st_mark_keep(self, t->priv); }
+static void sts_release(void *self) { st_release_unused(self); }
+static void sts_close(void *self)
+{
+    st_close(self);
+    free(self);
+}
+
+static const wsrc_ops st_ops = {
+    .kind = "safetensors",
+    .find = sts_find,
+    .read = sts_read,
+    .read_row = sts_read_row,
+    .keep = sts_keep,
+    .release_unused = sts_release,
+    .close = sts_close,
+};
+
+int wsrc_open_safetensors(wsrc *s, const char *path, char *err, size_t errlen)
+{
+    st_archive *a = calloc(1, sizeof *a);
+    if (!a) {
+        errmsg_set(err, errlen, "out of memory");
+        return -1;
+    }
+    if (st_open(a, path, err, errlen)) {
+        free(a);
+        return -1;
+    }
+    s->ops = &st_ops;
+    s->self = a;
+    return 0;
 }

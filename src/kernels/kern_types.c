@@ -1,0 +1,179 @@
+/* kern_types — the storage-type table (see kern_types.h).
+ *
+ * The float types point at the existing kernels: matmul is the ISA
+ * vtable's matmul (which handles f32 and bf16 weights in the ISA's own
+ * layout), dot is the ISA's f32 dot, fed with the stored row converted to
+ * f32 in stack-sized chunks for the 16-bit types. */
+#include "kernels/kern_types.h"
+
+#include "kernels/kernels_impl.h"
+
+static void f32_to_f32_row(float *dst, const void *src, int64_t k)
+{
+    memcpy(dst, src, (size_t)k * sizeof(float));
+}
+static void f32_from_f32_row(void *dst, const float *src, int64_t k)
+{
+    memcpy(dst, src, (size_t)k * sizeof(float));
+}
+static void bf16_to_f32_row(float *dst, const void *src, int64_t k)
+{
+    dtype_to_f32(dst, src, DTYPE_BF16, (size_t)k);
+}
+static void bf16_from_f32_row(void *dst, const float *src, int64_t k)
+{
+    dtype_from_f32(dst, DTYPE_BF16, src, (size_t)k);
+}
+static void f16_to_f32_row(float *dst, const void *src, int64_t k)
+{
+    dtype_to_f32(dst, src, DTYPE_F16, (size_t)k);
+}
+static void f16_from_f32_row(void *dst, const float *src, int64_t k)
+{
+    dtype_from_f32(dst, DTYPE_F16, src, (size_t)k);
+}
+
+/* ---- dots -------------------------------------------------------------- */
+
+typedef float (*f32_dot_fn)(const float *a, const float *b, int n);
+
+/* The ISA's f32 dot, or the reference where the ISA is absent. */
+static f32_dot_fn isa_dot(kern_isa isa)
+{
+    const kern_vtable *t = isa == KERN_ISA_AVX2     ? kern_vtable_avx2
+                           : isa == KERN_ISA_AVX512 ? kern_vtable_avx512
+                                                    : NULL;
+    return t && t->dot_f32 ? t->dot_f32 : kern_ref_dot_f32;
+}
+
+#define DOT_CHUNK 256 /* floats converted per step (1 KiB of stack) */
+
+/* Dot of a 16-bit row: convert DOT_CHUNK elements, dot them on `isa`. */
+static float dot16(const uint16_t *row, const float *x, int k, dtype dt, kern_isa isa)
+{
+    f32_dot_fn dot = isa_dot(isa);
+    float buf[DOT_CHUNK];
+    float sum = 0.0f;
+    for (int i = 0; i < k; i += DOT_CHUNK) {
+        int c = k - i < DOT_CHUNK ? k - i : DOT_CHUNK;
+        dtype_to_f32(buf, row + i, dt, (size_t)c);
+        sum += dot(buf, x + i, c);
+    }
+    return sum;
+}
+
+static float f32_dot_scalar(const void *r, const float *x, int k) { return kern_ref_dot_f32(r, x, k); }
+static float f32_dot_avx2(const void *r, const float *x, int k)
+{
+    return isa_dot(KERN_ISA_AVX2)(r, x, k);
+}
+static float f32_dot_avx512(const void *r, const float *x, int k)
+{
+    return isa_dot(KERN_ISA_AVX512)(r, x, k);
+}
+static float bf16_dot_scalar(const void *r, const float *x, int k)
+{
+    const uint16_t *w = r;
+    float s = 0.0f;
+    for (int i = 0; i < k; i++) s += bf16_to_f32(w[i]) * x[i];
+    return s;
+}
+static float bf16_dot_avx2(const void *r, const float *x, int k)
+{
+    return dot16(r, x, k, DTYPE_BF16, KERN_ISA_AVX2);
+}
+static float bf16_dot_avx512(const void *r, const float *x, int k)
+{
+    return dot16(r, x, k, DTYPE_BF16, KERN_ISA_AVX512);
+}
+static float f16_dot_scalar(const void *r, const float *x, int k)
+{
+    const uint16_t *w = r;
+    float s = 0.0f;
+    for (int i = 0; i < k; i++) s += f16_to_f32(w[i]) * x[i];
+    return s;
+}
+static float f16_dot_avx2(const void *r, const float *x, int k)
+{
+    return dot16(r, x, k, DTYPE_F16, KERN_ISA_AVX2);
+}
+static float f16_dot_avx512(const void *r, const float *x, int k)
+{
+    return dot16(r, x, k, DTYPE_F16, KERN_ISA_AVX512);
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+static kern_type_traits g_traits[KERN_TYPE_COUNT] = {
+    [KERN_TYPE_F32] = {
+        .name = "f32", .block_size = 1, .block_bytes = 4, .matmul_ok = 1,
+        .row_to_f32 = f32_to_f32_row, .row_from_f32 = f32_from_f32_row,
+        .dot = {f32_dot_scalar, NULL, NULL},
+        .matmul = {kern_ref_matmul, NULL, NULL},
+    },
+    [KERN_TYPE_F16] = {
+        /* a checkpoint / KV type; the matmul kernels take f32 or bf16 weights */
+        .name = "f16", .block_size = 1, .block_bytes = 2, .matmul_ok = 0,
+        .row_to_f32 = f16_to_f32_row, .row_from_f32 = f16_from_f32_row,
+        .dot = {f16_dot_scalar, NULL, NULL},
+    },
+    [KERN_TYPE_BF16] = {
+        .name = "bf16", .block_size = 1, .block_bytes = 2, .matmul_ok = 1,
+        .row_to_f32 = bf16_to_f32_row, .row_from_f32 = bf16_from_f32_row,
+        .dot = {bf16_dot_scalar, NULL, NULL},
+        .matmul = {kern_ref_matmul, NULL, NULL},
+    },
+};
+
+void kern_types_init(void)
+{
+    const kern_vtable *avx2 = kern_vtable_avx2, *avx512 = kern_vtable_avx512;
+    kern_type_traits *f = &g_traits[KERN_TYPE_F32], *b = &g_traits[KERN_TYPE_BF16];
+    kern_type_traits *h = &g_traits[KERN_TYPE_F16];
+    if (avx2) {
+        f->dot[KERN_ISA_AVX2] = f32_dot_avx2;
+        b->dot[KERN_ISA_AVX2] = bf16_dot_avx2;
+        h->dot[KERN_ISA_AVX2] = f16_dot_avx2;
+        f->matmul[KERN_ISA_AVX2] = b->matmul[KERN_ISA_AVX2] =
+            avx2->matmul ? avx2->matmul : kern_ref_matmul;
+    }
+    if (avx512) {
+        f->dot[KERN_ISA_AVX512] = f32_dot_avx512;
+        b->dot[KERN_ISA_AVX512] = bf16_dot_avx512;
+        h->dot[KERN_ISA_AVX512] = f16_dot_avx512;
+        f->matmul[KERN_ISA_AVX512] = b->matmul[KERN_ISA_AVX512] =
+            avx512->matmul ? avx512->matmul : kern_ref_matmul;
+    }
+}
+
+const kern_type_traits *kern_type_get(kern_type t)
+{
+    if ((int)t < 0 || t >= KERN_TYPE_COUNT) return NULL;
+    return &g_traits[t];
+}
+
+int kern_type_row_ok(kern_type t, int64_t k)
+{
+    const kern_type_traits *tr = kern_type_get(t);
+    return tr && k >= 0 && k % tr->block_size == 0;
+}
+
+size_t kern_type_row_bytes(kern_type t, int64_t k)
+{
+    if (!kern_type_row_ok(t, k)) return 0;
+    const kern_type_traits *tr = &g_traits[t];
+    return (size_t)(k / tr->block_size) * tr->block_bytes;
+}
+
+size_t kern_type_mat_bytes(kern_type t, int64_t n, int64_t k)
+{
+    if (n < 0) return 0;
+    return (size_t)n * kern_type_row_bytes(t, k);
+}
+
+float kern_type_dot(kern_type t, const void *row, const float *x, int k)
+{
+    const kern_type_traits *tr = kern_type_get(t);
+    kern_row_dot_fn f = tr->dot[kernels_isa()];
+    return (f ? f : tr->dot[KERN_ISA_SCALAR])(row, x, k);
+}

@@ -1,0 +1,95 @@
+/* linear — the decoder's one projection step: y = x · Wᵀ (+ bias) (+ adapters).
+ *
+ * DESIGN: every weight projection of the decoder (q/k/v/o, gate/up/down,
+ * the MoE router and experts, the LM head) is a linear_weight and runs
+ * through linear().  The weight object carries what later features need
+ * to hook in, so each lands here instead of at the call sites:
+ *   - storage type: the kern_mat's type (f32 or bf16 today); linear()
+ *     dispatches through the type-traits table (kernels/kern_types.h) to
+ *     the matmul of that type for the ISA the weight was packed for, so a
+ *     block-quantized type adds a traits entry, not a branch here;
+ *   - adapters (LoRA, issue 14): a list of low-rank pairs (A, B); rows of
+ *     the batch name their adapter in linear_exec.row_adapter and get
+ *     y += scale · B (A x) after the base product.  Empty today;
+ *   - shard (tensor parallelism, issue 12): which output rows and input
+ *     columns of the full matrix this object holds.  Full today; a
+ *     column-parallel weight holds a row range of W (an output slice), a
+ *     row-parallel one a column range (its partial sums are all-reduced by
+ *     the caller after the step).
+ * The base product is the same kernel call as before: linear() adds one
+ * table lookup, nothing per element.
+ *
+ * Threading: like kern_matmul, each of nth threads calls linear() with the
+ * same arguments and its own ith/scratch; thread ith computes its share of
+ * output columns.  The adapter pass needs the base product of all threads
+ * first, so it runs after exec->barrier (only when adapters exist).
+ */
+#ifndef SGLC_MODEL_LINEAR_H
+#define SGLC_MODEL_LINEAR_H
+
+#include <stdint.h>
+
+#include "kernels/kern_types.h"
+#include "kernels/kernels.h"
+
+/* Which part of the full (full_rows, full_cols) matrix a weight holds:
+ * rows [row0, row0 + rows) and columns [col0, col0 + cols). */
+typedef struct linear_shard {
+    int row0, rows, full_rows;
+    int col0, cols, full_cols;
+} linear_shard;
+
+/* One low-rank adapter of a projection: delta W = scale · B A. */
+typedef struct linear_adapter {
+    int id;             /* the value linear_exec.row_adapter uses for it */
+    int rank;           /* r, 1..LINEAR_MAX_RANK */
+    float scale;        /* lora_alpha / r (or / sqrt(r) for rsLoRA) */
+    const float *a;     /* (r, k) f32, borrowed */
+    const float *b;     /* (n, r) f32, borrowed (n = the shard's rows) */
+} linear_adapter;
+
+#define LINEAR_MAX_RANK 512
+
+typedef struct linear_weight {
+    kern_mat mat;                   /* (n, k) in its ISA's layout; owns its copy (kern_mat_free) */
+    const float *bias;              /* (n) f32, or NULL; borrowed (the model's vector arena) */
+    int n_adapters;
+    const linear_adapter *adapters; /* (n_adapters), borrowed; NULL today */
+    linear_shard shard;             /* full matrix today */
+} linear_weight;
+
+/* Per-thread call context. */
+typedef struct linear_exec {
+    int ith, nth;
+    void *scratch;                  /* kern_matmul_scratch(m, k) bytes of this thread */
+    const int32_t *row_adapter;     /* (m) adapter id per row, -1 = none; NULL = no row has one */
+    void (*barrier)(void *arg);     /* meets all nth threads; needed only with adapters */
+    void *barrier_arg;
+} linear_exec;
+
+/* Storage type of the weight. */
+static inline kern_type linear_type(const linear_weight *w) { return kern_type_of_dtype(w->mat.dt); }
+
+/* The whole (n, k) matrix, unsharded. */
+static inline linear_shard linear_shard_full(int n, int k)
+{
+    linear_shard s = {0, n, n, 0, k, k};
+    return s;
+}
+
+/* Prepare w from row-major (n, k) src of src_dt, stored as `want` (see
+ * kern_mat_init for borrowing); no bias, no adapters, full shard.
+ * Returns 0 or -1. */
+int linear_init(linear_weight *w, const void *src, dtype src_dt, int n, int k, dtype want,
+                int borrow_ok);
+void linear_free(linear_weight *w);
+/* Bytes resident for the weight (the matrix; bias and adapters are
+ * counted by their owners). */
+static inline size_t linear_bytes(const linear_weight *w) { return w->mat.bytes; }
+
+/* y (m, n) = x (m, k) · Wᵀ (+ bias) (+ adapters of each row).  Thread
+ * exec->ith's share of the output columns (all columns after the adapter
+ * pass's barrier). */
+void linear(float *y, const float *x, int m, const linear_weight *w, const linear_exec *exec);
+
+#endif

@@ -1,0 +1,178 @@
+/* model_run — the run state: what one driver of the model writes (see
+ * model_impl.h).  Scratch reservation, the chunk size, the read-bytes
+ * counter, KV caches, and the run states that share one set of weights.
+ *
+ * DESIGN: model_load makes the weights and a first run state; model_share
+ * makes more over the same weights (one per worker or replica).  The
+ * weights hold a reference count of their run states, taken and dropped
+ * atomically, so the run states may be freed in any order and from any
+ * thread; the last one frees the weights.  Nothing here touches weights
+ * after load.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kernels/kern_types.h"
+#include "model/model_impl.h"
+#include "util/log.h"
+
+model *model_run_create(model_weights *w)
+{
+    model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->w = w;
+    m->cfg = &w->cfg;
+    m->chunk_tokens = MODEL_DEFAULT_CHUNK;
+    __atomic_add_fetch(&w->refs, 1, __ATOMIC_ACQ_REL);
+    return m;
+}
+
+model *model_share(model *m) { return m ? model_run_create(m->w) : NULL; }
+
+void model_free(model *m)
+{
+    if (!m) return;
+    free(m->scratch_mem);
+    if (m->w && __atomic_sub_fetch(&m->w->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        model_weights_free(m->w);
+    free(m);
+}
+
+const model_config *model_get_config(const model *m) { return &m->w->cfg; }
+size_t model_weight_bytes(const model *m) { return m->w->weight_bytes; }
+size_t model_last_read_bytes(const model *m)
+{
+    return m->w->weight_bytes - m->w->all_expert_bytes + m->touched_bytes;
+}
+dtype model_weight_dtype(const model *m) { return m->w->wdt; }
+
+void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
+
+/* ---- KV cache ------------------------------------------------------------ */
+
+size_t model_kv_token_bytes(const model *m, dtype kv_dt)
+{
+    const model_config *c = m->cfg;
+    return 2 * (size_t)c->n_layer *
+           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)c->n_kv_head * c->head_dim);
+}
+
+model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
+{
+    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16)) {
+        log_error("bad KV cache request: %d slots of %s", n_slots, dtype_name(kv_dt));
+        return NULL;
+    }
+    const model_config *c = m->cfg;
+    model_kv *kv = calloc(1, sizeof *kv);
+    if (!kv) return NULL;
+    kv->n_layer = c->n_layer;
+    kv->n_slots = n_slots;
+    kv->dt = kv_dt;
+    kv->row_len = c->n_kv_head * c->head_dim;
+    size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
+                 ~(size_t)63;
+    kv->bytes = per * 2 * (size_t)c->n_layer;
+    kv->k = calloc((size_t)c->n_layer, sizeof(void *));
+    kv->v = calloc((size_t)c->n_layer, sizeof(void *));
+    /* anonymous mmap: zero-filled and committed lazily, so a pool sized
+     * from --mem-fraction-static costs RAM only as pages get used */
+    kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (kv->mem == MAP_FAILED) kv->mem = NULL;
+    if (!kv->k || !kv->v || !kv->mem) {
+        log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
+        model_kv_destroy(kv);
+        return NULL;
+    }
+    for (int l = 0; l < c->n_layer; l++) {
+        kv->k[l] = (char *)kv->mem + per * (2 * (size_t)l);
+        kv->v[l] = (char *)kv->mem + per * (2 * (size_t)l + 1);
+    }
+    return kv;
+}
+
+void model_kv_destroy(model_kv *kv)
+{
+    if (!kv) return;
+    free(kv->k);
+    free(kv->v);
+    if (kv->mem) munmap(kv->mem, kv->bytes);
+    free(kv);
+}
+
+/* ---- scratch ------------------------------------------------------------- */
+
+static size_t al64(size_t b) { return (b + 63) & ~(size_t)63; }
+
+int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
+{
+    if (max_tokens <= m->cap_tokens && max_kv <= m->cap_kv && n_threads <= m->cap_threads)
+        return 0;
+    const model_weights *w = m->w;
+    const model_config *c = &w->cfg;
+    if (max_tokens < m->cap_tokens) max_tokens = m->cap_tokens;
+    if (max_kv < m->cap_kv) max_kv = m->cap_kv;
+    if (n_threads < m->cap_threads) n_threads = m->cap_threads;
+    if (max_tokens < 1) max_tokens = 1;
+    if (max_kv < max_tokens) max_kv = max_tokens;
+    size_t T = (size_t)max_tokens;
+    int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
+    int qd = c->n_head * hd, kvd = c->n_kv_head * hd, half = w->rot_dim / 2;
+    int any_moe = 0, any_dense = 0;
+    for (int il = 0; il < c->n_layer; il++) {
+        if (w->layers[il].moe) any_moe = 1;
+        else any_dense = 1;
+    }
+    int Id = any_dense ? I : 0; /* dense MLP width the scratch must hold */
+    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? c->moe_inter : 0;
+    size_t A = any_moe ? T * (size_t)c->n_expert_used : 0; /* expert assignments */
+    int maxk = H > qd ? H : qd;
+    if (Id > maxk) maxk = Id;
+    if (Ie > maxk) maxk = Ie;
+    size_t ts = kern_matmul_scratch(max_tokens, maxk);
+    size_t as = kern_attention_scratch(max_kv, hd);
+    if (as > ts) ts = as;
+    ts = al64(ts + sizeof(float) * (size_t)(half + 16) + 64);
+    size_t sizes[] = {
+        al64(T * H * 4),        al64(T * H * 4),     al64(T * qd * 4),  al64(T * kvd * 4),
+        al64(T * kvd * 4),      al64(T * qd * 4),    al64(T * Id * 4),  al64(T * Id * 4),
+        al64(T * half * 4),     al64(T * half * 4),  al64(T * H * 4),
+        /* MoE: rlog, ew, ex, eg, eu (floats) */
+        al64(T * E * 4),        al64(A * 4),         al64(A * H * 4),   al64(A * Ie * 4),
+        al64(A * Ie * 4),
+        /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
+        al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
+        al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
+        ts * (size_t)n_threads,
+    };
+    size_t total = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) total += sizes[i];
+    char *mem = aligned_alloc(64, total);
+    if (!mem) {
+        log_error("out of memory for forward scratch (%zu bytes for %d tokens)", total,
+                  max_tokens);
+        return -1;
+    }
+    free(m->scratch_mem);
+    m->scratch_mem = mem;
+    float **slots[] = {&m->x,     &m->xn,    &m->q,  &m->k,    &m->v,  &m->att,
+                       &m->gate,  &m->up,    &m->cos_t, &m->sin_t, &m->lrows,
+                       &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu};
+    int32_t **islots[] = {&m->tok_seq, &m->esel, &m->eorder, &m->einv, &m->ecnt, &m->eoff};
+    size_t off = 0, i = 0;
+    for (size_t j = 0; j < sizeof slots / sizeof slots[0]; j++, i++) {
+        *slots[j] = (float *)(mem + off);
+        off += sizes[i];
+    }
+    for (size_t j = 0; j < sizeof islots / sizeof islots[0]; j++, i++) {
+        *islots[j] = (int32_t *)(mem + off);
+        off += sizes[i];
+    }
+    m->tscratch = mem + off;
+    m->tstride = ts;
+    m->cap_tokens = max_tokens;
+    m->cap_kv = max_kv;
+    m->cap_threads = n_threads;
+    return 0;
+}
