@@ -57,7 +57,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     }
     dtype kdt = a->kv_cache_dtype >= 0 ? (dtype)a->kv_cache_dtype
                                        : (model_weight_dtype(m) == DTYPE_BF16 ? DTYPE_BF16 : DTYPE_F32);
-    size_t per_token = (size_t)c->n_layer * 2 * (size_t)c->n_kv_head * (size_t)c->head_dim * dtype_size(kdt);
+    size_t per_token = model_kv_token_bytes(m, kdt);
     int P = a->page_size;
     int64_t tokens;
     if (a->max_total_tokens > 0) {
