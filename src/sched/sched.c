@@ -256,12 +256,19 @@ static void *thread_main(void *arg)
 int sched_start(sched *s)
 {
     if (s->thr.thread_started) return 0;
+    /* set before the thread exists (and under in.mu for sched_control's
+     * readers), so the new thread's reads happen after the write */
+    pthread_mutex_lock(&s->in.mu);
     s->thr.stop = false;
+    s->thr.thread_started = true;
+    pthread_mutex_unlock(&s->in.mu);
     if (pthread_create(&s->thr.thread, NULL, thread_main, s)) {
+        pthread_mutex_lock(&s->in.mu);
+        s->thr.thread_started = false;
+        pthread_mutex_unlock(&s->in.mu);
         log_error("cannot start the scheduler thread");
         return -1;
     }
-    s->thr.thread_started = true;
     return 0;
 }
 
