@@ -207,12 +207,15 @@ void sched_policy_order(sched *s)
         qsort(s->q.waiting, (size_t)n, sizeof(sreq *), cmp_lof);
         break;
     case SCHED_POLICY_RANDOM:
+        /* in.rng is shared with sched_submit (other threads): draw under in.mu */
+        pthread_mutex_lock(&s->in.mu);
         for (int i = n - 1; i > 0; i--) {
             int j = (int)(sched_rand(&s->in.rng) % (uint64_t)(i + 1));
             sreq *t = s->q.waiting[i];
             s->q.waiting[i] = s->q.waiting[j];
             s->q.waiting[j] = t;
         }
+        pthread_mutex_unlock(&s->in.mu);
         break;
     }
     if (s->a.enable_priority_scheduling) {
