@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "util/version.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
@@ -231,6 +231,7 @@ static json_t *ops_log_obj(const json_t *q, const char *text)
 static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
 {
     j->t_submit = time_now_sec();
+    if (!reqs) return;
     /* health checks are logged too (SGLang logs every generate_request);
      * --export-metrics-to-file needs the objects as well */
     bool logging = api_reqlog_enabled(a->cfg.reqlog);
@@ -239,7 +240,7 @@ static void ops_on_submit(api_server *a, api_job *j, json_t **reqs)
     json_t *headers = logging ? api_reqlog_headers(a->cfg.reqlog, j->hr) : NULL;
     int level = logging ? api_reqlog_level(a->cfg.reqlog) : 0;
     for (int i = 0; i < j->n_prompt; i++) {
-        json_t *obj = ops_log_obj(reqs[i], j->prompt_text[i]);
+        json_t *obj = ops_log_obj(reqs[i], j->prompt_text[i]); /* reqs[i] NULL (OOM): all null */
         if (logging) api_reqlog_received(a->cfg.reqlog, obj, headers);
         json_t *ids = json_object_get(obj, "input_ids");
         if (level >= 2 && !j->prompt_text[i] && a->cfg.tok && json_is_array(ids)) {
@@ -453,41 +454,39 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
     free(ids);
 }
 
-/* Submit the job's prepared per-prompt request objects.  On a request
- * error before anything was submitted, answers 400 and frees the job. */
-void api_job_submit(api_server *a, api_job *j, json_t **reqs)
+/* Build, check, log and submit every prompt of a job (api_job.h). */
+void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
 {
     sched_req_spec *specs = calloc((size_t)j->n_prompt, sizeof *specs);
+    /* the request log and --export-metrics-to-file need the request objects */
+    bool want_log = api_reqlog_enabled(a->cfg.reqlog) || (a->cfg.mexport && j->kind != JOB_HEALTH);
+    json_t **logs = want_log ? calloc((size_t)j->n_prompt, sizeof *logs) : NULL;
     char err[512];
-    if (!specs) {
+    if (!specs || (want_log && !logs)) {
+        free(specs), free(logs);
         api_job_error(j, 500, "Internal error: out of memory.");
         api_job_free(j);
         return;
     }
-    for (int i = 0; i < j->n_prompt; i++) {
-        if (sched_req_from_json(reqs[i], &specs[i], err, sizeof err)) {
-            for (int k = 0; k < i; k++) sched_req_spec_free(&specs[k]);
-            free(specs);
-            api_job_error(j, 400, err);
-            api_job_free(j);
-            return;
+    const char *bad = NULL;
+    int i = 0;
+    for (; i < j->n_prompt; i++) {
+        bool max_new_given = false;
+        if (build(ctx, i, &specs[i], &max_new_given, logs ? &logs[i] : NULL, err, sizeof err)) {
+            bad = err;
+            break;
         }
-        json_t *mnt = json_object_get(json_object_get(reqs[i], "sampling_params"), "max_new_tokens");
-        if (api_limits_apply(&specs[i], json_is_integer(mnt), a->cfg.context_length, a->max_req_input_len,
+        if (api_limits_apply(&specs[i], max_new_given, a->cfg.context_length, a->max_req_input_len,
                              a->cfg.allow_auto_truncate, err, sizeof err)) {
-            for (int k = 0; k <= i; k++) sched_req_spec_free(&specs[k]);
-            free(specs);
-            api_job_error(j, 400, err);
-            api_job_free(j);
-            return;
+            bad = err;
+            i++;
+            break;
         }
         int n = specs[i].params.n > 1 ? (int)specs[i].params.n : 1;
         if (n != j->n_per) {
-            for (int k = 0; k <= i; k++) sched_req_spec_free(&specs[k]);
-            free(specs);
-            api_job_error(j, 400, "sampling_params.n must be the same for every prompt of a batch");
-            api_job_free(j);
-            return;
+            bad = "sampling_params.n must be the same for every prompt of a batch";
+            i++;
+            break;
         }
         specs[i].embed_dims = j->embed_dims;
         j->skip_special = specs[i].params.skip_special_tokens;
@@ -497,15 +496,25 @@ void api_job_submit(api_server *a, api_job *j, json_t **reqs)
         j->top_logprobs = specs[i].top_logprobs_num;
         j->prompt_tokens[i] = specs[i].n_input;
     }
-    for (int i = 0; i < j->n_slots; i++) {
-        sched_result_init(&j->slots[i].res, j->return_logprob);
+    if (bad) { /* specs [0, i) hold requests */
+        for (int k = 0; k < i; k++) sched_req_spec_free(&specs[k]);
+        for (int k = 0; logs && k < j->n_prompt; k++) json_decref(logs[k]);
+        free(specs), free(logs);
+        api_job_error(j, 400, bad);
+        api_job_free(j);
+        return;
+    }
+    for (int s = 0; s < j->n_slots; s++) {
+        sched_result_init(&j->slots[s].res, j->return_logprob);
         if (j->stream && a->cfg.tok) {
             tok_decode_opts o = {.skip_special_tokens = j->skip_special,
                                  .spaces_between_special_tokens = j->spaces_between};
-            j->slots[i].ts = tok_stream_create(a->cfg.tok, &o);
+            j->slots[s].ts = tok_stream_create(a->cfg.tok, &o);
         }
     }
-    ops_on_submit(a, j, reqs);
+    ops_on_submit(a, j, logs);
+    for (int k = 0; logs && k < j->n_prompt; k++) json_decref(logs[k]);
+    free(logs);
     if (j->stream) http_stream_begin(j->hr, "text/event-stream");
     if (!a->cfg.s) {
         dry_run(a, j, specs);
@@ -515,18 +524,16 @@ void api_job_submit(api_server *a, api_job *j, json_t **reqs)
     http_req_on_close(j->hr, job_on_close, j);
     pthread_mutex_lock(&a->mu);
     a->n_jobs++;
-    for (int i = 0; i < j->n_prompt; i++) {
-        uint64_t id = sched_submit(a->cfg.s, &specs[i]);
-        j->sub_ids[i] = id;
-        reg_add(a, id, j, i * j->n_per, j->n_per);
+    for (int k = 0; k < j->n_prompt; k++) {
+        uint64_t id = sched_submit(a->cfg.s, &specs[k]);
+        j->sub_ids[k] = id;
+        reg_add(a, id, j, k * j->n_per, j->n_per);
         a->n_reqs++;
     }
     pthread_mutex_unlock(&a->mu);
     free(specs);
 }
 
-/* input ids of a text prompt (add_special_tokens as SGLang's tokenizer
- * manager: true for raw text, false after a chat template). */
 /* ---- routing ------------------------------------------------------------------------------------ */
 
 /* 0 = allowed, else 401 / 403 (SGLang's rules: api_auth.c). */

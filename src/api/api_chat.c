@@ -52,7 +52,7 @@ json_t *api_chat_logprobs(api_job *j, api_slot *sl, int64_t from)
  * weight_version, total_retractions, e2e_latency (taken from the
  * generation form where they are the same). */
 
-int api_chat_prompt(api_server *a, http_req *r, json_t *body, json_t *prompts, json_t *texts)
+int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps)
 {
     char err[512];
     json_t *msgs = json_object_get(body, "messages");
@@ -104,8 +104,11 @@ int api_chat_prompt(api_server *a, http_req *r, json_t *body, json_t *prompts, j
             if (p) olen = (size_t)(p - out) + strlen(cs);
         }
     }
-    json_array_append_new(prompts, api_tokenize_json(a, out, olen, false));
-    json_array_append_new(texts, json_null());
+    rc = api_prompts_add_text(a, ps, out, olen, false, NULL);
     free(out);
+    if (rc) {
+        api_oai_error(r, 500, "Internal error: out of memory.");
+        return -1;
+    }
     return 0;
 }

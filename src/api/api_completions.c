@@ -41,8 +41,7 @@ json_t *api_compl_logprobs(api_job *j, api_slot *sl, size_t text_base, int64_t f
 }
 
 
-int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, json_t *sfx, json_t *prompts,
-                      json_t *texts)
+int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, json_t *sfx, api_prompts *ps)
 {
     json_t *p = json_object_get(body, "prompt");
     char *fim = NULL;
@@ -55,27 +54,24 @@ int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, js
         api_oai_error(r, 500, "out of memory");
         return -1;
     }
+    int rc = 0;
     if (fim) {
-        json_array_append(texts, p);
-        json_array_append_new(prompts, api_tokenize_json(a, fim, fim_len, true));
+        rc = api_prompts_add_text(a, ps, fim, fim_len, true, json_string_value(p));
         free(fim);
     } else if (json_is_string(p)) {
-        json_array_append(texts, p);
-        json_array_append_new(prompts, api_tokenize_json(a, json_string_value(p), json_string_length(p), true));
+        rc = api_prompts_add_text(a, ps, json_string_value(p), json_string_length(p), true, json_string_value(p));
     } else if (api_is_id_list(p) && json_array_size(p) > 0) {
-        json_array_append(prompts, p);
-        json_array_append_new(texts, json_null());
+        rc = api_prompts_add_ids(ps, p);
     } else if (json_is_array(p) && json_array_size(p) > 0) {
         size_t i;
         json_t *x;
         json_array_foreach(p, i, x)
         {
             if (json_is_string(x)) {
-                json_array_append(texts, x);
-                json_array_append_new(prompts, api_tokenize_json(a, json_string_value(x), json_string_length(x), true));
+                rc |= api_prompts_add_text(a, ps, json_string_value(x), json_string_length(x), true,
+                                           json_string_value(x));
             } else if (api_is_id_list(x) && json_array_size(x) > 0) {
-                json_array_append(prompts, x);
-                json_array_append_new(texts, json_null());
+                rc |= api_prompts_add_ids(ps, x);
             } else {
                 api_oai_error(r, 400, "prompt must be a string, a list of strings, a list of token ids or a list of lists of token ids");
                 return -1;
@@ -83,6 +79,10 @@ int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, js
         }
     } else {
         api_oai_error(r, 400, "prompt must be a non-empty string, a list of strings, a list of token ids or a list of lists of token ids");
+        return -1;
+    }
+    if (rc) {
+        api_oai_error(r, 500, "Internal error: out of memory.");
         return -1;
     }
     return 0;

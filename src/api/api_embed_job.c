@@ -13,7 +13,7 @@
  * generation form where they are the same). */
 static json_t *embed_meta(api_job *j, api_slot *sl)
 {
-    json_t *full = sched_result_to_json(&sl->res);
+    json_t *full = api_gen_result_json(&sl->res);
     json_t *src = json_object_get(full, "meta_info");
     json_t *m = json_object();
     json_object_set_new(m, "id", json_string(j->rids[sl->prompt] ? j->rids[sl->prompt] : ""));
@@ -70,6 +70,30 @@ json_t *api_embed_answer(api_job *j)
 /* One scheduler request per input (embedding mode: prefill only, the
  * FINISH event carries the vector).  Texts are tokenized with the special
  * tokens, as SGLang's tokenizer manager does for raw text. */
+typedef struct embed_spec_ctx {
+    api_job *j;
+    api_prompts *ps;             /* (n_prompt) */
+} embed_spec_ctx;
+
+/* api_spec_fn of the embedding routes: prefill only (max_new_tokens 0). */
+static int embed_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given, json_t **log_req, char *err,
+                      size_t errlen)
+{
+    embed_spec_ctx *c = ctx;
+    api_prompt *p = &c->ps->v[i];
+    const char *rid = c->j->rids[i];
+    json_t *sp = json_pack("{s:i}", "max_new_tokens", 0);
+    if (log_req)
+        *log_req = json_pack("{s:o,s:O,s:s?}", "input_ids", api_ids_json(p->ids, p->n_ids), "sampling_params", sp,
+                             "rid", rid);
+    *max_new_given = true;
+    int32_t *ids = p->ids;
+    p->ids = NULL; /* moved into spec */
+    int rc = api_spec_simple(spec, ids, p->n_ids, sp, rid, err, errlen);
+    json_decref(sp);
+    return rc;
+}
+
 void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai)
 {
     char err[512];
@@ -98,10 +122,7 @@ void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai)
         return;
     }
     api_job *j = api_job_new(a, r, oai ? JOB_EMBED : JOB_ENCODE, q.n, 1);
-    json_t **reqs = calloc((size_t)q.n, sizeof *reqs);
-    if (!j || !reqs) {
-        free(reqs);
-        api_job_free(j);
+    if (!j) {
         api_embed_req_free(&q);
         errf(r, 500, "Internal error: out of memory.");
         return;
@@ -109,6 +130,7 @@ void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai)
     j->list_out = !q.single;
     j->base64 = q.base64;
     j->embed_dims = q.has_dims ? (int)q.dims : 0;
+    api_prompts ps = {0};
     int bad = 0;
     for (int i = 0; i < q.n && !bad; i++) {
         char rid[48];
@@ -118,34 +140,27 @@ void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai)
             api_new_rid(a, rid, sizeof rid);
             j->rids[i] = api_strdup(rid);
         }
-        json_t *ids = q.items[i].text ? api_tokenize_json(a, q.items[i].text, q.items[i].text_len, true) : json_array();
-        if (!ids) {
+        api_embed_item *it = &q.items[i];
+        if (it->text ? api_prompts_add_text(a, &ps, it->text, it->text_len, true, NULL)
+                     : api_prompts_add_owned(&ps, it->ids, it->n_ids)) {
             bad = 1;
             break;
         }
-        for (int64_t k = 0; !q.items[i].text && k < q.items[i].n_ids; k++)
-            json_array_append_new(ids, json_integer(q.items[i].ids[k]));
-        if (json_array_size(ids) == 0) {
-            json_decref(ids);
-            bad = 2;
-            break;
-        }
-        reqs[i] = json_pack("{s:o,s:{s:i},s:s?}", "input_ids", ids, "sampling_params", "max_new_tokens", 0, "rid",
-                            j->rids[i]);
-        if (!reqs[i]) bad = 1;
+        if (!it->text) it->ids = NULL; /* moved */
+        api_prompt *p = &ps.v[ps.n - 1];
+        if (api_prompt_failed(p)) bad = 1;
+        else if (p->n_ids == 0) bad = 2;
     }
     api_embed_req_free(&q);
     if (bad) {
-        for (int i = 0; i < j->n_prompt; i++) json_decref(reqs[i]);
-        free(reqs);
+        api_prompts_free(&ps);
         errf(r, bad == 2 ? 400 : 500,
              bad == 2 ? "The input has no tokens (empty text)." : "Internal error: cannot tokenize the input.");
         api_job_free(j);
         return;
     }
-    int n = j->n_prompt;
-    api_job_submit(a, j, reqs); /* j may be answered and freed from here on */
-    for (int i = 0; i < n; i++) json_decref(reqs[i]);
-    free(reqs);
+    embed_spec_ctx c = {.j = j, .ps = &ps};
+    api_job_submit(a, j, embed_spec, &c); /* j may be answered and freed from here on */
+    api_prompts_free(&ps);
 }
 

@@ -32,7 +32,7 @@
 
 #include "api/api.h"
 #include "api/api_impl.h"
-#include "sched/sched_json.h"
+#include "api/api_generate_json.h"
 
 #include "util/timeutil.h"
 
@@ -143,7 +143,42 @@ void api_fill_logprob_texts(const api_server *a, json_t *meta);
 json_t *api_usage_obj(api_job *j);
 /* One OpenAI stream chunk of the job around `choices` (taken). */
 json_t *api_oai_chunk(api_job *j, json_t *choices);
-/* input ids of a text prompt as a JSON array (NULL on failure). */
+/* One prompt of a request before submission: token ids from the
+ * tokenizer, or the client's own list of ids (checked when the request
+ * is built), and the prompt text (echo, request log). */
+typedef struct api_prompt {
+    int32_t *ids;                /* (n_ids) owned, or NULL with ids_json */
+    int64_t n_ids;
+    const json_t *ids_json;      /* borrowed from the request body: a list of integers */
+    char *text;                  /* owned or NULL */
+} api_prompt;
+
+typedef struct api_prompts {
+    api_prompt *v;               /* (n) owned */
+    int n, cap;
+} api_prompts;
+
+/* Append a text prompt: tokenize text[0..len) (add_special as SGLang's
+ * tokenizer manager: true for raw text, false after a chat template);
+ * shown (NUL-terminated, or NULL) is kept as the prompt's text.  A prompt
+ * the tokenizer fails on is appended with neither ids nor ids_json (see
+ * api_prompt_failed).  0, or -1 on OOM. */
+int api_prompts_add_text(api_server *a, api_prompts *ps, const char *text, size_t len, bool add_special,
+                         const char *shown);
+/* Append the client's list of ids (borrowed).  0 or -1 (OOM). */
+int api_prompts_add_ids(api_prompts *ps, const json_t *ids);
+/* Append ids (n, malloc'd) the caller hands over.  0 or -1 (OOM). */
+int api_prompts_add_owned(api_prompts *ps, int32_t *ids, int64_t n);
+void api_prompts_free(api_prompts *ps);
+static inline bool api_prompt_failed(const api_prompt *p) { return !p->ids && !p->ids_json; }
+/* The ids of a prompt as a JSON array (request log objects). */
+json_t *api_ids_json(const int32_t *ids, int64_t n);
+/* A request of fixed shape (health check, embedding input): ids (n,
+ * malloc'd) moved into spec (freed on failure too), sampling params from
+ * the SGLang object `sampling`, rid copied.  0, or -1 with a message. */
+int api_spec_simple(sched_req_spec *spec, int32_t *ids, int64_t n, const json_t *sampling, const char *rid,
+                    char *err, size_t errlen);
+/* input ids of a text prompt as a JSON array (NULL on failure): /tokenize. */
 json_t *api_tokenize_json(api_server *a, const char *text, size_t len, bool add_special);
 bool api_is_id_list(const json_t *v);
 /* sampling_params.n of a params object (1 when absent or < 2). */
@@ -153,10 +188,21 @@ int64_t api_json_n_of(const json_t *sp);
 
 api_job *api_job_new(api_server *a, http_req *r, int kind, int n_prompt, int n_per);
 void api_job_free(api_job *j);
-/* Submit the job's prepared per-prompt request objects.  On a request
- * error before anything was submitted, answers 400 and frees the job.
- * The job may be answered and freed before this returns. */
-void api_job_submit(api_server *a, api_job *j, json_t **reqs);
+/* The scheduler request of prompt i of a job, built by its route
+ * (api_job_submit calls it for i = 0 .. n_prompt - 1, in order, before it
+ * submits anything).  Fills spec (the builder initialises it) and
+ * *max_new_given (the request gave an integer max_new_tokens: for
+ * api_limits_apply).  When log_req is non-NULL (--log-requests or
+ * --export-metrics-to-file), also stores the request as SGLang's
+ * GenerateReqInput object (new reference) for the request log.  0, or -1
+ * with a message in err (spec freed; the job answers 400). */
+typedef int (*api_spec_fn)(void *ctx, int i, sched_req_spec *spec, bool *max_new_given, json_t **log_req,
+                           char *err, size_t errlen);
+/* Build every prompt's request (build), check them (limits, n), log and
+ * submit them.  On a request error before anything was submitted,
+ * answers and frees the job.  The job may be answered and freed before
+ * this returns. */
+void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx);
 /* --log-requests: the raw OpenAI body, before it is adapted. */
 void api_ops_log_openai(api_server *a, http_req *r, const json_t *body);
 
@@ -179,18 +225,17 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e);
 /* The /v1/models entry of the served model. */
 json_t *api_models_entry(api_server *a);
 
-/* api_completions.c: the prompts of a /v1/completions body as arrays of
- * ids (prompts) and texts or null (texts, for echo); use_fim with the
- * suffix sfx.  0, or -1 after answering the error. */
-int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, json_t *sfx, json_t *prompts,
-                      json_t *texts);
+/* api_completions.c: the prompts of a /v1/completions body (texts kept
+ * for echo); use_fim with the suffix sfx.  0, or -1 after answering the
+ * error. */
+int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, json_t *sfx, api_prompts *ps);
 /* OpenAI completions logprobs of output tokens [from, n). */
 json_t *api_compl_logprobs(api_job *j, api_slot *sl, size_t text_base, int64_t from);
 
 /* api_chat.c: the prompt of a /v1/chat/completions body (messages through
- * the chat template), appended to prompts / texts.  0, or -1 after
- * answering the error. */
-int api_chat_prompt(api_server *a, http_req *r, json_t *body, json_t *prompts, json_t *texts);
+ * the chat template), appended to ps.  0, or -1 after answering the
+ * error. */
+int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps);
 /* OpenAI chat logprobs of output tokens [from, n). */
 json_t *api_chat_logprobs(api_job *j, api_slot *sl, int64_t from);
 

@@ -13,7 +13,7 @@
 
 json_t *api_native_obj(api_job *j, api_slot *sl, bool final)
 {
-    json_t *o = sched_result_to_json(&sl->res);
+    json_t *o = api_gen_result_json(&sl->res);
     if (!o) return NULL;
     if (final) {
         char *t = api_slot_final_text(j, sl);
@@ -47,6 +47,30 @@ static json_t *with_preferred(const api_server *a, json_t *sp)
 }
 
 /* ---- native /generate ------------------------------------------------------------------- */
+
+typedef struct native_spec_ctx {
+    json_t **reqs;               /* (n_prompt) GenerateReqInput objects, without the ids of text prompts */
+    api_prompts *ps;             /* NULL, or (n_prompt) the tokenized text prompts */
+} native_spec_ctx;
+
+/* api_spec_fn of /generate: the codec over the prompt's request object,
+ * with the tokenized ids handed over directly. */
+static int native_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given, json_t **log_req, char *err,
+                       size_t errlen)
+{
+    native_spec_ctx *c = ctx;
+    json_t *q = c->reqs[i];
+    api_prompt *p = c->ps ? &c->ps->v[i] : NULL;
+    if (log_req) {
+        *log_req = p ? json_copy(q) : json_incref(q);
+        if (p && *log_req) json_object_set_new(*log_req, "input_ids", api_ids_json(p->ids, p->n_ids));
+    }
+    *max_new_given = json_is_integer(json_object_get(json_object_get(q, "sampling_params"), "max_new_tokens"));
+    if (!p) return api_gen_req_from_json(q, spec, err, errlen);
+    int32_t *ids = p->ids;
+    p->ids = NULL; /* moved into spec */
+    return api_gen_req_from_json_ids(q, ids, p->n_ids, spec, err, errlen);
+}
 
 void api_route_generate(api_server *a, http_req *r, json_t *body)
 {
@@ -109,6 +133,7 @@ void api_route_generate(api_server *a, http_req *r, json_t *body)
     bool stream = json_is_true(json_object_get(body, "stream"));
     api_job *j = api_job_new(a, r, JOB_NATIVE, (int)n_prompt, (int)n_per);
     json_t **reqs = calloc(n_prompt, sizeof(json_t *));
+    api_prompts ps = {0};
     if (!j || !reqs) {
         free(reqs);
         api_job_free(j);
@@ -122,19 +147,19 @@ void api_route_generate(api_server *a, http_req *r, json_t *body)
         json_t *q = json_copy(body);
         json_object_del(q, "text");
         if (text) {
+            /* the ids go to the request directly (native_spec), not through q */
             json_t *t = batch ? json_array_get(text, i) : text;
             if (!json_is_string(t)) {
                 snprintf(err, sizeof err, "text must be a string or a list of strings");
                 json_decref(q);
                 goto fail;
             }
-            json_t *arr = api_tokenize_json(a, json_string_value(t), json_string_length(t), true);
-            if (!arr) {
+            if (api_prompts_add_text(a, &ps, json_string_value(t), json_string_length(t), true, NULL) ||
+                api_prompt_failed(&ps.v[ps.n - 1])) {
                 snprintf(err, sizeof err, "tokenization failed");
                 json_decref(q);
                 goto fail;
             }
-            json_object_set_new(q, "input_ids", arr);
             j->prompt_text[i] = api_strdup(json_string_value(t)); /* request log (no echo on /generate) */
         } else if (batch) {
             json_object_set(q, "input_ids", json_array_get(ids, i));
@@ -152,15 +177,39 @@ void api_route_generate(api_server *a, http_req *r, json_t *body)
         json_object_set_new(q, "rid", json_string(j->rids[i]));
         reqs[i] = q;
     }
-    api_job_submit(a, j, reqs);
+    native_spec_ctx c = {.reqs = reqs, .ps = text ? &ps : NULL};
+    api_job_submit(a, j, native_spec, &c);
     for (size_t i = 0; i < n_prompt; i++) json_decref(reqs[i]);
     free(reqs);
+    api_prompts_free(&ps);
     return;
 fail:
     for (size_t i = 0; i < n_prompt; i++) json_decref(reqs[i]);
     free(reqs);
+    api_prompts_free(&ps);
     api_job_free(j);
     api_native_error(r, 400, err);
+}
+
+typedef struct health_spec_ctx {
+    const char *rid;
+    int32_t tok0;
+} health_spec_ctx;
+
+/* api_spec_fn of /health_generate: one greedy token after BOS. */
+static int health_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given, json_t **log_req, char *err,
+                       size_t errlen)
+{
+    health_spec_ctx *c = ctx;
+    json_t *sp = json_pack("{s:i,s:f}", "max_new_tokens", 1, "temperature", 0.0);
+    if (log_req)
+        *log_req = json_pack("{s:[i],s:O,s:s}", "input_ids", c->tok0, "sampling_params", sp, "rid", c->rid);
+    *max_new_given = true;
+    int32_t *ids = malloc(sizeof *ids);
+    if (ids) ids[0] = c->tok0;
+    int rc = api_spec_simple(spec, ids, 1, sp, c->rid, err, errlen);
+    json_decref(sp);
+    return rc;
 }
 
 void api_route_health_generate(api_server *a, http_req *r)
@@ -175,11 +224,8 @@ void api_route_health_generate(api_server *a, http_req *r)
     api_new_rid(a, rid + strlen(rid), sizeof rid - strlen(rid));
     j->rids[0] = api_strdup(rid);
     int32_t tok0 = a->cfg.tok && tok_bos_id(a->cfg.tok) >= 0 ? tok_bos_id(a->cfg.tok) : 0;
-    json_t *q = json_pack("{s:[i],s:{s:i,s:f},s:s}", "input_ids", tok0, "sampling_params",
-                          "max_new_tokens", 1, "temperature", 0.0, "rid", j->rids[0]);
-    json_t *reqs[1] = {q};
-    api_job_submit(a, j, reqs);
-    json_decref(q);
+    health_spec_ctx c = {.rid = j->rids[0], .tok0 = tok0};
+    api_job_submit(a, j, health_spec, &c);
 }
 
 void api_route_tokenize(api_server *a, http_req *r, json_t *body)

@@ -43,6 +43,69 @@ static const struct {
 static const char *const oai_unsupported[] = {"tools", "regex", "ebnf", "json_schema",
                                               "structural_tag", NULL};
 
+typedef struct oai_spec_ctx {
+    api_job *j;
+    api_prompts *ps;
+    const json_t *sp;            /* SGLang sampling params */
+    bool stream, logprob;
+    int top;
+    json_t *priority;            /* borrowed, or NULL */
+} oai_spec_ctx;
+
+/* api_spec_fn of the OpenAI routes: the GenerateReqInput fields SGLang's
+ * serving layer sets (input_ids, sampling_params, rid, stream,
+ * return_logprob, top_logprobs_num, priority), with the codec's checks
+ * and messages in the same order. */
+static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given, json_t **log_req, char *err,
+                    size_t errlen)
+{
+    oai_spec_ctx *c = ctx;
+    api_prompt *p = &c->ps->v[i];
+    const char *rid = c->j->rids[i];
+    if (log_req) {
+        *log_req = json_pack("{s:o,s:O,s:s,s:b,s:b}", "input_ids",
+                             p->ids ? api_ids_json(p->ids, p->n_ids) : json_incref((json_t *)p->ids_json),
+                             "sampling_params", c->sp, "rid", rid ? rid : "", "stream", c->stream,
+                             "return_logprob", c->logprob);
+        if (*log_req && c->logprob && c->top > 0)
+            json_object_set_new(*log_req, "top_logprobs_num", json_integer(c->top));
+        if (*log_req && json_is_integer(c->priority)) json_object_set(*log_req, "priority", c->priority);
+    }
+    sched_req_spec_init(spec);
+    if (p->ids) { /* moved */
+        spec->input_ids = p->ids, spec->n_input = p->n_ids;
+        p->ids = NULL, p->ids_json = json_null(); /* not "failed" */
+    } else if (api_gen_id_list(p->ids_json, "input_ids", &spec->input_ids, &spec->n_input, err, errlen)) {
+        goto fail;
+    }
+    if (sampling_params_from_json(&spec->params, c->sp, err, errlen)) goto fail;
+    if (rid && !(spec->rid = api_strdup(rid))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    spec->stream = c->stream;
+    spec->return_logprob = c->logprob;
+    if (c->logprob && c->top > 0) spec->top_logprobs_num = c->top;
+    if (json_is_integer(c->priority)) {
+        json_int_t v = json_integer_value(c->priority);
+        if (v < -(1LL << 40) || v > (1LL << 40)) {
+            snprintf(err, errlen, "priority must be an integer");
+            goto fail;
+        }
+        spec->has_priority = true;
+        spec->priority = v;
+    }
+    if (spec->n_input == 0) {
+        snprintf(err, errlen, "input_ids must not be empty");
+        goto fail;
+    }
+    *max_new_given = json_is_integer(json_object_get(c->sp, "max_new_tokens"));
+    return 0;
+fail:
+    sched_req_spec_free(spec);
+    return -1;
+}
+
 void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
 {
     char err[512];
@@ -148,34 +211,33 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
         }
     }
 
-    /* prompts -> json arrays of ids */
-    json_t *prompts = json_array();
-    json_t *texts = json_array(); /* echo */
-    int prc = kind == JOB_COMPL ? api_compl_prompts(a, r, body, use_fim, sfx, prompts, texts)
-                                : api_chat_prompt(a, r, body, prompts, texts);
+    /* the prompts: token ids (tokenized here) or the client's lists */
+    api_prompts ps = {0};
+    int prc = kind == JOB_COMPL ? api_compl_prompts(a, r, body, use_fim, sfx, &ps) : api_chat_prompt(a, r, body, &ps);
     if (prc) {
-        json_decref(sp), json_decref(prompts), json_decref(texts);
+        json_decref(sp);
+        api_prompts_free(&ps);
         return;
     }
-    size_t n_prompt = json_array_size(prompts);
+    size_t n_prompt = (size_t)ps.n;
     for (size_t i = 0; i < n_prompt; i++)
-        if (!json_is_array(json_array_get(prompts, i))) {
-            json_decref(sp), json_decref(prompts), json_decref(texts);
+        if (api_prompt_failed(&ps.v[i])) {
+            json_decref(sp);
+            api_prompts_free(&ps);
             api_oai_error(r, 500, "tokenization failed");
             return;
         }
     int64_t n_per = api_json_n_of(sp);
     if (n_per > 1024 || (int64_t)n_prompt * n_per > 100000) {
-        json_decref(sp), json_decref(prompts), json_decref(texts);
+        json_decref(sp);
+        api_prompts_free(&ps);
         api_oai_error(r, 400, "Too many samples requested.");
         return;
     }
     api_job *j = api_job_new(a, r, kind, (int)n_prompt, (int)n_per);
-    json_t **reqs = calloc(n_prompt, sizeof(json_t *));
-    if (!j || !reqs) {
-        free(reqs);
-        api_job_free(j);
-        json_decref(sp), json_decref(prompts), json_decref(texts);
+    if (!j) {
+        json_decref(sp);
+        api_prompts_free(&ps);
         api_oai_error(r, 500, "Internal error: out of memory.");
         return;
     }
@@ -190,25 +252,18 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
     j->oai_id = api_strdup(oid);
     json_t *rid = json_object_get(body, "rid");
     for (size_t i = 0; i < n_prompt; i++) {
-        json_t *t = json_array_get(texts, i);
-        if (json_is_string(t)) j->prompt_text[i] = api_strdup(json_string_value(t));
+        if (ps.v[i].text) j->prompt_text[i] = api_strdup(ps.v[i].text);
         if (json_is_string(rid) && n_prompt == 1) j->rids[i] = api_strdup(json_string_value(rid));
         else {
             api_new_rid(a, idbuf, sizeof idbuf);
             j->rids[i] = api_strdup(idbuf);
         }
-        json_t *q = json_pack("{s:O,s:O,s:s,s:b,s:b}", "input_ids", json_array_get(prompts, i),
-                              "sampling_params", sp, "rid", j->rids[i], "stream", stream,
-                              "return_logprob", logprob);
-        if (logprob && top > 0) json_object_set_new(q, "top_logprobs_num", json_integer(top));
-        json_t *pr = json_object_get(body, "priority");
-        if (json_is_integer(pr)) json_object_set(q, "priority", pr);
-        reqs[i] = q;
     }
-    json_decref(sp), json_decref(prompts), json_decref(texts);
-    api_job_submit(a, j, reqs);
-    for (size_t i = 0; i < n_prompt; i++) json_decref(reqs[i]);
-    free(reqs);
+    oai_spec_ctx c = {.j = j, .ps = &ps, .sp = sp, .stream = stream, .logprob = logprob, .top = top,
+                      .priority = json_object_get(body, "priority")};
+    api_job_submit(a, j, oai_spec, &c); /* j may be answered and freed from here on */
+    json_decref(sp);
+    api_prompts_free(&ps);
 }
 
 json_t *api_models_entry(api_server *a)

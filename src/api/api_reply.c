@@ -244,3 +244,90 @@ int64_t api_json_n_of(const json_t *sp)
     json_t *n = sp ? json_object_get(sp, "n") : NULL;
     return json_is_integer(n) && json_integer_value(n) > 1 ? json_integer_value(n) : 1;
 }
+
+/* ---- prompts ---------------------------------------------------------------------- */
+
+static api_prompt *prompts_push(api_prompts *ps)
+{
+    if (ps->n == ps->cap) {
+        int nc = ps->cap ? ps->cap * 2 : 4;
+        api_prompt *g = realloc(ps->v, sizeof *g * (size_t)nc);
+        if (!g) return NULL;
+        ps->v = g;
+        ps->cap = nc;
+    }
+    api_prompt *p = &ps->v[ps->n++];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+int api_prompts_add_text(api_server *a, api_prompts *ps, const char *text, size_t len, bool add_special,
+                         const char *shown)
+{
+    api_prompt *p = prompts_push(ps);
+    if (!p) return -1;
+    if (shown && !(p->text = api_strdup(shown))) return -1;
+    tok_ids ids = {0};
+    if (tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
+        tok_ids_free(&ids);
+        return 0; /* api_prompt_failed */
+    }
+    if (!ids.ids && !(ids.ids = malloc(sizeof(int32_t)))) return -1; /* no tokens: still "tokenized" */
+    p->ids = ids.ids; /* taken over from the tok_ids */
+    p->n_ids = (int64_t)ids.n;
+    return 0;
+}
+
+int api_prompts_add_ids(api_prompts *ps, const json_t *ids)
+{
+    api_prompt *p = prompts_push(ps);
+    if (!p) return -1;
+    p->ids_json = ids;
+    return 0;
+}
+
+int api_prompts_add_owned(api_prompts *ps, int32_t *ids, int64_t n)
+{
+    api_prompt *p = prompts_push(ps);
+    if (!p) return -1;
+    p->ids = ids ? ids : malloc(sizeof(int32_t));
+    p->n_ids = n;
+    return p->ids ? 0 : -1;
+}
+
+void api_prompts_free(api_prompts *ps)
+{
+    for (int i = 0; i < ps->n; i++) {
+        free(ps->v[i].ids);
+        free(ps->v[i].text);
+    }
+    free(ps->v);
+    memset(ps, 0, sizeof *ps);
+}
+
+json_t *api_ids_json(const int32_t *ids, int64_t n)
+{
+    json_t *arr = json_array();
+    for (int64_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(ids[i]));
+    return arr;
+}
+
+int api_spec_simple(sched_req_spec *spec, int32_t *ids, int64_t n, const json_t *sampling, const char *rid,
+                    char *err, size_t errlen)
+{
+    sched_req_spec_init(spec);
+    spec->input_ids = ids, spec->n_input = n;
+    if (sampling_params_from_json(&spec->params, sampling, err, errlen)) goto fail;
+    if (rid && !(spec->rid = api_strdup(rid))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (!ids || n == 0) {
+        snprintf(err, errlen, "input_ids must not be empty");
+        goto fail;
+    }
+    return 0;
+fail:
+    sched_req_spec_free(spec);
+    return -1;
+}

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "api/api.h"
+#include "api/api_generate_json.h"
 #include "cli/cli_sched.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
@@ -162,7 +163,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
         if (!obj) {
             snprintf(err, sizeof err, "invalid JSON: %s", je.text);
             L->error = strdup(err);
-        } else if (sched_req_from_json(obj, &specs[n_lines], err, sizeof err)) {
+        } else if (api_gen_req_from_json(obj, &specs[n_lines], err, sizeof err)) {
             L->error = strdup(err);
         } else {
             L->n = specs[n_lines].params.n > 1 ? (int)specs[n_lines].params.n : 1;
@@ -239,13 +240,13 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
             tok_decode_opts dop = {.skip_special_tokens = lines[k].skip_special,
                                    .spaces_between_special_tokens = lines[k].spaces_special};
             if (lines[k].n == 1) {
-                o = sched_result_to_json(&res.res[off]);
+                o = api_gen_result_json(&res.res[off]);
                 set_text(o, tk, &dop, !lines[k].no_stop_trim);
                 all_done &= res.res[off].done;
             } else {
                 o = json_array();
                 for (int q = 0; q < lines[k].n; q++) {
-                    json_t *one = sched_result_to_json(&res.res[off + q]);
+                    json_t *one = api_gen_result_json(&res.res[off + q]);
                     set_text(one, tk, &dop, !lines[k].no_stop_trim);
                     json_array_append_new(o, one);
                     all_done &= res.res[off + q].done;
