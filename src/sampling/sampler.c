@@ -517,8 +517,29 @@ static void fill_logprobs(const lp_ctx *lc, const float *logits, int64_t V, cons
             out->ids_logprobs[i] = lp->ids[i] >= 0 && lp->ids[i] < V ? lp_of(lc, logits, lp->ids[i]) : NAN;
 }
 
+int sampling_apply_processors(const sampling_state *st, float *logits)
+{
+    if (!st || !st->params || !logits) {
+        log_error("bad arguments");
+        return -1;
+    }
+    apply_penalties(st, logits);
+    return 0;
+}
+
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
                     sampling_result *out)
+{
+    if (!st || !st->params || !logits || !scratch || !out) {
+        log_error("bad arguments");
+        return -1;
+    }
+    apply_penalties(st, logits);
+    return sampling_sample_processed(st, logits, scratch, lp, out);
+}
+
+int sampling_sample_processed(sampling_state *st, const float *logits, void *scratch,
+                              const sampling_logprob_req *lp, sampling_result *out)
 {
     if (!st || !st->params || !logits || !scratch || !out) {
         log_error("bad arguments");
@@ -530,8 +551,6 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
     int32_t *idx = (int32_t *)(e + V);     /* (V) ranking */
     bool greedy = p->top_k <= 1;
     bool want_lp = lp && (lp->want || lp->top_n > 0 || lp->n_ids > 0);
-
-    apply_penalties(st, logits);
 
     int32_t best = argmax_first(logits, V);
     float lmax = logits[best];

@@ -124,6 +124,18 @@ typedef struct {
 int sampling_sample(sampling_state *st, float *logits, void *scratch, const sampling_logprob_req *lp,
                     sampling_result *out);
 
+/* The two halves of sampling_sample, for callers that run more logit
+ * processors in between (the scheduler's grammar mask, next):
+ * sampling_apply_processors rewrites logits (vocab) with the penalties,
+ * the min_new_tokens mask, NaN cleaning and logit_bias (the "processed
+ * logits" above); sampling_sample_processed draws from such a row (not
+ * modified) exactly as sampling_sample does after that step.
+ * sampling_sample(st, l, ...) == apply_processors(st, l) then
+ * sample_processed(st, l, ...).  Both return 0 or -1 (bad arguments). */
+int sampling_apply_processors(const sampling_state *st, float *logits);
+int sampling_sample_processed(sampling_state *st, const float *logits, void *scratch,
+                              const sampling_logprob_req *lp, sampling_result *out);
+
 /* Prompt logprobs (return_logprob with logprob_start_len): for the logits
  * row at prompt position i (vocab, f32, not modified) and the next prompt
  * token `target`, as SGLang's default: log_softmax of the raw logits (no

@@ -14,9 +14,13 @@
  *               token budget (PrefillAdder), chunk a long prompt,
  *               [mixed: + one decode token per running request]
  *     else decode: one token for every running request (retract the
- *               longest output when the pool runs dry)
- *     one model_forward, sample per request, check stop conditions,
- *     emit events, cache finished prefixes in the radix tree
+ *               longest output when the pool runs dry), plus draft
+ *               tokens when a draft hook is set
+ *     one forward in three stages:
+ *       assemble -> model_forward -> process results, where each request
+ *       takes 0..k new tokens, each through: logit processors (penalties,
+ *       logit_bias, next the grammar mask) -> sample or verify -> stop
+ *       checks; then emit; finished prefixes are cached in the radix tree
  *   }                                        │
  *   front ◀── sched_poll / sched_wait ─── outbox (mutex + condvar + eventfd)
  *
@@ -53,6 +57,12 @@
  * L2-normalized, and the FINISH event (finish LENGTH 0) carries it.
  * Prompts go through the radix tree like generation prompts (prefix hits
  * skip recomputing the shared part; the last token is always computed).
+ *
+ * Files: sched.c (create / thread) over sched_step, sched_ctl,
+ * sched_inbox, sched_batch (assemble), sched_retract, sched_output
+ * (process results), sched_req, sched_kv, sched_event, sched_policy,
+ * sched_util: each includes only the layers below it (sched_impl.h lists
+ * them; tests/scripts/test_sched_layers.sh checks).
  *
  * Ownership: sched borrows the model (must outlive it) and owns the KV,
  * pool, tree, compute pool, requests and queued events.  Events returned
@@ -210,6 +220,19 @@ void sched_destroy(sched *s);
 /* Install the stop-string hook; call before sched_start and before any
  * submit (the scheduler thread reads it without locking). */
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
+
+/* Speculative decoding seam (and the unit tests' verify entry): called on
+ * the scheduler thread before each decode forward for every running
+ * request (`id`, sibling `index`, its token sequence seq (len): input then
+ * output ids).  It writes up to max_draft proposed next tokens to draft
+ * and returns how many (0 = none).  The forward computes the draft tokens
+ * too, and the process-results stage verifies them in order: each token is
+ * sampled as usual and the next draft is used only when it equals the
+ * sampled token, so outputs are the same with or without drafts (only the
+ * number of forwards changes).  Set before sched_start; NULL removes it. */
+typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
+                              int max_draft);
+void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);
 
 /* Thread-safe.  Queue a request; returns its id (>= 1).  Validation
  * failures, queue-full rejections etc. come back as a FINISH event with

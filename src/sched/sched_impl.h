@@ -1,6 +1,40 @@
-/* sched_impl — the scheduler's private structures, shared by sched.c
- * (loop, admission, decode, events), sched_policy.c (waiting-queue order)
- * and sched_args.c.  Not for other modules.
+/* sched_impl — the scheduler's private structures, shared by the
+ * src/sched/sched_*.c files below.  Not for other modules (the unit tests
+ * excepted).
+ *
+ * Layers (bottom to top): impl util policy event kv req output retract batch inbox ctl step sched
+ *
+ *   sched_impl.h   the structs below, constants              (no code)
+ *   sched_util     grow, strdup, request arrays, random numbers
+ *   sched_policy   waiting-queue order (--schedule-policy)
+ *   sched_event    specs, the outbox, event builders
+ *   sched_kv       a request's pages / slots, release, cache a prefill
+ *   sched_req      request new / free / enqueue / finish / abort
+ *   sched_output   stage 3 "process results": the per-request order
+ *   sched_retract  retraction for decode, priority preemption, retract all
+ *   sched_batch    stage 1 "assemble": admission, decode pages, drafts, layout
+ *   sched_inbox    submit + validation, aborts, draining the inbox
+ *   sched_ctl      control messages (pause, continue, flush, weight swap)
+ *   sched_step     one step: stage 2 "forward", run_batch, drivers, stats
+ *   sched (.c)     create / destroy, the thread, sched_control, accessors
+ *
+ * The direction rule: a file includes the internal header (sched_X.h) of
+ * its own layer or of a layer below it, never above; so the include graph
+ * has no cycle, and a new feature adds a file (and a layer) where its
+ * dependencies put it.  tests/scripts/test_sched_layers.sh checks it
+ * against the list above (keep the two in step).  sched.h, the public
+ * API, may be included anywhere; sched_json.{c,h} (the /generate codec)
+ * and sched_args.c sit outside the layers.
+ *
+ * A step (sched_step): drain inbox and control messages; build a prefill
+ * batch (or, with nothing to prefill, retract for decode, allocate decode
+ * pages, ask for draft tokens); then one forward in three stages:
+ *
+ *   assemble  (sched_batch_assemble)  requests -> model_batch + logits-row map
+ *   forward   (sched_step.c)          model_forward
+ *   process   (sched_process_results) 0..k new tokens per request, each
+ *             through: logit processors -> sample or verify -> stop
+ *             checks; then emit (see sched_output.c)
  *
  * A request's token sequence and KV:
  *
@@ -23,73 +57,102 @@
 #include "sampling/sampler.h"
 #include "sched/sched.h"
 
+/* SGLang's CLIP_MAX_NEW_TOKENS (schedule_policy.py): admission reserves
+ * at most this many future tokens per request. */
+#define CLIP_MAX_NEW_TOKENS 4096
+
 typedef enum { RS_WAITING = 0, RS_PREFILL, RS_RUNNING, RS_DONE } sched_rstate;
 
+/* One request.  Fields are grouped by concern; a feature adds its own
+ * group (a grammar state, a LoRA adapter id ...) instead of loose fields. */
 typedef struct sreq {
-    uint64_t id;
-    int index;                  /* n > 1 sibling index */
-    char *rid;                  /* owned */
-    int32_t *seq;               /* (cap) owned: input then output ids */
-    int64_t n_input, len, cap;
-    sampling_params params;     /* owned */
-    sampling_state st;          /* owned; borrows params */
-    int64_t max_new;            /* effective max_new_tokens (clipped to the context) */
-    int64_t priority;
-    bool has_priority;
-    char *cache_salt;           /* owned or NULL */
-    bool return_logprob;
-    int top_n;
-    int32_t *tids;              /* (n_tid) owned */
-    int n_tid;
-    bool stream;
-    int stream_interval;
-    bool internal;              /* n > 1 prefix warm-up: no events */
-    int embed_dims;             /* embedding mode: values kept before normalizing, 0 = all */
-    float *emb;                 /* (n_emb) owned or NULL: the pooled embedding, until its event */
-    int n_emb;
-    /* per output token (cap - n_input rows), only when return_logprob */
-    float *lp;                  /* (out_cap) */
-    int32_t *top_ids;           /* (out_cap, top_n) */
-    float *top_lp;              /* (out_cap, top_n) */
-    float *tid_lp;              /* (out_cap, n_tid) */
-    /* input logprobs (return_logprob, logprob_start_len < n_input - 1):
-     * entry k is position lp_start + k predicting seq[lp_start + k + 1] */
-    int64_t lp_start;           /* SGLang's logprob_start_len (n_input - 1 by default) */
-    int64_t n_in_lp;            /* n_input - 1 - lp_start rows */
-    float *in_lp;               /* (n_in_lp) */
-    int32_t *in_top_ids;        /* (n_in_lp, top_n) */
-    float *in_top_lp;           /* (n_in_lp, top_n) */
-    float *in_tid_lp;           /* (n_in_lp, n_tid) */
-    bool in_lp_done;            /* every row computed */
-    bool in_lp_sent;            /* attached to an event */
-    /* KV */
-    int32_t *pages;             /* (pages_cap) owned */
-    int64_t n_pages, pages_cap;
-    int32_t *slots;             /* (pages_cap * P) owned */
-    kv_radix_req rr;
-    bool holds_kv;              /* admitted: rr lock / pages to release */
-    bool kv_broken;             /* cache_unfinished failed: release without insert */
-    int64_t kv_len;
-    int64_t extend;             /* tokens prefilled in the current step */
-    int64_t already_computed;   /* most KV ever computed (cached_tokens accounting) */
-    int64_t est_prefix;         /* policy: cached prefix estimate */
-    kv_radix_node *est_node;    /* policy: deepest matched node */
-    int64_t order;              /* policy: rank scratch */
-    int64_t prio_key;           /* policy: smaller = admitted first */
-    sched_rstate state;
-    int64_t cached_tokens;
-    int num_retractions;
-    int64_t n_sent;             /* output tokens already sent in events */
-    double t_submit;
-    double t_forward;           /* first admitted into a forward (0 = never): time stats log */
-    uint64_t seq_no;            /* arrival order */
-    bool to_abort;
-    char *abort_msg;            /* owned or NULL */
-    int abort_status;
-    /* n > 1: the warm-up request holds its siblings until it finishes */
-    struct sreq **children;     /* (n_children) owned array of owned requests */
-    int n_children;
-    struct sreq *next;          /* inbox link */
+    struct {                    /* identity */
+        uint64_t id;            /* sched_submit's return value (shared by n > 1 siblings) */
+        int index;              /* n > 1 sibling index */
+        char *rid;              /* owned */
+        bool internal;          /* n > 1 prefix warm-up: no events */
+    } who;
+    struct {                    /* the token sequence (diagram above) */
+        int32_t *seq;           /* (cap) owned: input then output ids */
+        int64_t n_input, len, cap;
+        int64_t max_new;        /* effective max_new_tokens (clipped to the context) */
+    } tok;
+    struct {                    /* sampling */
+        sampling_params params; /* owned */
+        sampling_state st;      /* owned; borrows params */
+    } samp;
+    struct {                    /* output events */
+        bool stream;
+        int stream_interval;
+        int64_t n_sent;         /* output tokens already sent in events */
+    } out;
+    struct {                    /* logprobs (return_logprob) */
+        bool return_logprob;
+        int top_n;
+        int32_t *tids;          /* (n_tid) owned: token_ids_logprob */
+        int n_tid;
+        /* per output token (cap - n_input rows) */
+        float *lp;              /* (out_cap) */
+        int32_t *top_ids;       /* (out_cap, top_n) */
+        float *top_lp;          /* (out_cap, top_n) */
+        float *tid_lp;          /* (out_cap, n_tid) */
+        /* input logprobs (logprob_start_len < n_input - 1): entry k is
+         * position lp_start + k predicting seq[lp_start + k + 1] */
+        int64_t lp_start;       /* SGLang's logprob_start_len (n_input - 1 by default) */
+        int64_t n_in_lp;        /* n_input - 1 - lp_start rows */
+        float *in_lp;           /* (n_in_lp) */
+        int32_t *in_top_ids;    /* (n_in_lp, top_n) */
+        float *in_top_lp;       /* (n_in_lp, top_n) */
+        float *in_tid_lp;       /* (n_in_lp, n_tid) */
+        bool in_lp_done;        /* every row computed */
+        bool in_lp_sent;        /* attached to an event */
+    } lpr;
+    struct {                    /* embedding mode */
+        int embed_dims;         /* values kept before normalizing, 0 = all */
+        float *emb;             /* (n_emb) owned or NULL: the pooled embedding, until its event */
+        int n_emb;
+    } embd;
+    struct {                    /* KV (sched_kv) */
+        char *cache_salt;       /* owned or NULL: radix namespace */
+        int32_t *pages;         /* (pages_cap) owned */
+        int64_t n_pages, pages_cap;
+        int32_t *slots;         /* (pages_cap * P) owned */
+        kv_radix_req rr;
+        bool holds_kv;          /* admitted: rr lock / pages to release */
+        bool kv_broken;         /* cache_unfinished failed: release without insert */
+        int64_t kv_len;
+        int64_t extend;         /* tokens prefilled in the current step */
+        int64_t already_computed; /* most KV ever computed (cached_tokens accounting) */
+        int64_t cached_tokens;
+    } kv;
+    struct {                    /* speculative decoding: this step's draft tokens */
+        int32_t *draft;         /* (cap_draft) owned */
+        int n_draft, cap_draft;
+    } spec;
+    struct {                    /* policy and priority (sched_policy, sched_retract) */
+        int64_t priority;
+        bool has_priority;
+        uint64_t seq_no;        /* arrival order */
+        int64_t est_prefix;     /* cached prefix estimate */
+        kv_radix_node *est_node;/* deepest matched node (borrowed from the tree) */
+        int64_t order;          /* rank scratch */
+        int64_t prio_key;       /* smaller = admitted first */
+    } pol;
+    struct {                    /* timing */
+        double t_submit;
+        double t_forward;       /* first admitted into a forward (0 = never): time stats log */
+    } time;
+    struct {                    /* life cycle */
+        sched_rstate state;
+        int num_retractions;
+        bool to_abort;
+        char *abort_msg;        /* owned or NULL */
+        int abort_status;
+        /* n > 1: the warm-up request holds its siblings until it finishes */
+        struct sreq **children; /* (n_children) owned array of owned requests */
+        int n_children;
+        struct sreq *next;      /* inbox / held-list link */
+    } life;
 } sreq;
 
 /* a control message waiting in the inbox (the caller's sched_ctl) */
@@ -105,95 +168,103 @@ typedef struct abort_msg {
     struct abort_msg *next;
 } abort_msg;
 
+/* The scheduler.  Fields are grouped by concern (and by the thread /
+ * lock that guards them); a feature adds its own group. */
 struct sched {
-    sched_args a;
-    model *m;                   /* borrowed */
-    const model_config *c;      /* borrowed from m */
-    model_kv *kv;               /* owned */
-    kv_pool *pool;              /* owned */
-    kv_radix *tree;             /* owned */
-    tpool *tp;                  /* owned */
-    int P;
-    int64_t capacity;           /* max_total_num_tokens */
-    int64_t max_req_len, max_req_input_len;
-    int max_running;
-    int32_t eos[MODEL_MAX_EOS];
-    int n_eos;
-    int V;
-
-    sreq **waiting;             /* (n_waiting) owned requests */
-    int n_waiting, cap_waiting;
-    sreq **running;             /* (n_running) owned: decoding */
-    int n_running, cap_running;
-    sreq *chunked;              /* owned: prompt prefilled across steps */
-
-    double new_token_ratio, init_ratio, min_ratio, ratio_decay;
-
-    /* step buffers, grown on demand */
-    sreq **batch;               /* (n_batch) prefill requests of this step, borrowed */
-    int n_batch, cap_batch;
-    int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
-    int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
-    int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
-    const int32_t **b_slots;                     /* (cap_seq) */
-    int cap_tok, cap_seq;
-    float *logits;              /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
-    int cap_logits;
-    void *scratch;              /* sampling scratch */
-    int32_t *tmp_top_ids;       /* (top_n) */
-    float *tmp_top_lp, *tmp_tid_lp;
-    int tmp_cap;
-
-    uint64_t rng;
-    uint64_t next_seq_no;
-    bool was_busy;
-
-    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
-    int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
-    int64_t log_decode_ct;                  /* decode forwards so far */
-    int64_t log_gen_tokens;                 /* decode tokens since the last Decode line */
-    double log_decode_tic;                  /* time of the last Decode line (or creation) */
-
-    sched_stats st;
-    sched_stats st_pub;         /* snapshot after each step, under out_mu (threaded readers) */
-
-    /* inbox */
-    pthread_mutex_t in_mu;
-    pthread_cond_t in_cv;
-    sreq *in_head, *in_tail;
-    abort_msg *ab_head, *ab_tail;
-    uint64_t next_id;
-    sched_stop_fn stop_fn;
-    void *stop_ctx;
-
-    /* outbox */
-    pthread_mutex_t out_mu;
-    pthread_cond_t out_cv;
-    sched_event *out_head, *out_tail;
-    int efd;
-
-    pthread_t thread;
-    bool thread_started, stop;
-    bool stopped;               /* the thread ran and was stopped: control messages refused */
-
-    /* control (in_mu guards the queue and `done`; the rest is scheduler-thread state) */
-    ctl_msg *ctl_head, *ctl_tail;
-    pthread_cond_t ctl_cv;      /* broadcast when a message is done */
-    bool paused;                /* also read by sched_is_paused under in_mu */
-    ctl_msg *swap_wait;         /* SWAP_MODEL waiting for the requests in flight */
-    sreq *held_head, *held_tail;/* requests that arrived while paused / a swap waits (owned) */
-
-    int rsv_tok, rsv_kv, rsv_nth; /* model_reserve sizes (applied to a swapped-in model) */
-
-    /* progress for the watchdog (pg_mu) */
-    pthread_mutex_t pg_mu;
-    sched_progress pg;
+    sched_args a;               /* configuration (copied at create) */
+    struct {                    /* the engine objects */
+        model *m;               /* borrowed (swapped by SWAP_MODEL) */
+        const model_config *c;  /* borrowed from m */
+        model_kv *kv;           /* owned */
+        kv_pool *pool;          /* owned */
+        kv_radix *tree;         /* owned */
+        tpool *tp;              /* owned */
+    } eng;
+    struct {                    /* sizes and limits derived at create */
+        int P;                  /* page size */
+        int V;                  /* vocabulary */
+        int64_t capacity;       /* max_total_num_tokens */
+        int64_t max_req_len, max_req_input_len;
+        int max_running;
+        int32_t eos[MODEL_MAX_EOS];
+        int n_eos;
+    } lim;
+    struct {                    /* request queues (scheduler thread) */
+        sreq **waiting;         /* (n_waiting) owned requests */
+        int n_waiting, cap_waiting;
+        sreq **running;         /* (n_running) owned: decoding */
+        int n_running, cap_running;
+        sreq *chunked;          /* owned: prompt prefilled across steps */
+        uint64_t next_seq_no;
+        bool was_busy;          /* the last step had work (idle leak check) */
+    } q;
+    struct {                    /* admission's new_token_ratio (SGLang) */
+        double new_token_ratio, init_ratio, min_ratio, ratio_decay;
+    } adm;
+    struct {                    /* step buffers, grown on demand (assemble -> process) */
+        sreq **batch;           /* (n_batch) prefill requests of this step, borrowed */
+        int n_batch, cap_batch;
+        int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
+        int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
+        int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
+        int32_t *b_n_rows;                           /* (cap_seq): sampling rows from b_sample_row (1 + drafts) */
+        const int32_t **b_slots;                     /* (cap_seq) borrowed from the requests */
+        int cap_tok, cap_seq;
+        float *logits;          /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
+        int cap_logits;
+        void *scratch;          /* (sampling_scratch_bytes(V)) sampling scratch */
+        int32_t *tmp_top_ids;   /* (tmp_cap) */
+        float *tmp_top_lp, *tmp_tid_lp; /* (tmp_cap) */
+        int tmp_cap;
+    } buf;
+    struct {                    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
+        int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
+        int64_t log_decode_ct;                  /* decode forwards so far */
+        int64_t log_gen_tokens;                 /* decode tokens since the last Decode line */
+        double log_decode_tic;                  /* time of the last Decode line (or creation) */
+    } blog;
+    struct {
+        sched_stats st;         /* scheduler thread */
+        sched_stats st_pub;     /* snapshot after each step, under out.out_mu (threaded readers) */
+    } stats;
+    struct {                    /* inbox (in_mu) */
+        pthread_mutex_t in_mu;
+        pthread_cond_t in_cv;
+        sreq *in_head, *in_tail;    /* owned requests */
+        abort_msg *ab_head, *ab_tail; /* owned */
+        uint64_t next_id;
+        uint64_t rng;           /* seeds for unseeded requests (and the random policy) */
+    } in;
+    struct {                    /* front hooks (set before the thread starts; stop hook under in_mu) */
+        sched_stop_fn stop_fn;
+        void *stop_ctx;         /* borrowed */
+        sched_draft_fn draft_fn; /* speculative decoding seam */
+        void *draft_ctx;        /* borrowed */
+        int max_draft;
+    } hooks;
+    struct {                    /* outbox (out_mu) */
+        pthread_mutex_t out_mu;
+        pthread_cond_t out_cv;
+        sched_event *out_head, *out_tail; /* owned events */
+        int efd;                /* eventfd, owned (-1 none) */
+    } out;
+    struct {                    /* the thread (stop / stopped under in_mu) */
+        pthread_t thread;
+        bool thread_started, stop;
+        bool stopped;           /* the thread ran and was stopped: control messages refused */
+    } thr;
+    struct {                    /* control (in_mu guards the queue and `done`; the rest is scheduler-thread state) */
+        ctl_msg *ctl_head, *ctl_tail; /* borrowed from the waiting callers */
+        pthread_cond_t ctl_cv;  /* broadcast when a message is done */
+        bool paused;            /* also read by sched_is_paused under in_mu */
+        ctl_msg *swap_wait;     /* SWAP_MODEL waiting for the requests in flight */
+        sreq *held_head, *held_tail; /* requests that arrived while paused / a swap waits (owned) */
+        int rsv_tok, rsv_kv, rsv_nth; /* model_reserve sizes (applied to a swapped-in model) */
+    } ctl;
+    struct {                    /* progress for the watchdog (pg_mu) */
+        pthread_mutex_t pg_mu;
+        sched_progress pg;
+    } prog;
 };
-
-/* sched_policy.c: order s->waiting in place for the next admission. */
-void sched_policy_order(sched *s);
-
-/* splitmix64 step. */
-uint64_t sched_rand(uint64_t *state);
 
 #endif

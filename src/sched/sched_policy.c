@@ -13,52 +13,53 @@
  * With --enable-priority-scheduling the priority is the primary key
  * (higher values first, or lower with --schedule-low-priority-values-first)
  * and the policy order breaks ties.  Sorting is stable: ties keep queue
- * order. */
+ * order.
+ *
+ * Layer 2 (sched_impl.h "Layers"): includes sched_util only. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/sched_impl.h"
+#include "sched/sched_policy.h"
+
+#include "sched/sched_util.h"
 #include "util/log.h"
-#include "util/rng.h"
 
 #define SCHED_CACHE_AWARE_MAX_QUEUE 128
-
-uint64_t sched_rand(uint64_t *state) { return rng_next(state); }
 
 /* qsort is not stable: every key ends with the current rank (order). */
 static void rank_current(sched *s)
 {
-    for (int i = 0; i < s->n_waiting; i++) s->waiting[i]->order = i;
+    for (int i = 0; i < s->q.n_waiting; i++) s->q.waiting[i]->pol.order = i;
 }
 
 static int cmp_lpm(const void *a, const void *b)
 {
     const sreq *x = *(sreq *const *)a, *y = *(sreq *const *)b;
-    if (x->est_prefix != y->est_prefix) return x->est_prefix > y->est_prefix ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
+    if (x->pol.est_prefix != y->pol.est_prefix) return x->pol.est_prefix > y->pol.est_prefix ? -1 : 1;
+    return (x->pol.order > y->pol.order) - (x->pol.order < y->pol.order);
 }
 
 static int cmp_lof(const void *a, const void *b)
 {
     const sreq *x = *(sreq *const *)a, *y = *(sreq *const *)b;
-    int64_t rx = x->max_new - (x->len - x->n_input), ry = y->max_new - (y->len - y->n_input);
+    int64_t rx = x->tok.max_new - (x->tok.len - x->tok.n_input), ry = y->tok.max_new - (y->tok.len - y->tok.n_input);
     if (rx != ry) return rx > ry ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
+    return (x->pol.order > y->pol.order) - (x->pol.order < y->pol.order);
 }
 
 static int cmp_prio(const void *a, const void *b)
 {
     const sreq *x = *(sreq *const *)a, *y = *(sreq *const *)b;
-    if (x->prio_key != y->prio_key) return x->prio_key < y->prio_key ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
+    if (x->pol.prio_key != y->pol.prio_key) return x->pol.prio_key < y->pol.prio_key ? -1 : 1;
+    return (x->pol.order > y->pol.order) - (x->pol.order < y->pol.order);
 }
 
 static void match_all(sched *s)
 {
-    for (int i = 0; i < s->n_waiting; i++) {
-        sreq *r = s->waiting[i];
-        r->est_node = NULL;
-        r->est_prefix = kv_radix_match(s->tree, r->cache_salt, r->seq, r->len - 1, NULL, &r->est_node);
+    for (int i = 0; i < s->q.n_waiting; i++) {
+        sreq *r = s->q.waiting[i];
+        r->pol.est_node = NULL;
+        r->pol.est_prefix = kv_radix_match(s->eng.tree, r->kv.cache_salt, r->tok.seq, r->tok.len - 1, NULL, &r->pol.est_node);
     }
 }
 
@@ -111,16 +112,16 @@ static void dfs_emit(sched *s, dtree *d, int i, sreq **out, int *n_out)
         x->kids[b + 1] = k;
     }
     for (int a = 0; a < x->n_kids; a++) dfs_emit(s, d, x->kids[a], out, n_out);
-    for (int r = 0; r < s->n_waiting; r++)
-        if (s->waiting[r]->est_node == x->node) out[(*n_out)++] = s->waiting[r];
+    for (int r = 0; r < s->q.n_waiting; r++)
+        if (s->q.waiting[r]->pol.est_node == x->node) out[(*n_out)++] = s->q.waiting[r];
 }
 
 static int order_dfs_weight(sched *s)
 {
-    int n = s->n_waiting, rc = -1;
+    int n = s->q.n_waiting, rc = -1;
     /* a path has at most (len / P) + 1 nodes; bound the table by the sum */
     int64_t bound = 1;
-    for (int i = 0; i < n; i++) bound += s->waiting[i]->est_prefix / s->P + 1;
+    for (int i = 0; i < n; i++) bound += s->q.waiting[i]->pol.est_prefix / s->lim.P + 1;
     if (bound > (1 << 22)) return -1;
     dtree d = {0};
     d.cap = (int)bound;
@@ -131,12 +132,12 @@ static int order_dfs_weight(sched *s)
     sreq **out = malloc(sizeof(sreq *) * (size_t)n);
     if (!d.v || !d.tab || !out) goto done;
     memset(d.tab, 0xff, sizeof(int) * (size_t)d.tab_cap);
-    kv_radix_node *root = kv_radix_root(s->tree);
+    kv_radix_node *root = kv_radix_root(s->eng.tree);
     if (dtree_find(&d, root, true) != 0) goto done;
     for (int i = 0; i < n; i++) {
-        sreq *r = s->waiting[i];
+        sreq *r = s->q.waiting[i];
         int child = -1;
-        for (kv_radix_node *nd = r->est_node ? r->est_node : root; nd; nd = kv_radix_node_parent(nd)) {
+        for (kv_radix_node *nd = r->pol.est_node ? r->pol.est_node : root; nd; nd = kv_radix_node_parent(nd)) {
             int existed = dtree_find(&d, nd, false);
             int k = existed >= 0 ? existed : dtree_find(&d, nd, true);
             if (k < 0) goto done;
@@ -154,7 +155,7 @@ static int order_dfs_weight(sched *s)
                 }
                 x->kids[x->n_kids++] = child;
             }
-            if (existed >= 0 && nd != r->est_node) {
+            if (existed >= 0 && nd != r->pol.est_node) {
                 /* the rest of the path is known: only the weights remain */
                 for (int p = d.v[k].parent; p >= 0; p = d.v[p].parent) {
                     d.v[p].weight++;
@@ -171,7 +172,7 @@ static int order_dfs_weight(sched *s)
         log_error("dfs-weight ordered %d of %d requests", n_out, n);
         goto done;
     }
-    memcpy(s->waiting, out, sizeof(sreq *) * (size_t)n);
+    memcpy(s->q.waiting, out, sizeof(sreq *) * (size_t)n);
     rc = 0;
 done:
     if (d.v)
@@ -184,11 +185,11 @@ done:
 
 void sched_policy_order(sched *s)
 {
-    int n = s->n_waiting;
+    int n = s->q.n_waiting;
     if (n == 0) return;
     sched_policy p = s->a.schedule_policy;
     bool cache_aware = p == SCHED_POLICY_LPM || p == SCHED_POLICY_DFS_WEIGHT;
-    if (cache_aware && (n > SCHED_CACHE_AWARE_MAX_QUEUE || kv_radix_disabled(s->tree)))
+    if (cache_aware && (n > SCHED_CACHE_AWARE_MAX_QUEUE || kv_radix_disabled(s->eng.tree)))
         p = SCHED_POLICY_FCFS;
     rank_current(s);
     switch (p) {
@@ -196,30 +197,30 @@ void sched_policy_order(sched *s)
         break;
     case SCHED_POLICY_LPM:
         match_all(s);
-        qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_lpm);
+        qsort(s->q.waiting, (size_t)n, sizeof(sreq *), cmp_lpm);
         break;
     case SCHED_POLICY_DFS_WEIGHT:
         match_all(s);
         if (order_dfs_weight(s)) log_warn("dfs-weight ordering failed; keeping fcfs order");
         break;
     case SCHED_POLICY_LOF:
-        qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_lof);
+        qsort(s->q.waiting, (size_t)n, sizeof(sreq *), cmp_lof);
         break;
     case SCHED_POLICY_RANDOM:
         for (int i = n - 1; i > 0; i--) {
-            int j = (int)(sched_rand(&s->rng) % (uint64_t)(i + 1));
-            sreq *t = s->waiting[i];
-            s->waiting[i] = s->waiting[j];
-            s->waiting[j] = t;
+            int j = (int)(sched_rand(&s->in.rng) % (uint64_t)(i + 1));
+            sreq *t = s->q.waiting[i];
+            s->q.waiting[i] = s->q.waiting[j];
+            s->q.waiting[j] = t;
         }
         break;
     }
     if (s->a.enable_priority_scheduling) {
         rank_current(s);
         for (int i = 0; i < n; i++) {
-            sreq *r = s->waiting[i];
-            r->prio_key = s->a.schedule_low_priority_values_first ? r->priority : ~r->priority; /* ~p = -p-1: no overflow */
+            sreq *r = s->q.waiting[i];
+            r->pol.prio_key = s->a.schedule_low_priority_values_first ? r->pol.priority : ~r->pol.priority; /* ~p = -p-1: no overflow */
         }
-        qsort(s->waiting, (size_t)n, sizeof(sreq *), cmp_prio);
+        qsort(s->q.waiting, (size_t)n, sizeof(sreq *), cmp_prio);
     }
 }

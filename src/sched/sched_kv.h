@@ -1,0 +1,30 @@
+/* sched_kv — a request's pages and slots (layer 4, above sched_event). */
+#ifndef SGLC_SCHED_KV_H
+#define SGLC_SCHED_KV_H
+
+#include "sched/sched_impl.h"
+
+/* slots[p * P + k] = pages[p] * P + k for pages from_page .. n_pages - 1. */
+void sched_kv_set_slots(sched *s, sreq *r, int64_t from_page);
+
+/* Room in r's page table (and slot list) for n_pages pages; 0 or -1. */
+int sched_kv_page_room(sched *s, sreq *r, int64_t n_pages);
+
+/* Pages the pool can give after evicting the whole evictable tree. */
+int64_t sched_kv_avail_pages(sched *s);
+
+/* Make r's page table cover positions [0, upto) (evicting cached
+ * prefixes as needed); 0 or -1 (no room: r unchanged). */
+int sched_kv_alloc_upto(sched *s, sreq *r, int64_t upto);
+
+/* Give back r's KV: pages past its computed KV to the pool, the rest to
+ * the radix tree (insert) or the pool; drops the lock. */
+void sched_kv_release(sched *s, sreq *r, bool insert);
+
+/* SGLang's cache_unfinished_req after a prefill (chunk or whole): r's
+ * computed KV goes into the tree, shareable from the next step; r's slots
+ * follow the pages the tree gave back.  0, or -1: the page table can no
+ * longer be trusted (r->kv_broken set: release it without insert). */
+int sched_kv_cache_prefill(sched *s, sreq *r);
+
+#endif
