@@ -23,7 +23,8 @@
  * has no cycle, and a new feature adds a file (and a layer) where its
  * dependencies put it.  tests/scripts/test_sched_layers.sh checks it
  * against the list above (keep the two in step).  sched.h, the public
- * API, may be included anywhere; sched_json.{c,h} (the /generate codec)
+ * API, may be included anywhere; sched_result.{c,h} (the event
+ * accumulator for fronts; the /generate codec is api/api_generate_json)
  * and sched_args.c sit outside the layers.
  *
  * A step (sched_step): drain inbox and control messages; build a prefill
