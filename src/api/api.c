@@ -66,6 +66,7 @@ api_job *api_job_new(api_server *a, http_req *r, int kind, int n_prompt, int n_p
     j->n_per = n_per;
     j->n_slots = n_prompt * n_per;
     j->slots = calloc((size_t)j->n_slots, sizeof(api_slot));
+    j->outs = calloc((size_t)j->n_slots, sizeof(api_output));
     j->rids = calloc((size_t)n_prompt, sizeof(char *));
     j->prompt_text = calloc((size_t)n_prompt, sizeof(char *));
     j->prompt_tokens = calloc((size_t)n_prompt, sizeof(int64_t));
@@ -73,12 +74,17 @@ api_job *api_job_new(api_server *a, http_req *r, int kind, int n_prompt, int n_p
     j->skip_special = true;
     j->spaces_between = true;
     j->created = (int64_t)time(NULL);
-    if (!j->slots || !j->rids || !j->prompt_text || !j->prompt_tokens || !j->sub_ids) {
-        free(j->slots), free(j->rids), free(j->prompt_text), free(j->prompt_tokens), free(j->sub_ids);
+    if (!j->slots || !j->outs || !j->rids || !j->prompt_text || !j->prompt_tokens || !j->sub_ids) {
+        free(j->slots), free(j->outs), free(j->rids), free(j->prompt_text), free(j->prompt_tokens), free(j->sub_ids);
         free(j);
         return NULL;
     }
-    for (int i = 0; i < j->n_slots; i++) j->slots[i].prompt = i / n_per;
+    /* generation jobs with a tokenizer get an output stage per slot */
+    bool text = kind == JOB_NATIVE || kind == JOB_COMPL || kind == JOB_CHAT;
+    for (int i = 0; i < j->n_slots; i++) {
+        j->slots[i].prompt = i / n_per;
+        api_output_init(&j->outs[i], text ? a->cfg.tok : NULL);
+    }
     return j;
 }
 
@@ -88,14 +94,14 @@ void api_job_free(api_job *j)
     for (int i = 0; i < j->n_slots; i++) {
         sched_result_free(&j->slots[i].res);
         free(j->slots[i].emb);
-        if (j->slots[i].ts) tok_stream_destroy(j->slots[i].ts);
-        free(j->slots[i].stext);
+        api_output_free(&j->outs[i]);
     }
     for (int i = 0; i < j->n_prompt; i++) {
         free(j->rids[i]);
         free(j->prompt_text[i]);
     }
     free(j->slots);
+    free(j->outs);
     free(j->rids);
     free(j->prompt_text);
     free(j->prompt_tokens);
@@ -303,21 +309,13 @@ static void handle_event(api_server *a, const sched_event *e)
             j->err_msg = api_strdup(e->finish_str ? e->finish_str : "error");
         }
     }
-    if (j->stream && !atomic_load(&j->gone)) {
-        if (sl->ts && e->n_ids) {
-            char *t = NULL;
-            size_t tl = 0;
-            if (!tok_stream_push(sl->ts, e->ids, (size_t)e->n_ids, &t, &tl)) api_slot_append(sl, t, tl);
-            free(t);
-        }
-        if (sl->ts && e->kind == SCHED_EV_FINISH) {
-            char *t = NULL;
-            size_t tl = 0;
-            if (!tok_stream_finish(sl->ts, &t, &tl)) api_slot_append(sl, t, tl);
-            free(t);
-        }
-        job_stream_event(j, si, e);
+    /* the text of these tokens, decoded once by the slot's output stage on
+     * the scheduler thread (api_output.h) */
+    if (api_output_add(&j->outs[si], e->text, e->text_len) && !j->err_status) {
+        j->err_status = 500;
+        j->err_msg = api_strdup("Internal error: out of memory.");
     }
+    if (j->stream && !atomic_load(&j->gone)) job_stream_event(j, si, e);
     if (e->kind == SCHED_EV_FINISH && !sl->done) {
         sl->done = true;
         j->n_done++;
@@ -398,7 +396,9 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
         sched_req_spec *sp = &specs[i];
         int32_t out[2];
         for (int k = 0; k < 2; k++) out[k] = (int32_t)(sp->input_ids[k % sp->n_input] % vocab);
-        if (a->cfg.tok && sp->params.n_stop) api_stop_hook((void *)a->cfg.tok, ids[i], &sp->params, out, 2);
+        /* the output stage runs as the scheduler would run it */
+        void *octx = sp->output_ctx;
+        const sched_output_hook *h = &api_output_hook;
         int top = sp->return_logprob ? (sp->top_logprobs_num > 4 ? 4 : sp->top_logprobs_num) : 0;
         float lps[2] = {-0.5f, -1.5f}, tlp[8] = {-0.5f, -1.f, -2.f, -3.f, -0.5f, -1.f, -2.f, -3.f};
         int32_t tids[8];
@@ -414,12 +414,16 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
             e.top_n = top;
             e.top_ids = top ? tids : NULL;
             e.top_logprobs = top ? tlp : NULL;
+            if (sp->params.n_stop) h->check(NULL, octx, ids[i], k, &sp->params, out, 1);
             if (stream) {
                 e.kind = SCHED_EV_TOKENS;
                 e.ids = out;
                 e.n_ids = 1;
                 e.completion_tokens = 1;
+                e.text = h->text(NULL, octx, k, &sp->params, out, 1, SCHED_FINISH_NONE, &e.text_len);
                 handle_event(a, &e);
+                free(e.text);
+                e.text = NULL, e.text_len = 0;
                 e.ids = out + 1;
             } else {
                 e.ids = out;
@@ -447,7 +451,11 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
                 e.embedding = emb;
                 e.n_embedding = dims;
             }
+            if (sp->params.n_stop && (e.finish == SCHED_FINISH_STOP_STR || e.finish == SCHED_FINISH_ABORT))
+                h->check(NULL, octx, ids[i], k, &sp->params, out, 2);
+            e.text = h->text(NULL, octx, k, &sp->params, out, 2, e.finish, &e.text_len);
             handle_event(a, &e);
+            free(e.text);
         }
         sched_req_spec_free(sp);
     }
@@ -489,6 +497,7 @@ void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
             break;
         }
         specs[i].embed_dims = j->embed_dims;
+        if (j->outs[i * j->n_per].tok) specs[i].output_ctx = &j->outs[i * j->n_per]; /* siblings by index */
         j->skip_special = specs[i].params.skip_special_tokens;
         j->spaces_between = specs[i].params.spaces_between_special_tokens;
         j->no_stop_trim = specs[i].params.no_stop_trim;
@@ -504,14 +513,7 @@ void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
         api_job_free(j);
         return;
     }
-    for (int s = 0; s < j->n_slots; s++) {
-        sched_result_init(&j->slots[s].res, j->return_logprob);
-        if (j->stream && a->cfg.tok) {
-            tok_decode_opts o = {.skip_special_tokens = j->skip_special,
-                                 .spaces_between_special_tokens = j->spaces_between};
-            j->slots[s].ts = tok_stream_create(a->cfg.tok, &o);
-        }
-    }
+    for (int s = 0; s < j->n_slots; s++) sched_result_init(&j->slots[s].res, j->return_logprob);
     ops_on_submit(a, j, logs);
     for (int k = 0; logs && k < j->n_prompt; k++) json_decref(logs[k]);
     free(logs);
@@ -732,32 +734,6 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
     api_respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
 }
 
-/* ---- stop strings ------------------------------------------------------------------------------ */
-
-int api_stop_hook(void *ctx, uint64_t id, const sampling_params *p, const int32_t *out,
-                  int64_t n_out)
-{
-    const tok_tokenizer *tok = ctx;
-    if (!tok || p->n_stop <= 0 || n_out <= 0) return -1;
-    size_t maxlen = 0;
-    for (int i = 0; i < p->n_stop; i++)
-        if (strlen(p->stop[i]) > maxlen) maxlen = strlen(p->stop[i]);
-    /* the tail of the output that can hold a stop string completed by the
-     * newest token: every token decodes to at least one character or byte
-     * sequence, so maxlen + 2 tokens cover it */
-    int64_t k = (int64_t)maxlen + 2;
-    if (k > n_out) k = n_out;
-    tok_decode_opts o = {.skip_special_tokens = p->skip_special_tokens,
-                         .spaces_between_special_tokens = p->spaces_between_special_tokens};
-    char *txt = NULL;
-    if (tok_decode(tok, out + n_out - k, (size_t)k, &o, &txt, NULL)) return -1;
-    int hit = -1;
-    for (int i = 0; i < p->n_stop && hit < 0; i++)
-        if (p->stop[i][0] && strstr(txt, p->stop[i])) hit = i;
-    free(txt);
-    return hit;
-}
-
 /* ---- lifecycle ---------------------------------------------------------------------------------- */
 
 api_server *api_create(const api_config *cfg, char *err, size_t errlen)
@@ -829,6 +805,11 @@ void api_destroy(api_server *a)
     free(a->served), free(a->model_path), free(a->tok_path), free(a->arch), free(a->api_key), free(a->admin_api_key);
     free(a->root_path), free(a->weight_version);
     free(a);
+}
+
+void api_install_output_hook(sched *s)
+{
+    sched_set_output_hook(s, &api_output_hook, NULL);
 }
 
 void api_set_draining(api_server *a, bool on)

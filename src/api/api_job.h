@@ -32,6 +32,7 @@
 
 #include "api/api.h"
 #include "api/api_impl.h"
+#include "api/api_output.h"
 #include "api/api_generate_json.h"
 
 #include "util/timeutil.h"
@@ -43,9 +44,6 @@ enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED };
 
 typedef struct api_slot {
     sched_result res;
-    tok_stream *ts;              /* owned; streaming with a tokenizer */
-    char *stext;                 /* (stext_len) owned: streamed text so far */
-    size_t stext_len;
     size_t sent;                 /* bytes of text already sent as deltas */
     size_t ids_sent;             /* output ids already sent (incremental native streaming) */
     double t_last;               /* metrics: when its last tokens arrived, 0 = none yet */
@@ -65,6 +63,8 @@ typedef struct api_job {
     bool text_in_logprobs;       /* return_text_in_logprobs */
     int n_prompt, n_per, n_slots, n_done;
     api_slot *slots;             /* (n_slots) */
+    api_output *outs;            /* (n_slots) owned: the output stage of each slot (api_output.h);
+                                  * prompt i's siblings are outs[i * n_per ...], its output_ctx */
     char **rids;                 /* (n_prompt) owned */
     uint64_t *sub_ids;           /* (n_prompt) sched_submit ids, 0 = not submitted */
     char **prompt_text;          /* (n_prompt) owned or NULL (echo) */
@@ -125,11 +125,11 @@ void api_job_error(api_job *j, int status, const char *msg);
 void api_job_sse(api_job *j, json_t *o);
 /* A fresh request id (32 hex digits) in out. */
 void api_new_rid(api_server *a, char *out, size_t len);
-/* Final text of a finished slot: decode, minus a matched stop token /
- * stop string unless no_stop_trim (SGLang's trim_matched_stop).  malloc'd. */
+/* Final text of a finished slot (its output stage's text minus a matched
+ * stop string unless no_stop_trim: api_output_final).  malloc'd. */
 char *api_slot_final_text(api_job *j, api_slot *sl);
-/* Append streamed text to the slot.  0 or -1 (OOM). */
-int api_slot_append(api_slot *sl, const char *s, size_t n);
+/* The slot's output stage. */
+static inline api_output *api_slot_out(api_job *j, api_slot *sl) { return &j->outs[sl - j->slots]; }
 /* Text of one token for logprob tables (JSON null without a tokenizer). */
 json_t *api_token_text(const api_server *a, int32_t id);
 /* OpenAI finish_reason ("length", "stop", "abort") or NULL while running. */

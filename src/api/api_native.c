@@ -20,7 +20,8 @@ json_t *api_native_obj(api_job *j, api_slot *sl, bool final)
         json_object_set_new(o, "text", json_string(t ? t : ""));
         free(t);
     } else {
-        json_object_set_new(o, "text", json_string(sl->stext ? sl->stext : ""));
+        const api_output *out = api_slot_out(j, sl);
+        json_object_set_new(o, "text", json_string(out->text ? out->text : ""));
         json_t *m = json_object_get(o, "meta_info");
         if (m) {
             json_object_set_new(m, "finish_reason", json_null());

@@ -274,6 +274,34 @@ json_t *api_models_entry(api_server *a)
 }
 
 
+/* The slot's output parsers (api_output.h) over one delta of the text
+ * the client is sent: *content (malloc'd) what stays content, *reasoning
+ * (malloc'd, or NULL when no parser made any) reasoning_content.  With no
+ * parser registered, content is the text itself.  0 or -1 (OOM). */
+static int oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning)
+{
+    api_output *o = api_slot_out(j, sl);
+    *reasoning = NULL;
+    if (!o->n_parsers) {
+        *content = api_strdup(text ? text : "");
+        return *content ? 0 : -1;
+    }
+    api_pieces ps = {0};
+    int rc = api_output_parse(o, text ? text : "", text ? strlen(text) : 0, final, &ps);
+    *content = rc ? NULL : api_pieces_join(&ps, API_PIECE_CONTENT);
+    bool any_reasoning = false;
+    for (int i = 0; i < ps.n; i++) any_reasoning |= ps.v[i].kind == API_PIECE_REASONING;
+    if (!rc && any_reasoning) *reasoning = api_pieces_join(&ps, API_PIECE_REASONING);
+    /* tool-call pieces: rendered by the tool-call support (issue 10) */
+    api_pieces_free(&ps);
+    if (rc || !*content || (any_reasoning && !*reasoning)) {
+        free(*content), free(*reasoning);
+        *content = *reasoning = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* The non-streaming answer of a finished OpenAI job. */
 void api_oai_answer(api_job *j)
 {
@@ -281,7 +309,14 @@ void api_oai_answer(api_job *j)
     json_t *choices = json_array();
     for (int i = 0; i < j->n_slots; i++) {
         api_slot *sl = &j->slots[i];
-        char *t = api_slot_final_text(j, sl);
+        char *raw = api_slot_final_text(j, sl), *t = NULL, *reasoning = NULL;
+        if (oai_parse(j, sl, raw, true, &t, &reasoning)) {
+            free(raw);
+            json_decref(choices);
+            api_job_error(j, 500, "Internal error: out of memory.");
+            return;
+        }
+        free(raw);
         json_t *c;
         const char *fr = api_oai_finish(&sl->res);
         if (j->kind == JOB_COMPL) {
@@ -299,13 +334,15 @@ void api_oai_answer(api_job *j)
                           api_oai_matched(&sl->res));
             free(full);
         } else {
-            c = json_pack("{s:i,s:{s:s,s:s,s:n,s:n},s:o,s:o,s:o}", "index", i, "message", "role",
-                          "assistant", "content", t ? t : "", "reasoning_content", "tool_calls",
+            c = json_pack("{s:i,s:{s:s,s:s,s:o,s:n},s:o,s:o,s:o}", "index", i, "message", "role",
+                          "assistant", "content", t ? t : "", "reasoning_content",
+                          reasoning ? json_string(reasoning) : json_null(), "tool_calls",
                           "logprobs", j->return_logprob ? api_chat_logprobs(j, sl, 0) : json_null(),
                           "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
                           api_oai_matched(&sl->res));
         }
         free(t);
+        free(reasoning);
         json_array_append_new(choices, c);
     }
     json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->oai_id, "object",
@@ -329,12 +366,19 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
         delta = fl > sl->sent ? final + sl->sent : "";
         sl->sent = fl > sl->sent ? fl : sl->sent;
     } else {
-        delta = sl->stext && sl->stext_len > sl->sent ? sl->stext + sl->sent : "";
-        sl->sent = sl->stext_len > sl->sent ? sl->stext_len : sl->sent;
+        const api_output *o = api_slot_out(j, sl);
+        delta = o->text && o->len > sl->sent ? o->text + sl->sent : "";
+        sl->sent = o->len > sl->sent ? o->len : sl->sent;
     }
     if (!fin && !*delta && sl->role_sent && !(j->return_logprob && e->n_ids)) {
         free(final);
         return;
+    }
+    /* the raw delta through the output parsers: what the client sees */
+    char *content = NULL, *reasoning = NULL;
+    if (oai_parse(j, sl, delta, fin, &content, &reasoning)) {
+        free(final);
+        return; /* out of memory: this chunk is dropped */
     }
     json_t *c;
     const char *fr = fin ? api_oai_finish(&sl->res) : NULL;
@@ -344,22 +388,23 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     if (j->kind == JOB_COMPL && j->echo && !sl->role_sent && j->prompt_text[sl->prompt]) {
         /* echo: the prompt leads the first chunk */
         const char *pt = j->prompt_text[sl->prompt];
-        size_t pl = strlen(pt), dl = strlen(delta);
+        size_t pl = strlen(pt), dl = strlen(content);
         echoed = malloc(pl + dl + 1);
         if (echoed) {
             memcpy(echoed, pt, pl);
-            memcpy(echoed + pl, delta, dl + 1);
+            memcpy(echoed + pl, content, dl + 1);
         }
     }
     if (j->kind == JOB_COMPL) {
-        c = json_pack("{s:i,s:s,s:o,s:o,s:o}", "index", si, "text", echoed ? echoed : delta, "logprobs",
+        c = json_pack("{s:i,s:s,s:o,s:o,s:o}", "index", si, "text", echoed ? echoed : content, "logprobs",
                       j->return_logprob ? api_compl_logprobs(j, sl, sl->sent - strlen(delta), from) : json_null(),
                       "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
                       fin ? api_oai_matched(&sl->res) : json_null());
     } else {
         json_t *d = json_object();
         if (!sl->role_sent) json_object_set_new(d, "role", json_string("assistant"));
-        json_object_set_new(d, "content", json_string(delta));
+        json_object_set_new(d, "content", json_string(content));
+        if (reasoning) json_object_set_new(d, "reasoning_content", json_string(reasoning));
         c = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", si, "delta", d, "logprobs",
                       j->return_logprob ? api_chat_logprobs(j, sl, from) : json_null(), "finish_reason",
                       fr ? json_string(fr) : json_null(), "matched_stop",
@@ -368,6 +413,8 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     sl->role_sent = true;
     free(final);
     free(echoed);
+    free(content);
+    free(reasoning);
     json_t *arr = json_array();
     json_array_append_new(arr, c);
     api_job_sse(j, api_oai_chunk(j, arr));

@@ -101,38 +101,10 @@ void api_job_sse(api_job *j, json_t *o)
 
 /* ---- text ------------------------------------------------------------------------ */
 
-/* Final text of a finished slot: decode, minus a matched stop token /
- * stop string unless no_stop_trim (SGLang's trim_matched_stop). */
 char *api_slot_final_text(api_job *j, api_slot *sl)
 {
-    const tok_tokenizer *tok = j->api->cfg.tok;
-    if (!tok) return api_strdup("");
-    const sched_result *r = &sl->res;
-    int64_t n = r->n;
-    if (!j->no_stop_trim && r->fin.finish == SCHED_FINISH_STOP_TOKEN && n > 0 &&
-        r->ids[n - 1] == r->fin.finish_token)
-        n--;
-    tok_decode_opts o = {.skip_special_tokens = j->skip_special,
-                         .spaces_between_special_tokens = j->spaces_between};
-    char *txt = NULL;
-    if (tok_decode(tok, r->ids, (size_t)n, &o, &txt, NULL)) return api_strdup("");
-    if (!j->no_stop_trim && r->fin.finish == SCHED_FINISH_STOP_STR && r->fin.finish_str) {
-        char *p = strstr(txt, r->fin.finish_str);
-        if (p) *p = 0;
-    }
-    return txt;
-}
-
-int api_slot_append(api_slot *sl, const char *s, size_t n)
-{
-    if (!n) return 0;
-    char *g = realloc(sl->stext, sl->stext_len + n + 1);
-    if (!g) return -1;
-    memcpy(g + sl->stext_len, s, n);
-    sl->stext = g;
-    sl->stext_len += n;
-    g[sl->stext_len] = 0;
-    return 0;
+    char *t = api_output_final(api_slot_out(j, sl), sl->res.fin.finish, sl->res.fin.finish_str, j->no_stop_trim);
+    return t ? t : api_strdup("");
 }
 
 /* Text of one token for logprob tables. */

@@ -86,6 +86,7 @@ typedef struct sreq {
         bool stream;
         int stream_interval;
         int64_t n_sent;         /* output tokens already sent in events */
+        void *output_ctx;       /* borrowed or NULL: the front's output stage (sched_output_hook) */
     } out;
     struct {                    /* logprobs (return_logprob) */
         bool return_logprob;
@@ -236,8 +237,10 @@ struct sched {
         uint64_t next_id;
         uint64_t rng;           /* seeds for unseeded requests (and the random policy) */
     } in;
-    struct {                    /* front hooks (set before the thread starts; stop hook under in_mu) */
-        sched_stop_fn stop_fn;
+    struct {                    /* front hooks (set before the thread starts; output hook under in_mu) */
+        sched_output_hook output; /* the front's output stage (check / text) */
+        void *output_ctx;       /* borrowed */
+        sched_stop_fn stop_fn;  /* sched_set_stop_hook: output.check calls it */
         void *stop_ctx;         /* borrowed */
         sched_draft_fn draft_fn; /* speculative decoding seam */
         void *draft_ctx;        /* borrowed */

@@ -115,6 +115,7 @@ int sched_result_add(sched_result *r, const sched_event *e)
         r->fin.finish_str = e->finish_str ? dup_str(e->finish_str) : NULL;
         r->fin.ids = NULL, r->fin.logprobs = NULL, r->fin.top_ids = NULL, r->fin.top_logprobs = NULL;
         r->fin.tids = NULL, r->fin.tid_logprobs = NULL, r->fin.next = NULL;
+        r->fin.text = NULL, r->fin.text_len = 0, r->fin.embedding = NULL;
         r->done = true;
     }
     return 0;
