@@ -71,8 +71,6 @@ api_job *api_job_new(api_server *a, http_req *r, int kind, int n_prompt, int n_p
     j->prompt_text = calloc((size_t)n_prompt, sizeof(char *));
     j->prompt_tokens = calloc((size_t)n_prompt, sizeof(int64_t));
     j->sub_ids = calloc((size_t)n_prompt, sizeof(uint64_t));
-    j->skip_special = true;
-    j->spaces_between = true;
     j->created = (int64_t)time(NULL);
     if (!j->slots || !j->outs || !j->rids || !j->prompt_text || !j->prompt_tokens || !j->sub_ids) {
         free(j->slots), free(j->outs), free(j->rids), free(j->prompt_text), free(j->prompt_tokens), free(j->sub_ids);
@@ -497,10 +495,8 @@ void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
             break;
         }
         specs[i].embed_dims = j->embed_dims;
+        for (int k = 0; k < j->n_per; k++) j->outs[i * j->n_per + k].no_stop_trim = specs[i].params.no_stop_trim;
         if (j->outs[i * j->n_per].tok) specs[i].output_ctx = &j->outs[i * j->n_per]; /* siblings by index */
-        j->skip_special = specs[i].params.skip_special_tokens;
-        j->spaces_between = specs[i].params.spaces_between_special_tokens;
-        j->no_stop_trim = specs[i].params.no_stop_trim;
         j->return_logprob = specs[i].return_logprob;
         j->top_logprobs = specs[i].top_logprobs_num;
         j->prompt_tokens[i] = specs[i].n_input;

@@ -21,6 +21,10 @@
  *                     prompt, message / delta objects, logprobs
  *   api_embed_job.c   /encode and /v1/embeddings jobs (parsing is
  *                     api_embed.c)
+ *   api_output.c      the output stage of each slot: detokenize once (on
+ *                     the scheduler thread, through the output hook),
+ *                     stop strings, output parsers
+ *   api_generate_json.c  the /generate wire codec
  *
  * After submission only the dispatcher touches a job, except `gone` (set
  * by the close hook) and the rids it reads. */
@@ -59,7 +63,6 @@ typedef struct api_job {
     int kind;
     bool stream, list_out, include_usage, echo, return_logprob;
     int top_logprobs;
-    bool skip_special, spaces_between, no_stop_trim;
     bool text_in_logprobs;       /* return_text_in_logprobs */
     int n_prompt, n_per, n_slots, n_done;
     api_slot *slots;             /* (n_slots) */

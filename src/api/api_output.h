@@ -87,6 +87,7 @@ typedef struct api_output_parser {
 
 typedef struct api_output {
     const tok_tokenizer *tok;    /* borrowed; NULL = no stage (text stays "") */
+    bool no_stop_trim;           /* the request's sampling_params.no_stop_trim (the front sets it) */
     /* scheduler thread (the hook) */
     tok_stream *ts;              /* owned; created at the first token (options from the params) */
     int64_t n_decoded;           /* output ids fed to ts */

@@ -103,7 +103,8 @@ void api_job_sse(api_job *j, json_t *o)
 
 char *api_slot_final_text(api_job *j, api_slot *sl)
 {
-    char *t = api_output_final(api_slot_out(j, sl), sl->res.fin.finish, sl->res.fin.finish_str, j->no_stop_trim);
+    const api_output *o = api_slot_out(j, sl);
+    char *t = api_output_final(o, sl->res.fin.finish, sl->res.fin.finish_str, o->no_stop_trim);
     return t ? t : api_strdup("");
 }
 
