@@ -79,7 +79,8 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     if (tokens > (INT32_MAX - P) / P * P) tokens = (INT32_MAX - P) / P * P;
     if (tokens < 2 * (int64_t)P || tokens < 4) {
         snprintf(err, errlen,
-                 "not enough memory for the KV cache (%" PRId64 " tokens); raise --mem-fraction-static or set --max-total-tokens",
+                 "not enough memory for the KV cache (%" PRId64
+                 " tokens); raise --mem-fraction-static or set --max-total-tokens",
                  tokens);
         return NULL;
     }
@@ -97,12 +98,12 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->lim.capacity = tokens;
     s->lim.n_eos = c->n_eos;
     for (int i = 0; i < c->n_eos && i < MODEL_MAX_EOS; i++) s->lim.eos[i] = c->eos_token_ids[i];
-    pthread_mutex_init(&s->in.in_mu, NULL);
-    pthread_cond_init(&s->in.in_cv, NULL);
-    pthread_mutex_init(&s->out.out_mu, NULL);
-    pthread_cond_init(&s->out.out_cv, NULL);
-    pthread_cond_init(&s->ctl.ctl_cv, NULL);
-    pthread_mutex_init(&s->prog.pg_mu, NULL);
+    pthread_mutex_init(&s->in.mu, NULL);
+    pthread_cond_init(&s->in.cv, NULL);
+    pthread_mutex_init(&s->out.mu, NULL);
+    pthread_cond_init(&s->out.cv, NULL);
+    pthread_cond_init(&s->ctl.cv, NULL);
+    pthread_mutex_init(&s->prog.mu, NULL);
     s->in.next_id = 1;
     s->in.rng = a->random_seed ^ 0x5EEDull;
     s->out.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -124,7 +125,9 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->adm.new_token_ratio = s->adm.init_ratio;
     s->eng.kv = model_kv_create(m, (int)tokens, kdt);
     s->eng.pool = kv_pool_create(tokens / P, P);
-    s->eng.tree = s->eng.pool ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache) : NULL;
+    s->eng.tree = s->eng.pool
+                      ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache)
+                      : NULL;
     int nth = a->threads > 0 ? a->threads : (cpu_get()->n_cores > 0 ? cpu_get()->n_cores : 1);
     s->eng.tp = tpool_create(nth);
     s->buf.scratch = aligned_alloc(64, (sampling_scratch_bytes(s->lim.V) + 63) & ~(size_t)63);
@@ -165,9 +168,9 @@ static void drop_all(sched *s)
         sched_req_free(s->q.chunked);
         s->q.chunked = NULL;
     }
-    while (s->in.in_head) {
-        sreq *r = s->in.in_head;
-        s->in.in_head = r->life.next;
+    while (s->in.head) {
+        sreq *r = s->in.head;
+        s->in.head = r->life.next;
         sched_req_free(r);
     }
     while (s->in.ab_head) {
@@ -190,9 +193,9 @@ void sched_destroy(sched *s)
     sched_stop(s);
     sched_ctl_fail_pending(s);
     if (s->eng.tree && s->eng.pool) drop_all(s);
-    while (s->out.out_head) {
-        sched_event *e = s->out.out_head;
-        s->out.out_head = e->next;
+    while (s->out.head) {
+        sched_event *e = s->out.head;
+        s->out.head = e->next;
         sched_event_free(e);
     }
     kv_radix_destroy(s->eng.tree);
@@ -218,12 +221,12 @@ void sched_destroy(sched *s)
     free(s->buf.tmp_top_lp);
     free(s->buf.tmp_tid_lp);
     if (s->out.efd >= 0) close(s->out.efd);
-    pthread_mutex_destroy(&s->in.in_mu);
-    pthread_cond_destroy(&s->in.in_cv);
-    pthread_mutex_destroy(&s->out.out_mu);
-    pthread_cond_destroy(&s->out.out_cv);
-    pthread_cond_destroy(&s->ctl.ctl_cv);
-    pthread_mutex_destroy(&s->prog.pg_mu);
+    pthread_mutex_destroy(&s->in.mu);
+    pthread_cond_destroy(&s->in.cv);
+    pthread_mutex_destroy(&s->out.mu);
+    pthread_cond_destroy(&s->out.cv);
+    pthread_cond_destroy(&s->ctl.cv);
+    pthread_mutex_destroy(&s->prog.mu);
     free(s);
 }
 
@@ -232,9 +235,9 @@ static void *thread_main(void *arg)
     sched *s = arg;
     pthread_setname_np(pthread_self(), "sglc-sched");
     for (;;) {
-        pthread_mutex_lock(&s->in.in_mu);
+        pthread_mutex_lock(&s->in.mu);
         bool stop = s->thr.stop;
-        pthread_mutex_unlock(&s->in.in_mu);
+        pthread_mutex_unlock(&s->in.mu);
         if (stop) break;
         int r = sched_step(s);
         if (r < 0) log_error("scheduler step failed; continuing");
@@ -242,9 +245,9 @@ static void *thread_main(void *arg)
             /* --sleep-on-idle: the compute workers go to sleep now instead
              * of spinning out their pause/yield budget after the last forward */
             if (s->a.sleep_on_idle) tpool_quiesce(s->eng.tp);
-            pthread_mutex_lock(&s->in.in_mu);
-            while (!s->thr.stop && !s->in.in_head && !s->in.ab_head && !s->ctl.ctl_head) pthread_cond_wait(&s->in.in_cv, &s->in.in_mu);
-            pthread_mutex_unlock(&s->in.in_mu);
+            pthread_mutex_lock(&s->in.mu);
+            while (!s->thr.stop && !s->in.head && !s->in.ab_head && !s->ctl.head) pthread_cond_wait(&s->in.cv, &s->in.mu);
+            pthread_mutex_unlock(&s->in.mu);
         }
     }
     return NULL;
@@ -266,11 +269,11 @@ int sched_start(sched *s)
 void sched_stop(sched *s)
 {
     if (!s->thr.thread_started) return;
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     s->thr.stop = true;
     s->thr.stopped = true;
-    pthread_cond_broadcast(&s->in.in_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_cond_broadcast(&s->in.cv);
+    pthread_mutex_unlock(&s->in.mu);
     pthread_join(s->thr.thread, NULL);
     s->thr.thread_started = false;
     sched_ctl_fail_pending(s);
@@ -286,26 +289,26 @@ int sched_control(sched *s, sched_ctl *c)
     if (c->kind == SCHED_CTL_SWAP_MODEL && c->new_model && c->new_model != s->eng.m &&
         model_reserve(c->new_model, s->ctl.rsv_tok, s->ctl.rsv_kv, s->ctl.rsv_nth))
         log_warn("could not pre-size the new model's scratch; it grows on demand");
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     if (s->thr.stopped) {
-        pthread_mutex_unlock(&s->in.in_mu);
+        pthread_mutex_unlock(&s->in.mu);
         snprintf(c->msg, sizeof c->msg, "The scheduler is stopped.");
         return -1;
     }
-    if (s->ctl.ctl_tail) s->ctl.ctl_tail->next = &m;
-    else s->ctl.ctl_head = &m;
-    s->ctl.ctl_tail = &m;
-    pthread_cond_signal(&s->in.in_cv);
+    if (s->ctl.tail) s->ctl.tail->next = &m;
+    else s->ctl.head = &m;
+    s->ctl.tail = &m;
+    pthread_cond_signal(&s->in.cv);
     bool threaded = s->thr.thread_started;
     if (threaded)
-        while (!m.done) pthread_cond_wait(&s->ctl.ctl_cv, &s->in.in_mu);
-    pthread_mutex_unlock(&s->in.in_mu);
+        while (!m.done) pthread_cond_wait(&s->ctl.cv, &s->in.mu);
+    pthread_mutex_unlock(&s->in.mu);
     if (!threaded) {
         /* synchronous mode: the caller is the scheduler thread */
         for (;;) {
-            pthread_mutex_lock(&s->in.in_mu);
+            pthread_mutex_lock(&s->in.mu);
             bool done = m.done;
-            pthread_mutex_unlock(&s->in.in_mu);
+            pthread_mutex_unlock(&s->in.mu);
             if (done) break;
             if (sched_step(s) < 0) log_error("scheduler step failed while handling a control message");
         }
@@ -315,9 +318,9 @@ int sched_control(sched *s, sched_ctl *c)
 
 bool sched_is_paused(sched *s)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     bool p = s->ctl.paused;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     return p;
 }
 
@@ -325,9 +328,9 @@ model *sched_model(sched *s) { return s->eng.m; }
 
 void sched_get_progress(sched *s, sched_progress *out)
 {
-    pthread_mutex_lock(&s->prog.pg_mu);
+    pthread_mutex_lock(&s->prog.mu);
     *out = s->prog.pg;
-    pthread_mutex_unlock(&s->prog.pg_mu);
+    pthread_mutex_unlock(&s->prog.mu);
 }
 
 int64_t sched_max_req_input_len(const sched *s) { return s->lim.max_req_input_len; }

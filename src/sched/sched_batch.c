@@ -262,7 +262,7 @@ int sched_batch_alloc_decode(sched *s)
     int64_t need = 0;
     for (int i = 0; i < s->q.n_running; i++) {
         sreq *r = s->q.running[i];
-        need += kv_pool_pages_for(s->eng.pool, r->kv.kv_len + 1) - r->kv.n_pages;
+        need += max64(0, kv_pool_pages_for(s->eng.pool, r->kv.kv_len + 1) - r->kv.n_pages);
     }
     if (need > sched_kv_avail_pages(s)) return -1;
     for (int i = 0; i < s->q.n_running; i++)
@@ -310,7 +310,8 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
     int n_dec = with_decode ? s->q.n_running : 0;
     int64_t n_tok = 0;
     for (int b = 0; b < s->buf.n_batch; b++) n_tok += s->buf.batch[b]->kv.extend;
-    for (int i = 0; i < n_dec; i++) n_tok += s->q.running[i]->tok.len - s->q.running[i]->kv.kv_len + s->q.running[i]->spec.n_draft;
+    for (int i = 0; i < n_dec; i++)
+        n_tok += s->q.running[i]->tok.len - s->q.running[i]->kv.kv_len + s->q.running[i]->spec.n_draft;
     int n_seq = s->buf.n_batch + n_dec;
     if (n_tok > INT32_MAX / 2 || reserve_batch(s, (int)n_tok, n_seq)) {
         log_error("out of memory for a batch of %" PRId64 " tokens", n_tok);

@@ -5,8 +5,8 @@
  * DESIGN
  * Layer 10 (sched_impl.h "Layers"): includes sched_util, sched_retract,
  * sched_inbox.  A message (ctl_msg) belongs to its waiting caller
- * (sched_control); it is answered by setting `done` under in_mu and
- * broadcasting ctl_cv.  A swap waits (s->ctl.swap_wait) until no request is
+ * (sched_control); it is answered by setting `done` under in.mu and
+ * broadcasting ctl.cv.  A swap waits (s->ctl.swap_wait) until no request is
  * in flight or generation is paused; requests arriving meanwhile are
  * held (sched_inbox). */
 #include "sched/sched_ctl.h"
@@ -20,17 +20,17 @@
 
 static void ctl_done(sched *s, ctl_msg *m)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     m->done = true;
-    pthread_cond_broadcast(&s->ctl.ctl_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_cond_broadcast(&s->ctl.cv);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 static void set_paused(sched *s, bool on)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     s->ctl.paused = on;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 
@@ -177,10 +177,10 @@ static void handle_ctl(sched *s, ctl_msg *m)
 
 void sched_ctl_drain(sched *s)
 {
-    pthread_mutex_lock(&s->in.in_mu);
-    ctl_msg *m = s->ctl.ctl_head;
-    s->ctl.ctl_head = s->ctl.ctl_tail = NULL;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
+    ctl_msg *m = s->ctl.head;
+    s->ctl.head = s->ctl.tail = NULL;
+    pthread_mutex_unlock(&s->in.mu);
     while (m) {
         ctl_msg *n = m->next; /* m belongs to its waiting caller once done */
         m->next = NULL;
@@ -190,12 +190,12 @@ void sched_ctl_drain(sched *s)
 }
 
 /* Refuse every control message still queued or waiting (shutdown).  A
- * message's caller frees it once it sees `done` (under in_mu, held here). */
+ * message's caller frees it once it sees `done` (under in.mu, held here). */
 void sched_ctl_fail_pending(sched *s)
 {
-    pthread_mutex_lock(&s->in.in_mu);
-    ctl_msg *m = s->ctl.ctl_head;
-    s->ctl.ctl_head = s->ctl.ctl_tail = NULL;
+    pthread_mutex_lock(&s->in.mu);
+    ctl_msg *m = s->ctl.head;
+    s->ctl.head = s->ctl.tail = NULL;
     ctl_msg *w = s->ctl.swap_wait;
     s->ctl.swap_wait = NULL;
     while (m || w) {
@@ -206,6 +206,6 @@ void sched_ctl_fail_pending(sched *s)
         snprintf(x->c->msg, sizeof x->c->msg, "The scheduler is stopped.");
         x->done = true;
     }
-    pthread_cond_broadcast(&s->ctl.ctl_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_cond_broadcast(&s->ctl.cv);
+    pthread_mutex_unlock(&s->in.mu);
 }

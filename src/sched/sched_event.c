@@ -60,13 +60,13 @@ void sched_event_free(sched_event *e)
 
 static void outbox_push(sched *s, sched_event *e)
 {
-    pthread_mutex_lock(&s->out.out_mu);
+    pthread_mutex_lock(&s->out.mu);
     e->next = NULL;
-    if (s->out.out_tail) s->out.out_tail->next = e;
-    else s->out.out_head = e;
-    s->out.out_tail = e;
-    pthread_cond_broadcast(&s->out.out_cv);
-    pthread_mutex_unlock(&s->out.out_mu);
+    if (s->out.tail) s->out.tail->next = e;
+    else s->out.head = e;
+    s->out.tail = e;
+    pthread_cond_broadcast(&s->out.cv);
+    pthread_mutex_unlock(&s->out.mu);
     if (s->out.efd >= 0) {
         uint64_t one = 1;
         ssize_t w = write(s->out.efd, &one, sizeof one);
@@ -76,13 +76,13 @@ static void outbox_push(sched *s, sched_event *e)
 
 static sched_event *outbox_pop_locked(sched *s)
 {
-    sched_event *e = s->out.out_head;
+    sched_event *e = s->out.head;
     if (e) {
-        s->out.out_head = e->next;
-        if (!s->out.out_head) s->out.out_tail = NULL;
+        s->out.head = e->next;
+        if (!s->out.head) s->out.tail = NULL;
         e->next = NULL;
     }
-    if (!s->out.out_head && s->out.efd >= 0) {
+    if (!s->out.head && s->out.efd >= 0) {
         uint64_t v;
         ssize_t r = read(s->out.efd, &v, sizeof v); /* non-blocking: drains the counter */
         (void)r;
@@ -92,30 +92,30 @@ static sched_event *outbox_pop_locked(sched *s)
 
 sched_event *sched_poll(sched *s)
 {
-    pthread_mutex_lock(&s->out.out_mu);
+    pthread_mutex_lock(&s->out.mu);
     sched_event *e = outbox_pop_locked(s);
-    pthread_mutex_unlock(&s->out.out_mu);
+    pthread_mutex_unlock(&s->out.mu);
     return e;
 }
 
 sched_event *sched_wait(sched *s, double timeout_s)
 {
-    pthread_mutex_lock(&s->out.out_mu);
-    if (!s->out.out_head) {
+    pthread_mutex_lock(&s->out.mu);
+    if (!s->out.head) {
         if (timeout_s < 0) {
-            while (!s->out.out_head) pthread_cond_wait(&s->out.out_cv, &s->out.out_mu);
+            while (!s->out.head) pthread_cond_wait(&s->out.cv, &s->out.mu);
         } else {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             double t = ts.tv_sec + ts.tv_nsec * 1e-9 + timeout_s;
             ts.tv_sec = (time_t)t;
             ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
-            while (!s->out.out_head)
-                if (pthread_cond_timedwait(&s->out.out_cv, &s->out.out_mu, &ts) == ETIMEDOUT) break;
+            while (!s->out.head)
+                if (pthread_cond_timedwait(&s->out.cv, &s->out.mu, &ts) == ETIMEDOUT) break;
         }
     }
     sched_event *e = outbox_pop_locked(s);
-    pthread_mutex_unlock(&s->out.out_mu);
+    pthread_mutex_unlock(&s->out.mu);
     return e;
 }
 
@@ -208,8 +208,10 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
             if (e->in_top_ids && e->in_top_logprobs) {
                 for (int i = 0; i < r->lpr.top_n; i++) e->in_top_ids[i] = -1, e->in_top_logprobs[i] = NAN;
                 if (r->lpr.n_in_lp) {
-                    memcpy(e->in_top_ids + r->lpr.top_n, r->lpr.in_top_ids, sizeof(int32_t) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
-                    memcpy(e->in_top_logprobs + r->lpr.top_n, r->lpr.in_top_lp, sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
+                    memcpy(e->in_top_ids + r->lpr.top_n, r->lpr.in_top_ids,
+                           sizeof(int32_t) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
+                    memcpy(e->in_top_logprobs + r->lpr.top_n, r->lpr.in_top_lp,
+                           sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.top_n));
                 }
             }
         }
@@ -223,7 +225,9 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
             oom |= !e->tids || !e->in_tid_logprobs;
             if (e->in_tid_logprobs) {
                 for (int i = 0; i < r->lpr.n_tid; i++) e->in_tid_logprobs[i] = NAN;
-                if (r->lpr.n_in_lp) memcpy(e->in_tid_logprobs + r->lpr.n_tid, r->lpr.in_tid_lp, sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.n_tid));
+                if (r->lpr.n_in_lp)
+                    memcpy(e->in_tid_logprobs + r->lpr.n_tid, r->lpr.in_tid_lp,
+                           sizeof(float) * (size_t)(r->lpr.n_in_lp * r->lpr.n_tid));
             }
         }
         r->lpr.in_lp_sent = true;

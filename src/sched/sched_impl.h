@@ -46,7 +46,10 @@
  *
  * Waiting: kv_len 0, no pages, no lock.  Prefill (extend): KV grows from
  * the matched prefix to len (one chunk per step when chunked).  Decode:
- * seq[len - 1] goes in at position kv_len = len - 1.  A retracted request
+ * seq[len - 1] goes in at position kv_len = len - 1, followed by the
+ * step's n_draft draft tokens at len .. len + n_draft - 1 (pages for them
+ * allocated by sched_batch_draft); after m accepted tokens kv_len =
+ * len - 1 again, a rejected draft's KV lies past it.  A retracted request
  * keeps seq (its outputs) and is prefilled again over input + output. */
 #ifndef SGLC_SCHED_IMPL_H
 #define SGLC_SCHED_IMPL_H
@@ -227,17 +230,17 @@ struct sched {
     } blog;
     struct {
         sched_stats st;         /* scheduler thread */
-        sched_stats st_pub;     /* snapshot after each step, under out.out_mu (threaded readers) */
+        sched_stats st_pub;     /* snapshot after each step, under out.mu (threaded readers) */
     } stats;
-    struct {                    /* inbox (in_mu) */
-        pthread_mutex_t in_mu;
-        pthread_cond_t in_cv;
-        sreq *in_head, *in_tail;    /* owned requests */
+    struct {                    /* inbox (in.mu) */
+        pthread_mutex_t mu;     /* guards this group, hooks.stop_*, thr.stop*, ctl queue */
+        pthread_cond_t cv;
+        sreq *head, *tail;      /* owned requests */
         abort_msg *ab_head, *ab_tail; /* owned */
         uint64_t next_id;
         uint64_t rng;           /* seeds for unseeded requests (and the random policy) */
     } in;
-    struct {                    /* front hooks (set before the thread starts; output hook under in_mu) */
+    struct {                    /* front hooks (set before the thread starts; output hook under in.mu) */
         sched_output_hook output; /* the front's output stage (check / text) */
         void *output_ctx;       /* borrowed */
         sched_stop_fn stop_fn;  /* sched_set_stop_hook: output.check calls it */
@@ -246,27 +249,27 @@ struct sched {
         void *draft_ctx;        /* borrowed */
         int max_draft;
     } hooks;
-    struct {                    /* outbox (out_mu) */
-        pthread_mutex_t out_mu;
-        pthread_cond_t out_cv;
-        sched_event *out_head, *out_tail; /* owned events */
+    struct {                    /* outbox (out.mu) */
+        pthread_mutex_t mu;     /* guards this group and stats.st_pub */
+        pthread_cond_t cv;
+        sched_event *head, *tail; /* owned events */
         int efd;                /* eventfd, owned (-1 none) */
     } out;
-    struct {                    /* the thread (stop / stopped under in_mu) */
+    struct {                    /* the thread (stop / stopped under in.mu) */
         pthread_t thread;
         bool thread_started, stop;
         bool stopped;           /* the thread ran and was stopped: control messages refused */
     } thr;
-    struct {                    /* control (in_mu guards the queue and `done`; the rest is scheduler-thread state) */
-        ctl_msg *ctl_head, *ctl_tail; /* borrowed from the waiting callers */
-        pthread_cond_t ctl_cv;  /* broadcast when a message is done */
-        bool paused;            /* also read by sched_is_paused under in_mu */
+    struct {                    /* control (in.mu guards the queue and `done`; the rest is scheduler-thread state) */
+        ctl_msg *head, *tail;   /* borrowed from the waiting callers */
+        pthread_cond_t cv;      /* broadcast when a message is done */
+        bool paused;            /* also read by sched_is_paused under in.mu */
         ctl_msg *swap_wait;     /* SWAP_MODEL waiting for the requests in flight */
         sreq *held_head, *held_tail; /* requests that arrived while paused / a swap waits (owned) */
         int rsv_tok, rsv_kv, rsv_nth; /* model_reserve sizes (applied to a swapped-in model) */
     } ctl;
-    struct {                    /* progress for the watchdog (pg_mu) */
-        pthread_mutex_t pg_mu;
+    struct {                    /* progress for the watchdog (prog.mu) */
+        pthread_mutex_t mu;
         sched_progress pg;
     } prog;
 };

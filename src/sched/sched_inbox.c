@@ -4,7 +4,7 @@
  *
  * DESIGN
  * Layer 9 (sched_impl.h "Layers"): includes sched_util, sched_event,
- * sched_kv, sched_req.  in_mu guards the inbox lists; a submit validates
+ * sched_kv, sched_req.  in.mu guards the inbox lists; a submit validates
  * on the caller's thread (SGLang's tokenizer-manager checks and
  * SamplingParams.verify), builds the request(s) and links them in; the
  * scheduler takes the whole list at the start of a step. */
@@ -41,7 +41,8 @@ void sched_inbox_abort(sched *s, const sched_abort_key *key)
             for (int c = 0; c < r->life.n_children; c++)
                 if (rid_match_key(key, r->life.children[c])) {
                     sreq *ch = r->life.children[c];
-                    memmove(r->life.children + c, r->life.children + c + 1, sizeof(sreq *) * (size_t)(r->life.n_children - c - 1));
+                    memmove(r->life.children + c, r->life.children + c + 1,
+                            sizeof(sreq *) * (size_t)(r->life.n_children - c - 1));
                     r->life.n_children--;
                     c--;
                     sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "Request aborted.", 200);
@@ -77,7 +78,8 @@ void sched_inbox_abort(sched *s, const sched_abort_key *key)
             sreq *ch = r->life.children[c];
             sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "Request aborted.", 200);
         }
-        if (!r->who.internal) sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "Request aborted.", 200);
+        if (!r->who.internal)
+            sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "Request aborted.", 200);
         sched_req_free(r);
     }
     s->ctl.held_tail = NULL;
@@ -95,7 +97,8 @@ static int lowest_waiting(sched *s)
             continue;
         }
         sreq *p = s->q.waiting[pick];
-        bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority : r->pol.priority < p->pol.priority;
+        bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority
+                                                             : r->pol.priority < p->pol.priority;
         if (lower || (r->pol.priority == p->pol.priority && r->pol.seq_no > p->pol.seq_no)) pick = i;
     }
     return pick;
@@ -107,7 +110,8 @@ static void admit_new(sched *s, sreq *r)
         int low = s->a.enable_priority_scheduling ? lowest_waiting(s) : -1;
         if (low >= 0) {
             sreq *l = s->q.waiting[low];
-            bool better = s->a.schedule_low_priority_values_first ? r->pol.priority < l->pol.priority : r->pol.priority > l->pol.priority;
+            bool better = s->a.schedule_low_priority_values_first ? r->pol.priority < l->pol.priority
+                                                                  : r->pol.priority > l->pol.priority;
             if (better) {
                 sched_remove_req(s->q.waiting, &s->q.n_waiting, low);
                 l->life.abort_msg = sched_strdup("The request is aborted by a higher priority request.");
@@ -122,7 +126,9 @@ static void admit_new(sched *s, sreq *r)
             sreq *ch = r->life.children[c];
             sched_emit_reject(s, ch->who.id, ch->who.index, ch->who.rid, ch->tok.n_input, "The request queue is full.", 503);
         }
-        if (!r->who.internal) sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "The request queue is full.", 503);
+        if (!r->who.internal)
+            sched_emit_reject(s, r->who.id, r->who.index, r->who.rid, r->tok.n_input, "The request queue is full.",
+                              503);
         sched_req_free(r);
         return;
     }
@@ -155,12 +161,12 @@ static bool sched_inbox_holding(const sched *s) { return s->ctl.paused || s->ctl
 
 void sched_inbox_drain(sched *s)
 {
-    pthread_mutex_lock(&s->in.in_mu);
-    sreq *head = s->in.in_head;
+    pthread_mutex_lock(&s->in.mu);
+    sreq *head = s->in.head;
     abort_msg *ab = s->in.ab_head;
-    s->in.in_head = s->in.in_tail = NULL;
+    s->in.head = s->in.tail = NULL;
     s->in.ab_head = s->in.ab_tail = NULL;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     while (head) {
         sreq *r = head;
         head = r->life.next;
@@ -182,13 +188,13 @@ void sched_inbox_drain(sched *s)
 
 void sched_set_output_hook(sched *s, const sched_output_hook *h, void *ctx)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     memset(&s->hooks.output, 0, sizeof s->hooks.output);
     if (h) s->hooks.output = *h;
     s->hooks.output_ctx = ctx;
     s->hooks.stop_fn = NULL;
     s->hooks.stop_ctx = NULL;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 /* sched_set_stop_hook's check: the predicate, without the request context. */
@@ -204,10 +210,10 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx)
 {
     sched_output_hook h = {.check = stop_only_check};
     sched_set_output_hook(s, fn ? &h : NULL, fn ? s : NULL);
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     s->hooks.stop_fn = fn;
     s->hooks.stop_ctx = ctx;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
@@ -219,13 +225,13 @@ void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
 
 static void inbox_push(sched *s, sreq *r)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     r->life.next = NULL;
-    if (s->in.in_tail) s->in.in_tail->life.next = r;
-    else s->in.in_head = r;
-    s->in.in_tail = r;
-    pthread_cond_signal(&s->in.in_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    if (s->in.tail) s->in.tail->life.next = r;
+    else s->in.head = r;
+    s->in.tail = r;
+    pthread_cond_signal(&s->in.cv);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 /* Validation as SGLang (tokenizer_manager + SamplingParams.verify).  0 or
@@ -254,9 +260,9 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         snprintf(err, errlen, "stop_regex is not supported yet.");
         return -1;
     }
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     bool have_hook = s->hooks.output.check != NULL;
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     if (sp->params.n_stop > 0 && !have_hook) {
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");
         return -1;
@@ -305,10 +311,10 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
 
 uint64_t sched_submit(sched *s, sched_req_spec *sp)
 {
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     uint64_t id = s->in.next_id++;
     uint64_t seed_base = sched_rand(&s->in.rng);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_mutex_unlock(&s->in.mu);
     char rid_buf[48];
     if (!sp->rid) {
         snprintf(rid_buf, sizeof rid_buf, "req-%" PRIu64, id);
@@ -369,12 +375,12 @@ static void queue_abort(sched *s, const char *rid, uint64_t id)
     }
     a->rid = sched_strdup(rid);
     a->id = id;
-    pthread_mutex_lock(&s->in.in_mu);
+    pthread_mutex_lock(&s->in.mu);
     if (s->in.ab_tail) s->in.ab_tail->next = a;
     else s->in.ab_head = a;
     s->in.ab_tail = a;
-    pthread_cond_signal(&s->in.in_cv);
-    pthread_mutex_unlock(&s->in.in_mu);
+    pthread_cond_signal(&s->in.cv);
+    pthread_mutex_unlock(&s->in.mu);
 }
 
 void sched_abort(sched *s, const char *rid) { queue_abort(s, rid, 0); }

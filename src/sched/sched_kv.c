@@ -84,6 +84,15 @@ void sched_kv_release(sched *s, sreq *r, bool insert)
     r->kv.holds_kv = false;
 }
 
+void sched_kv_trim(sched *s, sreq *r, int64_t upto)
+{
+    int64_t keep = kv_pool_pages_for(s->eng.pool, upto);
+    if (r->kv.n_pages <= keep) return;
+    if (kv_pool_free(s->eng.pool, r->kv.pages + keep, r->kv.n_pages - keep))
+        log_error("request %s: could not free %" PRId64 " pages", r->who.rid, r->kv.n_pages - keep);
+    r->kv.n_pages = keep;
+}
+
 int sched_kv_cache_prefill(sched *s, sreq *r)
 {
     if (kv_radix_disabled(s->eng.tree)) return 0;

@@ -17,6 +17,10 @@ int64_t sched_kv_avail_pages(sched *s);
  * prefixes as needed); 0 or -1 (no room: r unchanged). */
 int sched_kv_alloc_upto(sched *s, sreq *r, int64_t upto);
 
+/* Pages of r past what positions [0, upto) need go back to the pool (the
+ * pages a rejected draft used).  Tree pages are never past kv_len. */
+void sched_kv_trim(sched *s, sreq *r, int64_t upto);
+
 /* Give back r's KV: pages past its computed KV to the pool, the rest to
  * the radix tree (insert) or the pool; drops the lock. */
 void sched_kv_release(sched *s, sreq *r, bool insert);

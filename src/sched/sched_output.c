@@ -105,7 +105,8 @@ static void abort_internal(sched *s, sreq *r, const char *msg)
  * (freed). */
 static int sample_append(sched *s, sreq *r, const float *row)
 {
-    sampling_logprob_req lpq = {.want = r->lpr.return_logprob, .top_n = r->lpr.top_n, .ids = r->lpr.tids, .n_ids = r->lpr.n_tid};
+    sampling_logprob_req lpq = {
+        .want = r->lpr.return_logprob, .top_n = r->lpr.top_n, .ids = r->lpr.tids, .n_ids = r->lpr.n_tid};
     int need = r->lpr.top_n > r->lpr.n_tid ? r->lpr.top_n : r->lpr.n_tid;
     if (ensure_tmp(s, need + 1)) {
         abort_internal(s, r, "Internal error: out of memory.");
@@ -271,6 +272,7 @@ void sched_process_results(sched *s, bool with_decode)
             float *rows = s->buf.logits + (size_t)s->buf.b_sample_row[nb + i] * (size_t)s->lim.V;
             sched_process_request(s, r, rows, s->buf.b_n_rows[nb + i], r->spec.draft, &fin);
             if (!fin) {
+                if (r->spec.n_draft) sched_kv_trim(s, r, r->kv.kv_len + 1); /* pages of rejected drafts */
                 r->spec.n_draft = 0;
                 s->q.running[keep++] = r;
             }

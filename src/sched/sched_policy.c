@@ -219,7 +219,8 @@ void sched_policy_order(sched *s)
         rank_current(s);
         for (int i = 0; i < n; i++) {
             sreq *r = s->q.waiting[i];
-            r->pol.prio_key = s->a.schedule_low_priority_values_first ? r->pol.priority : ~r->pol.priority; /* ~p = -p-1: no overflow */
+            r->pol.prio_key = s->a.schedule_low_priority_values_first ? r->pol.priority
+                                                                      : ~r->pol.priority; /* ~p = -p-1: no overflow */
         }
         qsort(s->q.waiting, (size_t)n, sizeof(sreq *), cmp_prio);
     }

@@ -151,7 +151,8 @@ sreq *sched_req_new(sched *s, const sched_req_spec *sp, uint64_t id, int index, 
     }
     if (sampling_state_init(&r->samp.st, &r->samp.params, s->lim.V, s->lim.eos, s->lim.n_eos, seed)) goto fail;
     /* repetition penalty over prompt + output (HF semantics, see docs/notes/kv.md) */
-    if (r->samp.params.repetition_penalty != 1.0 && sampling_state_add_prompt(&r->samp.st, r->tok.seq, r->tok.n_input)) goto fail;
+    if (r->samp.params.repetition_penalty != 1.0 && sampling_state_add_prompt(&r->samp.st, r->tok.seq, r->tok.n_input))
+        goto fail;
     r->life.state = RS_WAITING;
     r->time.t_submit = time_now_sec();
     return r;

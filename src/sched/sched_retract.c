@@ -40,7 +40,7 @@ int sched_retract_for_decode(sched *s)
         int64_t need = 0;
         for (int i = 0; i < s->q.n_running; i++) {
             sreq *r = s->q.running[i];
-            need += kv_pool_pages_for(s->eng.pool, r->kv.kv_len + 1) - r->kv.n_pages;
+            need += max64(0, kv_pool_pages_for(s->eng.pool, r->kv.kv_len + 1) - r->kv.n_pages);
         }
         if (need <= sched_kv_avail_pages(s)) break;
         if (s->q.n_running == 0) break;
@@ -117,7 +117,8 @@ int sched_preempt_for(sched *s, const sreq *w, double need_tokens, bool need_slo
                 continue;
             }
             sreq *p = s->q.running[pick];
-            bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority : r->pol.priority < p->pol.priority;
+            bool lower = s->a.schedule_low_priority_values_first ? r->pol.priority > p->pol.priority
+                                                                 : r->pol.priority < p->pol.priority;
             if (lower || (r->pol.priority == p->pol.priority && r->pol.seq_no > p->pol.seq_no)) pick = i;
         }
         if (pick < 0) break;

@@ -28,13 +28,13 @@
 
 static void progress_set(sched *s, double since, int reqs, int64_t tokens, bool decode, bool finished)
 {
-    pthread_mutex_lock(&s->prog.pg_mu);
+    pthread_mutex_lock(&s->prog.mu);
     s->prog.pg.busy_since = since;
     s->prog.pg.batch_reqs = reqs;
     s->prog.pg.batch_tokens = tokens;
     s->prog.pg.decode = decode;
     if (finished) s->prog.pg.steps++;
-    pthread_mutex_unlock(&s->prog.pg_mu);
+    pthread_mutex_unlock(&s->prog.mu);
 }
 
 /* ---- stage 2: forward, and the three stages in order ----------------------- */
@@ -104,13 +104,14 @@ static void log_prefill_stats(sched *s)
              s->lim.capacity > 0 ? (double)used / (double)s->lim.capacity : 0.0, s->q.n_running, s->q.n_waiting);
 }
 
-/* After a decode forward of n_dec requests: SGLang's "Decode batch." line
+/* After a decode forward of n_dec requests that produced n_gen tokens:
+ * SGLang's "Decode batch." line
  * every decode_log_interval decode forwards; gen throughput = decode
  * tokens since the previous line / seconds since it. */
-static void log_decode_stats(sched *s, int n_dec)
+static void log_decode_stats(sched *s, int n_dec, int64_t n_gen)
 {
     s->blog.log_decode_ct++;
-    s->blog.log_gen_tokens += n_dec;
+    s->blog.log_gen_tokens += n_gen; /* n_dec, or more with accepted drafts */
     if (s->a.decode_log_interval <= 0 || s->blog.log_decode_ct % s->a.decode_log_interval) return;
     double now = time_now_sec(), gap = now - s->blog.log_decode_tic;
     int64_t used = used_tokens(s);
@@ -132,9 +133,9 @@ int sched_step(sched *s)
         if (s->thr.thread_started) {
             sched_stats snap;
             sched_get_stats(s, &snap);
-            pthread_mutex_lock(&s->out.out_mu);
+            pthread_mutex_lock(&s->out.mu);
             s->stats.st_pub = snap;
-            pthread_mutex_unlock(&s->out.out_mu);
+            pthread_mutex_unlock(&s->out.mu);
         }
         return 0;
     }
@@ -168,9 +169,10 @@ int sched_step(sched *s)
             } else {
                 sched_batch_draft(s);
                 int n_dec = s->q.n_running;
+                int64_t g0 = s->stats.st.generated_tokens;
                 rc = run_batch(s, true);
                 s->stats.st.n_decode_steps++;
-                if (rc == 0) log_decode_stats(s, n_dec);
+                if (rc == 0) log_decode_stats(s, n_dec, s->stats.st.generated_tokens - g0);
             }
             if (!n_ret) {
                 s->adm.new_token_ratio -= s->adm.ratio_decay;
@@ -198,9 +200,9 @@ int sched_step(sched *s)
     if (s->thr.thread_started) {
         sched_stats snap;
         sched_get_stats(s, &snap);
-        pthread_mutex_lock(&s->out.out_mu);
+        pthread_mutex_lock(&s->out.mu);
         s->stats.st_pub = snap;
-        pthread_mutex_unlock(&s->out.out_mu);
+        pthread_mutex_unlock(&s->out.mu);
     }
     return rc < 0 ? -1 : did;
 }
@@ -210,9 +212,9 @@ int sched_run_until_idle(sched *s)
     for (;;) {
         int r = sched_step(s);
         if (r < 0) return -1;
-        pthread_mutex_lock(&s->in.in_mu);
-        bool inbox = s->in.in_head || s->in.ab_head || s->ctl.ctl_head;
-        pthread_mutex_unlock(&s->in.in_mu);
+        pthread_mutex_lock(&s->in.mu);
+        bool inbox = s->in.head || s->in.ab_head || s->ctl.head;
+        pthread_mutex_unlock(&s->in.mu);
         if (r == 0 && !inbox && s->q.n_waiting == 0 && s->q.n_running == 0 && !s->q.chunked) return 0;
         if (r == 0 && !inbox && s->ctl.paused) return 0; /* paused: nothing runs until continue */
         if (r == 0 && !inbox) {
@@ -244,9 +246,9 @@ int sched_check_leak(sched *s, char *err, size_t errlen) { return kv_radix_check
 
 void sched_get_stats_snapshot(sched *s, sched_stats *out)
 {
-    pthread_mutex_lock(&s->out.out_mu);
+    pthread_mutex_lock(&s->out.mu);
     *out = s->stats.st_pub;
-    pthread_mutex_unlock(&s->out.out_mu);
+    pthread_mutex_unlock(&s->out.mu);
 }
 
 void sched_get_stats(sched *s, sched_stats *out)

@@ -536,6 +536,51 @@ static void test_penalties(void **state)
     smp_free(&s);
 }
 
+/* sampling_sample == sampling_apply_processors then
+ * sampling_sample_processed: same processed row, token, draw counter and
+ * logprobs, greedy and sampled, over a run of accepted tokens. */
+static void test_split_processors(void **state)
+{
+    (void)state;
+    const char *cfgs[] = {
+        "{\"temperature\": 0, \"frequency_penalty\": 0.4, \"logit_bias\": {\"7\": 2.5}}",
+        "{\"temperature\": 0.9, \"top_p\": 0.8, \"top_k\": 20, \"presence_penalty\": 0.3, \"repetition_penalty\": 1.2}",
+        "{\"temperature\": 1.3, \"min_p\": 0.05, \"min_new_tokens\": 3, \"logit_bias\": {\"1\": -4}}",
+    };
+    enum { V = 97 };
+    int32_t eos[1] = {1};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+        smp a, b;
+        smp_init(&a, cfgs[c], V, eos, 1, 42);
+        smp_init(&b, cfgs[c], V, eos, 1, 42);
+        uint64_t g = 12345 + c;
+        for (int step = 0; step < 24; step++) {
+            float la[V], lb[V];
+            for (int i = 0; i < V; i++) {
+                g = g * 6364136223846793005ull + 1442695040888963407ull;
+                la[i] = lb[i] = (float)((int)(g >> 40) % 2000) / 250.0f - 4.0f;
+            }
+            int32_t ta[3], tb[3];
+            float pa[3], pb[3];
+            sampling_logprob_req lp = {.want = true, .top_n = 3};
+            sampling_result ra = {.top_ids = ta, .top_logprobs = pa}, rb = {.top_ids = tb, .top_logprobs = pb};
+            assert_int_equal(sampling_sample(&a.st, la, a.scratch, &lp, &ra), 0);
+            assert_int_equal(sampling_apply_processors(&b.st, lb), 0);
+            assert_int_equal(sampling_sample_processed(&b.st, lb, b.scratch, &lp, &rb), 0);
+            assert_memory_equal(la, lb, sizeof la);
+            assert_int_equal(ra.token, rb.token);
+            assert_true(ra.logprob == rb.logprob || (isnan(ra.logprob) && isnan(rb.logprob)));
+            assert_int_equal(ra.n_top, rb.n_top);
+            assert_memory_equal(ta, tb, sizeof ta);
+            assert_int_equal(a.st.n_draws, b.st.n_draws);
+            assert_int_equal(sampling_state_accept(&a.st, ra.token), 0);
+            assert_int_equal(sampling_state_accept(&b.st, rb.token), 0);
+        }
+        smp_free(&a);
+        smp_free(&b);
+    }
+}
+
 static void test_min_new_tokens(void **state)
 {
     (void)state;
@@ -719,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_wide_top_p),
         cmocka_unit_test(test_top_k_set),
         cmocka_unit_test(test_penalties),
+        cmocka_unit_test(test_split_processors),
         cmocka_unit_test(test_min_new_tokens),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_input_logprobs),

@@ -62,11 +62,15 @@ static int teardown(void **state)
         }                                                                              \
     } while (0)
 
+static int64_t g_pool_tokens = 8192;
+static double g_conservativeness = 1.0;
+
 static sched *mk(int page_size)
 {
     sched_args a;
     sched_args_init(&a);
-    a.max_total_tokens = 8192;
+    a.max_total_tokens = g_pool_tokens;
+    a.schedule_conservativeness = g_conservativeness; /* low: admission over-commits, decode retracts */
     a.threads = 1;
     a.random_seed = 7;
     a.page_size = page_size;
@@ -76,7 +80,7 @@ static sched *mk(int page_size)
     return s;
 }
 
-#define MAXR 8
+#define MAXR 16
 #define MAXT 64
 
 /* one request's events, concatenated */
@@ -266,6 +270,35 @@ static void test_draft_end_to_end(void **state)
     drafter d = {.ref = ref, .n = n, .mode = 0};
     run(cfg, n, &d, 4, 1, got, &st);
     assert_true(got[2].n_events < ref[2].n_events);
+}
+
+/* Drafts under KV pressure: a pool too small for every request at once
+ * (decode retracts), drafts competing for pages: same outputs, no leak. */
+static void test_draft_tiny_pool(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    req_cfg cfg[MAXR];
+    int n = 12;
+    for (int i = 0; i < n; i++) cfg[i] = (req_cfg){8 + i % 5, 24 + i % 7, i % 3 == 1, i % 2 == 0, i % 4 == 3, -1};
+    static result ref[MAXR], got[MAXR];
+    sched_stats st_ref, st;
+    run(cfg, n, NULL, 0, 1, ref, &st_ref); /* the large pool: reference */
+    g_pool_tokens = 192;
+    g_conservativeness = 0.05;
+    run(cfg, n, NULL, 0, 1, got, &st);
+    expect_same(ref, got, n, "tiny pool, no drafts");
+    assert_true(st.num_retractions > 0);
+    for (int pg = 1; pg <= 16; pg += 15) {
+        drafter d = {.ref = ref, .n = n, .mode = 0};
+        run(cfg, n, &d, 6, pg, got, &st);
+        expect_same(ref, got, n, "tiny pool, drafts");
+        d = (drafter){.ref = ref, .n = n, .mode = 2};
+        run(cfg, n, &d, 6, pg, got, &st);
+        expect_same(ref, got, n, "tiny pool, half-right drafts");
+    }
+    g_pool_tokens = 8192;
+    g_conservativeness = 1.0;
 }
 
 /* A stop token inside a drafted run: the request ends at it. */
@@ -459,6 +492,7 @@ int main(void)
         cmocka_unit_test(test_process_k_max_new_mid),
         cmocka_unit_test(test_draft_end_to_end),
         cmocka_unit_test(test_draft_stop_token),
+        cmocka_unit_test(test_draft_tiny_pool),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
