@@ -6,11 +6,13 @@
  *                           template, tokenize, build sched_req_specs,
  *                           register the job, sched_submit; never waits.
  *   dispatcher thread:      sched_wait -> find the job by submit id ->
- *                           accumulate (sched_result), detokenize
- *                           incrementally (tok_stream), write SSE chunks or
- *                           the final JSON (http_respond / http_stream_*).
- *   scheduler thread:       api_stop_hook for stop strings (decodes the
- *                           tail of the output).
+ *                           accumulate (sched_result, the event's text),
+ *                           output parsers, write SSE chunks or the final
+ *                           JSON (http_respond / http_stream_*).
+ *   scheduler thread:       the output stage's hook (api_output.h):
+ *                           detokenizes each output token once, matches
+ *                           stop strings, puts the text in the events;
+ *                           install it with api_install_output_hook.
  * A client that disconnects aborts all of its job's requests by rid.
  * Start-up (SGLang's ServerStatus.Starting): the front listens while the
  * server warms up; /health, /health_generate and the generation routes
@@ -92,9 +94,9 @@ void api_destroy(api_server *a);
 void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,
                 size_t body_len);
 
-/* The scheduler's stop-string hook (ctx = the tok_tokenizer). */
-int api_stop_hook(void *ctx, uint64_t id, const sampling_params *p, const int32_t *out,
-                  int64_t n_out);
+/* Install the output stage's hook (api_output.h) on s: the front of a
+ * server with a tokenizer calls it before sched_start. */
+void api_install_output_hook(sched *s);
 
 /* Refuse new generation work with 503 (shutdown). */
 void api_set_draining(api_server *a, bool on);

@@ -3,7 +3,7 @@
 #ifndef SGLC_CLI_H
 #define SGLC_CLI_H
 
-#define SGLC_VERSION "0.1.0"
+#include "util/version.h" /* SGLC_VERSION */
 
 int cmd_version(int argc, char **argv);
 int cmd_cpu_info(int argc, char **argv);

@@ -11,7 +11,7 @@
 
 #include "cli/cli_model.h"
 #include "sched/sched.h"
-#include "sched/sched_json.h"
+#include "sched/sched_result.h"
 
 /* Scheduler for m with the command's options (kv dtype, threads, seed
  * from mo); NULL after printing "error: ..." on failure. */

@@ -1,7 +1,7 @@
 /* cli_warmup — see cli_warmup.h.
  *
  * DESIGN: a warm-up is a list of requests, each built as the JSON a
- * client would send (so sched_req_from_json validates it exactly as it
+ * client would send (so api_gen_req_from_json validates it exactly as it
  * would a real one), submitted to the scheduler and waited for before the
  * next (SGLang awaits each one in turn).  This runs before the http front
  * exists, so the caller's thread may read the scheduler's outbox. */
@@ -13,7 +13,7 @@
 
 #include <jansson.h>
 
-#include "sched/sched_json.h"
+#include "api/api_generate_json.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -40,7 +40,7 @@ static int run_one(sched *s, json_t *req)
 {
     sched_req_spec sp;
     char err[256];
-    if (sched_req_from_json(req, &sp, err, sizeof err)) {
+    if (api_gen_req_from_json(req, &sp, err, sizeof err)) {
         log_error("warm-up request: %s", err);
         return -1;
     }

@@ -15,6 +15,8 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "api/api.h"
+#include "api/api_generate_json.h"
+#include "api/api_output.h"
 #include "cli/cli_sched.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
@@ -28,6 +30,7 @@ typedef struct line_req {
     bool logprob;
     bool skip_special, spaces_special; /* detokenization options of the request */
     bool no_stop_trim;
+    api_output *outs; /* (n) owned or NULL: output stages for the stop strings (api_output.h) */
 } line_req;
 
 /* Fill a response's "text" with the detokenized output_ids (no-op without
@@ -149,20 +152,23 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
         json_t *obj = json_loadb(buf, (size_t)len, 0, &je);
         char err[512];
         json_t *text = obj ? json_object_get(obj, "text") : NULL;
+        tok_ids ti = {0};
+        bool have_ti = false; /* a text prompt, tokenized here: the ids go to the spec directly */
         if (tk && json_is_string(text) && !json_object_get(obj, "input_ids")) {
-            tok_ids ti = {0};
             if (tok_encode(tk, json_string_value(text), json_string_length(text), true, &ti) == 0) {
-                json_t *arr = json_array();
-                for (size_t q = 0; q < ti.n; q++) json_array_append_new(arr, json_integer(ti.ids[q]));
-                json_object_del(obj, "text");
-                json_object_set_new(obj, "input_ids", arr);
+                if (!ti.ids) ti.ids = malloc(sizeof(int32_t));
+                have_ti = ti.ids != NULL;
+                if (have_ti) json_object_del(obj, "text");
             }
-            tok_ids_free(&ti);
+            if (!have_ti) tok_ids_free(&ti);
         }
+        int prc = !obj ? -1
+                  : have_ti ? api_gen_req_from_json_ids(obj, ti.ids, (int64_t)ti.n, &specs[n_lines], err, sizeof err)
+                            : api_gen_req_from_json(obj, &specs[n_lines], err, sizeof err);
         if (!obj) {
             snprintf(err, sizeof err, "invalid JSON: %s", je.text);
             L->error = strdup(err);
-        } else if (sched_req_from_json(obj, &specs[n_lines], err, sizeof err)) {
+        } else if (prc) {
             L->error = strdup(err);
         } else {
             L->n = specs[n_lines].params.n > 1 ? (int)specs[n_lines].params.n : 1;
@@ -191,7 +197,16 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     bool *lps = NULL;
     cli_results res = {0};
     if (!s) goto done_model;
-    if (tk) sched_set_stop_hook(s, api_stop_hook, tk);
+    if (tk) api_install_output_hook(s);
+    /* requests with stop strings get output stages (the hook matches them
+     * in the decoded text); the response text is decoded below */
+    for (int k = 0; tk && k < n_lines; k++) {
+        if (lines[k].error || specs[k].params.n_stop <= 0) continue;
+        lines[k].outs = calloc((size_t)lines[k].n, sizeof(api_output));
+        if (!lines[k].outs) goto done_model;
+        for (int q = 0; q < lines[k].n; q++) api_output_init(&lines[k].outs[q], tk);
+        specs[k].output_ctx = lines[k].outs;
+    }
     int n_ok = 0;
     ids = malloc(sizeof *ids * (size_t)n_lines);
     n_per = malloc(sizeof *n_per * (size_t)n_lines);
@@ -239,13 +254,13 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
             tok_decode_opts dop = {.skip_special_tokens = lines[k].skip_special,
                                    .spaces_between_special_tokens = lines[k].spaces_special};
             if (lines[k].n == 1) {
-                o = sched_result_to_json(&res.res[off]);
+                o = api_gen_result_json(&res.res[off]);
                 set_text(o, tk, &dop, !lines[k].no_stop_trim);
                 all_done &= res.res[off].done;
             } else {
                 o = json_array();
                 for (int q = 0; q < lines[k].n; q++) {
-                    json_t *one = sched_result_to_json(&res.res[off + q]);
+                    json_t *one = api_gen_result_json(&res.res[off + q]);
                     set_text(one, tk, &dop, !lines[k].no_stop_trim);
                     json_array_append_new(o, one);
                     all_done &= res.res[off + q].done;
@@ -283,6 +298,8 @@ done_model:
 done_lines:
     if (in && in != stdin) fclose(in);
     for (int k = 0; k < n_lines; k++) {
+        for (int q = 0; lines[k].outs && q < lines[k].n; q++) api_output_free(&lines[k].outs[q]);
+        free(lines[k].outs);
         free(lines[k].error);
         if (lines[k].error) sched_req_spec_free(&specs[k]);
     }

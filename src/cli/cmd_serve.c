@@ -388,7 +388,7 @@ static int serve(int argc, char **argv)
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
-    if (tok) sched_set_stop_hook(s, api_stop_hook, tok);
+    if (tok) api_install_output_hook(s);
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);

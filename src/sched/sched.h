@@ -45,9 +45,14 @@
  * of the request: streaming requests get one every stream_interval
  * tokens, every request gets a final SCHED_EV_FINISH.
  *
- * Stop strings need detokenized text: the front installs a hook
- * (sched_set_stop_hook) called after every token of a request that has
- * stop strings; without a hook such requests are refused at submit.
+ * Output text is the front's: it installs an output hook
+ * (sched_set_output_hook; api/api_output.h is the HTTP front's) and opts
+ * a request in with sched_req_spec.output_ctx.  The scheduler calls it
+ * after every token of a request that has stop strings (stop-string
+ * check) and when it builds an event (the text since the previous event,
+ * carried in sched_event.text), so each output token is detokenized once,
+ * on this thread.  Requests with stop strings and no hook are refused at
+ * submit.
  *
  * Embedding mode (sched_args.is_embedding, SGLang's --is-embedding): every
  * request is prefill only (max_new_tokens 0, no sampling).  The forward
@@ -143,6 +148,9 @@ typedef struct sched_req_spec {
     bool stream;                 /* token events every stream_interval tokens */
     int embed_dims;              /* embedding mode: keep the first embed_dims values before
                                   * normalizing (Matryoshka `dimensions`); 0 = all */
+    void *output_ctx;            /* borrowed or NULL: the front's per-request output stage, passed to
+                                  * the output hook (with the sibling index); must live until the
+                                  * request's FINISH event (every sibling's) */
 } sched_req_spec;
 
 void sched_req_spec_init(sched_req_spec *s);
@@ -196,6 +204,9 @@ typedef struct sched_event {
     double e2e_latency;          /* seconds from submit to finish */
     float *embedding;            /* (n_embedding) owned or NULL: embedding mode, FINISH (not abort) */
     int n_embedding;
+    char *text;                  /* (text_len) owned or NULL: the output hook's text since the previous
+                                  * event (requests with output_ctx); NUL-terminated */
+    size_t text_len;
     struct sched_event *next;    /* queue link (internal) */
 } sched_event;
 
@@ -203,10 +214,27 @@ void sched_event_free(sched_event *e);
 
 typedef struct sched sched;
 
-/* Stop-string hook: called on the scheduler thread after each new token of
- * a request with stop strings.  Returns the index of the stop string the
- * output now ends with (the front detokenizes incrementally), or -1.
- * `id` is the request id, out/n_out all its output ids so far. */
+/* The output hook: the front's output stage, called on the scheduler
+ * thread.  ctx is sched_set_output_hook's, req_ctx the request's
+ * sched_req_spec.output_ctx (NULL when it has none), index its sibling;
+ * p its sampling params, out/n_out all its output ids so far.
+ *   check  after each new token of a request with stop strings that did
+ *          not end it by length or stop token (SGLang's check_finished
+ *          order): the index of the stop string the output text now
+ *          holds, or -1.
+ *   text   when an event of a request with output_ctx is built: the text
+ *          of the output since the previous event (malloc'd, moved into
+ *          sched_event.text; NULL = none).  finish is the FINISH event's
+ *          reason, SCHED_FINISH_NONE for a TOKENS event.  May be NULL. */
+typedef struct sched_output_hook {
+    int (*check)(void *ctx, void *req_ctx, uint64_t id, int index, const sampling_params *p, const int32_t *out,
+                 int64_t n_out);
+    char *(*text)(void *ctx, void *req_ctx, int index, const sampling_params *p, const int32_t *out, int64_t n_out,
+                  sched_finish_kind finish, size_t *text_len);
+} sched_output_hook;
+
+/* A stop-string predicate alone (no text; the scheduler's unit tests):
+ * check's arguments without the request context. */
 typedef int (*sched_stop_fn)(void *ctx, uint64_t id, const sampling_params *p, const int32_t *out,
                              int64_t n_out);
 
@@ -217,8 +245,11 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen);
 /* Stops the thread if started; drops every request (their pages go back). */
 void sched_destroy(sched *s);
 
-/* Install the stop-string hook; call before sched_start and before any
- * submit (the scheduler thread reads it without locking). */
+/* Install the output hook (h is copied; NULL removes it); call before
+ * sched_start and before any submit (the scheduler thread reads it
+ * without locking). */
+void sched_set_output_hook(sched *s, const sched_output_hook *h, void *ctx);
+/* Install an output hook whose check is fn (and no text); same rules. */
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 
 /* Speculative decoding seam (and the unit tests' verify entry): called on

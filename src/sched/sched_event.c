@@ -54,6 +54,7 @@ void sched_event_free(sched_event *e)
     free(e->in_top_logprobs);
     free(e->in_tid_logprobs);
     free(e->embedding);
+    free(e->text);
     free(e);
 }
 
@@ -231,6 +232,10 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
         }
         r->lpr.in_lp_sent = true;
     }
+    if (s->hooks.output.text && r->out.output_ctx) /* the front's text of these tokens */
+        e->text = s->hooks.output.text(s->hooks.output_ctx, r->out.output_ctx, r->who.index, &r->samp.params,
+                                       r->tok.seq + r->tok.n_input, n_out, finish ? fin->kind : SCHED_FINISH_NONE,
+                                       &e->text_len);
     if (oom) log_error("out of memory for an event of request %s (token data dropped)", r->who.rid);
     r->out.n_sent = n_out;
     if (finish) {

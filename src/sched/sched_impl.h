@@ -23,7 +23,8 @@
  * has no cycle, and a new feature adds a file (and a layer) where its
  * dependencies put it.  tests/scripts/test_sched_layers.sh checks it
  * against the list above (keep the two in step).  sched.h, the public
- * API, may be included anywhere; sched_json.{c,h} (the /generate codec)
+ * API, may be included anywhere; sched_result.{c,h} (the event
+ * accumulator for fronts; the /generate codec is api/api_generate_json)
  * and sched_args.c sit outside the layers.
  *
  * A step (sched_step): drain inbox and control messages; build a prefill
@@ -88,6 +89,7 @@ typedef struct sreq {
         bool stream;
         int stream_interval;
         int64_t n_sent;         /* output tokens already sent in events */
+        void *output_ctx;       /* borrowed or NULL: the front's output stage (sched_output_hook) */
     } out;
     struct {                    /* logprobs (return_logprob) */
         bool return_logprob;
@@ -238,8 +240,10 @@ struct sched {
         uint64_t next_id;
         uint64_t rng;           /* seeds for unseeded requests (and the random policy) */
     } in;
-    struct {                    /* front hooks (set before the thread starts; stop hook under in.mu) */
-        sched_stop_fn stop_fn;
+    struct {                    /* front hooks (set before the thread starts; output hook under in.mu) */
+        sched_output_hook output; /* the front's output stage (check / text) */
+        void *output_ctx;       /* borrowed */
+        sched_stop_fn stop_fn;  /* sched_set_stop_hook: output.check calls it */
         void *stop_ctx;         /* borrowed */
         sched_draft_fn draft_fn; /* speculative decoding seam */
         void *draft_ctx;        /* borrowed */

@@ -184,10 +184,32 @@ void sched_inbox_drain(sched *s)
     }
 }
 
-/* ---- any thread: submit (validation), abort, the stop hook ---------------- */
+/* ---- any thread: submit (validation), abort, the front hooks -------------- */
+
+void sched_set_output_hook(sched *s, const sched_output_hook *h, void *ctx)
+{
+    pthread_mutex_lock(&s->in.mu);
+    memset(&s->hooks.output, 0, sizeof s->hooks.output);
+    if (h) s->hooks.output = *h;
+    s->hooks.output_ctx = ctx;
+    s->hooks.stop_fn = NULL;
+    s->hooks.stop_ctx = NULL;
+    pthread_mutex_unlock(&s->in.mu);
+}
+
+/* sched_set_stop_hook's check: the predicate, without the request context. */
+static int stop_only_check(void *ctx, void *req_ctx, uint64_t id, int index, const sampling_params *p,
+                           const int32_t *out, int64_t n_out)
+{
+    sched *s = ctx;
+    (void)req_ctx, (void)index;
+    return s->hooks.stop_fn(s->hooks.stop_ctx, id, p, out, n_out);
+}
 
 void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx)
 {
+    sched_output_hook h = {.check = stop_only_check};
+    sched_set_output_hook(s, fn ? &h : NULL, fn ? s : NULL);
     pthread_mutex_lock(&s->in.mu);
     s->hooks.stop_fn = fn;
     s->hooks.stop_ctx = ctx;
@@ -239,7 +261,7 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
         return -1;
     }
     pthread_mutex_lock(&s->in.mu);
-    bool have_hook = s->hooks.stop_fn != NULL;
+    bool have_hook = s->hooks.output.check != NULL;
     pthread_mutex_unlock(&s->in.mu);
     if (sp->params.n_stop > 0 && !have_hook) {
         snprintf(err, errlen, "Stop strings need the tokenizer (not available): use stop_token_ids.");

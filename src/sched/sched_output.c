@@ -18,7 +18,8 @@
  *                           the next row is used only if the sampled token
  *                           equals the draft token that the forward ran
  *     3. stop checks        length, then eos / stop_token_ids, then the
- *                           stop-string hook (check_stop: the one call)
+ *                           output hook's stop-string check (check_stop:
+ *                           the one call)
  *     4. emit               one TOKENS event per request per step when
  *                           streaming asks for one; FINISH via
  *                           sched_req_finish when step 3 ended it
@@ -61,9 +62,10 @@ static bool check_stop(sched *s, sreq *r)
             return true;
         }
     }
-    if (r->samp.params.n_stop > 0 && s->hooks.stop_fn) {
-        /* the stop-string hook: its one call site */
-        int k = s->hooks.stop_fn(s->hooks.stop_ctx, r->who.id, &r->samp.params, r->tok.seq + r->tok.n_input, n_out);
+    if (r->samp.params.n_stop > 0 && s->hooks.output.check) {
+        /* the output hook's stop-string check: its one call site */
+        int k = s->hooks.output.check(s->hooks.output_ctx, r->out.output_ctx, r->who.id, r->who.index,
+                                      &r->samp.params, r->tok.seq + r->tok.n_input, n_out);
         if (k >= 0 && k < r->samp.params.n_stop) {
             sched_req_finish(s, r, SCHED_FINISH_STOP_STR, 0, -1, r->samp.params.stop[k], 200);
             return true;

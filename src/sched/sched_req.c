@@ -74,6 +74,7 @@ sreq *sched_req_new(sched *s, const sched_req_spec *sp, uint64_t id, int index, 
     r->lpr.return_logprob = sp->return_logprob;
     r->lpr.top_n = sp->return_logprob ? sp->top_logprobs_num : 0;
     r->out.stream = sp->stream;
+    r->out.output_ctx = sp->output_ctx;
     r->embd.embed_dims = sp->embed_dims;
     r->out.stream_interval = sp->params.has_stream_interval && sp->params.stream_interval > 0
                              ? (int)sp->params.stream_interval

@@ -474,17 +474,30 @@ static size_t final_len(const tok_stream *s, const char *d, size_t n)
     return n;
 }
 
-static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
+static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len, char **held, size_t *held_len)
 {
     tok_buf res = {0};
     char *d = NULL;
     size_t dn = 0;
     *out = NULL;
+    if (held) *held = NULL;
     const int32_t *window = s->ids.ids ? s->ids.ids + s->prefix : NULL; /* no ids yet: NULL, n = 0 */
     if (tok_decode(s->t, window, s->ids.n - s->prefix, &s->opts, &d, &dn)) return -1;
     size_t fin = finish ? dn : final_len(s, d, dn);
     if (fin > s->emitted && tok_buf_put(&res, d + s->emitted, fin - s->emitted)) { free(d); return -1; }
     if (fin > s->emitted) s->emitted = fin;
+    if (held) { /* the decoded text not final yet: d[emitted..dn) */
+        size_t hn = dn > s->emitted ? dn - s->emitted : 0;
+        *held = malloc(hn + 1);
+        if (!*held) {
+            free(d);
+            tok_buf_free(&res);
+            return -1;
+        }
+        if (hn) memcpy(*held, d + s->emitted, hn);
+        (*held)[hn] = 0;
+        if (held_len) *held_len = hn;
+    }
     if (fin == dn && !finish) {
         /* Everything is out: slide the window.  The new context is the last
          * token that decodes to something (a skipped special token would
@@ -503,6 +516,7 @@ static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
             if (tok_decode(s->t, s->ids.ids + p, s->ids.n - p, &s->opts, &c, &ctx_len)) {
                 free(d);
                 tok_buf_free(&res);
+                if (held) free(*held), *held = NULL;
                 return -1;
             }
             free(c);
@@ -512,7 +526,10 @@ static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
         }
     }
     free(d);
-    if (tok_buf_put(&res, "", 0)) return -1;
+    if (tok_buf_put(&res, "", 0)) {
+        if (held) free(*held), *held = NULL;
+        return -1;
+    }
     *out = res.p;
     if (out_len) *out_len = res.n;
     return 0;
@@ -520,6 +537,13 @@ static int stream_step(tok_stream *s, bool finish, char **out, size_t *out_len)
 
 int tok_stream_push(tok_stream *s, const int32_t *ids, size_t n, char **out, size_t *out_len)
 {
+    return tok_stream_push_held(s, ids, n, out, out_len, NULL, NULL);
+}
+
+int tok_stream_push_held(tok_stream *s, const int32_t *ids, size_t n, char **out, size_t *out_len, char **held,
+                         size_t *held_len)
+{
+    if (held) *held = NULL;
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (id < 0 || (size_t)id >= s->t->vocab.n || s->t->vocab.ent[id].off == UINT32_MAX) {
@@ -529,7 +553,10 @@ int tok_stream_push(tok_stream *s, const int32_t *ids, size_t n, char **out, siz
         }
         if (tok_ids_push(&s->ids, id)) return -1;
     }
-    return stream_step(s, false, out, out_len);
+    return stream_step(s, false, out, out_len, held, held_len);
 }
 
-int tok_stream_finish(tok_stream *s, char **out, size_t *out_len) { return stream_step(s, true, out, out_len); }
+int tok_stream_finish(tok_stream *s, char **out, size_t *out_len)
+{
+    return stream_step(s, true, out, out_len, NULL, NULL);
+}

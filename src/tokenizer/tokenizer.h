@@ -119,6 +119,13 @@ void tok_stream_destroy(tok_stream *s);
 /* Appends new final text to a malloc'd string *out (NUL-terminated; caller
  * frees; may be empty).  Returns 0 or -1 (bad id / no memory). */
 int tok_stream_push(tok_stream *s, const int32_t *ids, size_t n, char **out, size_t *out_len);
+/* tok_stream_push, and also the decoded text held back after it (*held,
+ * malloc'd, NUL-terminated; may be empty): everything emitted plus *held
+ * is the decode of every id fed so far (as the window sees it).  For
+ * matching stop strings as soon as their text is decoded, before it is
+ * final. */
+int tok_stream_push_held(tok_stream *s, const int32_t *ids, size_t n, char **out, size_t *out_len, char **held,
+                         size_t *held_len);
 /* End of stream: returns everything still held back. */
 int tok_stream_finish(tok_stream *s, char **out, size_t *out_len);
 

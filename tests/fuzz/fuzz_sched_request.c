@@ -1,5 +1,5 @@
 /* fuzz_sched_request — a /generate request body (one line of
- * `generate --requests`) through sched_req_from_json, then a response built
+ * `generate --requests`) through api_gen_req_from_json, then a response built
  * from a synthetic event with the request's logprob options.  Checks: no
  * crash, no leak (ASan), an error always says why, a parsed request has
  * input ids, and the response renders as JSON. */
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "sched/sched.h"
-#include "sched/sched_json.h"
+#include "api/api_generate_json.h"
 #include "util/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sched_req_spec sp;
     char err[512];
     err[0] = 0;
-    if (sched_req_from_json(obj, &sp, err, sizeof err) != 0) {
+    if (api_gen_req_from_json(obj, &sp, err, sizeof err) != 0) {
         if (!err[0]) abort();
         sched_req_spec_free(&sp);
         json_decref(obj);
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sched_result r;
     sched_result_init(&r, sp.return_logprob);
     if (sched_result_add(&r, &e) == 0) {
-        json_t *o = sched_result_to_json(&r);
+        json_t *o = api_gen_result_json(&r);
         if (!o) abort();
         char *txt = json_dumps(o, JSON_COMPACT);
         if (!txt) abort();

@@ -8,11 +8,11 @@
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 D=$ROOT/src/sched
-# bottom -> top; the public sched.h and the wire codec sched_json.{c,h} sit
-# outside the layers (sched.h may be included anywhere, sched_json.h by
+# bottom -> top; the public sched.h and the event accumulator sched_result.{c,h} sit
+# outside the layers (sched.h may be included anywhere, sched_result.h by
 # nothing here)
 LAYERS="impl util policy event kv req output retract batch inbox ctl step sched"
-OUTSIDE="sched.h sched_json.h sched_json.c sched_args.c"
+OUTSIDE="sched.h sched_result.h sched_result.c sched_args.c"
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 layer_of() { # file name -> layer index, or -1

@@ -18,7 +18,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "sched/sched.h"
-#include "sched/sched_json.h"
+#include "api/api_generate_json.h"
 #include "util/log.h"
 
 static model *g_model;
@@ -1154,7 +1154,7 @@ static void test_logprobs(void **state)
         assert_float_equal(r.lp[i], r.top_lp[i * 3], 1e-6);
         assert_true(r.top_lp[i * 3] >= r.top_lp[i * 3 + 1]);
     }
-    json_t *o = sched_result_to_json(&r);
+    json_t *o = api_gen_result_json(&r);
     json_t *meta = json_object_get(o, "meta_info");
     json_t *otl = json_object_get(meta, "output_token_logprobs");
     assert_int_equal(json_array_size(otl), 6);
@@ -1235,7 +1235,7 @@ static void test_input_logprobs(void **state)
         assert_int_equal(r.in_top_ids[i * 2], am);
         assert_true(fabs(r.in_tid_lp[i] - (row[7] - mx - log(sum))) < 1e-4);
     }
-    json_t *o = sched_result_to_json(&r);
+    json_t *o = api_gen_result_json(&r);
     json_t *meta = json_object_get(o, "meta_info");
     assert_int_equal(json_array_size(json_object_get(meta, "input_token_logprobs")), N - START);
     assert_true(json_is_null(json_array_get(json_object_get(meta, "input_top_logprobs"), 0)));
@@ -1326,7 +1326,7 @@ static void test_request_json(void **state)
         assert_non_null(o);
         sched_req_spec sp;
         char err[512] = "";
-        int rc = sched_req_from_json(o, &sp, err, sizeof err);
+        int rc = api_gen_req_from_json(o, &sp, err, sizeof err);
         if (cases[i].ok) {
             assert_int_equal(rc, 0);
             assert_int_equal(sp.n_input, 3);

@@ -1,5 +1,7 @@
-/* sched_json — see sched_json.h. */
-#include "sched/sched_json.h"
+/* api_generate_json — see api_generate_json.h. */
+#include "api/api_generate_json.h"
+
+#include <stdio.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@ static char *dup_str(const char *s)
     return d;
 }
 
-static int int_list(const json_t *v, const char *name, int32_t **out, int64_t *n_out, char *err, size_t errlen)
+int api_gen_id_list(const json_t *v, const char *name, int32_t **out, int64_t *n_out, char *err, size_t errlen)
 {
     if (!json_is_array(v)) {
         snprintf(err, errlen, "%s must be a list of integers", name);
@@ -45,21 +47,29 @@ static int int_list(const json_t *v, const char *name, int32_t **out, int64_t *n
     return 0;
 }
 
-int sched_req_from_json(const json_t *obj, sched_req_spec *sp, char *err, size_t errlen)
+int api_gen_req_from_json(const json_t *obj, sched_req_spec *sp, char *err, size_t errlen)
+{
+    return api_gen_req_from_json_ids(obj, NULL, 0, sp, err, errlen);
+}
+
+int api_gen_req_from_json_ids(const json_t *obj, int32_t *ids, int64_t n_ids, sched_req_spec *sp, char *err,
+                              size_t errlen)
 {
     sched_req_spec_init(sp);
+    bool have_ids = ids != NULL, have_text = false;
+    sp->input_ids = ids;
+    sp->n_input = ids ? n_ids : 0;
     if (!json_is_object(obj)) {
         snprintf(err, errlen, "a request must be a JSON object");
-        return -1;
+        goto fail;
     }
     const char *key;
     json_t *v;
-    bool have_ids = false, have_text = false;
     json_object_foreach((json_t *)obj, key, v)
     {
         if (!strcmp(key, "input_ids")) {
-            if (json_is_null(v)) continue;
-            if (int_list(v, "input_ids", &sp->input_ids, &sp->n_input, err, errlen)) goto fail;
+            if (json_is_null(v) || ids) continue;
+            if (api_gen_id_list(v, "input_ids", &sp->input_ids, &sp->n_input, err, errlen)) goto fail;
             have_ids = true;
         } else if (!strcmp(key, "text")) {
             if (json_is_null(v)) continue;
@@ -119,7 +129,7 @@ int sched_req_from_json(const json_t *obj, sched_req_spec *sp, char *err, size_t
         } else if (!strcmp(key, "token_ids_logprob")) {
             if (json_is_null(v)) continue;
             int64_t n = 0;
-            if (int_list(v, "token_ids_logprob", &sp->token_ids_logprob, &n, err, errlen)) goto fail;
+            if (api_gen_id_list(v, "token_ids_logprob", &sp->token_ids_logprob, &n, err, errlen)) goto fail;
             if (n > (1 << 20)) {
                 snprintf(err, errlen, "token_ids_logprob is too long");
                 goto fail;
@@ -172,115 +182,7 @@ fail:
     return -1;
 }
 
-void sched_result_init(sched_result *r, bool return_logprob)
-{
-    memset(r, 0, sizeof *r);
-    r->return_logprob = return_logprob;
-}
-
-void sched_result_free(sched_result *r)
-{
-    free(r->ids);
-    free(r->lp);
-    free(r->top_ids);
-    free(r->top_lp);
-    free(r->tids);
-    free(r->tid_lp);
-    free(r->in_ids);
-    free(r->in_lp);
-    free(r->in_top_ids);
-    free(r->in_top_lp);
-    free(r->in_tid_lp);
-    free(r->fin.rid);
-    free(r->fin.finish_str);
-    memset(r, 0, sizeof *r);
-}
-
-static int grow_to(void **p, size_t es, int64_t n)
-{
-    void *g = realloc(*p, es * (size_t)(n ? n : 1));
-    if (!g) return -1;
-    *p = g;
-    return 0;
-}
-
-int sched_result_add(sched_result *r, const sched_event *e)
-{
-    int64_t need = r->n + e->n_ids;
-    if (need > r->cap) {
-        int64_t nc = r->cap ? r->cap : 16;
-        while (nc < need) nc *= 2;
-        if (grow_to((void **)&r->ids, sizeof(int32_t), nc)) return -1;
-        if (r->return_logprob) {
-            if (grow_to((void **)&r->lp, sizeof(float), nc)) return -1;
-            if (e->top_n && (grow_to((void **)&r->top_ids, sizeof(int32_t), nc * e->top_n) ||
-                             grow_to((void **)&r->top_lp, sizeof(float), nc * e->top_n)))
-                return -1;
-            if (e->n_tid && grow_to((void **)&r->tid_lp, sizeof(float), nc * e->n_tid)) return -1;
-        }
-        r->cap = nc;
-    }
-    if (e->n_ids && e->ids) memcpy(r->ids + r->n, e->ids, sizeof(int32_t) * (size_t)e->n_ids);
-    if (r->return_logprob && e->n_ids) {
-        if (e->logprobs) memcpy(r->lp + r->n, e->logprobs, sizeof(float) * (size_t)e->n_ids);
-        if (e->top_n && e->top_ids) {
-            r->top_n = e->top_n;
-            memcpy(r->top_ids + r->n * e->top_n, e->top_ids, sizeof(int32_t) * (size_t)(e->n_ids * e->top_n));
-            memcpy(r->top_lp + r->n * e->top_n, e->top_logprobs, sizeof(float) * (size_t)(e->n_ids * e->top_n));
-        }
-        if (e->n_tid && e->tid_logprobs) {
-            if (!r->tids) {
-                r->tids = malloc(sizeof(int32_t) * (size_t)e->n_tid);
-                if (!r->tids) return -1;
-                memcpy(r->tids, e->tids, sizeof(int32_t) * (size_t)e->n_tid);
-                r->n_tid = e->n_tid;
-            }
-            memcpy(r->tid_lp + r->n * e->n_tid, e->tid_logprobs, sizeof(float) * (size_t)(e->n_ids * e->n_tid));
-        }
-    }
-    r->n = need;
-    if (e->n_in > 0 && r->n_in == 0 && e->in_ids && e->in_logprobs) {
-        size_t m = (size_t)e->n_in;
-        r->in_ids = malloc(sizeof(int32_t) * m);
-        r->in_lp = malloc(sizeof(float) * m);
-        if (!r->in_ids || !r->in_lp) return -1;
-        memcpy(r->in_ids, e->in_ids, sizeof(int32_t) * m);
-        memcpy(r->in_lp, e->in_logprobs, sizeof(float) * m);
-        if (e->top_n && e->in_top_ids) {
-            r->top_n = e->top_n;
-            r->in_top_ids = malloc(sizeof(int32_t) * m * (size_t)e->top_n);
-            r->in_top_lp = malloc(sizeof(float) * m * (size_t)e->top_n);
-            if (!r->in_top_ids || !r->in_top_lp) return -1;
-            memcpy(r->in_top_ids, e->in_top_ids, sizeof(int32_t) * m * (size_t)e->top_n);
-            memcpy(r->in_top_lp, e->in_top_logprobs, sizeof(float) * m * (size_t)e->top_n);
-        }
-        if (e->n_tid && e->in_tid_logprobs) {
-            if (!r->tids) {
-                r->tids = malloc(sizeof(int32_t) * (size_t)e->n_tid);
-                if (!r->tids) return -1;
-                memcpy(r->tids, e->tids, sizeof(int32_t) * (size_t)e->n_tid);
-                r->n_tid = e->n_tid;
-            }
-            r->in_tid_lp = malloc(sizeof(float) * m * (size_t)e->n_tid);
-            if (!r->in_tid_lp) return -1;
-            memcpy(r->in_tid_lp, e->in_tid_logprobs, sizeof(float) * m * (size_t)e->n_tid);
-        }
-        r->n_in = e->n_in;
-    }
-    if (e->kind == SCHED_EV_FINISH) {
-        free(r->fin.rid);
-        free(r->fin.finish_str);
-        r->fin = *e;
-        r->fin.rid = e->rid ? dup_str(e->rid) : NULL;
-        r->fin.finish_str = e->finish_str ? dup_str(e->finish_str) : NULL;
-        r->fin.ids = NULL, r->fin.logprobs = NULL, r->fin.top_ids = NULL, r->fin.top_logprobs = NULL;
-        r->fin.tids = NULL, r->fin.tid_logprobs = NULL, r->fin.next = NULL;
-        r->done = true;
-    }
-    return 0;
-}
-
-json_t *sched_finish_reason_json(const sched_event *e)
+json_t *api_gen_finish_reason_json(const sched_event *e)
 {
     json_t *o = json_object();
     switch (e->finish) {
@@ -318,7 +220,7 @@ static json_t *lp_entry(float lp, int32_t id)
     return a;
 }
 
-json_t *sched_result_to_json(const sched_result *r)
+json_t *api_gen_result_json(const sched_result *r)
 {
     json_t *root = json_object(), *ids = json_array(), *meta = json_object();
     if (!root || !ids || !meta) {
@@ -329,7 +231,7 @@ json_t *sched_result_to_json(const sched_result *r)
     json_object_set_new(root, "text", json_string(""));
     json_object_set_new(root, "output_ids", ids);
     json_object_set_new(meta, "id", json_string(r->fin.rid ? r->fin.rid : ""));
-    json_object_set_new(meta, "finish_reason", sched_finish_reason_json(&r->fin));
+    json_object_set_new(meta, "finish_reason", api_gen_finish_reason_json(&r->fin));
     json_object_set_new(meta, "prompt_tokens", json_integer(r->fin.prompt_tokens));
     json_object_set_new(meta, "completion_tokens", json_integer(r->n));
     json_object_set_new(meta, "cached_tokens", json_integer(r->fin.cached_tokens));

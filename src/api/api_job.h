@@ -1,0 +1,249 @@
+/* api_job — the generation job and the seams between the route files.
+ * Internal to src/api; not for other modules.
+ *
+ * DESIGN: one HTTP request that generates (or embeds) is a job: n_prompt
+ * prompts, each submitted once to the scheduler (sched handles n > 1 as
+ * siblings), so a job has n_prompt * n slots, laid out prompt-major
+ * (SGLang's order for batch x n).  The files:
+ *
+ *   api.c             api_handle (polling thread: auth, route), the job
+ *                     registry, submission, the dispatcher thread
+ *                     (events -> slots -> answers), lifecycle
+ *   api_reply.c       shared response helpers: errors in the native and
+ *                     OpenAI shapes, SSE writes, usage, token texts
+ *   api_native.c      /generate, /health_generate, /tokenize, /detokenize
+ *   api_openai.c      what /v1/completions and /v1/chat/completions share:
+ *                     the request -> sampling params, the answer and the
+ *                     stream chunks
+ *   api_completions.c /v1/completions: prompts, suffix (FIM), echo,
+ *                     logprobs
+ *   api_chat.c        /v1/chat/completions: messages -> chat template ->
+ *                     prompt, message / delta objects, logprobs
+ *   api_embed_job.c   /encode and /v1/embeddings jobs (parsing is
+ *                     api_embed.c)
+ *   api_output.c      the output stage of each slot: detokenize once (on
+ *                     the scheduler thread, through the output hook),
+ *                     stop strings, output parsers
+ *   api_generate_json.c  the /generate wire codec
+ *
+ * After submission only the dispatcher touches a job, except `gone` (set
+ * by the close hook) and the rids it reads. */
+#ifndef SGLC_API_JOB_H
+#define SGLC_API_JOB_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "api/api.h"
+#include "api/api_impl.h"
+#include "api/api_output.h"
+#include "api/api_generate_json.h"
+
+#include "util/timeutil.h"
+
+enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED };
+/* JOB_ENCODE: SGLang's /encode; JOB_EMBED: OpenAI /v1/embeddings.  Each
+ * input is one scheduler request (embedding mode) and one slot, whose
+ * FINISH event carries the pooled vector. */
+
+typedef struct api_slot {
+    sched_result res;
+    size_t sent;                 /* bytes of text already sent as deltas */
+    size_t ids_sent;             /* output ids already sent (incremental native streaming) */
+    double t_last;               /* metrics: when its last tokens arrived, 0 = none yet */
+    int prompt;
+    bool done, role_sent;
+    float *emb;                  /* (n_emb) owned or NULL: embedding jobs */
+    int n_emb;
+} api_slot;
+
+typedef struct api_job {
+    api_server *api;
+    http_req *hr;                /* until the terminal call */
+    int kind;
+    bool stream, list_out, include_usage, echo, return_logprob;
+    int top_logprobs;
+    bool text_in_logprobs;       /* return_text_in_logprobs */
+    int n_prompt, n_per, n_slots, n_done;
+    api_slot *slots;             /* (n_slots) */
+    api_output *outs;            /* (n_slots) owned: the output stage of each slot (api_output.h);
+                                  * prompt i's siblings are outs[i * n_per ...], its output_ctx */
+    char **rids;                 /* (n_prompt) owned */
+    uint64_t *sub_ids;           /* (n_prompt) sched_submit ids, 0 = not submitted */
+    char **prompt_text;          /* (n_prompt) owned or NULL (echo) */
+    int64_t *prompt_tokens;      /* (n_prompt) */
+    char *oai_id;                /* owned */
+    int64_t created;
+    atomic_bool gone;
+    double t_submit;             /* metrics: submission time */
+    json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
+    bool base64;                 /* JOB_EMBED: encoding_format base64 */
+    int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
+    int err_status;              /* first error (non-streaming answer) */
+    char *err_msg;               /* owned */
+} api_job;
+
+typedef struct reg_ent {
+    uint64_t id;
+    api_job *job;
+    int base;                    /* first slot */
+    int remaining;               /* siblings not finished */
+    struct reg_ent *next;
+} reg_ent;
+
+#define REG_BUCKETS 4096
+
+struct api_server {
+    api_config cfg;
+    char *served, *model_path, *tok_path, *arch, *api_key, *root_path, *weight_version; /* owned copies */
+    char *admin_api_key;         /* owned copy or NULL */
+    int64_t max_req_input_len;   /* the scheduler's (context_length - 6 in dry runs) */
+    pthread_mutex_t mu;          /* registry and counters */
+    reg_ent *reg[REG_BUCKETS];
+    int n_jobs;
+    int64_t n_reqs;              /* scheduler requests in flight */
+    atomic_bool draining, stop;
+    atomic_bool starting;        /* until api_set_ready: health 503, no generation */
+    pthread_t thread;
+    bool thread_started;
+    atomic_ullong rid_counter;
+    uint64_t dry_id;             /* dry run: fake submit ids */
+    uint64_t rid_salt;
+    api_admin *admin;            /* owned: control routes (api_admin.c) */
+};
+
+
+/* ---- api_reply.c: shared response helpers ------------------------------------ */
+
+/* {"error": {"message": msg}}: the native routes' error (terminal call on r). */
+void api_native_error(http_req *r, int status, const char *msg);
+/* OpenAI's error object {"object": "error", "message", "type", "param", "code"}. */
+json_t *api_oai_error_obj(int status, const char *type, const char *msg);
+const char *api_oai_error_type(int status);
+void api_oai_error(http_req *r, int status, const char *msg);
+/* The error in the job's route style (terminal call on j->hr). */
+void api_job_error(api_job *j, int status, const char *msg);
+/* Write one SSE event of a job (takes o); a client that cannot take it
+ * (gone, or over the stream buffer limit) gets its requests aborted. */
+void api_job_sse(api_job *j, json_t *o);
+/* A fresh request id (32 hex digits) in out. */
+void api_new_rid(api_server *a, char *out, size_t len);
+/* Final text of a finished slot (its output stage's text minus a matched
+ * stop string unless no_stop_trim: api_output_final).  malloc'd. */
+char *api_slot_final_text(api_job *j, api_slot *sl);
+/* The slot's output stage. */
+static inline api_output *api_slot_out(api_job *j, api_slot *sl) { return &j->outs[sl - j->slots]; }
+/* Text of one token for logprob tables (JSON null without a tokenizer). */
+json_t *api_token_text(const api_server *a, int32_t id);
+/* OpenAI finish_reason ("length", "stop", "abort") or NULL while running. */
+const char *api_oai_finish(const sched_result *r);
+/* matched_stop: the stop token id, the stop string, or JSON null. */
+json_t *api_oai_matched(const sched_result *r);
+/* return_text_in_logprobs: fill the text element of every logprob entry
+ * of meta_info. */
+void api_fill_logprob_texts(const api_server *a, json_t *meta);
+/* OpenAI usage object of a job. */
+json_t *api_usage_obj(api_job *j);
+/* One OpenAI stream chunk of the job around `choices` (taken). */
+json_t *api_oai_chunk(api_job *j, json_t *choices);
+/* One prompt of a request before submission: token ids from the
+ * tokenizer, or the client's own list of ids (checked when the request
+ * is built), and the prompt text (echo, request log). */
+typedef struct api_prompt {
+    int32_t *ids;                /* (n_ids) owned, or NULL with ids_json */
+    int64_t n_ids;
+    const json_t *ids_json;      /* borrowed from the request body: a list of integers */
+    char *text;                  /* owned or NULL */
+} api_prompt;
+
+typedef struct api_prompts {
+    api_prompt *v;               /* (n) owned */
+    int n, cap;
+} api_prompts;
+
+/* Append a text prompt: tokenize text[0..len) (add_special as SGLang's
+ * tokenizer manager: true for raw text, false after a chat template);
+ * shown (NUL-terminated, or NULL) is kept as the prompt's text.  A prompt
+ * the tokenizer fails on is appended with neither ids nor ids_json (see
+ * api_prompt_failed).  0, or -1 on OOM. */
+int api_prompts_add_text(api_server *a, api_prompts *ps, const char *text, size_t len, bool add_special,
+                         const char *shown);
+/* Append the client's list of ids (borrowed).  0 or -1 (OOM). */
+int api_prompts_add_ids(api_prompts *ps, const json_t *ids);
+/* Append ids (n, malloc'd) the caller hands over.  0 or -1 (OOM). */
+int api_prompts_add_owned(api_prompts *ps, int32_t *ids, int64_t n);
+void api_prompts_free(api_prompts *ps);
+static inline bool api_prompt_failed(const api_prompt *p) { return !p->ids && !p->ids_json; }
+/* The ids of a prompt as a JSON array (request log objects). */
+json_t *api_ids_json(const int32_t *ids, int64_t n);
+/* A request of fixed shape (health check, embedding input): ids (n,
+ * malloc'd) moved into spec (freed on failure too), sampling params from
+ * the SGLang object `sampling`, rid copied.  0, or -1 with a message. */
+int api_spec_simple(sched_req_spec *spec, int32_t *ids, int64_t n, const json_t *sampling, const char *rid,
+                    char *err, size_t errlen);
+/* input ids of a text prompt as a JSON array (NULL on failure): /tokenize. */
+json_t *api_tokenize_json(api_server *a, const char *text, size_t len, bool add_special);
+bool api_is_id_list(const json_t *v);
+/* sampling_params.n of a params object (1 when absent or < 2). */
+int64_t api_json_n_of(const json_t *sp);
+
+/* ---- api.c: submission ------------------------------------------------------- */
+
+api_job *api_job_new(api_server *a, http_req *r, int kind, int n_prompt, int n_per);
+void api_job_free(api_job *j);
+/* The scheduler request of prompt i of a job, built by its route
+ * (api_job_submit calls it for i = 0 .. n_prompt - 1, in order, before it
+ * submits anything).  Fills spec (the builder initialises it) and
+ * *max_new_given (the request gave an integer max_new_tokens: for
+ * api_limits_apply).  When log_req is non-NULL (--log-requests or
+ * --export-metrics-to-file), also stores the request as SGLang's
+ * GenerateReqInput object (new reference) for the request log.  0, or -1
+ * with a message in err (spec freed; the job answers 400). */
+typedef int (*api_spec_fn)(void *ctx, int i, sched_req_spec *spec, bool *max_new_given, json_t **log_req,
+                           char *err, size_t errlen);
+/* Build every prompt's request (build), check them (limits, n), log and
+ * submit them.  On a request error before anything was submitted,
+ * answers and frees the job.  The job may be answered and freed before
+ * this returns. */
+void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx);
+/* --log-requests: the raw OpenAI body, before it is adapted. */
+void api_ops_log_openai(api_server *a, http_req *r, const json_t *body);
+
+/* ---- route families ------------------------------------------------------------ */
+
+/* api_native.c */
+void api_route_generate(api_server *a, http_req *r, json_t *body);
+void api_route_health_generate(api_server *a, http_req *r);
+void api_route_tokenize(api_server *a, http_req *r, json_t *body);
+void api_route_detokenize(api_server *a, http_req *r, json_t *body);
+/* The /generate response object of a slot (final: the finished text). */
+json_t *api_native_obj(api_job *j, api_slot *sl, bool final);
+void api_native_answer(api_job *j);
+void api_native_stream_event(api_job *j, int si, const sched_event *e);
+
+/* api_openai.c (kind JOB_COMPL or JOB_CHAT) */
+void api_route_openai(api_server *a, http_req *r, json_t *body, int kind);
+void api_oai_answer(api_job *j);
+void api_oai_stream_event(api_job *j, int si, const sched_event *e);
+/* The /v1/models entry of the served model. */
+json_t *api_models_entry(api_server *a);
+
+/* api_completions.c: the prompts of a /v1/completions body (texts kept
+ * for echo); use_fim with the suffix sfx.  0, or -1 after answering the
+ * error. */
+int api_compl_prompts(api_server *a, http_req *r, json_t *body, bool use_fim, json_t *sfx, api_prompts *ps);
+/* OpenAI completions logprobs of output tokens [from, n). */
+json_t *api_compl_logprobs(api_job *j, api_slot *sl, size_t text_base, int64_t from);
+
+/* api_chat.c: the prompt of a /v1/chat/completions body (messages through
+ * the chat template), appended to ps.  0, or -1 after answering the
+ * error. */
+int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps);
+/* OpenAI chat logprobs of output tokens [from, n). */
+json_t *api_chat_logprobs(api_job *j, api_slot *sl, int64_t from);
+
+/* api_embed_job.c */
+void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai);
+json_t *api_embed_answer(api_job *j);
+
+#endif
