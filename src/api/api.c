@@ -10,6 +10,7 @@
 #include "api/api.h"
 #include "api/api_ops.h"
 #include "api/api_impl.h"
+#include "api/api_tokq.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -61,6 +62,7 @@ typedef struct api_job {
     char *oai_id;                /* owned */
     int64_t created;
     atomic_bool gone;
+    atomic_bool submitted;       /* sub_ids are final (see job_on_close) */
     double t_submit;             /* metrics: submission time */
     json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
     bool base64;                 /* JOB_EMBED: encoding_format base64 */
@@ -96,6 +98,7 @@ struct api_server {
     uint64_t dry_id;             /* dry run: fake submit ids */
     uint64_t rid_salt;
     api_admin *admin;            /* owned: control routes (api_admin.c) */
+    api_tokq *tokq;              /* owned or NULL (routes run on the polling thread) */
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -270,11 +273,15 @@ static void job_free(api_job *j)
 static void job_on_close(void *arg)
 {
     api_job *j = arg;
-    /* runs on the polling thread, which is also the one that submits: the
-     * submit ids cannot change under it */
+    /* the submitting thread (a tokenizer worker, maybe now) writes
+     * sub_ids, then sets `submitted`, then reads `gone`; this sets `gone`,
+     * then reads `submitted` (all seq_cst): one of the two sees the other
+     * and aborts.  (No api->mu here: the dispatcher takes it before the
+     * request's lock, in reap_gone_clients.) */
     atomic_store(&j->gone, true);
-    for (int i = 0; i < j->n_prompt; i++)
-        if (j->sub_ids[i]) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
+    if (atomic_load(&j->submitted))
+        for (int i = 0; i < j->n_prompt; i++)
+            if (j->sub_ids[i]) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
 }
 
 /* Write one SSE event of a job; a client that cannot take it (gone, or
@@ -1073,7 +1080,10 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
         reg_add(a, id, j, i * j->n_per, j->n_per);
         a->n_reqs++;
     }
-    pthread_mutex_unlock(&a->mu);
+    atomic_store(&j->submitted, true);
+    if (atomic_load(&j->gone)) /* the client left meanwhile (see job_on_close) */
+        for (int i = 0; i < j->n_prompt; i++) sched_abort_id(a->cfg.s, j->sub_ids[i]);
+    pthread_mutex_unlock(&a->mu); /* from here on the dispatcher may free j */
     free(specs);
 }
 
@@ -1082,7 +1092,7 @@ static void job_submit(api_server *a, api_job *j, json_t **reqs)
 static json_t *tokenize_json(api_server *a, const char *text, size_t len, bool add_special)
 {
     tok_ids ids = {0};
-    if (tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
+    if (!api_tokq_pre_take(text, len, add_special, &ids) && tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
         tok_ids_free(&ids);
         return NULL;
     }
@@ -1753,8 +1763,23 @@ static json_t *parse_body(http_req *r, const char *body, size_t len, bool oai, b
     return j;
 }
 
-void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,
-                size_t body_len)
+/* --enable-tokenizer-batch-encode: encode a batch's texts ahead of its
+ * route (api_tokq.h).  true when the request was refused (answered). */
+static bool encode_ahead(api_server *a, http_req *r, const char *path, const json_t *j, bool oai)
+{
+    if (!a->cfg.batch_encode) return false;
+    char err[300];
+    int st = api_tokq_encode_ahead(a->tokq, a->cfg.tok, path, j, err, sizeof err);
+    if (!st) return false;
+    if (oai) oai_error(r, st, err);
+    else native_error(r, st, err);
+    return true;
+}
+
+/* The handler proper: on a tokenizer worker for requests with a body, on
+ * the polling thread for the others (see api_handle). */
+static void api_route(void *ctx, http_req *r, const char *method, const char *path, const char *body,
+                      size_t body_len)
 {
     api_server *a = ctx;
     size_t rl = a->root_path ? strlen(a->root_path) : 0;
@@ -1850,11 +1875,13 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         }
         json_t *j = parse_body(r, body, body_len, oai, false);
         if (!j) return;
-        if (is_gen) route_generate(a, r, j);
+        if (encode_ahead(a, r, path, j, oai)) {
+        } else if (is_gen) route_generate(a, r, j);
         else {
             ops_log_openai(a, r, j);
             route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
         }
+        api_tokq_pre_clear();
         json_decref(j);
         return;
     }
@@ -1872,8 +1899,11 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         }
         json_t *j = parse_body(r, body, body_len, is_emb, false);
         if (!j) return;
-        if (is_emb) ops_log_openai(a, r, j);
-        route_embed(a, r, j, is_emb);
+        if (!encode_ahead(a, r, path, j, is_emb)) {
+            if (is_emb) ops_log_openai(a, r, j);
+            route_embed(a, r, j, is_emb);
+        }
+        api_tokq_pre_clear();
         json_decref(j);
         return;
     }
@@ -1921,6 +1951,15 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         return;
     }
     api_respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
+}
+
+void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,
+                size_t body_len)
+{
+    api_server *a = ctx;
+    /* parsing, templates and tokenizing leave the polling thread */
+    if (api_tokq_offer(a->tokq, r, method, path, body, body_len)) return;
+    api_route(a, r, method, path, body, body_len);
 }
 
 /* ---- stop strings ------------------------------------------------------------------------------ */
@@ -1983,6 +2022,10 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
         api_destroy(a);
         return NULL;
     }
+    if (cfg->tokenizer_workers > 0 && !(a->tokq = api_tokq_create(cfg->tokenizer_workers, api_route, a, err, errlen))) {
+        api_destroy(a);
+        return NULL;
+    }
     atomic_store(&a->starting, true);
     if (cfg->start_later) return a;
     if (api_set_ready(a, err, errlen)) {
@@ -2008,6 +2051,9 @@ int api_set_ready(api_server *a, char *err, size_t errlen)
 void api_destroy(api_server *a)
 {
     if (!a) return;
+    atomic_store(&a->draining, true); /* jobs still queued for the workers answer 503 */
+    if (a->admin) api_admin_set_draining(a->admin, true);
+    api_tokq_destroy(a->tokq);
     api_admin_destroy(a->admin); /* its threads answer their requests first */
     atomic_store(&a->stop, true);
     if (a->thread_started) pthread_join(a->thread, NULL);
