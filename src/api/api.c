@@ -1763,6 +1763,17 @@ static json_t *parse_body(http_req *r, const char *body, size_t len, bool oai, b
     return j;
 }
 
+/* path without the --fastapi-root-path prefix */
+static const char *strip_root(const api_server *a, const char *path)
+{
+    size_t rl = a->root_path ? strlen(a->root_path) : 0;
+    if (rl && !strncmp(path, a->root_path, rl) && (path[rl] == '/' || !path[rl])) {
+        path += rl;
+        if (!*path) path = "/";
+    }
+    return path;
+}
+
 /* --enable-tokenizer-batch-encode: encode a batch's texts ahead of its
  * route (api_tokq.h).  true when the request was refused (answered). */
 static bool encode_ahead(api_server *a, http_req *r, const char *path, const json_t *j, bool oai)
@@ -1782,11 +1793,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
                       size_t body_len)
 {
     api_server *a = ctx;
-    size_t rl = a->root_path ? strlen(a->root_path) : 0;
-    if (rl && !strncmp(path, a->root_path, rl) && (path[rl] == '/' || !path[rl])) {
-        path += rl;
-        if (!*path) path = "/";
-    }
+    path = strip_root(a, path);
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
     int denied = auth_check(a, r, method, path);
@@ -1957,8 +1964,11 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
                 size_t body_len)
 {
     api_server *a = ctx;
-    /* parsing, templates and tokenizing leave the polling thread */
-    if (api_tokq_offer(a->tokq, r, method, path, body, body_len)) return;
+    /* parsing, templates and tokenizing leave the polling thread; a
+     * request refused by authentication is answered here, unqueued */
+    if (a->tokq && body_len && !auth_check(a, r, method, strip_root(a, path)) &&
+        api_tokq_offer(a->tokq, r, method, path, body, body_len))
+        return;
     api_route(a, r, method, path, body, body_len);
 }
 

@@ -312,7 +312,6 @@ static void test_api_same_answers(void **state)
     for (size_t i = 0; i < nr; i++) {
         char *o = call(a, "POST", reqs[i][0], reqs[i][1], &want_st[i]);
         want[i] = stable(o);
-        if (getenv("TOKQ_DEBUG")) fprintf(stderr, "%d %s\n", want_st[i], want[i]);
         free(o);
     }
     api_destroy(a);
@@ -343,6 +342,28 @@ static void test_api_same_answers(void **state)
     tok_destroy(t);
 }
 
+/* authentication refuses on the polling thread (nothing queued); the
+ * authorized request goes through the workers */
+static void test_api_auth_first(void **state)
+{
+    (void)state;
+    char err[128];
+    api_config c = {.served_model_name = "tiny", .model_path = "m", .architecture = "A",
+                    .context_length = 64, .vocab_size = 100, .api_key = "k", .tokenizer_workers = 1};
+    api_server *a = api_create(&c, err, sizeof err);
+    assert_non_null(a);
+    http_req *r = http_req_detached();
+    const char *body = "{\"input_ids\":[1,2]}";
+    api_handle(a, r, "POST", "/generate", body, strlen(body));
+    const char *b;
+    size_t n;
+    bool ended;
+    assert_int_equal(http_req_detached_result(r, &b, &n, &ended), 401); /* answered before returning */
+    assert_true(ended);
+    http_req_detached_free(r);
+    api_destroy(a);
+}
+
 int main(void)
 {
     log_set_level(LOG_WARNING);
@@ -351,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_destroy_runs_queued),
         cmocka_unit_test(test_encode_batch),
         cmocka_unit_test(test_api_same_answers),
+        cmocka_unit_test(test_api_auth_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
