@@ -14,6 +14,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +166,10 @@ static void *worker_main(void *arg)
     tokq_thread_arg ta = *(tokq_thread_arg *)arg;
     free(arg);
     api_tokq *q = ta.q;
+    /* bulk work yields to the latency-bound threads (see api_tokq.h);
+     * raising one's own nice needs no privilege, so this cannot fail in
+     * a way that matters */
+    if (!ta.express) (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), API_TOKQ_WORKER_NICE);
     pthread_mutex_lock(&q->mu);
     for (;;) {
         tokq_job *j = list_pop(&q->small);
