@@ -286,14 +286,6 @@ bool api_tokq_offer(api_tokq *q, http_req *r, const char *method, const char *pa
     return true;
 }
 
-int api_tokq_pending(api_tokq *q)
-{
-    pthread_mutex_lock(&q->mu);
-    int n = q->small.n + q->large.n;
-    pthread_mutex_unlock(&q->mu);
-    return n;
-}
-
 /* ---- encode ahead ----------------------------------------------------------------------- */
 
 /* The ids kept for the route running on this thread. */

@@ -84,9 +84,6 @@ void api_tokq_destroy(api_tokq *q);
 bool api_tokq_offer(api_tokq *q, http_req *r, const char *method, const char *path, const char *body,
                     size_t body_len);
 
-/* Jobs queued and not yet taken (for tests and logs). */
-int api_tokq_pending(api_tokq *q);
-
 /* One text of a batch (borrowed). */
 typedef struct api_tokq_text {
     const char *s;
