@@ -337,17 +337,12 @@ int api_tokq_encode_ahead(api_tokq *q, const tok_tokenizer *t, const char *path,
     if (!t || !json_is_object(body)) return 0;
     const json_t *list = NULL;
     json_int_t n = 1;
-    if (!strcmp(path, "/generate")) {
+    bool gen = !strcmp(path, "/generate");
+    if (gen) {
         list = json_object_get(body, "text");
         n = n_of(json_object_get(body, "sampling_params"));
-        static const char *const mm[] = {"image_data", "video_data", "audio_data", NULL};
-        for (int k = 0; json_is_array(list) && mm[k]; k++) {
-            const json_t *v = json_object_get(body, mm[k]);
-            if (v && !json_is_null(v)) {
-                snprintf(err, errlen, "For multimodal input processing do not set `enable_tokenizer_batch_encode`.");
-                return 400;
-            }
-        }
+        const json_t *ids = json_object_get(body, "input_ids");
+        if (ids && !json_is_null(ids)) return 0; /* the route refuses text + input_ids */
     } else if (!strcmp(path, "/v1/completions")) {
         list = json_object_get(body, "prompt");
         const json_t *nv = json_object_get(body, "n");
@@ -360,8 +355,22 @@ int api_tokq_encode_ahead(api_tokq *q, const tok_tokenizer *t, const char *path,
     /* SGLang batch-encodes a batch (a list) with one sample per prompt */
     if (!json_is_array(list) || n != 1) return 0;
     size_t m = 0, i;
+    bool has_text = false;
     const json_t *x;
-    json_array_foreach(list, i, x) if (json_is_string(x)) m++;
+    json_array_foreach(list, i, x) if (json_is_string(x)) {
+        m++;
+        has_text |= json_string_length(x) > 0;
+    }
+    if (gen && has_text) { /* SGLang's _validate_batch_tokenization_constraints */
+        static const char *const mm[] = {"image_data", "video_data", "audio_data", NULL};
+        for (int k = 0; mm[k]; k++) {
+            const json_t *v = json_object_get(body, mm[k]);
+            if (v && !json_is_null(v)) {
+                snprintf(err, errlen, "For multimodal input processing do not set `enable_tokenizer_batch_encode`.");
+                return 400;
+            }
+        }
+    }
     if (m == 0) return 0;
     api_tokq_text *texts = calloc(m, sizeof *texts);
     tok_ids *ids = calloc(m, sizeof *ids);

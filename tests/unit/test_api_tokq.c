@@ -231,6 +231,9 @@ static void test_encode_batch(void **state)
     json_object_set_new(body, "image_data", json_string("a.png"));
     assert_int_equal(api_tokq_encode_ahead(qs[2], t, "/generate", body, err, sizeof err), 400);
     assert_non_null(strstr(err, "enable_tokenizer_batch_encode"));
+    /* text and input_ids together: left to the route's own error */
+    json_object_set_new(body, "input_ids", json_pack("[i]", 1));
+    assert_int_equal(api_tokq_encode_ahead(qs[2], t, "/generate", body, err, sizeof err), 0);
     json_decref(body);
     for (int v = 0; v < 3; v++) api_tokq_destroy(qs[v]);
     for (int i = 0; i < N; i++) {
