@@ -324,7 +324,7 @@ X(enable_cudagraph_gc, BOOL, "--enable-cudagraph-gc", "false", NULL, OPT, NOT_YE
 X(enable_nccl_nvls, BOOL, "--enable-nccl-nvls", "false", NULL, OPT, NOT_YET, "Enable NCCL NVLS for prefill-heavy requests.") \
 X(enable_symm_mem, BOOL, "--enable-symm-mem", "false", NULL, OPT, NOT_YET, "Enable NCCL symmetric memory.") \
 X(disable_flashinfer_cutlass_moe_fp4_allgather, BOOL, "--disable-flashinfer-cutlass-moe-fp4-allgather", "false", NULL, OPT, NOT_YET, "Disable quantize-before-all-gather for FlashInfer CUTLASS MoE.") \
-X(enable_tokenizer_batch_encode, BOOL, "--enable-tokenizer-batch-encode", "false", NULL, OPT, SUPPORTED, "Enable batch tokenization for batched requests. sglc: the texts of a batch request with n = 1 are tokenized in one batch call, spread over the idle tokenizer workers.") \
+X(enable_tokenizer_batch_encode, BOOL, "--enable-tokenizer-batch-encode", "false", NULL, OPT, SUPPORTED, "Enable batch tokenization for improved performance when processing multiple text inputs. Do not use with image inputs, pre-tokenized input_ids, or input_embeds. sglc: the texts of a batch request with n = 1 are tokenized in one batch call, spread over the idle tokenizer workers; a text batch with image data is refused (400).") \
 X(disable_tokenizer_batch_decode, BOOL, "--disable-tokenizer-batch-decode", "false", NULL, OPT, NOT_YET, "Disable batch decoding of tokens.") \
 X(disable_custom_all_reduce, BOOL, "--disable-custom-all-reduce", "false", NULL, OPT, NOT_YET, "Disable the custom all-reduce kernel.") \
 X(enable_mscclpp, BOOL, "--enable-mscclpp", "false", NULL, OPT, NOT_YET, "Enable MSCCL++ for small-message all-reduce.") \
