@@ -8,6 +8,7 @@
  * except `gone` (set by the close hook) and the rids it reads. */
 #include "api/api_job.h"
 #include "api/api_ops.h"
+#include "api/api_tokq.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -116,11 +117,15 @@ void api_job_free(api_job *j)
 static void job_on_close(void *arg)
 {
     api_job *j = arg;
-    /* runs on the polling thread, which is also the one that submits: the
-     * submit ids cannot change under it */
+    /* the submitting thread (a tokenizer worker, maybe now) writes
+     * sub_ids, then sets `submitted`, then reads `gone`; this sets `gone`,
+     * then reads `submitted` (all seq_cst): one of the two sees the other
+     * and aborts.  (No api->mu here: the dispatcher takes it before the
+     * request's lock, in reap_gone_clients.) */
     atomic_store(&j->gone, true);
-    for (int i = 0; i < j->n_prompt; i++)
-        if (j->sub_ids[i]) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
+    if (atomic_load(&j->submitted))
+        for (int i = 0; i < j->n_prompt; i++)
+            if (j->sub_ids[i]) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
 }
 
 /* Write one SSE event of a job; a client that cannot take it (gone, or
@@ -528,7 +533,10 @@ void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
         reg_add(a, id, j, k * j->n_per, j->n_per);
         a->n_reqs++;
     }
-    pthread_mutex_unlock(&a->mu);
+    atomic_store(&j->submitted, true);
+    if (atomic_load(&j->gone)) /* the client left meanwhile (see job_on_close) */
+        for (int k = 0; k < j->n_prompt; k++) sched_abort_id(a->cfg.s, j->sub_ids[k]);
+    pthread_mutex_unlock(&a->mu); /* from here on the dispatcher may free j */
     free(specs);
 }
 
@@ -560,15 +568,37 @@ static json_t *parse_body(http_req *r, const char *body, size_t len, bool oai, b
     return j;
 }
 
-void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,
-                size_t body_len)
+/* path without the --fastapi-root-path prefix */
+static const char *strip_root(const api_server *a, const char *path)
 {
-    api_server *a = ctx;
     size_t rl = a->root_path ? strlen(a->root_path) : 0;
     if (rl && !strncmp(path, a->root_path, rl) && (path[rl] == '/' || !path[rl])) {
         path += rl;
         if (!*path) path = "/";
     }
+    return path;
+}
+
+/* --enable-tokenizer-batch-encode: encode a batch's texts ahead of its
+ * route (api_tokq.h).  true when the request was refused (answered). */
+static bool encode_ahead(api_server *a, http_req *r, const char *path, const json_t *j, bool oai)
+{
+    if (!a->cfg.batch_encode) return false;
+    char err[300];
+    int st = api_tokq_encode_ahead(a->tokq, a->cfg.tok, path, j, err, sizeof err);
+    if (!st) return false;
+    if (oai) api_oai_error(r, st, err);
+    else api_native_error(r, st, err);
+    return true;
+}
+
+/* The handler proper: on a tokenizer worker for requests with a body, on
+ * the polling thread for the others (see api_handle). */
+static void api_route(void *ctx, http_req *r, const char *method, const char *path, const char *body,
+                      size_t body_len)
+{
+    api_server *a = ctx;
+    path = strip_root(a, path);
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
     int denied = auth_check(a, r, method, path);
@@ -657,11 +687,13 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         }
         json_t *j = parse_body(r, body, body_len, oai, false);
         if (!j) return;
-        if (is_gen) api_route_generate(a, r, j);
+        if (encode_ahead(a, r, path, j, oai)) {
+        } else if (is_gen) api_route_generate(a, r, j);
         else {
             api_ops_log_openai(a, r, j);
             api_route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
         }
+        api_tokq_pre_clear();
         json_decref(j);
         return;
     }
@@ -679,8 +711,11 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
         }
         json_t *j = parse_body(r, body, body_len, is_emb, false);
         if (!j) return;
-        if (is_emb) api_ops_log_openai(a, r, j);
-        api_route_embed(a, r, j, is_emb);
+        if (!encode_ahead(a, r, path, j, is_emb)) {
+            if (is_emb) api_ops_log_openai(a, r, j);
+            api_route_embed(a, r, j, is_emb);
+        }
+        api_tokq_pre_clear();
         json_decref(j);
         return;
     }
@@ -730,6 +765,18 @@ void api_handle(void *ctx, http_req *r, const char *method, const char *path, co
     api_respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
 }
 
+void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,
+                size_t body_len)
+{
+    api_server *a = ctx;
+    /* parsing, templates and tokenizing leave the polling thread; a
+     * request refused by authentication is answered here, unqueued */
+    if (a->tokq && body_len && !auth_check(a, r, method, strip_root(a, path)) &&
+        api_tokq_offer(a->tokq, r, method, path, body, body_len))
+        return;
+    api_route(a, r, method, path, body, body_len);
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------------- */
 
 api_server *api_create(const api_config *cfg, char *err, size_t errlen)
@@ -764,6 +811,10 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
         api_destroy(a);
         return NULL;
     }
+    if (cfg->tokenizer_workers > 0 && !(a->tokq = api_tokq_create(cfg->tokenizer_workers, api_route, a, err, errlen))) {
+        api_destroy(a);
+        return NULL;
+    }
     atomic_store(&a->starting, true);
     if (cfg->start_later) return a;
     if (api_set_ready(a, err, errlen)) {
@@ -789,6 +840,9 @@ int api_set_ready(api_server *a, char *err, size_t errlen)
 void api_destroy(api_server *a)
 {
     if (!a) return;
+    atomic_store(&a->draining, true); /* jobs still queued for the workers answer 503 */
+    if (a->admin) api_admin_set_draining(a->admin, true);
+    api_tokq_destroy(a->tokq);
     api_admin_destroy(a->admin); /* its threads answer their requests first */
     atomic_store(&a->stop, true);
     if (a->thread_started) pthread_join(a->thread, NULL);

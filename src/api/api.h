@@ -2,9 +2,12 @@
  * http front and the scheduler's queues.
  *
  * DESIGN
- *   polling thread (http):  api_handle: auth, route, parse JSON, chat
- *                           template, tokenize, build sched_req_specs,
- *                           register the job, sched_submit; never waits.
+ *   polling thread (http):  api_handle: requests without a body are
+ *                           answered here; those with one are queued for
+ *                           the tokenizer workers (api_tokq.h).
+ *   tokenizer workers:      auth, route, parse JSON, chat template,
+ *                           tokenize, build sched_req_specs, register the
+ *                           job, sched_submit; never wait on the model.
  *   dispatcher thread:      sched_wait -> find the job by submit id ->
  *                           accumulate (sched_result, the event's text),
  *                           output parsers, write SSE chunks or the final
@@ -62,6 +65,10 @@ typedef struct api_config {
     int64_t vocab_size;
     bool incremental_streaming;      /* --incremental-streaming-output */
     bool enable_cache_report;        /* usage.prompt_tokens_details.cached_tokens */
+    int tokenizer_workers;           /* --tokenizer-worker-num: requests with a body are served
+                                      * by this many worker threads plus an express thread
+                                      * (api_tokq.h); 0 = on the calling thread (tests) */
+    bool batch_encode;               /* --enable-tokenizer-batch-encode (api_tokq.h) */
     const char *root_path;           /* --fastapi-root-path: prefix stripped from paths */
     const char *weight_version;      /* --weight-version */
     const json_t *default_sampling;  /* borrowed or NULL: --sampling-defaults model, from

@@ -30,7 +30,8 @@ void api_admin_destroy(api_admin *ad);
 
 /* Route a request.  Returns true when the path is an admin route (then it
  * was answered or will be from an admin thread), false otherwise.  Runs on
- * the polling thread; never blocks on the scheduler.  starting: the server
+ * the polling thread, or a tokenizer worker when the request has a body
+ * (api_tokq.h); never blocks on the scheduler.  starting: the server
  * is not up yet (control routes and /ready answer 503). */
 bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char *path, const char *body,
                       size_t body_len, bool starting);

@@ -38,6 +38,7 @@
 #include "api/api_impl.h"
 #include "api/api_output.h"
 #include "api/api_generate_json.h"
+#include "api/api_tokq.h"
 
 #include "util/timeutil.h"
 
@@ -75,6 +76,7 @@ typedef struct api_job {
     char *oai_id;                /* owned */
     int64_t created;
     atomic_bool gone;
+    atomic_bool submitted;       /* sub_ids are final (see job_on_close) */
     double t_submit;             /* metrics: submission time */
     json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
     bool base64;                 /* JOB_EMBED: encoding_format base64 */
@@ -110,6 +112,7 @@ struct api_server {
     uint64_t dry_id;             /* dry run: fake submit ids */
     uint64_t rid_salt;
     api_admin *admin;            /* owned: control routes (api_admin.c) */
+    api_tokq *tokq;              /* owned or NULL (routes run on the polling thread) */
 };
 
 

@@ -193,7 +193,7 @@ json_t *api_oai_chunk(api_job *j, json_t *choices)
 json_t *api_tokenize_json(api_server *a, const char *text, size_t len, bool add_special)
 {
     tok_ids ids = {0};
-    if (tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
+    if (!api_tokq_pre_take(text, len, add_special, &ids) && tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
         tok_ids_free(&ids);
         return NULL;
     }
@@ -241,7 +241,7 @@ int api_prompts_add_text(api_server *a, api_prompts *ps, const char *text, size_
     if (!p) return -1;
     if (shown && !(p->text = api_strdup(shown))) return -1;
     tok_ids ids = {0};
-    if (tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
+    if (!api_tokq_pre_take(text, len, add_special, &ids) && tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
         tok_ids_free(&ids);
         return 0; /* api_prompt_failed */
     }

@@ -72,7 +72,7 @@
 X(model_path, STR, "--model-path --model", NULL, NULL, MODEL, SUPPORTED, "The path of the model weights: a local folder or a Hugging Face repo id (downloaded into the hub cache).") \
 X(tokenizer_path, STR, "--tokenizer-path", NULL, NULL, MODEL, SUPPORTED, "The path of the tokenizer (defaults to --model-path).") \
 X(tokenizer_mode, CHOICE, "--tokenizer-mode", "auto", "auto|slow", MODEL, SUPPORTED, "Tokenizer mode; sglc has one tokenizer implementation, so both behave the same.") \
-X(tokenizer_worker_num, INT, "--tokenizer-worker-num", "1", NULL, MODEL, NOT_YET, "The worker num of the tokenizer manager.") \
+X(tokenizer_worker_num, INT, "--tokenizer-worker-num", "1", NULL, MODEL, SUPPORTED, "The worker num of the tokenizer manager. sglc: threads that parse request bodies, apply chat templates and tokenize, off the HTTP thread (N > 1: N requests at once); requests with bodies up to 64 KiB also have an express thread of their own, so small requests never wait behind large prompts.") \
 X(skip_tokenizer_init, BOOL, "--skip-tokenizer-init", "false", NULL, MODEL, SUPPORTED, "Skip tokenizer init; requests must pass input_ids and get output ids back.") \
 X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy", MODEL, SUPPORTED, "The format of the model weights to load; 'dummy' initialises weights randomly (for profiling).") \
 X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, SUPPORTED, "Extra config for the model loader, as a JSON string: {\"enable_multithread_load\": true, \"num_threads\": 8} packs each large weight (>= 4 MiB) with num_threads threads (default 8); without it, one thread.") \
@@ -324,7 +324,7 @@ X(enable_cudagraph_gc, BOOL, "--enable-cudagraph-gc", "false", NULL, OPT, NOT_YE
 X(enable_nccl_nvls, BOOL, "--enable-nccl-nvls", "false", NULL, OPT, NOT_YET, "Enable NCCL NVLS for prefill-heavy requests.") \
 X(enable_symm_mem, BOOL, "--enable-symm-mem", "false", NULL, OPT, NOT_YET, "Enable NCCL symmetric memory.") \
 X(disable_flashinfer_cutlass_moe_fp4_allgather, BOOL, "--disable-flashinfer-cutlass-moe-fp4-allgather", "false", NULL, OPT, NOT_YET, "Disable quantize-before-all-gather for FlashInfer CUTLASS MoE.") \
-X(enable_tokenizer_batch_encode, BOOL, "--enable-tokenizer-batch-encode", "false", NULL, OPT, NOT_YET, "Enable batch tokenization for batched requests.") \
+X(enable_tokenizer_batch_encode, BOOL, "--enable-tokenizer-batch-encode", "false", NULL, OPT, SUPPORTED, "Enable batch tokenization for improved performance when processing multiple text inputs. Do not use with image inputs, pre-tokenized input_ids, or input_embeds. sglc: the texts of a batch request with n = 1 are tokenized in one batch call, spread over the idle tokenizer workers; a text batch with image data is refused (400).") \
 X(disable_tokenizer_batch_decode, BOOL, "--disable-tokenizer-batch-decode", "false", NULL, OPT, NOT_YET, "Disable batch decoding of tokens.") \
 X(disable_custom_all_reduce, BOOL, "--disable-custom-all-reduce", "false", NULL, OPT, NOT_YET, "Disable the custom all-reduce kernel.") \
 X(enable_mscclpp, BOOL, "--enable-mscclpp", "false", NULL, OPT, NOT_YET, "Enable MSCCL++ for small-message all-reduce.") \

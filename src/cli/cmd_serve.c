@@ -161,6 +161,27 @@ static int serve(int argc, char **argv)
         args_server_free(&a);
         return 2;
     }
+    /* tokenizer workers (api_tokq.h); SGLang's _handle_tokenizer_batching */
+    if (a.tokenizer_worker_num < 1) {
+        fprintf(stderr, "sglc serve: --tokenizer-worker-num must be at least 1, got %d\n", a.tokenizer_worker_num);
+        args_server_free(&a);
+        return 2;
+    }
+    if (a.enable_tokenizer_batch_encode && a.enable_dynamic_batch_tokenizer) {
+        fprintf(stderr, "sglc serve: Cannot enable both --enable-tokenizer-batch-encode and --enable-dynamic-batch-tokenizer. "
+                        "Please choose one tokenizer batching approach.\n");
+        args_server_free(&a);
+        return 2;
+    }
+    if (a.skip_tokenizer_init && a.tokenizer_worker_num != 1) {
+        log_warn("skip_tokenizer_init=True disables tokenizer workers; forcing tokenizer_worker_num=1 (requested %d).",
+                 a.tokenizer_worker_num);
+        a.tokenizer_worker_num = 1;
+    }
+    if (a.skip_tokenizer_init && a.enable_tokenizer_batch_encode) {
+        log_warn("skip_tokenizer_init=True ignores --enable-tokenizer-batch-encode; disabling it.");
+        a.enable_tokenizer_batch_encode = false;
+    }
     api_reqlog *reqlog = g_reqlog = api_reqlog_create(a.log_requests, (int)a.log_requests_level, a.log_requests_format,
                                            a.log_requests_target, err, sizeof err);
     api_metrics *metrics = NULL;
@@ -374,6 +395,8 @@ static int serve(int argc, char **argv)
         .vocab_size = mc->vocab_size,
         .incremental_streaming = a.incremental_streaming_output,
         .enable_cache_report = a.enable_cache_report,
+        .tokenizer_workers = a.tokenizer_worker_num,
+        .batch_encode = a.enable_tokenizer_batch_encode,
         .root_path = a.fastapi_root_path,
         .weight_version = a.weight_version,
         .server_info = info,

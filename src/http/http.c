@@ -7,7 +7,15 @@
  * (answer ready, stream bytes queued) resumes the connection if it is
  * suspended; the polling thread suspends it whenever it has nothing to
  * send.  libmicrohttpd allows MHD_suspend_connection only from the access
- * handler and the content reader, which is exactly where it is called. */
+ * handler and the content reader, which is exactly where it is called.
+ *
+ * Detached requests (http_req_detach): libmicrohttpd's header lists are
+ * the polling thread's, so the handler copies them (kv_copy) before it
+ * hands r to a worker; the body is r's own buffer and is never written
+ * after the handler call.  A worker may see the connection end before it
+ * installs the close hook or polls the socket: `closed` (set under r->mu
+ * by on_completed) answers both, and r->conn is never used once it is
+ * set. */
 #include "http/http.h"
 
 #include <arpa/inet.h>
@@ -20,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <microhttpd.h>
@@ -37,6 +46,13 @@ struct http_server {
 };
 
 enum { RESP_NONE = 0, RESP_FULL, RESP_STREAM };
+
+/* A copy of one libmicrohttpd value list (headers or query arguments). */
+typedef struct kv_copy {
+    size_t n, cap;
+    char **key;                  /* (n) owned */
+    char **val;                  /* (n) owned; NULL = a query argument without '=' */
+} kv_copy;
 
 /* Bytes a streaming answer may hold for a client that does not read
  * (Redis-style output-buffer limit): past it, writes fail and the owner
@@ -64,7 +80,20 @@ struct http_req {
     void *close_arg;
     char *a_method, *a_path, *a_version; /* owned copies for the access log (NULL without one) */
     int a_status;                        /* status queued to the client, 0 = none yet */
+    bool kv_detached;                    /* http_req_detach ran: headers/args below, not conn's */
+    kv_copy hdr, arg;                    /* copies made by http_req_detach */
 };
+
+static void kv_free(kv_copy *kv)
+{
+    for (size_t i = 0; i < kv->n; i++) {
+        free(kv->key[i]);
+        free(kv->val[i]);
+    }
+    free(kv->key);
+    free(kv->val);
+    memset(kv, 0, sizeof *kv);
+}
 
 static void req_unref_locked(http_req *r)
 {
@@ -85,6 +114,8 @@ static void req_unref_locked(http_req *r)
     free(r->a_method);
     free(r->a_path);
     free(r->a_version);
+    kv_free(&r->hdr);
+    kv_free(&r->arg);
     free(r);
 }
 
@@ -388,25 +419,87 @@ void http_stop(http_server *s)
     free(s);
 }
 
+/* First value of `name` (case-insensitive, as libmicrohttpd's lookup). */
+static const char *kv_find(const kv_copy *kv, const char *name)
+{
+    for (size_t i = 0; i < kv->n; i++)
+        if (!strcasecmp(kv->key[i], name)) return kv->val[i];
+    return NULL;
+}
+
 const char *http_req_header(http_req *r, const char *name)
 {
+    if (r->kv_detached) return kv_find(&r->hdr, name);
     return r->conn ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name) : NULL;
 }
 
 const char *http_req_query(http_req *r, const char *name)
 {
+    if (r->kv_detached) return kv_find(&r->arg, name);
     return r->conn ? MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name) : NULL;
+}
+
+static enum MHD_Result kv_add(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    kv_copy *kv = cls;
+    if (kv->n == kv->cap) {
+        size_t nc = kv->cap ? kv->cap * 2 : 16;
+        char **k = realloc(kv->key, nc * sizeof *k);
+        if (!k) return MHD_NO;
+        kv->key = k;
+        char **v = realloc(kv->val, nc * sizeof *v);
+        if (!v) return MHD_NO;
+        kv->val = v;
+        kv->cap = nc;
+    }
+    char *kd = strdup(key ? key : "");
+    char *vd = value ? strdup(value) : NULL;
+    if (!kd || (value && !vd)) {
+        free(kd);
+        free(vd);
+        return MHD_NO;
+    }
+    kv->key[kv->n] = kd;
+    kv->val[kv->n] = vd;
+    kv->n++;
+    return MHD_YES;
+}
+
+int http_req_detach(http_req *r)
+{
+    if (r->kv_detached || !r->conn) {
+        r->kv_detached = true;
+        return 0;
+    }
+    kv_copy h = {0}, a = {0};
+    int nh = MHD_get_connection_values(r->conn, MHD_HEADER_KIND, kv_add, &h);
+    int na = MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, kv_add, &a);
+    if (nh < 0 || na < 0 || (size_t)nh != h.n || (size_t)na != a.n) {
+        kv_free(&h);
+        kv_free(&a);
+        return -1;
+    }
+    r->hdr = h;
+    r->arg = a;
+    r->kv_detached = true;
+    return 0;
 }
 
 bool http_req_peer_gone(http_req *r)
 {
-    if (!r->conn) return false;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return false;
-    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
-    if (poll(&p, 1, 0) != 1) return false;
-    return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    pthread_mutex_lock(&r->mu);
+    bool gone = r->closed;
+    if (!gone && r->conn) {
+        /* under r->mu: on_completed cannot end the connection meanwhile */
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct pollfd p = {.fd = ci ? ci->connect_fd : -1, .events = POLLRDHUP};
+        if (ci && poll(&p, 1, 0) == 1)
+            gone = (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return gone;
 }
 
 static http_server detached_srv; /* only its inflight counter is used */
@@ -454,8 +547,15 @@ void http_req_detached_free(http_req *r)
 void http_req_on_close(http_req *r, http_close_fn fn, void *arg)
 {
     pthread_mutex_lock(&r->mu);
-    r->on_close = fn;
-    r->close_arg = arg;
+    if (r->closed) {
+        /* the connection ended before the hook was installed (a request
+         * served by another thread): report it now, once */
+        r->on_close = NULL;
+        if (fn && !r->terminal) fn(arg);
+    } else {
+        r->on_close = fn;
+        r->close_arg = arg;
+    }
     pthread_mutex_unlock(&r->mu);
 }
 

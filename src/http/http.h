@@ -23,9 +23,16 @@
  * call releases the handler's hold on the request.  Until then `r` stays
  * valid.
  *
- * Ownership: http_server owns its daemon and every http_req; bodies and
- * headers passed to the handler are borrowed for the duration of the
- * handler call (body) or until the terminal call (headers: copy them). */
+ * Handing a request to another thread (the API's tokenizer workers): the
+ * handler calls http_req_detach first, on the polling thread; from then on
+ * the headers, the query arguments and the body may be read from any
+ * thread until the terminal call, and the close hook may be installed
+ * after the client already left (it then runs at once).
+ *
+ * Ownership: http_server owns its daemon and every http_req; the body
+ * passed to the handler is the request's own buffer, valid until the
+ * terminal call (detached requests: the caller's buffer, which must live
+ * as long); header values are borrowed (see http_req_header). */
 #ifndef SGLC_HTTP_H
 #define SGLC_HTTP_H
 
@@ -39,7 +46,7 @@ typedef void (*http_handler_fn)(void *ctx, http_req *r, const char *method, cons
                                 const char *body, size_t body_len);
 /* Called once when the connection of r ends before its answer was fully
  * sent (client gone, write error, server stop).  Runs on the polling
- * thread; must not block. */
+ * thread (or see http_req_on_close); must not block. */
 typedef void (*http_close_fn)(void *arg);
 /* Access-log hook: called once per answered request when its connection
  * is done with it (polling thread; must not block long): client
@@ -75,18 +82,29 @@ int http_inflight(http_server *s);
 /* Stop the daemon (call after every request got its terminal call). */
 void http_stop(http_server *s);
 
-/* Request header value (case-insensitive name) or NULL.  Only valid on the
- * polling thread during the handler call. */
+/* Request header value (case-insensitive name) or NULL.  Valid on the
+ * polling thread during the handler call; after http_req_detach, on any
+ * thread until the terminal call. */
 const char *http_req_header(http_req *r, const char *name);
 /* Query-string argument or NULL; same validity as http_req_header. */
 const char *http_req_query(http_req *r, const char *name);
 
+/* Prepare r to be served by another thread: copies its headers and query
+ * arguments (libmicrohttpd's lists belong to the polling thread).  Call in
+ * the handler, on the polling thread.  0, or -1 out of memory (then serve
+ * r on the polling thread). */
+int http_req_detach(http_req *r);
+
+/* Install the close hook (see http_close_fn).  If the client already left
+ * (possible for a detached request), fn(arg) runs at once on the calling
+ * thread, under the same lock as from the polling thread. */
 void http_req_on_close(http_req *r, http_close_fn fn, void *arg);
 
 /* Has the client of a request that is still waiting for its answer hung
- * up (peer closed / reset)?  For suspended requests, which libmicrohttpd
- * does not poll: a non-blocking poll of the socket for POLLRDHUP.  Call
- * only before the terminal call (the socket is open until then). */
+ * up (peer closed / reset, or its connection already ended)?  For
+ * suspended requests, which libmicrohttpd does not poll: a non-blocking
+ * poll of the socket for POLLRDHUP.  Any thread, before the terminal
+ * call. */
 bool http_req_peer_gone(http_req *r);
 
 /* Terminal: a complete answer.  body copied.  extra_headers: NULL or a
