@@ -157,7 +157,7 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
         json_t *err = j->kind == JOB_NATIVE
                           ? json_pack("{s:{s:s,s:i}}", "error", "message", e->finish_str ? e->finish_str : "",
                                       "code", e->http_status)
-                          : json_pack("{s:o}", "error", api_oai_error_obj(e->http_status, api_oai_error_type(e->http_status),
+                          : json_pack("{s:o}", "error", api_oai_error_fields(e->http_status, api_oai_error_type(e->http_status),
                                                                       e->finish_str ? e->finish_str : ""));
         api_job_sse(j, err);
         return;
@@ -601,16 +601,20 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     path = strip_root(a, path);
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
+    bool is_v1 = !strncmp(path, "/v1/", 4);
     int denied = auth_check(a, r, method, path);
     if (denied) {
-        api_respond_json(r, denied, json_pack("{s:s}", "error", denied == 403 ? "Forbidden" : "Unauthorized"));
+        const char *m = denied == 403 ? "Forbidden" : "Unauthorized";
+        if (is_v1) api_oai_error(r, denied, m); /* error.message: OpenAI clients read it */
+        else api_respond_json(r, denied, json_pack("{s:s}", "error", m));
         return;
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
     if (api_admin_handle(a->admin, r, method, path, body, body_len, starting)) return;
     if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) {
-        if (draining) api_native_error(r, 503, "The server is shutting down.");
-        else if (starting) api_native_error(r, 503, "The server is starting.");
+        void (*errf)(http_req *, int, const char *) = is_v1 ? api_oai_error : api_native_error;
+        if (draining) errf(r, 503, "The server is shutting down.");
+        else if (starting) errf(r, 503, "The server is starting.");
         else http_respond(r, 200, "text/plain", "", 0, NULL);
         return;
     }
@@ -655,9 +659,11 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         if (strcmp(id, a->served)) {
             char msg[600];
             snprintf(msg, sizeof msg, "The model '%.500s' does not exist", id);
-            api_respond_json(r, 404, json_pack("{s:{s:s,s:s,s:s,s:s}}", "error", "message", msg, "type",
-                                           "invalid_request_error", "param", "model", "code",
-                                           "model_not_found"));
+            json_t *o = api_oai_error_obj(404, api_oai_error_type(404), msg);
+            if (o) json_object_set_new(o, "error", json_pack("{s:s,s:s,s:s,s:s}", "message", msg, "type",
+                                                             "invalid_request_error", "param", "model", "code",
+                                                             "model_not_found"));
+            api_respond_json(r, 404, o);
             return;
         }
         api_respond_json(r, 200, api_models_entry(a));
@@ -666,7 +672,8 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     bool is_gen = !strcmp(path, "/generate"), is_compl = !strcmp(path, "/v1/completions"),
          is_chat = !strcmp(path, "/v1/chat/completions");
     if ((is_gen || is_compl || is_chat) && !post) {
-        api_native_error(r, 405, "Method Not Allowed");
+        if (is_gen) api_native_error(r, 405, "Method Not Allowed");
+        else api_oai_error(r, 405, "Method Not Allowed");
         return;
     }
     if (is_gen || is_compl || is_chat) {
@@ -699,7 +706,8 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     }
     bool is_enc = !strcmp(path, "/encode"), is_emb = !strcmp(path, "/v1/embeddings");
     if ((is_enc || is_emb) && !post) {
-        api_native_error(r, 405, "Method Not Allowed");
+        if (is_enc) api_native_error(r, 405, "Method Not Allowed");
+        else api_oai_error(r, 405, "Method Not Allowed");
         return;
     }
     if (is_enc || is_emb) {
@@ -762,7 +770,9 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         free(txt);
         return;
     }
-    api_respond_json(r, 404, json_pack("{s:s}", "detail", "Not Found"));
+    json_t *nf = is_v1 ? api_oai_error_obj(404, api_oai_error_type(404), "Not Found") : json_object();
+    if (nf) json_object_set_new(nf, "detail", json_string("Not Found")); /* FastAPI's, kept */
+    api_respond_json(r, 404, nf);
 }
 
 void api_handle(void *ctx, http_req *r, const char *method, const char *path, const char *body,

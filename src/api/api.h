@@ -22,9 +22,12 @@
  * answer 503 "The server is starting." until api_set_ready.
  *
  * Errors: native routes answer {"error": {"message": ...}} with SGLang's
- * status codes; OpenAI routes {"object": "error", "message", "type",
- * "param", "code"}; 401 {"error": "Unauthorized"} / 403 {"error":
- * "Forbidden"} by SGLang's --api-key / --admin-api-key rules (api_ops.h).
+ * status codes; every error on a /v1 path (OpenAI routes, 401/403, 404,
+ * 405, 503) is api_oai_error_obj: SGLang's {"object": "error", "message",
+ * "type", "param", "code"} plus OpenAI's "error": {"message", "type",
+ * "param", "code"}; elsewhere 401 {"error": "Unauthorized"} / 403
+ * {"error": "Forbidden"} by SGLang's --api-key / --admin-api-key rules
+ * (api_ops.h).
  *
  * Ownership: api_server borrows the scheduler, tokenizer, chat template
  * and args (all must outlive it) and owns its jobs and its thread. */

@@ -120,7 +120,12 @@ struct api_server {
 
 /* {"error": {"message": msg}}: the native routes' error (terminal call on r). */
 void api_native_error(http_req *r, int status, const char *msg);
-/* OpenAI's error object {"object": "error", "message", "type", "param", "code"}. */
+/* SGLang's ErrorResponse {"object": "error", "message", "type", "param",
+ * "code"} (the streaming error chunk's "error" member). */
+json_t *api_oai_error_fields(int status, const char *type, const char *msg);
+/* The one error body of every /v1 route: api_oai_error_fields plus OpenAI's
+ * "error": {"message", "type", "param", "code"} with the same values, so
+ * OpenAI clients show the message. New object (NULL on OOM). */
 json_t *api_oai_error_obj(int status, const char *type, const char *msg);
 const char *api_oai_error_type(int status);
 void api_oai_error(http_req *r, int status, const char *msg);

@@ -41,10 +41,20 @@ void api_native_error(http_req *r, int status, const char *msg)
     api_respond_json(r, status, json_pack("{s:{s:s}}", "error", "message", msg));
 }
 
-json_t *api_oai_error_obj(int status, const char *type, const char *msg)
+json_t *api_oai_error_fields(int status, const char *type, const char *msg)
 {
     return json_pack("{s:s,s:s,s:s,s:n,s:i}", "object", "error", "message", msg, "type", type,
                      "param", "code", status);
+}
+
+/* SGLang's ErrorResponse fields at the top level, plus the same facts as
+ * OpenAI's {"error": {...}}, which the OpenAI SDKs read (body.error.message). */
+json_t *api_oai_error_obj(int status, const char *type, const char *msg)
+{
+    json_t *o = api_oai_error_fields(status, type, msg);
+    if (o) json_object_set_new(o, "error", json_pack("{s:s,s:s,s:n,s:i}", "message", msg, "type", type,
+                                                     "param", "code", status));
+    return o;
 }
 
 const char *api_oai_error_type(int status)
@@ -52,6 +62,9 @@ const char *api_oai_error_type(int status)
     return status == 404 ? "NotFoundError"
            : status == 503 ? "ServiceUnavailableError"
            : status >= 500 ? "InternalServerError"
+           : status == 401 ? "Unauthorized"
+           : status == 403 ? "Forbidden"
+           : status == 405 ? "MethodNotAllowed"
                            : "BadRequest";
 }
 

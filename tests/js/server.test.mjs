@@ -124,3 +124,17 @@ test('chat completions (streaming and not)', { skip: !process.env.SGLC_CHAT && '
   for await (const c of ls) for (const e of c.choices[0]?.logprobs?.content ?? []) got.push(e.logprob);
   assert.deepEqual(got, l.choices[0].logprobs.content.map((e) => e.logprob));
 });
+
+// Errors: every /v1 error carries OpenAI's error object, so the SDK shows
+// the server's message (not "400 status code (no body)").
+test('errors surface the real message and status', async () => {
+  await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 2, logprobs: 99 }),
+    (e) => e.status === 400 && e.message.includes('logprobs must be between 0 and 20'));
+  await assert.rejects(client.models.retrieve('nope'),
+    (e) => e.status === 404 && e.message.includes("The model 'nope' does not exist") && e.code === 'model_not_found');
+  await assert.rejects(client.get('/no_such_route'), (e) => e.status === 404 && e.message.includes('Not Found'));
+  if (apiKey) {
+    const bad = new OpenAI({ baseURL, apiKey: apiKey + 'x', maxRetries: 0, timeout: 60000 });
+    await assert.rejects(bad.models.list(), (e) => e.status === 401 && e.message.includes('Unauthorized'));
+  }
+});

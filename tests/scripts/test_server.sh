@@ -37,6 +37,11 @@ jq_() { $PY -c "import json,sys; d=json.load(open('$T/body')); print($1)"; }
 check "health 200 without key" "[ \$(curl -s -o /dev/null -w '%{http_code}' $URL/health) = 200 ]"
 check "no key -> 401" "[ \$(curl -s -o $T/body -w '%{http_code}' $URL/get_model_info) = 401 ] && grep -q Unauthorized $T/body"
 check "wrong key -> 401" "[ \$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer nope' $URL/v1/models) = 401 ]"
+# one error shape on /v1: SGLang's top-level fields and OpenAI's error object
+OAIERR="all(k in d for k in ('object','message','type','param','code')) and sorted(d['error']) == ['code','message','param','type'] and d['error']['message']"
+check "/v1 400 body: SGLang fields + error.{message,type,param,code}" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"x\",\"logprobs\":99}') = 400 ] && [ \"\$(jq_ \"$OAIERR\")\" = 'logprobs must be between 0 and 20' ]"
+check "/v1 401 body: SGLang fields + error object" "[ \$(curl -s -o $T/body -w '%{http_code}' -H 'Authorization: Bearer nope' $URL/v1/models) = 401 ] && [ \"\$(jq_ \"$OAIERR\")\" = Unauthorized ]"
+check "/v1 unknown route 404 body: detail + error object" "[ \$(req GET /v1/nope) = 404 ] && [ \"\$(jq_ \"d['detail'] if $OAIERR else ''\")\" = 'Not Found' ]"
 check "get_model_info" "[ \$(req GET /get_model_info) = 200 ] && [ \"\$(jq_ 'd[\"is_generation\"]')\" = True ]"
 check "get_server_info has the effective args" "[ \$(req GET /get_server_info) = 200 ] && [ \"\$(jq_ 'd[\"port\"], d[\"served_model_name\"]')\" = \"$PORT tiny\" ]"
 check "health_generate" "[ \$(req GET /health_generate) = 200 ]"

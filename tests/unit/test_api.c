@@ -96,6 +96,66 @@ static void test_api_key(void **state)
     api_destroy(a);
 }
 
+/* Every /v1 error: SGLang's top-level ErrorResponse fields and OpenAI's
+ * "error": {"message", "type", "param", "code"} with the same message. */
+static void assert_v1_error(json_t *j, const char *msg_part)
+{
+    assert_string_equal(json_string_value(json_object_get(j, "object")), "error");
+    const char *m = json_string_value(json_object_get(j, "message"));
+    assert_non_null(m);
+    if (!strstr(m, msg_part)) fprintf(stderr, "message '%s' lacks '%s'\n", m, msg_part);
+    assert_non_null(strstr(m, msg_part));
+    assert_non_null(json_object_get(j, "type"));
+    assert_non_null(json_object_get(j, "param"));
+    assert_non_null(json_object_get(j, "code"));
+    json_t *e = json_object_get(j, "error");
+    assert_true(json_is_object(e));
+    assert_string_equal(json_string_value(json_object_get(e, "message")), m);
+    assert_true(json_is_string(json_object_get(e, "type")));
+    assert_non_null(json_object_get(e, "param"));
+    assert_non_null(json_object_get(e, "code"));
+}
+
+static json_t *get_json(api_server *a, const char *method, const char *path, int want)
+{
+    char *o;
+    assert_int_equal(call(a, method, path, "", &o), want);
+    json_t *j = json_loads(o, 0, NULL);
+    assert_non_null(j);
+    free(o);
+    return j;
+}
+
+static void test_v1_error_shape(void **state)
+{
+    (void)state;
+    api_server *a = mk("k", NULL);
+    json_t *j = get_json(a, "GET", "/v1/models", 401);
+    assert_v1_error(j, "Unauthorized");
+    json_decref(j);
+    api_destroy(a);
+    a = mk(NULL, NULL);
+    j = jcall(a, "/v1/completions", "{\"prompt\":[1,2],\"top_p\":5}", 400);
+    assert_v1_error(j, "");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "error"), "code")), 400);
+    json_decref(j);
+    j = jcall(a, "/v1/chat/completions", "{\"messages\":[]}", 400);
+    assert_v1_error(j, "tokenizer"); /* no tokenizer in this server */
+    json_decref(j);
+    j = get_json(a, "GET", "/v1/models/other", 404);
+    assert_v1_error(j, "does not exist");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(j, "error"), "code")), "model_not_found");
+    json_decref(j);
+    j = get_json(a, "GET", "/v1/no_such_route", 404);
+    assert_v1_error(j, "Not Found");
+    assert_string_equal(json_string_value(json_object_get(j, "detail")), "Not Found");
+    json_decref(j);
+    j = get_json(a, "GET", "/v1/completions", 405);
+    assert_v1_error(j, "Method Not Allowed");
+    json_decref(j);
+    api_destroy(a);
+}
+
 /* Start-up: until api_set_ready, health and generation answer 503
  * "starting"; other routes already work. */
 static void test_starting(void **state)
@@ -227,6 +287,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_routes_and_errors),
         cmocka_unit_test(test_api_key),
+        cmocka_unit_test(test_v1_error_shape),
         cmocka_unit_test(test_starting),
         cmocka_unit_test(test_native_shapes),
         cmocka_unit_test(test_openai_shapes),
