@@ -66,6 +66,7 @@ struct http_req {
     char *body;                  /* (len) owned, NUL-terminated */
     size_t len, cap;
     bool too_large, dispatched, queued, suspended, closed, terminal;
+    bool v1;                     /* path under /v1/: OpenAI-shaped 413 */
     int refs;                    /* daemon + handler */
     int resp;                    /* RESP_* */
     int status;
@@ -117,6 +118,23 @@ static void req_unref_locked(http_req *r)
     kv_free(&r->hdr);
     kv_free(&r->arg);
     free(r);
+}
+
+/* The 413 body (into buf[cap]): {"error": {"message"}} for the native
+ * routes; on /v1 the API's one OpenAI shape (api_oai_error_obj: SGLang's
+ * top-level fields and OpenAI's error object), spelled here because this
+ * answer comes before routing. */
+static void too_large_body(char *buf, size_t cap, bool v1, size_t limit)
+{
+    if (v1)
+        snprintf(buf, cap,
+                 "{\"object\": \"error\", \"message\": \"Request body too large (limit %zu bytes).\", "
+                 "\"type\": \"BadRequest\", \"param\": null, \"code\": 413, \"error\": {\"message\": "
+                 "\"Request body too large (limit %zu bytes).\", \"type\": \"BadRequest\", \"param\": null, "
+                 "\"code\": 413}}",
+                 limit, limit);
+    else
+        snprintf(buf, cap, "{\"error\": {\"message\": \"Request body too large (limit %zu bytes).\"}}", limit);
 }
 
 static enum MHD_Result queue_simple(struct MHD_Connection *c, int status, const char *json)
@@ -205,6 +223,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         r->conn = c;
         r->srv = s;
         r->refs = 1;
+        r->v1 = url && !strncmp(url, "/v1/", 4);
         *con_cls = r;
         if (s->access_fn) {
             r->a_method = strdup(method);
@@ -214,10 +233,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->max_body) {
             r->too_large = r->dispatched = true;
-            char msg[160];
-            snprintf(msg, sizeof msg,
-                     "{\"error\": {\"message\": \"Request body too large (limit %zu bytes).\"}}",
-                     s->max_body);
+            char msg[400];
+            too_large_body(msg, sizeof msg, r->v1, s->max_body);
             r->a_status = 413;
             return queue_simple(c, 413, msg);
         }
@@ -250,10 +267,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (!r->dispatched) {
         r->dispatched = true;
         if (r->too_large) {
-            char msg[160];
-            snprintf(msg, sizeof msg,
-                     "{\"error\": {\"message\": \"Request body too large (limit %zu bytes).\"}}",
-                     s->max_body);
+            char msg[400];
+            too_large_body(msg, sizeof msg, r->v1, s->max_body);
             r->terminal = true;
             r->a_status = 413;
             return queue_simple(c, 413, msg);
