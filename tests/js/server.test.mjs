@@ -133,6 +133,9 @@ test('errors surface the real message and status', async () => {
   await assert.rejects(client.models.retrieve('nope'),
     (e) => e.status === 404 && e.message.includes("The model 'nope' does not exist") && e.code === 'model_not_found');
   await assert.rejects(client.get('/no_such_route'), (e) => e.status === 404 && e.message.includes('Not Found'));
+  // the server runs with --max-payload-size 100000: src/http answers 413 before routing
+  await assert.rejects(client.completions.create({ model, prompt: 'a '.repeat(60000), max_tokens: 1 }),
+    (e) => e.status === 413 && e.message.includes('Request body too large'));
   if (apiKey) {
     const bad = new OpenAI({ baseURL, apiKey: apiKey + 'x', maxRetries: 0, timeout: 60000 });
     await assert.rejects(bad.models.list(), (e) => e.status === 401 && e.message.includes('Unauthorized'));

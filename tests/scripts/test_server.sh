@@ -42,6 +42,9 @@ OAIERR="all(k in d for k in ('object','message','type','param','code')) and sort
 check "/v1 400 body: SGLang fields + error.{message,type,param,code}" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":\"x\",\"logprobs\":99}') = 400 ] && [ \"\$(jq_ \"$OAIERR\")\" = 'logprobs must be between 0 and 20' ]"
 check "/v1 401 body: SGLang fields + error object" "[ \$(curl -s -o $T/body -w '%{http_code}' -H 'Authorization: Bearer nope' $URL/v1/models) = 401 ] && [ \"\$(jq_ \"$OAIERR\")\" = Unauthorized ]"
 check "/v1 unknown route 404 body: detail + error object" "[ \$(req GET /v1/nope) = 404 ] && [ \"\$(jq_ \"d['detail'] if $OAIERR else ''\")\" = 'Not Found' ]"
+head -c 100001 /dev/zero >"$T/big" # one byte over --max-payload-size
+check "/v1 413 body: SGLang fields + error object" "[ \$(curl -s -m 60 -o $T/body -w '%{http_code}' \"\${A[@]}\" -H 'Content-Type: application/json' --data-binary @$T/big $URL/v1/completions) = 413 ] && [ \"\$(jq_ \"$OAIERR\")\" = 'Request body too large (limit 100000 bytes).' ]"
+rm -f "$T/big"
 check "get_model_info" "[ \$(req GET /get_model_info) = 200 ] && [ \"\$(jq_ 'd[\"is_generation\"]')\" = True ]"
 check "get_server_info has the effective args" "[ \$(req GET /get_server_info) = 200 ] && [ \"\$(jq_ 'd[\"port\"], d[\"served_model_name\"]')\" = \"$PORT tiny\" ]"
 check "health_generate" "[ \$(req GET /health_generate) = 200 ]"
