@@ -107,12 +107,6 @@ static void fail(loader *L, const char *fmt, ...)
     L->failed = 1;
 }
 
-static float round_prec(float v, model_prec p)
-{
-    if (p == MODEL_PREC_BF16) return bf16_to_f32(f32_to_bf16(v));
-    if (p == MODEL_PREC_F16) return f16_to_f32(f32_to_f16(v));
-    return v;
-}
 
 /* Find a supported-type tensor of the expected shape ((d0) or (d0, d1)
  * when d1 > 0) into *t.  0 (and a note/failure) if absent or malformed. */
@@ -181,7 +175,7 @@ static const float *load_vec(loader *L, const char *name, int n, int optional)
         fail(L, "out of memory reading '%s'", name);
         return NULL;
     }
-    for (int i = 0; i < n; i++) v[i] = round_prec(v[i], m->prec);
+    for (int i = 0; i < n; i++) v[i] = dtype_round(v[i], prec_dtype(m->prec));
     return v;
 }
 
@@ -248,7 +242,7 @@ static void load_mat_read(loader *L, linear_weight *w, const wsrc_tensor *t, con
     }
     if (want == DTYPE_F32 && m->prec != MODEL_PREC_F32 && t->type != (int)prec_dtype(m->prec))
         for (size_t i = 0, c = (size_t)n * k; i < c; i++)
-            ((float *)buf)[i] = round_prec(((float *)buf)[i], m->prec);
+            ((float *)buf)[i] = dtype_round(((float *)buf)[i], prec_dtype(m->prec));
     if (linear_init(w, buf, want, n, k, want, 1)) {
         free(buf);
         fail(L, "cannot prepare weight '%s'", name);
@@ -293,7 +287,7 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
         }
         if (sdt == DTYPE_F32) memcpy(r, src, count * 4);
         else dtype_to_f32(r, src, sdt, count);
-        for (size_t i = 0; i < count; i++) r[i] = round_prec(r[i], MODEL_PREC_BF16);
+        for (size_t i = 0; i < count; i++) r[i] = dtype_round(r[i], DTYPE_BF16);
         free(tmp);
         tmp = r;
         src = r;
@@ -462,7 +456,7 @@ static void lm_head_from_rows(loader *L, const wsrc_tensor *te)
     for (int r = 0; r < V; r++) {
         L->src->ops->read_row(L->src->self, te, r, row);
         if (te->type != (int)prec_dtype(m->prec))
-            for (int i = 0; i < H; i++) row[i] = round_prec(row[i], m->prec);
+            for (int i = 0; i < H; i++) row[i] = dtype_round(row[i], prec_dtype(m->prec));
         dtype_from_f32((char *)buf + (size_t)r * rb, m->wdt, row, (size_t)H);
     }
     free(row);

@@ -21,13 +21,6 @@ typedef struct dummy_src {
     dtype prec;
 } dummy_src;
 
-static float round_prec(float v, dtype p)
-{
-    if (p == DTYPE_BF16) return bf16_to_f32(f32_to_bf16(v));
-    if (p == DTYPE_F16) return f16_to_f32(f32_to_f16(v));
-    return v;
-}
-
 /* splitmix64 -> uniform float in [lo, hi) */
 static float rng_uniform(uint64_t *s, float lo, float hi)
 {
@@ -46,7 +39,7 @@ static void fill_matrix(void *buf, dtype dt, size_t n, uint64_t *state, dtype pr
             float u = (float)((s >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
             float v = -1e-3f + 2e-3f * u;
             if (dt == DTYPE_BF16) ((uint16_t *)buf)[i + j] = f32_to_bf16(v);
-            else ((float *)buf)[i + j] = round_prec(v, prec);
+            else ((float *)buf)[i + j] = dtype_round(v, prec);
         }
     }
     *state = s;
@@ -79,7 +72,7 @@ static int d_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
     }
     if (dst_dt != DTYPE_F32) return -1;
     float *v = dst;
-    for (size_t i = 0; i < n; i++) v[i] = round_prec(rng_uniform(&d->rng, -1e-3f, 1e-3f), d->prec);
+    for (size_t i = 0; i < n; i++) v[i] = dtype_round(rng_uniform(&d->rng, -1e-3f, 1e-3f), d->prec);
     return 0;
 }
 
@@ -104,7 +97,7 @@ static void d_read_row(void *self, const wsrc_tensor *t, int64_t r, float *out)
         st ^= st << 17;
         for (int64_t j = 0; j < 4 && i + j < H; j++) {
             float u = (float)((st >> (16 * j)) & 0xffff) * (1.0f / 65536.0f);
-            out[i + j] = round_prec(-1e-3f + 2e-3f * u, d->prec);
+            out[i + j] = dtype_round(-1e-3f + 2e-3f * u, d->prec);
         }
     }
 }

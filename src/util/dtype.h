@@ -36,6 +36,14 @@ static inline uint16_t f32_to_bf16(float f)
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+/* v rounded to the nearest value of type t (f32: v itself), as f32. */
+static inline float dtype_round(float v, dtype t)
+{
+    if (t == DTYPE_BF16) return bf16_to_f32(f32_to_bf16(v));
+    if (t == DTYPE_F16) return f16_to_f32(f32_to_f16(v));
+    return v;
+}
+
 /* Convert n elements of type t at src to f32 at dst. */
 void dtype_to_f32(float *dst, const void *src, dtype t, size_t n);
 /* Convert n f32 to type t. */
