@@ -203,10 +203,19 @@ json_t *api_oai_chunk(api_job *j, json_t *choices)
                      (json_int_t)j->created, "model", j->api->served, "choices", choices);
 }
 
+/* The route's one tokenize step: ids encoded ahead by
+ * --enable-tokenizer-batch-encode (api_tokq_pre_take), else tok_encode.
+ * 0, or -1 (ids may hold a partial result: free them). */
+static int encode_text(api_server *a, const char *text, size_t len, bool add_special, tok_ids *ids)
+{
+    if (api_tokq_pre_take(text, len, add_special, ids)) return 0;
+    return tok_encode(a->cfg.tok, text, len, add_special, ids) ? -1 : 0;
+}
+
 json_t *api_tokenize_json(api_server *a, const char *text, size_t len, bool add_special)
 {
     tok_ids ids = {0};
-    if (!api_tokq_pre_take(text, len, add_special, &ids) && tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
+    if (encode_text(a, text, len, add_special, &ids)) {
         tok_ids_free(&ids);
         return NULL;
     }
@@ -254,7 +263,7 @@ int api_prompts_add_text(api_server *a, api_prompts *ps, const char *text, size_
     if (!p) return -1;
     if (shown && !(p->text = api_strdup(shown))) return -1;
     tok_ids ids = {0};
-    if (!api_tokq_pre_take(text, len, add_special, &ids) && tok_encode(a->cfg.tok, text, len, add_special, &ids)) {
+    if (encode_text(a, text, len, add_special, &ids)) {
         tok_ids_free(&ids);
         return 0; /* api_prompt_failed */
     }
