@@ -7,6 +7,9 @@
 #include "kernels/kern_types.h"
 
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_blocks.h"
+
+#include <strings.h>
 
 static void f32_to_f32_row(float *dst, const void *src, int64_t k)
 {
@@ -123,7 +126,55 @@ static kern_type_traits g_traits[KERN_TYPE_COUNT] = {
         .dot = {bf16_dot_scalar, NULL, NULL},
         .matmul = {kern_ref_matmul, NULL, NULL},
     },
+    /* block-quantized types: geometry only until their kernels are filled in */
+#define QT(id, nm, bs, blk) [id] = {.name = nm, .block_size = bs, .block_bytes = sizeof(blk), .is_quantized = 1}
+    QT(KERN_TYPE_Q4_0, "q4_0", QK4_0, block_q4_0),
+    QT(KERN_TYPE_Q4_1, "q4_1", QK4_1, block_q4_1),
+    QT(KERN_TYPE_Q5_0, "q5_0", QK5_0, block_q5_0),
+    QT(KERN_TYPE_Q5_1, "q5_1", QK5_1, block_q5_1),
+    QT(KERN_TYPE_Q8_0, "q8_0", QK8_0, block_q8_0),
+    QT(KERN_TYPE_Q2_K, "q2_K", QK_K, block_q2_K),
+    QT(KERN_TYPE_Q3_K, "q3_K", QK_K, block_q3_K),
+    QT(KERN_TYPE_Q4_K, "q4_K", QK_K, block_q4_K),
+    QT(KERN_TYPE_Q5_K, "q5_K", QK_K, block_q5_K),
+    QT(KERN_TYPE_Q6_K, "q6_K", QK_K, block_q6_K),
+    QT(KERN_TYPE_IQ4_NL, "iq4_nl", QK4_NL, block_iq4_nl),
+    QT(KERN_TYPE_IQ4_XS, "iq4_xs", QK_K, block_iq4_xs),
+    QT(KERN_TYPE_Q8_K, "q8_K", QK_K, block_q8_K),
+    QT(KERN_TYPE_Q8_1, "q8_1", QK8_1, block_q8_1),
+#undef QT
 };
+
+static const struct { int ggml; kern_type kt; } k_ggml_map[] = {
+    {GGML_T_F32, KERN_TYPE_F32},     {GGML_T_F16, KERN_TYPE_F16},       {GGML_T_BF16, KERN_TYPE_BF16},
+    {GGML_T_Q4_0, KERN_TYPE_Q4_0},   {GGML_T_Q4_1, KERN_TYPE_Q4_1},     {GGML_T_Q5_0, KERN_TYPE_Q5_0},
+    {GGML_T_Q5_1, KERN_TYPE_Q5_1},   {GGML_T_Q8_0, KERN_TYPE_Q8_0},     {GGML_T_Q8_1, KERN_TYPE_Q8_1},
+    {GGML_T_Q2_K, KERN_TYPE_Q2_K},   {GGML_T_Q3_K, KERN_TYPE_Q3_K},     {GGML_T_Q4_K, KERN_TYPE_Q4_K},
+    {GGML_T_Q5_K, KERN_TYPE_Q5_K},   {GGML_T_Q6_K, KERN_TYPE_Q6_K},     {GGML_T_Q8_K, KERN_TYPE_Q8_K},
+    {GGML_T_IQ4_NL, KERN_TYPE_IQ4_NL}, {GGML_T_IQ4_XS, KERN_TYPE_IQ4_XS},
+};
+
+int kern_type_of_ggml(int ggml_type)
+{
+    for (size_t i = 0; i < sizeof k_ggml_map / sizeof k_ggml_map[0]; i++)
+        if (k_ggml_map[i].ggml == ggml_type) return (int)k_ggml_map[i].kt;
+    return -1;
+}
+
+int kern_type_to_ggml(kern_type t)
+{
+    for (size_t i = 0; i < sizeof k_ggml_map / sizeof k_ggml_map[0]; i++)
+        if (k_ggml_map[i].kt == t) return k_ggml_map[i].ggml;
+    return -1;
+}
+
+int kern_type_by_name(const char *name)
+{
+    if (!name) return -1;
+    for (int t = 0; t < KERN_TYPE_COUNT; t++)
+        if (g_traits[t].name && !strcasecmp(g_traits[t].name, name)) return t;
+    return -1;
+}
 
 void kern_types_init(void)
 {

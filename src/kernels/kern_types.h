@@ -35,7 +35,22 @@ typedef enum kern_type {
     KERN_TYPE_F32 = DTYPE_F32,
     KERN_TYPE_F16 = DTYPE_F16,
     KERN_TYPE_BF16 = DTYPE_BF16,
-    /* block-quantized types (Q8_0, Q4_K, ...) go here */
+    KERN_TYPE_FLOAT_COUNT, /* the float types are the ids below this */
+    /* block-quantized types: the layouts of kernels/quant_blocks.h */
+    KERN_TYPE_Q4_0 = KERN_TYPE_FLOAT_COUNT,
+    KERN_TYPE_Q4_1,
+    KERN_TYPE_Q5_0,
+    KERN_TYPE_Q5_1,
+    KERN_TYPE_Q8_0,
+    KERN_TYPE_Q2_K,
+    KERN_TYPE_Q3_K,
+    KERN_TYPE_Q4_K,
+    KERN_TYPE_Q5_K,
+    KERN_TYPE_Q6_K,
+    KERN_TYPE_IQ4_NL,
+    KERN_TYPE_IQ4_XS,
+    KERN_TYPE_Q8_K, /* activations of the K-quant dots (not a weight type) */
+    KERN_TYPE_Q8_1, /* activations of the _1 types' dots (not a weight type) */
     KERN_TYPE_COUNT
 } kern_type;
 
@@ -68,6 +83,12 @@ void kern_types_init(void);
 /* Traits of a type; NULL for an id outside [0, KERN_TYPE_COUNT). */
 const kern_type_traits *kern_type_get(kern_type t);
 static inline kern_type kern_type_of_dtype(dtype d) { return (kern_type)d; }
+/* The kern_type of a GGUF (ggml) tensor type id; -1 when sglc has none. */
+int kern_type_of_ggml(int ggml_type);
+/* The GGUF (ggml) type id of t; -1 for none. */
+int kern_type_to_ggml(kern_type t);
+/* Type by name ("q4_K", "Q4_K", "bf16"; case-insensitive); -1 when unknown. */
+int kern_type_by_name(const char *name);
 
 /* Bytes of one row of k elements: k / block_size * block_bytes.  0 when k
  * is not a multiple of the block size (the caller reports a bad shape). */

@@ -62,7 +62,7 @@ static void test_geometry(void **state)
         assert_int_equal(kern_type_row_bytes(KERN_TYPE_F32, k), (size_t)k * 4);
         assert_int_equal(kern_type_row_bytes(KERN_TYPE_F16, k), (size_t)k * 2);
         assert_int_equal(kern_type_row_bytes(KERN_TYPE_BF16, k), (size_t)k * 2);
-        for (int t = 0; t < KERN_TYPE_COUNT; t++) {
+        for (int t = 0; t < KERN_TYPE_FLOAT_COUNT; t++) {
             const kern_type_traits *tr = kern_type_get((kern_type)t);
             assert_int_equal(tr->block_size, 1);
             assert_true(kern_type_row_ok((kern_type)t, k));
@@ -89,7 +89,7 @@ static void test_round_trip(void **state)
         float *z = malloc(sizeof(float) * (size_t)k);
         unsigned char *row = malloc((size_t)k * 4);
         for (int i = 0; i < k; i++) x[i] = frand() * 100.0f;
-        for (int t = 0; t < KERN_TYPE_COUNT; t++) {
+        for (int t = 0; t < KERN_TYPE_FLOAT_COUNT; t++) {
             const kern_type_traits *tr = kern_type_get((kern_type)t);
             tr->row_from_f32(row, x, k);
             tr->row_to_f32(y, row, k);
@@ -122,7 +122,7 @@ static void test_dot_per_isa(void **state)
             float *x = malloc(sizeof(float) * (size_t)k), *w = malloc(sizeof(float) * (size_t)k);
             unsigned char *row = malloc((size_t)k * 4);
             for (int i = 0; i < k; i++) x[i] = frand(), w[i] = frand();
-            for (int t = 0; t < KERN_TYPE_COUNT; t++) {
+            for (int t = 0; t < KERN_TYPE_FLOAT_COUNT; t++) {
                 const kern_type_traits *tr = kern_type_get((kern_type)t);
                 tr->row_from_f32(row, w, k);
                 float *wv = malloc(sizeof(float) * (size_t)k);
@@ -180,11 +180,39 @@ static void test_matmul_slots(void **state)
     free(x), free(w), free(y1), free(y2);
 }
 
+/* The quantized types' geometry is the GGUF layout (ggml-common.h's block
+ * sizes: Q4_0 18 bytes per 32, Q8_0 34 per 32, Q4_K 144 per 256, Q6_K 210
+ * per 256, IQ4_XS 136 per 256), and the ggml ids map both ways. */
+static void test_quant_geometry(void **state)
+{
+    (void)state;
+    assert_int_equal(kern_type_row_bytes(KERN_TYPE_Q4_0, 64), 36);
+    assert_int_equal(kern_type_row_bytes(KERN_TYPE_Q8_0, 4096), 4096 / 32 * 34);
+    assert_int_equal(kern_type_row_bytes(KERN_TYPE_Q4_K, 2048), 8 * 144);
+    assert_int_equal(kern_type_row_bytes(KERN_TYPE_Q6_K, 256), 210);
+    assert_int_equal(kern_type_row_bytes(KERN_TYPE_IQ4_XS, 512), 272);
+    assert_int_equal(kern_type_row_bytes(KERN_TYPE_Q4_K, 100), 0); /* not whole blocks */
+    assert_false(kern_type_row_ok(KERN_TYPE_Q5_0, 48));
+    for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++) {
+        const kern_type_traits *tr = kern_type_get((kern_type)t);
+        assert_non_null(tr->name);
+        assert_true(tr->is_quantized);
+        assert_int_equal(kern_type_of_ggml(kern_type_to_ggml((kern_type)t)), t);
+        assert_int_equal(kern_type_by_name(tr->name), t);
+    }
+    assert_int_equal(kern_type_of_ggml(12), KERN_TYPE_Q4_K); /* GGML_TYPE_Q4_K = 12 */
+    assert_int_equal(kern_type_of_ggml(30), KERN_TYPE_BF16);
+    assert_int_equal(kern_type_of_ggml(16), -1); /* IQ2_XXS: not supported */
+    assert_int_equal(kern_type_by_name("Q4_K"), KERN_TYPE_Q4_K);
+    assert_int_equal(kern_type_by_name("nope"), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_geometry),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_quant_geometry),
         cmocka_unit_test(test_dot_per_isa),
         cmocka_unit_test(test_matmul_slots),
     };
