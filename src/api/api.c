@@ -592,6 +592,33 @@ static bool encode_ahead(api_server *a, http_req *r, const char *path, const jso
     return true;
 }
 
+/* SGLang's routes that sglc does not answer yet, with what they wait
+ * for: a client that calls one gets a 404 whose message names the route
+ * and why, not a bare "Not Found".
+ * NULL for any other path. */
+static const char *api_route_not_yet(const char *path)
+{
+    static const struct { const char *path; int prefix; const char *why; } later[] = {
+        {"/v1/responses", 1, "the Responses API, issue 10"},
+        {"/v1/score", 0, "scoring routes, issue 15"},
+        {"/v1/rerank", 0, "scoring routes, issue 15"},
+        {"/v1/classify", 0, "scoring routes, issue 15"},
+        {"/classify", 0, "scoring routes, issue 15"},
+        {"/parse_function_call", 0, "tool-call parsers, issue 10"},
+        {"/separate_reasoning", 0, "reasoning parsers, issue 10"},
+        {"/generate_from_file", 0, "file uploads are not parsed"},
+        {"/open_session", 0, "sessions are not implemented"},
+        {"/close_session", 0, "sessions are not implemented"},
+        {"/vertex_generate", 0, "the Vertex AI request format is not parsed"},
+    };
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
+        size_t n = strlen(later[i].path);
+        if (!strncmp(path, later[i].path, n) && (!path[n] || (later[i].prefix && path[n] == '/')))
+            return later[i].why;
+    }
+    return NULL;
+}
+
 /* The handler proper: on a tokenizer worker for requests with a body, on
  * the polling thread for the others (see api_handle). */
 static void api_route(void *ctx, http_req *r, const char *method, const char *path, const char *body,
@@ -611,7 +638,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
     if (api_admin_handle(a->admin, r, method, path, body, body_len, starting)) return;
-    if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) {
+    if (!strcmp(path, "/health") || !strcmp(path, "/v1/health") || !strcmp(path, "/ping")) {
         void (*errf)(http_req *, int, const char *) = is_v1 ? api_oai_error : api_native_error;
         if (draining) errf(r, 503, "The server is shutting down.");
         else if (starting) errf(r, 503, "The server is starting.");
@@ -670,7 +697,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         return;
     }
     bool is_gen = !strcmp(path, "/generate"), is_compl = !strcmp(path, "/v1/completions"),
-         is_chat = !strcmp(path, "/v1/chat/completions");
+         is_chat = !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/invocations"); /* SageMaker's */
     if ((is_gen || is_compl || is_chat) && !post) {
         if (is_gen) api_native_error(r, 405, "Method Not Allowed");
         else api_oai_error(r, 405, "Method Not Allowed");
@@ -768,6 +795,15 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         if (!txt) api_native_error(r, 500, "Internal error: out of memory.");
         else http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), NULL);
         free(txt);
+        return;
+    }
+    const char *later = api_route_not_yet(path);
+    if (later) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s is an SGLang route that sglc does not serve yet (%s).", path, later);
+        /* 404, not 501: OpenAI clients retry every 5xx */
+        if (is_v1) api_oai_error(r, 404, msg);
+        else api_native_error(r, 404, msg);
         return;
     }
     json_t *nf = is_v1 ? api_oai_error_obj(404, api_oai_error_type(404), "Not Found") : json_object();
