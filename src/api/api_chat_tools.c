@@ -157,7 +157,8 @@ static json_t *call_id(api_job *j)
 {
     char rid[64], id[40];
     api_new_rid(j->api, rid, sizeof rid);
-    snprintf(id, sizeof id, "call_%.24s", rid);
+    size_t l = strlen(rid); /* the last 24 digits: the counter part varies */
+    snprintf(id, sizeof id, "call_%.24s", l > 24 ? rid + l - 24 : rid);
     return json_string(id);
 }
 

@@ -218,5 +218,19 @@ check(ch["message"]["tool_calls"] is None and ch["finish_reason"] == "length", "
 sys.exit(1 if bad else 0)
 PYEOF
 rc=$?
+# the real clients (tests/js/tools.test.mjs), where their modules are installed
+JSMOD=${SGLC_JS_MODULES:-$ROOT/tests/js/node_modules}
+if [ -f "$JSMOD/openai/package.json" ] && [ -f "$JSMOD/ai/package.json" ] && command -v node >/dev/null; then
+    mkdir -p "$T/js" && ln -s "$(cd "$JSMOD" && pwd -P)" "$T/js/node_modules" && cp "$ROOT/tests/js/tools.test.mjs" "$T/js/"
+    if SGLC_URL=$SERVER_URL node --test "$T/js/tools.test.mjs" >"$T/node" 2>&1; then
+        sk=$(grep -c '# SKIP' "$T/node")
+        echo "ok   JS clients: $(($(grep -c '^ok' "$T/node") - sk)) passed, $sk skipped"
+        grep '# SKIP' "$T/node" | sed 's/^/     /'
+    else
+        echo "FAIL JS clients"; cat "$T/node"; rc=1
+    fi
+else
+    echo "skip JS clients: no node / openai / ai modules at $JSMOD"
+fi
 server_stop
 exit $rc
