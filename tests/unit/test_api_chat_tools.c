@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "api/api_job.h"
+#include "api/api_reasoning.h"
 #include "api/api_toolcall.h"
 
 static const char *TEXT = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n"
@@ -134,6 +135,37 @@ static void test_stream_accumulates_to_whole(void **st)
     json_decref(calls);
 }
 
+/* The chat order: reasoning parser first, the tool parser over its
+ * content (qwen3 + qwen): any split gives the same three parts. */
+static void test_reasoning_then_tools(void **st)
+{
+    (void)st;
+    static const char *t = "<think>I should call get_time.</think>\n\n<tool_call>\n{\"name\": \"get_time\", "
+                           "\"arguments\": {\"tz\": \"UTC\"}}\n</tool_call>";
+    size_t n = strlen(t);
+    for (size_t step = 1; step <= n; step += (step < 8 ? 1 : 7)) {
+        api_output o;
+        api_output_init(&o, NULL);
+        assert_int_equal(api_output_add_parser(&o, api_reasoning_parser_new(api_reasoning_find("qwen3"), true)), 0);
+        assert_int_equal(api_output_add_parser(&o, api_toolcall_parser_new(api_toolcall_find("qwen"), NULL)), 0);
+        api_pieces ps = {0};
+        for (size_t at = 0; at < n; at += step)
+            assert_int_equal(api_output_parse(&o, t + at, at + step > n ? n - at : step, false, &ps), 0);
+        assert_int_equal(api_output_parse(&o, "", 0, true, &ps), 0);
+        char *normal, *reasoning = api_pieces_join(&ps, API_PIECE_REASONING);
+        json_t *calls;
+        assert_int_equal(api_toolcall_collect(&ps, &normal, &calls), 0);
+        assert_string_equal(reasoning, "I should call get_time.");
+        assert_string_equal(normal, "");
+        assert_int_equal(json_array_size(calls), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "name")), "get_time");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "parameters")), "{\"tz\": \"UTC\"}");
+        free(normal), free(reasoning), json_decref(calls);
+        api_pieces_free(&ps);
+        api_output_free(&o);
+    }
+}
+
 static void test_history_message(void **st)
 {
     (void)st;
@@ -190,6 +222,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_accumulates_to_whole),
+        cmocka_unit_test(test_reasoning_then_tools),
         cmocka_unit_test(test_history_message),
         cmocka_unit_test(test_tool_choice),
     };
