@@ -141,6 +141,17 @@ int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const ap
     if (t->active && j->kind == JOB_CHAT)
         tf = t->required || t->named ? api_toolcall_find("json_array") : api_toolcall_find(a->cfg.tool_call_parser);
     j->tool_single = t->active && !t->parallel;
+    if (tf && !strcmp(api_toolcall_format_name(tf), "kimi_k2")) { /* SGLang: functions.NAME:N ids */
+        j->kimi_ids = true;
+        j->tool_id_base = 0;
+        size_t i;
+        json_t *m;
+        json_array_foreach(json_object_get(body, "messages"), i, m)
+        {
+            json_t *tcs = json_object_get(m, "tool_calls");
+            if (json_is_array(tcs)) j->tool_id_base += (int)json_array_size(tcs);
+        }
+    }
     for (int i = 0; i < j->n_slots; i++) {
         api_output *o = &j->outs[i];
         if (!o->tok) continue;
@@ -156,9 +167,15 @@ int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const ap
     return 0;
 }
 
-/* A tool call id as SGLang's: "call_" + 24 hex digits. */
-static json_t *call_id(api_job *j)
+/* A tool call id as SGLang's: "call_" + 24 hex digits (kimi_k2:
+ * "functions.NAME:N"). */
+static json_t *call_id(api_job *j, const char *name, size_t nlen, int index)
 {
+    if (j->kimi_ids) {
+        char id[600];
+        snprintf(id, sizeof id, "functions.%.*s:%d", (int)(nlen < 512 ? nlen : 512), name, j->tool_id_base + index);
+        return json_string(id);
+    }
     char rid[64], id[40];
     api_new_rid(j->api, rid, sizeof rid);
     size_t l = strlen(rid); /* the last 24 digits: the counter part varies */
@@ -191,7 +208,7 @@ int api_oai_parse_tools(api_job *j, api_slot *sl, const char *text, bool final, 
         if (j->tool_single && pc->index > 0) continue; /* parallel_tool_calls false: the first call */
         if (pc->kind == API_PIECE_TOOL_NAME) {
             if (pc->index + 1 > sl->n_calls) sl->n_calls = pc->index + 1;
-            json_array_append_new(arr, json_pack("{s:i,s:o,s:s,s:{s:s%,s:s}}", "index", pc->index, "id", call_id(j),
+            json_array_append_new(arr, json_pack("{s:i,s:o,s:s,s:{s:s%,s:s}}", "index", pc->index, "id", call_id(j, pc->text, pc->len, pc->index),
                                                  "type", "function", "function", "name", pc->text, pc->len,
                                                  "arguments", ""));
             continue;

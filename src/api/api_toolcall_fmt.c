@@ -31,6 +31,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 enum {
     S_TEXT = 0,
@@ -409,7 +410,9 @@ static int xml_param(tc_parser *p, const char *v, size_t n, bool strip_nl, bool 
         if (n && v[n - 1] == '\n') n--;
     }
     const char *key = p->key ? p->key : "";
-    char *kq = tc_json_quote(key, strlen(key)), *vq = tc_xml_value(v, n, tc_param_type(p, key), guess);
+    /* qwen3_coder (SGLang's _convert_param_value): "null" is null whatever the type */
+    bool null = strip_nl && n == 4 && !strncasecmp(v, "null", 4);
+    char *kq = tc_json_quote(key, strlen(key)), *vq = null ? strdup("null") : tc_xml_value(v, n, tc_param_type(p, key), guess);
     sbuf b = {0};
     sb_puts(&b, p->n_params ? ", " : "{");
     if (kq) sb_puts(&b, kq);

@@ -21,8 +21,9 @@
 static const char *TEXT = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n"
                           "</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>";
 
-/* A one-slot chat job whose output stage has the hermes parser. */
-static api_job *make_job(api_server *a, api_slot *sl, api_output *o, bool single)
+/* A one-slot chat job whose output stage has the hermes parser (kimi_k2
+ * call ids when kimi). */
+static api_job *make_job_k(api_server *a, api_slot *sl, api_output *o, bool single, bool kimi)
 {
     static api_job j;
     memset(&j, 0, sizeof j);
@@ -34,8 +35,15 @@ static api_job *make_job(api_server *a, api_slot *sl, api_output *o, bool single
     j.outs = o;
     j.n_slots = 1;
     j.tool_single = single;
+    j.kimi_ids = kimi;
+    j.tool_id_base = 2;
     assert_int_equal(api_output_add_parser(o, api_toolcall_parser_new(api_toolcall_find("hermes"), NULL)), 0);
     return &j;
+}
+
+static api_job *make_job(api_server *a, api_slot *sl, api_output *o, bool single)
+{
+    return make_job_k(a, sl, o, single, false);
 }
 
 static json_t *whole_calls(api_server *a, bool single, char **content)
@@ -128,6 +136,20 @@ static void test_stream_accumulates_to_whole(void **st)
     free(streamed);
     free(content);
     json_decref(calls);
+    /* kimi_k2 ids: functions.NAME:N after the history's calls */
+    {
+        api_slot ks;
+        api_output ko;
+        api_job *kj = make_job_k(&a, &ks, &ko, false, true);
+        char *kc, *kr;
+        json_t *kd;
+        assert_int_equal(api_oai_parse_tools(kj, &ks, TEXT, true, &kc, &kr, &kd), 0);
+        json_t *kcalls = api_chat_message_tool_calls(kd);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(kcalls, 0), "id")), "functions.get_weather:2");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(kcalls, 1), "id")), "functions.get_time:3");
+        free(kc), json_decref(kd), json_decref(kcalls);
+        api_output_free(&ko);
+    }
     /* parallel_tool_calls false: the first call only */
     calls = whole_calls(&a, true, &content);
     assert_int_equal(json_array_size(calls), 1);

@@ -107,6 +107,8 @@ static const fixture fixtures[] = {
                     "<tool_call>\n<function=get_weather>\n<parameter=metric>\ntrue\n</parameter>\n</function>\n</tool_call>",
      "Let me call two.", "[[\"get_time\", {\"tz\": \"007\"}], [\"get_weather\", {\"metric\": true}]]"},
     {"qwen3_coder", "<tool_call>\n<function=get_time>\n</function>\n</tool_call>", "", "[[\"get_time\", {}]]"},
+    {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nNULL\n</parameter>\n<parameter=note>\n{\"a\": 1}\n</parameter>\n</function>\n</tool_call>",
+     "", "[[\"get_weather\", {\"city\": null, \"note\": \"{\\\"a\\\": 1}\"}]]"},
     {"qwen3_coder", "<tool_call>\nhello\n</tool_call>", "<tool_call>\nhello\n</tool_call>", "[]"},
     /* glm45 */
     {"glm45", "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>\xe5\x8c\x97\xe4\xba\xac</arg_value>\n<arg_key>days</arg_key>\n<arg_value>2</arg_value>\n</tool_call>",
