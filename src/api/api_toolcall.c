@@ -726,3 +726,42 @@ json_t *api_toolcall_schema(const json_t *tools, const char *named, bool paralle
     if (s && !parallel) json_object_set_new(s, "maxItems", json_integer(1));
     return s;
 }
+
+/* ---- tool_choice auto with strict tools: the structural tag -------------------------------------- */
+
+json_t *api_toolcall_structural_tag(const api_toolcall_format *f, const json_t *tools)
+{
+    /* begin = pre + name + post, then the arguments (JSON), then end */
+    const char *pre, *post, *end, *trigger;
+    const char *n = f->name;
+    if (f->family == TCF_HERMES) pre = "<tool_call>\n{\"name\": \"", post = "\", \"arguments\": ", end = "}\n</tool_call>", trigger = "<tool_call>";
+    else if (f->family == TCF_LLAMA3) pre = "<|python_tag|>{\"name\": \"", post = "\", \"parameters\": ", end = "}", trigger = "<|python_tag|>";
+    else if (f->family == TCF_MISTRAL) pre = "[TOOL_CALLS] [{\"name\": \"", post = "\", \"arguments\": ", end = "}]", trigger = "[TOOL_CALLS]";
+    else if (!strcmp(n, "deepseekv3")) pre = DS_CALL_BEGIN "function" DS_SEP, post = "\n```json\n", end = "\n```" DS_CALL_END, trigger = DS_CALL_BEGIN;
+    else if (!strcmp(n, "deepseekv31")) pre = DS_CALL_BEGIN, post = DS_SEP, end = DS_CALL_END, trigger = DS_CALL_BEGIN;
+    else if (!strcmp(n, "kimi_k2")) pre = "<|tool_call_begin|>functions.", post = ":0<|tool_call_argument_begin|>", end = "<|tool_call_end|>", trigger = "<|tool_call_begin|>";
+    else return NULL;
+    json_t *structs = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach((json_t *)tools, i, t)
+    {
+        json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(fn)) fn = t;
+        json_t *nm = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
+        if (!json_is_string(nm)) continue;
+        size_t bl = strlen(pre) + json_string_length(nm) + strlen(post) + 1;
+        char *begin = malloc(bl);
+        if (!begin) {
+            json_decref(structs);
+            return NULL;
+        }
+        snprintf(begin, bl, "%s%s%s", pre, json_string_value(nm), post);
+        bool strict = json_is_true(json_object_get(fn, "strict"));
+        json_array_append_new(structs, json_pack("{s:s,s:o,s:s}", "begin", begin, "schema",
+                                                 strict && json_is_object(params) ? json_incref(params) : json_object(),
+                                                 "end", end));
+        free(begin);
+    }
+    return json_pack("{s:s,s:o,s:[s]}", "type", "structural_tag", "structures", structs, "triggers", trigger);
+}

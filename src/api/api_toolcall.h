@@ -72,6 +72,16 @@ int api_toolcall_collect(const api_pieces *ps, char **normal, json_t **calls);
  * OOM. */
 json_t *api_toolcall_schema(const json_t *tools, const char *named, bool parallel);
 
+/* SGLang's structural tag for tool_choice "auto" when a tool is strict
+ * (get_structure_tag over each detector's structure_info): {"type":
+ * "structural_tag", "structures": [{"begin", "schema", "end"}, ...],
+ * "triggers": [...]}, one structure per tool (schema: its parameters when
+ * strict, else {}).  NULL for formats whose arguments are not JSON
+ * between a begin and an end (pythonic, qwen3_coder, glm45, gpt-oss,
+ * json_array) or on OOM.  Not put on requests yet: the serving path has
+ * no grammar (docs/notes/tools.md). */
+json_t *api_toolcall_structural_tag(const api_toolcall_format *f, const json_t *tools);
+
 /* The tool of a name in an OpenAI tools list (its "function" object, or
  * the entry itself when it has no "function"), or NULL. */
 const json_t *api_toolcall_tool(const json_t *tools, const char *name);

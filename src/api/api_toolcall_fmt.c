@@ -355,13 +355,14 @@ static int step_framed(tc_parser *p, bool final)
     const char *m[8];
     int nm = 0, which, r;
     m[nm++] = fr->open;
+    m[nm++] = fr->call ? fr->call : fr->open; /* a call without its section opener counts too */
     for (int k = 0; p->f->drop && p->f->drop[k] && nm < 8; k++) m[nm++] = p->f->drop[k];
     switch (p->st) {
     case S_TEXT:
         if ((r = tc_scan_text(p, m, nm, final, &which)) <= 0) return r;
-        if (which > 0) return 1; /* a dropped frame marker */
-        p->marker = fr->open;
-        p->st = fr->call ? S_FR_SECTION : S_FR_NAMEPRE;
+        if (which > 1) return 1; /* a dropped frame marker */
+        p->marker = m[which];
+        p->st = which == 0 && fr->call ? S_FR_SECTION : S_FR_NAMEPRE;
         return 1;
     case S_FR_SECTION: {
         const char *sm[2] = {fr->call, fr->close};

@@ -87,6 +87,8 @@ static const fixture fixtures[] = {
      "", "[[\"get_weather\", {\"city\": \"Seoul\"}], [\"get_time\", {\"tz\": \"KST\"}]]"},
     {"deepseekv31", "Answer first. " DS_CALLS_BEGIN DS_CALL_BEGIN "get_time" DS_SEP "{}" DS_CALL_END DS_CALLS_END, "Answer first.",
      "[[\"get_time\", {}]]"},
+    {"deepseekv31", "x " DS_CALL_BEGIN "get_time" DS_SEP "{\"tz\": \"UTC\"}" DS_CALL_END, "x",
+     "[[\"get_time\", {\"tz\": \"UTC\"}]]"}, /* a call without the section opener */
     /* kimi_k2 */
     {"kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Beijing\"}<|tool_call_end|>"
                 "<|tool_call_begin|>functions.get_time:1 <|tool_call_argument_begin|>{\"tz\": \"CST\"}<|tool_call_end|><|tool_calls_section_end|>",
@@ -286,6 +288,39 @@ static void test_schema(void **st)
     json_decref(tools);
 }
 
+/* The structural tag's begin + arguments + end is a call the parser reads back. */
+static void test_structural_tag(void **st)
+{
+    (void)st;
+    json_t *tools = json_loads(TOOLS, 0, NULL);
+    json_object_set_new(json_object_get(json_array_get(tools, 1), "function"), "strict", json_true());
+    static const char *names[] = {"qwen", "llama3", "mistral", "deepseekv3", "deepseekv31", "kimi_k2"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        const api_toolcall_format *f = api_toolcall_find(names[k]);
+        json_t *tag = api_toolcall_structural_tag(f, tools);
+        assert_non_null(tag);
+        json_t *ss = json_object_get(tag, "structures");
+        assert_int_equal(json_array_size(ss), 2);
+        assert_int_equal(json_object_size(json_object_get(json_array_get(ss, 0), "schema")), 0); /* not strict */
+        assert_non_null(json_object_get(json_object_get(json_array_get(ss, 1), "schema"), "properties"));
+        json_t *s1 = json_array_get(ss, 1);
+        const char *b = json_string_value(json_object_get(s1, "begin")), *e = json_string_value(json_object_get(s1, "end"));
+        assert_non_null(strstr(b, json_string_value(json_array_get(json_object_get(tag, "triggers"), 0))));
+        char text[600];
+        snprintf(text, sizeof text, "%s{\"tz\": \"UTC\"}%s", b, e);
+        char *normal;
+        json_t *calls;
+        assert_int_equal(api_toolcall_parse(f, tools, text, strlen(text), &normal, &calls), 0);
+        if (json_array_size(calls) != 1) fail_msg("%s: %s", names[k], text);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(calls, 0), "name")), "get_time");
+        json_t *args = json_loads(json_string_value(json_object_get(json_array_get(calls, 0), "parameters")), 0, NULL);
+        assert_string_equal(json_string_value(json_object_get(args, "tz")), "UTC");
+        json_decref(args), json_decref(calls), free(normal), json_decref(tag);
+    }
+    assert_null(api_toolcall_structural_tag(api_toolcall_find("pythonic"), tools));
+    json_decref(tools);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_name_check),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_schema),
+        cmocka_unit_test(test_structural_tag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
