@@ -27,24 +27,25 @@ static const tc_framed fr_kimi = {"<|tool_calls_section_begin|>", "<|tool_call_b
                                   NULL, "<|tool_call_argument_begin|>", NULL, "<|tool_call_end|>"};
 /* gpt-oss (harmony): <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|> */
 static const tc_framed fr_gptoss = {"<|channel|>commentary to=", NULL, NULL, NULL, "<|message|>", NULL, "<|call|>"};
-static const char *const drop_gptoss[] = {"<|start|>assistant", "<|channel|>final<|message|>", "<|end|>",
-                                          "<|return|>", NULL};
+static const char *const drop_gptoss[] = {"<|start|>assistant", "<|channel|>final<|message|>",
+                                          "<|channel|>commentary<|message|>", "<|end|>", "<|return|>", NULL};
 
 static const api_toolcall_format formats[] = {
-    {"hermes", TCF_HERMES, NULL, NULL},
-    {"qwen", TCF_HERMES, NULL, NULL},
-    {"qwen25", TCF_HERMES, NULL, NULL},
-    {"llama3", TCF_LLAMA3, NULL, NULL},
-    {"mistral", TCF_MISTRAL, NULL, NULL},
-    {"json_array", TCF_JSON_ARRAY, NULL, NULL},
-    {"deepseekv3", TCF_FRAMED, &fr_dsv3, NULL},
-    {"deepseekv31", TCF_FRAMED, &fr_dsv31, NULL},
-    {"kimi_k2", TCF_FRAMED, &fr_kimi, NULL},
-    {"gpt-oss", TCF_FRAMED, &fr_gptoss, drop_gptoss},
-    {"qwen3_coder", TCF_QWEN3_CODER, NULL, NULL},
-    {"glm45", TCF_GLM45, NULL, NULL},
-    {"glm", TCF_GLM45, NULL, NULL},
-    {"pythonic", TCF_PYTHONIC, NULL, NULL},
+    {"hermes", TCF_HERMES, NULL, NULL, NULL, NULL},
+    {"qwen", TCF_HERMES, NULL, NULL, NULL, NULL},
+    {"qwen25", TCF_HERMES, NULL, NULL, NULL, NULL},
+    {"llama3", TCF_LLAMA3, NULL, NULL, NULL, NULL},
+    {"mistral", TCF_MISTRAL, NULL, NULL, NULL, NULL},
+    {"json_array", TCF_JSON_ARRAY, NULL, NULL, NULL, NULL},
+    {"deepseekv3", TCF_FRAMED, &fr_dsv3, NULL, NULL, NULL},
+    {"deepseekv31", TCF_FRAMED, &fr_dsv31, NULL, NULL, NULL},
+    {"kimi_k2", TCF_FRAMED, &fr_kimi, NULL, NULL, NULL},
+    /* without the gpt-oss reasoning parser the analysis channel is dropped (SGLang's detector ignores it) */
+    {"gpt-oss", TCF_FRAMED, &fr_gptoss, drop_gptoss, "<|channel|>analysis<|message|>", "<|end|>"},
+    {"qwen3_coder", TCF_QWEN3_CODER, NULL, NULL, NULL, NULL},
+    {"glm45", TCF_GLM45, NULL, NULL, NULL, NULL},
+    {"glm", TCF_GLM45, NULL, NULL, NULL, NULL},
+    {"pythonic", TCF_PYTHONIC, NULL, NULL, NULL, NULL},
 };
 
 const api_toolcall_format *api_toolcall_find(const char *name)

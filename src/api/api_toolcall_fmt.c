@@ -51,6 +51,7 @@ enum {
     S_FR_NAME,
     S_FR_ARGSPRE,
     S_FR_AFTER,   /* framed: up to the call's end marker */
+    S_FR_SKIP,    /* framed: inside a dropped region, up to its close */
     S_Q_FUNC,
     S_Q_NAME,
     S_Q_BODY,
@@ -356,11 +357,16 @@ static int step_framed(tc_parser *p, bool final)
     int nm = 0, which, r;
     m[nm++] = fr->open;
     m[nm++] = fr->call ? fr->call : fr->open; /* a call without its section opener counts too */
+    m[nm++] = p->f->skip_open ? p->f->skip_open : fr->open;
     for (int k = 0; p->f->drop && p->f->drop[k] && nm < 8; k++) m[nm++] = p->f->drop[k];
     switch (p->st) {
     case S_TEXT:
         if ((r = tc_scan_text(p, m, nm, final, &which)) <= 0) return r;
-        if (which > 1) return 1; /* a dropped frame marker */
+        if (which == 2 && p->f->skip_open) {
+            p->st = S_FR_SKIP;
+            return 1;
+        }
+        if (which > 2) return 1; /* a dropped frame marker */
         p->marker = m[which];
         p->st = which == 0 && fr->call ? S_FR_SECTION : S_FR_NAMEPRE;
         return 1;
@@ -392,6 +398,13 @@ static int step_framed(tc_parser *p, bool final)
         p->after = S_FR_AFTER, p->st = S_JARGS;
         return 1;
     case S_JARGS: return st_jargs(p, final);
+    case S_FR_SKIP: {
+        const char *em[1] = {p->f->skip_close};
+        if ((r = tc_seek(p, em, 1, final, &which)) < 0) return -1;
+        if (r == 0 && !final) return 0;
+        p->st = S_TEXT;
+        return 1;
+    }
     case S_FR_AFTER: {
         const char *em[1] = {fr->call_end};
         if ((r = tc_seek(p, em, 1, final, &which)) < 0) return -1;

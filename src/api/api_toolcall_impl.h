@@ -32,6 +32,7 @@ struct api_toolcall_format {
     tc_family family;
     const tc_framed *fr;         /* TCF_FRAMED */
     const char *const *drop;     /* NULL-terminated markers removed from normal text, or NULL */
+    const char *skip_open, *skip_close; /* a region dropped from the text (gpt-oss's analysis channel), or NULL */
 };
 
 struct tc_parser {

@@ -99,6 +99,9 @@ static const fixture fixtures[] = {
     {"gpt-oss", "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"SF\"}<|call|>", "",
      "[[\"get_weather\", {\"city\": \"SF\"}]]"},
     {"gpt-oss", "<|start|>assistant<|channel|>final<|message|>It is sunny.<|return|>", "It is sunny.", "[]"},
+    {"gpt-oss", "<|channel|>analysis<|message|>The user wants the time.<|end|><|start|>assistant<|channel|>commentary to=functions.get_time"
+                " <|constrain|>json<|message|>{\"tz\": \"UTC\"}<|call|>",
+     "", "[[\"get_time\", {\"tz\": \"UTC\"}]]"}, /* no reasoning parser: the analysis channel is dropped */
     {"gpt-oss", "<|channel|>commentary to=functions.get_time<|constrain|>json<|message|>{\"tz\":\"PT\"}<|call|>"
                 "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\":\"LA\"}<|call|>",
      "", "[[\"get_time\", {\"tz\": \"PT\"}], [\"get_weather\", {\"city\": \"LA\"}]]"},
