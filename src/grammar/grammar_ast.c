@@ -156,7 +156,7 @@ int32_t ga_class(ga_ast *a, const uint32_t *ranges, int32_t n_pairs, int negate)
         a->ranges = np;
         a->cap_ranges = nc;
     }
-    memcpy(a->ranges + 2 * a->n_ranges, out, (size_t)k * 2 * sizeof *out);
+    if (k) memcpy(a->ranges + 2 * a->n_ranges, out, (size_t)k * 2 * sizeof *out);
     free(out);
     int32_t off = a->n_ranges;
     a->n_ranges += k;

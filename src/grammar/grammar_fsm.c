@@ -465,7 +465,7 @@ static int32_t subset(const nfa *f, dfa *d, gb *b, int32_t rule, int32_t s, int3
             b->n_edges++;
         }
         /* rule references: group by rule */
-        qsort(te, n_te, sizeof *te, cmp_key);
+        if (n_te) qsort(te, n_te, sizeof *te, cmp_key);
         for (size_t i = 0; i < n_te && te[i].key < 0;) {
             size_t j = i, ns = 0;
             while (j < n_te && te[j].key == te[i].key) seeds[ns++] = te[j++].to;
