@@ -1,0 +1,71 @@
+/* grammar_json_internal — what the parts of the JSON Schema translator
+ * (grammar_json_schema.c: schemas, objects, arrays, combinators, $ref;
+ * grammar_json_num.c: integer/decimal ranges; grammar_json_str.c: string
+ * formats, lengths and JSON-string-aware regular expressions) share.
+ * Private to src/grammar/grammar_json_*.c. */
+#ifndef SGLC_GRAMMAR_GRAMMAR_JSON_INTERNAL_H
+#define SGLC_GRAMMAR_GRAMMAR_JSON_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "grammar/grammar.h"
+#include "util/strbuf.h"
+
+/* Bounds on the work one schema may cause (the fuzz target checks them). */
+#define GJS_MAX_DEPTH 64           /* nested subschemas being generated at once */
+#define GJS_MAX_OUT (16u << 20)    /* bytes of EBNF text */
+#define GJS_MAX_REPEAT 100000      /* {m,n} counts (minLength, maxItems ...) */
+#define GJS_MAX_DIGITS 400         /* digits of a numeric bound */
+/* Key marking a merged schema that matches nothing (allOf with false). */
+#define GJS_FALSE_KEY "\x01" "false"
+
+/* One translation.  Owns bodies/refs/rules; borrows root and opts. */
+typedef struct gjs {
+    json_t *root;                  /* borrowed: the parsed schema */
+    const grammar_json_opts *o;    /* borrowed */
+    strbuf rules;                  /* the emitted "name ::= body\n" lines */
+    json_t *bodies;                /* owned: body text -> rule name (dedupe) */
+    json_t *refs;                  /* owned: resolved $ref key -> rule name */
+    json_t *keep;                  /* owned: array of synthesized schemas kept alive */
+    int nrule;                     /* rule name counter */
+    int depth;                     /* current generation depth */
+    char *err;                     /* borrowed: caller's buffer */
+    size_t errlen;
+    bool failed;                   /* an error was recorded (first one wins) */
+    const char *ws;                /* " ws " or " " between tokens */
+} gjs;
+
+/* Record the first error (printf-style); returns -1. */
+int gjs_fail(gjs *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Emit `name ::= body` once per distinct body; returns the rule's name
+ * (owned by c, stable for the translation) or NULL on error.  hint is a
+ * short [a-z] prefix for the name. */
+const char *gjs_rule(gjs *c, const char *hint, const char *body);
+/* Append s (len bytes) as a GBNF string literal "..." to b. */
+void gjs_put_lit(strbuf *b, const char *s, size_t len);
+/* The shared basic rules (emitted on first use): any JSON value, string,
+ * number, integer, JSON-string character, whitespace. */
+const char *gjs_basic(gjs *c, const char *which);
+
+/* ---- numbers (grammar_json_num.c) ---- */
+/* The rule for an integer/number schema s (its bounds, multipleOf), NULL
+ * on error. is_int selects integer. */
+const char *gjs_number(gjs *c, json_t *s, bool is_int);
+
+/* ---- strings (grammar_json_str.c) ---- */
+/* The rule for a string schema s (format, pattern, minLength/maxLength). */
+const char *gjs_string(gjs *c, json_t *s);
+/* A string whose decoded value matches the ECMA-262 regex re (searched,
+ * not anchored, as JSON Schema's pattern), quotes included: a rule name. */
+const char *gjs_pattern_string(gjs *c, const char *re);
+
+/* The regex re (ECMA-262 syntax as JSON Schema uses it) as a GBNF
+ * expression appended to out: over JSON string content (escaping " \\
+ * and controls) when json, else over raw text (whitespace_pattern).  The
+ * whole text must match (anchors ^ $ at the ends are accepted).  0/-1. */
+int gjs_regex_ebnf(gjs *c, const char *re, bool json, strbuf *out);
+
+#endif

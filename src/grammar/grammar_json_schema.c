@@ -1,0 +1,1113 @@
+/* grammar_json_schema — JSON Schema -> GBNF-style EBNF (grammar_schema_to_ebnf).
+ *
+ * DESIGN: the schema is parsed with jansson and walked once; every
+ * subschema becomes one rule, and rules with the same body are emitted
+ * once (so repeated shapes cost nothing).  A $ref gets one rule per
+ * target, named before its body is generated, which is what makes
+ * recursive definitions work.  Keywords are handled as follows (the list
+ * with reasons is docs/notes/schema.md):
+ *   - types: no `type` means every type, each with the keywords of its
+ *     kind (the spec's reading: `properties` alone does not force an
+ *     object); `type` arrays are alternatives.
+ *   - objects: known properties in schema order, required ones present,
+ *     optional ones skippable; then additional members (any key that is
+ *     not a known name — exact, via a trie of the known names over a
+ *     canonical encoding — or keys matching patternProperties).
+ *   - allOf is merged into one schema (properties, required, bounds,
+ *     types intersected ...); anyOf / oneOf with sibling keywords are
+ *     distributed over the alternatives.  oneOf is generated as anyOf.
+ *   - the numeric and string parts live in grammar_json_num.c and
+ *     grammar_json_str.c.
+ * Keywords that change the language and cannot be expressed are an error
+ * naming the keyword; unknown and annotation keywords are ignored.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar/grammar_json_internal.h"
+
+int gjs_fail(gjs *c, const char *fmt, ...)
+{
+    if (!c->failed && c->err && c->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    c->failed = true;
+    return -1;
+}
+
+void gjs_put_lit(strbuf *b, const char *s, size_t len)
+{
+    strbuf_puts(b, "\"");
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') strbuf_printf(b, "\\%c", ch);
+        else if (ch == '\n') strbuf_puts(b, "\\n");
+        else if (ch == '\t') strbuf_puts(b, "\\t");
+        else if (ch == '\r') strbuf_puts(b, "\\r");
+        else if (ch < 0x20 || ch == 0x7f) strbuf_printf(b, "\\x%02X", ch);
+        else strbuf_put(b, (const char *)&ch, 1);
+    }
+    strbuf_puts(b, "\"");
+}
+
+static void emit(gjs *c, const char *name, const char *body)
+{
+    strbuf_printf(&c->rules, "%s ::= %s\n", name, body);
+    if (c->rules.len > GJS_MAX_OUT) gjs_fail(c, "grammar too large (over %u bytes)", GJS_MAX_OUT);
+}
+
+const char *gjs_rule(gjs *c, const char *hint, const char *body)
+{
+    if (c->failed) return NULL;
+    if (!body) return gjs_fail(c, "out of memory"), NULL;
+    json_t *have = json_object_get(c->bodies, body);
+    if (have) return json_string_value(have);
+    char name[48];
+    snprintf(name, sizeof name, "%s%d", hint, c->nrule++);
+    json_t *n = json_string(name);
+    if (!n || json_object_set_new(c->bodies, body, n)) return gjs_fail(c, "out of memory"), NULL;
+    emit(c, name, body);
+    return c->failed ? NULL : json_string_value(n);
+}
+
+/* A fresh rule name whose body the caller emits later (recursion). */
+static const char *new_name(gjs *c, const char *hint)
+{
+    char name[48];
+    snprintf(name, sizeof name, "%s%d", hint, c->nrule++);
+    json_t *n = json_string(name);
+    if (!n || json_array_append_new(c->keep, n)) return gjs_fail(c, "out of memory"), NULL;
+    return json_string_value(n);
+}
+
+/* The basic rules, each emitted on its first use. */
+const char *gjs_basic(gjs *c, const char *which)
+{
+    static const char *const names[] = {"value", "object", "array", "string", "jchar", "number", "integer", "boolean", "null", NULL};
+    int k = 0;
+    while (names[k] && strcmp(names[k], which)) k++;
+    if (!names[k]) return gjs_fail(c, "internal: no basic rule %s", which), NULL;
+    char key[32];
+    snprintf(key, sizeof key, "\x01%s", which);
+    if (json_object_get(c->bodies, key)) return names[k];
+    json_object_set_new(c->bodies, key, json_true());
+    const char *w = c->ws;
+    strbuf b = {0};
+    switch (k) {
+    case 0:
+        gjs_basic(c, "object"), gjs_basic(c, "array"), gjs_basic(c, "string"), gjs_basic(c, "number");
+        strbuf_puts(&b, "object | array | string | number | \"true\" | \"false\" | \"null\"");
+        break;
+    case 1:
+        gjs_basic(c, "string"), gjs_basic(c, "value");
+        strbuf_printf(&b, "\"{\"%s\"}\" | \"{\"%sstring%s\":\"%svalue (%s\",\"%sstring%s\":\"%svalue)*%s\"}\"", w, w, w, w, w, w, w, w, w);
+        break;
+    case 2:
+        gjs_basic(c, "value");
+        strbuf_printf(&b, "\"[\"%s\"]\" | \"[\"%svalue (%s\",\"%svalue)*%s\"]\"", w, w, w, w, w);
+        break;
+    case 3:
+        gjs_basic(c, "jchar");
+        strbuf_puts(&b, "\"\\\"\" jchar* \"\\\"\"");
+        break;
+    case 4:
+        /* one character of a JSON string; \u escapes of lone surrogates are
+         * left out so every unit is one code point (minLength counts them) */
+        strbuf_puts(&b, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CefEF] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2}))");
+        break;
+    case 5:
+        strbuf_puts(&b, "\"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?");
+        break;
+    case 6:
+        strbuf_puts(&b, "\"-\"? (\"0\" | [1-9] [0-9]*)");
+        break;
+    case 7:
+        strbuf_puts(&b, "\"true\" | \"false\"");
+        break;
+    case 8:
+        strbuf_puts(&b, "\"null\"");
+        break;
+    }
+    if (b.oom) gjs_fail(c, "out of memory");
+    else emit(c, names[k], b.p);
+    free(b.p);
+    return c->failed ? NULL : names[k];
+}
+
+static const char *gen(gjs *c, json_t *s);
+
+/* ---- keywords ---------------------------------------------------------- */
+
+/* Keywords that only annotate (ignored); anything not listed here and not
+ * handled below is unknown and ignored as the spec says. */
+static bool is_annotation(const char *k)
+{
+    static const char *const ann[] = {"title", "description", "examples", "example", "default", "$schema", "$id", "id",
+                                      "$comment", "deprecated", "readOnly", "writeOnly", "$defs", "definitions",
+                                      "$anchor", "$vocabulary", "contentMediaType", "contentEncoding", "contentSchema",
+                                      "$dynamicAnchor", "$recursiveAnchor", NULL};
+    for (int i = 0; ann[i]; i++)
+        if (!strcmp(k, ann[i])) return true;
+    return false;
+}
+
+/* Keywords this translator reads (so a schema with none of them is `{}`). */
+static bool is_language(const char *k)
+{
+    static const char *const kw[] = {
+        "type", "enum", "const", "properties", "required", "additionalProperties", "patternProperties",
+        "propertyNames", "minProperties", "maxProperties", "items", "prefixItems", "additionalItems", "minItems",
+        "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "anyOf", "oneOf", "allOf", "not", "$ref",
+        "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+        "multipleOf", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies",
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", GJS_FALSE_KEY, NULL};
+    for (int i = 0; kw[i]; i++)
+        if (!strcmp(k, kw[i])) return true;
+    return false;
+}
+
+static bool is_trivial(json_t *s)
+{
+    if (json_is_true(s)) return true;
+    if (!json_is_object(s)) return false;
+    const char *k;
+    json_t *v;
+    json_object_foreach(s, k, v) if (is_language(k)) return false;
+    return true;
+}
+
+/* ---- $ref -------------------------------------------------------------- */
+
+static json_t *find_anchor(json_t *s, const char *name, const char *base, int depth)
+{
+    if (depth > 200) return NULL;
+    if (json_is_object(s)) {
+        json_t *a = json_object_get(s, "$anchor");
+        if (json_is_string(a) && !strcmp(json_string_value(a), name)) return s;
+        const char *ids[2] = {"$id", "id"};
+        for (int i = 0; i < 2; i++) {
+            json_t *id = json_object_get(s, ids[i]);
+            if (!json_is_string(id)) continue;
+            const char *t = json_string_value(id);
+            if (name && t[0] == '#' && !strcmp(t + 1, name)) return s;
+            if (base && *base) {
+                size_t lt = strlen(t), lb = strlen(base);
+                if (!strcmp(t, base) || (lt > lb && t[lt - lb - 1] == '/' && !strcmp(t + lt - lb, base)) ||
+                    (lb > lt && base[lb - lt - 1] == '/' && !strcmp(base + lb - lt, t)))
+                    return s;
+            }
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(s, k, v)
+        {
+            if (!strcmp(k, "enum") || !strcmp(k, "const")) continue;
+            json_t *r = find_anchor(v, name, base, depth + 1);
+            if (r) return r;
+        }
+    } else if (json_is_array(s)) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(s, i, v)
+        {
+            json_t *r = find_anchor(v, name, base, depth + 1);
+            if (r) return r;
+        }
+    }
+    return NULL;
+}
+
+static int hexv(int ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Resolve a $ref against the root: "#", "#/json/pointer" (~0 ~1 and
+ * %-escapes), "#anchor", and a base that names the root's or an
+ * embedded schema's $id.  Other documents are an error. */
+static json_t *resolve(gjs *c, const char *ref)
+{
+    const char *hash = strchr(ref, '#');
+    size_t nb = hash ? (size_t)(hash - ref) : strlen(ref);
+    const char *frag = hash ? hash + 1 : "";
+    json_t *doc = c->root;
+    if (nb > 0) {
+        char base[512];
+        if (nb >= sizeof base) return gjs_fail(c, "$ref %.60s: too long", ref), NULL;
+        memcpy(base, ref, nb);
+        base[nb] = 0;
+        doc = find_anchor(c->root, NULL, base, 0);
+        if (!doc) return gjs_fail(c, "$ref %.100s: remote references are not supported", ref), NULL;
+    }
+    if (*frag && *frag != '/') {
+        json_t *t = find_anchor(doc, frag, NULL, 0);
+        if (!t) return gjs_fail(c, "$ref %.100s: no such anchor", ref), NULL;
+        return t;
+    }
+    json_t *cur = doc;
+    const char *p = frag;
+    while (*p == '/') {
+        p++;
+        char tok[512];
+        size_t n = 0;
+        while (*p && *p != '/' && n < sizeof tok - 1) {
+            int ch = (unsigned char)*p++;
+            if (ch == '%' && hexv(p[0]) >= 0 && hexv(p[1]) >= 0) ch = hexv(p[0]) * 16 + hexv(p[1]), p += 2;
+            if (ch == '~' && *p == '0') ch = '~', p++;
+            else if (ch == '~' && *p == '1') ch = '/', p++;
+            tok[n++] = (char)ch;
+        }
+        tok[n] = 0;
+        if (json_is_object(cur)) cur = json_object_get(cur, tok);
+        else if (json_is_array(cur)) {
+            char *end;
+            long i = strtol(tok, &end, 10);
+            cur = (*end || n == 0) ? NULL : json_array_get(cur, (size_t)i);
+        } else cur = NULL;
+        if (!cur) return gjs_fail(c, "$ref %.100s: target not found", ref), NULL;
+    }
+    return cur;
+}
+
+static const char *gen_ref(gjs *c, const char *ref)
+{
+    json_t *t = resolve(c, ref);
+    /* follow chains of bare $refs, refusing a cycle that consumes nothing */
+    for (int hops = 0; t && json_is_object(t) && json_object_size(t) >= 1; hops++) {
+        json_t *r = json_object_get(t, "$ref");
+        if (!json_is_string(r)) break;
+        bool only = true;
+        const char *k;
+        json_t *v;
+        json_object_foreach(t, k, v) if (strcmp(k, "$ref") && is_language(k)) only = false;
+        if (!only) break;
+        if (hops > 64) return gjs_fail(c, "$ref %.100s: a cycle of references", ref), NULL;
+        t = resolve(c, json_string_value(r));
+    }
+    if (!t) return NULL;
+    char key[32];
+    snprintf(key, sizeof key, "%p", (void *)t);
+    json_t *have = json_object_get(c->refs, key);
+    if (have) return json_string_value(have);
+    const char *name = new_name(c, "def");
+    if (!name) return NULL;
+    json_object_set_new(c->refs, key, json_string(name));
+    const char *body = gen(c, t);
+    if (!body) return NULL;
+    emit(c, name, body);
+    return c->failed ? NULL : name;
+}
+
+/* ---- allOf: merging ---------------------------------------------------- */
+
+static json_t *merge(gjs *c, json_t *a, json_t *b, int depth);
+
+/* A schema with its top-level $ref and allOf folded in (a new reference). */
+static json_t *flatten(gjs *c, json_t *s, int depth)
+{
+    if (depth > 32) return gjs_fail(c, "allOf/$ref: nested too deep (recursive allOf?)"), NULL;
+    if (json_is_true(s)) return json_object();
+    if (json_is_false(s)) return json_pack("{s:b}", GJS_FALSE_KEY, 1);
+    if (!json_is_object(s)) return gjs_fail(c, "schema is not an object or boolean"), NULL;
+    json_t *r = json_copy(s);
+    json_t *ref = json_object_get(s, "$ref");
+    if (json_is_string(ref)) {
+        json_t *t = resolve(c, json_string_value(ref));
+        json_object_del(r, "$ref");
+        if (!t) { json_decref(r); return NULL; }
+        json_t *m = merge(c, r, t, depth + 1);
+        json_decref(r);
+        r = m;
+        if (!r) return NULL;
+    }
+    json_t *all = json_object_get(r, "allOf");
+    if (json_is_array(all)) {
+        json_incref(all);
+        json_object_del(r, "allOf");
+        size_t i;
+        json_t *v;
+        json_array_foreach(all, i, v)
+        {
+            json_t *m = merge(c, r, v, depth + 1);
+            json_decref(r);
+            r = m;
+            if (!r) break;
+        }
+        json_decref(all);
+    }
+    return r;
+}
+
+static json_t *all_of2(json_t *x, json_t *y)
+{
+    return json_pack("{s:[OO]}", "allOf", x, y);
+}
+
+static bool type_has(json_t *t, const char *name)
+{
+    if (json_is_string(t)) return !strcmp(json_string_value(t), name);
+    size_t i;
+    json_t *v;
+    json_array_foreach(t, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), name)) return true;
+    return false;
+}
+
+static json_t *type_meet(json_t *a, json_t *b)
+{
+    static const char *const all[] = {"null", "boolean", "object", "array", "number", "string", "integer", NULL};
+    json_t *r = json_array();
+    for (int i = 0; all[i]; i++) {
+        bool in_a = type_has(a, all[i]) || (!strcmp(all[i], "integer") && type_has(a, "number"));
+        bool in_b = type_has(b, all[i]) || (!strcmp(all[i], "integer") && type_has(b, "number"));
+        if (!strcmp(all[i], "integer") && type_has(a, "number") && type_has(b, "number")) continue;
+        if (in_a && in_b) json_array_append_new(r, json_string(all[i]));
+    }
+    return r;
+}
+
+/* The schema a key's value must meet in branch x when x does not list
+ * it: NULL = anything, false schema = not allowed. */
+static json_t *extra_schema(json_t *x, const char *key)
+{
+    json_t *props = json_object_get(x, "properties");
+    if (json_is_object(props) && json_object_get(props, key)) return NULL;
+    json_t *ap = json_object_get(x, "additionalProperties");
+    if (!ap || json_is_true(ap) || json_object_get(x, "patternProperties")) return NULL;
+    return ap;
+}
+
+/* Merge two schemas into one meeting both (allOf).  New reference. */
+static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
+{
+    json_t *a = flatten(c, a0, depth), *b = a ? flatten(c, b0, depth) : NULL;
+    if (!a || !b) { json_decref(a); json_decref(b); return NULL; }
+    json_t *r = json_copy(a);
+    /* properties: union; a key in both meets both; a key only one side
+     * lists meets the other side's additionalProperties */
+    json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
+    if (pa || pb) {
+        json_t *np = json_object();
+        const char *k;
+        json_t *v;
+        for (int side = 0; side < 2; side++) {
+            json_t *p = side ? pb : pa, *other = side ? a : b;
+            if (!json_is_object(p)) continue;
+            json_object_foreach(p, k, v)
+            {
+                json_t *cur = json_object_get(np, k);
+                json_t *x = cur ? all_of2(cur, v) : json_incref(v);
+                json_t *e = cur ? NULL : extra_schema(other, k);
+                if (e) {
+                    json_t *y = all_of2(x, e);
+                    json_decref(x);
+                    x = y;
+                }
+                json_object_set_new(np, k, x);
+            }
+        }
+        json_object_set_new(r, "properties", np);
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(b, k, v)
+    {
+        if (!strcmp(k, "properties")) continue;
+        json_t *cur = json_object_get(r, k);
+        if (!cur || is_annotation(k) || !is_language(k)) {
+            if (!cur) json_object_set(r, k, v);
+            continue;
+        }
+        if (json_equal(cur, v)) continue;
+        if (!strcmp(k, "type")) {
+            json_object_set_new(r, k, type_meet(cur, v));
+        } else if (!strcmp(k, "required")) {
+            json_t *u = json_copy(cur);
+            size_t i;
+            json_t *x;
+            json_array_foreach(v, i, x)
+            {
+                bool have = false;
+                size_t j;
+                json_t *y;
+                json_array_foreach(u, j, y) if (json_equal(x, y)) have = true;
+                if (!have) json_array_append(u, x);
+            }
+            json_object_set_new(r, k, u);
+        } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
+            json_t *ea = !strcmp(k, "const") ? json_pack("[O]", cur) : json_incref(cur);
+            json_t *eb = !strcmp(k, "const") ? json_pack("[O]", v) : json_incref(v);
+            json_t *u = json_array();
+            size_t i, j;
+            json_t *x, *y;
+            json_array_foreach(ea, i, x) json_array_foreach(eb, j, y) if (json_equal(x, y)) json_array_append(u, x);
+            json_decref(ea), json_decref(eb);
+            json_object_del(r, "const");
+            json_object_set_new(r, "enum", u);
+        } else if ((!strncmp(k, "min", 3) || !strncmp(k, "max", 3) || !strncmp(k, "exclusive", 9)) && json_is_number(cur) &&
+                   json_is_number(v)) {
+            bool lower = !strncmp(k, "min", 3) || !strcmp(k, "exclusiveMinimum");
+            double x = json_number_value(cur), y = json_number_value(v);
+            if (lower ? y > x : y < x) json_object_set(r, k, v);
+        } else if (!strcmp(k, "additionalProperties") || !strcmp(k, "items") || !strcmp(k, "additionalItems") ||
+                   !strcmp(k, "propertyNames") || !strcmp(k, "unevaluatedProperties")) {
+            if (json_is_array(cur) || json_is_array(v)) {
+                json_decref(r), r = NULL;
+                gjs_fail(c, "allOf: cannot merge two different array-form '%s'", k);
+                break;
+            }
+            json_object_set_new(r, k, all_of2(cur, v));
+        } else if (!strcmp(k, "anyOf") || !strcmp(k, "oneOf")) {
+            /* both sides choose: the product of the alternatives */
+            if (json_array_size(cur) * json_array_size(v) > 256) {
+                json_decref(r), r = NULL;
+                gjs_fail(c, "allOf: '%s' on both sides with too many alternatives", k);
+                break;
+            }
+            json_t *u = json_array();
+            size_t i, j;
+            json_t *x, *y;
+            json_array_foreach(cur, i, x) json_array_foreach(v, j, y) json_array_append_new(u, all_of2(x, y));
+            json_object_set_new(r, k, u);
+        } else if (!strcmp(k, GJS_FALSE_KEY)) {
+        } else {
+            json_decref(r), r = NULL;
+            gjs_fail(c, "allOf: cannot merge two different '%s'", k);
+            break;
+        }
+    }
+    if (r) {
+        /* a branch that forbids additional properties forbids the other
+         * branch's properties it does not list: handled per key above;
+         * the merged additionalProperties already meets both */
+        json_t *fa = json_object_get(a, GJS_FALSE_KEY), *fb = json_object_get(b, GJS_FALSE_KEY);
+        if (fa || fb) json_object_set_new(r, GJS_FALSE_KEY, json_true());
+    }
+    json_decref(a), json_decref(b);
+    return r;
+}
+
+/* ---- objects ----------------------------------------------------------- */
+
+/* JSON-encoded text of a string, without the quotes. */
+static char *json_enc(const char *s)
+{
+    json_t *j = json_string(s);
+    char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    if (!t) return NULL;
+    size_t n = strlen(t);
+    memmove(t, t + 1, n - 2);
+    t[n - 2] = 0;
+    return t;
+}
+
+/* Length of the unit (one code point, or one escape) at the start of t. */
+static size_t unit_len(const char *t)
+{
+    if (t[0] == '\\') return t[1] == 'u' ? 6 : 2;
+    unsigned char ch = (unsigned char)t[0];
+    size_t n = ch < 0x80 ? 1 : ch < 0xE0 ? 2 : ch < 0xF0 ? 3 : 4;
+    for (size_t i = 1; i < n; i++)
+        if (!t[i]) return i;
+    return n;
+}
+
+static void class_char(strbuf *b, const char *u, size_t n)
+{
+    if (n == 1 && (u[0] == ']' || u[0] == '\\' || u[0] == '^' || u[0] == '-' || u[0] == '[')) strbuf_printf(b, "\\%c", u[0]);
+    else strbuf_put(b, u, n);
+}
+
+/* A key that is none of the n encoded names (sorted), having matched the
+ * first `at` bytes of names[lo..hi).  Keys in this language use one
+ * encoding per string (no \u or \/ escapes), so "differs in encoding"
+ * means "differs". */
+static const char *key_trie(gjs *c, char **names, size_t lo, size_t hi, size_t at, int depth)
+{
+    if (c->failed) return NULL;
+    const char *rest = gjs_rule(c, "krest", "jchar* \"\\\"\"");
+    strbuf b = {0}, cls = {0}, esc = {0};
+    bool ends = false;
+    /* children */
+    size_t i = lo;
+    strbuf_puts(&b, "(");
+    bool alt = false;
+    while (i < hi) {
+        if (!names[i][at]) { ends = true; i++; continue; }
+        size_t ul = unit_len(names[i] + at);
+        size_t j = i + 1;
+        while (j < hi && !strncmp(names[j] + at, names[i] + at, ul) && strlen(names[j] + at) >= ul) j++;
+        const char *child = depth > 200 ? rest : key_trie(c, names, i, j, at + ul, depth + 1);
+        if (!child) { free(b.p), free(cls.p), free(esc.p); return NULL; }
+        if (alt) strbuf_puts(&b, " | ");
+        gjs_put_lit(&b, names[i] + at, ul);
+        strbuf_printf(&b, " %s", child);
+        alt = true;
+        if (names[i][at] == '\\') strbuf_put(&esc, names[i] + at + 1, 1);
+        else class_char(&cls, names[i] + at, ul);
+        i = j;
+    }
+    if (!ends) {
+        if (alt) strbuf_puts(&b, " | ");
+        strbuf_puts(&b, "\"\\\"\"");
+        alt = true;
+    }
+    if (alt) strbuf_puts(&b, " | ");
+    strbuf_printf(&b, "[^\"\\\\\\x00-\\x1F%s] %s", cls.p ? cls.p : "", rest);
+    /* the escapes that are not a child's */
+    const char *letters = "\"\\bfnrt";
+    strbuf el = {0};
+    for (const char *l = letters; *l; l++)
+        if (!esc.p || !strchr(esc.p, *l)) strbuf_printf(&el, "%s%c", *l == '"' || *l == '\\' ? "\\" : "", *l);
+    if (el.p) strbuf_printf(&b, " | \"\\\\\" [%s] %s", el.p, rest);
+    strbuf_puts(&b, ")");
+    free(el.p), free(cls.p), free(esc.p);
+    const char *r = gjs_rule(c, "key", b.p);
+    free(b.p);
+    return r;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "\"" + a key that is not one of the known names. */
+static const char *other_key(gjs *c, json_t *names)
+{
+    size_t n = json_array_size(names);
+    if (n == 0) return gjs_basic(c, "string");
+    char **enc = calloc(n, sizeof *enc);
+    if (!enc) return gjs_fail(c, "out of memory"), NULL;
+    const char *r = NULL;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!(enc[i] = json_enc(json_string_value(json_array_get(names, i))))) break;
+    if (i == n) {
+        qsort(enc, n, sizeof *enc, cmp_str);
+        gjs_basic(c, "jchar");
+        const char *t = key_trie(c, enc, 0, n, 0, 0);
+        if (t) {
+            strbuf b = {0};
+            strbuf_printf(&b, "\"\\\"\" %s", t);
+            r = gjs_rule(c, "okey", b.p);
+            free(b.p);
+        }
+    } else gjs_fail(c, "out of memory");
+    for (i = 0; i < n; i++) free(enc[i]);
+    free(enc);
+    return r;
+}
+
+static bool in_array(json_t *a, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return true;
+    return false;
+}
+
+static const char *gen_object(gjs *c, json_t *s)
+{
+    const char *w = c->ws;
+    json_t *props = json_object_get(s, "properties");
+    json_t *req = json_object_get(s, "required");
+    json_t *ap = json_object_get(s, "additionalProperties");
+    json_t *pp = json_object_get(s, "patternProperties");
+    if (!ap) ap = json_object_get(s, "unevaluatedProperties");
+    if (!ap && c->o && c->o->strict) ap = json_false();
+    if (!json_is_array(req)) req = NULL;
+    strbuf extra = {0};
+    if (pp && (!json_is_object(pp) || json_object_size(pp) == 0)) pp = NULL;
+    const char *k;
+    json_t *v;
+    for (const char *const *kw = (const char *const[]){"dependentSchemas", "dependentRequired", "dependencies", NULL}; *kw; kw++) {
+        json_t *d = json_object_get(s, *kw);
+        if (!json_is_object(d)) continue;
+        json_object_foreach(d, k, v)
+        {
+            /* fine only when the trigger can never be present or everything it needs is required */
+            bool ok = req && in_array(req, k) ? false : false;
+            if (json_is_array(v)) {
+                ok = true;
+                size_t i;
+                json_t *x;
+                json_array_foreach(v, i, x) if (!json_is_string(x) || !req || !in_array(req, json_string_value(x))) ok = false;
+            } else if (is_trivial(v)) ok = true;
+            if (!ok) return gjs_fail(c, "'%s' is not supported", *kw), NULL;
+        }
+    }
+    /* the member list: properties in schema order, then required names
+     * the properties do not list (their value meets additionalProperties) */
+    json_t *names = json_array(), *schemas = json_array();
+    json_t *reqf = json_array();
+    if (json_is_object(props)) {
+        json_object_foreach(props, k, v)
+        {
+            bool r = req && in_array(req, k);
+            if (json_is_object(v) && json_object_get(v, "allOf")) {
+                json_t *m = flatten(c, v, 0);
+                if (!m) goto fail;
+                json_array_append_new(c->keep, m);
+                if (json_object_get(m, GJS_FALSE_KEY)) v = json_false();
+            }
+            if (json_is_false(v) || (json_is_object(v) && json_object_get(v, GJS_FALSE_KEY))) {
+                if (r) goto unsat;
+                continue;
+            }
+            json_array_append_new(names, json_string(k));
+            json_array_append(schemas, v);
+            json_array_append_new(reqf, json_boolean(r));
+        }
+    }
+    size_t i;
+    json_array_foreach(req, i, v)
+    {
+        if (!json_is_string(v) || in_array(names, json_string_value(v))) continue;
+        if (json_is_object(props) && json_object_get(props, json_string_value(v))) continue;
+        if (json_is_false(ap)) goto unsat;
+        json_array_append_new(names, json_string(json_string_value(v)));
+        json_array_append(schemas, ap ? ap : json_true());
+        json_array_append_new(reqf, json_true());
+    }
+    size_t n = json_array_size(names), nreq = 0;
+    for (i = 0; i < n; i++) nreq += json_is_true(json_array_get(reqf, i));
+    /* additional members */
+    bool pp_trivial = true;
+    if (pp) json_object_foreach(pp, k, v) if (!is_trivial(v)) pp_trivial = false;
+    if (!json_is_false(ap) && (!pp || pp_trivial)) {
+        json_t *pn = json_object_get(s, "propertyNames");
+        const char *key = NULL;
+        if (pn && !is_trivial(pn)) {
+            json_t *pat = json_object_get(pn, "pattern");
+            if (n == 0 && json_is_string(pat) && json_object_size(pn) <= 2 &&
+                (json_object_size(pn) == 1 || json_is_string(json_object_get(pn, "type"))))
+                key = gjs_pattern_string(c, json_string_value(pat));
+            else if (n == 0 && json_is_array(json_object_get(pn, "enum")))
+                key = gen(c, pn);
+            else { gjs_fail(c, "'propertyNames' is not supported here"); goto fail; }
+        } else key = other_key(c, names);
+        const char *val = ap && !is_trivial(ap) ? gen(c, ap) : gjs_basic(c, "value");
+        if (!key || !val) goto fail;
+        strbuf_printf(&extra, "%s%s\":\"%s%s", key, w, w, val);
+    } else if (pp) {
+        /* keys from the patterns only (a subset when additionalProperties
+         * is not false: docs/notes/schema.md) */
+        json_object_foreach(pp, k, v)
+        {
+            const char *key = gjs_pattern_string(c, k), *val = gen(c, v);
+            if (!key || !val) goto fail;
+            strbuf_printf(&extra, "%s%s%s\":\"%s%s", extra.len ? " | " : "", key, w, w, val);
+        }
+    }
+    const char *xr = NULL;
+    if (extra.len) xr = gjs_rule(c, "extra", extra.p);
+    free(extra.p);
+    extra.p = NULL;
+    if (extra.len && !xr) goto fail;
+    /* property count limits */
+    json_t *minp = json_object_get(s, "minProperties"), *maxp = json_object_get(s, "maxProperties");
+    long long minv = json_is_integer(minp) ? json_integer_value(minp) : 0;
+    if (minv > (long long)nreq && minv > 1) { gjs_fail(c, "'minProperties' %lld is not supported (more than the required properties)", minv); goto fail; }
+    if (json_is_integer(maxp)) {
+        long long mx = json_integer_value(maxp);
+        if (mx < (long long)nreq) goto unsat;
+        if (xr || mx < (long long)n) {
+            if (mx != 0) { gjs_fail(c, "'maxProperties' is not supported (fewer than the possible properties)"); goto fail; }
+            /* maxProperties 0: only {} */
+            json_decref(names), json_decref(schemas), json_decref(reqf);
+            strbuf e = {0};
+            strbuf_printf(&e, "\"{\"%s\"}\"", w);
+            const char *r = gjs_rule(c, "obj", e.p);
+            free(e.p);
+            return r;
+        }
+    }
+    /* members, from the end: S_i = after one was written, F_i = none yet */
+    char *after = NULL, *first = NULL; /* rule names (strdup) or NULL = empty / none */
+    if (xr) {
+        strbuf b = {0};
+        strbuf_printf(&b, "(%s\",\"%s%s)*", w, w, xr);
+        const char *sr = gjs_rule(c, "oset", b.p);
+        strbuf_puts(&b, "");
+        free(b.p);
+        b = (strbuf){0};
+        strbuf_printf(&b, "%s (%s\",\"%s%s)*", xr, w, w, xr);
+        const char *fr = gjs_rule(c, "ofirst", b.p);
+        free(b.p);
+        if (!sr || !fr) goto fail;
+        after = strdup(sr), first = strdup(fr);
+    }
+    for (size_t idx = n; idx-- > 0;) {
+        const char *name = json_string_value(json_array_get(names, idx));
+        bool r = json_is_true(json_array_get(reqf, idx));
+        const char *val = gen(c, json_array_get(schemas, idx));
+        if (!val) { free(after), free(first); goto fail; }
+        strbuf kv = {0};
+        char *enc = json_enc(name);
+        strbuf lit = {0};
+        strbuf_puts(&lit, "\"");
+        strbuf_puts(&lit, enc ? enc : "");
+        strbuf_puts(&lit, "\"");
+        free(enc);
+        gjs_put_lit(&kv, lit.p, lit.len);
+        free(lit.p);
+        strbuf_printf(&kv, "%s\":\"%s%s", w, w, val);
+        const char *kvr = gjs_rule(c, "kv", kv.p);
+        free(kv.p);
+        if (!kvr) { free(after), free(first); goto fail; }
+        strbuf sb = {0}, fb = {0};
+        if (r) strbuf_printf(&sb, "%s\",\"%s%s%s%s", w, w, kvr, after ? " " : "", after ? after : "");
+        else strbuf_printf(&sb, "(%s\",\"%s%s)?%s%s", w, w, kvr, after ? " " : "", after ? after : "");
+        strbuf_printf(&fb, "%s%s%s", kvr, after ? " " : "", after ? after : "");
+        if (!r && first) strbuf_printf(&fb, " | %s", first);
+        const char *sr = gjs_rule(c, "oset", sb.p), *fr = gjs_rule(c, "ofirst", fb.p);
+        free(sb.p), free(fb.p);
+        free(after), free(first);
+        after = sr ? strdup(sr) : NULL, first = fr ? strdup(fr) : NULL;
+        if (!sr || !fr) { free(after), free(first); goto fail; }
+    }
+    json_decref(names), json_decref(schemas), json_decref(reqf);
+    strbuf ob = {0};
+    if (!first) strbuf_printf(&ob, "\"{\"%s\"}\"", w);
+    else if (nreq == 0 && minv < 1) strbuf_printf(&ob, "\"{\"%s(%s%s)?\"}\"", w, first, w);
+    else strbuf_printf(&ob, "\"{\"%s%s%s\"}\"", w, first, w);
+    free(after), free(first);
+    const char *r = gjs_rule(c, "obj", ob.p);
+    free(ob.p);
+    return r;
+unsat:
+    gjs_fail(c, "object schema cannot be satisfied (a required property is forbidden)");
+fail:
+    free(extra.p);
+    json_decref(names), json_decref(schemas), json_decref(reqf);
+    return NULL;
+}
+
+/* ---- arrays ------------------------------------------------------------ */
+
+static const char *gen_array(gjs *c, json_t *s)
+{
+    const char *w = c->ws;
+    json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items"), *rest = NULL;
+    if (json_is_array(items)) prefix = items, rest = json_object_get(s, "additionalItems");
+    else rest = items;
+    if (!rest) rest = json_object_get(s, "unevaluatedItems");
+    if (!json_is_array(prefix)) prefix = NULL;
+    json_t *cont = json_object_get(s, "contains");
+    if (cont) return gjs_fail(c, "'contains' is not supported"), NULL;
+    json_t *mi = json_object_get(s, "minItems"), *ma = json_object_get(s, "maxItems");
+    long long m = json_is_number(mi) ? (long long)json_number_value(mi) : 0;
+    long long M = json_is_number(ma) ? (long long)json_number_value(ma) : -1;
+    if (json_is_true(json_object_get(s, "uniqueItems")) && !(M >= 0 && M <= 1))
+        return gjs_fail(c, "'uniqueItems' is not supported"), NULL;
+    if (M > GJS_MAX_REPEAT) M = -1;
+    if (m > GJS_MAX_REPEAT) return gjs_fail(c, "minItems %lld too large (limit %d)", m, GJS_MAX_REPEAT), NULL;
+    if (M >= 0 && m > M) return gjs_fail(c, "array schema cannot be satisfied (minItems > maxItems)"), NULL;
+    long long k = prefix ? (long long)json_array_size(prefix) : 0;
+    bool rest_false = json_is_false(rest) || (json_is_object(rest) && json_object_get(rest, GJS_FALSE_KEY));
+    const char *R = NULL;
+    if (!rest_false && (M < 0 || M > k)) R = rest && !is_trivial(rest) ? gen(c, rest) : gjs_basic(c, "value");
+    if (c->failed) return NULL;
+    if (!R) {
+        if (M < 0 || M > k) M = k;
+        if (m > k) return gjs_fail(c, "array schema cannot be satisfied (minItems beyond the allowed items)"), NULL;
+    }
+    strbuf b = {0};
+    /* after position k: rest items, count in [max(0, m-k), M-k] */
+    char *tail = NULL;
+    if (R) {
+        long long a = m > k ? m - k : 0, z = M < 0 ? -1 : M - k;
+        strbuf t = {0};
+        if (z < 0) strbuf_printf(&t, "(%s\",\"%s%s)%s", w, w, R, a == 0 ? "*" : a == 1 ? "+" : "");
+        if (z < 0 && a > 1) strbuf_printf(&t, "{%lld,}", a);
+        if (z >= 0) strbuf_printf(&t, "(%s\",\"%s%s){%lld,%lld}", w, w, R, a, z);
+        const char *tr = z == 0 ? NULL : gjs_rule(c, "aset", t.p);
+        free(t.p);
+        if (z != 0 && !tr) return NULL;
+        tail = tr ? strdup(tr) : NULL;
+    }
+    /* the first element, and the prefix chain */
+    const char *first;
+    if (k == 0) {
+        if (!R) first = NULL;
+        else {
+            /* R then count-1 more: rest count [max(0,m-1), M-1] */
+            long long a = m > 1 ? m - 1 : 0, z = M < 0 ? -1 : M - 1;
+            free(tail);
+            tail = NULL;
+            strbuf_printf(&b, "%s", R);
+            if (z < 0) {
+                strbuf_printf(&b, " (%s\",\"%s%s)%s", w, w, R, a == 0 ? "*" : a == 1 ? "+" : "");
+                if (a > 1) strbuf_printf(&b, "{%lld,}", a);
+            } else if (z > 0) strbuf_printf(&b, " (%s\",\"%s%s){%lld,%lld}", w, w, R, a, z);
+            first = gjs_rule(c, "afirst", b.p);
+            free(b.p), b = (strbuf){0};
+            if (!first) return NULL;
+        }
+    } else {
+        char *after = tail;
+        long long upto = M >= 0 && M < k ? M : k;
+        for (long long i = upto; i >= 1; i--) {
+            const char *P = gen(c, json_array_get(prefix, (size_t)(i - 1)));
+            if (!P) { free(after); return NULL; }
+            strbuf e = {0};
+            if (i == 1) strbuf_printf(&e, "%s%s%s", P, after ? " " : "", after ? after : "");
+            else if (i <= m) strbuf_printf(&e, "%s\",\"%s%s%s%s", w, w, P, after ? " " : "", after ? after : "");
+            else strbuf_printf(&e, "(%s\",\"%s%s%s%s)?", w, w, P, after ? " " : "", after ? after : "");
+            const char *er = gjs_rule(c, i == 1 ? "afirst" : "aset", e.p);
+            free(e.p);
+            free(after);
+            after = er ? strdup(er) : NULL;
+            if (!er) return NULL;
+        }
+        first = gjs_rule(c, "afirst", after);
+        free(after);
+        tail = NULL;
+    }
+    free(tail);
+    if (!first) strbuf_printf(&b, "\"[\"%s\"]\"", w);
+    else if (m == 0) strbuf_printf(&b, "\"[\"%s(%s%s)?\"]\"", w, first, w);
+    else strbuf_printf(&b, "\"[\"%s%s%s\"]\"", w, first, w);
+    const char *r = gjs_rule(c, "arr", b.p);
+    free(b.p);
+    return r;
+}
+
+/* ---- enum / const ------------------------------------------------------ */
+
+static bool value_has_type(json_t *v, json_t *type)
+{
+    if (!type) return true;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return type_has(type, "object");
+    case JSON_ARRAY: return type_has(type, "array");
+    case JSON_STRING: return type_has(type, "string");
+    case JSON_INTEGER: return type_has(type, "integer") || type_has(type, "number");
+    case JSON_REAL: return type_has(type, "number");
+    case JSON_TRUE:
+    case JSON_FALSE: return type_has(type, "boolean");
+    default: return type_has(type, "null");
+    }
+}
+
+static const char *gen_enum(gjs *c, json_t *vals, json_t *type)
+{
+    strbuf b = {0};
+    size_t i;
+    json_t *v;
+    json_array_foreach(vals, i, v)
+    {
+        if (!value_has_type(v, type)) continue;
+        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+        if (!t) continue;
+        if (b.len) strbuf_puts(&b, " | ");
+        gjs_put_lit(&b, t, strlen(t));
+        free(t);
+        if (b.len > GJS_MAX_OUT) break;
+    }
+    if (!b.len) { free(b.p); return gjs_fail(c, "enum/const: no value allowed by the schema"), NULL; }
+    const char *r = gjs_rule(c, "enum", b.p);
+    free(b.p);
+    return r;
+}
+
+/* ---- one schema -------------------------------------------------------- */
+
+static const char *gen_type(gjs *c, json_t *s, const char *t)
+{
+    if (!strcmp(t, "string")) return gjs_string(c, s);
+    if (!strcmp(t, "integer")) return gjs_number(c, s, true);
+    if (!strcmp(t, "number")) return gjs_number(c, s, false);
+    if (!strcmp(t, "object")) return gen_object(c, s);
+    if (!strcmp(t, "array")) return gen_array(c, s);
+    if (!strcmp(t, "boolean")) return gjs_basic(c, "boolean");
+    if (!strcmp(t, "null")) return gjs_basic(c, "null");
+    return gjs_fail(c, "unknown type '%.40s'", t), NULL;
+}
+
+/* The siblings of a combinator (s without key), or NULL when they hold no
+ * language keyword. */
+static json_t *siblings(json_t *s, const char *key)
+{
+    const char *k;
+    json_t *v;
+    bool any = false;
+    json_object_foreach(s, k, v) if (strcmp(k, key) && is_language(k)) any = true;
+    if (!any) return NULL;
+    json_t *r = json_copy(s);
+    json_object_del(r, key);
+    return r;
+}
+
+static const char *gen_inner(gjs *c, json_t *s)
+{
+    if (json_is_true(s)) return gjs_basic(c, "value");
+    if (json_is_false(s)) return gjs_fail(c, "schema 'false' matches nothing"), NULL;
+    if (!json_is_object(s)) return gjs_fail(c, "a schema must be an object or a boolean"), NULL;
+    if (json_object_get(s, GJS_FALSE_KEY)) return gjs_fail(c, "schema cannot be satisfied"), NULL;
+    if (json_object_get(s, "not")) return gjs_fail(c, "'not' is not supported"), NULL;
+    if (json_object_get(s, "$dynamicRef") || json_object_get(s, "$recursiveRef"))
+        return gjs_fail(c, "'$dynamicRef'/'$recursiveRef' are not supported"), NULL;
+    if (json_object_get(s, "if") && (json_object_get(s, "then") || json_object_get(s, "else")))
+        return gjs_fail(c, "'if'/'then'/'else' is not supported"), NULL;
+    json_t *ref = json_object_get(s, "$ref");
+    json_t *all = json_object_get(s, "allOf");
+    if (json_is_string(ref) || json_is_array(all)) {
+        if (json_is_string(ref) && !all) {
+            json_t *sib = siblings(s, "$ref");
+            if (!sib) return gen_ref(c, json_string_value(ref));
+            json_decref(sib);
+        }
+        json_t *m = flatten(c, s, 0);
+        if (!m) return NULL;
+        json_array_append_new(c->keep, m);
+        return gen(c, m);
+    }
+    json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    if (json_is_array(any) && json_is_array(one)) {
+        json_t *m = json_copy(s);
+        json_object_del(m, "oneOf");
+        json_t *x = json_pack("{s:O}", "oneOf", one);
+        json_t *mm = merge(c, m, x, 0);
+        json_decref(m), json_decref(x);
+        if (!mm) return NULL;
+        json_array_append_new(c->keep, mm);
+        return gen(c, mm);
+    }
+    json_t *alts = json_is_array(any) ? any : json_is_array(one) ? one : NULL;
+    if (alts) {
+        json_t *sib = siblings(s, alts == any ? "anyOf" : "oneOf");
+        strbuf b = {0};
+        size_t i;
+        json_t *v;
+        json_array_foreach(alts, i, v)
+        {
+            if (json_is_false(v)) continue;
+            json_t *x = sib ? merge(c, sib, v, 0) : json_incref(v);
+            if (!x) break;
+            json_array_append_new(c->keep, x);
+            if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) continue;
+            const char *r = gen(c, x);
+            if (!r) break;
+            strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
+        }
+        json_decref(sib);
+        if (c->failed) { free(b.p); return NULL; }
+        if (!b.len) { free(b.p); return gjs_fail(c, "anyOf/oneOf: no alternative can be satisfied"), NULL; }
+        const char *r = gjs_rule(c, "alt", b.p);
+        free(b.p);
+        return r;
+    }
+    json_t *type = json_object_get(s, "type");
+    if (type && !json_is_string(type) && !json_is_array(type)) return gjs_fail(c, "'type' must be a string or an array"), NULL;
+    json_t *cv = json_object_get(s, "const");
+    if (cv) {
+        json_t *a = json_pack("[O]", cv);
+        json_t *e = json_object_get(s, "enum");
+        if (json_is_array(e)) {
+            bool in = false;
+            size_t i;
+            json_t *v;
+            json_array_foreach(e, i, v) if (json_equal(v, cv)) in = true;
+            if (!in) json_array_clear(a);
+        }
+        const char *r = gen_enum(c, a, type);
+        json_decref(a);
+        return r;
+    }
+    json_t *e = json_object_get(s, "enum");
+    if (e) {
+        if (!json_is_array(e)) return gjs_fail(c, "'enum' must be an array"), NULL;
+        return gen_enum(c, e, type);
+    }
+    if (is_trivial(s)) return gjs_basic(c, "value");
+    static const char *const all_types[] = {"object", "array", "string", "number", "boolean", "null", NULL};
+    strbuf b = {0};
+    if (json_is_string(type)) {
+        const char *r = gen_type(c, s, json_string_value(type));
+        free(b.p);
+        return r;
+    }
+    size_t nt = type ? json_array_size(type) : 6;
+    bool has_num = type && type_has(type, "number");
+    for (size_t i = 0; i < nt; i++) {
+        const char *t = type ? json_string_value(json_array_get(type, i)) : all_types[i];
+        if (!t) { free(b.p); return gjs_fail(c, "'type' entries must be strings"), NULL; }
+        if (has_num && !strcmp(t, "integer")) continue;
+        const char *r = gen_type(c, s, t);
+        if (!r) { free(b.p); return NULL; }
+        strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
+    }
+    if (!b.len) { free(b.p); return gjs_fail(c, "'type' is empty: nothing matches"), NULL; }
+    const char *r = gjs_rule(c, "any", b.p);
+    free(b.p);
+    return r;
+}
+
+static const char *gen(gjs *c, json_t *s)
+{
+    if (c->failed) return NULL;
+    if (c->depth >= GJS_MAX_DEPTH) return gjs_fail(c, "schema nested too deep (over %d levels)", GJS_MAX_DEPTH), NULL;
+    c->depth++;
+    const char *r = gen_inner(c, s);
+    c->depth--;
+    if (!r && !c->failed) gjs_fail(c, "out of memory");
+    return r;
+}
+
+int grammar_schema_to_ebnf(const char *schema, size_t len, const grammar_json_opts *o, strbuf *out, char *err,
+                           size_t errlen)
+{
+    gjs c = {0};
+    grammar_json_opts def = {.whitespace_pattern = NULL, .any_whitespace = 1, .strict = 0};
+    c.o = o ? o : &def;
+    c.err = err, c.errlen = errlen;
+    if (err && errlen) err[0] = 0;
+    c.bodies = json_object(), c.refs = json_object(), c.keep = json_array();
+    json_t *root = NULL;
+    if (schema) {
+        json_error_t je;
+        root = json_loadb(schema, len, JSON_DECODE_ANY, &je);
+        if (!root) {
+            gjs_fail(&c, "schema is not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+            goto done;
+        }
+    }
+    c.root = root;
+    if (c.o->whitespace_pattern) {
+        strbuf wb = {0};
+        if (gjs_regex_ebnf(&c, c.o->whitespace_pattern, false, &wb) == 0) {
+            strbuf body = {0};
+            strbuf_printf(&body, "%s", wb.p ? wb.p : "\"\"");
+            emit(&c, "ws", body.p ? body.p : "\"\"");
+            free(body.p);
+        }
+        free(wb.p);
+        c.ws = " ws ";
+    } else if (c.o->any_whitespace) {
+        emit(&c, "ws", "[ \\t\\n\\r]*");
+        c.ws = " ws ";
+    } else {
+        c.ws = " ";
+    }
+    const char *r = root ? gen(&c, root) : gjs_basic(&c, "object");
+    if (r && !c.failed) {
+        strbuf_printf(out, "root ::= %s\n", r);
+        strbuf_put(out, c.rules.p ? c.rules.p : "", c.rules.len);
+        if (c.rules.oom || out->oom) gjs_fail(&c, "out of memory");
+    }
+done:
+    json_decref(root);
+    json_decref(c.bodies), json_decref(c.refs), json_decref(c.keep);
+    free(c.rules.p);
+    return c.failed ? -1 : 0;
+}
