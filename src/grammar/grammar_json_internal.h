@@ -15,7 +15,7 @@
 #include "util/strbuf.h"
 
 /* Bounds on the work one schema may cause (the fuzz target checks them). */
-#define GJS_MAX_DEPTH 64           /* nested subschemas being generated at once */
+#define GJS_MAX_DEPTH 128          /* nested subschemas being generated at once */
 #define GJS_MAX_OUT (16u << 20)    /* bytes of EBNF text */
 #define GJS_MAX_REPEAT 100000      /* {m,n} counts (minLength, maxItems ...) */
 #define GJS_MAX_DIGITS 400         /* digits of a numeric bound */
@@ -35,11 +35,16 @@ typedef struct gjs {
     char *err;                     /* borrowed: caller's buffer */
     size_t errlen;
     bool failed;                   /* an error was recorded (first one wins) */
+    bool unsat;                    /* ... and it says "matches nothing" (recoverable) */
+    json_t *log_bodies, *log_refs; /* owned: keys added, in order (rollback) */
     const char *ws;                /* " ws " or " " between tokens */
 } gjs;
 
 /* Record the first error (printf-style); returns -1. */
 int gjs_fail(gjs *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same for a subschema that matches nothing: the caller may drop it
+ * (an optional property, an anyOf branch) and roll back. */
+int gjs_unsat(gjs *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Emit `name ::= body` once per distinct body; returns the rule's name
  * (owned by c, stable for the translation) or NULL on error.  hint is a
  * short [a-z] prefix for the name. */

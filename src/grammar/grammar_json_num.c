@@ -228,7 +228,7 @@ static bool uint_range(strbuf *o, const char *a, const char *b)
 /* Integers in [lo, hi] (NULL = unbounded), both already integral. */
 static const char *int_range(gjs *c, const dec *lo, const dec *hi)
 {
-    if (lo && hi && dcmp(lo, hi) > 0) return gjs_fail(c, "integer bounds: minimum > maximum"), NULL;
+    if (lo && hi && dcmp(lo, hi) > 0) return gjs_unsat(c, "integer bounds: minimum > maximum"), NULL;
     strbuf b = {0};
     bool any = false;
     /* negative part: -m with m >= 1 */
@@ -401,7 +401,7 @@ static const char *num_range(gjs *c, const dec *lo, bool lx, const dec *hi, bool
 {
     if (lo && hi) {
         int r = dcmp(lo, hi);
-        if (r > 0 || (r == 0 && (lx || hx))) return gjs_fail(c, "number bounds: empty range"), NULL;
+        if (r > 0 || (r == 0 && (lx || hx))) return gjs_unsat(c, "number bounds: empty range"), NULL;
     }
     strbuf b = {0};
     bool any = false;
@@ -432,7 +432,7 @@ static const char *num_range(gjs *c, const dec *lo, bool lx, const dec *hi, bool
         }
         free(p.p);
     }
-    if (!any) { free(b.p); return gjs_fail(c, "number bounds: empty range"), NULL; }
+    if (!any) { free(b.p); return gjs_unsat(c, "number bounds: empty range"), NULL; }
     const char *r = b.oom ? NULL : gjs_rule(c, "num", b.p);
     free(b.p);
     if (!r && !c->failed) gjs_fail(c, "out of memory");

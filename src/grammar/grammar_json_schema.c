@@ -36,8 +36,51 @@ int gjs_fail(gjs *c, const char *fmt, ...)
         vsnprintf(c->err, c->errlen, fmt, ap);
         va_end(ap);
     }
+    if (!c->failed) c->unsat = false;
     c->failed = true;
     return -1;
+}
+
+int gjs_unsat(gjs *c, const char *fmt, ...)
+{
+    if (c->failed) return -1;
+    if (c->err && c->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    c->failed = c->unsat = true;
+    return -1;
+}
+
+/* A point to roll the output back to. */
+typedef struct snap {
+    size_t rules_len, nb, nr;
+} snap;
+
+static snap take_snap(gjs *c)
+{
+    return (snap){c->rules.len, json_array_size(c->log_bodies), json_array_size(c->log_refs)};
+}
+
+/* Undo everything emitted since s and clear the (unsat) error. */
+static void rollback(gjs *c, snap s)
+{
+    while (json_array_size(c->log_bodies) > s.nb) {
+        size_t i = json_array_size(c->log_bodies) - 1;
+        json_object_del(c->bodies, json_string_value(json_array_get(c->log_bodies, i)));
+        json_array_remove(c->log_bodies, i);
+    }
+    while (json_array_size(c->log_refs) > s.nr) {
+        size_t i = json_array_size(c->log_refs) - 1;
+        json_object_del(c->refs, json_string_value(json_array_get(c->log_refs, i)));
+        json_array_remove(c->log_refs, i);
+    }
+    c->rules.len = s.rules_len;
+    if (c->rules.p) c->rules.p[c->rules.len] = 0;
+    c->failed = c->unsat = false;
+    if (c->err && c->errlen) c->err[0] = 0;
 }
 
 void gjs_put_lit(strbuf *b, const char *s, size_t len)
@@ -71,6 +114,7 @@ const char *gjs_rule(gjs *c, const char *hint, const char *body)
     snprintf(name, sizeof name, "%s%d", hint, c->nrule++);
     json_t *n = json_string(name);
     if (!n || json_object_set_new(c->bodies, body, n)) return gjs_fail(c, "out of memory"), NULL;
+    json_array_append_new(c->log_bodies, json_string(body));
     emit(c, name, body);
     return c->failed ? NULL : json_string_value(n);
 }
@@ -96,6 +140,7 @@ const char *gjs_basic(gjs *c, const char *which)
     snprintf(key, sizeof key, "\x01%s", which);
     if (json_object_get(c->bodies, key)) return names[k];
     json_object_set_new(c->bodies, key, json_true());
+    json_array_append_new(c->log_bodies, json_string(key));
     const char *w = c->ws;
     strbuf b = {0};
     switch (k) {
@@ -140,6 +185,17 @@ const char *gjs_basic(gjs *c, const char *which)
 }
 
 static const char *gen(gjs *c, json_t *s);
+
+/* gen, but a subschema that matches nothing is rolled back and reported
+ * in *dropped (NULL returned, no error) so the caller can leave it out. */
+static const char *try_gen(gjs *c, json_t *s, bool *dropped)
+{
+    snap sn = take_snap(c);
+    const char *r = gen(c, s);
+    *dropped = false;
+    if (!r && c->unsat) rollback(c, sn), *dropped = true;
+    return r;
+}
 
 /* ---- keywords ---------------------------------------------------------- */
 
@@ -300,6 +356,7 @@ static const char *gen_ref(gjs *c, const char *ref)
     const char *name = new_name(c, "def");
     if (!name) return NULL;
     json_object_set_new(c->refs, key, json_string(name));
+    json_array_append_new(c->log_refs, json_string(key));
     const char *body = gen(c, t);
     if (!body) return NULL;
     emit(c, name, body);
@@ -629,22 +686,45 @@ static const char *gen_object(gjs *c, json_t *s)
     if (pp && (!json_is_object(pp) || json_object_size(pp) == 0)) pp = NULL;
     const char *k;
     json_t *v;
+    /* dependencies: a trigger whose needs are not all required is left
+     * out (never written, never taken as an additional key); the needs of
+     * a required trigger become required (a subset: docs/notes/schema.md) */
+    json_t *reqx = req ? json_copy(req) : json_array(), *forbid = json_array();
+    for (int pass = 0; pass < 8; pass++) {
+        bool grew = false;
+        for (const char *const *kw = (const char *const[]){"dependentSchemas", "dependentRequired", "dependencies", NULL}; *kw; kw++) {
+            json_t *d = json_object_get(s, *kw);
+            if (!json_is_object(d)) continue;
+            json_object_foreach(d, k, v)
+            {
+                bool trig_req = in_array(reqx, k);
+                if (json_is_array(v)) {
+                    if (!trig_req) continue;
+                    size_t i;
+                    json_t *x;
+                    json_array_foreach(v, i, x) if (json_is_string(x) && !in_array(reqx, json_string_value(x)))
+                        json_array_append(reqx, x), grew = true;
+                } else if (!is_trivial(v) && trig_req) {
+                    json_decref(reqx), json_decref(forbid);
+                    return gjs_fail(c, "'%s' with a schema on a required property is not supported", *kw), NULL;
+                }
+            }
+        }
+        if (!grew) break;
+    }
     for (const char *const *kw = (const char *const[]){"dependentSchemas", "dependentRequired", "dependencies", NULL}; *kw; kw++) {
         json_t *d = json_object_get(s, *kw);
         if (!json_is_object(d)) continue;
         json_object_foreach(d, k, v)
         {
-            /* fine only when the trigger can never be present or everything it needs is required */
-            bool ok = req && in_array(req, k) ? false : false;
-            if (json_is_array(v)) {
-                ok = true;
-                size_t i;
-                json_t *x;
-                json_array_foreach(v, i, x) if (!json_is_string(x) || !req || !in_array(req, json_string_value(x))) ok = false;
-            } else if (is_trivial(v)) ok = true;
-            if (!ok) return gjs_fail(c, "'%s' is not supported", *kw), NULL;
+            if (in_array(reqx, k)) continue;
+            bool needs = json_is_array(v) ? json_array_size(v) > 0 : !is_trivial(v);
+            if (needs && !in_array(forbid, k)) json_array_append_new(forbid, json_string(k));
         }
     }
+    if (json_array_size(reqx) > 0) req = reqx;
+    json_array_append_new(c->keep, reqx);
+    json_array_append_new(c->keep, forbid);
     /* the member list: properties in schema order, then required names
      * the properties do not list (their value meets additionalProperties) */
     json_t *names = json_array(), *schemas = json_array();
@@ -659,6 +739,7 @@ static const char *gen_object(gjs *c, json_t *s)
                 json_array_append_new(c->keep, m);
                 if (json_object_get(m, GJS_FALSE_KEY)) v = json_false();
             }
+            if (in_array(forbid, k)) continue;
             if (json_is_false(v) || (json_is_object(v) && json_object_get(v, GJS_FALSE_KEY))) {
                 if (r) goto unsat;
                 continue;
@@ -694,17 +775,27 @@ static const char *gen_object(gjs *c, json_t *s)
             else if (n == 0 && json_is_array(json_object_get(pn, "enum")))
                 key = gen(c, pn);
             else { gjs_fail(c, "'propertyNames' is not supported here"); goto fail; }
-        } else key = other_key(c, names);
-        const char *val = ap && !is_trivial(ap) ? gen(c, ap) : gjs_basic(c, "value");
-        if (!key || !val) goto fail;
-        strbuf_printf(&extra, "%s%s\":\"%s%s", key, w, w, val);
+        } else {
+            json_t *excl = json_copy(names);
+            size_t q;
+            json_t *x;
+            json_array_foreach(forbid, q, x) json_array_append(excl, x);
+            key = other_key(c, excl);
+            json_decref(excl);
+        }
+        bool dropped = false;
+        const char *val = ap && !is_trivial(ap) ? try_gen(c, ap, &dropped) : gjs_basic(c, "value");
+        if (!key || (!val && !dropped)) goto fail;
+        if (val) strbuf_printf(&extra, "%s%s\":\"%s%s", key, w, w, val);
     } else if (pp) {
         /* keys from the patterns only (a subset when additionalProperties
          * is not false: docs/notes/schema.md) */
         json_object_foreach(pp, k, v)
         {
-            const char *key = gjs_pattern_string(c, k), *val = gen(c, v);
-            if (!key || !val) goto fail;
+            bool dropped;
+            const char *key = gjs_pattern_string(c, k), *val = key ? try_gen(c, v, &dropped) : NULL;
+            if (!key || (!val && !dropped)) goto fail;
+            if (!val) continue;
             strbuf_printf(&extra, "%s%s%s\":\"%s%s", extra.len ? " | " : "", key, w, w, val);
         }
     }
@@ -749,7 +840,9 @@ static const char *gen_object(gjs *c, json_t *s)
     for (size_t idx = n; idx-- > 0;) {
         const char *name = json_string_value(json_array_get(names, idx));
         bool r = json_is_true(json_array_get(reqf, idx));
-        const char *val = gen(c, json_array_get(schemas, idx));
+        bool dropped = false;
+        const char *val = r ? gen(c, json_array_get(schemas, idx)) : try_gen(c, json_array_get(schemas, idx), &dropped);
+        if (dropped) continue; /* an optional property that can match nothing: never written */
         if (!val) { free(after), free(first); goto fail; }
         strbuf kv = {0};
         char *enc = json_enc(name);
@@ -785,7 +878,7 @@ static const char *gen_object(gjs *c, json_t *s)
     free(ob.p);
     return r;
 unsat:
-    gjs_fail(c, "object schema cannot be satisfied (a required property is forbidden)");
+    gjs_unsat(c, "object schema cannot be satisfied (a required property is forbidden)");
 fail:
     free(extra.p);
     json_decref(names), json_decref(schemas), json_decref(reqf);
@@ -811,15 +904,27 @@ static const char *gen_array(gjs *c, json_t *s)
         return gjs_fail(c, "'uniqueItems' is not supported"), NULL;
     if (M > GJS_MAX_REPEAT) M = -1;
     if (m > GJS_MAX_REPEAT) return gjs_fail(c, "minItems %lld too large (limit %d)", m, GJS_MAX_REPEAT), NULL;
-    if (M >= 0 && m > M) return gjs_fail(c, "array schema cannot be satisfied (minItems > maxItems)"), NULL;
+    if (M >= 0 && m > M) return gjs_unsat(c, "array schema cannot be satisfied (minItems > maxItems)"), NULL;
     long long k = prefix ? (long long)json_array_size(prefix) : 0;
     bool rest_false = json_is_false(rest) || (json_is_object(rest) && json_object_get(rest, GJS_FALSE_KEY));
     const char *R = NULL;
-    if (!rest_false && (M < 0 || M > k)) R = rest && !is_trivial(rest) ? gen(c, rest) : gjs_basic(c, "value");
+    bool dropped = false;
+    if (!rest_false && (M < 0 || M > k)) R = rest && !is_trivial(rest) ? try_gen(c, rest, &dropped) : gjs_basic(c, "value");
     if (c->failed) return NULL;
+    /* prefix items, first to last: one that matches nothing ends the array */
+    long long upto = M >= 0 && M < k ? M : k;
+    const char **P = calloc((size_t)upto + 1, sizeof *P);
+    if (!P) return gjs_fail(c, "out of memory"), NULL;
+    for (long long i = 1; i <= upto; i++) {
+        P[i] = try_gen(c, json_array_get(prefix, (size_t)(i - 1)), &dropped);
+        if (P[i]) continue;
+        if (!dropped) { free(P); return NULL; }
+        upto = i - 1, R = NULL, M = upto;
+        break;
+    }
     if (!R) {
         if (M < 0 || M > k) M = k;
-        if (m > k) return gjs_fail(c, "array schema cannot be satisfied (minItems beyond the allowed items)"), NULL;
+        if (m > M) { free(P); return gjs_unsat(c, "array schema cannot be satisfied (minItems beyond the allowed items)"), NULL; }
     }
     strbuf b = {0};
     /* after position k: rest items, count in [max(0, m-k), M-k] */
@@ -832,7 +937,7 @@ static const char *gen_array(gjs *c, json_t *s)
         if (z >= 0) strbuf_printf(&t, "(%s\",\"%s%s){%lld,%lld}", w, w, R, a, z);
         const char *tr = z == 0 ? NULL : gjs_rule(c, "aset", t.p);
         free(t.p);
-        if (z != 0 && !tr) return NULL;
+        if (z != 0 && !tr) { free(P); return NULL; }
         tail = tr ? strdup(tr) : NULL;
     }
     /* the first element, and the prefix chain */
@@ -851,28 +956,26 @@ static const char *gen_array(gjs *c, json_t *s)
             } else if (z > 0) strbuf_printf(&b, " (%s\",\"%s%s){%lld,%lld}", w, w, R, a, z);
             first = gjs_rule(c, "afirst", b.p);
             free(b.p), b = (strbuf){0};
-            if (!first) return NULL;
+            if (!first) { free(P); return NULL; }
         }
     } else {
         char *after = tail;
-        long long upto = M >= 0 && M < k ? M : k;
         for (long long i = upto; i >= 1; i--) {
-            const char *P = gen(c, json_array_get(prefix, (size_t)(i - 1)));
-            if (!P) { free(after); return NULL; }
             strbuf e = {0};
-            if (i == 1) strbuf_printf(&e, "%s%s%s", P, after ? " " : "", after ? after : "");
-            else if (i <= m) strbuf_printf(&e, "%s\",\"%s%s%s%s", w, w, P, after ? " " : "", after ? after : "");
-            else strbuf_printf(&e, "(%s\",\"%s%s%s%s)?", w, w, P, after ? " " : "", after ? after : "");
+            if (i == 1) strbuf_printf(&e, "%s%s%s", P[i], after ? " " : "", after ? after : "");
+            else if (i <= m) strbuf_printf(&e, "%s\",\"%s%s%s%s", w, w, P[i], after ? " " : "", after ? after : "");
+            else strbuf_printf(&e, "(%s\",\"%s%s%s%s)?", w, w, P[i], after ? " " : "", after ? after : "");
             const char *er = gjs_rule(c, i == 1 ? "afirst" : "aset", e.p);
             free(e.p);
             free(after);
             after = er ? strdup(er) : NULL;
-            if (!er) return NULL;
+            if (!er) { free(P); return NULL; }
         }
-        first = gjs_rule(c, "afirst", after);
+        first = after ? gjs_rule(c, "afirst", after) : NULL;
         free(after);
         tail = NULL;
     }
+    free(P);
     free(tail);
     if (!first) strbuf_printf(&b, "\"[\"%s\"]\"", w);
     else if (m == 0) strbuf_printf(&b, "\"[\"%s(%s%s)?\"]\"", w, first, w);
@@ -907,14 +1010,19 @@ static const char *gen_enum(gjs *c, json_t *vals, json_t *type)
     json_array_foreach(vals, i, v)
     {
         if (!value_has_type(v, type)) continue;
-        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
+        char *t;
+        double x = json_is_real(v) ? json_real_value(v) : 0.5;
+        if (x == (double)(long long)x && x > -1e15 && x < 1e15) {
+            t = malloc(32);
+            if (t) snprintf(t, 32, "%lld", (long long)x);
+        } else t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
         if (!t) continue;
         if (b.len) strbuf_puts(&b, " | ");
         gjs_put_lit(&b, t, strlen(t));
         free(t);
         if (b.len > GJS_MAX_OUT) break;
     }
-    if (!b.len) { free(b.p); return gjs_fail(c, "enum/const: no value allowed by the schema"), NULL; }
+    if (!b.len) { free(b.p); return gjs_unsat(c, "enum/const: no value allowed by the schema"), NULL; }
     const char *r = gjs_rule(c, "enum", b.p);
     free(b.p);
     return r;
@@ -951,9 +1059,9 @@ static json_t *siblings(json_t *s, const char *key)
 static const char *gen_inner(gjs *c, json_t *s)
 {
     if (json_is_true(s)) return gjs_basic(c, "value");
-    if (json_is_false(s)) return gjs_fail(c, "schema 'false' matches nothing"), NULL;
+    if (json_is_false(s)) return gjs_unsat(c, "schema 'false' matches nothing"), NULL;
     if (!json_is_object(s)) return gjs_fail(c, "a schema must be an object or a boolean"), NULL;
-    if (json_object_get(s, GJS_FALSE_KEY)) return gjs_fail(c, "schema cannot be satisfied"), NULL;
+    if (json_object_get(s, GJS_FALSE_KEY)) return gjs_unsat(c, "schema cannot be satisfied"), NULL;
     if (json_object_get(s, "not")) return gjs_fail(c, "'not' is not supported"), NULL;
     if (json_object_get(s, "$dynamicRef") || json_object_get(s, "$recursiveRef"))
         return gjs_fail(c, "'$dynamicRef'/'$recursiveRef' are not supported"), NULL;
@@ -996,13 +1104,15 @@ static const char *gen_inner(gjs *c, json_t *s)
             if (!x) break;
             json_array_append_new(c->keep, x);
             if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) continue;
-            const char *r = gen(c, x);
+            bool dropped;
+            const char *r = try_gen(c, x, &dropped);
+            if (dropped) continue;
             if (!r) break;
             strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
         }
         json_decref(sib);
         if (c->failed) { free(b.p); return NULL; }
-        if (!b.len) { free(b.p); return gjs_fail(c, "anyOf/oneOf: no alternative can be satisfied"), NULL; }
+        if (!b.len) { free(b.p); return gjs_unsat(c, "anyOf/oneOf: no alternative can be satisfied"), NULL; }
         const char *r = gjs_rule(c, "alt", b.p);
         free(b.p);
         return r;
@@ -1047,7 +1157,7 @@ static const char *gen_inner(gjs *c, json_t *s)
         if (!r) { free(b.p); return NULL; }
         strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
     }
-    if (!b.len) { free(b.p); return gjs_fail(c, "'type' is empty: nothing matches"), NULL; }
+    if (!b.len) { free(b.p); return gjs_unsat(c, "'type' is empty: nothing matches"), NULL; }
     const char *r = gjs_rule(c, "any", b.p);
     free(b.p);
     return r;
@@ -1073,10 +1183,14 @@ int grammar_schema_to_ebnf(const char *schema, size_t len, const grammar_json_op
     c.err = err, c.errlen = errlen;
     if (err && errlen) err[0] = 0;
     c.bodies = json_object(), c.refs = json_object(), c.keep = json_array();
+    c.log_bodies = json_array(), c.log_refs = json_array();
     json_t *root = NULL;
     if (schema) {
         json_error_t je;
         root = json_loadb(schema, len, JSON_DECODE_ANY, &je);
+        /* integers past int64 (9223372036854775808 as a bound): read every
+         * number as a double instead */
+        if (!root && strstr(je.text, "too big")) root = json_loadb(schema, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
         if (!root) {
             gjs_fail(&c, "schema is not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
             goto done;
@@ -1108,6 +1222,7 @@ int grammar_schema_to_ebnf(const char *schema, size_t len, const grammar_json_op
 done:
     json_decref(root);
     json_decref(c.bodies), json_decref(c.refs), json_decref(c.keep);
+    json_decref(c.log_bodies), json_decref(c.log_refs);
     free(c.rules.p);
     return c.failed ? -1 : 0;
 }

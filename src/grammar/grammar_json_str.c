@@ -539,33 +539,98 @@ static const char *fmt_rule(gjs *c, const char *f)
 #undef R
 }
 
+/* A pattern "^ATOM QUANT$" (one class, '.', or \\d-style escape, repeated)
+ * with minLength/maxLength folded into the count: the rewritten pattern in
+ * out, or false when the pattern is not of that shape. */
+static bool fold_lengths(const char *re, double mn, double mx, char *out, size_t cap)
+{
+    size_t n = strlen(re);
+    if (n < 3 || re[0] != '^' || re[n - 1] != '$' || (n >= 2 && re[n - 2] == '\\')) return false;
+    const char *p = re + 1, *end = re + n - 1, *a0 = p;
+    if (*p == '[') {
+        p++;
+        if (p < end && *p == '^') p++;
+        if (p < end && *p == ']') p++;
+        while (p < end && *p != ']') p += (*p == '\\' && p + 1 < end) ? 2 : 1;
+        if (p >= end) return false;
+        p++;
+    } else if (*p == '.') p++;
+    else if (*p == '\\' && p + 1 < end && strchr("dDwWsS", p[1])) p += 2;
+    else return false;
+    size_t alen = (size_t)(p - a0);
+    long lo = 0, hi = -1;
+    if (p < end && *p == '*') p++;
+    else if (p < end && *p == '+') lo = 1, p++;
+    else if (p < end && *p == '{') {
+        char *e;
+        lo = strtol(p + 1, &e, 10);
+        if (e == p + 1) return false;
+        hi = lo;
+        if (*e == ',') {
+            if (e[1] == '}') hi = -1, e++;
+            else { char *e2; hi = strtol(e + 1, &e2, 10); if (e2 == e + 1) return false; e = e2; }
+        }
+        if (*e != '}') return false;
+        p = e + 1;
+    } else return false;
+    if (p != end) return false;
+    double nlo = mn > lo ? mn : lo, nhi = hi < 0 ? mx : (mx >= 0 && mx < hi ? mx : hi);
+    if (nhi >= 0 && nhi < nlo) nhi = nlo - 1; /* empty: the caller reports it */
+    if (nhi >= 0) snprintf(out, cap, "^%.*s{%.0f,%.0f}$", (int)alen, a0, nlo, nhi);
+    else snprintf(out, cap, "^%.*s{%.0f,}$", (int)alen, a0, nlo);
+    return strlen(out) + 1 < cap;
+}
+
+/* Length bounds of the exact-length formats: whether [fmin, fmax] of the
+ * format lies inside [mn, mx] (so the lengths add nothing). */
+static bool format_within(const char *f, double mn, double mx)
+{
+    static const struct { const char *f; int lo, hi; } t[] = {
+        {"date", 10, 10}, {"uuid", 36, 36}, {"ipv4", 7, 15}, {"ipv6", 2, 45}, {"time", 9, -1}, {"date-time", 20, -1},
+        {"email", 5, -1}, {"hostname", 1, -1}, {"uri", 6, -1}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i].f, f)) return t[i].lo >= mn && (mx < 0 || (t[i].hi >= 0 && t[i].hi <= mx));
+    return false;
+}
+
 const char *gjs_string(gjs *c, json_t *s)
 {
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
     json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
     bool lens = json_is_number(mn) || json_is_number(mx);
+    double lo = json_is_number(mn) ? json_number_value(mn) : 0, hi = json_is_number(mx) ? json_number_value(mx) : -1;
+    if (lo < 0) lo = 0;
+    if (lo > GJS_MAX_REPEAT) return gjs_fail(c, "minLength %g over the limit %d", lo, GJS_MAX_REPEAT), NULL;
+    if (hi > GJS_MAX_REPEAT) hi = -1;
+    if (hi >= 0 && hi < lo) return gjs_unsat(c, "string schema cannot be satisfied (minLength > maxLength)"), NULL;
     const char *fr = NULL;
     if (json_is_string(fmt)) {
         fr = fmt_rule(c, json_string_value(fmt));
         if (c->failed) return NULL;
     }
     if (json_is_string(pat)) {
-        if (fr) return gjs_fail(c, "'pattern' together with 'format' is not supported"), NULL;
-        if (lens) return gjs_fail(c, "'pattern' together with 'minLength'/'maxLength' is not supported"), NULL;
+        /* the pattern wins over a format the validators do not assert */
+        if (fr) {
+            const char *f = json_string_value(fmt);
+            if (!strcmp(f, "date") || !strcmp(f, "email") || !strcmp(f, "ipv4") || !strcmp(f, "ipv6") || !strcmp(f, "uuid"))
+                return gjs_fail(c, "'pattern' together with 'format' %s is not supported", f), NULL;
+        }
+        if (lens && !(lo == 0 && hi < 0)) {
+            char re[1024];
+            if (!fold_lengths(json_string_value(pat), lo, hi, re, sizeof re))
+                return gjs_fail(c, "'pattern' together with 'minLength'/'maxLength' is not supported (only for ^[class]{m,n}$ patterns)"), NULL;
+            return gjs_pattern_string(c, re);
+        }
         return gjs_pattern_string(c, json_string_value(pat));
     }
     char b[256];
     if (fr) {
-        if (lens) return gjs_fail(c, "'format' together with 'minLength'/'maxLength' is not supported"), NULL;
+        if (lens && !format_within(json_string_value(fmt), lo, hi))
+            return gjs_fail(c, "'format' together with 'minLength'/'maxLength' is not supported"), NULL;
         snprintf(b, sizeof b, "\"\\\"\" %s \"\\\"\"", fr);
         return gjs_rule(c, "fstr", b);
     }
     if (!lens) return gjs_basic(c, "string");
-    double lo = json_is_number(mn) ? json_number_value(mn) : 0, hi = json_is_number(mx) ? json_number_value(mx) : -1;
-    if (lo < 0) lo = 0;
-    if (lo > GJS_MAX_REPEAT) return gjs_fail(c, "minLength %g over the limit %d", lo, GJS_MAX_REPEAT), NULL;
-    if (hi > GJS_MAX_REPEAT) hi = -1;
-    if (hi >= 0 && hi < lo) return gjs_fail(c, "string schema cannot be satisfied (minLength > maxLength)"), NULL;
     if (!gjs_basic(c, "jchar")) return NULL;
     if (hi < 0) snprintf(b, sizeof b, "\"\\\"\" jchar{%lld,} \"\\\"\"", (long long)lo);
     else snprintf(b, sizeof b, "\"\\\"\" jchar{%lld,%lld} \"\\\"\"", (long long)lo, (long long)hi);
