@@ -55,6 +55,25 @@ void gjs_put_lit(strbuf *b, const char *s, size_t len);
  * number, integer, JSON-string character, whitespace. */
 const char *gjs_basic(gjs *c, const char *which);
 
+/* ---- the dispatch (grammar_json_schema.c) ---- */
+/* The rule for any subschema s (NULL on error). */
+const char *gjs_gen(gjs *c, json_t *s);
+/* gjs_gen, but a subschema that matches nothing is rolled back: NULL with
+ * *dropped set and no error, so the caller can leave it out. */
+const char *gjs_try_gen(gjs *c, json_t *s, bool *dropped);
+/* s holds no keyword that constrains (true, {}, annotations only). */
+bool gjs_is_trivial(json_t *s);
+/* s with its top-level $ref and allOf merged in (new reference). */
+json_t *gjs_flatten(gjs *c, json_t *s, int depth);
+/* type (a string or an array of them) names t. */
+bool gjs_type_has(json_t *type, const char *t);
+
+/* ---- objects, arrays, enum (grammar_json_obj.c) ---- */
+const char *gjs_object(gjs *c, json_t *s);
+const char *gjs_array(gjs *c, json_t *s);
+/* The alternatives of vals allowed by type (NULL = any). */
+const char *gjs_enum(gjs *c, json_t *vals, json_t *type);
+
 /* ---- numbers (grammar_json_num.c) ---- */
 /* The rule for an integer/number schema s (its bounds, multipleOf), NULL
  * on error. is_int selects integer. */

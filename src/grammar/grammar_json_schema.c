@@ -184,14 +184,13 @@ const char *gjs_basic(gjs *c, const char *which)
     return c->failed ? NULL : names[k];
 }
 
-static const char *gen(gjs *c, json_t *s);
 
 /* gen, but a subschema that matches nothing is rolled back and reported
  * in *dropped (NULL returned, no error) so the caller can leave it out. */
-static const char *try_gen(gjs *c, json_t *s, bool *dropped)
+const char *gjs_try_gen(gjs *c, json_t *s, bool *dropped)
 {
     snap sn = take_snap(c);
-    const char *r = gen(c, s);
+    const char *r = gjs_gen(c, s);
     *dropped = false;
     if (!r && c->unsat) rollback(c, sn), *dropped = true;
     return r;
@@ -227,7 +226,7 @@ static bool is_language(const char *k)
     return false;
 }
 
-static bool is_trivial(json_t *s)
+bool gjs_is_trivial(json_t *s)
 {
     if (json_is_true(s)) return true;
     if (!json_is_object(s)) return false;
@@ -357,7 +356,7 @@ static const char *gen_ref(gjs *c, const char *ref)
     if (!name) return NULL;
     json_object_set_new(c->refs, key, json_string(name));
     json_array_append_new(c->log_refs, json_string(key));
-    const char *body = gen(c, t);
+    const char *body = gjs_gen(c, t);
     if (!body) return NULL;
     emit(c, name, body);
     return c->failed ? NULL : name;
@@ -368,7 +367,7 @@ static const char *gen_ref(gjs *c, const char *ref)
 static json_t *merge(gjs *c, json_t *a, json_t *b, int depth);
 
 /* A schema with its top-level $ref and allOf folded in (a new reference). */
-static json_t *flatten(gjs *c, json_t *s, int depth)
+json_t *gjs_flatten(gjs *c, json_t *s, int depth)
 {
     if (depth > 32) return gjs_fail(c, "allOf/$ref: nested too deep (recursive allOf?)"), NULL;
     if (json_is_true(s)) return json_object();
@@ -408,7 +407,7 @@ static json_t *all_of2(json_t *x, json_t *y)
     return json_pack("{s:[OO]}", "allOf", x, y);
 }
 
-static bool type_has(json_t *t, const char *name)
+bool gjs_type_has(json_t *t, const char *name)
 {
     if (json_is_string(t)) return !strcmp(json_string_value(t), name);
     size_t i;
@@ -422,9 +421,9 @@ static json_t *type_meet(json_t *a, json_t *b)
     static const char *const all[] = {"null", "boolean", "object", "array", "number", "string", "integer", NULL};
     json_t *r = json_array();
     for (int i = 0; all[i]; i++) {
-        bool in_a = type_has(a, all[i]) || (!strcmp(all[i], "integer") && type_has(a, "number"));
-        bool in_b = type_has(b, all[i]) || (!strcmp(all[i], "integer") && type_has(b, "number"));
-        if (!strcmp(all[i], "integer") && type_has(a, "number") && type_has(b, "number")) continue;
+        bool in_a = gjs_type_has(a, all[i]) || (!strcmp(all[i], "integer") && gjs_type_has(a, "number"));
+        bool in_b = gjs_type_has(b, all[i]) || (!strcmp(all[i], "integer") && gjs_type_has(b, "number"));
+        if (!strcmp(all[i], "integer") && gjs_type_has(a, "number") && gjs_type_has(b, "number")) continue;
         if (in_a && in_b) json_array_append_new(r, json_string(all[i]));
     }
     return r;
@@ -444,7 +443,7 @@ static json_t *extra_schema(json_t *x, const char *key)
 /* Merge two schemas into one meeting both (allOf).  New reference. */
 static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
 {
-    json_t *a = flatten(c, a0, depth), *b = a ? flatten(c, b0, depth) : NULL;
+    json_t *a = gjs_flatten(c, a0, depth), *b = a ? gjs_flatten(c, b0, depth) : NULL;
     if (!a || !b) { json_decref(a); json_decref(b); return NULL; }
     json_t *r = json_copy(a);
     /* properties: union; a key in both meets both; a key only one side
@@ -551,483 +550,6 @@ static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
     return r;
 }
 
-/* ---- objects ----------------------------------------------------------- */
-
-/* JSON-encoded text of a string, without the quotes. */
-static char *json_enc(const char *s)
-{
-    json_t *j = json_string(s);
-    char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
-    json_decref(j);
-    if (!t) return NULL;
-    size_t n = strlen(t);
-    memmove(t, t + 1, n - 2);
-    t[n - 2] = 0;
-    return t;
-}
-
-/* Length of the unit (one code point, or one escape) at the start of t. */
-static size_t unit_len(const char *t)
-{
-    if (t[0] == '\\') return t[1] == 'u' ? 6 : 2;
-    unsigned char ch = (unsigned char)t[0];
-    size_t n = ch < 0x80 ? 1 : ch < 0xE0 ? 2 : ch < 0xF0 ? 3 : 4;
-    for (size_t i = 1; i < n; i++)
-        if (!t[i]) return i;
-    return n;
-}
-
-static void class_char(strbuf *b, const char *u, size_t n)
-{
-    if (n == 1 && (u[0] == ']' || u[0] == '\\' || u[0] == '^' || u[0] == '-' || u[0] == '[')) strbuf_printf(b, "\\%c", u[0]);
-    else strbuf_put(b, u, n);
-}
-
-/* A key that is none of the n encoded names (sorted), having matched the
- * first `at` bytes of names[lo..hi).  Keys in this language use one
- * encoding per string (no \u or \/ escapes), so "differs in encoding"
- * means "differs". */
-static const char *key_trie(gjs *c, char **names, size_t lo, size_t hi, size_t at, int depth)
-{
-    if (c->failed) return NULL;
-    const char *rest = gjs_rule(c, "krest", "jchar* \"\\\"\"");
-    strbuf b = {0}, cls = {0}, esc = {0};
-    bool ends = false;
-    /* children */
-    size_t i = lo;
-    strbuf_puts(&b, "(");
-    bool alt = false;
-    while (i < hi) {
-        if (!names[i][at]) { ends = true; i++; continue; }
-        size_t ul = unit_len(names[i] + at);
-        size_t j = i + 1;
-        while (j < hi && !strncmp(names[j] + at, names[i] + at, ul) && strlen(names[j] + at) >= ul) j++;
-        const char *child = depth > 200 ? rest : key_trie(c, names, i, j, at + ul, depth + 1);
-        if (!child) { free(b.p), free(cls.p), free(esc.p); return NULL; }
-        if (alt) strbuf_puts(&b, " | ");
-        gjs_put_lit(&b, names[i] + at, ul);
-        strbuf_printf(&b, " %s", child);
-        alt = true;
-        if (names[i][at] == '\\') strbuf_put(&esc, names[i] + at + 1, 1);
-        else class_char(&cls, names[i] + at, ul);
-        i = j;
-    }
-    if (!ends) {
-        if (alt) strbuf_puts(&b, " | ");
-        strbuf_puts(&b, "\"\\\"\"");
-        alt = true;
-    }
-    if (alt) strbuf_puts(&b, " | ");
-    strbuf_printf(&b, "[^\"\\\\\\x00-\\x1F%s] %s", cls.p ? cls.p : "", rest);
-    /* the escapes that are not a child's */
-    const char *letters = "\"\\bfnrt";
-    strbuf el = {0};
-    for (const char *l = letters; *l; l++)
-        if (!esc.p || !strchr(esc.p, *l)) strbuf_printf(&el, "%s%c", *l == '"' || *l == '\\' ? "\\" : "", *l);
-    if (el.p) strbuf_printf(&b, " | \"\\\\\" [%s] %s", el.p, rest);
-    strbuf_puts(&b, ")");
-    free(el.p), free(cls.p), free(esc.p);
-    const char *r = gjs_rule(c, "key", b.p);
-    free(b.p);
-    return r;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* "\"" + a key that is not one of the known names. */
-static const char *other_key(gjs *c, json_t *names)
-{
-    size_t n = json_array_size(names);
-    if (n == 0) return gjs_basic(c, "string");
-    char **enc = calloc(n, sizeof *enc);
-    if (!enc) return gjs_fail(c, "out of memory"), NULL;
-    const char *r = NULL;
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (!(enc[i] = json_enc(json_string_value(json_array_get(names, i))))) break;
-    if (i == n) {
-        qsort(enc, n, sizeof *enc, cmp_str);
-        gjs_basic(c, "jchar");
-        const char *t = key_trie(c, enc, 0, n, 0, 0);
-        if (t) {
-            strbuf b = {0};
-            strbuf_printf(&b, "\"\\\"\" %s", t);
-            r = gjs_rule(c, "okey", b.p);
-            free(b.p);
-        }
-    } else gjs_fail(c, "out of memory");
-    for (i = 0; i < n; i++) free(enc[i]);
-    free(enc);
-    return r;
-}
-
-static bool in_array(json_t *a, const char *s)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v) if (json_is_string(v) && !strcmp(json_string_value(v), s)) return true;
-    return false;
-}
-
-static const char *gen_object(gjs *c, json_t *s)
-{
-    const char *w = c->ws;
-    json_t *props = json_object_get(s, "properties");
-    json_t *req = json_object_get(s, "required");
-    json_t *ap = json_object_get(s, "additionalProperties");
-    json_t *pp = json_object_get(s, "patternProperties");
-    if (!ap) ap = json_object_get(s, "unevaluatedProperties");
-    if (!ap && c->o && c->o->strict) ap = json_false();
-    if (!json_is_array(req)) req = NULL;
-    strbuf extra = {0};
-    if (pp && (!json_is_object(pp) || json_object_size(pp) == 0)) pp = NULL;
-    const char *k;
-    json_t *v;
-    /* dependencies: a trigger whose needs are not all required is left
-     * out (never written, never taken as an additional key); the needs of
-     * a required trigger become required (a subset: docs/notes/schema.md) */
-    json_t *reqx = req ? json_copy(req) : json_array(), *forbid = json_array();
-    for (int pass = 0; pass < 8; pass++) {
-        bool grew = false;
-        for (const char *const *kw = (const char *const[]){"dependentSchemas", "dependentRequired", "dependencies", NULL}; *kw; kw++) {
-            json_t *d = json_object_get(s, *kw);
-            if (!json_is_object(d)) continue;
-            json_object_foreach(d, k, v)
-            {
-                bool trig_req = in_array(reqx, k);
-                if (json_is_array(v)) {
-                    if (!trig_req) continue;
-                    size_t i;
-                    json_t *x;
-                    json_array_foreach(v, i, x) if (json_is_string(x) && !in_array(reqx, json_string_value(x)))
-                        json_array_append(reqx, x), grew = true;
-                } else if (!is_trivial(v) && trig_req) {
-                    json_decref(reqx), json_decref(forbid);
-                    return gjs_fail(c, "'%s' with a schema on a required property is not supported", *kw), NULL;
-                }
-            }
-        }
-        if (!grew) break;
-    }
-    for (const char *const *kw = (const char *const[]){"dependentSchemas", "dependentRequired", "dependencies", NULL}; *kw; kw++) {
-        json_t *d = json_object_get(s, *kw);
-        if (!json_is_object(d)) continue;
-        json_object_foreach(d, k, v)
-        {
-            if (in_array(reqx, k)) continue;
-            bool needs = json_is_array(v) ? json_array_size(v) > 0 : !is_trivial(v);
-            if (needs && !in_array(forbid, k)) json_array_append_new(forbid, json_string(k));
-        }
-    }
-    if (json_array_size(reqx) > 0) req = reqx;
-    json_array_append_new(c->keep, reqx);
-    json_array_append_new(c->keep, forbid);
-    /* the member list: properties in schema order, then required names
-     * the properties do not list (their value meets additionalProperties) */
-    json_t *names = json_array(), *schemas = json_array();
-    json_t *reqf = json_array();
-    if (json_is_object(props)) {
-        json_object_foreach(props, k, v)
-        {
-            bool r = req && in_array(req, k);
-            if (json_is_object(v) && json_object_get(v, "allOf")) {
-                json_t *m = flatten(c, v, 0);
-                if (!m) goto fail;
-                json_array_append_new(c->keep, m);
-                if (json_object_get(m, GJS_FALSE_KEY)) v = json_false();
-            }
-            if (in_array(forbid, k)) continue;
-            if (json_is_false(v) || (json_is_object(v) && json_object_get(v, GJS_FALSE_KEY))) {
-                if (r) goto unsat;
-                continue;
-            }
-            json_array_append_new(names, json_string(k));
-            json_array_append(schemas, v);
-            json_array_append_new(reqf, json_boolean(r));
-        }
-    }
-    size_t i;
-    json_array_foreach(req, i, v)
-    {
-        if (!json_is_string(v) || in_array(names, json_string_value(v))) continue;
-        if (json_is_object(props) && json_object_get(props, json_string_value(v))) continue;
-        if (json_is_false(ap)) goto unsat;
-        json_array_append_new(names, json_string(json_string_value(v)));
-        json_array_append(schemas, ap ? ap : json_true());
-        json_array_append_new(reqf, json_true());
-    }
-    size_t n = json_array_size(names), nreq = 0;
-    for (i = 0; i < n; i++) nreq += json_is_true(json_array_get(reqf, i));
-    /* additional members */
-    bool pp_trivial = true;
-    if (pp) json_object_foreach(pp, k, v) if (!is_trivial(v)) pp_trivial = false;
-    if (!json_is_false(ap) && (!pp || pp_trivial)) {
-        json_t *pn = json_object_get(s, "propertyNames");
-        const char *key = NULL;
-        if (pn && !is_trivial(pn)) {
-            json_t *pat = json_object_get(pn, "pattern");
-            if (n == 0 && json_is_string(pat) && json_object_size(pn) <= 2 &&
-                (json_object_size(pn) == 1 || json_is_string(json_object_get(pn, "type"))))
-                key = gjs_pattern_string(c, json_string_value(pat));
-            else if (n == 0 && json_is_array(json_object_get(pn, "enum")))
-                key = gen(c, pn);
-            else { gjs_fail(c, "'propertyNames' is not supported here"); goto fail; }
-        } else {
-            json_t *excl = json_copy(names);
-            size_t q;
-            json_t *x;
-            json_array_foreach(forbid, q, x) json_array_append(excl, x);
-            key = other_key(c, excl);
-            json_decref(excl);
-        }
-        bool dropped = false;
-        const char *val = ap && !is_trivial(ap) ? try_gen(c, ap, &dropped) : gjs_basic(c, "value");
-        if (!key || (!val && !dropped)) goto fail;
-        if (val) strbuf_printf(&extra, "%s%s\":\"%s%s", key, w, w, val);
-    } else if (pp) {
-        /* keys from the patterns only (a subset when additionalProperties
-         * is not false: docs/notes/schema.md) */
-        json_object_foreach(pp, k, v)
-        {
-            bool dropped;
-            const char *key = gjs_pattern_string(c, k), *val = key ? try_gen(c, v, &dropped) : NULL;
-            if (!key || (!val && !dropped)) goto fail;
-            if (!val) continue;
-            strbuf_printf(&extra, "%s%s%s\":\"%s%s", extra.len ? " | " : "", key, w, w, val);
-        }
-    }
-    const char *xr = NULL;
-    if (extra.len) xr = gjs_rule(c, "extra", extra.p);
-    free(extra.p);
-    extra.p = NULL;
-    if (extra.len && !xr) goto fail;
-    /* property count limits */
-    json_t *minp = json_object_get(s, "minProperties"), *maxp = json_object_get(s, "maxProperties");
-    long long minv = json_is_integer(minp) ? json_integer_value(minp) : 0;
-    if (minv > (long long)nreq && minv > 1) { gjs_fail(c, "'minProperties' %lld is not supported (more than the required properties)", minv); goto fail; }
-    if (json_is_integer(maxp)) {
-        long long mx = json_integer_value(maxp);
-        if (mx < (long long)nreq) goto unsat;
-        if (xr || mx < (long long)n) {
-            if (mx != 0) { gjs_fail(c, "'maxProperties' is not supported (fewer than the possible properties)"); goto fail; }
-            /* maxProperties 0: only {} */
-            json_decref(names), json_decref(schemas), json_decref(reqf);
-            strbuf e = {0};
-            strbuf_printf(&e, "\"{\"%s\"}\"", w);
-            const char *r = gjs_rule(c, "obj", e.p);
-            free(e.p);
-            return r;
-        }
-    }
-    /* members, from the end: S_i = after one was written, F_i = none yet */
-    char *after = NULL, *first = NULL; /* rule names (strdup) or NULL = empty / none */
-    if (xr) {
-        strbuf b = {0};
-        strbuf_printf(&b, "(%s\",\"%s%s)*", w, w, xr);
-        const char *sr = gjs_rule(c, "oset", b.p);
-        strbuf_puts(&b, "");
-        free(b.p);
-        b = (strbuf){0};
-        strbuf_printf(&b, "%s (%s\",\"%s%s)*", xr, w, w, xr);
-        const char *fr = gjs_rule(c, "ofirst", b.p);
-        free(b.p);
-        if (!sr || !fr) goto fail;
-        after = strdup(sr), first = strdup(fr);
-    }
-    for (size_t idx = n; idx-- > 0;) {
-        const char *name = json_string_value(json_array_get(names, idx));
-        bool r = json_is_true(json_array_get(reqf, idx));
-        bool dropped = false;
-        const char *val = r ? gen(c, json_array_get(schemas, idx)) : try_gen(c, json_array_get(schemas, idx), &dropped);
-        if (dropped) continue; /* an optional property that can match nothing: never written */
-        if (!val) { free(after), free(first); goto fail; }
-        strbuf kv = {0};
-        char *enc = json_enc(name);
-        strbuf lit = {0};
-        strbuf_puts(&lit, "\"");
-        strbuf_puts(&lit, enc ? enc : "");
-        strbuf_puts(&lit, "\"");
-        free(enc);
-        gjs_put_lit(&kv, lit.p, lit.len);
-        free(lit.p);
-        strbuf_printf(&kv, "%s\":\"%s%s", w, w, val);
-        const char *kvr = gjs_rule(c, "kv", kv.p);
-        free(kv.p);
-        if (!kvr) { free(after), free(first); goto fail; }
-        strbuf sb = {0}, fb = {0};
-        if (r) strbuf_printf(&sb, "%s\",\"%s%s%s%s", w, w, kvr, after ? " " : "", after ? after : "");
-        else strbuf_printf(&sb, "(%s\",\"%s%s)?%s%s", w, w, kvr, after ? " " : "", after ? after : "");
-        strbuf_printf(&fb, "%s%s%s", kvr, after ? " " : "", after ? after : "");
-        if (!r && first) strbuf_printf(&fb, " | %s", first);
-        const char *sr = gjs_rule(c, "oset", sb.p), *fr = gjs_rule(c, "ofirst", fb.p);
-        free(sb.p), free(fb.p);
-        free(after), free(first);
-        after = sr ? strdup(sr) : NULL, first = fr ? strdup(fr) : NULL;
-        if (!sr || !fr) { free(after), free(first); goto fail; }
-    }
-    json_decref(names), json_decref(schemas), json_decref(reqf);
-    strbuf ob = {0};
-    if (!first) strbuf_printf(&ob, "\"{\"%s\"}\"", w);
-    else if (nreq == 0 && minv < 1) strbuf_printf(&ob, "\"{\"%s(%s%s)?\"}\"", w, first, w);
-    else strbuf_printf(&ob, "\"{\"%s%s%s\"}\"", w, first, w);
-    free(after), free(first);
-    const char *r = gjs_rule(c, "obj", ob.p);
-    free(ob.p);
-    return r;
-unsat:
-    gjs_unsat(c, "object schema cannot be satisfied (a required property is forbidden)");
-fail:
-    free(extra.p);
-    json_decref(names), json_decref(schemas), json_decref(reqf);
-    return NULL;
-}
-
-/* ---- arrays ------------------------------------------------------------ */
-
-static const char *gen_array(gjs *c, json_t *s)
-{
-    const char *w = c->ws;
-    json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items"), *rest = NULL;
-    if (json_is_array(items)) prefix = items, rest = json_object_get(s, "additionalItems");
-    else rest = items;
-    if (!rest) rest = json_object_get(s, "unevaluatedItems");
-    if (!json_is_array(prefix)) prefix = NULL;
-    json_t *cont = json_object_get(s, "contains");
-    if (cont) return gjs_fail(c, "'contains' is not supported"), NULL;
-    json_t *mi = json_object_get(s, "minItems"), *ma = json_object_get(s, "maxItems");
-    long long m = json_is_number(mi) ? (long long)json_number_value(mi) : 0;
-    long long M = json_is_number(ma) ? (long long)json_number_value(ma) : -1;
-    if (json_is_true(json_object_get(s, "uniqueItems")) && !(M >= 0 && M <= 1))
-        return gjs_fail(c, "'uniqueItems' is not supported"), NULL;
-    if (M > GJS_MAX_REPEAT) M = -1;
-    if (m > GJS_MAX_REPEAT) return gjs_fail(c, "minItems %lld too large (limit %d)", m, GJS_MAX_REPEAT), NULL;
-    if (M >= 0 && m > M) return gjs_unsat(c, "array schema cannot be satisfied (minItems > maxItems)"), NULL;
-    long long k = prefix ? (long long)json_array_size(prefix) : 0;
-    bool rest_false = json_is_false(rest) || (json_is_object(rest) && json_object_get(rest, GJS_FALSE_KEY));
-    const char *R = NULL;
-    bool dropped = false;
-    if (!rest_false && (M < 0 || M > k)) R = rest && !is_trivial(rest) ? try_gen(c, rest, &dropped) : gjs_basic(c, "value");
-    if (c->failed) return NULL;
-    /* prefix items, first to last: one that matches nothing ends the array */
-    long long upto = M >= 0 && M < k ? M : k;
-    const char **P = calloc((size_t)upto + 1, sizeof *P);
-    if (!P) return gjs_fail(c, "out of memory"), NULL;
-    for (long long i = 1; i <= upto; i++) {
-        P[i] = try_gen(c, json_array_get(prefix, (size_t)(i - 1)), &dropped);
-        if (P[i]) continue;
-        if (!dropped) { free(P); return NULL; }
-        upto = i - 1, R = NULL, M = upto;
-        break;
-    }
-    if (!R) {
-        if (M < 0 || M > k) M = k;
-        if (m > M) { free(P); return gjs_unsat(c, "array schema cannot be satisfied (minItems beyond the allowed items)"), NULL; }
-    }
-    strbuf b = {0};
-    /* after position k: rest items, count in [max(0, m-k), M-k] */
-    char *tail = NULL;
-    if (R) {
-        long long a = m > k ? m - k : 0, z = M < 0 ? -1 : M - k;
-        strbuf t = {0};
-        if (z < 0) strbuf_printf(&t, "(%s\",\"%s%s)%s", w, w, R, a == 0 ? "*" : a == 1 ? "+" : "");
-        if (z < 0 && a > 1) strbuf_printf(&t, "{%lld,}", a);
-        if (z >= 0) strbuf_printf(&t, "(%s\",\"%s%s){%lld,%lld}", w, w, R, a, z);
-        const char *tr = z == 0 ? NULL : gjs_rule(c, "aset", t.p);
-        free(t.p);
-        if (z != 0 && !tr) { free(P); return NULL; }
-        tail = tr ? strdup(tr) : NULL;
-    }
-    /* the first element, and the prefix chain */
-    const char *first;
-    if (k == 0) {
-        if (!R) first = NULL;
-        else {
-            /* R then count-1 more: rest count [max(0,m-1), M-1] */
-            long long a = m > 1 ? m - 1 : 0, z = M < 0 ? -1 : M - 1;
-            free(tail);
-            tail = NULL;
-            strbuf_printf(&b, "%s", R);
-            if (z < 0) {
-                strbuf_printf(&b, " (%s\",\"%s%s)%s", w, w, R, a == 0 ? "*" : a == 1 ? "+" : "");
-                if (a > 1) strbuf_printf(&b, "{%lld,}", a);
-            } else if (z > 0) strbuf_printf(&b, " (%s\",\"%s%s){%lld,%lld}", w, w, R, a, z);
-            first = gjs_rule(c, "afirst", b.p);
-            free(b.p), b = (strbuf){0};
-            if (!first) { free(P); return NULL; }
-        }
-    } else {
-        char *after = tail;
-        for (long long i = upto; i >= 1; i--) {
-            strbuf e = {0};
-            if (i == 1) strbuf_printf(&e, "%s%s%s", P[i], after ? " " : "", after ? after : "");
-            else if (i <= m) strbuf_printf(&e, "%s\",\"%s%s%s%s", w, w, P[i], after ? " " : "", after ? after : "");
-            else strbuf_printf(&e, "(%s\",\"%s%s%s%s)?", w, w, P[i], after ? " " : "", after ? after : "");
-            const char *er = gjs_rule(c, i == 1 ? "afirst" : "aset", e.p);
-            free(e.p);
-            free(after);
-            after = er ? strdup(er) : NULL;
-            if (!er) { free(P); return NULL; }
-        }
-        first = after ? gjs_rule(c, "afirst", after) : NULL;
-        free(after);
-        tail = NULL;
-    }
-    free(P);
-    free(tail);
-    if (!first) strbuf_printf(&b, "\"[\"%s\"]\"", w);
-    else if (m == 0) strbuf_printf(&b, "\"[\"%s(%s%s)?\"]\"", w, first, w);
-    else strbuf_printf(&b, "\"[\"%s%s%s\"]\"", w, first, w);
-    const char *r = gjs_rule(c, "arr", b.p);
-    free(b.p);
-    return r;
-}
-
-/* ---- enum / const ------------------------------------------------------ */
-
-static bool value_has_type(json_t *v, json_t *type)
-{
-    if (!type) return true;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return type_has(type, "object");
-    case JSON_ARRAY: return type_has(type, "array");
-    case JSON_STRING: return type_has(type, "string");
-    case JSON_INTEGER: return type_has(type, "integer") || type_has(type, "number");
-    case JSON_REAL: return type_has(type, "number");
-    case JSON_TRUE:
-    case JSON_FALSE: return type_has(type, "boolean");
-    default: return type_has(type, "null");
-    }
-}
-
-static const char *gen_enum(gjs *c, json_t *vals, json_t *type)
-{
-    strbuf b = {0};
-    size_t i;
-    json_t *v;
-    json_array_foreach(vals, i, v)
-    {
-        if (!value_has_type(v, type)) continue;
-        char *t;
-        double x = json_is_real(v) ? json_real_value(v) : 0.5;
-        if (x == (double)(long long)x && x > -1e15 && x < 1e15) {
-            t = malloc(32);
-            if (t) snprintf(t, 32, "%lld", (long long)x);
-        } else t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(17));
-        if (!t) continue;
-        if (b.len) strbuf_puts(&b, " | ");
-        gjs_put_lit(&b, t, strlen(t));
-        free(t);
-        if (b.len > GJS_MAX_OUT) break;
-    }
-    if (!b.len) { free(b.p); return gjs_unsat(c, "enum/const: no value allowed by the schema"), NULL; }
-    const char *r = gjs_rule(c, "enum", b.p);
-    free(b.p);
-    return r;
-}
-
 /* ---- one schema -------------------------------------------------------- */
 
 static const char *gen_type(gjs *c, json_t *s, const char *t)
@@ -1035,8 +557,8 @@ static const char *gen_type(gjs *c, json_t *s, const char *t)
     if (!strcmp(t, "string")) return gjs_string(c, s);
     if (!strcmp(t, "integer")) return gjs_number(c, s, true);
     if (!strcmp(t, "number")) return gjs_number(c, s, false);
-    if (!strcmp(t, "object")) return gen_object(c, s);
-    if (!strcmp(t, "array")) return gen_array(c, s);
+    if (!strcmp(t, "object")) return gjs_object(c, s);
+    if (!strcmp(t, "array")) return gjs_array(c, s);
     if (!strcmp(t, "boolean")) return gjs_basic(c, "boolean");
     if (!strcmp(t, "null")) return gjs_basic(c, "null");
     return gjs_fail(c, "unknown type '%.40s'", t), NULL;
@@ -1075,10 +597,10 @@ static const char *gen_inner(gjs *c, json_t *s)
             if (!sib) return gen_ref(c, json_string_value(ref));
             json_decref(sib);
         }
-        json_t *m = flatten(c, s, 0);
+        json_t *m = gjs_flatten(c, s, 0);
         if (!m) return NULL;
         json_array_append_new(c->keep, m);
-        return gen(c, m);
+        return gjs_gen(c, m);
     }
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
     if (json_is_array(any) && json_is_array(one)) {
@@ -1089,7 +611,7 @@ static const char *gen_inner(gjs *c, json_t *s)
         json_decref(m), json_decref(x);
         if (!mm) return NULL;
         json_array_append_new(c->keep, mm);
-        return gen(c, mm);
+        return gjs_gen(c, mm);
     }
     json_t *alts = json_is_array(any) ? any : json_is_array(one) ? one : NULL;
     if (alts) {
@@ -1105,7 +627,7 @@ static const char *gen_inner(gjs *c, json_t *s)
             json_array_append_new(c->keep, x);
             if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) continue;
             bool dropped;
-            const char *r = try_gen(c, x, &dropped);
+            const char *r = gjs_try_gen(c, x, &dropped);
             if (dropped) continue;
             if (!r) break;
             strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
@@ -1130,16 +652,16 @@ static const char *gen_inner(gjs *c, json_t *s)
             json_array_foreach(e, i, v) if (json_equal(v, cv)) in = true;
             if (!in) json_array_clear(a);
         }
-        const char *r = gen_enum(c, a, type);
+        const char *r = gjs_enum(c, a, type);
         json_decref(a);
         return r;
     }
     json_t *e = json_object_get(s, "enum");
     if (e) {
         if (!json_is_array(e)) return gjs_fail(c, "'enum' must be an array"), NULL;
-        return gen_enum(c, e, type);
+        return gjs_enum(c, e, type);
     }
-    if (is_trivial(s)) return gjs_basic(c, "value");
+    if (gjs_is_trivial(s)) return gjs_basic(c, "value");
     static const char *const all_types[] = {"object", "array", "string", "number", "boolean", "null", NULL};
     strbuf b = {0};
     if (json_is_string(type)) {
@@ -1148,7 +670,7 @@ static const char *gen_inner(gjs *c, json_t *s)
         return r;
     }
     size_t nt = type ? json_array_size(type) : 6;
-    bool has_num = type && type_has(type, "number");
+    bool has_num = type && gjs_type_has(type, "number");
     for (size_t i = 0; i < nt; i++) {
         const char *t = type ? json_string_value(json_array_get(type, i)) : all_types[i];
         if (!t) { free(b.p); return gjs_fail(c, "'type' entries must be strings"), NULL; }
@@ -1163,7 +685,7 @@ static const char *gen_inner(gjs *c, json_t *s)
     return r;
 }
 
-static const char *gen(gjs *c, json_t *s)
+const char *gjs_gen(gjs *c, json_t *s)
 {
     if (c->failed) return NULL;
     if (c->depth >= GJS_MAX_DEPTH) return gjs_fail(c, "schema nested too deep (over %d levels)", GJS_MAX_DEPTH), NULL;
@@ -1187,10 +709,10 @@ int grammar_schema_to_ebnf(const char *schema, size_t len, const grammar_json_op
     json_t *root = NULL;
     if (schema) {
         json_error_t je;
-        root = json_loadb(schema, len, JSON_DECODE_ANY, &je);
+        root = json_loadb(schema, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
         /* integers past int64 (9223372036854775808 as a bound): read every
          * number as a double instead */
-        if (!root && strstr(je.text, "too big")) root = json_loadb(schema, len, JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL, &je);
+        if (!root && strstr(je.text, "too big")) root = json_loadb(schema, len, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL, &je);
         if (!root) {
             gjs_fail(&c, "schema is not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
             goto done;
@@ -1213,7 +735,7 @@ int grammar_schema_to_ebnf(const char *schema, size_t len, const grammar_json_op
     } else {
         c.ws = " ";
     }
-    const char *r = root ? gen(&c, root) : gjs_basic(&c, "object");
+    const char *r = root ? gjs_gen(&c, root) : gjs_basic(&c, "object");
     if (r && !c.failed) {
         strbuf_printf(out, "root ::= %s\n", r);
         strbuf_put(out, c.rules.p ? c.rules.p : "", c.rules.len);
