@@ -55,6 +55,16 @@ void gjs_put_lit(strbuf *b, const char *s, size_t len);
  * number, integer, JSON-string character, whitespace. */
 const char *gjs_basic(gjs *c, const char *which);
 
+/* A count keyword (minItems, maxProperties ...) as an integer clamped to
+ * +-1e15 (values past it mean "unbounded" to every caller); def when v is
+ * not a number. */
+static inline long long gjs_count(json_t *v, long long def)
+{
+    if (!json_is_number(v)) return def;
+    double x = json_number_value(v);
+    return x > 1e15 ? (long long)1e15 : x < -1e15 ? (long long)-1e15 : (long long)x;
+}
+
 /* ---- the dispatch (grammar_json_schema.c) ---- */
 /* The rule for any subschema s (NULL on error). */
 const char *gjs_gen(gjs *c, json_t *s);

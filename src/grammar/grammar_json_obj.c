@@ -312,10 +312,10 @@ const char *gjs_object(gjs *c, json_t *s)
     if (extra.len && !xr) goto fail;
     /* property count limits */
     json_t *minp = json_object_get(s, "minProperties"), *maxp = json_object_get(s, "maxProperties");
-    long long minv = json_is_number(minp) ? (long long)json_number_value(minp) : 0;
+    long long minv = gjs_count(minp, 0);
     if (minv > (long long)nreq && minv > 1) { gjs_fail(c, "'minProperties' %lld is not supported (more than the required properties)", minv); goto fail; }
     if (json_is_number(maxp)) {
-        long long mx = (long long)json_number_value(maxp);
+        long long mx = gjs_count(maxp, 0);
         if (mx < (long long)nreq) goto unsat;
         if (xr || mx < (long long)n) {
             if (mx != 0) { gjs_fail(c, "'maxProperties' is not supported (fewer than the possible properties)"); goto fail; }
@@ -404,8 +404,10 @@ const char *gjs_array(gjs *c, json_t *s)
     json_t *cont = json_object_get(s, "contains");
     if (cont) return gjs_fail(c, "'contains' is not supported"), NULL;
     json_t *mi = json_object_get(s, "minItems"), *ma = json_object_get(s, "maxItems");
-    long long m = json_is_number(mi) ? (long long)json_number_value(mi) : 0;
-    long long M = json_is_number(ma) ? (long long)json_number_value(ma) : -1;
+    long long m = gjs_count(mi, 0);
+    if (m < 0) m = 0;
+    long long M = gjs_count(ma, -1);
+    if (M < -1) M = 0;
     if (json_is_true(json_object_get(s, "uniqueItems")) && !(M >= 0 && M <= 1))
         return gjs_fail(c, "'uniqueItems' is not supported"), NULL;
     if (M > GJS_MAX_REPEAT) M = -1;
