@@ -19,6 +19,11 @@
 #               deltas join to the non-streamed answer, which equals the
 #               raw text (separate_reasoning false); enable_thinking false
 #               leaves it content
+#   then the JS clients (tests/js/tools.test.mjs) against the same server,
+#   and the history checks again with Qwen2.5's template (hermes format,
+#   --tool-call-parser qwen25).  tool_choice required / named need the
+#   grammar in the serving path: until then they are 400s and the checks
+#   that need them say "skip".
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -30,23 +35,27 @@ server_require "$TOK/tokenizer.json" "$CFG"
 T=$(mktemp -d)
 trap server_cleanup EXIT
 
-mkdir -p "$T/m"
-$PY - "$CFG" "$T/m/config.json" <<'PYEOF'
+# make_model DIR CONFIG: a 1-layer random-weight copy of a real config
+make_model() {
+    mkdir -p "$1"
+    $PY - "$2" "$1/config.json" <<'PYEOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.update(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
          num_key_value_heads=1, head_dim=32, max_position_embeddings=4096)
 json.dump(c, open(sys.argv[2], "w"))
 PYEOF
-
+}
+make_model "$T/m" "$CFG"
 server_start "$T/log" --model-path "$T/m" --tokenizer-path "$TOK" --load-format dummy --threads 1 \
     --max-total-tokens 8192 --skip-server-warmup --log-requests --log-requests-level 3 \
     --log-requests-format json --log-requests-target stdout \
     --tool-call-parser qwen --reasoning-parser qwen3-thinking || server_fail "$T/log"
 
-$PY - "$SERVER_URL" "$T/log" "$BIN" "$TOK" <<'PYEOF'
+cat >"$T/check.py" <<'PYEOF'
 import json, subprocess, sys, time, urllib.request, urllib.error
-url, log, binary, tok = sys.argv[1:5]
+url, log, binary, tok, mode = sys.argv[1:6]
+tmpl_args = ["--chat-template", sys.argv[6]] if len(sys.argv) > 6 else []
 bad = 0
 def check(ok, what, extra=""):
     global bad
@@ -81,7 +90,7 @@ def logged(rid):
         time.sleep(0.05)
     return None
 def command_prompt(req):
-    out = subprocess.run([binary, "chat-template", "--tokenizer-path", tok], input=json.dumps(req) + "\n",
+    out = subprocess.run([binary, "chat-template", "--tokenizer-path", tok] + tmpl_args, input=json.dumps(req) + "\n",
                          capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[0])
 def tokenize(text):
@@ -168,6 +177,8 @@ check(code == 400 and "nope" in resp["error"]["message"], "unknown named tool: 4
 code, resp = post("/v1/chat/completions", {"model": "m", "messages": history, "tool_choice": "required"})
 check(code == 400, "required without tools: 400", resp)
 
+if mode == "history":
+    sys.exit(1 if bad else 0)
 # /parse_function_call (SGLang's native route)
 text = ("Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n"
         "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>")
@@ -217,6 +228,7 @@ ch = resp["choices"][0]
 check(ch["message"]["tool_calls"] is None and ch["finish_reason"] == "length", "auto, random output: no tool_calls", ch)
 sys.exit(1 if bad else 0)
 PYEOF
+$PY "$T/check.py" "$SERVER_URL" "$T/log" "$BIN" "$TOK" full
 rc=$?
 # the real clients (tests/js/tools.test.mjs), where their modules are installed
 JSMOD=${SGLC_JS_MODULES:-$ROOT/tests/js/node_modules}
@@ -233,4 +245,19 @@ else
     echo "skip JS clients: no node / openai / ai modules at $JSMOD"
 fi
 server_stop
+# Qwen2.5's template (hermes tool format, tool_call.arguments | tojson, tool
+# results in a user turn) over the same tokenizer, --tool-call-parser qwen25
+Q25=$SHARED/models/configs/Qwen__Qwen2.5-7B-Instruct/tokenizer_config.json
+if [ -f "$Q25" ]; then
+    $PY -c 'import json,sys; open(sys.argv[2],"w").write(json.load(open(sys.argv[1]))["chat_template"])' "$Q25" "$T/q25.jinja"
+    server_start "$T/qlog" --model-path "$T/m" --tokenizer-path "$TOK" --load-format dummy --threads 1 \
+        --max-total-tokens 8192 --skip-server-warmup --log-requests --log-requests-level 3 \
+        --log-requests-format json --log-requests-target stdout --tool-call-parser qwen25 \
+        --chat-template "$T/q25.jinja" || server_fail "$T/qlog"
+    echo "-- Qwen2.5 template"
+    $PY "$T/check.py" "$SERVER_URL" "$T/qlog" "$BIN" "$TOK" history "$T/q25.jinja" || rc=1
+    server_stop
+else
+    echo "skip Qwen2.5 template: $Q25 missing"
+fi
 exit $rc
