@@ -506,17 +506,22 @@ static int step_qwen3_coder(tc_parser *p, bool final)
         if ((r = xml_key(p, ">", final)) == 0) return 0;
         if (r == -2) return -1;
         p->st = r > 0 ? S_Q_PVAL : S_Q_BODY;
+        p->scanned = 0;
         return 1;
     case S_Q_PVAL: {
         const char *s = tc_data(p);
-        size_t n = tc_avail(p), best = n;
+        size_t n = tc_avail(p), best = n, from = p->scanned > 16 ? p->scanned - 16 : 0;
         int bi = -1;
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 4; k++) { /* only where a marker can start that was not searched before */
             size_t lim = best < n ? best + strlen(vend[k]) : n;
-            const char *f = tc_find(s, lim < n ? lim : n, vend[k]);
+            if (lim > n) lim = n;
+            const char *f = lim > from ? tc_find(s + from, lim - from, vend[k]) : NULL;
             if (f && (size_t)(f - s) < best) best = (size_t)(f - s), bi = k;
         }
-        if (bi < 0 && !final) return 0;
+        if (bi < 0 && !final) {
+            p->scanned = n;
+            return 0;
+        }
         if (xml_param(p, s, best, true, false)) return -1;
         tc_consume(p, best + (bi == 0 ? strlen(vend[0]) : 0));
         p->st = S_Q_BODY;
@@ -584,7 +589,7 @@ static int step_glm45(tc_parser *p, bool final)
             p->st = S_TEXT;
             return 1;
         }
-        if (which == 0) p->st = S_G_VAL;
+        if (which == 0) p->st = S_G_VAL, p->scanned = 0;
         else if (which == 1) p->st = S_G_KEY;
         else {
             if (xml_close(p)) return -1;
@@ -593,9 +598,12 @@ static int step_glm45(tc_parser *p, bool final)
         return 1;
     case S_G_VAL: {
         const char *s = tc_data(p);
-        size_t n = tc_avail(p);
-        const char *f = tc_find(s, n, "</arg_value>");
-        if (!f && !final) return 0;
+        size_t n = tc_avail(p), from = p->scanned > 16 ? p->scanned - 16 : 0;
+        const char *f = tc_find(s + from, n - from, "</arg_value>");
+        if (!f && !final) {
+            p->scanned = n;
+            return 0;
+        }
         size_t at = f ? (size_t)(f - s) : n;
         if (xml_param(p, s, at, false, true)) return -1;
         tc_consume(p, at + (f ? 12 : 0));

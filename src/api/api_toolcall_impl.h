@@ -58,6 +58,7 @@ struct tc_parser {
     char *name;                  /* owned: the current call's name */
     char *key;                   /* owned: XML formats' current parameter name */
     int n_params;
+    size_t scanned;              /* XML value states: bytes already searched for an end marker */
 };
 
 /* bytes not consumed */
