@@ -458,10 +458,11 @@ void quant_ref_to_f32_iq4_xs(float *dst, const void *src, int64_t k)
 /* Fit x[i] ~ scale * L[i] - mn with codes L[i] in [0, nmax] and mn >= 0,
  * minimising sum w[i] * e^2 (|e| when use_mad).  Starts from the range fit
  * (min(x, 0)..max(x) onto 0..nmax); then for each inverse scale
- * (nmax + rmin + rdelta * s) / range, s = 0..nstep, rounds the codes and
- * solves the weighted least squares for (scale, offset) given those codes
- * (offset clamped to <= 0); the smallest error wins.  Returns the scale,
- * *mn_out the min. */
+ * (nmax + rmin + rdelta * s) / (max - base), s = 0..nstep, rounds the codes
+ * of x - base and solves the weighted least squares for (scale, offset)
+ * given those codes (offset clamped to <= 0); the smallest error wins, and
+ * base follows the best offset found so far (the search re-centres on
+ * it).  Returns the scale, *mn_out the min. */
 static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn_out,
                            float rmin, float rdelta, int nstep, int use_mad)
 {
@@ -486,11 +487,12 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         best += w[i] * (use_mad ? fabs(e) : e * e);
     }
     uint8_t la[QK_K];
+    float base = lo;
     for (int s = 0; s <= nstep; s++) {
-        float is = ((float)nmax + rmin + rdelta * (float)s) / (hi - lo);
+        float is = ((float)nmax + rmin + rdelta * (float)s) / (hi - base);
         double sl = 0, sl2 = 0, sxl = 0;
         for (int i = 0; i < n; i++) {
-            int l = clampi(round_i(is * (x[i] - lo)), 0, nmax);
+            int l = clampi(round_i(is * (x[i] - base)), 0, nmax);
             la[i] = (uint8_t)l;
             sl += (double)w[i] * l, sl2 += (double)w[i] * l * l, sxl += (double)w[i] * l * x[i];
         }
@@ -506,6 +508,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         if (err < best) {
             memcpy(L, la, (size_t)n);
             best = err, scale = (float)a, off = (float)o;
+            base = off;
         }
     }
     *mn_out = -off;
@@ -514,12 +517,14 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
 
 /* Fit x[i] ~ scale * l[i], l[i] in [-nmax, nmax - 1], minimising
  * sum w (x - scale l)^2, i.e. maximising (sum w x l)^2 / sum w l^2.
- * Candidates: inverse scales -(nmax + 0.1 s) / vmax for s = -9..9 (vmax the
- * value of largest magnitude, landing on -nmax at s = 0), then (refine)
+ * Candidates: inverse scales -(nmax + 0.1 s) / vmax for s = -ngrid..ngrid
+ * (vmax the value of largest magnitude, landing on -nmax at s = 0; Q6_K
+ * uses llama.cpp's +-0.9, Q3_K +-0.4: with x^2 weights a wider grid trades
+ * the small values for the largest and measures worse), then (refine)
  * up to 5 passes moving single codes to the value the fit of the others
  * asks for when that raises the objective.  L[i] = l[i] + nmax.  Returns
  * the least-squares scale (0 for an all-zero group). */
-static float fit_scale_sym(int n, int nmax, const float *x, const float *w, int8_t *L, int refine)
+static float fit_scale_sym(int n, int nmax, const float *x, const float *w, int8_t *L, int ngrid, int refine)
 {
     float amax;
     float vmax = signed_amax(x, n, &amax);
@@ -530,7 +535,7 @@ static float fit_scale_sym(int n, int nmax, const float *x, const float *w, int8
     int8_t l[QK_K];
     double bx = 0, b2 = 0;
     int have = 0;
-    for (int s = -9; s <= 9; s++) {
+    for (int s = -ngrid; s <= ngrid; s++) {
         float is = -((float)nmax + 0.1f * (float)s) / vmax;
         double slx = 0, sl2 = 0;
         int8_t t[QK_K];
@@ -682,7 +687,7 @@ void quant_ref_from_f32_q3_K(void *dst, const float *src, int64_t k)
         clean(x, src, QK_K, F16_MAX);
         for (int j = 0; j < 16; j++) {
             for (int l = 0; l < 16; l++) w[l] = x[16 * j + l] * x[16 * j + l];
-            scales[j] = fit_scale_sym(16, 4, x + 16 * j, w, L + 16 * j, 1);
+            scales[j] = fit_scale_sym(16, 4, x + 16 * j, w, L + 16 * j, 4, 1);
             if (fabsf(scales[j]) > amax) amax = fabsf(scales[j]), max_scale = scales[j];
         }
         memset(y[b].scales, 0, sizeof y[b].scales);
@@ -802,7 +807,7 @@ void quant_ref_from_f32_q6_K(void *dst, const float *src, int64_t k)
         clean(x, src, QK_K, F16_MAX);
         for (int j = 0; j < 16; j++) {
             for (int l = 0; l < 16; l++) w[l] = x[16 * j + l] * x[16 * j + l];
-            scales[j] = fit_scale_sym(16, 32, x + 16 * j, w, L + 16 * j, 1);
+            scales[j] = fit_scale_sym(16, 32, x + 16 * j, w, L + 16 * j, 9, 1);
             if (fabsf(scales[j]) > amax) amax = fabsf(scales[j]), max_scale = scales[j];
         }
         memset(&y[b], 0, sizeof y[b]);
