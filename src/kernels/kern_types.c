@@ -198,6 +198,7 @@ void kern_types_init(void)
     }
     /* block-quantized weight types: the int8 dots of quant_dot*.c (the
      * AVX-512 slot runs the AVX2 kernels); dot is the dequantizing f32 one */
+    quant_init();
     for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++) {
         if (!quant_ops_scalar((kern_type)t)) continue; /* Q8_K, Q8_1: activations only */
         kern_type_traits *q = &g_traits[t];

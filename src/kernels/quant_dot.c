@@ -20,6 +20,16 @@
 const int8_t quant_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                        1,    13,   25,  38,  53,  69,  89,  113};
 
+float quant_f16_table[65536];
+
+void quant_init(void)
+{
+    static int done;
+    if (done) return;
+    for (int i = 0; i < 65536; i++) quant_f16_table[i] = f16_to_f32((uint16_t)i);
+    done = 1;
+}
+
 /* ---- activation quantizers --------------------------------------------- */
 
 /* q = round-half-even(x * 127 / amax), |q| <= 127; returns the scale amax / 127. */

@@ -66,6 +66,11 @@ void quant_decode_block(kern_type t, const void *blk, int8_t *q, float *d16, flo
 /* Dequantize k values of type t (through quant_decode_block). */
 void quant_dequant_row(kern_type t, float *dst, const void *src, int64_t k);
 
+/* f16 -> f32 of every half (256 KiB): one load per block scale in the
+ * kernels, cheaper than F16C's insert + convert; filled by quant_init(). */
+extern float quant_f16_table[65536];
+void quant_init(void);
+
 /* The IQ4_NL / IQ4_XS value table. */
 extern const int8_t quant_iq4nl_values[16];
 

@@ -25,7 +25,7 @@
 
 #define AI static inline __attribute__((always_inline))
 
-AI float h2f(uint16_t h) { return _cvtsh_ss(h); }
+AI float h2f(uint16_t h) { return quant_f16_table[h]; }
 
 AI float hsum8(__m256 v)
 {
@@ -84,118 +84,97 @@ AI __m256i scale_pair(int s0, int s1)
 
 /* ---- 32-value block types on Q8_0 / Q8_1 ------------------------------- */
 
-AI void body_q8_0(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os)
+/* Each blk_* adds weight block b's products with the R activation rows'
+ * block b into acc[r]. */
+
+/* a signed weight block qx (32 int8, scale dw) against Q8_0 rows */
+AI void blk_signed(__m256i qx, float dw, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    const block_q8_0 *x = w;
-    __m256 acc[QUANT_MAX_R];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int b = 0; b < k / QK8_0; b++) {
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        __m256i ax = _mm256_sign_epi8(qx, qx);
-        float dw = h2f(x[b].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)ACT(r) + b;
-            __m256i s = dot_ss(ax, qx, _mm256_loadu_si256((const __m256i *)y->qs));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(s), acc[r]);
-        }
+    __m256i ax = _mm256_sign_epi8(qx, qx);
+    for (int r = 0; r < R; r++) {
+        const block_q8_0 *y = (const block_q8_0 *)ACT(r) + b;
+        __m256i s = dot_ss(ax, qx, _mm256_loadu_si256((const __m256i *)y->qs));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(s), acc[r]);
     }
-    STORE_ACC
 }
 
-AI void body_q4_0(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os)
+AI void blk_q8_0(const void *w, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    const block_q4_0 *x = w;
-    __m256 acc[QUANT_MAX_R];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int b = 0; b < k / QK4_0; b++) {
-        __m256i qx = _mm256_sub_epi8(nibbles32(x[b].qs), _mm256_set1_epi8(8));
-        __m256i ax = _mm256_sign_epi8(qx, qx);
-        float dw = h2f(x[b].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)ACT(r) + b;
-            __m256i s = dot_ss(ax, qx, _mm256_loadu_si256((const __m256i *)y->qs));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(s), acc[r]);
-        }
-    }
-    STORE_ACC
+    const block_q8_0 *x = (const block_q8_0 *)w + b;
+    blk_signed(_mm256_loadu_si256((const __m256i *)x->qs), h2f(x->d), b, a, as, R, acc);
 }
 
-AI void body_q5_0(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os)
+AI void blk_q4_0(const void *w, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    const block_q5_0 *x = w;
-    __m256 acc[QUANT_MAX_R];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int b = 0; b < k / QK5_0; b++) {
-        /* a clear fifth bit means value - 16: or 0xF0 into the nibble */
-        __m256i hi = _mm256_andnot_si256(bits32(x[b].qh), _mm256_set1_epi8((char)0xF0));
-        __m256i qx = _mm256_or_si256(nibbles32(x[b].qs), hi);
-        __m256i ax = _mm256_sign_epi8(qx, qx);
-        float dw = h2f(x[b].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)ACT(r) + b;
-            __m256i s = dot_ss(ax, qx, _mm256_loadu_si256((const __m256i *)y->qs));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(s), acc[r]);
-        }
-    }
-    STORE_ACC
+    const block_q4_0 *x = (const block_q4_0 *)w + b;
+    blk_signed(_mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8)), h2f(x->d), b, a, as, R, acc);
 }
 
-AI void body_iq4_nl(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os)
+AI void blk_q5_0(const void *w, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    const block_iq4_nl *x = w;
+    const block_q5_0 *x = (const block_q5_0 *)w + b;
+    /* a clear fifth bit means value - 16: or 0xF0 into the nibble */
+    __m256i hi = _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0));
+    blk_signed(_mm256_or_si256(nibbles32(x->qs), hi), h2f(x->d), b, a, as, R, acc);
+}
+
+AI void blk_iq4_nl(const void *w, int b, const void *a, size_t as, const int R, __m256 *acc)
+{
+    const block_iq4_nl *x = (const block_iq4_nl *)w + b;
     const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    __m256 acc[QUANT_MAX_R];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int b = 0; b < k / QK4_NL; b++) {
-        __m256i qx = _mm256_shuffle_epi8(tab, nibbles32(x[b].qs));
-        __m256i ax = _mm256_sign_epi8(qx, qx);
-        float dw = h2f(x[b].d);
-        for (int r = 0; r < R; r++) {
-            const block_q8_0 *y = (const block_q8_0 *)ACT(r) + b;
-            __m256i s = dot_ss(ax, qx, _mm256_loadu_si256((const __m256i *)y->qs));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(s), acc[r]);
-        }
-    }
-    STORE_ACC
+    blk_signed(_mm256_shuffle_epi8(tab, nibbles32(x->qs)), h2f(x->d), b, a, as, R, acc);
 }
 
 /* Q4_1 / Q5_1: w = d q + m with unsigned q; y = d da sum(q qa) + m da sum(qa) */
-AI void body_q_1(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os,
-                 const int five)
+AI void blk_unsigned(__m256i qx, float dw, float mw, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    __m256 acc[QUANT_MAX_R];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     const __m256i one8 = _mm256_set1_epi8(1);
-    for (int b = 0; b < k / 32; b++) {
-        __m256i qx;
-        float dw, mw;
-        if (five) {
-            const block_q5_1 *x = (const block_q5_1 *)w + b;
-            qx = _mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10)));
-            dw = h2f(x->d), mw = h2f(x->m);
-        } else {
-            const block_q4_1 *x = (const block_q4_1 *)w + b;
-            qx = nibbles32(x->qs);
-            dw = h2f(x->d), mw = h2f(x->m);
-        }
-        for (int r = 0; r < R; r++) {
-            const block_q8_1 *y = (const block_q8_1 *)ACT(r) + b;
-            __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
-            float da = h2f(y->d);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(dot_us(qx, qy)), acc[r]);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw * da), _mm256_cvtepi32_ps(dot_us(one8, qy)), acc[r]);
-        }
+    for (int r = 0; r < R; r++) {
+        const block_q8_1 *y = (const block_q8_1 *)ACT(r) + b;
+        __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+        float da = h2f(y->d);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(dot_us(qx, qy)), acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(mw * da), _mm256_cvtepi32_ps(dot_us(one8, qy)), acc[r]);
     }
-    STORE_ACC
 }
-AI void body_q4_1(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os)
+
+AI void blk_q4_1(const void *w, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    body_q_1(k, w, a, as, R, out, os, 0);
+    const block_q4_1 *x = (const block_q4_1 *)w + b;
+    blk_unsigned(nibbles32(x->qs), h2f(x->d), h2f(x->m), b, a, as, R, acc);
 }
-AI void body_q5_1(int k, const void *w, const void *a, size_t as, const int R, float *out, size_t os)
+
+AI void blk_q5_1(const void *w, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
-    body_q_1(k, w, a, as, R, out, os, 1);
+    const block_q5_1 *x = (const block_q5_1 *)w + b;
+    __m256i qx = _mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(bits32(x->qh), _mm256_set1_epi8(0x10)));
+    blk_unsigned(qx, h2f(x->d), h2f(x->m), b, a, as, R, acc);
 }
+
+/* The row loop of a 32-value type: with one or two rows, two blocks per
+ * step into separate accumulators (one FMA chain per row would bound
+ * decode at the FMA latency, 4 cycles a block). */
+#define BODY32(T)                                                                                   \
+    AI void body_##T(int k, const void *w, const void *a, size_t as, const int R, float *out,       \
+                     size_t os)                                                                     \
+    {                                                                                               \
+        __m256 acc[QUANT_MAX_R], acc2[QUANT_MAX_R];                                                 \
+        for (int r = 0; r < R; r++) acc[r] = acc2[r] = _mm256_setzero_ps();                         \
+        int nb = k / 32, b = 0;                                                                     \
+        if (R <= 2)                                                                                 \
+            for (; b + 1 < nb; b += 2) {                                                            \
+                blk_##T(w, b, a, as, R, acc);                                                       \
+                blk_##T(w, b + 1, a, as, R, acc2);                                                  \
+            }                                                                                       \
+        for (; b < nb; b++) blk_##T(w, b, a, as, R, acc);                                           \
+        for (int r = 0; r < R; r++) out[(size_t)r * os] = hsum8(_mm256_add_ps(acc[r], acc2[r]));    \
+    }
+BODY32(q8_0)
+BODY32(q4_0)
+BODY32(q5_0)
+BODY32(iq4_nl)
+BODY32(q4_1)
+BODY32(q5_1)
 
 /* ---- K-quants on Q8_K -------------------------------------------------- */
 
