@@ -91,10 +91,12 @@ AI __m256i scale_pair(int s0, int s1)
 AI void blk_signed(__m256i qx, float dw, int b, const void *a, size_t as, const int R, __m256 *acc)
 {
     __m256i ax = _mm256_sign_epi8(qx, qx);
+    const __m256 vdw = _mm256_set1_ps(dw);
     for (int r = 0; r < R; r++) {
         const block_q8_0 *y = (const block_q8_0 *)ACT(r) + b;
         __m256i s = dot_ss(ax, qx, _mm256_loadu_si256((const __m256i *)y->qs));
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * h2f(y->d)), _mm256_cvtepi32_ps(s), acc[r]);
+        __m256 sc = _mm256_mul_ps(vdw, _mm256_broadcast_ss(&quant_f16_table[y->d]));
+        acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s), acc[r]);
     }
 }
 
