@@ -35,6 +35,7 @@
 #include "model/linear.h"
 #include "util/cpu.h"
 #include "util/dtype.h"
+#include "util/threadpool.h"
 
 static const char *const k_isas[] = {"scalar", "avx2", "avx512"};
 
@@ -555,12 +556,61 @@ static void test_zero_rows(void **state)
     }
 }
 
+typedef struct {
+    float *y;
+    const float *x;
+    int m;
+    const linear_weight *w;
+    char *scr;
+    size_t ss;
+} pool_ctx;
+
+static void pool_task(void *vctx, int ith, int nth)
+{
+    pool_ctx *c = vctx;
+    linear_exec ex = {.ith = ith, .nth = nth, .scratch = c->scr + (size_t)ith * c->ss};
+    linear(c->y, c->x, c->m, c->w, &ex);
+}
+
+/* Real threads (the compute pool, 3 threads) give the same bits as the
+ * shares computed one after another: no shared state in the driver. */
+static void test_pool_threads(void **state)
+{
+    (void)state;
+    kernels_init(NULL);
+    tpool *pool = tpool_create(3);
+    assert_non_null(pool);
+    const kern_type ts[] = {KERN_TYPE_Q8_0, KERN_TYPE_Q4_K, KERN_TYPE_Q6_K};
+    for (int ti = 0; ti < 3; ti++) {
+        kern_type t = ts[ti];
+        int n = 37, k = 512, m = 9;
+        size_t wb = kern_type_mat_bytes(t, n, k);
+        void *wq = malloc(wb);
+        random_blocks(t, wq, wb / kern_type_get(t)->block_bytes);
+        float *x = malloc(sizeof(float) * m * k), *y1 = malloc(sizeof(float) * m * n), *y2 = malloc(sizeof(float) * m * n);
+        for (int i = 0; i < m * k; i++) x[i] = frand();
+        linear_weight w;
+        assert_int_equal(linear_init_kt(&w, wq, t, n, k, t, 1), 0);
+        for (int mm = 1; mm <= m; mm += m - 1) {
+            run_linear(y1, x, &w, mm, 3);
+            pool_ctx c = {.y = y2, .x = x, .m = mm, .w = &w, .ss = kern_matmul_scratch(mm, k)};
+            c.scr = malloc(c.ss * 3);
+            tpool_run(pool, pool_task, &c);
+            assert_memory_equal(y1, y2, sizeof(float) * mm * n);
+            free(c.scr);
+        }
+        linear_free(&w);
+        free(wq), free(x), free(y1), free(y2);
+    }
+    tpool_destroy(pool);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode),      cmocka_unit_test(test_act_quant),
         cmocka_unit_test(test_matmul_all),  cmocka_unit_test(test_load_paths),
-        cmocka_unit_test(test_zero_rows),
+        cmocka_unit_test(test_zero_rows),   cmocka_unit_test(test_pool_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
