@@ -533,6 +533,51 @@ static void test_load_paths(void **state)
     kern_mat_free(&m), kern_mat_free(&mb), kern_mat_free(&mr), kern_mat_free(&mc), kern_mat_free(&mf);
 }
 
+/* f32 / bf16 -> every type that has a row_from_f32 (qtypes' quantizers):
+ * the stored rows are that quantizer's bytes for the source rows, and a
+ * quantized source re-stored as another type goes through its f32 values. */
+static void test_load_any_type(void **state)
+{
+    (void)state;
+    kernels_init(NULL);
+    const int n = 3, k = 512;
+    float *src = malloc(sizeof(float) * n * k), *deq = malloc(sizeof(float) * k);
+    for (int i = 0; i < n * k; i++) src[i] = frand() * 2.0f;
+    int tested = 0;
+    for (int ti = 0; ti < N_WTYPES; ti++) {
+        kern_type t = k_wtypes[ti];
+        const kern_type_traits *tr = kern_type_get(t);
+        /* without qtypes' quantizers, Q8_0 is written by the activation quantizer */
+        void (*from)(void *, const float *, int64_t) = tr->row_from_f32;
+        if (!from && t != KERN_TYPE_Q8_0) continue;
+        tested++;
+        size_t rb = kern_type_row_bytes(t, k);
+        unsigned char *want = malloc(rb);
+        kern_mat m;
+        assert_int_equal(kern_mat_init_kt(&m, src, KERN_TYPE_F32, n, k, t, 1), 0);
+        assert_int_equal(m.qtype, t);
+        for (int j = 0; j < n; j++) {
+            if (from) from(want, src + (size_t)j * k, k);
+            else quant_act_q8_0(want, src + (size_t)j * k, k);
+            assert_memory_equal((const char *)m.data + j * rb, want, rb);
+        }
+        /* Q8_0 source -> t: the Q8_0 values, quantized by t's quantizer */
+        kern_mat q8, mt;
+        assert_int_equal(kern_mat_init_kt(&q8, src, KERN_TYPE_F32, n, k, KERN_TYPE_Q8_0, 1), 0);
+        assert_int_equal(kern_mat_init_kt(&mt, q8.data, KERN_TYPE_Q8_0, n, k, t, 1), 0);
+        for (int j = 0; j < n; j++) {
+            quant_dequant_row(KERN_TYPE_Q8_0, deq, (const char *)q8.data + j * kern_type_row_bytes(KERN_TYPE_Q8_0, k), k);
+            if (from) from(want, deq, k);
+            else quant_act_q8_0(want, deq, k);
+            assert_memory_equal((const char *)mt.data + j * rb, want, rb);
+        }
+        kern_mat_free(&m), kern_mat_free(&q8), kern_mat_free(&mt);
+        free(want);
+    }
+    print_message("quantize-at-load checked for %d types with a row_from_f32\n", tested);
+    free(src), free(deq);
+}
+
 /* All-zero activation rows (scale 0) give exactly the bias. */
 static void test_zero_rows(void **state)
 {
@@ -611,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_decode),      cmocka_unit_test(test_act_quant),
         cmocka_unit_test(test_matmul_all),  cmocka_unit_test(test_load_paths),
         cmocka_unit_test(test_zero_rows),   cmocka_unit_test(test_pool_threads),
+        cmocka_unit_test(test_load_any_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
