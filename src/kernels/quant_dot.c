@@ -1,10 +1,11 @@
 /* quant_dot — scalar reference of the quantized dots and the matmul
  * driver (GEMV / GEMM) shared by every ISA.  See quant_dot.h.
  *
- * The driver: each of nth threads quantizes all m activation rows into
- * its own scratch (O(m k), against O(m n k / nth) for its share of the
- * product: no barrier, no shared buffer), then computes its kern_split
- * range of output columns.  Decode (m = 1) walks its weight rows once.
+ * The driver: each of nth threads quantizes the activation rows into its
+ * own scratch (O(m k), against O(m n k / nth) for its share of the
+ * product: no barrier, no shared buffer), QCHUNK rows at a time so the
+ * scratch stays bounded, then computes its kern_split range of output
+ * columns for them.  Decode (m = 1) walks its weight rows once.
  * The GEMM cuts its range into blocks of weight rows that stay in L2
  * (QBLOCK_BYTES) and, per block, walks the activation rows QUANT_MAX_R at
  * a time, so each weight block is read from memory once and unpacked once
@@ -403,12 +404,13 @@ float quant_row_dot(kern_type t, const void *row, const float *x, int k)
 /* ---- the driver -------------------------------------------------------- */
 
 #define QBLOCK_BYTES (96 << 10) /* weight rows per GEMM block: about this many bytes */
+#define QCHUNK 64               /* activation rows quantized at a time (bounds the scratch) */
 
 size_t quant_matmul_scratch(int m, int k)
 {
     /* the largest activation row: Q8_K at 292 / 256 bytes per value, Q8_1 at 36 / 32 */
     size_t row = (size_t)(k / 32 + 1) * 37;
-    return (size_t)m * row + 128;
+    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + 128;
 }
 
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
@@ -422,19 +424,23 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
     const size_t wrb = kern_type_row_bytes((kern_type)w->qtype, k);
     const size_t arb = kern_type_row_bytes(op->act_type, k);
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    for (int r = 0; r < m; r++) op->act(a + (size_t)r * arb, x + (size_t)r * k, k);
     const char *wd = w->data;
-    if (m == 1) {
-        for (int j = lo; j < hi; j++) op->dot(k, wd + (size_t)j * wrb, a, arb, 1, y + j, 0);
-    } else {
-        int nb = (int)(QBLOCK_BYTES / wrb);
-        if (nb < 4) nb = 4;
+    int nb = (int)(QBLOCK_BYTES / wrb);
+    if (nb < 4) nb = 4;
+    for (int c0 = 0; c0 < m; c0 += QCHUNK) {
+        const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+        for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
+        float *yc = y + (size_t)c0 * n;
+        if (mc == 1) {
+            for (int j = lo; j < hi; j++) op->dot(k, wd + (size_t)j * wrb, a, arb, 1, yc + j, 0);
+            continue;
+        }
         for (int j0 = lo; j0 < hi; j0 += nb) {
             int j1 = j0 + nb < hi ? j0 + nb : hi;
-            for (int r0 = 0; r0 < m; r0 += QUANT_MAX_R) {
-                int R = m - r0 < QUANT_MAX_R ? m - r0 : QUANT_MAX_R;
+            for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
+                int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
                 const char *ar = a + (size_t)r0 * arb;
-                float *yr = y + (size_t)r0 * n;
+                float *yr = yc + (size_t)r0 * n;
                 for (int j = j0; j < j1; j++) op->dot(k, wd + (size_t)j * wrb, ar, arb, R, yr + j, (size_t)n);
             }
         }

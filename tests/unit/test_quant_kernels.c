@@ -14,7 +14,8 @@
  * A second bound ties the product to the unquantized activations: the
  * activation rounding moves each x_i by at most d_a / 2, so
  * |y - w.x| <= sum_i |w_i| d_a(i) / 2 (+ the f32 tolerance).
- * Shapes: odd m (1, 3, 5, 13: below, at and past the 4-row GEMM block),
+ * Shapes: odd m (1, 3, 5, 13: below, at and past the 4-row GEMM block;
+ * 65, 67: past the 64-row activation chunk),
  * odd n, k of 1..12 blocks and Llama's 2048 / 8192, threads nth 1 and 3
  * (each share computed with its own scratch).  The ISA paths are
  * compared with each other too. */
@@ -412,9 +413,11 @@ static void test_matmul_all(void **state)
 {
     (void)state;
     const shape shapes32[] = {{1, 1, 32, 1}, {1, 7, 96, 3}, {3, 5, 288, 1}, {4, 9, 64, 2},
-                              {5, 33, 160, 3}, {13, 11, 384, 2}, {2, 3, 2048, 1}};
+                              {5, 33, 160, 3}, {13, 11, 384, 2}, {2, 3, 2048, 1},
+                              {67, 5, 64, 2}}; /* m past one 64-row activation chunk */
     const shape shapes256[] = {{1, 1, 256, 1}, {1, 7, 512, 3}, {3, 5, 768, 1},
-                               {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2}};
+                               {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2},
+                               {65, 3, 256, 3}};
     for (int ti = 0; ti < N_WTYPES; ti++) {
         kern_type t = k_wtypes[ti];
         const kern_type_traits *tr = kern_type_get(t);
