@@ -72,10 +72,21 @@ AI __m256i bits32(const uint8_t *p)
     return _mm256_cmpeq_epi8(b, _mm256_set1_epi64x(-1));
 }
 
-/* int16 scale s0 for lanes 0..7 (values 0..15), s1 for 8..15 (16..31) */
-AI __m256i scale_pair(int s0, int s1)
+
+/* vpshufb controls over a vector of int16 scales (the same 8 in each
+ * 128-bit lane): every int16 lane gets element i, or element i0 in the low
+ * lane and i1 in the high one.  Constants, hoisted out of the loops. */
+AI short ctl16(int i) { return (short)(((2 * i + 1) << 8) | (2 * i)); }
+AI __m256i pick16(__m256i v, int i) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16(ctl16(i))); }
+AI __m256i pick16_pair(__m256i v, int i0, int i1)
 {
-    return _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
+    return _mm256_shuffle_epi8(v, _mm256_set_m128i(_mm_set1_epi16(ctl16(i1)), _mm_set1_epi16(ctl16(i0))));
+}
+/* 16 int16 scales (lanes 0..15) -> (scales 0..7 in both lanes, 8..15 in both lanes) */
+AI void split16(__m256i v, __m256i *lo, __m256i *hi)
+{
+    *lo = _mm256_permute2x128_si256(v, v, 0x00);
+    *hi = _mm256_permute2x128_si256(v, v, 0x11);
 }
 
 #define ACT(r) ((const char *)a + (size_t)(r) * as)
@@ -224,7 +235,9 @@ AI void body_q45_K(int k, const void *w, const void *a, size_t as, const int R, 
         }
         uint8_t sc[16];
         k4_scales(s12, sc);
-        __m128i mins16 = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sc + 8)));
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8));
+        __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sc8));
         __m256i hb = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
         __m256i sumi[QUANT_MAX_R];
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
@@ -235,7 +248,7 @@ AI void body_q45_K(int k, const void *w, const void *a, size_t as, const int R, 
                 ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4));
                 qhh = _mm256_or_si256(qhh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4));
             }
-            __m256i s_l = _mm256_set1_epi16(sc[2 * j]), s_h = _mm256_set1_epi16(sc[2 * j + 1]);
+            __m256i s_l = pick16(s16, 2 * j), s_h = pick16(s16, 2 * j + 1);
             for (int r = 0; r < R; r++) {
                 const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
                 __m256i yl = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j));
@@ -273,7 +286,8 @@ AI void body_q6_K(int k, const void *w, const void *a, size_t as, const int R, f
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_K *xb = x + b;
         const int8_t *sc = xb->scales;
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)), sh[2];
+        split16(sc16, &sh[0], &sh[1]);
         __m256i sumi[QUANT_MAX_R];
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
@@ -292,8 +306,7 @@ AI void body_q6_K(int k, const void *w, const void *a, size_t as, const int R, f
             c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4b, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(qhv, 2), m30));
             for (int ci = 0; ci < 4; ci++) {
-                int g = 8 * hh + 2 * ci;
-                __m256i s = scale_pair(sc[g], sc[g + 1]);
+                __m256i s = pick16_pair(sh[hh], 2 * ci, 2 * ci + 1);
                 for (int r = 0; r < R; r++) {
                     const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
                     __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * hh + 32 * ci));
@@ -322,16 +335,15 @@ AI void body_q2_K(int k, const void *w, const void *a, size_t as, const int R, f
         const block_q2_K *xb = x + b;
         __m128i s8 = _mm_loadu_si128((const __m128i *)xb->scales);
         __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
-        uint8_t sc[16];
-        for (int g = 0; g < 16; g++) sc[g] = xb->scales[g] & 0xF;
+        __m256i sh[2];
+        split16(_mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F))), &sh[0], &sh[1]);
         __m256i sumi[QUANT_MAX_R];
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
         for (int hh = 0; hh < 2; hh++) {
             __m256i qv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * hh));
             for (int j = 0; j < 4; j++) {
                 __m256i c = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                int g = 8 * hh + 2 * j;
-                __m256i s = scale_pair(sc[g], sc[g + 1]);
+                __m256i s = pick16_pair(sh[hh], 2 * j, 2 * j + 1);
                 for (int r = 0; r < R; r++) {
                     const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
                     __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * hh + 32 * j));
@@ -360,12 +372,17 @@ AI void body_q3_K(int k, const void *w, const void *a, size_t as, const int R, f
     for (int b = 0; b < k / QK_K; b++) {
         const block_q3_K *xb = x + b;
         const uint8_t *s = xb->scales;
-        int sc[16];
-        for (int j = 0; j < 16; j++) {
-            int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
-            int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-            sc[j] = (lo | (hi << 4)) - 32;
-        }
+        /* the 16 6-bit scales as 4 dwords (scale j = byte j): low nibbles
+         * from bytes 0..7 (j < 8) or their high nibbles (j >= 8), the two
+         * high bits from bytes 8..11, bit pair j / 4 */
+        uint32_t u0, u1, u2;
+        memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+        const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+        __m128i sc8 = _mm_setr_epi32((int)((u0 & m4) | ((u2 & m2) << 4)), (int)((u1 & m4) | (((u2 >> 2) & m2) << 4)),
+                                     (int)(((u0 >> 4) & m4) | (((u2 >> 4) & m2) << 4)),
+                                     (int)(((u1 >> 4) & m4) | (((u2 >> 6) & m2) << 4)));
+        __m256i sh[2];
+        split16(_mm256_sub_epi16(_mm256_cvtepu8_epi16(sc8), _mm256_set1_epi16(32)), &sh[0], &sh[1]);
         __m256i hm = _mm256_loadu_si256((const __m256i *)xb->hmask);
         __m256i sumi[QUANT_MAX_R];
         for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
@@ -375,8 +392,7 @@ AI void body_q3_K(int k, const void *w, const void *a, size_t as, const int R, f
                 __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
                 __m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * hh + j), one);
                 __m256i neg = _mm256_slli_epi16(_mm256_xor_si256(hbit, one), 2); /* 4 where clear */
-                int g = 8 * hh + 2 * j;
-                __m256i sv = scale_pair(sc[g], sc[g + 1]);
+                __m256i sv = pick16_pair(sh[hh], 2 * j, 2 * j + 1);
                 for (int r = 0; r < R; r++) {
                     const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
                     __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * hh + 32 * j));
