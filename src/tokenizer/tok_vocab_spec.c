@@ -175,7 +175,7 @@ static void spec_tokens_free(spec_tokens *st)
 static const char *tok_str(const spec_tokens *st, size_t i, size_t *n)
 {
     *n = st->len[i];
-    return st->pool.p + st->off[i];
+    return st->pool.p ? st->pool.p + st->off[i] : ""; /* every token empty: no pool */
 }
 
 /* Copy and check the token arrays: strings sanitized to UTF-8 (U+FFFD for
@@ -295,8 +295,10 @@ static int derive_merges(const spec_tokens *st, const tok_vocab_spec *s, dmerge 
         if (isnan(score)) score = -INFINITY;
         for (size_t k = 1; k < l; k++) {
             if (((unsigned char)p[k] & 0xC0) == 0x80) continue; /* not a character boundary */
-            int32_t a = tok_vocab_find(&st->lookup, p, k), b = tok_vocab_find(&st->lookup, p + k, l - k);
-            if (a < 0 || b < 0 || !merge_eligible(st, a) || !merge_eligible(st, b)) continue;
+            int32_t a = tok_vocab_find(&st->lookup, p, k);
+            if (a < 0 || !merge_eligible(st, a)) continue;
+            int32_t b = tok_vocab_find(&st->lookup, p + k, l - k);
+            if (b < 0 || !merge_eligible(st, b)) continue;
             if (n == cap) {
                 cap = cap ? cap * 2 : 4096;
                 dmerge *nv = realloc(v, cap * sizeof *nv);
@@ -400,27 +402,6 @@ static int write_given_merges(tok_buf *b, const tok_vocab_spec *s, char *err, si
     return tok_buf_putc(b, ']') ? spec_fail(err, errlen, "out of memory") : 0;
 }
 
-static int write_derived_merges(tok_buf *b, const spec_tokens *st, const tok_vocab_spec *s, char *err, size_t errlen)
-{
-    dmerge *v = NULL;
-    size_t n = 0;
-    if (derive_merges(st, s, &v, &n, err, errlen)) return -1;
-    int rc = jw_lit(b, "\"merges\":[");
-    for (size_t i = 0; i < n && !rc; i++) {
-        size_t al, bl;
-        const char *a = tok_str(st, (size_t)v[i].left, &al), *c = tok_str(st, (size_t)v[i].right, &bl);
-        if (i) rc |= tok_buf_putc(b, ',');
-        rc |= tok_buf_putc(b, '[');
-        rc |= jw_str(b, a, al);
-        rc |= tok_buf_putc(b, ',');
-        rc |= jw_str(b, c, bl);
-        rc |= tok_buf_putc(b, ']');
-    }
-    free(v);
-    rc |= tok_buf_putc(b, ']');
-    return rc ? spec_fail(err, errlen, "out of memory") : 0;
-}
-
 /* Control/unknown -> special added token; user-defined -> added token
  * (neither normalized: their text is matched in the raw input). */
 static int write_added(tok_buf *b, const spec_tokens *st, bool spm)
@@ -470,13 +451,28 @@ static int build_doc(tok_buf *b, const tok_vocab_spec *s, const spec_tokens *st,
     rc |= tok_buf_putc(b, ',');
     if (rc) return spec_fail(err, errlen, "out of memory");
     if (s->n_merges && s->merges) rc = write_given_merges(b, s, err, errlen);
-    else if (spm) rc = write_derived_merges(b, st, s, err, errlen);
-    else rc = jw_lit(b, "\"merges\":[]") ? spec_fail(err, errlen, "out of memory") : 0;
+    else rc = jw_lit(b, "\"merges\":[]") ? spec_fail(err, errlen, "out of memory") : 0; /* derived ones: put_derived */
     if (rc) return -1;
     return jw_lit(b, "}}") ? spec_fail(err, errlen, "out of memory") : 0;
 }
 
 /* ---- after tok_load_json ---------------------------------------------- */
+/* Derived merges go straight into the merge table: their parts and pieces
+ * are ids already (every one the first of its string, so the loader's ids),
+ * and 500k merges through JSON text cost seconds of string lookups. */
+static int put_derived(tok_tokenizer *t, const dmerge *v, size_t n, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i > (size_t)TOK_PAIR_MAX_RANK)
+            return spec_fail(err, errlen, "GGUF vocabulary: over 16M merges are not supported");
+        int rc = tok_pairmap_put(&t->model.merges, v[i].left, v[i].right, (int32_t)i, v[i].piece);
+        if (rc == -2) return spec_fail(err, errlen, "GGUF vocabulary: token ids over 1M cannot be merged");
+        if (rc) return spec_fail(err, errlen, "out of memory");
+    }
+    t->mem_bytes += t->model.merges.cap * sizeof(uint64_t) + t->model.merges.rank_cap * sizeof(int32_t);
+    return 0;
+}
+
 static int grow_flags(tok_tokenizer *t, size_t old_n)
 {
     if (t->vocab.n <= old_n) return 0;
@@ -579,18 +575,22 @@ tok_tokenizer *tok_load_vocab_spec(const tok_vocab_spec *s, char *err, size_t er
     spec_tokens st;
     tok_buf doc = {0};
     tok_tokenizer *t = NULL;
+    dmerge *dm = NULL;
+    size_t n_dm = 0;
     if (spec_tokens_init(&st, s, err, errlen)) goto done;
+    if (spm && !s->n_merges && derive_merges(&st, s, &dm, &n_dm, err, errlen)) goto done;
     int add_space_prefix = s->add_space_prefix >= 0 ? s->add_space_prefix != 0 : 1;
     if (build_doc(&doc, s, &st, spm, f, add_space_prefix, err, errlen)) goto done;
     char lerr[512] = "";
     t = tok_load_json(doc.p, doc.n, NULL, NULL, NULL, NULL, lerr, sizeof lerr);
     if (!t) { spec_fail(err, errlen, "GGUF vocabulary: %s", lerr); goto done; }
-    if (add_duplicates(t, &st) || apply_specials(t, s, &st, spm, f)) {
-        spec_fail(err, errlen, "out of memory");
+    if (put_derived(t, dm, n_dm, err, errlen) ||
+        ((add_duplicates(t, &st) || apply_specials(t, s, &st, spm, f)) && spec_fail(err, errlen, "out of memory"))) {
         tok_destroy(t);
         t = NULL;
     }
 done:
+    free(dm);
     tok_buf_free(&doc);
     spec_tokens_free(&st);
     return t;

@@ -52,10 +52,13 @@ typedef struct tok_vocab_spec {
 
 /* Build a tokenizer from s.  Returns NULL with a one-line reason in err on
  * an unknown model or pre-tokenizer name (named in the message), missing
- * arrays, a token that is not valid UTF-8, or too many tokens.  Special ids
- * outside [0, n_tokens) are ignored with a warning (llama.cpp does the
- * same).  eos_id, eot_id and eom_id all become end-of-sequence ids
- * (tok_eos_id is eos_id). */
+ * arrays, a NULL token or merge, a merge without a space, or more than 16M
+ * tokens.  Bytes of a token that are not valid UTF-8 become U+FFFD (a
+ * Hugging Face vocabulary holds text).  Special ids outside [0, n_tokens)
+ * are ignored with a warning (llama.cpp does the same).  eos_id, eot_id and
+ * eom_id all become end-of-sequence ids (tok_eos_id is eos_id).  Defaults
+ * when the spec says -1: add_bos on for "llama" and for the Llama 3 /
+ * Tekken pre-tokenizers, else off; add_eos off; add_space_prefix on. */
 tok_tokenizer *tok_load_vocab_spec(const tok_vocab_spec *s, char *err, size_t errlen);
 
 /* 1 if `pre` (NULL = default) is a pre-tokenizer name this loader knows

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -231,6 +232,31 @@ static void test_gpt2_small(void **state)
     assert_true(tok_add_bos(t));
     expect_ids(t, " hello", true, (int32_t[]){261, 260}, 2);
     tok_destroy(t);
+
+    /* every pre-tokenizer name loads (its regexes compile) and encodes text
+     * back to the same bytes */
+    static const char *PRES[] = {NULL, "default", "gpt-2", "phi-2", "llama3", "llama-v3", "llama-bpe", "qwen2",
+                                 "deepseek-r1-qwen", "qwen35", "deepseek-v3", "gpt-4o", "llama4", "tekken",
+                                 "starcoder", "refact", "smollm"};
+    static const char text[] = "Hello, World! it's 12345 \xE4\xBD\xA0\xE5\xA5\xBD  \n\tx\xF0\x9F\x98\x80";
+    s.pad_id = -1;
+    for (size_t k = 0; k < sizeof PRES / sizeof PRES[0]; k++) {
+        s.pre = PRES[k];
+        assert_true(tok_vocab_spec_pre_supported(PRES[k]));
+        t = tok_load_vocab_spec(&s, err, sizeof err);
+        if (!t) fprintf(stderr, "%s: %s\n", PRES[k] ? PRES[k] : "(null)", err);
+        assert_non_null(t);
+        tok_ids ids = {0};
+        assert_int_equal(tok_encode(t, text, sizeof text - 1, false, &ids), 0);
+        char *dec = NULL;
+        tok_decode_opts o = {0};
+        assert_int_equal(tok_decode(t, ids.ids, ids.n, &o, &dec, NULL), 0);
+        assert_string_equal(dec, text);
+        free(dec);
+        tok_ids_free(&ids);
+        tok_destroy(t);
+    }
+    assert_false(tok_vocab_spec_pre_supported("chatglm-bpe"));
     for (int i = 0; i < 264; i++) free(tok[i]);
 }
 
@@ -709,6 +735,13 @@ static int merges_match(conv *c)
     return n == c->n_hf_merges && same == n ? 1 : 0;
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 static void test_real_tokenizers(void **state)
 {
     (void)state;
@@ -724,16 +757,21 @@ static void test_real_tokenizers(void **state)
     corpus cp = {0};
     const char *cf = getenv("SGLC_TOK_CORPUS");
     if (cf) corpus_read_hex(&cp, cf);
-    corpus_generate(&cp, cp.count + (getenv("SGLC_TOK_QUICK") ? 400 : 1500));
+    corpus_generate(&cp, cp.count + (getenv("SGLC_TOK_QUICK") ? 400 : 800));
     int failures = 0;
     for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
         char dir[4096], err[512];
         snprintf(dir, sizeof dir, "%s/models/tokenizers/%s", shared, MODELS[m].dir);
+        double t0 = now_ms();
         tok_tokenizer *hf = tok_load_dir(dir, NULL, err, sizeof err);
+        double t1 = now_ms();
         if (!hf) { fprintf(stderr, "%s: %s\n", dir, err); failures++; continue; }
         conv c;
         assert_int_equal(conv_build(&c, dir, MODELS[m].pre), 0);
+        double t2 = now_ms();
         tok_tokenizer *gg = tok_load_vocab_spec(&c.spec, err, sizeof err);
+        double t3 = now_ms();
+        if (gg) fprintf(stderr, "%s: load tok_load_dir %.0f ms, tok_load_vocab_spec %.0f ms\n", MODELS[m].dir, t1 - t0, t3 - t2);
         if (!gg) { fprintf(stderr, "%s (spec): %s\n", MODELS[m].dir, err); failures++; tok_destroy(hf); conv_free(&c); continue; }
         cmp_result r = compare(hf, gg, &cp, MODELS[m].dir);
         bool specials_ok = tok_bos_id(hf) == tok_bos_id(gg) && tok_eos_id(hf) == tok_eos_id(gg) &&
