@@ -84,6 +84,7 @@ typedef struct pre_family {
 
 static const pre_family PRE_FAMILIES[] = {
     {{"llama3", "llama-v3", "llama-bpe", NULL}, PRE_SPLITS, {RX_LLAMA3, NULL}, 0, 1, 1, 1},
+    {{"smaug-bpe", "dbrx", NULL}, PRE_SPLITS, {RX_LLAMA3, NULL}, 0, 0, 1, 0}, /* cl100k's regex, as Llama 3's */
     {{"qwen2", "deepseek-r1-qwen", NULL}, PRE_SPLITS, {RX_QWEN2, NULL}, 1, 0, 0, 0},
     {{"qwen35", NULL}, PRE_SPLITS, {RX_QWEN35, NULL}, 1, 0, 0, 0},
     {{"deepseek-v3", NULL}, PRE_SPLITS, {RX_DSV3_DIGITS, RX_DSV3_CJK, RX_DSV3_MAIN, NULL}, 0, 0, 0, 0},

@@ -235,7 +235,7 @@ static void test_gpt2_small(void **state)
 
     /* every pre-tokenizer name loads (its regexes compile) and encodes text
      * back to the same bytes */
-    static const char *PRES[] = {NULL, "default", "gpt-2", "phi-2", "llama3", "llama-v3", "llama-bpe", "qwen2",
+    static const char *PRES[] = {NULL, "default", "gpt-2", "phi-2", "llama3", "llama-v3", "llama-bpe", "smaug-bpe", "dbrx", "qwen2",
                                  "deepseek-r1-qwen", "qwen35", "deepseek-v3", "gpt-4o", "llama4", "tekken",
                                  "starcoder", "refact", "smollm"};
     static const char text[] = "Hello, World! it's 12345 \xE4\xBD\xA0\xE5\xA5\xBD  \n\tx\xF0\x9F\x98\x80";
@@ -757,7 +757,7 @@ static void test_real_tokenizers(void **state)
     corpus cp = {0};
     const char *cf = getenv("SGLC_TOK_CORPUS");
     if (cf) corpus_read_hex(&cp, cf);
-    corpus_generate(&cp, cp.count + (getenv("SGLC_TOK_QUICK") ? 400 : 800));
+    corpus_generate(&cp, cp.count + 500);
     int failures = 0;
     for (size_t m = 0; m < sizeof MODELS / sizeof MODELS[0]; m++) {
         char dir[4096], err[512];
