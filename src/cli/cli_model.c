@@ -3,10 +3,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli_gguf.h"
 #include "hub/hub.h"
 #include "kernels/kernels.h"
+#include "model/gguf_model.h"
 #include "util/cpu.h"
 #include "util/log.h"
 
@@ -42,7 +45,11 @@ model *cli_model_load(const cli_model_opts *o)
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];
-    if (lo.model_path) {
+    struct stat st;
+    if (lo.model_path && stat(lo.model_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* a model file (GGUF): no hub resolution */
+        snprintf(g_model_dir, sizeof g_model_dir, "%s", lo.model_path);
+    } else if (lo.model_path) {
         hub_opts ho = {0};
         ho.revision = o->revision;
         ho.cache_dir = o->download_dir;
@@ -62,6 +69,9 @@ model *cli_model_load(const cli_model_opts *o)
 int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out)
 {
     *out = NULL;
+    char gpath[4096], gerr[512];
+    if (gguf_model_path(dir, 0, gpath, sizeof gpath, gerr, sizeof gerr) == 1)
+        return cli_tokenizer_load_gguf(gpath, required, out);
     char tjson[4200], terr[512];
     snprintf(tjson, sizeof tjson, "%s/tokenizer.json", dir);
     if (!required && access(tjson, R_OK) != 0) return 0;
