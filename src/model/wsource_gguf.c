@@ -36,7 +36,7 @@ typedef struct gg_rec {
     int kt;                 /* kern_type, or -1 */
     const uint8_t *bytes;   /* the tensor's bytes in HF row order: the mapping or `owned` */
     void *owned;            /* permuted copy, or NULL */
-    char type_name[48];
+    char type_name[200];     /* the GGUF type; for one sglc cannot use, with the GGUF tensor name */
 } gg_rec;
 
 typedef struct gg_src {
@@ -86,8 +86,10 @@ static int rec_prepare(gg_src *s, int64_t i)
     r->kt = kern_type_of_ggml(t->ggml_type);
     const char *gn = gguf_type_name(t->ggml_type);
     if (r->kt >= 0 && !kern_type_get((kern_type)r->kt)->row_to_f32) {
-        snprintf(r->type_name, sizeof r->type_name, "%s (not supported yet)", gn);
+        snprintf(r->type_name, sizeof r->type_name, "%s (GGUF tensor %.120s; not supported yet)", gn, t->name);
         r->kt = -1;
+    } else if (r->kt < 0) {
+        snprintf(r->type_name, sizeof r->type_name, "%s (GGUF tensor %.120s)", gn, t->name);
     } else {
         snprintf(r->type_name, sizeof r->type_name, "%s", gn);
     }
