@@ -10,11 +10,14 @@
 #     expert tensors sliced per expert; a dense layer 0), mixtral;
 #   - --plain files (only llama.cpp's keys: the config comes from the GGUF
 #     metadata) for the models whose features GGUF metadata can state;
+#   - the file's bytes checked by an independent numpy reader
+#     (tests/ref/gguf_np.py): llama.cpp's q/k permutation, stacked experts;
 #   - --type BF16 against the bf16 folder (--dtype bfloat16);
 #   - TinyStories-656K (the one trained model: lm_head-only tied storage)
 #     F32: identical logits and greedy output.
 # Also `bench-one-batch` runs on a .gguf, a folder holding one .gguf is
-# found, and a quantized --type the build cannot write yet is a clear error.
+# found, `serve --model-path x.gguf` answers /generate as the folder does,
+# and a quantized --type the build cannot write yet is a clear error.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/TinyStories-656K/config.json \
@@ -30,8 +33,9 @@ ALL="llama3 llama-linear llama-dynamic llama-yarn llama-bias mistral-sw qwen2 qw
 PLAIN="llama3 llama-linear llama-yarn llama-bias qwen2 qwen3 qwen3-moe qwen3-moe-dense0 mixtral"
 "$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TINY" --shared "$SHARED" \
     --only "$(echo $ALL | tr ' ' ',')" >/dev/null || { echo "FAIL: make_tiny_model.py"; exit 1; }
+. "$ROOT/tests/scripts/lib_server.sh"
 T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+trap server_cleanup EXIT
 fails=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fails=$((fails + 1)); }
@@ -73,6 +77,15 @@ for m in $PLAIN; do
         bad "$m --plain: quantize: $(tail -1 "$T/q.err")"
     fi
 done
+# the bytes themselves, read by an independent numpy reader: llama.cpp's
+# q/k row permutation for llama, none for qwen, experts stacked, keys
+for m in llama-bias mixtral qwen2 qwen3-moe; do
+    if out=$("$PY" "$ROOT/tests/ref/gguf_np.py" check "$TINY/$m/f32" "$T/$m.plain.gguf" 2>&1); then
+        ok "$m file layout: $(echo "$out" | tail -1 | cut -c6-)"
+    else
+        bad "$m file layout: $(echo "$out" | tail -2 | tr '\n' ' ')"
+    fi
+done
 for m in llama3 qwen3 qwen3-moe; do
     if "$BIN" quantize --model-path "$TINY/$m/bf16" --output "$T/$m.bf16.gguf" --type BF16 2>"$T/q.err"; then
         same "$m BF16" "$TINY/$m/bf16" "$T/$m.bf16.gguf" bfloat16
@@ -95,6 +108,23 @@ if "$BIN" quantize --model-path "$TS" --output "$T/ts.gguf" --type F32 2>"$T/q.e
     fi
 else
     bad "TinyStories quantize: $(tail -1 "$T/q.err")"
+fi
+
+# serve: a .gguf model with a Hugging Face tokenizer folder answers /generate
+# with the text `generate` gives for the safetensors folder
+if [ -s "$T/ts.gguf" ] && command -v curl >/dev/null; then
+    want=$("$BIN" generate --model-path "$TS" --prompt "Once upon a time" --max-new-tokens 12 \
+        --temperature 0 --json --threads 1 2>/dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["text"])')
+    if server_start "$T/srv.log" --model-path "$T/ts.gguf" --tokenizer-path "$TS" --threads 1; then
+        got=$(curl -s "$SERVER_URL/generate" -H 'content-type: application/json' \
+            -d '{"text":"Once upon a time","sampling_params":{"temperature":0,"max_new_tokens":12}}' |
+            "$PY" -c 'import json,sys; print(json.load(sys.stdin)["text"])')
+        server_stop TERM
+        if [ -n "$want" ] && [ "$got" = "$want" ]; then ok "serve ts.gguf: /generate text = generate on the folder ('$got')"
+        else bad "serve ts.gguf: '$got' vs '$want'"; fi
+    else
+        bad "serve ts.gguf did not start: $(tail -3 "$T/srv.log")"
+    fi
 fi
 
 # a type the build cannot write yet (no row_from_f32) is refused by name,

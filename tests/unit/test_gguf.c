@@ -21,6 +21,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include <jansson.h>
+
+#include "cli/cli_gguf.h"
 #include "kernels/kernels.h"
 #include "model/gguf.h"
 #include "model/gguf_model.h"
@@ -487,6 +490,54 @@ static void test_load(void **state)
     unlink(path);
 }
 
+/* the chat template of a GGUF file renders with the vocabulary's special tokens */
+static void test_chat_template(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_gguf_ct_XXXXXX.gguf";
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    close(fd);
+    gguf_writer *w = gguf_writer_create(0);
+    const char *toks[] = {"<unk>", "<s>", "</s>", "hi"};
+    gguf_writer_arr_str(w, "tokenizer.ggml.tokens", toks, 4);
+    gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    gguf_writer_str(w, "tokenizer.chat_template",
+                    "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{{ eos_token }}{% endfor %}");
+    FILE *f = fopen(path, "wb");
+    assert_int_equal(gguf_writer_write_header(w, f), 0);
+    assert_int_equal(gguf_writer_finish(w, f), 0);
+    fclose(f);
+    gguf_writer_destroy(w);
+    tmpl_chat c;
+    char *err = NULL, *out = NULL;
+    assert_int_equal(cli_gguf_chat_load(&c, path, NULL, &err), 0);
+    json_t *msgs = json_pack("[{s:s,s:s}]", "role", "user", "content", "hello");
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 0, NULL, &out, NULL, &err), 0);
+    assert_string_equal(out, "<s>[user] hello</s>");
+    free(out);
+    tmpl_chat_free(&c);
+    /* --chat-template overrides the file's */
+    assert_int_equal(cli_gguf_chat_load(&c, path, "chatml", &err), 0);
+    assert_int_equal(tmpl_chat_render(&c, msgs, NULL, NULL, 1, NULL, &out, NULL, &err), 0);
+    assert_string_equal(out, "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n");
+    free(out);
+    tmpl_chat_free(&c);
+    json_decref(msgs);
+    /* a file without one says so */
+    w = gguf_writer_create(0);
+    gguf_writer_str(w, "general.architecture", "llama");
+    f = fopen(path, "wb");
+    assert_int_equal(gguf_writer_write_header(w, f), 0);
+    fclose(f);
+    gguf_writer_destroy(w);
+    assert_int_equal(cli_gguf_chat_load(&c, path, NULL, &err), -1);
+    assert_non_null(strstr(err, "no chat template"));
+    free(err);
+    unlink(path);
+}
+
 /* GGUF_SEED_DIR=DIR: write the fuzzer's seed corpus (tests/fuzz/corpus/fuzz_gguf) and exit */
 static int write_seeds(const char *dir)
 {
@@ -530,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_load),
+        cmocka_unit_test(test_chat_template),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
