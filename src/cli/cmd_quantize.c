@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/quantize_tok.h"
@@ -428,21 +429,23 @@ static void quantize_usage(FILE *f)
                "                (llama.cpp's presets: norms F32, output Q6_K, more bits for some\n"
                "                attn_v / ffn_down layers)\n"
                "  --plain       only llama.cpp's metadata keys: leave out sglc.hf_config (the\n"
-               "                config.json copy sglc prefers when it reads the file back)\n");
+               "                config.json copy sglc prefers when it reads the file back)\n"
+               "  --vocab-only  metadata and tokenizer only, no tensors (DIR may be a tokenizer\n"
+               "                folder without config.json)\n");
 }
 
 int cmd_quantize(int argc, char **argv)
 {
     const char *dir = NULL, *out = NULL, *type = NULL;
-    int plain = 0;
+    int plain = 0, vocab_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             quantize_usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--plain")) {
-            plain = 1;
+        if (!strcmp(a, "--plain") || !strcmp(a, "--vocab-only")) {
+            *(a[2] == 'p' ? &plain : &vocab_only) = 1;
             continue;
         }
         const char **dst = !strcmp(a, "--model-path") || !strcmp(a, "--model") ? &dir
@@ -460,6 +463,7 @@ int cmd_quantize(int argc, char **argv)
         }
         *dst = argv[++i];
     }
+    if (vocab_only && !type) type = "F32";
     if (!dir || !out || !type) {
         quantize_usage(stderr);
         return 2;
@@ -478,19 +482,29 @@ int cmd_quantize(int argc, char **argv)
     }
     char err[1024];
     model_config c;
-    if (model_config_load(&c, dir, NULL, 0, err, sizeof err)) {
+    char cpath[4200];
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    int have_cfg = access(cpath, R_OK) == 0;
+    if (vocab_only && !have_cfg) {
+        /* a tokenizer folder: the vocabulary's size from tokenizer.json */
+        memset(&c, 0, sizeof c);
+        c.vocab_size = quantize_tok_vocab_size(dir);
+        c.bos_token_id = -1;
+        if (c.vocab_size <= 0) {
+            fprintf(stderr, "sglc quantize: %s has no config.json and no readable tokenizer.json\n", dir);
+            return 1;
+        }
+    } else if (model_config_load(&c, dir, NULL, 0, err, sizeof err)) {
         fprintf(stderr, "sglc quantize: %s\n", err);
         return 1;
     }
-    const char *garch = gguf_arch_of(c.architecture);
+    const char *garch = have_cfg ? gguf_arch_of(c.architecture) : "llama";
     if (!garch) {
         fprintf(stderr, "sglc quantize: architecture %s has no GGUF mapping yet (Llama, Mistral, "
                         "Mixtral, Qwen2, Qwen3, Qwen3-MoE do)\n", c.architecture);
         return 1;
     }
-    char cpath[4200];
-    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
-    json_t *raw = json_load_file(cpath, 0, NULL);
+    json_t *raw = have_cfg ? json_load_file(cpath, 0, NULL) : json_object();
     st_archive a;
     memset(&a, 0, sizeof a);
     plan p = {0};
@@ -499,14 +513,16 @@ int cmd_quantize(int argc, char **argv)
     float *row = NULL;
     void *qrow = NULL;
     int rc = 1;
+    int has_output = 0;
+    int64_t maxk = 1;
     if (!raw) goto done;
+    if (vocab_only) goto header;
     if (st_open(&a, dir, err, sizeof err)) {
         fprintf(stderr, "sglc quantize: %s\n", err);
         goto done;
     }
     if (make_plan(&p, &a, &c, garch)) goto done;
-    int has_output = plan_find(&p, "output.weight") != NULL;
-    int64_t maxk = 1;
+    has_output = plan_find(&p, "output.weight") != NULL;
     for (int i = 0; i < p.n; i++) {
         qt *t = &p.t[i];
         t->type = choose_type(ps, t, &c, has_output);
@@ -518,8 +534,10 @@ int cmd_quantize(int argc, char **argv)
         }
         if (t->ne[0] > maxk) maxk = t->ne[0];
     }
+header:
     w = gguf_writer_create(0);
-    if (!w || write_meta(w, &c, raw, garch, ps, dir, plain) ||
+    if (!w || (have_cfg ? write_meta(w, &c, raw, garch, ps, dir, plain)
+                        : gguf_writer_str(w, "general.architecture", garch)) ||
         quantize_tok_meta(w, dir, &c, err, sizeof err)) {
         fprintf(stderr, "sglc quantize: %s\n", w ? err : "out of memory");
         goto done;

@@ -39,9 +39,10 @@ static const char *pre_name(json_t *pre)
     char *s = json_dumps(pre, JSON_COMPACT);
     const char *name = "default";
     if (s) {
-        if (strstr(s, "\\\\p{N}{1,3}")) name = "llama-bpe";
+        if (strstr(s, "\\\\p{N}{1,3}") && strstr(s, "\xe4\xb8\x80")) name = "deepseek-v3"; /* + a CJK split */
+        else if (strstr(s, "\\\\p{N}{1,3}")) name = "llama-bpe";
         else if (strstr(s, "(?i:'s|'t|'re|'ve|'m|'ll|'d)") && strstr(s, "\\\\p{N}|")) name = "qwen2";
-        else if (strstr(s, "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+")) name = "gpt2";
+        else if (strstr(s, "'s|'t|'re|'ve|'m|'ll|'d| ?\\\\p{L}+| ?\\\\p{N}+")) name = "gpt-2";
     }
     free(s);
     return name;
@@ -78,6 +79,24 @@ static int chat_template(gguf_writer *w, const char *dir, json_t *tc)
     int rc = gguf_writer_str(w, "tokenizer.chat_template", text);
     free(text);
     return rc;
+}
+
+int quantize_tok_vocab_size(const char *dir)
+{
+    json_t *tj = load_json(dir, "tokenizer.json");
+    if (!tj) return -1;
+    json_int_t mx = -1;
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(json_object_get(tj, "model"), "vocab"), k, v)
+        if (json_is_integer(v) && json_integer_value(v) > mx) mx = json_integer_value(v);
+    size_t i;
+    json_array_foreach(json_object_get(tj, "added_tokens"), i, v) {
+        json_t *id = json_object_get(v, "id");
+        if (json_is_integer(id) && json_integer_value(id) > mx) mx = json_integer_value(id);
+    }
+    json_decref(tj);
+    return mx >= 0 && mx < (1 << 24) ? (int)mx + 1 : -1;
 }
 
 int quantize_tok_meta(gguf_writer *w, const char *dir, const model_config *c, char *err, size_t errlen)
