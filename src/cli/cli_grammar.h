@@ -21,6 +21,11 @@
 #include "sched/sched.h"
 #include "tokenizer/tokenizer.h"
 
+/* The server arguments these commands use for it (their --help lists). */
+#define CLI_GRAMMAR_ARG_IDS                                                                   \
+    ARG_ID_grammar_backend, ARG_ID_constrained_json_whitespace_pattern,                      \
+        ARG_ID_constrained_json_disable_any_whitespace
+
 typedef struct cli_grammar {
     grammar_vocab *vocab;        /* owned */
     grammar_queue *queue;        /* owned */

@@ -10,6 +10,8 @@
 # TinyStories-656K (SentencePiece vocabulary) with regex / EBNF, and
 # --grammar-backend none.  Outputs are checked by independent references
 # (python re, python3-jsonschema): tests/scripts/grammar_serve_check.py.
+# The offline commands: generate --requests with grammar lines,
+# bench-offline --regex / --json-schema.
 # Then the JS clients (tests/js/grammar.test.mjs): OpenAI
 # chat.completions.parse with zod, LangChain withStructuredOutput, AI SDK
 # generateObject / streamObject.
@@ -60,7 +62,30 @@ server_start "$T/log2" --model-path "$M" --threads 1 --served-model-name tiny --
 "$PY" "$ROOT/tests/scripts/grammar_serve_check.py" "$SERVER_URL" none || fails=$((fails + 1))
 server_stop TERM
 
-# 4. --help says what the backend names mean
+# 4. offline: generate --requests (grammar lines) and bench-offline --regex / --json-schema
+printf '%s\n' '{"text": "Hello", "sampling_params": {"json_schema": "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"}},\"required\":[\"a\"],\"additionalProperties\":false}", "max_new_tokens": 30, "sampling_seed": 1}}' \
+    '{"text": "Hi", "sampling_params": {"regex": "(", "max_new_tokens": 5}}' >"$T/req.jsonl"
+"$BIN" generate --model-path "$Q" --requests "$T/req.jsonl" --threads 1 --constrained-json-disable-any-whitespace \
+    >"$T/gen.out" 2>"$T/gen.err"
+"$PY" - "$T/gen.out" <<'PYEOF' && echo "ok   generate --requests: json_schema line valid, bad regex line 400" || { echo "FAIL generate --requests grammar"; cat "$T/gen.out" "$T/gen.err"; fails=$((fails + 1)); }
+import json, sys
+a, b = [json.loads(l) for l in open(sys.argv[1])]
+assert json.loads(a["text"]) in ({"a": True}, {"a": False}), a
+assert a["meta_info"]["finish_reason"]["type"] == "stop", a
+fr = b["meta_info"]["finish_reason"]
+assert fr["status_code"] == 400 and fr["message"].startswith("Failed to compile regex grammar: "), b
+PYEOF
+echo '{"type":"object","properties":{"w":{"type":"array","items":{"enum":["ab","cd"]},"minItems":2,"maxItems":4}},"required":["w"],"additionalProperties":false}' >"$T/s.json"
+for c in "--regex [a-z]{2,5}(,[a-z]{2,5}){3}" "--json-schema $T/s.json"; do
+    "$BIN" bench-offline --model-path "$Q" --num-prompts 3 --random-input-len 8 --random-output-len 40 --threads 1 \
+        --constrained-json-disable-any-whitespace $c --result-filename "$T/bo.jsonl" >"$T/bo.out" 2>&1 &&
+        grep -q "Successful requests: *3" "$T/bo.out" && echo "ok   bench-offline ${c%% *}" ||
+        { echo "FAIL bench-offline $c"; cat "$T/bo.out"; fails=$((fails + 1)); }
+done
+"$PY" -c "import json,sys; L=[json.loads(l) for l in open('$T/bo.jsonl')]; assert 'regex' in L[0]['constraint'] and 'json_schema' in L[1]['constraint']" &&
+    echo "ok   bench-offline result lines name the constraint" || { echo "FAIL bench-offline constraint field"; fails=$((fails + 1)); }
+
+# 5. --help says what the backend names mean
 "$BIN" serve --help 2>&1 | grep -A3 -- '--grammar-backend' | grep -q "sglc's own grammar engine" &&
     echo "ok   --help: grammar backend names explained" || { echo "FAIL --help grammar backend"; fails=$((fails + 1)); }
 "$BIN" serve --model-path "$M" --grammar-backend bogus >"$T/bad" 2>&1
