@@ -39,6 +39,7 @@ enum {
     S_OBJ,        /* after a marker: a JSON object must follow */
     S_WRAP,       /* inside {"name", "arguments"} */
     S_HERMES_END, /* </tool_call> */
+    S_HERMES_SKIP, /* a broken call body: dropped up to </tool_call> */
     S_LL_SEP,     /* llama3: ';' between calls */
     S_LL_NEXT,    /* llama3: after ';' */
     S_MI_HEAD,    /* mistral: after [TOOL_CALLS] */
@@ -210,10 +211,11 @@ static int st_wrap(tc_parser *p, bool final)
         return 1;
     }
     if (r == 0 && !final) return 0;
-    /* invalid, or cut short: a begun call keeps what was sent */
+    /* invalid, or cut short: a begun call keeps what was sent; hermes drops
+     * the rest of a broken body up to its </tool_call> */
     if (!p->in_call) return wrap_give_back(p);
     if (tc_call_end(p)) return -1;
-    return json_leave(p, r == 0 ? n : p->w_pushed, p->after);
+    return json_leave(p, r == 0 ? n : p->w_pushed, p->after == S_HERMES_END && r < 0 ? S_HERMES_SKIP : p->after);
 }
 
 /* Raw JSON arguments at the head (framed formats, mistral's [ARGS]). */
@@ -273,6 +275,13 @@ static int step_hermes(tc_parser *p, bool final)
         if ((r = tc_expect(p, "</tool_call>", final)) == 0) return 0;
         p->st = S_TEXT;
         return 1;
+    case S_HERMES_SKIP: {
+        static const char *const e[] = {"</tool_call>"};
+        if ((r = tc_seek(p, e, 1, final, &which)) < 0) return -1;
+        if (r == 0 && !final) return 0;
+        p->st = S_TEXT;
+        return 1;
+    }
     }
     return -1;
 }
