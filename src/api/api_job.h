@@ -85,6 +85,7 @@ typedef struct api_job {
     int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
     json_t *resp;                /* JOB_RESP: the answer's state (api_responses.c), owned */
     bool tool_single;            /* parallel_tool_calls false: only the first tool call is returned */
+    const char *think_end;       /* a reasoning parser is on: its end tag (static); a grammar applies after it */
     bool kimi_ids;               /* kimi_k2: call ids "functions.NAME:N" (SGLang), N = tool_id_base +
                                   * the call's index; else "call_<24 hex>" */
     int tool_id_base;            /* the history's tool-call count */

@@ -102,6 +102,23 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
         snprintf(err, errlen, "input_ids must not be empty");
         goto fail;
     }
+    /* with a reasoning parser on, the grammar applies after the reasoning
+     * ends (SGLang's think_end_id): the end tag's ids, which the scheduler
+     * also emits itself when the budget left is only enough for the
+     * grammar (sched_grammar.c) */
+    if (c->j->think_end && c->j->api->cfg.tok &&
+        (json_object_get(c->sp, "json_schema") || json_object_get(c->sp, "regex") ||
+         json_object_get(c->sp, "ebnf") || json_object_get(c->sp, "structural_tag"))) {
+        tok_ids te = {0};
+        if (!tok_encode(c->j->api->cfg.tok, c->j->think_end, strlen(c->j->think_end), false, &te) && te.n > 0) {
+            spec->grammar_after = malloc(sizeof(int32_t) * te.n);
+            if (spec->grammar_after) {
+                memcpy(spec->grammar_after, te.ids, sizeof(int32_t) * te.n);
+                spec->n_grammar_after = (int)te.n;
+            }
+        }
+        tok_ids_free(&te);
+    }
     *max_new_given = json_is_integer(json_object_get(c->sp, "max_new_tokens"));
     return 0;
 fail:

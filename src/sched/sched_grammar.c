@@ -185,10 +185,33 @@ void sched_grammar_free_all(sched *s)
  * grammar unfinished, unless one token took it further than this margin. */
 #define GRAMMAR_CLOSE_MARGIN 64
 
+/* Before the grammar starts (a reasoning section first): when the tokens
+ * left are only enough for the rest of `after` and the grammar, emit
+ * `after` now — continuing a partial match at the end of the output. */
+static bool force_after(sched *s, sreq *r, float *row, int64_t left)
+{
+    if (r->gram.n_after <= 0) return false;
+    int32_t need = grammar_matcher_min_bytes_to_end(r->gram.m);
+    if (need < 0 || left > (int64_t)r->gram.n_after + need + GRAMMAR_CLOSE_MARGIN) return false;
+    int64_t n_out = r->tok.len - r->tok.n_input;
+    int k = r->gram.n_after - 1 < n_out ? r->gram.n_after - 1 : (int)n_out;
+    for (; k > 0; k--) /* longest output suffix that is a prefix of after */
+        if (!memcmp(r->tok.seq + r->tok.len - k, r->gram.after, sizeof(int32_t) * (size_t)k)) break;
+    int32_t want = r->gram.after[k];
+    if (want < 0 || want >= s->lim.V) return false;
+    for (int32_t i = 0; i < s->lim.V; i++)
+        if (i != want) row[i] = -INFINITY;
+    return true;
+}
+
 void sched_grammar_mask(sched *s, sreq *r, float *row)
 {
-    if (!r->gram.m || !r->gram.active) return;
+    if (!r->gram.m) return;
     int64_t left = r->tok.max_new - (r->tok.len - r->tok.n_input); /* tokens left, this one included */
+    if (!r->gram.active) {
+        force_after(s, r, row, left);
+        return;
+    }
     int32_t need = left <= (int64_t)GRAMMAR_CLOSE_MARGIN * 8 ? grammar_matcher_min_bytes_to_end(r->gram.m) : -1;
     if (need > 0 && left <= (int64_t)need + GRAMMAR_CLOSE_MARGIN)
         grammar_matcher_fill_mask_within(r->gram.m, s->gram.mask, (int32_t)left);
