@@ -372,6 +372,7 @@ int cmd_bench_grammar(int argc, char **argv)
     size_t compiled = 0;
     uint32_t *mask = calloc(grammar_mask_words(gv.v), sizeof *mask);
     unsigned seed = 1234;
+    int verbose = getenv("SGLC_BENCH_VERBOSE") != NULL; /* per-schema lines on stderr */
     for (size_t i = 0; i < files.n && mask; i++) {
         size_t len;
         char *text = fileio_read(files.p[i], 64u << 20, &len);
@@ -406,11 +407,17 @@ int cmd_bench_grammar(int argc, char **argv)
         double t0 = now_s();
         grammar *g = compile_kind(kind, src, src_len, err, sizeof err);
         double dt = now_s() - t0;
+        if (!g && verbose) fprintf(stderr, "%s: %s\n", files.p[i], err);
         if (g) {
             compiled++;
             dpush(&ct, dt * 1e3);
             grammar_matcher *m = grammar_matcher_new(g, gv.v);
+            size_t n0 = mt.n;
+            double w0 = now_s();
             if (m) bench_walk(m, &gv, mask, inst, inst_len, &mt, &seed);
+            if (verbose)
+                fprintf(stderr, "%s: compile %.3f ms, %zu masks, walk %.1f ms, grammar %zu bytes\n", files.p[i], dt * 1e3,
+                        mt.n - n0, (now_s() - w0) * 1e3, grammar_bytes(g));
             grammar_matcher_free(m);
             grammar_free(g);
         }

@@ -249,6 +249,10 @@ void grammar_matcher_free(grammar_matcher *m)
     free(m->hist);
     free(m->work.p);
     free(m->scratch.p);
+    free(m->ser_local);
+    free(m->ser_stamp);
+    free(m->ser_buf.p);
+    free(m->ser_queue.p);
     free(m);
 }
 

@@ -100,6 +100,11 @@ grammar_vocab *grammar_vocab_new(int32_t vocab_size, grammar_token_bytes_fn toke
     v->rank_id = rid;
     v->n_tok = n;
     v->max_len = maxl;
+    for (int b = 0, r = 0; b <= 256; b++) {
+        while (r < n && v->blob[v->off[r]] < b) r++;
+        v->first_lo[b] = b == 256 ? n : r;
+    }
+    pthread_mutex_init(&v->memo_mu, NULL);
     return v;
 fail:
     free(ids);
@@ -116,6 +121,10 @@ fail:
 void grammar_vocab_free(grammar_vocab *v)
 {
     if (!v) return;
+    if (v->rank_id) {
+        gv_memo_free(v);
+        pthread_mutex_destroy(&v->memo_mu);
+    }
     free(v->rank_id);
     free(v->off);
     free(v->len);

@@ -233,6 +233,13 @@ static void test_masks_small(void **s)
     assert_non_null(g);
     walk_checking(g, v, "ab\"\xC3\xA9\xE6\x97\xA5");
     grammar_free(g);
+    /* a grammar that ends exactly on a one-byte token, nested rules deeper
+     * than the cache's context */
+    const char *deep = "root ::= \"{\" a \"}\"\na ::= \"[\" b \"]\"\nb ::= c | c \",\" b\nc ::= d\nd ::= [0-9]+ | \"\\\"\" [a-z\\u00e9]* \"\\\"\"";
+    g = grammar_compile_ebnf(deep, strlen(deep), NULL, err, sizeof err);
+    if (!g) fail_msg("%s", err);
+    walk_checking(g, v, "{[12,\"ab\xC3\xA9\",1]}");
+    grammar_free(g);
     grammar_vocab_free(v);
 }
 
