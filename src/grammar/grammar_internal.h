@@ -132,6 +132,7 @@ struct grammar {
     char **rule_names;   /* (n_rules) owned */
     int32_t n_rules;
     int32_t root;        /* rule id */
+    uint8_t *nullable;   /* (n_rules) the rule matches "" */
     size_t bytes;
     pthread_mutex_t mu;  /* guards ci */
     gr_cicache *ci;      /* owned */
@@ -156,6 +157,11 @@ struct grammar_vocab {
     int32_t *id_rank;    /* (size) rank of id, -1 = special / unused / empty */
     int32_t max_len;
     int32_t first_lo[257]; /* ranks starting with byte b: [first_lo[b], first_lo[b+1]) */
+    /* each first-byte block split in two parts, tokens of at most
+     * GV_SHORT bytes (most) and longer ones: part p = 2 * byte + long */
+    int32_t part_off[513];  /* part p's ranks: part_ranks[part_off[p] .. part_off[p+1]) */
+    int32_t *part_ranks;    /* (n_tok) sorted within each part */
+    int32_t part_max[512];  /* longest token in part p */
     /* Shared across grammars: classification of the tokens starting with
      * byte b from a stack set, keyed by a hash of the set's structure
      * (grammar_memo.c).  Guarded by memo_mu; entries immutable. */
@@ -182,6 +188,8 @@ void gv_memo_free(grammar_vocab *v);
 
 
 /* ---- matcher internals shared by grammar_match.c and grammar_mask.c ------ */
+
+#define GV_SHORT 16
 
 #define GM_ROOT 0   /* parent of the root frame: popping here = may end */
 #define GM_BOTTOM 1 /* parent in a stack-independent walk: popping = "depends" */
@@ -221,9 +229,11 @@ struct grammar_matcher {
     gm_ibuf work;            /* closure worklist */
     gm_ibuf scratch;         /* walk: top sets per depth */
     int32_t *ser_local;      /* (g->n_nodes) gm_set_hash: local number of a node */
-    uint32_t *ser_stamp;     /* (g->n_nodes) */
+    uint32_t *ser_stamp;     /* (g->n_nodes) numbered in this hash */
+    uint32_t *ser_done;      /* (g->n_nodes) described in this hash */
     uint32_t ser_gen;
-    gm_ibuf ser_buf, ser_queue;
+    int32_t ser_n;
+    gm_ibuf ser_buf, ser_queue, ser_next;
     int oom;
 };
 
@@ -246,8 +256,10 @@ void gm_fill_mask_full(grammar_matcher *m, uint32_t *mask); /* no cache: the ref
 void gr_ci_free_all(grammar *g);
 /* grammar_memo.c */
 /* Structural hash of the top set src->p[off..off+n) with flags fl (the
- * nodes reachable from every frame of every stack, numbered canonically).
+ * nodes reachable from every frame of every stack within max_depth bytes,
+ * numbered canonically).
  * 0, or -1 when the reachable part is too large to be worth it. */
-int gm_set_hash(grammar_matcher *m, const gm_ibuf *src, int32_t off, int32_t n, int fl, uint64_t *h1, uint64_t *h2);
+int gm_set_hash(grammar_matcher *m, const gm_ibuf *src, int32_t off, int32_t n, int fl, int32_t max_depth,
+                uint64_t *h1, uint64_t *h2);
 
 #endif

@@ -182,6 +182,12 @@ void gm_fill_mask_full(grammar_matcher *m, uint32_t *mask)
 
 /* ---- the cache ------------------------------------------------------------ */
 
+static int cmp_rank_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static gr_cicache *cache_for(grammar_matcher *m)
 {
     if (m->ci) return m->ci;
@@ -294,6 +300,9 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
     size_t words = grammar_mask_words(m->v);
     ci->accept = calloc(words, sizeof *ci->accept);
     gm_ibuf unc = {0}, bacc = {0}, bunc = {0};
+    gm_ibuf keys[8] = {{0}};
+    uint64_t kh1[8], kh2[8];
+    int khashed[8], nkeys = 0;
     walk w;
     int ok = walk_init(&w, m, 1, ci->accept, NULL) == 0 && ci->accept;
     const grammar_vocab *v = m->v;
@@ -303,11 +312,30 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
         f = gm_frame_get(m, chain[i], f);
         ok = f >= 0;
     }
+    /* the whole classification of a structurally equal chain (another
+     * grammar's JSON string, say) is shared too: key 512 */
+    uint64_t w1 = 0, w2 = 0;
+    int whole = 0;
+    if (ok) {
+        m->scratch.n = 0;
+        gm_push(&m->scratch, f);
+        whole = gm_set_hash(m, &m->scratch, 0, 1, 0, v->max_len, &w1, &w2) == 0;
+        const gv_memo *e = whole ? gv_memo_find((grammar_vocab *)v, w1, w2, 512) : NULL;
+        if (e && (size_t)e->n_acc == words) {
+            memcpy(ci->accept, e->acc, words * sizeof *ci->accept);
+            for (int32_t i = 0; ok && i < e->n_unc; i++)
+                if (gm_push(&unc, e->unc[i]) < 0) ok = 0;
+            whole = 0;
+            goto done_blocks;
+        }
+    }
     /* block by block (tokens sharing a first byte), re-using the shared
      * classification of a structurally equal stack set (grammar_memo.c) */
-    for (int b = 0; ok && b < 256; b++) {
-        int32_t lo = v->first_lo[b], hi = v->first_lo[b + 1];
-        if (lo == hi) continue;
+    for (int p = 0; ok && p < 512; p++) {
+        int b = p >> 1;
+        const int32_t *plist = v->part_ranks + v->part_off[p];
+        int32_t pn = v->part_off[p + 1] - v->part_off[p];
+        if (!pn) continue;
         m->scratch.n = 0;
         gm_push(&m->scratch, f);
         w.dmark[0] = m->n_frames;
@@ -322,10 +350,31 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
             gm_release(m, w.dmark[0]);
             continue; /* the whole block is rejected */
         }
-        uint64_t h1, h2;
+        uint64_t h1 = 0, h2 = 0;
         const gv_memo *e = NULL;
-        int hashed = gm_set_hash(m, &m->scratch, 1, w.dn[1], fl, &h1, &h2) == 0;
-        if (hashed) e = gv_memo_find((grammar_vocab *)v, h1, h2, b);
+        /* most bytes of a class lead to the same set: hash it once (the
+         * set is named by its stacks' node chains, fixed within this
+         * grammar) */
+        gm_ibuf *ck = &keys[nkeys < 8 ? nkeys : 7];
+        ck->n = 0;
+        gm_push(ck, fl);
+        gm_push(ck, v->part_max[p]);
+        for (int32_t i = 0; i < w.dn[1]; i++) {
+            for (int32_t fr = m->scratch.p[1 + i]; fr > GM_BOTTOM; fr = m->frames[fr].parent) gm_push(ck, m->frames[fr].node);
+            gm_push(ck, -1);
+        }
+        int hashed = -1;
+        for (int k = 0; k < nkeys && k < 7; k++)
+            if (keys[k].n == ck->n && !memcmp(keys[k].p, ck->p, (size_t)ck->n * sizeof *ck->p)) {
+                hashed = khashed[k], h1 = kh1[k], h2 = kh2[k];
+                break;
+            }
+        if (hashed < 0) {
+            hashed = gm_set_hash(m, &m->scratch, 1, w.dn[1], fl, v->part_max[p] - 1, &h1, &h2) == 0;
+            int slot = nkeys < 8 ? nkeys++ : 7;
+            khashed[slot] = hashed, kh1[slot] = h1, kh2[slot] = h2;
+        }
+        if (hashed) e = gv_memo_find((grammar_vocab *)v, h1, h2, p);
         const int32_t *acc, *uncr;
         int32_t n_acc, n_unc;
         if (e) {
@@ -334,10 +383,10 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
             bacc.n = bunc.n = 0;
             w.acc = &bacc;
             w.unc = &bunc;
-            run_walk(&w, NULL, lo, hi, 1, 1);
+            run_walk(&w, plist, 0, pn, 1, 1);
             w.acc = NULL;
             if (m->oom) ok = 0;
-            if (ok && hashed) e = gv_memo_put((grammar_vocab *)v, h1, h2, b, bacc.p, bacc.n, bunc.p, bunc.n);
+            if (ok && hashed) e = gv_memo_put((grammar_vocab *)v, h1, h2, p, bacc.p, bacc.n, bunc.p, bunc.n);
             acc = bacc.p, n_acc = bacc.n, uncr = bunc.p, n_unc = bunc.n;
         }
         gm_release(m, w.dmark[0]);
@@ -348,17 +397,24 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
         for (int32_t i = 0; ok && i < n_unc; i++)
             if (gm_push(&unc, uncr[i]) < 0) ok = 0;
     }
+    if (ok && whole)
+        gv_memo_put((grammar_vocab *)v, w1, w2, 512, (const int32_t *)ci->accept, (int32_t)words, unc.p, unc.n);
+done_blocks:
     gm_release(m, mark);
     ok = ok && !m->oom;
     walk_free(&w);
     free(bacc.p);
     free(bunc.p);
+    for (int k = 0; k < 8; k++) free(keys[k].p);
     if (!ok) {
         free(unc.p);
         ci_free(ci);
         m->oom = 0;
         return NULL;
     }
+    /* the parts of a block interleave in rank order: the runtime walk
+     * needs the list sorted (shared prefixes adjacent) */
+    if (unc.n > 1) qsort(unc.p, (size_t)unc.n, sizeof *unc.p, cmp_rank_i32);
     ci->unc = (uint32_t *)unc.p;
     ci->n_unc = unc.n;
     grammar *g = (grammar *)m->g;

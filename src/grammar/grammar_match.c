@@ -251,6 +251,8 @@ void grammar_matcher_free(grammar_matcher *m)
     free(m->scratch.p);
     free(m->ser_local);
     free(m->ser_stamp);
+    free(m->ser_done);
+    free(m->ser_next.p);
     free(m->ser_buf.p);
     free(m->ser_queue.p);
     free(m);

@@ -112,56 +112,80 @@ void gv_memo_free(grammar_vocab *v)
     v->memo_cap = v->memo_n = 0;
 }
 
-/* Local number of node (assigned and queued when new); -1 on OOM. */
+/* Local number of node (assigned at first sight, in discovery order). */
 static int32_t local_of(grammar_matcher *m, int32_t node)
 {
     if (m->ser_stamp[node] == m->ser_gen) return m->ser_local[node];
     m->ser_stamp[node] = m->ser_gen;
-    m->ser_local[node] = m->ser_queue.n;
-    if (gm_push(&m->ser_queue, node) < 0) return -1;
+    m->ser_local[node] = m->ser_n++;
     return m->ser_local[node];
 }
 
-int gm_set_hash(grammar_matcher *m, const gm_ibuf *src, int32_t off, int32_t n, int fl, uint64_t *h1, uint64_t *h2)
+/* Queue node for processing at the current level (cur) or the next. */
+static int enqueue(gm_ibuf *q, int32_t node) { return gm_push(q, node); }
+
+int gm_set_hash(grammar_matcher *m, const gm_ibuf *src, int32_t off, int32_t n, int fl, int32_t max_depth,
+                uint64_t *h1, uint64_t *h2)
 {
     const grammar *g = m->g;
     if (!m->ser_local) {
         m->ser_local = malloc((size_t)g->n_nodes * sizeof *m->ser_local);
         m->ser_stamp = calloc((size_t)g->n_nodes, sizeof *m->ser_stamp);
-        if (!m->ser_local || !m->ser_stamp) return -1;
+        m->ser_done = calloc((size_t)g->n_nodes, sizeof *m->ser_done);
+        if (!m->ser_local || !m->ser_stamp || !m->ser_done) return -1;
     }
     if (++m->ser_gen == 0) {
         memset(m->ser_stamp, 0, (size_t)g->n_nodes * sizeof *m->ser_stamp);
+        memset(m->ser_done, 0, (size_t)g->n_nodes * sizeof *m->ser_done);
         m->ser_gen = 1;
     }
-    gm_ibuf *b = &m->ser_buf;
-    b->n = 0;
-    m->ser_queue.n = 0;
-    int bad = gm_push(b, fl) < 0;
+    gm_ibuf *b = &m->ser_buf, *cur = &m->ser_queue, *next = &m->ser_next;
+    b->n = cur->n = next->n = 0;
+    m->ser_n = 0;
+    int bad = gm_push(b, fl) < 0 || gm_push(b, max_depth) < 0;
+    /* the stacks: their nodes are the roots, at byte depth 0 */
     for (int32_t i = 0; i < n && !bad; i++) {
         bad |= gm_push(b, -1) < 0;
         int32_t fr = src->p[off + i];
         for (; fr > GM_BOTTOM && !bad; fr = m->frames[fr].parent) {
-            int32_t l = local_of(m, m->frames[fr].node);
-            bad |= l < 0 || gm_push(b, l) < 0;
+            int32_t node = m->frames[fr].node;
+            bad |= gm_push(b, local_of(m, node)) < 0 || enqueue(cur, node) < 0;
         }
         bad |= gm_push(b, fr == GM_BOTTOM ? -2 : -3) < 0;
     }
-    for (int32_t qi = 0; qi < m->ser_queue.n && !bad; qi++) {
-        if (m->ser_queue.n > MAX_SER_NODES) return -1;
-        const gr_node *nd = &g->nodes[m->ser_queue.p[qi]];
-        bad |= gm_push(b, nd->accept | nd->ne << 1 | nd->nr << 10) < 0;
-        for (uint32_t k = 0; k < nd->ne && !bad; k++) {
-            const gr_edge *e = &g->edges[nd->e_off + k];
-            int32_t l = local_of(m, e->to);
-            bad |= l < 0 || gm_push(b, e->lo | e->hi << 8) < 0 || gm_push(b, l) < 0;
+    /* level by level in byte depth: a reference's start is at the same
+     * depth, its return node too if the rule may be empty, a byte edge's
+     * target one deeper; nodes deeper than max_depth are never reached by
+     * the walk of a token that short, so they are cut (named, not
+     * described): sets that differ only there walk identically.  (A return
+ * node is one deeper when its rule cannot be empty.) */
+    for (int32_t d = 0; d <= max_depth && cur->n && !bad; d++) {
+        for (int32_t qi = 0; qi < cur->n && !bad; qi++) {
+            int32_t x = cur->p[qi];
+            if (m->ser_done[x] == m->ser_gen) continue;
+            m->ser_done[x] = m->ser_gen;
+            if (m->ser_n > MAX_SER_NODES) return -1;
+            const gr_node *nd = &g->nodes[x];
+            bad |= gm_push(b, local_of(m, x)) < 0 || gm_push(b, nd->accept | nd->ne << 1 | nd->nr << 10) < 0;
+            for (uint32_t k = 0; k < nd->ne && !bad; k++) {
+                const gr_edge *e = &g->edges[nd->e_off + k];
+                bad |= gm_push(b, e->lo | e->hi << 8) < 0 || gm_push(b, local_of(m, e->to)) < 0;
+                if (m->ser_done[e->to] != m->ser_gen) bad |= enqueue(next, e->to) < 0;
+            }
+            for (uint32_t k = 0; k < nd->nr && !bad; k++) {
+                const gr_ref *r = &g->refs[nd->r_off + k];
+                int32_t st = g->rule_start[r->rule];
+                bad |= gm_push(b, local_of(m, st)) < 0 || gm_push(b, local_of(m, r->to)) < 0;
+                if (m->ser_done[st] != m->ser_gen) bad |= enqueue(cur, st) < 0;
+                /* the return node: after at least one byte unless the rule may be empty */
+                if (m->ser_done[r->to] != m->ser_gen) bad |= enqueue(g->nullable[r->rule] ? cur : next, r->to) < 0;
+            }
         }
-        for (uint32_t k = 0; k < nd->nr && !bad; k++) {
-            const gr_ref *r = &g->refs[nd->r_off + k];
-            int32_t ls = local_of(m, g->rule_start[r->rule]);
-            int32_t lt = local_of(m, r->to);
-            bad |= ls < 0 || lt < 0 || gm_push(b, ls) < 0 || gm_push(b, lt) < 0;
-        }
+        bad |= gm_push(b, -4) < 0; /* end of a level */
+        gm_ibuf t = *cur;
+        *cur = *next;
+        *next = t;
+        next->n = 0;
     }
     if (bad) return -1;
     uint64_t a = 1469598103934665603ull, c = 0x243F6A8885A308D3ull;

@@ -191,6 +191,9 @@ static const char *small_tok[] = {
     "123", "\xC3", "\xA9", "\xC3\xA9", "\xE6\x97", "\xA5", "\xE6\x97\xA5", "\"a", "a\"", "a\",", "true", "tr", "ue",
     "null", "[", "]", "],", "\\", "\\n", "\\\"", "x", "\xFF", "\n", "\"\"", "\"}]", "key", "\":", "\": ", "{\"key",
     "1,", "1}", "-", ".5", "e", "\xF0\x9F", "\x98\x80", "\"\xC3", "\xA9\"",
+    /* longer than GV_SHORT: the cache splits blocks by length */
+    "aaaaaaaaaaaaaaaaaaaa", "a\"aaaaaaaaaaaaaaaaaa", "a\", \"bbbbbbbbbbbbbbbb\"", "                    ",
+    "\"aaaaaaaaaaaaaaaaaaaaa", "aa\"}", "a\",", "1111111111111111111111",
 };
 
 static const char *json_grammar =
