@@ -835,7 +835,10 @@ void grammar_free(grammar *g)
     free(g);
 }
 
-size_t grammar_bytes(const grammar *g) { return g ? g->bytes : 0; }
+size_t grammar_bytes(const grammar *g)
+{
+    return g ? g->bytes + __atomic_load_n(&g->ci_bytes, __ATOMIC_RELAXED) : 0;
+}
 
 grammar *grammar_compile_ebnf(const char *text, size_t len, const char *root, char *err, size_t errlen)
 {

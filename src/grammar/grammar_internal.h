@@ -134,6 +134,7 @@ struct grammar {
     int32_t root;        /* rule id */
     uint8_t *nullable;   /* (n_rules) the rule matches "" */
     size_t bytes;
+    size_t ci_bytes;     /* held by the caches below (atomic) */
     pthread_mutex_t mu;  /* guards ci */
     gr_cicache *ci;      /* owned */
 };

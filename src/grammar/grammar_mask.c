@@ -426,7 +426,9 @@ done_blocks:
     } else if (tab_put(c, ci) < 0) {
         ci_free(ci);
         ci = NULL;
-    }
+    } else
+        __atomic_add_fetch(&g->ci_bytes, sizeof *ci + words * sizeof *ci->accept + (size_t)ci->n_unc * sizeof *ci->unc,
+                           __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->mu);
     return ci;
 }

@@ -264,7 +264,9 @@ static void test_tokens_and_end(void **s)
     assert_false(grammar_matcher_accept_token(m, 0));
     assert_true(grammar_matcher_accept_token(m, 10)); /* {" */
     assert_true(grammar_matcher_accept_token(m, 42)); /* key */
+    size_t before = grammar_bytes(g);
     grammar_matcher_fill_mask(m, mask);
+    assert_true(grammar_bytes(g) > before); /* the cache is counted */
     assert_false(mask[0] & 1);
     assert_true(grammar_matcher_accept_token(m, 7)); /* "} : crosses the class into the literal */
     assert_true(grammar_matcher_can_end(m));
