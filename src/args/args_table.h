@@ -146,8 +146,8 @@ X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false",
 X(enable_streaming_session, BOOL, "--enable-streaming-session", "false", NULL, RUNTIME, NOT_YET, "Enable streaming sessions.") \
 X(use_ray, BOOL, "--use-ray", "false", NULL, RUNTIME, NOT_YET, "Launch the scheduler processes with Ray.") \
 X(random_seed, INT, "--random-seed", NULL, NULL, RUNTIME, SUPPORTED, "The random seed (default: chosen at start-up).") \
-X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, NOT_YET, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
-X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, NOT_YET, "Disallow any whitespace in JSON constrained output.") \
+X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, SUPPORTED, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
+X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, SUPPORTED, "Disallow any whitespace in JSON constrained output.") \
 X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
 X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
@@ -225,7 +225,7 @@ X(attention_backend, STR, "--attention-backend", NULL, NULL, KERNEL, NOT_YET, "T
 X(prefill_attention_backend, STR, "--prefill-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for prefill.") \
 X(decode_attention_backend, STR, "--decode-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for decode.") \
 X(sampling_backend, STR, "--sampling-backend", NULL, NULL, KERNEL, NOT_YET, "The sampling kernel backend.") \
-X(grammar_backend, STR, "--grammar-backend", NULL, NULL, KERNEL, NOT_YET, "The grammar backend for constrained decoding.") \
+X(grammar_backend, CHOICE, "--grammar-backend", "xgrammar", "xgrammar|outlines|llguidance|none", KERNEL, SUPPORTED, "The grammar backend for constrained decoding. xgrammar, outlines and llguidance all select sglc's own grammar engine (the names are kept so SGLang launch commands work); none turns constrained decoding off (json_schema / regex / ebnf / structural_tag requests get a 400).") \
 X(mm_attention_backend, STR, "--mm-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend of multimodal encoders.") \
 X(nsa_prefill_backend, STR, "--nsa-prefill-backend", "flashmla_sparse", NULL, KERNEL, NOT_YET, "The NSA prefill backend.") \
 X(nsa_decode_backend, STR, "--nsa-decode-backend", "fa3", NULL, KERNEL, NOT_YET, "The NSA decode backend.") \

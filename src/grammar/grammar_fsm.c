@@ -829,6 +829,7 @@ void grammar_free(grammar *g)
     free(g->refs);
     free(g->rule_start);
     free(g->nullable);
+    free(g->close_dist);
     if (g->rule_names)
         for (int32_t r = 0; r < g->n_rules; r++) free(g->rule_names[r]);
     free(g->rule_names);

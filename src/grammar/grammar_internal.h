@@ -135,8 +135,9 @@ struct grammar {
     uint8_t *nullable;   /* (n_rules) the rule matches "" */
     size_t bytes;
     size_t ci_bytes;     /* held by the caches below (atomic) */
-    pthread_mutex_t mu;  /* guards ci */
+    pthread_mutex_t mu;  /* guards ci and close_dist */
     gr_cicache *ci;      /* owned */
+    int32_t *close_dist; /* (n_nodes) owned or NULL: bytes from each node to its rule's end (grammar_close.c) */
 };
 
 /* grammar_fsm.c: build the compiled grammar from a parsed AST, root rule
