@@ -54,7 +54,9 @@ grammar *grammar_compile_regex(const char *re, size_t len, char *err, size_t err
 int grammar_regex_to_ebnf(const char *re, size_t len, const char *name_prefix, strbuf *out,
                           strbuf *rules_out, char *err, size_t errlen);
 void grammar_free(grammar *g);
-/* Approximate bytes the compiled grammar holds (for the cache's bound). */
+/* Approximate bytes the compiled grammar holds (for the cache's bound),
+ * including the token classifications its matchers have cached in it so
+ * far (they grow as masks are filled: about 16-19 KB per new context). */
 size_t grammar_bytes(const grammar *g);
 
 /* ---- vocabulary -------------------------------------------------------- */
