@@ -144,40 +144,10 @@ int hfquant_packed_dequant(float *dst, const int32_t *packed, int64_t out, int64
     return 0;
 }
 
-float hfquant_fp8_e4m3_to_f32(uint8_t v)
-{
-    int e = (v >> 3) & 15, m = v & 7;
-    float r;
-    if (e == 15 && m == 7) r = NAN;
-    else if (e == 0) r = ldexpf((float)m, -9); /* subnormal: m * 2^-9 */
-    else r = ldexpf((float)(8 + m), e - 10);   /* (1 + m/8) * 2^(e-7) */
-    return v & 0x80 ? -r : r;
-}
-
-uint8_t hfquant_f32_to_fp8_e4m3(float f)
-{
-    if (f != f) return 0x7F;
-    uint8_t sign = signbit(f) ? 0x80 : 0;
-    float a = fabsf(f);
-    if (a >= 448.0f) return sign | 0x7E; /* saturate (infinity too) */
-    if (a == 0.0f) return sign;
-    int e;
-    (void)frexpf(a, &e); /* a in [2^(e-1), 2^e) */
-    int E = e - 1 < -6 ? -6 : e - 1;
-    float qv = nearbyintf(ldexpf(a, 3 - E)); /* units of 2^(E-3), to nearest even */
-    if (qv >= 16.0f) qv = 8.0f, E++;
-    int q = (int)qv;
-    if (q < 8) return sign | (uint8_t)q; /* subnormal (E == -6) or zero */
-    int ebits = E + 7;
-    if (ebits > 15 || (ebits == 15 && q - 8 == 7)) return sign | 0x7E;
-    return sign | (uint8_t)(ebits << 3 | (q - 8));
-}
-
 int hfquant_fp8_dequant(float *dst, const uint8_t *q, int64_t out, int64_t in, const hfq_scales *s)
 {
     if (!dst || !q || !grid_ok(__func__, s, out, in)) return -1;
-    float lut[256];
-    for (int v = 0; v < 256; v++) lut[v] = hfquant_fp8_e4m3_to_f32((uint8_t)v);
+    const float *lut = dtype_f8_table(DTYPE_F8_E4M3); /* util/dtype.h's exact decode */
     for (int64_t o = 0; o < out; o++)
         for (int64_t i = 0; i < in; i++)
             dst[o * in + i] = lut[q[o * in + i]] * scale_at(s->data, s->dt, grid_index(s, in, o, i));

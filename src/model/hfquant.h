@@ -27,7 +27,8 @@
  *                       unsigned with offset 2^(bits-1).
  *   fp8 e4m3fn           weight (out, in) bytes; scales per tensor, per
  *                       channel or per 128x128 block (DeepSeek-V3 /
- *                       Qwen3-FP8 `weight_scale_inv`): W = fp8(q) * s.
+ *                       Qwen3-FP8 `weight_scale_inv`): W = fp8(q) * s, the
+ *                       fp8 value decoded by util/dtype.h (f8e4m3_to_f32).
  *
  * Scales are a grid described by hfq_scales: element (o, i) uses
  * s[(o / block_out) * cols + i / block_in] with cols = ceil(in / block_in);
@@ -88,11 +89,5 @@ int hfquant_int8_dequant(float *dst, const int8_t *q, int64_t out, int64_t in, c
 int hfquant_packed_dequant(float *dst, const int32_t *packed, int64_t out, int64_t in, int bits,
                            const hfq_scales *s);
 int hfquant_fp8_dequant(float *dst, const uint8_t *q, int64_t out, int64_t in, const hfq_scales *s);
-
-/* e4m3fn (1 sign, 4 exponent bits biased 7, 3 mantissa bits; no infinity,
- * S.1111.111 is NaN; largest 448) to f32, exactly. */
-float hfquant_fp8_e4m3_to_f32(uint8_t v);
-/* f32 to e4m3fn, rounding to nearest even, saturating at +-448; NaN -> NaN. */
-uint8_t hfquant_f32_to_fp8_e4m3(float f);
 
 #endif

@@ -10,8 +10,9 @@
  *   torch);
  * - the packing orders by hand: AWQ's [0,2,4,6,1,3,5,7] nibble order,
  *   GPTQ's +1 zero of v1 checkpoints, packed int4's offset 8;
- * - fp8 e4m3: every code decodes and re-encodes to itself, ties round to
- *   even, saturation at 448, NaN;
+ * - fp8 e4m3 (util/dtype.h's conversions, which hfquant decodes with):
+ *   every code decodes and re-encodes to itself, ties round to even,
+ *   saturation at 448, NaN;
  * - bad shapes and out-of-range g_idx are errors.
  */
 #include <math.h>
@@ -327,27 +328,27 @@ static void test_fp8_codes(void **state)
 {
     (void)state;
     for (int v = 0; v < 256; v++) {
-        float f = hfquant_fp8_e4m3_to_f32((uint8_t)v);
+        float f = f8e4m3_to_f32((uint8_t)v);
         if ((v & 0x7F) == 0x7F) {
             assert_true(isnan(f));
-            assert_int_equal(hfquant_f32_to_fp8_e4m3(f) & 0x7F, 0x7F);
+            assert_int_equal(f32_to_f8e4m3(f) & 0x7F, 0x7F);
             continue;
         }
-        assert_int_equal(hfquant_f32_to_fp8_e4m3(f), v); /* -0 is 0x80 */
+        assert_int_equal(f32_to_f8e4m3(f), v); /* -0 is 0x80 */
         /* the midpoint to the next code up rounds to the even mantissa */
         if ((v & 0x7F) < 0x7E) {
-            float g = hfquant_fp8_e4m3_to_f32((uint8_t)(v + 1));
+            float g = f8e4m3_to_f32((uint8_t)(v + 1));
             float mid = (f + g) / 2.0f;
             int want = (v & 1) ? v + 1 : v;
-            assert_int_equal(hfquant_f32_to_fp8_e4m3(mid), want);
+            assert_int_equal(f32_to_f8e4m3(mid), want);
         }
     }
-    assert_true(hfquant_fp8_e4m3_to_f32(0x7E) == 448.0f);
-    assert_true(hfquant_fp8_e4m3_to_f32(0x01) == ldexpf(1.0f, -9));
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(1e9f), 0x7E);
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(-INFINITY), 0xFE);
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(ldexpf(1.0f, -11)), 0x00); /* a quarter of the least subnormal */
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(470.0f), 0x7E);
+    assert_true(f8e4m3_to_f32(0x7E) == 448.0f);
+    assert_true(f8e4m3_to_f32(0x01) == ldexpf(1.0f, -9));
+    assert_int_equal(f32_to_f8e4m3(1e9f), 0x7E);
+    assert_int_equal(f32_to_f8e4m3(-INFINITY), 0xFE);
+    assert_int_equal(f32_to_f8e4m3(ldexpf(1.0f, -11)), 0x00); /* a quarter of the least subnormal */
+    assert_int_equal(f32_to_f8e4m3(470.0f), 0x7E);
 }
 
 static void test_errors(void **state)
