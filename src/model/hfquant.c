@@ -153,3 +153,57 @@ int hfquant_fp8_dequant(float *dst, const uint8_t *q, int64_t out, int64_t in, c
             dst[o * in + i] = lut[q[o * in + i]] * scale_at(s->data, s->dt, grid_index(s, in, o, i));
     return 0;
 }
+
+/* ---- quantizers --------------------------------------------------------- */
+
+/* NaN -> 0, magnitudes above 1e38 -> 1e38 (so amax / 127 * 127 stays finite). */
+static inline float finite_or_sat(float v)
+{
+    if (v != v) return 0.0f;
+    return v > 1e38f ? 1e38f : v < -1e38f ? -1e38f : v;
+}
+
+int hfquant_int8_quantize_rows(int8_t *q, float *scales, const float *w, int64_t out, int64_t in)
+{
+    if (!q || !scales || !w || out <= 0 || in <= 0) {
+        log_error("bad int8 quantize shape (out %lld, in %lld)", (long long)out, (long long)in);
+        return -1;
+    }
+    for (int64_t o = 0; o < out; o++) {
+        const float *r = w + o * in;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(finite_or_sat(r[i])));
+        amax = fmaxf(amax, 1e-10f);
+        float iscale = (1.0f / amax) * 127.0f; /* torch evaluates 127 / amax as reciprocal * 127 */
+        for (int64_t i = 0; i < in; i++) {
+            float v = nearbyintf(finite_or_sat(r[i]) * iscale); /* default rounding: nearest even */
+            q[o * in + i] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+        }
+        scales[o] = amax / 127.0f;
+    }
+    return 0;
+}
+
+int hfquant_fp8_quantize(uint8_t *q, float *scales, const float *w, int64_t out, int64_t in, int64_t block_out,
+                         int64_t block_in)
+{
+    if (!q || !scales || !w || out <= 0 || in <= 0 || block_out < 1 || block_in < 1) {
+        log_error("bad fp8 quantize shape (out %lld, in %lld, block %lld x %lld)", (long long)out, (long long)in,
+                  (long long)block_out, (long long)block_in);
+        return -1;
+    }
+    int64_t cols = (in + block_in - 1) / block_in;
+    for (int64_t bo = 0; bo < out; bo += block_out)
+        for (int64_t bi = 0; bi < in; bi += block_in) {
+            int64_t o1 = bo + block_out < out ? bo + block_out : out, i1 = bi + block_in < in ? bi + block_in : in;
+            float amax = 0.0f;
+            for (int64_t o = bo; o < o1; o++)
+                for (int64_t i = bi; i < i1; i++) amax = fmaxf(amax, fabsf(finite_or_sat(w[o * in + i])));
+            amax = fmaxf(amax, 1e-12f);
+            float inv = (1.0f / amax) * 448.0f; /* as torch evaluates SGLang's 448 / amax */
+            for (int64_t o = bo; o < o1; o++)
+                for (int64_t i = bi; i < i1; i++) q[o * in + i] = f32_to_f8e4m3(finite_or_sat(w[o * in + i]) * inv);
+            scales[(bo / block_out) * cols + bi / block_in] = 1.0f / inv;
+        }
+    return 0;
+}
