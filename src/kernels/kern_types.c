@@ -8,6 +8,7 @@
 
 #include "kernels/kernels_impl.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
 #include "kernels/quant_ref.h"
 
 #include <strings.h>
@@ -237,6 +238,18 @@ void kern_types_init(void)
         g_traits[KERN_TYPE_F8_E5M2].dot[KERN_ISA_AVX512] = e5m2_dot_avx512;
         f->matmul[KERN_ISA_AVX512] = b->matmul[KERN_ISA_AVX512] =
             avx512->matmul ? avx512->matmul : kern_ref_matmul;
+    }
+    /* block-quantized weight types: the int8 dots of quant_dot*.c (the
+     * AVX-512 slot runs the AVX2 kernels); dot is the dequantizing f32 one */
+    quant_init();
+    for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++) {
+        if (!quant_ops_scalar((kern_type)t)) continue; /* Q8_K, Q8_1: activations only */
+        kern_type_traits *q = &g_traits[t];
+        q->matmul_ok = 1;
+        q->dot[KERN_ISA_SCALAR] = quant_row_dot_slot((kern_type)t);
+        q->matmul[KERN_ISA_SCALAR] = quant_matmul_slot(KERN_ISA_SCALAR);
+        if (avx2) q->matmul[KERN_ISA_AVX2] = quant_matmul_slot(KERN_ISA_AVX2);
+        if (avx512) q->matmul[KERN_ISA_AVX512] = quant_matmul_slot(KERN_ISA_AVX2);
     }
 }
 
