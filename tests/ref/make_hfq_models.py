@@ -196,6 +196,12 @@ def fmt_ct_int8(name, w):
     return {name: q, base + ".weight_scale": s}, ref, (q.astype(np.float32) * f16(s).astype(np.float32))
 
 
+def fmt_ct_int8_small(name, w):
+    """Weights 1e-3 smaller: scales ~2e-6, below f16's normal range, so
+    sglc cannot keep Q8_0 blocks (d is f16) and dequantizes instead."""
+    return fmt_ct_int8(name, (w * 1e-3).astype(np.float32))
+
+
 def fmt_ct_w4a16(name, w):
     out, inn = w.shape
     g = 32
@@ -278,6 +284,8 @@ FORMATS = {
     "ct-int8": (fmt_ct_int8, ct_config("int-quantized", {"num_bits": 8, "type": "int", "symmetric": True,
                                                           "strategy": "channel", "group_size": None,
                                                           "dynamic": False})),
+    "ct-int8-small": (fmt_ct_int8_small, ct_config("int-quantized", {"num_bits": 8, "type": "int", "symmetric": True,
+                                                                      "strategy": "channel"})),
     "ct-w4a16": (fmt_ct_w4a16, ct_config("pack-quantized", {"num_bits": 4, "type": "int", "symmetric": True,
                                                              "strategy": "group", "group_size": 32})),
     "w8a8-int8": (fmt_w8a8_int8, {"quant_method": "w8a8_int8"}),
