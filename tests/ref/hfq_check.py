@@ -30,6 +30,7 @@ import torch_ref  # noqa: E402
 # format -> (extra sglc args, bound, what sglc stores)
 EXACT = 1e-4    # dequantized f32 weights, f32 compute: the f32 reference tolerance
 BLOCK = 3e-2    # int8 activations per 32 (Q8_0 / Q8_1) + f16 scales: 1.3x the largest measured (notes)
+BF16 = 2e-2     # bf16 model (torch_dtype bfloat16, --dtype auto) against the reference in bf16: golden.py's BF16_TOL
 FORMATS = {
     "awq": ([], BLOCK, "Q4_1"),
     "gptq4": ([], BLOCK, "Q4_0"),
@@ -41,6 +42,7 @@ FORMATS = {
     "ct-w4a16": ([], BLOCK, "Q4_0"),
     "w8a8-int8": ([], BLOCK, "Q8_0"),
     "fp8-block": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
+    "fp8-block-bf16": ([], BF16, "bf16 (fp8 dequantized, weight-only; bf16 model)"),
     "w8a8-fp8": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
     "atload-int8": (["--quantization", "w8a8_int8"], BLOCK, "Q8_0 at load"),
     "atload-fp8": (["--quantization", "fp8"], EXACT, "fp8-rounded f32 at load"),
@@ -107,12 +109,12 @@ def report(ok, msg):
         failures.append(msg)
 
 
-def run(sglc, d, ids, extra):
+def run(sglc, d, ids, extra, dtype="float32"):
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "logits.f32")
         cmd = [sglc, "generate", "--model-path", d, "--input-ids", ",".join(map(str, ids)),
                "--max-new-tokens", "1", "--temperature", "0", "--json", "--ignore-eos",
-               "--dtype", "float32", "--dump-logits", path] + extra
+               "--dtype", dtype, "--dump-logits", path] + extra
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         lg = np.fromfile(path, dtype="<f4") if p.returncode == 0 and os.path.exists(path) else None
         return p, lg
@@ -128,14 +130,15 @@ def main(argv):
     base = torch_ref.Model(os.path.join(root, "atload-int8", "q"), "float32")
     base_logits, _ = base.generate(ids, 1, ignore_eos=True)
     for name, (extra, tol, stores) in FORMATS.items():
-        ref_logits, _ = torch_ref.Model(os.path.join(root, name, "ref"), "float32").generate(ids, 1, ignore_eos=True)
+        rdt = "bfloat16" if tol == BF16 else "float32"
+        ref_logits, _ = torch_ref.Model(os.path.join(root, name, "ref"), rdt).generate(ids, 1, ignore_eos=True)
         ref_logits = np.asarray(ref_logits, dtype=np.float64)
-        p, lg = run(sglc, os.path.join(root, name, "q"), ids, extra)
+        p, lg = run(sglc, os.path.join(root, name, "q"), ids, extra, "auto" if tol == BF16 else "float32")
         if lg is None or lg.size != ref_logits.size:
             report(False, f"{name}: sglc failed (rc {p.returncode}): {p.stderr.strip()[-400:]}")
             continue
-        nblk = 0 if tol == EXACT else 14  # 2 layers x 7 projections
-        kept = f"{nblk} weight(s) kept block-quantized, {14 - nblk} dequantized"
+        nblk = 0 if tol in (EXACT, BF16) else 14  # 2 layers x 7 projections
+        kept = f"{nblk} weight(s) kept block-quantized, {14 - nblk} dequantized to {'bfloat16' if tol == BF16 else 'float32'}"
         report(kept in p.stderr, f"{name}: load log says '{kept}'")
         e = rel(lg.reshape(ref_logits.shape), ref_logits)
         sep = rel(np.asarray(base_logits, dtype=np.float64), ref_logits)

@@ -291,6 +291,9 @@ FORMATS = {
     "w8a8-int8": (fmt_w8a8_int8, {"quant_method": "w8a8_int8"}),
     "fp8-block": (fmt_fp8_block, {"quant_method": "fp8", "activation_scheme": "dynamic",
                                   "fmt": "e4m3", "weight_block_size": [128, 128]}),
+    # Qwen3-FP8 / DeepSeek-V3 style: a bf16 model whose linears are fp8 blocks
+    "fp8-block-bf16": (fmt_fp8_block, {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                       "fmt": "e4m3", "weight_block_size": [128, 128]}),
     "w8a8-fp8": (fmt_fp8_channel, {"quant_method": "w8a8_fp8"}),
     "atload-int8": (at_load_int8, None),
     "atload-fp8": (at_load_fp8, None),
@@ -331,6 +334,8 @@ def build(out_root, shared):
                 qt[n] = v
                 rt[n] = bt[n] = v
         qcfg = dict(cfg)
+        if fname.endswith("-bf16"):
+            qcfg["torch_dtype"] = "bfloat16"
         if qc is not None:
             qcfg["quantization_config"] = qc
         write_folder(os.path.join(out_root, fname, "q"), qcfg, qt)
