@@ -13,6 +13,9 @@
  *   - dummy weights (wsource_dummy.c: wsrc_open_dummy): random values of
  *     the shapes the loader expects, SGLang's dummy init, made on read;
  *   - GGUF next (issue 11): bytes in place, block-quantized types.
+ *   - Hugging Face quantized checkpoints (wsource_hfq.c: wsrc_open_hfq, see
+ *     hfq.h): a wrapper over safetensors that answers `X.weight` from the
+ *     packed tensors with block-quantized or dequantized bytes.
  *
  * Lifetime: a source is opened before loading and owned by the model's
  * weights afterwards (borrowed bytes and row reads need it); close()
