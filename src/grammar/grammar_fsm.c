@@ -820,6 +820,7 @@ void grammar_free(grammar *g)
     free(g->edges);
     free(g->refs);
     free(g->rule_start);
+    free(g->close_dist);
     if (g->rule_names)
         for (int32_t r = 0; r < g->n_rules; r++) free(g->rule_names[r]);
     free(g->rule_names);

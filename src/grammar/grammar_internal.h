@@ -129,8 +129,9 @@ struct grammar {
     int32_t n_rules;
     int32_t root;        /* rule id */
     size_t bytes;
-    pthread_mutex_t mu;  /* guards ci */
+    pthread_mutex_t mu;  /* guards ci and close_dist */
     gr_cicache *ci;      /* owned */
+    int32_t *close_dist; /* (n_nodes) owned or NULL: bytes from each node to its rule's end (grammar_close.c) */
 };
 
 /* grammar_fsm.c: build the compiled grammar from a parsed AST, root rule
