@@ -43,6 +43,7 @@ FORMATS = {
     "w8a8-int8": ([], BLOCK, "Q8_0"),
     "fp8-block": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
     "fp8-block-bf16": ([], BF16, "bf16 (fp8 dequantized, weight-only; bf16 model)"),
+    "gptq4-act-mixtral": ([], EXACT, "f32 (act-order: dequantized; MoE experts)"),
     "w8a8-fp8": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
     "atload-int8": (["--quantization", "w8a8_int8"], BLOCK, "Q8_0 at load"),
     "atload-fp8": (["--quantization", "fp8"], EXACT, "fp8-rounded f32 at load"),
@@ -137,11 +138,15 @@ def main(argv):
         if lg is None or lg.size != ref_logits.size:
             report(False, f"{name}: sglc failed (rc {p.returncode}): {p.stderr.strip()[-400:]}")
             continue
-        nblk = 0 if tol in (EXACT, BF16) else 14  # 2 layers x 7 projections
-        kept = f"{nblk} weight(s) kept block-quantized, {14 - nblk} dequantized to {'bfloat16' if tol == BF16 else 'float32'}"
+        nproj = 2 * (4 + 8 * 3) if "mixtral" in name else 14  # 2 layers x (attention + MLP / 8 experts)
+        nblk = 0 if tol in (EXACT, BF16) else nproj
+        kept = f"{nblk} weight(s) kept block-quantized, {nproj - nblk} dequantized to {'bfloat16' if tol == BF16 else 'float32'}"
         report(kept in p.stderr, f"{name}: load log says '{kept}'")
         e = rel(lg.reshape(ref_logits.shape), ref_logits)
-        sep = rel(np.asarray(base_logits, dtype=np.float64), ref_logits)
+        orig = os.path.join(root, name, "orig")
+        base_l = (torch_ref.Model(orig, "float32").generate(ids, 1, ignore_eos=True)[0]
+                  if os.path.isdir(orig) else base_logits)
+        sep = rel(np.asarray(base_l, dtype=np.float64), ref_logits)
         report(e <= tol, f"{name} ({stores}): prompt logits max|d|/max|ref| = {e:.3g} (bound {tol:g})")
         if tol != BLOCK:
             report(sep > 4 * tol, f"{name}: quantized vs unquantized reference differ by {sep:.3g} "

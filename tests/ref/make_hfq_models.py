@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_tiny_model as mtm  # noqa: E402
 import safetensors_np  # noqa: E402
 
-LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "w1", "w2", "w3")
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # nibble p holds column 8c + AWQ_ORDER[p]
 
 
@@ -294,6 +294,9 @@ FORMATS = {
     # Qwen3-FP8 / DeepSeek-V3 style: a bf16 model whose linears are fp8 blocks
     "fp8-block-bf16": (fmt_fp8_block, {"quant_method": "fp8", "activation_scheme": "dynamic",
                                        "fmt": "e4m3", "weight_block_size": [128, 128]}),
+    # MoE: Mixtral's experts (w1/w3/w2 per expert) quantized, the router kept
+    "gptq4-act-mixtral": (fmt_gptq(4, True, g=32, act=True),
+                          {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True, "sym": True}),
     "w8a8-fp8": (fmt_fp8_channel, {"quant_method": "w8a8_fp8"}),
     "atload-int8": (at_load_int8, None),
     "atload-fp8": (at_load_fp8, None),
@@ -307,23 +310,39 @@ def write_folder(d, cfg, tensors):
     safetensors_np.write(os.path.join(d, "model.safetensors"), tensors, metadata={"format": "pt"})
 
 
-def build(out_root, shared):
-    base_rel, overrides, _ = mtm.SPECS["llama3"]
+# formats written over another base model than llama3 (their folder also
+# holds orig/: the unquantized model)
+OTHER_BASE = {"gptq4-act-mixtral": "mixtral"}
+
+
+def base_config(shared, name):
+    base_rel, overrides, _ = mtm.SPECS[name]
     with open(os.path.join(shared, "models", base_rel)) as f:
         cfg = mtm.tiny_config(json.load(f), overrides)
     cfg["torch_dtype"] = "float32"
+    return cfg
+
+
+def build(out_root, shared):
+    cfg = base_config(shared, "llama3")
+    others = {b: base_config(shared, b) for b in set(OTHER_BASE.values())}
     h = hashlib.sha256()
     for p in (__file__, mtm.__file__, safetensors_np.__file__):
         h.update(open(p, "rb").read())
-    h.update(json.dumps(cfg, sort_keys=True).encode())
+    h.update(json.dumps([cfg, others], sort_keys=True).encode())
     stamp = h.hexdigest()
     sp = os.path.join(out_root, "stamp")
     if os.path.exists(sp) and open(sp).read().strip() == stamp:
         print(f"cached {out_root}")
         return
     shutil.rmtree(out_root, ignore_errors=True)
-    w = mtm.make_weights("llama3", cfg)
+    w0, cfg0 = mtm.make_weights("llama3", cfg), cfg
     for fname, (maker, qc) in FORMATS.items():
+        cfg, w = cfg0, w0
+        if fname in OTHER_BASE:
+            cfg = others[OTHER_BASE[fname]]
+            w = mtm.make_weights(OTHER_BASE[fname], cfg)
+            write_folder(os.path.join(out_root, fname, "orig"), cfg, w)
         qt, rt, bt = {}, {}, {}
         for n, v in w.items():
             if is_linear(n):
@@ -345,6 +364,7 @@ def build(out_root, shared):
             awq_t = qt
         if fname == "gptq4":
             gptq_t = qt
+    cfg, w = cfg0, w0
     # bad checkpoints
     def bad(name, qc, tensors):
         c = dict(cfg)
