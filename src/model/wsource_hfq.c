@@ -479,7 +479,7 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
             j.origin = aux.origin;
         }
         base[ln - 7] = 0;
-    } else if (have && t.type < 0 && !q->at_load &&
+    } else if (have && (t.type < 0 || t.type == DTYPE_F8_E4M3) && !q->at_load &&
                (!strcmp(t.type_name, "I8") || !strcmp(t.type_name, "F8_E4M3"))) {
         kind = 2;
         j.origin = t.origin;
