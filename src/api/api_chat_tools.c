@@ -138,8 +138,8 @@ int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const ap
     bool reason = rs && !json_is_false(sep) &&
                   api_reasoning_enabled(rs, tri(json_object_get(kw, "enable_thinking")), tri(json_object_get(kw, "thinking")));
     const api_toolcall_format *tf = NULL;
-    /* JOB_RESP (/v1/responses) renders the calls as function_call items */
-    if (t->active && (j->kind == JOB_CHAT || j->kind == JOB_RESP))
+    /* chat and /v1/responses (function_call items, api_responses.c) */
+    if (t->active)
         tf = t->required || t->named ? api_toolcall_find("json_array") : api_toolcall_find(a->cfg.tool_call_parser);
     j->tool_single = t->active && !t->parallel;
     if (tf && !strcmp(api_toolcall_format_name(tf), "kimi_k2")) { /* SGLang: functions.NAME:N ids */
