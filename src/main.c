@@ -19,6 +19,8 @@ static const command commands[] = {
     {"bench-serving", cmd_bench_serving, "load generator for a running server (sglang.bench_serving)"},
     {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
     {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
+    {"grammar-check", cmd_grammar_check, "JSON strings on stdin -> {\"accepted\"} against a JSON Schema / regex / EBNF"},
+    {"bench-grammar", cmd_bench_grammar, "grammar compile and token-mask time over a folder of schemas"},
     {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},

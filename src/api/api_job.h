@@ -42,7 +42,8 @@
 
 #include "util/timeutil.h"
 
-enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED };
+enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED, JOB_RESP };
+/* JOB_RESP: /v1/responses, a chat job answered as a Response (api_responses.c). */
 /* JOB_ENCODE: SGLang's /encode; JOB_EMBED: OpenAI /v1/embeddings.  Each
  * input is one scheduler request (embedding mode) and one slot, whose
  * FINISH event carries the pooled vector. */
@@ -81,6 +82,7 @@ typedef struct api_job {
     json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
     bool base64;                 /* JOB_EMBED: encoding_format base64 */
     int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
+    json_t *resp;                /* JOB_RESP: the answer's state (api_responses.c), owned */
     int err_status;              /* first error (non-streaming answer) */
     char *err_msg;               /* owned */
 } api_job;
@@ -94,6 +96,8 @@ typedef struct reg_ent {
 } reg_ent;
 
 #define REG_BUCKETS 4096
+
+typedef struct api_resp_store api_resp_store; /* api_responses.c */
 
 struct api_server {
     api_config cfg;
@@ -113,6 +117,7 @@ struct api_server {
     uint64_t rid_salt;
     api_admin *admin;            /* owned: control routes (api_admin.c) */
     api_tokq *tokq;              /* owned or NULL (routes run on the polling thread) */
+    api_resp_store *resps;       /* owned: stored /v1/responses answers (its own lock) */
 };
 
 
@@ -134,6 +139,8 @@ void api_job_error(api_job *j, int status, const char *msg);
 /* Write one SSE event of a job (takes o); a client that cannot take it
  * (gone, or over the stream buffer limit) gets its requests aborted. */
 void api_job_sse(api_job *j, json_t *o);
+/* The same with an SSE `event:` line (the Responses API's typed events). */
+void api_job_sse_event(api_job *j, const char *event, json_t *o);
 /* A fresh request id (32 hex digits) in out. */
 void api_new_rid(api_server *a, char *out, size_t len);
 /* Final text of a finished slot (its output stage's text minus a matched
@@ -231,6 +238,13 @@ void api_native_stream_event(api_job *j, int si, const sched_event *e);
 
 /* api_openai.c (kind JOB_COMPL or JOB_CHAT) */
 void api_route_openai(api_server *a, http_req *r, json_t *body, int kind);
+/* The same for kind JOB_RESP too: resp (borrowed, may be NULL) becomes
+ * the job's j->resp (a new reference). */
+void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, json_t *resp);
+/* The slot's output parsers over one delta of the client's text:
+ * *content (malloc'd) and *reasoning (malloc'd, or NULL when no parser
+ * made any).  0 or -1 (OOM). */
+int api_oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning);
 void api_oai_answer(api_job *j);
 void api_oai_stream_event(api_job *j, int si, const sched_event *e);
 /* The /v1/models entry of the served model. */
@@ -249,6 +263,16 @@ json_t *api_compl_logprobs(api_job *j, api_slot *sl, size_t text_base, int64_t f
 int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps);
 /* OpenAI chat logprobs of output tokens [from, n). */
 json_t *api_chat_logprobs(api_job *j, api_slot *sl, int64_t from);
+
+/* api_responses.c: /v1/responses and its stored answers */
+api_resp_store *api_resp_store_new(void);
+void api_resp_store_free(api_resp_store *s);
+void api_route_responses(api_server *a, http_req *r, json_t *body);
+/* GET/DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel:
+ * true when answered. */
+bool api_route_responses_id(api_server *a, http_req *r, const char *method, const char *path);
+void api_resp_answer(api_job *j);
+void api_resp_stream_event(api_job *j, int si, const sched_event *e);
 
 /* api_embed_job.c */
 void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai);

@@ -108,6 +108,11 @@ fail:
 
 void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
 {
+    api_route_openai_ex(a, r, body, kind, NULL);
+}
+
+void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, json_t *resp)
+{
     char err[512];
     for (int k = 0; oai_unsupported[k]; k++) {
         json_t *v = json_object_get(body, oai_unsupported[k]);
@@ -227,7 +232,7 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
             api_oai_error(r, 500, "tokenization failed");
             return;
         }
-    int64_t n_per = api_json_n_of(sp);
+    int64_t n_per = kind == JOB_RESP ? 1 : api_json_n_of(sp);
     if (n_per > 1024 || (int64_t)n_prompt * n_per > 100000) {
         json_decref(sp);
         api_prompts_free(&ps);
@@ -248,7 +253,8 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
     char idbuf[64];
     api_new_rid(a, idbuf, sizeof idbuf);
     char oid[80];
-    snprintf(oid, sizeof oid, "%s%s", kind == JOB_COMPL ? "cmpl-" : "chatcmpl-", idbuf);
+    snprintf(oid, sizeof oid, "%s%s", kind == JOB_COMPL ? "cmpl-" : kind == JOB_RESP ? "resp_" : "chatcmpl-", idbuf);
+    if (resp) j->resp = json_incref(resp);
     j->oai_id = api_strdup(oid);
     json_t *rid = json_object_get(body, "rid");
     for (size_t i = 0; i < n_prompt; i++) {
@@ -278,7 +284,7 @@ json_t *api_models_entry(api_server *a)
  * the client is sent: *content (malloc'd) what stays content, *reasoning
  * (malloc'd, or NULL when no parser made any) reasoning_content.  With no
  * parser registered, content is the text itself.  0 or -1 (OOM). */
-static int oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning)
+int api_oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning)
 {
     api_output *o = api_slot_out(j, sl);
     *reasoning = NULL;
@@ -310,7 +316,7 @@ void api_oai_answer(api_job *j)
     for (int i = 0; i < j->n_slots; i++) {
         api_slot *sl = &j->slots[i];
         char *raw = api_slot_final_text(j, sl), *t = NULL, *reasoning = NULL;
-        if (oai_parse(j, sl, raw, true, &t, &reasoning)) {
+        if (api_oai_parse(j, sl, raw, true, &t, &reasoning)) {
             free(raw);
             json_decref(choices);
             api_job_error(j, 500, "Internal error: out of memory.");
@@ -376,7 +382,7 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     }
     /* the raw delta through the output parsers: what the client sees */
     char *content = NULL, *reasoning = NULL;
-    if (oai_parse(j, sl, delta, fin, &content, &reasoning)) {
+    if (api_oai_parse(j, sl, delta, fin, &content, &reasoning)) {
         free(final);
         return; /* out of memory: this chunk is dropped */
     }

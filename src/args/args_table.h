@@ -98,8 +98,8 @@ X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET
 /* ---- Quantization and data type ---- */ \
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \
 X(quantization, STR, "--quantization", NULL, NULL, QUANT, NOT_YET, "The quantization method.") \
-X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, NOT_YET, "Path to the JSON file containing the KV cache scaling factors.") \
-X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|bfloat16", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type.") \
+X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, SUPPORTED, "Path to the JSON file containing the KV cache scaling factors (kv_cache.scaling_factor per layer, SGLang's format); fp8 KV caches use them, others ignore them.") \
+X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|fp8_e5m2|fp8_e4m3|bf16|bfloat16|fp4_e2m1|float32", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type. fp8_e4m3 / fp8_e5m2: one byte per value, scaled by --quantization-param-path (else 1.0), attention reads them directly. float32 is sglc's own; fp4_e2m1 is refused (no CPU path).") \
 X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, SUPPORTED, "Compute the LM head (logits) in fp32; sglc always does (f32 hidden states, weights widened to f32, f32 accumulation), so this only refuses the debug switch SGLC_BF16_DOT=1.") \
 X(modelopt_quant, STR, "--modelopt-quant", NULL, NULL, QUANT, NOT_YET, "The ModelOpt quantization configuration.") \
 X(modelopt_checkpoint_restore_path, STR, "--modelopt-checkpoint-restore-path", NULL, NULL, QUANT, NOT_YET, "Path to restore a previously saved ModelOpt quantized checkpoint.") \

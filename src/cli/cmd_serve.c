@@ -432,7 +432,8 @@ static int serve(int argc, char **argv)
     }
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
                       .max_conns = 0, .idle_timeout_s = 5,
-                      .access_fn = api_access_log_line, .access_ctx = access};
+                      .access_fn = api_access_log_line, .access_ctx = access,
+                      .cors = 1 /* SGLang's server allows every origin */};
     const char *tls_path[3] = {a.ssl_certfile, a.ssl_keyfile, a.ssl_ca_certs};
     for (int i = 0; i < 3; i++) {
         if (!tls_path[i]) continue;

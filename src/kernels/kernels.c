@@ -247,7 +247,19 @@ void kern_attention(const kern_attn_args *a, int ith, int nth, void *scratch)
 
 void kern_kv_store(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src)
 {
-    if (kv_dt == DTYPE_F32) {
+    kern_kv_store_scaled(cache, kv_dt, slot, row_len, src, 1.0f);
+}
+
+void kern_kv_store_scaled(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src, float scale)
+{
+    if (kv_dt == DTYPE_F8_E4M3 || kv_dt == DTYPE_F8_E5M2) {
+        uint8_t *d = (uint8_t *)cache + (size_t)slot * row_len;
+        float inv = scale > 0.0f ? 1.0f / scale : 1.0f;
+        if (kv_dt == DTYPE_F8_E4M3)
+            for (int i = 0; i < row_len; i++) d[i] = f32_to_f8e4m3(src[i] * inv);
+        else
+            for (int i = 0; i < row_len; i++) d[i] = f32_to_f8e5m2(src[i] * inv);
+    } else if (kv_dt == DTYPE_F32) {
         memcpy((float *)cache + (size_t)slot * row_len, src, (size_t)row_len * 4);
     } else {
         uint16_t *d = (uint16_t *)cache + (size_t)slot * row_len;

@@ -111,7 +111,8 @@ typedef struct kern_attn_args {
     size_t q_stride;
     const void *k_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
     const void *v_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
-    dtype kv_dt;           /* DTYPE_F32 or DTYPE_BF16 */
+    dtype kv_dt;           /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3 or DTYPE_F8_E5M2 */
+    float k_scale, v_scale; /* 8-bit caches: a stored value means value * scale (0 = 1) */
     const int32_t *slots;  /* (n_kv) slot of each position */
     int sliding_window;    /* 0 = none; else query at p sees positions > p - window */
     float scale;           /* usually 1/sqrt(head_dim) */
@@ -129,6 +130,9 @@ void kern_attention(const kern_attn_args *a, int ith, int nth, void *scratch);
 
 /* Store one token's K or V row (n_kv_head*head_dim f32) at a slot. */
 void kern_kv_store(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src);
+/* The same for a cache with a scale (8-bit floats store src / scale,
+ * rounded to nearest even and saturated; other types ignore it). */
+void kern_kv_store_scaled(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src, float scale);
 
 /* ---- elementwise / row ops (single row; callers split rows) ------------ */
 
