@@ -442,6 +442,63 @@ AI void body_iq4_xs(int k, const void *w, const void *a, size_t as, const int R,
     STORE_ACC
 }
 
+/* ---- Q4_0 repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+AI __m256i bcast32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+AI void body_q4_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const float *aux,
+                    const int R, float *y, size_t ys)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int g = g0; g < g1; g++) {
+        const quant_q4_0x8 *grp = (const quant_q4_0x8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q4_0x8 *x = grp + b;
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            __m256i lo[4], hi[4];
+            for (int c = 0; c < 4; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[c]);
+                lo[c] = _mm256_and_si256(v, m4);
+                hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            for (int r = 0; r < R; r++) {
+                const int8_t *q = ((const block_q8_0 *)ACT(r) + b)->qs;
+                /* codes 4c..4c+3 (low nibbles) meet q[4c..], 16 + 4c.. (high) q[16 + 4c..];
+                 * 8 int16 sums of <= 2 * 15 * 127 each stay below 32767 */
+                __m256i s = _mm256_maddubs_epi16(lo[0], bcast32(q));
+                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast32(q + 16)));
+                for (int c = 1; c < 4; c++) {
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[c], bcast32(q + 4 * c)));
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[c], bcast32(q + 16 + 4 * c)));
+                }
+                __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones16()));
+                const float *au = aux + (size_t)r * 2 * nb + 2 * b;
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(au[0])), f, acc[r]);
+                acc[r] = _mm256_fnmadd_ps(dv, _mm256_set1_ps(au[1]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q4_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                       const float *aux, int R, float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q4_0x8(w, nb, g0, g1, a, as, aux, 1, y, ys); break;
+    case 2: body_q4_0x8(w, nb, g0, g1, a, as, aux, 2, y, ys); break;
+    case 3: body_q4_0x8(w, nb, g0, g1, a, as, aux, 3, y, ys); break;
+    default: body_q4_0x8(w, nb, g0, g1, a, as, aux, 4, y, ys); break;
+    }
+}
+
 /* ---- activation quantizers (bit-identical to quant_dot.c's) ------------ */
 
 /* 32 floats -> 32 int8 at q; returns amax */

@@ -87,8 +87,15 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         return -1;
     }
     m->data = m->owned;
-    if (src_t == want_t) {
+    /* an owned Q4_0 weight on a SIMD ISA: the 8-row repacked layout (quant_dot.h) */
+    const int repack = want_t == KERN_TYPE_Q4_0 && n % 8 == 0 && m->isa != KERN_ISA_SCALAR;
+    if (src_t == want_t && !repack) {
         memcpy(m->owned, src, m->bytes);
+        return 0;
+    }
+    if (src_t == want_t) {
+        quant_repack_q4_0x8(m->owned, src, n, k / 32);
+        m->layout = QUANT_LAYOUT_Q4_0X8;
         return 0;
     }
     float *row = malloc((size_t)k * sizeof(float));
@@ -110,6 +117,18 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         log_error("no f32 -> %s quantizer yet", wt->name);
         kern_mat_free(m);
         return -1;
+    }
+    if (repack) { /* quantized in row order above; repack through a copy */
+        void *plain = malloc(m->bytes);
+        if (!plain) {
+            kern_mat_free(m);
+            log_error("out of memory");
+            return -1;
+        }
+        memcpy(plain, m->owned, m->bytes);
+        quant_repack_q4_0x8(m->owned, plain, n, k / 32);
+        free(plain);
+        m->layout = QUANT_LAYOUT_Q4_0X8;
     }
     return 0;
 }
