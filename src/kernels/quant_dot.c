@@ -441,23 +441,72 @@ static void unpack_q4_0x8_row(block_q4_0 *dst, const void *w, int nb, int j)
     }
 }
 
-/* The repacked Q4_0 product (see quant_dot.h); threads split groups of 8 rows. */
-static void matmul_q4_0x8(float *y, const float *x, int m, const kern_mat *w, int ith, int nth,
-                          char *a, kern_isa isa)
+void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb)
 {
-    const int n = w->n, k = w->k, nb = k / QK4_0;
-    const size_t arb = kern_type_row_bytes(KERN_TYPE_Q8_0, k);
+    const block_q4_K *s = src;
+    quant_q4_Kx8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q4_Kx8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q4_K *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                o->dmin[r] = x->dmin;
+                for (int j = 0; j < 8; j++) {
+                    int sc, mn;
+                    scale_min_k4(j, x->scales, &sc, &mn);
+                    o->sc[j][r] = (uint8_t)sc;
+                    o->mn[j / 2][r][j % 2] = (uint8_t)mn;
+                }
+                for (int j = 0; j < 4; j++)
+                    for (int c = 0; c < 8; c++) memcpy(o->qs[j][c][r], x->qs + 32 * j + 4 * c, 4);
+            }
+        }
+}
+
+/* Row j of a repacked Q4_K weight back as plain blocks (scales re-packed
+ * into the 12-byte form: the exact inverse of scale_min_k4). */
+static void unpack_q4_Kx8_row(block_q4_K *dst, const void *w, int nb, int j)
+{
+    const quant_q4_Kx8 *grp = (const quant_q4_Kx8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        const quant_q4_Kx8 *x = grp + b;
+        uint8_t sc[8], mn[8];
+        for (int i = 0; i < 8; i++) sc[i] = x->sc[i][r], mn[i] = x->mn[i / 2][r][i % 2];
+        dst[b].d = x->d[r];
+        dst[b].dmin = x->dmin[r];
+        for (int i = 0; i < 4; i++) {
+            dst[b].scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
+            dst[b].scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
+            dst[b].scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
+        }
+        for (int q = 0; q < 4; q++)
+            for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 32 * q + 4 * c, x->qs[q][c][r], 4);
+    }
+}
+
+/* The repacked Q4_0 / Q4_K products (see quant_dot.h); threads split
+ * groups of 8 rows. */
+static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int ith, int nth, char *a,
+                      kern_isa isa)
+{
+    const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8;
+    const kern_type t = is_k ? KERN_TYPE_Q4_K : KERN_TYPE_Q4_0;
+    const int n = w->n, k = w->k, nb = k / kern_type_get(t)->block_size;
+    const size_t arb = kern_type_row_bytes(is_k ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
     int g0, g1;
     kern_split(n / 8, ith, nth, &g0, &g1);
     if (g0 >= g1) return;
     if (isa == KERN_ISA_SCALAR) { /* unpack a row at a time, scalar dots */
-        const quant_ops *op = quant_ops_scalar(KERN_TYPE_Q4_0);
-        block_q4_0 *row = (block_q4_0 *)(a + (size_t)(m < QCHUNK ? m : QCHUNK) * arb);
+        const quant_ops *op = quant_ops_scalar(t);
+        void *row = a + (size_t)(m < QCHUNK ? m : QCHUNK) * arb;
         for (int c0 = 0; c0 < m; c0 += QCHUNK) {
             const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
             for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
             for (int j = 8 * g0; j < 8 * g1; j++) {
-                unpack_q4_0x8_row(row, w->data, nb, j);
+                if (is_k) unpack_q4_Kx8_row(row, w->data, nb, j);
+                else unpack_q4_0x8_row(row, w->data, nb, j);
                 for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                     int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
                     op->dot(k, row, a + (size_t)r0 * arb, arb, R, y + (size_t)(c0 + r0) * n + j, (size_t)n);
@@ -467,7 +516,20 @@ static void matmul_q4_0x8(float *y, const float *x, int m, const kern_mat *w, in
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
-    for (int c0 = 0; c0 < m; c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && is_k; c0 += QCHUNK) {
+        const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+        const quant_ops *op = quant_ops_for(t, isa);
+        for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
+        for (int gg = g0; gg < g1; gg += gb) {
+            int ge = gg + gb < g1 ? gg + gb : g1;
+            for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
+                int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
+                quant_q4_Kx8_avx2(w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R, y + (size_t)(c0 + r0) * n,
+                                  (size_t)n);
+            }
+        }
+    }
+    for (int c0 = 0; c0 < m && !is_k; c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         float *aux = (float *)(a + (size_t)mc * arb + 64 - (((uintptr_t)(a + (size_t)mc * arb)) & 63));
         for (int r = 0; r < mc; r++) {
@@ -502,10 +564,10 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
     const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
-    if (w->layout == QUANT_LAYOUT_Q4_0X8) {
+    if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8) {
         int g0, g1;
         kern_split(n / 8, ith, nth, &g0, &g1);
-        matmul_q4_0x8(y, x, m, w, ith, nth, a, isa);
+        matmul_x8(y, x, m, w, ith, nth, a, isa);
         lo = 8 * g0, hi = 8 * g1;
     } else {
         kern_split(n, ith, nth, &lo, &hi);

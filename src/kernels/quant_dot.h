@@ -95,6 +95,25 @@ void quant_repack_q4_0x8(void *dst, const void *src, int n, int nb);
 void quant_q4_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as,
                        const float *aux, int R, float *y, size_t ys);
 
+/* ---- Q4_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q4_KX8) ------
+ * The same idea for Q4_K: per super-block a group holds the 8 rows' d and
+ * dmin, the 6-bit sub-block scales and mins unpacked to bytes ([j][row];
+ * mins as [pair][row][2] so one vpmaddwd meets two activation sums), and
+ * the codes as [chunk j][c][row][4 bytes of qs[32 j + 4 c ..]]:
+ *   1184 bytes for 8 x 144 (+2.8%).  Sub-block sums stay in int16 (8 x
+ *   2 * 15 * 127 < 32767), the row's scale is applied with one vpmaddwd. */
+#define QUANT_LAYOUT_Q4_KX8 0x0412
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8][8];       /* [sub-block][row] */
+    uint8_t mn[4][8][2];    /* [sub-block pair][row][which] */
+    uint8_t qs[4][8][8][4]; /* [chunk][c][row][4] */
+} quant_q4_Kx8;
+void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb);
+/* groups [g0, g1) of w (nb super-blocks per row) against R rows of Q8_K */
+void quant_q4_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
 /* Matmul of a quantized weight on the ops of `isa` (see kern_matmul). */
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                   int nth, void *scratch, kern_isa isa);

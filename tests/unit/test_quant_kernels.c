@@ -419,7 +419,8 @@ static void test_matmul_all(void **state)
                               {1, 16, 64, 1}, {5, 24, 96, 3}, {3, 40, 2048, 2}, {67, 8, 64, 2}, {2, 72, 32, 4}};
     const shape shapes256[] = {{1, 1, 256, 1}, {1, 7, 512, 3}, {3, 5, 768, 1},
                                {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2},
-                               {65, 3, 256, 3}, {4, 16, 256, 2}};
+                               {65, 3, 256, 3}, {4, 16, 256, 2}, {5, 24, 512, 3},
+                               {1, 8, 2048, 1}, {66, 40, 256, 2}};
     for (int ti = 0; ti < N_WTYPES; ti++) {
         kern_type t = k_wtypes[ti];
         const kern_type_traits *tr = kern_type_get(t);
@@ -457,8 +458,9 @@ static void test_matmul_all(void **state)
                 linear_weight wc;
                 assert_int_equal(linear_init_kt(&wc, wq, t, s.n, s.k, t, 0), 0);
                 assert_non_null(wc.mat.owned);
-                int repacked = t == KERN_TYPE_Q4_0 && s.n % 8 == 0 && isa > 0;
-                assert_int_equal(wc.mat.layout, repacked ? QUANT_LAYOUT_Q4_0X8 : 0);
+                int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K) && s.n % 8 == 0 && isa > 0;
+                assert_int_equal(wc.mat.layout, !repacked ? 0 : t == KERN_TYPE_Q4_0 ? QUANT_LAYOUT_Q4_0X8
+                                                                                   : QUANT_LAYOUT_Q4_KX8);
                 if (!repacked) assert_memory_equal(wc.mat.data, wq, wb);
                 wc.bias = w.bias;
                 float *y3 = malloc(sizeof(float) * s.m * s.n);
