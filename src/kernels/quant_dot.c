@@ -486,13 +486,38 @@ static void unpack_q4_Kx8_row(block_q4_K *dst, const void *w, int nb, int j)
     }
 }
 
+void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb)
+{
+    const block_q8_0 *s = src;
+    quant_q8_0x8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q8_0x8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q8_0 *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                for (int c = 0; c < 8; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
+            }
+        }
+}
+
+static void unpack_q8_0x8_row(block_q8_0 *dst, const void *w, int nb, int j)
+{
+    const quant_q8_0x8 *grp = (const quant_q8_0x8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        dst[b].d = grp[b].d[r];
+        for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 4 * c, grp[b].qs[c][r], 4);
+    }
+}
+
 /* The repacked Q4_0 / Q4_K products (see quant_dot.h); threads split
  * groups of 8 rows. */
 static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int ith, int nth, char *a,
                       kern_isa isa)
 {
-    const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8;
-    const kern_type t = is_k ? KERN_TYPE_Q4_K : KERN_TYPE_Q4_0;
+    const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8, is_8 = w->layout == QUANT_LAYOUT_Q8_0X8;
+    const kern_type t = is_k ? KERN_TYPE_Q4_K : is_8 ? KERN_TYPE_Q8_0 : KERN_TYPE_Q4_0;
     const int n = w->n, k = w->k, nb = k / kern_type_get(t)->block_size;
     const size_t arb = kern_type_row_bytes(is_k ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
     int g0, g1;
@@ -506,6 +531,7 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
             for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
             for (int j = 8 * g0; j < 8 * g1; j++) {
                 if (is_k) unpack_q4_Kx8_row(row, w->data, nb, j);
+                else if (is_8) unpack_q8_0x8_row(row, w->data, nb, j);
                 else unpack_q4_0x8_row(row, w->data, nb, j);
                 for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                     int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
@@ -516,7 +542,7 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
-    for (int c0 = 0; c0 < m && is_k; c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && (is_k || is_8); c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         const quant_ops *op = quant_ops_for(t, isa);
         for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
@@ -524,12 +550,12 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
             int ge = gg + gb < g1 ? gg + gb : g1;
             for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                 int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
-                quant_q4_Kx8_avx2(w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R, y + (size_t)(c0 + r0) * n,
-                                  (size_t)n);
+                (is_k ? quant_q4_Kx8_avx2 : quant_q8_0x8_avx2)(w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R,
+                                                               y + (size_t)(c0 + r0) * n, (size_t)n);
             }
         }
     }
-    for (int c0 = 0; c0 < m && !is_k; c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && !is_k && !is_8; c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         float *aux = (float *)(a + (size_t)mc * arb + 64 - (((uintptr_t)(a + (size_t)mc * arb)) & 63));
         for (int r = 0; r < mc; r++) {
@@ -564,7 +590,8 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
     const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
-    if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8) {
+    if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8 ||
+        w->layout == QUANT_LAYOUT_Q8_0X8) {
         int g0, g1;
         kern_split(n / 8, ith, nth, &g0, &g1);
         matmul_x8(y, x, m, w, ith, nth, a, isa);

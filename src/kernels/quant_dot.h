@@ -114,6 +114,15 @@ void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb);
 void quant_q4_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                        float *y, size_t ys);
 
+/* ---- Q8_0 repacked 8 rows at a time (layout QUANT_LAYOUT_Q8_0X8) ------
+ * { uint16 d[8]; int8 qs[8][8][4] ([c][row][4 codes]) } = 272 bytes = 8
+ * blocks; signed codes go through the sign trick, one vpmaddwd per chunk. */
+#define QUANT_LAYOUT_Q8_0X8 0x0420
+typedef struct { uint16_t d[8]; int8_t qs[8][8][4]; } quant_q8_0x8;
+void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb);
+void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
 /* Matmul of a quantized weight on the ops of `isa` (see kern_matmul). */
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                   int nth, void *scratch, kern_isa isa);

@@ -499,6 +499,49 @@ void quant_q4_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, siz
     }
 }
 
+/* ---- Q8_0 repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+AI void body_q8_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+                    float *y, size_t ys)
+{
+    for (int g = g0; g < g1; g++) {
+        const quant_q8_0x8 *grp = (const quant_q8_0x8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q8_0x8 *x = grp + b;
+            __m256i s[QUANT_MAX_R];
+            for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+            for (int c = 0; c < 8; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[c]);
+                __m256i av = _mm256_sign_epi8(v, v);
+                for (int r = 0; r < R; r++) {
+                    const int8_t *q = ((const block_q8_0 *)ACT(r) + b)->qs + 4 * c;
+                    s[r] = _mm256_add_epi32(s[r], dot_ss(av, v, bcast32(q)));
+                }
+            }
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            for (int r = 0; r < R; r++) {
+                const block_q8_0 *yb = (const block_q8_0 *)ACT(r) + b;
+                __m256 sc = _mm256_mul_ps(dv, _mm256_broadcast_ss(&quant_f16_table[yb->d]));
+                acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q8_0x8(w, nb, g0, g1, a, as, 1, y, ys); break;
+    case 2: body_q8_0x8(w, nb, g0, g1, a, as, 2, y, ys); break;
+    case 3: body_q8_0x8(w, nb, g0, g1, a, as, 3, y, ys); break;
+    default: body_q8_0x8(w, nb, g0, g1, a, as, 4, y, ys); break;
+    }
+}
+
 /* ---- Q4_K repacked 8 rows at a time (quant_dot.h) --------------------- */
 
 /* 8 bytes (one per row) -> int16 pairs (v_r, v_r) in int32 lane r */

@@ -42,6 +42,9 @@ static void repack_x8(kern_mat *m, const void *src)
     if (m->qtype == KERN_TYPE_Q4_0) {
         quant_repack_q4_0x8(m->owned, src, m->n, m->k / 32);
         m->layout = QUANT_LAYOUT_Q4_0X8;
+    } else if (m->qtype == KERN_TYPE_Q8_0) {
+        quant_repack_q8_0x8(m->owned, src, m->n, m->k / 32);
+        m->layout = QUANT_LAYOUT_Q8_0X8;
     } else {
         quant_repack_q4_Kx8(m->owned, src, m->n, m->k / 256);
         m->layout = QUANT_LAYOUT_Q4_KX8;
@@ -94,7 +97,8 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         return 0;
     }
     /* an owned Q4_0 / Q4_K weight on a SIMD ISA: the 8-row repacked layout (quant_dot.h) */
-    const int repack = (want_t == KERN_TYPE_Q4_0 || want_t == KERN_TYPE_Q4_K) && n % 8 == 0 &&
+    const int repack = (want_t == KERN_TYPE_Q4_0 || want_t == KERN_TYPE_Q4_K || want_t == KERN_TYPE_Q8_0) &&
+                       n % 8 == 0 &&
                        m->isa != KERN_ISA_SCALAR;
     const size_t plain_bytes = m->bytes;
     if (repack && want_t == KERN_TYPE_Q4_K) m->bytes = (size_t)(n / 8) * (k / 256) * sizeof(quant_q4_Kx8);

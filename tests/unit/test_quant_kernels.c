@@ -458,9 +458,12 @@ static void test_matmul_all(void **state)
                 linear_weight wc;
                 assert_int_equal(linear_init_kt(&wc, wq, t, s.n, s.k, t, 0), 0);
                 assert_non_null(wc.mat.owned);
-                int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K) && s.n % 8 == 0 && isa > 0;
-                assert_int_equal(wc.mat.layout, !repacked ? 0 : t == KERN_TYPE_Q4_0 ? QUANT_LAYOUT_Q4_0X8
-                                                                                   : QUANT_LAYOUT_Q4_KX8);
+                int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0) &&
+                               s.n % 8 == 0 && isa > 0;
+                assert_int_equal(wc.mat.layout, !repacked                ? 0
+                                                : t == KERN_TYPE_Q4_0 ? QUANT_LAYOUT_Q4_0X8
+                                                : t == KERN_TYPE_Q8_0 ? QUANT_LAYOUT_Q8_0X8
+                                                                      : QUANT_LAYOUT_Q4_KX8);
                 if (!repacked) assert_memory_equal(wc.mat.data, wq, wb);
                 wc.bias = w.bias;
                 float *y3 = malloc(sizeof(float) * s.m * s.n);
