@@ -18,8 +18,12 @@
  * JSON lines; "frac" is the median GB/s over the median read bandwidth of
  * the same thread count.
  *
+ * --owned 1 makes every weight an owned copy, so Q4_0 / Q4_K / Q8_0 run
+ * in their repacked 8-row layouts ("layout":"x8"); the default borrows the
+ * blocks in place ("plain"), as a GGUF mmap would be.
+ *
  * Usage: build/bench/bench_quant [--threads N] [--reps R] [--types q4_0,q4_K,...]
- *        [--only gemv|gemm]   (SGLC_KERNELS=scalar|avx2 forces an ISA) */
+ *        [--only gemv|gemm] [--owned 0|1]   (SGLC_KERNELS=scalar|avx2 forces an ISA) */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -122,11 +126,15 @@ static double time_call(tpool *pool, mm_ctx *c)
 }
 
 /* kern_matmul on the current ISA vs kern_ref_matmul (scalar int8 path) */
+static int g_borrow = 1; /* 0 with --owned: owned copies (the repacked 8-row layouts) */
+
+static const char *layout_name(const kern_mat *w) { return w->layout ? "x8" : "plain"; }
+
 static int validate(kern_type t, const void *wq, int n, int k, void **scr)
 {
     const int m = 5;
     kern_mat w;
-    if (kern_mat_init_kt(&w, wq, t, n, k, t, 1)) return -1;
+    if (kern_mat_init_kt(&w, wq, t, n, k, t, g_borrow)) return -1;
     float *x = malloc(sizeof(float) * m * k), *y = malloc(sizeof(float) * m * n),
           *yr = malloc(sizeof(float) * m * n);
     for (int i = 0; i < m * k; i++) x[i] = (float)((int64_t)(rnd64() >> 40) - (1 << 23)) / (float)(1 << 23);
@@ -156,9 +164,10 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--threads")) max_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--types")) types = argv[i + 1];
+        else if (!strcmp(argv[i], "--owned")) g_borrow = !atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--only")) do_gemv = !strcmp(argv[i + 1], "gemv"), do_gemm = !do_gemv;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm] [--owned 0|1]\n", argv[0]);
             return 2;
         }
     }
@@ -230,7 +239,7 @@ int main(int argc, char **argv)
             if (si == 0 && validate(t, buf, s->n, s->k, scr)) return 1;
             if (si == 0 && do_gemm) {
                 kern_mat w;
-                if (kern_mat_init_kt(&w, buf, t, s->n, s->k, t, 1)) return 1;
+                if (kern_mat_init_kt(&w, buf, t, s->n, s->k, t, g_borrow)) return 1;
                 for (int ti = 0; ti < tcount; ti++) {
                     mm_ctx c = {.y = y, .x = x, .m = 512, .w = &w, .scratch = scr};
                     double v[64], vc[64];
@@ -241,9 +250,9 @@ int main(int argc, char **argv)
                         v[r] = fl / time_call(pools[ti], &c) * 1e-9;
                         vc[r] = fl / bench_max_cpu(c.cpu, tlist[ti]) * 1e-9;
                     }
-                    printf("{\"bench\":\"quant_gemm\",\"type\":\"%s\",\"m\":512,\"n\":%d,\"k\":%d,\"threads\":%d,"
+                    printf("{\"bench\":\"quant_gemm\",\"type\":\"%s\",\"layout\":\"%s\",\"m\":512,\"n\":%d,\"k\":%d,\"threads\":%d,"
                            "\"median_gflops\":%.1f,\"best_gflops\":%.1f,\"cpu_median_gflops\":%.1f}\n",
-                           tn, s->n, s->k, tlist[ti], bench_median(v, gr), bench_max(v, gr), bench_median(vc, gr));
+                           tn, layout_name(&w), s->n, s->k, tlist[ti], bench_median(v, gr), bench_max(v, gr), bench_median(vc, gr));
                     fflush(stdout);
                 }
                 kern_mat_free(&w);
@@ -251,7 +260,7 @@ int main(int argc, char **argv)
             if (do_gemv) {
                 kern_mat *ws_m = malloc(sizeof(kern_mat) * (size_t)copies);
                 for (int c = 0; c < copies; c++)
-                    if (kern_mat_init_kt(&ws_m[c], buf + (size_t)c * wb, t, s->n, s->k, t, 1)) return 1;
+                    if (kern_mat_init_kt(&ws_m[c], buf + (size_t)c * wb, t, s->n, s->k, t, g_borrow)) return 1;
                 for (int ti = 0; ti < tcount; ti++) {
                     int calls = copies < 8 ? 8 : copies; /* one pass over the copies per rep, >= 8 calls */
                     double v[64], vc[64];
@@ -268,10 +277,10 @@ int main(int argc, char **argv)
                     double med = bench_median(v, reps), medc = bench_median(vc, reps);
                     t_shape[ti][si] = med;
                     tc_shape[ti][si] = medc;
-                    printf("{\"bench\":\"quant_gemv\",\"type\":\"%s\",\"shape\":\"%s\",\"n\":%d,\"k\":%d,"
+                    printf("{\"bench\":\"quant_gemv\",\"type\":\"%s\",\"layout\":\"%s\",\"shape\":\"%s\",\"n\":%d,\"k\":%d,"
                            "\"threads\":%d,\"bytes\":%zu,\"median_us\":%.1f,\"median_gbs\":%.2f,"
                            "\"frac\":%.3f,\"cpu_gbs\":%.2f,\"cpu_frac\":%.3f}\n",
-                           tn, s->name, s->n, s->k, tlist[ti], wb, med * 1e6, wb / med * 1e-9,
+                           tn, layout_name(&ws_m[0]), s->name, s->n, s->k, tlist[ti], wb, med * 1e6, wb / med * 1e-9,
                            wb / med * 1e-9 / bw[ti], wb / medc * 1e-9, wb / medc * 1e-9 / bwc[ti]);
                     fflush(stdout);
                 }
@@ -288,9 +297,9 @@ int main(int argc, char **argv)
                     tc += mult * tc_shape[ti][si];
                     bb += mult * (double)b_shape[si];
                 }
-                printf("{\"bench\":\"quant_decode_step_est\",\"type\":\"%s\",\"threads\":%d,\"bytes\":%.0f,"
+                printf("{\"bench\":\"quant_decode_step_est\",\"type\":\"%s\",\"owned\":%d,\"threads\":%d,\"bytes\":%.0f,"
                        "\"step_ms\":%.2f,\"gbs\":%.2f,\"frac\":%.3f,\"cpu_gbs\":%.2f,\"cpu_frac\":%.3f}\n",
-                       tn, tlist[ti], bb, tt * 1e3, bb / tt * 1e-9, bb / tt * 1e-9 / bw[ti], bb / tc * 1e-9,
+                       tn, !g_borrow, tlist[ti], bb, tt * 1e3, bb / tt * 1e-9, bb / tt * 1e-9 / bw[ti], bb / tc * 1e-9,
                        bb / tc * 1e-9 / bwc[ti]);
                 fflush(stdout);
             }
