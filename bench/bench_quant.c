@@ -10,6 +10,8 @@
  *    2048x8192, lm_head 128256x2048: each weight replicated into >= 256 MiB
  *    (SGLC_BENCH_MEM_MB) of distinct copies walked in turn, so every call
  *    reads from memory; GB/s = weight bytes / time per call;
+ *  - l2_resident: 128x2048, one copy (it stays in L2): the kernel's compute
+ *    rate, what the GEMV would reach if memory were not the limit;
  *  - decode step estimate: 16 x (2 qo + 2 kv + 2 gate/up + down) + lm_head
  *    from the per-shape medians: all weight bytes of a step / step time;
  *  - GEMM (m = 512, 2048x2048): GFLOP/s = 2 m n k / time.
@@ -23,7 +25,8 @@
  * blocks in place ("plain"), as a GGUF mmap would be.
  *
  * Usage: build/bench/bench_quant [--threads N] [--reps R] [--types q4_0,q4_K,...]
- *        [--only gemv|gemm] [--owned 0|1]   (SGLC_KERNELS=scalar|avx2 forces an ISA) */
+ *        [--only gemv|gemm] [--owned 0|1] [--shape qo_proj|...|l2_resident]
+ *        (--shape: GEMV of that shape only; SGLC_KERNELS=scalar|avx2 forces an ISA) */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -48,6 +51,8 @@ typedef struct {
 static const shape k_shapes[] = {
     {"qo_proj", 2048, 2048, 2}, {"kv_proj", 512, 2048, 2}, {"gate_up_proj", 8192, 2048, 2},
     {"down_proj", 2048, 8192, 1}, {"lm_head", 128256, 2048, 0},
+    /* 128 x 2048: one copy that stays in L2, so the kernel's compute rate (not in the step) */
+    {"l2_resident", 128, 2048, -1},
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 #define N_LAYERS 16
@@ -159,15 +164,16 @@ static int validate(kern_type t, const void *wq, int n, int k, void **scr)
 int main(int argc, char **argv)
 {
     int max_threads = 2, reps = 7, do_gemv = 1, do_gemm = 1;
-    const char *types = NULL;
+    const char *types = NULL, *only_shape = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) max_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--types")) types = argv[i + 1];
         else if (!strcmp(argv[i], "--owned")) g_borrow = !atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--shape")) only_shape = argv[i + 1];
         else if (!strcmp(argv[i], "--only")) do_gemv = !strcmp(argv[i + 1], "gemv"), do_gemm = !do_gemv;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm] [--owned 0|1]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm] [--owned 0|1] [--shape NAME]\n", argv[0]);
             return 2;
         }
     }
@@ -230,8 +236,10 @@ int main(int argc, char **argv)
             const shape *s = &k_shapes[si];
             size_t wb = kern_type_mat_bytes(t, s->n, s->k);
             b_shape[si] = wb;
-            int copies = (int)((ws + wb - 1) / wb);
+            int copies = s->per_layer < 0 ? 1 : (int)((ws + wb - 1) / wb);
             if (!do_gemv && si > 0) break;
+            const int gemv_here = do_gemv && (!only_shape || !strcmp(only_shape, s->name));
+            if (!gemv_here && !(si == 0 && do_gemm)) continue;
             unsigned char *buf = kern_weight_alloc(wb * (size_t)copies);
             if (!buf) return 1;
             fill_weight(t, buf, wb);
@@ -257,12 +265,13 @@ int main(int argc, char **argv)
                 }
                 kern_mat_free(&w);
             }
-            if (do_gemv) {
+            if (gemv_here) {
                 kern_mat *ws_m = malloc(sizeof(kern_mat) * (size_t)copies);
                 for (int c = 0; c < copies; c++)
                     if (kern_mat_init_kt(&ws_m[c], buf + (size_t)c * wb, t, s->n, s->k, t, g_borrow)) return 1;
                 for (int ti = 0; ti < tcount; ti++) {
-                    int calls = copies < 8 ? 8 : copies; /* one pass over the copies per rep, >= 8 calls */
+                    /* one pass over the copies per rep, >= 8 calls (200 for the L2-resident one) */
+                    int calls = s->per_layer < 0 ? 200 : copies < 8 ? 8 : copies;
                     double v[64], vc[64];
                     mm_ctx c = {.y = y, .x = x, .m = 1, .scratch = scr};
                     for (int r = 0; r <= reps; r++) { /* rep 0 warms */
@@ -288,10 +297,11 @@ int main(int argc, char **argv)
             }
             free(buf);
         }
-        if (do_gemv)
+        if (do_gemv && !only_shape)
             for (int ti = 0; ti < tcount; ti++) {
                 double tt = 0, tc = 0, bb = 0;
                 for (int si = 0; si < N_SHAPES; si++) {
+                    if (k_shapes[si].per_layer < 0) continue;
                     int mult = k_shapes[si].per_layer ? N_LAYERS * k_shapes[si].per_layer : 1;
                     tt += mult * t_shape[ti][si];
                     tc += mult * tc_shape[ti][si];
