@@ -5,10 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli_gguf.h"
 #include "hub/hub.h"
 #include "kernels/kernels.h"
+#include "model/gguf_model.h"
 #include "util/cpu.h"
 #include "util/log.h"
 
@@ -44,7 +47,11 @@ model *cli_model_load(const cli_model_opts *o)
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];
-    if (lo.model_path) {
+    struct stat st;
+    if (lo.model_path && stat(lo.model_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* a model file (GGUF): no hub resolution */
+        snprintf(g_model_dir, sizeof g_model_dir, "%s", lo.model_path);
+    } else if (lo.model_path) {
         hub_opts ho = {0};
         ho.revision = o->revision;
         ho.cache_dir = o->download_dir;
@@ -130,6 +137,9 @@ int cli_kv_scales_load(model *m, const char *path, int kv_dtype, char *err, size
 int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out)
 {
     *out = NULL;
+    char gpath[4096], gerr[512];
+    if (gguf_model_path(dir, 0, gpath, sizeof gpath, gerr, sizeof gerr) == 1)
+        return cli_tokenizer_load_gguf(gpath, required, out);
     char tjson[4200], terr[512];
     snprintf(tjson, sizeof tjson, "%s/tokenizer.json", dir);
     if (!required && access(tjson, R_OK) != 0) return 0;

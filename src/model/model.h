@@ -42,10 +42,11 @@ typedef enum model_load_format {
     MODEL_LOAD_AUTO = 0,        /* safetensors */
     MODEL_LOAD_SAFETENSORS = 1,
     MODEL_LOAD_DUMMY = 2,       /* random weights from config.json alone */
+    MODEL_LOAD_GGUF = 3,        /* a GGUF file (auto detects *.gguf and folders holding one) */
 } model_load_format;
 
 typedef struct model_load_opts {
-    const char *model_path;     /* directory with config.json (+ *.safetensors) */
+    const char *model_path;     /* directory with config.json (+ *.safetensors), or a .gguf file */
     int dtype;                  /* -1 = auto (config torch_dtype), else DTYPE_* (see below) */
     model_load_format load_format;
     const char *override_json;  /* --json-model-override-args, or NULL */
