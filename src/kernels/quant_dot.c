@@ -411,8 +411,9 @@ size_t quant_matmul_scratch(int m, int k)
     /* the largest activation row: Q8_K at 292 / 256 bytes per value, Q8_1 at
      * 36 / 32; plus the repacked Q4_0 path's two floats per block */
     size_t row = (size_t)(k / 32 + 1) * (37 + 8);
-    /* + one unpacked Q4_0 row for the repacked layout's scalar path */
-    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + (size_t)(k / 32 + 1) * 24 + 256;
+    /* + one unpacked row (<= 34 bytes per 32 values: Q8_0) for the
+     * repacked layouts' scalar path */
+    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + (size_t)(k / 32 + 1) * 36 + 256;
 }
 
 void quant_repack_q4_0x8(void *dst, const void *src, int n, int nb)
