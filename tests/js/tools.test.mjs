@@ -98,6 +98,37 @@ test('openai: tool_choice required returns a valid call (finish_reason tool_call
   }
 });
 
+// The Responses API with tools: flat function tools, a forced call comes
+// back as a function_call output item (whole and streamed), and the stored
+// response's call feeds the next turn through previous_response_id.
+const respTools = tools.map((t) => ({ type: 'function', ...t.function }));
+test('openai: responses.create with a named tool gives a function_call item, whole and streamed', async (t) => {
+  if (!(await hasGrammar())) return t.skip('no grammar engine in the serving path yet');
+  const body = { model, input: 'Time in Paris?', tools: respTools, tool_choice: { type: 'function', name: 'get_time' },
+                 max_output_tokens: 96, temperature: 0 };
+  const r = await client.responses.create(body);
+  const calls = r.output.filter((o) => o.type === 'function_call');
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].name, 'get_time');
+  assert.equal(typeof JSON.parse(calls[0].arguments).tz, 'string');
+  assert.match(calls[0].call_id, /^call_/);
+  const stream = await client.responses.create({ ...body, stream: true });
+  let args = '', added = null, done = null, final = null;
+  for await (const ev of stream) {
+    if (ev.type === 'response.output_item.added' && ev.item.type === 'function_call') added = ev.item;
+    if (ev.type === 'response.function_call_arguments.delta') args += ev.delta;
+    if (ev.type === 'response.function_call_arguments.done') done = ev.arguments;
+    if (ev.type === 'response.completed' || ev.type === 'response.incomplete') final = ev.response;
+  }
+  assert.equal(added.name, 'get_time');
+  assert.equal(args, done);
+  assert.equal(done, calls[0].arguments); /* greedy: the same call as the whole answer */
+  assert.equal(final.output.filter((o) => o.type === 'function_call')[0].arguments, done);
+  const next = await client.responses.create({ model, previous_response_id: r.id, tools: respTools, max_output_tokens: 4,
+                                               input: [{ type: 'function_call_output', call_id: calls[0].call_id, output: '12:00' }] });
+  assert.equal(next.usage.output_tokens > 0, true);
+});
+
 const lcGetTime = lcTool(async ({ tz }) => `12:00 ${tz}`, { name: 'get_time', description: 'Time in a zone',
                                                             schema: z.object({ tz: z.string() }) });
 const lc = () => new ChatOpenAI({ model, apiKey, configuration: { baseURL }, temperature: 0, maxTokens: 16, maxRetries: 0 });
