@@ -15,9 +15,12 @@
 #   - --type BF16 against the bf16 folder (--dtype bfloat16);
 #   - TinyStories-656K (the one trained model: lm_head-only tied storage)
 #     F32: identical logits and greedy output.
+#   - every quantized preset (Q8_0 ... IQ4_XS) on 256-wide models and
+#     TinyStories: logits equal those of the file's values decoded by an
+#     independent numpy decoder (or a clear refusal while the build has no
+#     quantizer for the type).
 # Also `bench-one-batch` runs on a .gguf, a folder holding one .gguf is
-# found, `serve --model-path x.gguf` answers /generate as the folder does,
-# and a quantized --type the build cannot write yet is a clear error.
+# found, `serve --model-path x.gguf` answers /generate as the folder does.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/TinyStories-656K/config.json \
@@ -127,23 +130,37 @@ if [ -s "$T/ts.gguf" ] && command -v curl >/dev/null; then
     fi
 fi
 
-# a type the build cannot write yet (no row_from_f32) is refused by name,
-# and nothing is left behind
-for ty in Q8_0 Q4_K_M; do
-    if "$BIN" quantize --model-path "$TINY/qwen3/f32" --output "$T/q.gguf" --type $ty 2>"$T/q.err"; then
-        if "$BIN" generate --model-path "$T/q.gguf" --input-ids 1,2,3 --max-new-tokens 4 --json \
-            --temperature 0 --threads 1 >/dev/null 2>"$T/g.err"; then
-            ok "$ty: quantized and generated"
-        else
-            bad "$ty: written but does not load: $(tail -1 "$T/g.err")"
+# block-quantized types: each preset on two 256-wide models (K-quant rows:
+# tests/ref/make_kquant_model.py) and TinyStories.  sglc's logits from the
+# file must equal, bit for bit, its logits from an F32 folder holding the
+# file's values decoded independently (tests/ref/gguf_np.py dequant-hf with
+# tests/ref/gguf_quants.py: block decoding, q/k un-permutation, expert
+# slicing).  A type
+# the build cannot write yet is refused by name and leaves no file.
+QTYPES="Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K_M Q5_K_M IQ4_XS"
+"$PY" "$ROOT/tests/ref/make_kquant_model.py" "$T/kq" || bad "make_kquant_model.py"
+for ty in $QTYPES; do
+    for md in "$T/kq/kq-llama" "$T/kq/kq-moe" "$TS"; do
+        name=$(basename "$md")
+        if ! "$BIN" quantize --model-path "$md" --output "$T/q.gguf" --type $ty 2>"$T/q.err"; then
+            if grep -q "sglc cannot write this type yet" "$T/q.err" && [ ! -e "$T/q.gguf" ]; then
+                ok "$ty $name: refused clearly ($(tail -1 "$T/q.err" | cut -c18-100))"
+            else
+                bad "$ty $name: $(tail -1 "$T/q.err")"
+            fi
+            continue
         fi
-        rm -f "$T/q.gguf"
-    elif grep -q "sglc cannot write this type yet" "$T/q.err" && [ ! -e "$T/q.gguf" ]; then
-        ok "$ty: refused clearly ($(tail -1 "$T/q.err" | cut -c1-90))"
-    else
-        bad "$ty: $(tail -1 "$T/q.err")"
-    fi
+        if [ ! -f "$ROOT/tests/ref/gguf_quants.py" ]; then
+            gen "$T/q.gguf" float32 "$T/b" && ok "$ty $name: quantized and generated (no numpy decoder to compare)" ||
+                bad "$ty $name: does not load: $(tail -1 "$T/b.err")"
+            continue
+        fi
+        rm -rf "$T/deq"
+        if ! out=$("$PY" "$ROOT/tests/ref/gguf_np.py" dequant-hf "$md" "$T/q.gguf" "$T/deq" 2>&1); then
+            bad "$ty $name: dequant-hf: $(echo "$out" | tail -1)"; continue
+        fi
+        same "$ty $name ($(echo "$out" | tail -1 | sed 's/.*types: //'))" "$T/deq" "$T/q.gguf" float32
+    done
 done
-
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "all GGUF round-trip checks passed"
