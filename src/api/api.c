@@ -607,8 +607,6 @@ static const char *api_route_not_yet(const char *path)
         {"/v1/rerank", 0, "scoring routes, issue 15"},
         {"/v1/classify", 0, "scoring routes, issue 15"},
         {"/classify", 0, "scoring routes, issue 15"},
-        {"/parse_function_call", 0, "tool-call parsers, issue 10"},
-        {"/separate_reasoning", 0, "reasoning parsers, issue 10"},
         {"/generate_from_file", 0, "file uploads are not parsed"},
         {"/open_session", 0, "sessions are not implemented"},
         {"/close_session", 0, "sessions are not implemented"},
@@ -780,6 +778,18 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         if (!j) return;
         if (strstr(path, "detokenize")) api_route_detokenize(a, r, j);
         else api_route_tokenize(a, r, j);
+        json_decref(j);
+        return;
+    }
+    if (!strcmp(path, "/parse_function_call") || !strcmp(path, "/separate_reasoning")) {
+        if (!post) {
+            api_native_error(r, 405, "Method Not Allowed");
+            return;
+        }
+        json_t *j = parse_body(r, body, body_len, false, false);
+        if (!j) return;
+        if (path[1] == 'p') api_route_parse_function_call(a, r, j); /* api_chat_tools.c */
+        else api_route_separate_reasoning(a, r, j);
         json_decref(j);
         return;
     }

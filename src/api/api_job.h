@@ -55,6 +55,7 @@ typedef struct api_slot {
     double t_last;               /* metrics: when its last tokens arrived, 0 = none yet */
     int prompt;
     bool done, role_sent;
+    int n_calls;                 /* tool calls opened so far (finish_reason "tool_calls") */
     float *emb;                  /* (n_emb) owned or NULL: embedding jobs */
     int n_emb;
 } api_slot;
@@ -83,6 +84,10 @@ typedef struct api_job {
     bool base64;                 /* JOB_EMBED: encoding_format base64 */
     int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
     json_t *resp;                /* JOB_RESP: the answer's state (api_responses.c), owned */
+    bool tool_single;            /* parallel_tool_calls false: only the first tool call is returned */
+    bool kimi_ids;               /* kimi_k2: call ids "functions.NAME:N" (SGLang), N = tool_id_base +
+                                  * the call's index; else "call_<24 hex>" */
+    int tool_id_base;            /* the history's tool-call count */
     int err_status;              /* first error (non-streaming answer) */
     char *err_msg;               /* owned */
 } api_job;
@@ -273,6 +278,37 @@ void api_route_responses(api_server *a, http_req *r, json_t *body);
 bool api_route_responses_id(api_server *a, http_req *r, const char *method, const char *path);
 void api_resp_answer(api_job *j);
 void api_resp_stream_event(api_job *j, int si, const sched_event *e);
+
+/* api_chat_tools.c: tools, tool_choice and reasoning on the chat route */
+typedef struct api_chat_tools {
+    const json_t *tools;         /* borrowed from the body: a non-empty list, or NULL */
+    bool none, required, parallel;
+    const char *named;           /* tool_choice {"type": "function", "function": {"name"}}, borrowed */
+    bool active;                 /* tools given and tool_choice is not "none" */
+} api_chat_tools;
+/* Read tools / tool_choice / parallel_tool_calls.  0, or -1 with the 400 message. */
+int api_chat_tools_read(const json_t *body, api_chat_tools *t, char *err, size_t errlen);
+/* The template's `tools` (new list of function objects) or NULL. */
+json_t *api_chat_template_tools(const api_chat_tools *t);
+/* SGLang's sampling changes for tools: skip_special_tokens false, the
+ * json_schema of tool_choice required / named.  0 or -1 (message). */
+int api_chat_tools_sampling(const api_chat_tools *t, json_t *sp, char *err, size_t errlen);
+/* Register each slot's reasoning parser (--reasoning-parser, when the
+ * request's thinking is on and separate_reasoning is not false) and tool
+ * parser.  0 or -1 (OOM). */
+int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const api_chat_tools *t);
+/* api_oai_parse plus the tool calls of the delta: *calls a new list of
+ * OpenAI delta entries ({index, id, type, function: {name, arguments}}
+ * when a call opens, {index, function: {arguments}} after), or NULL. */
+int api_oai_parse_tools(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning,
+                        json_t **calls);
+/* The message's tool_calls from the delta entries of a whole-text parse. */
+json_t *api_chat_message_tool_calls(json_t *deltas);
+/* A history message as the template gets it (SGLang): null content ->
+ * "", tool_calls arguments given as a JSON string -> the object.  New. */
+json_t *api_chat_history_message(const json_t *m);
+void api_route_parse_function_call(api_server *a, http_req *r, json_t *body);
+void api_route_separate_reasoning(api_server *a, http_req *r, json_t *body);
 
 /* api_embed_job.c */
 void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai);

@@ -40,7 +40,7 @@ static const struct {
     {"logit_bias", "logit_bias"},
 };
 
-static const char *const oai_unsupported[] = {"tools", "regex", "ebnf", "json_schema",
+static const char *const oai_unsupported[] = {"regex", "ebnf", "json_schema",
                                               "structural_tag", NULL};
 
 typedef struct oai_spec_ctx {
@@ -158,6 +158,11 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
         api_oai_error(r, 400, "the OpenAI routes need the tokenizer, which --skip-tokenizer-init disabled");
         return;
     }
+    api_chat_tools tools = {0};
+    if (kind != JOB_COMPL && api_chat_tools_read(body, &tools, err, sizeof err)) {
+        api_oai_error(r, 400, err);
+        return;
+    }
     json_t *sp = json_object();
     for (size_t k = 0; k < sizeof oai_map / sizeof oai_map[0]; k++) {
         json_t *v = json_object_get(body, oai_map[k].oai);
@@ -179,6 +184,11 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
     if (mt && !json_is_null(mt)) json_object_set(sp, "max_new_tokens", mt);
     else if (kind == JOB_COMPL) json_object_set_new(sp, "max_new_tokens", json_integer(16));
     else json_object_set_new(sp, "max_new_tokens", json_null());
+    if (kind != JOB_COMPL && api_chat_tools_sampling(&tools, sp, err, sizeof err)) {
+        json_decref(sp);
+        api_oai_error(r, 400, err);
+        return;
+    }
 
     bool stream = json_is_true(json_object_get(body, "stream"));
     bool logprob = false;
@@ -246,6 +256,13 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
         api_oai_error(r, 500, "Internal error: out of memory.");
         return;
     }
+    if (kind != JOB_COMPL && api_chat_add_parsers(a, j, body, &tools)) {
+        json_decref(sp);
+        api_prompts_free(&ps);
+        api_job_free(j);
+        api_oai_error(r, 500, "Internal error: out of memory.");
+        return;
+    }
     j->stream = stream;
     j->echo = kind == JOB_COMPL && json_is_true(json_object_get(body, "echo"));
     json_t *so = json_object_get(body, "stream_options");
@@ -280,32 +297,11 @@ json_t *api_models_entry(api_server *a)
 }
 
 
-/* The slot's output parsers (api_output.h) over one delta of the text
- * the client is sent: *content (malloc'd) what stays content, *reasoning
- * (malloc'd, or NULL when no parser made any) reasoning_content.  With no
- * parser registered, content is the text itself.  0 or -1 (OOM). */
+/* The slot's output parsers over one delta of the client's text (tool
+ * calls left out: api_oai_parse_tools). */
 int api_oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning)
 {
-    api_output *o = api_slot_out(j, sl);
-    *reasoning = NULL;
-    if (!o->n_parsers) {
-        *content = api_strdup(text ? text : "");
-        return *content ? 0 : -1;
-    }
-    api_pieces ps = {0};
-    int rc = api_output_parse(o, text ? text : "", text ? strlen(text) : 0, final, &ps);
-    *content = rc ? NULL : api_pieces_join(&ps, API_PIECE_CONTENT);
-    bool any_reasoning = false;
-    for (int i = 0; i < ps.n; i++) any_reasoning |= ps.v[i].kind == API_PIECE_REASONING;
-    if (!rc && any_reasoning) *reasoning = api_pieces_join(&ps, API_PIECE_REASONING);
-    /* tool-call pieces: rendered by the tool-call support (issue 10) */
-    api_pieces_free(&ps);
-    if (rc || !*content || (any_reasoning && !*reasoning)) {
-        free(*content), free(*reasoning);
-        *content = *reasoning = NULL;
-        return -1;
-    }
-    return 0;
+    return api_oai_parse_tools(j, sl, text, final, content, reasoning, NULL);
 }
 
 /* The non-streaming answer of a finished OpenAI job. */
@@ -316,7 +312,8 @@ void api_oai_answer(api_job *j)
     for (int i = 0; i < j->n_slots; i++) {
         api_slot *sl = &j->slots[i];
         char *raw = api_slot_final_text(j, sl), *t = NULL, *reasoning = NULL;
-        if (api_oai_parse(j, sl, raw, true, &t, &reasoning)) {
+        json_t *calls = NULL;
+        if (api_oai_parse_tools(j, sl, raw, true, &t, &reasoning, &calls)) {
             free(raw);
             json_decref(choices);
             api_job_error(j, 500, "Internal error: out of memory.");
@@ -340,15 +337,19 @@ void api_oai_answer(api_job *j)
                           api_oai_matched(&sl->res));
             free(full);
         } else {
-            c = json_pack("{s:i,s:{s:s,s:s,s:o,s:n},s:o,s:o,s:o}", "index", i, "message", "role",
-                          "assistant", "content", t ? t : "", "reasoning_content",
-                          reasoning ? json_string(reasoning) : json_null(), "tool_calls",
-                          "logprobs", j->return_logprob ? api_chat_logprobs(j, sl, 0) : json_null(),
-                          "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
-                          api_oai_matched(&sl->res));
+            /* tool calls: SGLang's message (content null when only calls), finish_reason "tool_calls" */
+            json_t *tcs = calls ? api_chat_message_tool_calls(calls) : NULL;
+            c = json_pack("{s:i,s:{s:s,s:o,s:o,s:o},s:o,s:o,s:o}", "index", i, "message", "role",
+                          "assistant", "content", tcs && !(t && *t) ? json_null() : json_string(t ? t : ""),
+                          "reasoning_content", reasoning ? json_string(reasoning) : json_null(), "tool_calls",
+                          tcs ? tcs : json_null(), "logprobs",
+                          j->return_logprob ? api_chat_logprobs(j, sl, 0) : json_null(), "finish_reason",
+                          tcs && fr ? json_string("tool_calls") : fr ? json_string(fr) : json_null(),
+                          "matched_stop", tcs ? json_null() : api_oai_matched(&sl->res));
         }
         free(t);
         free(reasoning);
+        json_decref(calls);
         json_array_append_new(choices, c);
     }
     json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->oai_id, "object",
@@ -382,7 +383,8 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     }
     /* the raw delta through the output parsers: what the client sees */
     char *content = NULL, *reasoning = NULL;
-    if (api_oai_parse(j, sl, delta, fin, &content, &reasoning)) {
+    json_t *calls = NULL;
+    if (api_oai_parse_tools(j, sl, delta, fin, &content, &reasoning, j->kind == JOB_COMPL ? NULL : &calls)) {
         free(final);
         return; /* out of memory: this chunk is dropped */
     }
@@ -409,12 +411,15 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     } else {
         json_t *d = json_object();
         if (!sl->role_sent) json_object_set_new(d, "role", json_string("assistant"));
-        json_object_set_new(d, "content", json_string(content));
+        /* a delta with tool calls and no text: content null, as OpenAI */
+        json_object_set_new(d, "content", calls && !*content ? json_null() : json_string(content));
         if (reasoning) json_object_set_new(d, "reasoning_content", json_string(reasoning));
+        if (calls) json_object_set_new(d, "tool_calls", calls);
+        bool tool_fin = fr && sl->n_calls > 0;
         c = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", si, "delta", d, "logprobs",
                       j->return_logprob ? api_chat_logprobs(j, sl, from) : json_null(), "finish_reason",
-                      fr ? json_string(fr) : json_null(), "matched_stop",
-                      fin ? api_oai_matched(&sl->res) : json_null());
+                      tool_fin ? json_string("tool_calls") : fr ? json_string(fr) : json_null(), "matched_stop",
+                      fin && !tool_fin ? api_oai_matched(&sl->res) : json_null());
     }
     sl->role_sent = true;
     free(final);

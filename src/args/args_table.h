@@ -196,8 +196,8 @@ X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, SUPPOR
 X(completion_template, STR, "--completion-template", NULL, NULL, API, SUPPORTED, "The builtin completion template name or a file path (code completion).") \
 X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NOT_YET, "The path of the file storage in the backend.") \
 X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, SUPPORTED, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
-X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, NOT_YET, "The reasoning parser of the model.") \
-X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen3_coder", API, NOT_YET, "The tool-call parser of the model.") \
+X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, SUPPORTED, "The reasoning parser of the model: reasoning_content in chat answers, /separate_reasoning.") \
+X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen25|qwen3_coder|mistral|hermes|deepseekv3|deepseekv31|gpt-oss|kimi_k2|glm45", API, SUPPORTED, "The tool-call parser of the model: tool_calls in chat answers, /parse_function_call.") \
 X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, SUPPORTED, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
 /* ---- Data parallelism ---- */ \
 X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The data parallelism size.") \

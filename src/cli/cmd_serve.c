@@ -417,6 +417,8 @@ static int serve(int argc, char **argv)
         .batch_encode = a.enable_tokenizer_batch_encode,
         .root_path = a.fastapi_root_path,
         .weight_version = a.weight_version,
+        .tool_call_parser = a.tool_call_parser,
+        .reasoning_parser = a.reasoning_parser,
         .server_info = info,
         .default_sampling = gen_defaults,
         .preferred_sampling = preferred,

@@ -8,6 +8,8 @@
 
 #include "kernels/kernels_impl.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
+#include "kernels/quant_ref.h"
 
 #include <strings.h>
 
@@ -161,22 +163,25 @@ static kern_type_traits g_traits[KERN_TYPE_COUNT] = {
         .row_to_f32 = e5m2_to_f32_row, .row_from_f32 = e5m2_from_f32_row,
         .dot = {e5m2_dot_scalar, NULL, NULL},
     },
-    /* block-quantized types: geometry only until their kernels are filled in */
-#define QT(id, nm, bs, blk) [id] = {.name = nm, .block_size = bs, .block_bytes = sizeof(blk), .is_quantized = 1}
-    QT(KERN_TYPE_Q4_0, "q4_0", QK4_0, block_q4_0),
-    QT(KERN_TYPE_Q4_1, "q4_1", QK4_1, block_q4_1),
-    QT(KERN_TYPE_Q5_0, "q5_0", QK5_0, block_q5_0),
-    QT(KERN_TYPE_Q5_1, "q5_1", QK5_1, block_q5_1),
-    QT(KERN_TYPE_Q8_0, "q8_0", QK8_0, block_q8_0),
-    QT(KERN_TYPE_Q2_K, "q2_K", QK_K, block_q2_K),
-    QT(KERN_TYPE_Q3_K, "q3_K", QK_K, block_q3_K),
-    QT(KERN_TYPE_Q4_K, "q4_K", QK_K, block_q4_K),
-    QT(KERN_TYPE_Q5_K, "q5_K", QK_K, block_q5_K),
-    QT(KERN_TYPE_Q6_K, "q6_K", QK_K, block_q6_K),
-    QT(KERN_TYPE_IQ4_NL, "iq4_nl", QK4_NL, block_iq4_nl),
-    QT(KERN_TYPE_IQ4_XS, "iq4_xs", QK_K, block_iq4_xs),
-    QT(KERN_TYPE_Q8_K, "q8_K", QK_K, block_q8_K),
-    QT(KERN_TYPE_Q8_1, "q8_1", QK8_1, block_q8_1),
+    /* block-quantized types: row conversion from quant_ref.c; dot/matmul
+     * slots are filled by kern_types_init where the type has kernels */
+#define QT(id, nm, bs, blk, fn)                                                                      \
+    [id] = {.name = nm, .block_size = bs, .block_bytes = sizeof(blk), .is_quantized = 1,           \
+            .row_to_f32 = quant_ref_to_f32_##fn, .row_from_f32 = quant_ref_from_f32_##fn}
+    QT(KERN_TYPE_Q4_0, "q4_0", QK4_0, block_q4_0, q4_0),
+    QT(KERN_TYPE_Q4_1, "q4_1", QK4_1, block_q4_1, q4_1),
+    QT(KERN_TYPE_Q5_0, "q5_0", QK5_0, block_q5_0, q5_0),
+    QT(KERN_TYPE_Q5_1, "q5_1", QK5_1, block_q5_1, q5_1),
+    QT(KERN_TYPE_Q8_0, "q8_0", QK8_0, block_q8_0, q8_0),
+    QT(KERN_TYPE_Q2_K, "q2_K", QK_K, block_q2_K, q2_K),
+    QT(KERN_TYPE_Q3_K, "q3_K", QK_K, block_q3_K, q3_K),
+    QT(KERN_TYPE_Q4_K, "q4_K", QK_K, block_q4_K, q4_K),
+    QT(KERN_TYPE_Q5_K, "q5_K", QK_K, block_q5_K, q5_K),
+    QT(KERN_TYPE_Q6_K, "q6_K", QK_K, block_q6_K, q6_K),
+    QT(KERN_TYPE_IQ4_NL, "iq4_nl", QK4_NL, block_iq4_nl, iq4_nl),
+    QT(KERN_TYPE_IQ4_XS, "iq4_xs", QK_K, block_iq4_xs, iq4_xs),
+    QT(KERN_TYPE_Q8_K, "q8_K", QK_K, block_q8_K, q8_K),
+    QT(KERN_TYPE_Q8_1, "q8_1", QK8_1, block_q8_1, q8_1),
 #undef QT
 };
 
@@ -233,6 +238,18 @@ void kern_types_init(void)
         g_traits[KERN_TYPE_F8_E5M2].dot[KERN_ISA_AVX512] = e5m2_dot_avx512;
         f->matmul[KERN_ISA_AVX512] = b->matmul[KERN_ISA_AVX512] =
             avx512->matmul ? avx512->matmul : kern_ref_matmul;
+    }
+    /* block-quantized weight types: the int8 dots of quant_dot*.c (the
+     * AVX-512 slot runs the AVX2 kernels); dot is the dequantizing f32 one */
+    quant_init();
+    for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++) {
+        if (!quant_ops_scalar((kern_type)t)) continue; /* Q8_K, Q8_1: activations only */
+        kern_type_traits *q = &g_traits[t];
+        q->matmul_ok = 1;
+        q->dot[KERN_ISA_SCALAR] = quant_row_dot_slot((kern_type)t);
+        q->matmul[KERN_ISA_SCALAR] = quant_matmul_slot(KERN_ISA_SCALAR);
+        if (avx2) q->matmul[KERN_ISA_AVX2] = quant_matmul_slot(KERN_ISA_AVX2);
+        if (avx512) q->matmul[KERN_ISA_AVX512] = quant_matmul_slot(KERN_ISA_AVX2);
     }
 }
 

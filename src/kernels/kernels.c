@@ -12,6 +12,7 @@
 
 #include "kernels/kern_types.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_dot.h"
 #include "util/cpu.h"
 #include "util/log.h"
 
@@ -200,7 +201,7 @@ void kern_mat_free(kern_mat *m)
  * can still be multiplied after kernels_init() switched to another. */
 size_t kern_matmul_scratch(int m, int k)
 {
-    size_t best = 0;
+    size_t best = quant_matmul_scratch(m, k); /* a quantized weight's activation rows */
     for (int i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512; i++) {
         if (!isa_supported((kern_isa)i)) continue;
         const kern_vtable *t = isa_table((kern_isa)i);
@@ -217,6 +218,10 @@ size_t kern_matmul_scratch(int m, int k)
 void kern_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                  int nth, void *scratch)
 {
+    if (w->qtype) {
+        quant_matmul(y, x, m, w, bias, ith, nth, scratch, isa_supported(w->isa) ? w->isa : KERN_ISA_SCALAR);
+        return;
+    }
     if (w->isa == g_isa) {
         g_vt.matmul(y, x, m, w, bias, ith, nth, scratch);
         return;

@@ -7,11 +7,15 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant_dot.h"
 
 void kern_ref_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias,
                      int ith, int nth, void *scratch)
 {
-    (void)scratch;
+    if (w->qtype) { /* block-quantized weight: the scalar int8 dots */
+        quant_matmul(y, x, m, w, bias, ith, nth, scratch, KERN_ISA_SCALAR);
+        return;
+    }
     int lo, hi;
     kern_split(w->n, ith, nth, &lo, &hi);
     for (int r = 0; r < m; r++) {

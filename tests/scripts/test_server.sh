@@ -120,7 +120,8 @@ check "empty suffix leaves the prompt alone" "[ \$(req POST /v1/completions '{\"
 check "suffix with a list prompt -> 400" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":[\"a\",\"b\"],\"suffix\":\"x\"}') = 400 ]"
 check "--hf-chat-template-name without such a template -> exit 2" "\"$BIN\" serve --model-path \"$M\" --hf-chat-template-name tool_use --port 1 >/dev/null 2>\"$T/hf.err\"; [ \$? -eq 2 ] && grep -q hf-chat-template-name \"$T/hf.err\""
 check "bad --completion-template -> exit 2" "\"$BIN\" serve --model-path \"$M\" --completion-template nope >/dev/null 2>\"$T/ct.err\"; [ \$? -eq 2 ] && grep -q qwen_coder \"$T/ct.err\""
-check "OpenAI tools refused 400" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}') = 400 ]"
+check "OpenAI tools accepted (issue 10; test_tools_serve.sh)" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}') = 200 ]"
+check "OpenAI tools not a list -> 400" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":{\"f\":1}}') = 400 ]"
 check "/v1/models/{unknown} -> 404 model_not_found" "[ \$(req GET /v1/models/nope) = 404 ] && grep -q model_not_found $T/body"
 
 # --fastapi-root-path, --weight-version, --enable-cache-report
