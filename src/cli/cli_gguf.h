@@ -4,8 +4,7 @@
  *
  * DESIGN: the tokenizer is built by the tokenizer module from a
  * tok_vocab_spec filled here from the metadata (tokenizer/tok_vocab_spec.h;
- * while that module is not in the build, a GGUF tokenizer is refused with
- * a message asking for --tokenizer-path).  The chat template is loaded as
+ * the strings are borrowed from the mapping for the call).  The chat template is loaded as
  * an inline template with bos/eos/unk/pad token strings taken from the
  * vocabulary, as transformers passes them from the tokenizer.
  */

@@ -21,6 +21,11 @@
  *
  * Missing tensors are collected and reported together by name.
  *
+ * Block-quantized matrices (GGUF Q4_0 ... IQ4_XS whose kernels exist) stay
+ * in their type: linear_init_kt borrows the file's blocks in place (the
+ * embedding rows are dequantized on lookup); only the MoE router is turned
+ * into f32 (no_quant), for the reason given at load_moe.
+ *
  * The loader reads every tensor through a weight source (wsource.h):
  * safetensors or dummy weights today.  A tensor with bytes (`data`) goes
  * the borrow-or-convert way above; one without (dummy) is read through
@@ -69,6 +74,7 @@ typedef struct loader {
     char *err;
     size_t errlen;
     int failed;          /* a hard error is in err */
+    int no_quant;        /* the matrix being loaded is wanted as float even from a block type */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
 } loader;
@@ -266,6 +272,18 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
 {
     model_weights *m = L->m;
     if (L->failed) return;
+    if (part->data && part->type >= KERN_TYPE_FLOAT_COUNT) {
+        /* block-quantized (GGUF): kept in its type, borrowed in place; a
+         * matrix the loader wants in f32 (the MoE router) is dequantized */
+        kern_type kt = (kern_type)part->type;
+        if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, 1)) {
+            fail(L, "cannot prepare weight '%s' (%s)", name, part->type_name);
+            return;
+        }
+        if (!w->mat.owned) wsrc_keep(L->src, part);
+        m->weight_bytes += linear_bytes(w);
+        return;
+    }
     if (!part->data) {
         load_mat_read(L, w, part, name, n, k, want);
         return;
@@ -401,7 +419,9 @@ static void load_moe(loader *L, model_layer *l, int il)
      * top-k choices near a tie do not flip on bf16 rounding of the
      * activations.  It is small (E x H). */
     snprintf(name, sizeof name, nm->router, il);
+    L->no_quant = 1;
     load_mat_as(L, &l->wrouter, name, E, H, DTYPE_F32);
+    L->no_quant = 0;
     l->egate = calloc((size_t)E, sizeof(linear_weight));
     l->eup = calloc((size_t)E, sizeof(linear_weight));
     l->edown = calloc((size_t)E, sizeof(linear_weight));

@@ -11,7 +11,10 @@ DESIGN
     kq-moe    Qwen3MoeForCausalLM, 2 layers, 4 experts top-2 (3-D expert
               tensors quantized as a whole, sliced per expert on load).
   Weights: seeded numpy normal, linear N(0, 1/fan_in), embeddings N(0, 0.1^2),
-  norms 1 + 0.1 N(0, 1); F32 safetensors + config.json.
+  norms 1 + 0.1 N(0, 1); F32 safetensors + config.json.  The router is 8x
+  larger, so top-2 choices are decisive: the int8 rounding of activations
+  in the quantized kernels then rarely flips one (a flip changes a row's
+  output wholesale, which would hide the error bound under test).
 
 Usage: make_kquant_model.py OUT_DIR
 """
@@ -46,7 +49,7 @@ def weights(cfg, moe, seed):
         if moe:
             w[p + "self_attn.q_norm.weight"] = norm(HD)
             w[p + "self_attn.k_norm.weight"] = norm(HD)
-            w[p + "mlp.gate.weight"] = lin(cfg["num_experts"], H)
+            w[p + "mlp.gate.weight"] = 8 * lin(cfg["num_experts"], H)
             for e in range(cfg["num_experts"]):
                 q = p + f"mlp.experts.{e}."
                 I = cfg["moe_intermediate_size"]

@@ -16,9 +16,9 @@
 #   - TinyStories-656K (the one trained model: lm_head-only tied storage)
 #     F32: identical logits and greedy output.
 #   - every quantized preset (Q8_0 ... IQ4_XS) on 256-wide models and
-#     TinyStories: logits equal those of the file's values decoded by an
-#     independent numpy decoder (or a clear refusal while the build has no
-#     quantizer for the type).
+#     TinyStories: dequantized (SGLC_GGUF_DEQUANT=1) logits equal those of
+#     the file's values decoded by an independent numpy decoder; kept in
+#     place (the int8 kernels) within a stated bound of them.
 # Also `bench-one-batch` runs on a .gguf, a folder holding one .gguf is
 # found, `serve --model-path x.gguf` answers /generate as the folder does.
 set -u
@@ -159,7 +159,30 @@ for ty in $QTYPES; do
         if ! out=$("$PY" "$ROOT/tests/ref/gguf_np.py" dequant-hf "$md" "$T/q.gguf" "$T/deq" 2>&1); then
             bad "$ty $name: dequant-hf: $(echo "$out" | tail -1)"; continue
         fi
-        same "$ty $name ($(echo "$out" | tail -1 | sed 's/.*types: //'))" "$T/deq" "$T/q.gguf" float32
+        types=$(echo "$out" | tail -1 | sed 's/.*types: //')
+        SGLC_GGUF_DEQUANT=1 same "$ty $name dequantized ($types)" "$T/deq" "$T/q.gguf" float32
+        # in place: the int8 kernels round activations to int8 per block (Q8_0 per 32 values, Q8_K per
+        # 256) before each product, an error of up to 1/254 of a block's largest value per element;
+        # over 2-4 random layers that moves the logits by a few percent of their range (measured:
+        # dense <= 5e-2, MoE median <= 6e-2 with a few positions higher where layer outputs differ
+        # most).  Bound: every position within 0.15 of max|logit| for dense models, the median within
+        # 0.1 for all, and >= 80% of the greedy choices the same.
+        if gen "$T/deq" float32 "$T/a" && gen "$T/q.gguf" float32 "$T/b"; then
+            case $name in kq-moe) dense=0 ;; *) dense=1 ;; esac
+            if res=$("$PY" - "$T/a.f32" "$T/b.f32" "$dense" <<'PYEOF'
+import sys, numpy as n
+a = n.fromfile(sys.argv[1], "<f4"); b = n.fromfile(sys.argv[2], "<f4"); dense = sys.argv[3] == "1"
+a = a.reshape(64, -1); b = b.reshape(64, -1)
+e = abs(a - b).max(1) / abs(a).max(1)
+agree = (a.argmax(1) == b.argmax(1)).mean()
+print("max %.3f median %.3f, greedy agree %.0f%%" % (e.max(), n.median(e), 100 * agree))
+sys.exit(0 if (not dense or e.max() <= 0.15) and n.median(e) <= 0.1 and agree >= 0.8 else 1)
+PYEOF
+            ); then ok "$ty $name in place (int8 activations): $res"
+            else bad "$ty $name in place: $res"; fi
+        else
+            bad "$ty $name in place: generate failed: $(tail -1 "$T/b.err")"
+        fi
     done
 done
 [ $fails -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
