@@ -112,7 +112,7 @@ int cli_gguf_chat_load(tmpl_chat *c, const char *path, const char *override, cha
     if (!override) {
         if (gguf_get_str(&g, "tokenizer.chat_template", &ct, NULL, 0) <= 0) {
             gguf_close(&g);
-            *err = strdup("no chat template (tokenizer.chat_template)");
+            *err = strdup("the GGUF file has no tokenizer.chat_template");
             return -1;
         }
         if (!(src = dup_str(ct))) {

@@ -23,7 +23,7 @@ int cli_tokenizer_load_gguf(const char *path, bool required, tok_tokenizer **out
 
 /* The chat template of GGUF file `path` (or `override`: a built-in name,
  * file or inline template, as --chat-template) into *c.  0, or -1 with
- * *err (malloc'd; "no chat template" when the file has none). */
+ * *err (malloc'd; says so when the file has none). */
 int cli_gguf_chat_load(tmpl_chat *c, const char *path, const char *override, char **err);
 
 #endif

@@ -130,6 +130,68 @@ if [ -s "$T/ts.gguf" ] && command -v curl >/dev/null; then
     fi
 fi
 
+# serve a .gguf alone: its own tokenizer and chat template.  A random
+# Mistral with the real mistral-chatml vocabulary (32002 tokens, ChatML
+# template), written by quantize (Q8_0 in place): /generate and
+# /v1/chat/completions answer as the server of the same file with the
+# Hugging Face tokenizer folder does, and the prompt the template made
+# has the ChatML tokens.
+MC="$SHARED/models/tokenizers/mistral-chatml"
+if command -v curl >/dev/null && [ -f "$MC/tokenizer.json" ]; then
+    "$PY" - "$MC" "$T/mc" <<'PYEOF'
+import json, os, shutil, sys
+import numpy as np
+sys.path.insert(0, os.path.join(os.environ["SGLC_ROOT"], "tools"))
+import safetensors_np
+src, out = sys.argv[1], sys.argv[2]
+os.makedirs(out, exist_ok=True)
+cfg = json.load(open(os.path.join(src, "config.json")))
+cfg.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+           num_key_value_heads=2, sliding_window=None)
+json.dump(cfg, open(os.path.join(out, "config.json"), "w"))
+for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"):
+    if os.path.exists(os.path.join(src, f)):
+        shutil.copy(os.path.join(src, f), out)
+r = np.random.RandomState(7)
+V, H, I = cfg["vocab_size"], 64, 128
+lin = lambda o, i: (r.randn(o, i) / np.sqrt(i)).astype(np.float32)
+w = {"model.embed_tokens.weight": (0.1 * r.randn(V, H)).astype(np.float32), "lm_head.weight": lin(V, H),
+     "model.norm.weight": np.ones(H, np.float32)}
+for il in range(2):
+    p = f"model.layers.{il}."
+    w.update({p + "input_layernorm.weight": np.ones(H, np.float32), p + "post_attention_layernorm.weight": np.ones(H, np.float32),
+              p + "self_attn.q_proj.weight": lin(64, H), p + "self_attn.k_proj.weight": lin(32, H),
+              p + "self_attn.v_proj.weight": lin(32, H), p + "self_attn.o_proj.weight": lin(H, 64),
+              p + "mlp.gate_proj.weight": lin(I, H), p + "mlp.up_proj.weight": lin(I, H), p + "mlp.down_proj.weight": lin(H, I)})
+safetensors_np.write(os.path.join(out, "model.safetensors"), w)
+PYEOF
+    "$BIN" quantize --model-path "$T/mc" --output "$T/mc.gguf" --type Q8_0 2>"$T/q.err" || bad "mistral-chatml quantize: $(tail -1 "$T/q.err")"
+    CHAT='{"messages":[{"role":"user","content":"Say hi"}],"temperature":0,"max_tokens":8}'
+    GEN='{"text":"Hello there, friend","sampling_params":{"temperature":0,"max_new_tokens":8}}'
+    declare -A R
+    for mode in own hf; do
+        extra=(); [ $mode = hf ] && extra=(--tokenizer-path "$T/mc")
+        if server_start "$T/srv_$mode.log" --model-path "$T/mc.gguf" "${extra[@]}" --threads 1; then
+            R[$mode.chat]=$(curl -s "$SERVER_URL/v1/chat/completions" -H 'content-type: application/json' -d "$CHAT" |
+                "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["choices"][0]["message"]["content"], d["usage"]["prompt_tokens"])')
+            R[$mode.gen]=$(curl -s "$SERVER_URL/generate" -H 'content-type: application/json' -d "$GEN" |
+                "$PY" -c 'import json,sys; d=json.load(sys.stdin); print(d["text"], d["meta_info"]["prompt_tokens"])')
+            server_stop TERM
+        else
+            bad "serve mc.gguf ($mode tokenizer) did not start: $(tail -3 "$T/srv_$mode.log")"
+        fi
+    done
+    # "<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n" with bos: the template's tokens
+    want_n=$("$BIN" tokenize --tokenizer-path "$T/mc" <<<'{"text":"<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n"}' |
+        "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["ids"]))')
+    if [ -n "${R[own.chat]:-}" ] && [ "${R[own.chat]}" = "${R[hf.chat]:-x}" ] && [ "${R[own.gen]}" = "${R[hf.gen]:-x}" ] &&
+        [ "${R[own.chat]##* }" = "$want_n" ]; then
+        ok "serve mc.gguf alone: chat (${R[own.chat]##* } prompt tokens, the ChatML template's) and /generate = with the HF tokenizer"
+    else
+        bad "serve mc.gguf: own '${R[own.chat]:-}' / '${R[own.gen]:-}' vs hf '${R[hf.chat]:-}' / '${R[hf.gen]:-}' (template prompt $want_n tokens)"
+    fi
+fi
+
 # block-quantized types: each preset on two 256-wide models (K-quant rows:
 # tests/ref/make_kquant_model.py) and TinyStories.  sglc's logits from the
 # file must equal, bit for bit, its logits from an F32 folder holding the
