@@ -75,6 +75,7 @@ typedef struct loader {
     size_t errlen;
     int failed;          /* a hard error is in err */
     int no_quant;        /* the matrix being loaded is wanted as float even from a block type */
+    int n_quant;         /* block-quantized matrices kept in their type */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
 } loader;
@@ -282,6 +283,7 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
         }
         if (!w->mat.owned) wsrc_keep(L->src, part);
         m->weight_bytes += linear_bytes(w);
+        if (w->mat.qtype) L->n_quant++;
         return;
     }
     if (!part->data) {
@@ -725,13 +727,16 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     {
         double dt = time_now_sec() - t0;
         size_t rss = model_rss_bytes();
+        char qnote[64] = "";
+        if (L.n_quant) snprintf(qnote, sizeof qnote, " (%d block-quantized matrices in place)", L.n_quant);
         /* named as before the source split: logs and scripts look for it */
         if (log_level_current <= LOG_INFO)
             log_write(LOG_INFO, "model_load", "loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "
-                 "MiB as %s, VmRSS %.1f MiB (%.0f%% of weights)",
+                 "MiB as %s%s, VmRSS %.1f MiB (%.0f%% of weights)",
                  c->architecture, m->src.ops->kind, c->n_layer, H,
                  c->vocab_size, o->model_path, dt, m->weight_bytes / 1048576.0,
                  m->prec == MODEL_PREC_F16 ? "float16 values in float32" : dtype_name(m->wdt),
+                 qnote,
                  rss / 1048576.0, m->weight_bytes ? 100.0 * rss / m->weight_bytes : 0.0);
     }
     return run;

@@ -130,6 +130,56 @@ if [ -s "$T/ts.gguf" ] && command -v curl >/dev/null; then
     fi
 fi
 
+# llama.cpp's own gguf-py (outside the repository, $LLAMA_CPP_DIR/gguf-py):
+#   - files its GGUFWriter writes (tools/hf_to_gguf.py, llama.cpp's metadata
+#     only) load to the safetensors logits bit for bit: TinyStories (and its
+#     SentencePiece vocabulary: the same text for a prompt) and the tiny
+#     llama3 model (rope_freqs matched to llama3 scaling);
+#   - its GGUFReader reads the files sglc quantize writes, and its numpy
+#     dequantizers agree with tests/ref/gguf_quants.py on every tensor.
+GGPY=${LLAMA_CPP_DIR:-/work/llama.cpp}/gguf-py
+"$PY" "$ROOT/tests/ref/make_kquant_model.py" "$T/kq" || bad "make_kquant_model.py"
+if [ -d "$GGPY/gguf" ]; then
+    mkdir -p "$T/l3" && cp "$TINY/llama3/f32/"* "$T/l3/" && cp "$TS"/tokenizer*.json "$T/l3/"
+    for md in "$TS" "$T/l3"; do
+        n=$(basename "$md")
+        if "$PY" "$ROOT/tools/hf_to_gguf.py" "$md" "$T/lc_$n.gguf" --gguf-py "$GGPY" --outtype f32 >"$T/c.out" 2>&1; then
+            same "$n written by llama.cpp's gguf-py" "$md" "$T/lc_$n.gguf" float32
+        else
+            bad "$n: hf_to_gguf.py: $(tail -1 "$T/c.out")"
+        fi
+    done
+    a=$("$BIN" generate --model-path "$TS" --prompt "Once upon a time, Tom" --max-new-tokens 12 --temperature 0 --json 2>/dev/null)
+    b=$("$BIN" generate --model-path "$T/lc_TinyStories-656K.gguf" --prompt "Once upon a time, Tom" --max-new-tokens 12 --temperature 0 --json 2>/dev/null)
+    ta=$(echo "$a" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["text"])' 2>/dev/null)
+    tb=$(echo "$b" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["text"])' 2>/dev/null)
+    if [ -n "$ta" ] && [ "$ta" = "$tb" ]; then ok "gguf-py's TinyStories file: its own tokenizer gives the folder's text ('$tb')"
+    else bad "gguf-py's TinyStories file: text '$tb' vs '$ta'"; fi
+    for ty in Q4_K_M Q5_0 IQ4_XS Q8_0; do
+        "$BIN" quantize --model-path "$T/kq/kq-llama" --output "$T/r.gguf" --type $ty 2>/dev/null || { bad "$ty: quantize for gguf-py"; continue; }
+        if res=$("$PY" - "$GGPY" "$ROOT/tests/ref" "$T/r.gguf" <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[2])
+import numpy as np, gguf, gguf_np
+r = gguf.GGUFReader(sys.argv[3])
+g = gguf_np.Reader(sys.argv[3])
+worst, n = 0.0, 0
+for t in r.tensors:
+    a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape(-1)
+    b = gguf_np.dequant(g, t.name).reshape(-1)
+    if a.shape != b.shape:
+        print("shape", t.name, a.shape, b.shape); sys.exit(1)
+    worst = max(worst, float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30)))
+    n += 1
+arch = r.fields["general.architecture"]
+print("%d tensors, max rel diff %.1e, architecture %s" % (n, worst, bytes(arch.parts[arch.data[0]]).decode()))
+sys.exit(0 if worst <= 1e-6 else 1)
+PYEOF
+        ); then ok "$ty file read by llama.cpp's GGUFReader, its dequantizers agree: $res"
+        else bad "$ty file vs llama.cpp's GGUFReader: $res"; fi
+    done
+fi
+
 # serve a .gguf alone: its own tokenizer and chat template.  A random
 # Mistral with the real mistral-chatml vocabulary (32002 tokens, ChatML
 # template), written by quantize (Q8_0 in place): /generate and
@@ -200,7 +250,6 @@ fi
 # slicing).  A type
 # the build cannot write yet is refused by name and leaves no file.
 QTYPES="Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K_M Q5_K_M IQ4_XS"
-"$PY" "$ROOT/tests/ref/make_kquant_model.py" "$T/kq" || bad "make_kquant_model.py"
 for ty in $QTYPES; do
     for md in "$T/kq/kq-llama" "$T/kq/kq-moe" "$TS"; do
         name=$(basename "$md")
