@@ -120,6 +120,9 @@ int api_chat_tools_sampling(const api_chat_tools *t, json_t *sp, char *err, size
             snprintf(err, errlen, "cannot build the tool_choice schema");
             return -1;
         }
+        /* the forced call's schema replaces a response_format / regex / ebnf
+         * constraint, as SGLang's chat serving overrides it */
+        json_object_del(sp, "regex"), json_object_del(sp, "ebnf"), json_object_del(sp, "structural_tag");
         json_object_set_new(sp, "json_schema", json_string(s));
         free(s);
     }
@@ -135,10 +138,9 @@ int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const ap
     bool reason = rs && !json_is_false(sep) &&
                   api_reasoning_enabled(rs, tri(json_object_get(kw, "enable_thinking")), tri(json_object_get(kw, "thinking")));
     const api_toolcall_format *tf = NULL;
-    /* JOB_RESP (/v1/responses) does not render tool-call pieces yet (its
-     * function_call items would come from api_oai_parse_tools): no tool
-     * parser there, so the text is not lost */
-    if (t->active && j->kind == JOB_CHAT)
+    j->think_end = reason && !rs->harmony ? rs->end : NULL;
+    /* chat and /v1/responses (function_call items, api_responses.c) */
+    if (t->active)
         tf = t->required || t->named ? api_toolcall_find("json_array") : api_toolcall_find(a->cfg.tool_call_parser);
     j->tool_single = t->active && !t->parallel;
     if (tf && !strcmp(api_toolcall_format_name(tf), "kimi_k2")) { /* SGLang: functions.NAME:N ids */

@@ -85,6 +85,7 @@ typedef struct api_job {
     int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
     json_t *resp;                /* JOB_RESP: the answer's state (api_responses.c), owned */
     bool tool_single;            /* parallel_tool_calls false: only the first tool call is returned */
+    const char *think_end;       /* a reasoning parser is on: its end tag (static); a grammar applies after it */
     bool kimi_ids;               /* kimi_k2: call ids "functions.NAME:N" (SGLang), N = tool_id_base +
                                   * the call's index; else "call_<24 hex>" */
     int tool_id_base;            /* the history's tool-call count */
@@ -252,6 +253,10 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
 int api_oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning);
 void api_oai_answer(api_job *j);
 void api_oai_stream_event(api_job *j, int si, const sched_event *e);
+/* api_grammar.c: response_format / regex / ebnf into SGLang's sampling
+ * params sp (json_schema, regex, ebnf, structural_tag); *strict for a
+ * strict json_schema.  0, or -1 with a 400 message. */
+int api_oai_grammar_params(const json_t *body, json_t *sp, bool *strict, char *err, size_t errlen);
 /* The /v1/models entry of the served model. */
 json_t *api_models_entry(api_server *a);
 

@@ -40,8 +40,9 @@ static const struct {
     {"logit_bias", "logit_bias"},
 };
 
-static const char *const oai_unsupported[] = {"regex", "ebnf", "json_schema",
-                                              "structural_tag", NULL};
+/* request fields sglc refuses on the OpenAI routes (none today: tools and
+ * the grammar fields are served) */
+static const char *const oai_unsupported[] = {NULL};
 
 typedef struct oai_spec_ctx {
     api_job *j;
@@ -50,6 +51,7 @@ typedef struct oai_spec_ctx {
     bool stream, logprob;
     int top;
     json_t *priority;            /* borrowed, or NULL */
+    bool json_strict;            /* response_format json_schema strict (api_grammar.c) */
 } oai_spec_ctx;
 
 /* api_spec_fn of the OpenAI routes: the GenerateReqInput fields SGLang's
@@ -79,6 +81,7 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
         goto fail;
     }
     if (sampling_params_from_json(&spec->params, c->sp, err, errlen)) goto fail;
+    spec->params.json_strict = c->json_strict;
     if (rid && !(spec->rid = api_strdup(rid))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -98,6 +101,23 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
     if (spec->n_input == 0) {
         snprintf(err, errlen, "input_ids must not be empty");
         goto fail;
+    }
+    /* with a reasoning parser on, the grammar applies after the reasoning
+     * ends (SGLang's think_end_id): the end tag's ids, which the scheduler
+     * also emits itself when the budget left is only enough for the
+     * grammar (sched_grammar.c) */
+    if (c->j->think_end && c->j->api->cfg.tok &&
+        (json_object_get(c->sp, "json_schema") || json_object_get(c->sp, "regex") ||
+         json_object_get(c->sp, "ebnf") || json_object_get(c->sp, "structural_tag"))) {
+        tok_ids te = {0};
+        if (!tok_encode(c->j->api->cfg.tok, c->j->think_end, strlen(c->j->think_end), false, &te) && te.n > 0) {
+            spec->grammar_after = malloc(sizeof(int32_t) * te.n);
+            if (spec->grammar_after) {
+                memcpy(spec->grammar_after, te.ids, sizeof(int32_t) * te.n);
+                spec->n_grammar_after = (int)te.n;
+            }
+        }
+        tok_ids_free(&te);
     }
     *max_new_given = json_is_integer(json_object_get(c->sp, "max_new_tokens"));
     return 0;
@@ -146,14 +166,6 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
             use_fim = true;
         }
     }
-    json_t *rf = json_object_get(body, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text")) {
-            api_oai_error(r, 400, "'response_format' other than text is not supported by sglc yet");
-            return;
-        }
-    }
     if (!a->cfg.tok) {
         api_oai_error(r, 400, "the OpenAI routes need the tokenizer, which --skip-tokenizer-init disabled");
         return;
@@ -184,7 +196,9 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
     if (mt && !json_is_null(mt)) json_object_set(sp, "max_new_tokens", mt);
     else if (kind == JOB_COMPL) json_object_set_new(sp, "max_new_tokens", json_integer(16));
     else json_object_set_new(sp, "max_new_tokens", json_null());
-    if (kind != JOB_COMPL && api_chat_tools_sampling(&tools, sp, err, sizeof err)) {
+    bool json_strict = false; /* constrained decoding: response_format, regex, ebnf */
+    if (api_oai_grammar_params(body, sp, &json_strict, err, sizeof err) ||
+        (kind != JOB_COMPL && api_chat_tools_sampling(&tools, sp, err, sizeof err))) {
         json_decref(sp);
         api_oai_error(r, 400, err);
         return;
@@ -283,7 +297,7 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
         }
     }
     oai_spec_ctx c = {.j = j, .ps = &ps, .sp = sp, .stream = stream, .logprob = logprob, .top = top,
-                      .priority = json_object_get(body, "priority")};
+                      .priority = json_object_get(body, "priority"), .json_strict = json_strict};
     api_job_submit(a, j, oai_spec, &c); /* j may be answered and freed from here on */
     json_decref(sp);
     api_prompts_free(&ps);

@@ -425,19 +425,40 @@ static json_t *resp_usage(api_job *j)
                      (json_int_t)(pt + ct));
 }
 
-/* The output items of text and reasoning (either may be empty). */
-static json_t *output_items(json_t *st, const char *text, const char *reasoning, const char *status)
+/* A function_call output item of a chat tool call {id, function {name, arguments}}. */
+static json_t *call_item(const json_t *tc, const char *item_id, const char *status)
 {
-    json_t *out = json_array();
+    json_t *fn = json_object_get(tc, "function");
+    const char *args = json_string_value(json_object_get(fn, "arguments"));
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "id", item_id, "type", "function_call", "call_id",
+                     json_string_value(json_object_get(tc, "id")), "name",
+                     json_string_value(json_object_get(fn, "name")), "arguments", args ? args : "", "status", status);
+}
+
+/* The output items: reasoning (when any), the message (when it has text,
+ * or when there is nothing else), then one function_call per tool call
+ * (tcs: chat tool_calls entries, or NULL). */
+static json_t *output_items(api_job *j, const char *text, const char *reasoning, const json_t *tcs, const char *status)
+{
+    json_t *st = j->resp, *out = json_array();
     if (reasoning && *reasoning)
         json_array_append_new(out, json_pack("{s:s,s:s,s:[],s:[{s:s,s:s}],s:s}", "id",
                                              json_string_value(json_object_get(st, "rs_id")), "type", "reasoning",
                                              "summary", "content", "type", "reasoning_text", "text", reasoning,
                                              "status", status));
-    json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:[],s:[]}]}", "id",
-                                         json_string_value(json_object_get(st, "msg_id")), "type", "message",
-                                         "status", status, "role", "assistant", "content", "type", "output_text",
-                                         "text", text ? text : "", "annotations", "logprobs"));
+    if ((text && *text) || !json_array_size(tcs))
+        json_array_append_new(out, json_pack("{s:s,s:s,s:s,s:s,s:[{s:s,s:s,s:[],s:[]}]}", "id",
+                                             json_string_value(json_object_get(st, "msg_id")), "type", "message",
+                                             "status", status, "role", "assistant", "content", "type", "output_text",
+                                             "text", text ? text : "", "annotations", "logprobs"));
+    size_t i;
+    json_t *tc;
+    json_array_foreach(tcs, i, tc)
+    {
+        char id[96];
+        snprintf(id, sizeof id, "fc_%s_%zu", j->oai_id + 5, i); /* after "resp_" */
+        json_array_append_new(out, call_item(tc, id, status));
+    }
     return out;
 }
 
@@ -463,13 +484,24 @@ static const char *final_status(const api_slot *sl)
     return fr && !strcmp(fr, "length") ? "incomplete" : "completed";
 }
 
-/* Store the finished response (store != false) with its history. */
-static void store_finished(api_job *j, json_t *response, const char *text)
+/* Store the finished response (store != false) with its history (the
+ * assistant turn: its text and tool calls). */
+static void store_finished(api_job *j, json_t *response, const char *text, const json_t *tcs)
 {
     json_t *st = j->resp;
     if (json_is_false(json_object_get(json_object_get(st, "echo"), "store"))) return;
     json_t *hist = json_deep_copy(json_object_get(st, "history"));
-    json_array_append_new(hist, json_pack("{s:s,s:s}", "role", "assistant", "content", text ? text : ""));
+    json_t *msg = json_pack("{s:s,s:s}", "role", "assistant", "content", text ? text : "");
+    if (json_array_size(tcs)) {
+        json_t *calls = json_array();
+        size_t i;
+        json_t *tc;
+        json_array_foreach(tcs, i, tc)
+        json_array_append_new(calls, json_pack("{s:O,s:s,s:O}", "id", json_object_get(tc, "id"), "type", "function",
+                                               "function", json_object_get(tc, "function")));
+        json_object_set_new(msg, "tool_calls", calls);
+    }
+    json_array_append_new(hist, msg);
     store_put(j->api->resps, j->oai_id, json_deep_copy(response), hist,
               json_deep_copy(json_object_get(st, "items")));
 }
@@ -490,15 +522,19 @@ void api_resp_answer(api_job *j)
     api_slot *sl = &j->slots[0];
     ensure_ids(j);
     char *raw = api_slot_final_text(j, sl), *t = NULL, *reasoning = NULL;
-    if (api_oai_parse(j, sl, raw, true, &t, &reasoning)) {
+    json_t *calls = NULL;
+    if (api_oai_parse_tools(j, sl, raw, true, &t, &reasoning, &calls)) {
         free(raw);
         api_job_error(j, 500, "Internal error: out of memory.");
         return;
     }
     free(raw);
+    json_t *tcs = calls ? api_chat_message_tool_calls(calls) : NULL;
+    json_decref(calls);
     const char *status = final_status(sl);
-    json_t *o = response_obj(j, status, output_items(j->resp, t, reasoning, "completed"));
-    store_finished(j, o, t);
+    json_t *o = response_obj(j, status, output_items(j, t, reasoning, tcs, "completed"));
+    store_finished(j, o, t, tcs);
+    json_decref(tcs);
     free(t), free(reasoning);
     api_respond_json(j->hr, 200, o);
 }
@@ -568,6 +604,73 @@ static void close_item(api_job *j, int kind)
     resp_event(j, "response.output_item.done", json_pack("{s:I,s:o}", "output_index", idx, "item", item));
 }
 
+/* The tool-call delta entries of one stream event: a call that opens
+ * (id, name) opens its function_call item; argument fragments become
+ * response.function_call_arguments.delta events.  The calls so far are
+ * kept in state "calls" as chat tool_calls entries (with their item id
+ * and output index). */
+static void stream_calls(api_job *j, json_t *deltas)
+{
+    json_t *st = j->resp;
+    json_t *calls = json_object_get(st, "calls");
+    if (!calls) {
+        json_object_set_new(st, "calls", json_array());
+        calls = json_object_get(st, "calls");
+    }
+    size_t i;
+    json_t *d;
+    json_array_foreach(deltas, i, d)
+    {
+        json_int_t idx = json_integer_value(json_object_get(d, "index"));
+        json_t *fn = json_object_get(d, "function");
+        if (json_object_get(d, "id")) {
+            close_item(j, 0);
+            close_item(j, 1); /* text before the calls is done */
+            json_int_t oi = json_integer_value(json_object_get(st, "n_items"));
+            json_object_set_new(st, "n_items", json_integer(oi + 1));
+            char id[96];
+            snprintf(id, sizeof id, "fc_%s_%zu", j->oai_id + 5, json_array_size(calls));
+            json_t *tc = json_pack("{s:O,s:s,s:{s:O,s:s},s:I,s:s,s:I}", "id", json_object_get(d, "id"), "type", "function",
+                                   "function", "name", json_object_get(fn, "name"), "arguments", "", "output_index", oi,
+                                   "item_id", id, "index", idx);
+            json_array_append_new(calls, tc);
+            resp_event(j, "response.output_item.added",
+                       json_pack("{s:I,s:o}", "output_index", oi, "item", call_item(tc, id, "in_progress")));
+        }
+        const char *frag = json_string_value(json_object_get(fn, "arguments"));
+        if (!frag || !*frag) continue;
+        json_t *tc = NULL;
+        for (size_t k = json_array_size(calls); k-- > 0;)
+            if (json_integer_value(json_object_get(json_array_get(calls, k), "index")) == idx) {
+                tc = json_array_get(calls, k);
+                break;
+            }
+        if (!tc) continue;
+        append_text(json_object_get(tc, "function"), "arguments", frag);
+        resp_event(j, "response.function_call_arguments.delta",
+                   json_pack("{s:O,s:O,s:s}", "item_id", json_object_get(tc, "item_id"), "output_index",
+                             json_object_get(tc, "output_index"), "delta", frag));
+    }
+}
+
+/* At the end: each call's arguments.done and output_item.done. */
+static void close_calls(api_job *j)
+{
+    size_t i;
+    json_t *tc;
+    json_array_foreach(json_object_get(j->resp, "calls"), i, tc)
+    {
+        const char *id = json_string_value(json_object_get(tc, "item_id"));
+        json_t *fn = json_object_get(tc, "function");
+        resp_event(j, "response.function_call_arguments.done",
+                   json_pack("{s:s,s:O,s:O}", "item_id", id, "output_index", json_object_get(tc, "output_index"),
+                             "arguments", json_object_get(fn, "arguments")));
+        resp_event(j, "response.output_item.done",
+                   json_pack("{s:O,s:o}", "output_index", json_object_get(tc, "output_index"), "item",
+                             call_item(tc, id, "completed")));
+    }
+}
+
 void api_resp_stream_event(api_job *j, int si, const sched_event *e)
 {
     api_slot *sl = &j->slots[si];
@@ -592,7 +695,8 @@ void api_resp_stream_event(api_job *j, int si, const sched_event *e)
         sl->sent = o->len > sl->sent ? o->len : sl->sent;
     }
     char *content = NULL, *reasoning = NULL;
-    if (api_oai_parse(j, sl, delta, fin, &content, &reasoning)) {
+    json_t *calls = NULL;
+    if (api_oai_parse_tools(j, sl, delta, fin, &content, &reasoning, &calls)) {
         free(final);
         return;
     }
@@ -614,15 +718,19 @@ void api_resp_stream_event(api_job *j, int si, const sched_event *e)
                              "logprobs"));
     }
     free(content), free(reasoning);
+    if (calls) stream_calls(j, calls);
+    json_decref(calls);
     if (fin) {
         close_item(j, 0);
-        open_item(j, 1); /* a response always has its message item, maybe empty */
+        json_t *tcs = json_object_get(st, "calls");
+        if (!json_array_size(tcs)) open_item(j, 1); /* a response always has an item, maybe an empty message */
         close_item(j, 1);
+        close_calls(j);
         const char *status = final_status(sl);
         const char *text = json_string_value(json_object_get(st, "text"));
-        json_t *o = response_obj(j, status, output_items(st, text, json_string_value(json_object_get(st, "reasoning")),
-                                                         "completed"));
-        store_finished(j, o, text);
+        json_t *o = response_obj(j, status, output_items(j, text, json_string_value(json_object_get(st, "reasoning")),
+                                                         tcs, "completed"));
+        store_finished(j, o, text, tcs);
         resp_event(j, !strcmp(status, "completed") ? "response.completed" : "response.incomplete",
                    json_pack("{s:o}", "response", o));
     }

@@ -444,25 +444,31 @@ static bool key_is(const char *s, size_t a, size_t b, const char *w)
     return b - a == l + 2 && !memcmp(s + a + 1, w, l);
 }
 
-void tc_scan_wrap(const char *s, size_t n, bool final, tc_wrap *w)
+void tc_scan_wrap(const char *s, size_t n, bool final, size_t resume, tc_wrap *w)
 {
     memset(w, 0, sizeof *w);
-    size_t i = 0;
-    js_ws(s, n, &i);
-    if (i >= n) return;
-    if (s[i] != '{') {
-        w->st = -1, w->end = i;
-        return;
-    }
-    i++;
-    bool have_name = false;
-    for (bool first = true;; first = false) {
+    size_t i = resume;
+    bool have_args = resume > 0;
+    if (!resume) {
         js_ws(s, n, &i);
         if (i >= n) return;
-        if (first && s[i] == '}') {
+        if (s[i] != '{') {
+            w->st = -1, w->end = i;
+            return;
+        }
+        i++;
+        js_ws(s, n, &i);
+        if (i >= n) return;
+        if (s[i] == '}') {
             w->st = 1, w->end = i + 1;
             return;
         }
+    } else {
+        goto after_value;
+    }
+    for (;;) {
+        js_ws(s, n, &i);
+        if (i >= n) return;
         if (s[i] != '"') goto bad;
         size_t ka = i;
         int r = js_string(s, n, &i);
@@ -476,23 +482,20 @@ void tc_scan_wrap(const char *s, size_t n, bool final, tc_wrap *w)
         js_ws(s, n, &i);
         if (i >= n) return;
         size_t vs = i;
-        bool is_name = !have_name && key_is(s, ka, kb, "name");
-        bool is_args = !w->has_args && (key_is(s, ka, kb, "arguments") || key_is(s, ka, kb, "parameters"));
+        if (!have_args && (key_is(s, ka, kb, "arguments") || key_is(s, ka, kb, "parameters"))) {
+            w->at_args = true, w->as = vs;
+            return;
+        }
+        bool is_name = !w->name_done && !w->ns && key_is(s, ka, kb, "name");
         if (is_name && s[vs] != '"') goto bad;
         r = js_val(s, n, &i, final, 1);
         if (is_name) {
-            have_name = true;
             w->ns = vs;
             if (r == 1) w->name_done = true, w->ne = i;
         }
-        if (is_args) {
-            w->has_args = true;
-            w->as = vs;
-            w->ae = r == 0 ? n : i; /* invalid: up to the bad byte */
-            w->args_done = r == 1;
-        }
         if (r < 0) goto bad;
         if (r == 0) return;
+    after_value:
         js_ws(s, n, &i);
         if (i >= n) return;
         if (s[i] == ',') {

@@ -4,10 +4,11 @@
  * state, consumes what the bytes settle and returns 1 to step again, or 0
  * to wait for more input.  A decision is taken only on bytes that settle
  * it whatever follows (at final: on what there is), so the machines give
- * the same pieces for every split of the input.  The JSON bodies are
- * rescanned from their start at each step (tc_scan_wrap /
- * tc_json_value) until they are complete: bodies are short, and a
- * rescan cannot disagree with itself.
+ * the same pieces for every split of the input.  The members of a JSON
+ * wrapper object around the arguments are rescanned at each step
+ * (tc_scan_wrap: short); the arguments value itself goes once through the
+ * push validator (tc_jpush, api_toolcall_json.c), so a long argument
+ * streamed in many chunks costs its length, not length x chunks.
  *
  * Formats (SGLang's detectors, python/sglang/srt/function_call/):
  *   hermes, qwen, qwen25  <tool_call>\n{"name": N, "arguments": A}\n</tool_call> (repeated)
@@ -38,6 +39,7 @@ enum {
     S_OBJ,        /* after a marker: a JSON object must follow */
     S_WRAP,       /* inside {"name", "arguments"} */
     S_HERMES_END, /* </tool_call> */
+    S_HERMES_SKIP, /* a broken call body: dropped up to </tool_call> */
     S_LL_SEP,     /* llama3: ';' between calls */
     S_LL_NEXT,    /* llama3: after ';' */
     S_MI_HEAD,    /* mistral: after [TOOL_CALLS] */
@@ -153,44 +155,90 @@ static int args_stream(tc_parser *p, const char *s, size_t vs, size_t upto, bool
 
 /* ---- the JSON wrapper object and raw JSON arguments ---- */
 
+/* Leave S_WRAP / S_JARGS for state st (after consuming n bytes). */
+static int json_leave(tc_parser *p, size_t n, int st)
+{
+    tc_consume(p, n);
+    p->wphase = 0;
+    p->st = st;
+    return 1;
+}
+
+static int wrap_give_back(tc_parser *p)
+{
+    p->wphase = 0;
+    return tc_give_back(p, S_TEXT) ? -1 : 1;
+}
+
+/* The wrapper object at the head of the held bytes, in three phases:
+ * the members before the arguments (rescanned: short), the arguments
+ * value (fed once to the push validator, its bytes streamed as they are
+ * validated), the members after it (rescanned from its end). */
 static int st_wrap(tc_parser *p, bool final)
 {
     const char *s = tc_data(p);
     size_t n = tc_avail(p);
     tc_wrap w;
-    tc_scan_wrap(s, n, final, &w);
-    if (!p->in_call && w.name_done) {
-        json_t *nm = json_loadb(s + w.ns, w.ne - w.ns, JSON_DECODE_ANY, NULL);
-        int rc = json_is_string(nm) ? tc_call_begin(p, json_string_value(nm), json_string_length(nm)) : 0;
-        json_decref(nm);
-        if (rc) return -1;
+    if (p->wphase != 1) {
+        tc_scan_wrap(s, n, final, p->wphase == 2 ? p->w_ae : 0, &w);
+        if (!p->in_call && w.name_done) {
+            json_t *nm = json_loadb(s + w.ns, w.ne - w.ns, JSON_DECODE_ANY, NULL);
+            int rc = json_is_string(nm) ? tc_call_begin(p, json_string_value(nm), json_string_length(nm)) : 0;
+            json_decref(nm);
+            if (rc) return -1;
+            /* arguments that came before the name */
+            if (p->in_call && p->wphase == 2 && args_stream(p, s, p->w_as, p->w_ae, true)) return -1;
+        }
+        if (w.at_args && p->wphase == 0) {
+            p->wphase = 1;
+            p->w_as = p->w_pushed = w.as;
+            tc_jpush_init(&p->jp);
+        } else {
+            if (w.st == 0 && !final) return 0;
+            if (!p->in_call) return wrap_give_back(p);
+            if (tc_call_end(p)) return -1;
+            return json_leave(p, w.st == 0 ? n : w.end, p->after);
+        }
     }
-    if (p->in_call && w.has_args && args_stream(p, s, w.as, w.ae, w.args_done)) return -1;
-    if (w.st == 0 && !final) return 0;
-    if (!p->in_call) return tc_give_back(p, S_TEXT) ? -1 : 1;
-    if (tc_call_end(p)) return -1;
-    tc_consume(p, w.st == 0 ? n : w.end);
-    p->st = p->after;
-    return 1;
-}
-
-static int st_jargs(tc_parser *p, bool final)
-{
-    if (!tc_skip_ws(p)) {
-        if (!final) return 0;
-        if (tc_call_end(p)) return -1;
-        p->st = p->after;
+    /* phase 1: the arguments value */
+    size_t used;
+    int r = tc_jpush_feed(&p->jp, s + p->w_pushed, n - p->w_pushed, final, &used);
+    p->w_pushed += used;
+    if (p->in_call && args_stream(p, s, p->w_as, p->w_pushed, r == 1)) return -1;
+    if (r == 1) {
+        p->w_ae = p->w_pushed;
+        p->wphase = 2;
         return 1;
     }
+    if (r == 0 && !final) return 0;
+    /* invalid, or cut short: a begun call keeps what was sent; hermes drops
+     * the rest of a broken body up to its </tool_call> */
+    if (!p->in_call) return wrap_give_back(p);
+    if (tc_call_end(p)) return -1;
+    return json_leave(p, r == 0 ? n : p->w_pushed, p->after == S_HERMES_END && r < 0 ? S_HERMES_SKIP : p->after);
+}
+
+/* Raw JSON arguments at the head (framed formats, mistral's [ARGS]). */
+static int st_jargs(tc_parser *p, bool final)
+{
+    if (p->wphase == 0) {
+        if (!tc_skip_ws(p)) {
+            if (!final) return 0;
+            if (tc_call_end(p)) return -1;
+            return json_leave(p, 0, p->after);
+        }
+        p->wphase = 1;
+        p->w_as = p->w_pushed = 0;
+        tc_jpush_init(&p->jp);
+    }
     const char *s = tc_data(p);
-    size_t n = tc_avail(p), i = 0;
-    int r = tc_json_value(s, n, &i, final);
-    if (args_stream(p, s, 0, r == 0 ? n : i, r == 1)) return -1;
+    size_t n = tc_avail(p), used;
+    int r = tc_jpush_feed(&p->jp, s + p->w_pushed, n - p->w_pushed, final, &used);
+    p->w_pushed += used;
+    if (args_stream(p, s, 0, p->w_pushed, r == 1)) return -1;
     if (r == 0 && !final) return 0;
     if (tc_call_end(p)) return -1;
-    tc_consume(p, r == 0 ? n : i);
-    p->st = p->after;
-    return 1;
+    return json_leave(p, r == 0 ? n : p->w_pushed, p->after);
 }
 
 /* After a marker: whitespace, then the object (else the marker is text). */
@@ -227,6 +275,13 @@ static int step_hermes(tc_parser *p, bool final)
         if ((r = tc_expect(p, "</tool_call>", final)) == 0) return 0;
         p->st = S_TEXT;
         return 1;
+    case S_HERMES_SKIP: {
+        static const char *const e[] = {"</tool_call>"};
+        if ((r = tc_seek(p, e, 1, final, &which)) < 0) return -1;
+        if (r == 0 && !final) return 0;
+        p->st = S_TEXT;
+        return 1;
+    }
     }
     return -1;
 }

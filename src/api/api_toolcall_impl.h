@@ -4,9 +4,25 @@
 #ifndef SGLC_API_TOOLCALL_IMPL_H
 #define SGLC_API_TOOLCALL_IMPL_H
 
+#include <stdint.h>
+
 #include "api/api_toolcall.h"
 
 typedef struct tc_parser tc_parser;
+
+/* An incremental JSON value validator (api_toolcall_json.c). */
+typedef struct tc_jpush {
+    uint8_t stk[128];            /* (depth) 'o' object / 'a' array */
+    int depth;
+    int st, sub;                 /* state, and its sub-state (number part, literal index, hex count) */
+    const char *lit;             /* the literal being matched */
+    bool key;                    /* the string is an object key */
+} tc_jpush;
+void tc_jpush_init(tc_jpush *j);
+/* Feed s[0..n): 1 the value is complete (*used = the bytes of it taken
+ * from s), 0 it needs more (*used = n), -1 invalid (*used = the bad
+ * byte).  final: a number ending the input is complete. */
+int tc_jpush_feed(tc_jpush *j, const char *s, size_t n, bool final, size_t *used);
 
 /* One step of a format over the held bytes: 1 = progress (step again),
  * 0 = waiting for more input (or, at final, done), -1 = out of memory. */
@@ -59,6 +75,11 @@ struct tc_parser {
     char *key;                   /* owned: XML formats' current parameter name */
     int n_params;
     size_t scanned;              /* XML value states: bytes already searched for an end marker */
+    /* JSON arguments (wrapper and raw formats): */
+    int wphase;                  /* S_WRAP: 0 members before the arguments, 1 the arguments, 2 members after */
+    size_t w_as, w_ae;           /* the arguments value [w_as, w_ae) in the held bytes */
+    size_t w_pushed;             /* bytes of it fed to jp */
+    tc_jpush jp;
 };
 
 /* bytes not consumed */
@@ -101,14 +122,18 @@ int tc_json_value(const char *s, size_t n, size_t *i, bool final);
 /* The JSON wrapper object {"name": ..., "arguments"|"parameters": ...}
  * at the head of the held bytes, rescanned at each step. */
 typedef struct tc_wrap {
-    int st;                      /* 1 complete, 0 incomplete, -1 invalid */
+    int st;                      /* 1 complete, 0 incomplete (or stopped at the arguments), -1 invalid */
     size_t end;                  /* complete: after '}'; invalid: the bad byte */
     bool name_done;              /* the name's string value is complete */
     size_t ns, ne;               /* the name value [ns, ne) with quotes */
-    bool has_args, args_done;
-    size_t as, ae;               /* the arguments value [as, ae) (ae = the input end while incomplete) */
+    bool at_args;                /* stopped where the arguments value begins, at `as` */
+    size_t as;
 } tc_wrap;
-void tc_scan_wrap(const char *s, size_t n, bool final, tc_wrap *w);
+/* resume 0: scan from the '{'; else from `resume`, right after the
+ * arguments value (have_args: a second arguments key is a plain member).
+ * The scan stops at the arguments value (at_args): its bytes are the
+ * caller's, fed to a tc_jpush. */
+void tc_scan_wrap(const char *s, size_t n, bool final, size_t resume, tc_wrap *w);
 
 /* The format's step function. */
 tc_step_fn tc_step_of(const api_toolcall_format *f);

@@ -518,6 +518,22 @@ static int args_validate_ssl(const args_server *a, char *err, size_t errlen)
     return ARGS_OK;
 }
 
+/* --quantization: the methods sglc loads (SGLang's names); SGLang's others
+ * are refused here, before any loading. */
+static int args_validate_quantization(const args_server *a, char *err, size_t errlen)
+{
+    static const char *const ok[] = {"awq", "awq_marlin", "gptq", "gptq_marlin", "compressed-tensors",
+                                     "fp8", "w8a8_int8", "w8a8_fp8", "gguf"};
+    if (!a->quantization) return 0;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (!strcmp(a->quantization, ok[i])) return 0;
+    args_errf(err, errlen,
+              "--quantization %s is not supported by sglc (supported: awq, awq_marlin, gptq, "
+              "gptq_marlin, compressed-tensors, fp8, w8a8_int8, w8a8_fp8, gguf)",
+              a->quantization);
+    return ARGS_EUSAGE;
+}
+
 int args_validate(const args_server *a, char *err, size_t errlen)
 {
     if (a->port < 1 || a->port > 65535) {
@@ -573,17 +589,13 @@ int args_validate(const args_server *a, char *err, size_t errlen)
              a->chunked_prefill_size);
         return ARGS_EUSAGE;
     }
-    if (a->quantization && strcmp(a->quantization, "gguf")) {
-        args_errf(err, errlen, "--quantization %s is not supported by sglc yet (supported: gguf)",
-                  a->quantization);
-        return ARGS_EUSAGE;
-    }
     if (a->model_loader_extra_config && args_validate_loader_config(a->model_loader_extra_config, err, errlen))
         return ARGS_EUSAGE;
     if (a->export_metrics_to_file && !a->export_metrics_to_file_dir) {
         args_errf(err, errlen, "--export-metrics-to-file-dir is required when --export-metrics-to-file is set");
         return ARGS_EUSAGE;
     }
+    if (args_validate_quantization(a, err, errlen)) return ARGS_EUSAGE;
     return args_validate_ssl(a, err, errlen);
 }
 

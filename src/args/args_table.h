@@ -97,7 +97,7 @@ X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, SUPPORT
 X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET, "Reload SSL certificates when the files change.") \
 /* ---- Quantization and data type ---- */ \
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \
-X(quantization, STR, "--quantization", NULL, NULL, QUANT, SUPPORTED, "The quantization method: 'gguf' (a GGUF file's own block types; other methods are not supported yet).") \
+X(quantization, STR, "--quantization", NULL, NULL, QUANT, SUPPORTED, "The quantization method: awq / awq_marlin, gptq / gptq_marlin, compressed-tensors, fp8, w8a8_int8, w8a8_fp8 (Hugging Face checkpoints; detected from config.json's quantization_config when absent; w8a8_int8 and fp8 also quantize an unquantized checkpoint at load), gguf (a GGUF file's own block types).") \
 X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, SUPPORTED, "Path to the JSON file containing the KV cache scaling factors (kv_cache.scaling_factor per layer, SGLang's format); fp8 KV caches use them, others ignore them.") \
 X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|fp8_e5m2|fp8_e4m3|bf16|bfloat16|fp4_e2m1|float32", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type. fp8_e4m3 / fp8_e5m2: one byte per value, scaled by --quantization-param-path (else 1.0), attention reads them directly. float32 is sglc's own; fp4_e2m1 is refused (no CPU path).") \
 X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, SUPPORTED, "Compute the LM head (logits) in fp32; sglc always does (f32 hidden states, weights widened to f32, f32 accumulation), so this only refuses the debug switch SGLC_BF16_DOT=1.") \
@@ -146,8 +146,8 @@ X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false",
 X(enable_streaming_session, BOOL, "--enable-streaming-session", "false", NULL, RUNTIME, NOT_YET, "Enable streaming sessions.") \
 X(use_ray, BOOL, "--use-ray", "false", NULL, RUNTIME, NOT_YET, "Launch the scheduler processes with Ray.") \
 X(random_seed, INT, "--random-seed", NULL, NULL, RUNTIME, SUPPORTED, "The random seed (default: chosen at start-up).") \
-X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, NOT_YET, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
-X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, NOT_YET, "Disallow any whitespace in JSON constrained output.") \
+X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, SUPPORTED, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
+X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, SUPPORTED, "Disallow any whitespace in JSON constrained output.") \
 X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
 X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
@@ -225,7 +225,7 @@ X(attention_backend, STR, "--attention-backend", NULL, NULL, KERNEL, NOT_YET, "T
 X(prefill_attention_backend, STR, "--prefill-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for prefill.") \
 X(decode_attention_backend, STR, "--decode-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for decode.") \
 X(sampling_backend, STR, "--sampling-backend", NULL, NULL, KERNEL, NOT_YET, "The sampling kernel backend.") \
-X(grammar_backend, STR, "--grammar-backend", NULL, NULL, KERNEL, NOT_YET, "The grammar backend for constrained decoding.") \
+X(grammar_backend, CHOICE, "--grammar-backend", "xgrammar", "xgrammar|outlines|llguidance|none", KERNEL, SUPPORTED, "The grammar backend for constrained decoding. xgrammar, outlines and llguidance all select sglc's own grammar engine (the names are kept so SGLang launch commands work); none turns constrained decoding off (json_schema / regex / ebnf / structural_tag requests get a 400).") \
 X(mm_attention_backend, STR, "--mm-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend of multimodal encoders.") \
 X(nsa_prefill_backend, STR, "--nsa-prefill-backend", "flashmla_sparse", NULL, KERNEL, NOT_YET, "The NSA prefill backend.") \
 X(nsa_decode_backend, STR, "--nsa-decode-backend", "fa3", NULL, KERNEL, NOT_YET, "The NSA decode backend.") \

@@ -45,6 +45,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
              (a->quantization && !strcmp(a->quantization, "gguf")))
         mo->load.load_format = MODEL_LOAD_GGUF;
     mo->load.override_json = a->json_model_override_args;
+    mo->load.quantization = a->quantization;
     mo->load.context_length = a->context_length != ARGS_INT_NONE ? a->context_length : 0;
     mo->load.random_seed = a->random_seed != ARGS_INT_NONE ? (uint64_t)a->random_seed : 0;
     const char *kd = a->kv_cache_dtype;

@@ -309,23 +309,34 @@ static void bench_walk(grammar_matcher *m, const gvocab *gv, uint32_t *mask, con
     }
     const int32_t *eos;
     size_t n_eos = tok_eos_ids(gv->t, &eos);
-    int32_t *allowed = malloc((size_t)V * sizeof *allowed);
-    if (!allowed) return;
     for (int step = 0; step < 256; step++) {
         double t0 = now_s();
         grammar_matcher_fill_mask(m, mask);
         dpush(mt, (now_s() - t0) * 1e6);
         if (step >= 64 && n_eos && mask_has(mask, eos[0])) break;
+        /* a uniformly random allowed token (the k-th set bit), skipping
+         * the end token before step 64 when anything else is allowed */
+        size_t words = grammar_mask_words(gv->v);
         int32_t na = 0;
-        for (int32_t id = 0; id < V; id++)
-            if (mask_has(mask, id)) allowed[na++] = id;
+        for (size_t k = 0; k < words; k++) na += __builtin_popcount(mask[k]);
+        int end_on = n_eos && mask_has(mask, eos[0]);
+        if (end_on && na > 1 && step < 64) mask[eos[0] >> 5] &= ~(1u << (eos[0] & 31)), na--;
         if (!na) break;
         *seed = *seed * 1103515245u + 12345u;
-        int32_t pick = allowed[(*seed >> 8) % (uint32_t)na];
-        if (n_eos && pick == eos[0] && step < 64 && na > 1) pick = allowed[(((*seed >> 8) + 1) % (uint32_t)na)];
+        int32_t kth = (int32_t)((*seed >> 8) % (uint32_t)na), pick = -1;
+        for (size_t k = 0; k < words && pick < 0; k++) {
+            int c = __builtin_popcount(mask[k]);
+            if (kth >= c) {
+                kth -= c;
+                continue;
+            }
+            uint32_t x = mask[k];
+            for (; kth > 0; kth--) x &= x - 1;
+            pick = (int32_t)(k * 32 + (size_t)__builtin_ctz(x));
+        }
+        if (pick < 0 || pick >= V) break;
         if (!grammar_matcher_accept_token(m, pick) || grammar_matcher_is_terminated(m)) break;
     }
-    free(allowed);
 }
 
 int cmd_bench_grammar(int argc, char **argv)
@@ -372,6 +383,7 @@ int cmd_bench_grammar(int argc, char **argv)
     size_t compiled = 0;
     uint32_t *mask = calloc(grammar_mask_words(gv.v), sizeof *mask);
     unsigned seed = 1234;
+    int verbose = getenv("SGLC_BENCH_VERBOSE") != NULL; /* per-schema lines on stderr */
     for (size_t i = 0; i < files.n && mask; i++) {
         size_t len;
         char *text = fileio_read(files.p[i], 64u << 20, &len);
@@ -406,11 +418,17 @@ int cmd_bench_grammar(int argc, char **argv)
         double t0 = now_s();
         grammar *g = compile_kind(kind, src, src_len, err, sizeof err);
         double dt = now_s() - t0;
+        if (!g && verbose) fprintf(stderr, "%s: %s\n", files.p[i], err);
         if (g) {
             compiled++;
             dpush(&ct, dt * 1e3);
             grammar_matcher *m = grammar_matcher_new(g, gv.v);
+            size_t n0 = mt.n;
+            double w0 = now_s();
             if (m) bench_walk(m, &gv, mask, inst, inst_len, &mt, &seed);
+            if (verbose)
+                fprintf(stderr, "%s: compile %.3f ms, %zu masks, walk %.1f ms, grammar %zu bytes\n", files.p[i], dt * 1e3,
+                        mt.n - n0, (now_s() - w0) * 1e3, grammar_bytes(g));
             grammar_matcher_free(m);
             grammar_free(g);
         }

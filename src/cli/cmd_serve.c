@@ -36,6 +36,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_gguf.h"
+#include "cli/cli_grammar.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -429,11 +430,13 @@ static int serve(int argc, char **argv)
         .load_ctx = &loader,
     };
     int exit_code = 1;
+    cli_grammar gram = {0}; /* set up before sched_start; freed after sched_destroy */
     api_server *api = NULL;
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
     if (tok) api_install_output_hook(s);
+    if (cli_grammar_setup(&gram, &a, tok, s, m)) goto out;
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
@@ -525,6 +528,7 @@ out:
     if (api) api_destroy(api);
     m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
+    cli_grammar_free(&gram);
     json_decref(info);
     json_decref(gen_defaults);
     json_decref(preferred);

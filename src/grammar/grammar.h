@@ -54,7 +54,9 @@ grammar *grammar_compile_regex(const char *re, size_t len, char *err, size_t err
 int grammar_regex_to_ebnf(const char *re, size_t len, const char *name_prefix, strbuf *out,
                           strbuf *rules_out, char *err, size_t errlen);
 void grammar_free(grammar *g);
-/* Approximate bytes the compiled grammar holds (for the cache's bound). */
+/* Approximate bytes the compiled grammar holds (for the cache's bound),
+ * including the token classifications its matchers have cached in it so
+ * far (they grow as masks are filled: about 16-19 KB per new context). */
 size_t grammar_bytes(const grammar *g);
 
 /* ---- vocabulary -------------------------------------------------------- */
@@ -91,6 +93,15 @@ int grammar_matcher_is_terminated(const grammar_matcher *m);
 int grammar_matcher_rollback(grammar_matcher *m, int n);
 /* Back to the start. */
 void grammar_matcher_reset(grammar_matcher *m);
+/* Fewest bytes that complete the grammar from here (0 where it may end
+ * now); -1 when it cannot end (or out of memory).  grammar_close.c */
+int32_t grammar_matcher_min_bytes_to_end(grammar_matcher *m);
+/* grammar_matcher_fill_mask narrowed to the tokens after which the
+ * grammar can still complete in budget - 1 more bytes (so in budget - 1
+ * more tokens): a request about to hit max_new_tokens still ends valid.
+ * The plain mask when no token fits.  Costs an accept and a rollback per
+ * allowed token: for the last steps of a budget only. */
+void grammar_matcher_fill_mask_within(grammar_matcher *m, uint32_t *mask, int32_t budget);
 
 /* Apply a mask to a logits row: disallowed ids become -inf. */
 void grammar_apply_mask(float *logits, int32_t vocab, const uint32_t *mask);

@@ -581,7 +581,7 @@ static int32_t eps_reach(const gb *b, const int32_t *rule_start, const uint8_t *
 
 /* Reject left recursion.  0, or -1 with err naming the cycle. */
 static int check_left_rec(gb *b, const int32_t *rule_start, int32_t n_rules, char **names, char *err,
-                          size_t errlen)
+                          size_t errlen, uint8_t **nullable_out)
 {
     int ret = -1;
     uint8_t *nullable = calloc((size_t)n_rules, 1);
@@ -666,6 +666,8 @@ static int check_left_rec(gb *b, const int32_t *rule_start, int32_t n_rules, cha
         }
     }
     ret = 0;
+    *nullable_out = nullable;
+    nullable = NULL;
 done:
     if (ret < 0 && err && !err[0]) snprintf(err, errlen, "out of memory");
     free(nullable);
@@ -753,11 +755,16 @@ grammar *gr_build(ga_ast *a, const char *root, char *err, size_t errlen)
     char **names = calloc((size_t)n_rules, sizeof *names);
     if (!names) goto oom;
     for (int32_t r = 0; r < n_rules; r++) names[r] = a->rules[r].name;
-    int lr = check_left_rec(&b, rule_start, n_rules, names, err, errlen);
+    uint8_t *nullable = NULL;
+    int lr = check_left_rec(&b, rule_start, n_rules, names, err, errlen, &nullable);
     free(names);
     if (lr < 0) goto fail;
     g = calloc(1, sizeof *g);
-    if (!g) goto oom;
+    if (!g) {
+        free(nullable);
+        goto oom;
+    }
+    g->nullable = nullable;
     g->nodes = b.nodes;
     g->n_nodes = b.n_nodes;
     g->edges = b.edges;
@@ -788,6 +795,7 @@ fail:
         free(g->refs);
         free(g->rule_start);
         free(g->rule_names);
+        free(g->nullable);
         free(g);
         g = NULL;
     }
@@ -820,13 +828,18 @@ void grammar_free(grammar *g)
     free(g->edges);
     free(g->refs);
     free(g->rule_start);
+    free(g->nullable);
+    free(g->close_dist);
     if (g->rule_names)
         for (int32_t r = 0; r < g->n_rules; r++) free(g->rule_names[r]);
     free(g->rule_names);
     free(g);
 }
 
-size_t grammar_bytes(const grammar *g) { return g ? g->bytes : 0; }
+size_t grammar_bytes(const grammar *g)
+{
+    return g ? g->bytes + __atomic_load_n(&g->ci_bytes, __ATOMIC_RELAXED) : 0;
+}
 
 grammar *grammar_compile_ebnf(const char *text, size_t len, const char *root, char *err, size_t errlen)
 {

@@ -103,9 +103,12 @@ typedef struct gr_node {
     int32_t rule;
 } gr_node;
 
+#define GR_CI_DEPTH 3 /* frames of context a cached classification is keyed by */
+
 /* Stack-independent classification of every token at one node (cached per
  * vocabulary, see grammar_mask.c). */
 typedef struct gr_ci {
+    int32_t key[GR_CI_DEPTH]; /* the chain of nodes it is for (see grammar_mask.c) */
     uint32_t *accept;   /* (mask words) tokens accepted whatever the stack below */
     uint32_t *unc;      /* (n_unc) sorted ranks whose fate depends on the stack */
     int32_t n_unc;
@@ -113,7 +116,8 @@ typedef struct gr_ci {
 
 typedef struct gr_cicache {
     uint64_t vocab_serial;
-    gr_ci **per_node;          /* (n_nodes) NULL until computed, owned */
+    gr_ci **tab;               /* (cap) open addressing by key, NULL = empty, owned */
+    uint32_t cap, n;
     struct gr_cicache *next;
 } gr_cicache;
 
@@ -128,9 +132,12 @@ struct grammar {
     char **rule_names;   /* (n_rules) owned */
     int32_t n_rules;
     int32_t root;        /* rule id */
+    uint8_t *nullable;   /* (n_rules) the rule matches "" */
     size_t bytes;
-    pthread_mutex_t mu;  /* guards ci */
+    size_t ci_bytes;     /* held by the caches below (atomic) */
+    pthread_mutex_t mu;  /* guards ci and close_dist */
     gr_cicache *ci;      /* owned */
+    int32_t *close_dist; /* (n_nodes) owned or NULL: bytes from each node to its rule's end (grammar_close.c) */
 };
 
 /* grammar_fsm.c: build the compiled grammar from a parsed AST, root rule
@@ -151,9 +158,40 @@ struct grammar_vocab {
     size_t n_end;
     int32_t *id_rank;    /* (size) rank of id, -1 = special / unused / empty */
     int32_t max_len;
+    int32_t first_lo[257]; /* ranks starting with byte b: [first_lo[b], first_lo[b+1]) */
+    /* each first-byte block split in two parts, tokens of at most
+     * GV_SHORT bytes (most) and longer ones: part p = 2 * byte + long */
+    int32_t part_off[513];  /* part p's ranks: part_ranks[part_off[p] .. part_off[p+1]) */
+    int32_t *part_ranks;    /* (n_tok) sorted within each part */
+    int32_t part_max[512];  /* longest token in part p */
+    /* Shared across grammars: classification of the tokens starting with
+     * byte b from a stack set, keyed by a hash of the set's structure
+     * (grammar_memo.c).  Guarded by memo_mu; entries immutable. */
+    pthread_mutex_t memo_mu;
+    struct gv_memo **memo;  /* (memo_cap) open addressing, NULL = empty */
+    uint32_t memo_cap, memo_n;
+    size_t memo_bytes;
 };
 
+typedef struct gv_memo {
+    uint64_t h1, h2;
+    int32_t b;
+    int32_t n_acc, n_unc;
+    int32_t *acc, *unc; /* ranks, sorted */
+} gv_memo;
+
+/* grammar_memo.c */
+const gv_memo *gv_memo_find(grammar_vocab *v, uint64_t h1, uint64_t h2, int32_t b);
+/* Insert a copy (acc, unc); returns the stored entry or NULL (over budget /
+ * OOM; the caller then uses its own lists). */
+const gv_memo *gv_memo_put(grammar_vocab *v, uint64_t h1, uint64_t h2, int32_t b, const int32_t *acc, int32_t n_acc,
+                           const int32_t *unc, int32_t n_unc);
+void gv_memo_free(grammar_vocab *v);
+
+
 /* ---- matcher internals shared by grammar_match.c and grammar_mask.c ------ */
+
+#define GV_SHORT 16
 
 #define GM_ROOT 0   /* parent of the root frame: popping here = may end */
 #define GM_BOTTOM 1 /* parent in a stack-independent walk: popping = "depends" */
@@ -192,6 +230,12 @@ struct grammar_matcher {
     int32_t n_hist, cap_hist;
     gm_ibuf work;            /* closure worklist */
     gm_ibuf scratch;         /* walk: top sets per depth */
+    int32_t *ser_local;      /* (g->n_nodes) gm_set_hash: local number of a node */
+    uint32_t *ser_stamp;     /* (g->n_nodes) numbered in this hash */
+    uint32_t *ser_done;      /* (g->n_nodes) described in this hash */
+    uint32_t ser_gen;
+    int32_t ser_n;
+    gm_ibuf ser_buf, ser_queue, ser_next;
     int oom;
 };
 
@@ -212,5 +256,12 @@ const gm_hist *gm_cur(const grammar_matcher *m);
 /* grammar_mask.c */
 void gm_fill_mask_full(grammar_matcher *m, uint32_t *mask); /* no cache: the reference */
 void gr_ci_free_all(grammar *g);
+/* grammar_memo.c */
+/* Structural hash of the top set src->p[off..off+n) with flags fl (the
+ * nodes reachable from every frame of every stack within max_depth bytes,
+ * numbered canonically).
+ * 0, or -1 when the reachable part is too large to be worth it. */
+int gm_set_hash(grammar_matcher *m, const gm_ibuf *src, int32_t off, int32_t n, int fl, int32_t max_depth,
+                uint64_t *h1, uint64_t *h2);
 
 #endif

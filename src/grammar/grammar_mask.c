@@ -33,7 +33,8 @@ typedef struct walk {
     grammar_matcher *m;
     const grammar_vocab *v;
     int ci;          /* classify for the cache (else: plain mask) */
-    uint32_t *mask;  /* accepted ids are set */
+    uint32_t *mask;  /* accepted ids are set (when acc is NULL) */
+    gm_ibuf *acc;    /* else accepted ranks are appended here */
     gm_ibuf *unc;    /* ci: "depends" ranks */
     int32_t *doff, *dn, *dmark; /* (max_len + 1) per depth: top set, frame mark */
     uint8_t *dfl, *dcum;        /* flags at depth, GM_POPPED seen at depths 1..d */
@@ -42,6 +43,10 @@ typedef struct walk {
 static void classify(walk *w, int32_t r, int32_t tl, int32_t D)
 {
     if (D == tl && (w->dn[tl] > 0 || (w->dfl[tl] & (GM_CAN_END | GM_POPPED)))) {
+        if (w->acc) {
+            if (gm_push(w->acc, r) < 0) w->m->oom = 1;
+            return;
+        }
         int32_t id = w->v->rank_id[r];
         w->mask[id >> 5] |= 1u << (id & 31);
         return;
@@ -51,9 +56,11 @@ static void classify(walk *w, int32_t r, int32_t tl, int32_t D)
     if (w->dcum[d] && gm_push(w->unc, r) < 0) w->m->oom = 1;
 }
 
-/* Walk the ranks list[0..count) (list NULL: every rank) from the top set
- * already in m->scratch[0..n0). */
-static void run_walk(walk *w, const int32_t *list, int32_t count, int32_t n0)
+/* Walk the ranks list[idx0..count) (list NULL: the ranks idx0..count)
+ * from the top set already in m->scratch[0..n0).  start 1: every token
+ * shares its first byte and the depth-1 set is already in w (doff/dn/dfl/
+ * dcum/dmark[1], scratch), so the walk goes on from there. */
+static void run_walk(walk *w, const int32_t *list, int32_t idx0, int32_t count, int32_t n0, int start)
 {
     grammar_matcher *m = w->m;
     const grammar_vocab *v = w->v;
@@ -62,29 +69,39 @@ static void run_walk(walk *w, const int32_t *list, int32_t count, int32_t n0)
     w->dn[0] = n0;
     w->dfl[0] = 0;
     w->dcum[0] = 0;
-    w->dmark[0] = m->n_frames;
+    if (!start) w->dmark[0] = m->n_frames;
     int32_t valid = 0, dead = -1, prevlen = 0;
     const uint8_t *prev = NULL;
-    for (int32_t idx = 0; idx < count;) {
+    if (start && idx0 < count) {
+        int32_t r0 = list ? list[idx0] : idx0;
+        prev = v->blob + v->off[r0];
+        prevlen = v->len[r0];
+        valid = 1;
+        if (w->dn[1] == 0) dead = 1;
+    }
+    for (int32_t idx = idx0; idx < count;) {
         int32_t r = list ? list[idx] : idx;
         const uint8_t *tb = v->blob + v->off[r];
         int32_t tl = v->len[r];
+        /* the shared prefix only matters up to the depth computed */
         int32_t L = 0, lim = tl < prevlen ? tl : prevlen;
+        if (lim > valid) lim = valid;
         while (L < lim && tb[L] == prev[L]) L++;
         if (dead >= 0 && L >= dead) {
-            classify(w, r, tl, dead);
-            idx++;
-            if (!list && !(w->dfl[dead] & (GM_CAN_END | GM_POPPED)) && !(w->ci && w->dcum[dead])) {
-                /* nothing with this prefix can be accepted or "depend": skip
-                 * to the first rank whose first `dead` bytes differ */
-                int32_t lo = idx, hi = v->n_tok;
-                while (lo < hi) {
-                    int32_t mid = lo + (hi - lo) / 2;
-                    if (v->len[mid] >= dead && !memcmp(v->blob + v->off[mid], tb, (size_t)dead)) lo = mid + 1;
-                    else hi = mid;
-                }
-                idx = lo;
+            /* a block of tokens sharing the dead prefix: find its end by
+             * binary search, settle it without stepping */
+            int32_t lo = idx + 1, hi = count;
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2, rm = list ? list[mid] : mid;
+                if (v->len[rm] >= dead && !memcmp(v->blob + v->off[rm], tb, (size_t)dead)) lo = mid + 1;
+                else hi = mid;
             }
+            if ((w->dfl[dead] & (GM_CAN_END | GM_POPPED)) || (w->ci && w->dcum[dead])) {
+                for (; idx < lo; idx++) {
+                    int32_t rr = list ? list[idx] : idx;
+                    classify(w, rr, v->len[rr], dead);
+                }
+            } else idx = lo;
             continue;
         }
         int32_t k = L < valid ? L : valid;
@@ -158,12 +175,18 @@ void gm_fill_mask_full(grammar_matcher *m, uint32_t *mask)
     if (walk_init(&w, m, 0, mask, NULL) == 0) {
         m->scratch.n = 0;
         for (int32_t i = 0; i < h->n_tops; i++) gm_push(&m->scratch, m->committed.p[h->tops_off + i]);
-        run_walk(&w, NULL, m->v->n_tok, h->n_tops);
+        run_walk(&w, NULL, 0, m->v->n_tok, h->n_tops, 0);
     }
     walk_free(&w);
 }
 
 /* ---- the cache ------------------------------------------------------------ */
+
+static int cmp_rank_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
 
 static gr_cicache *cache_for(grammar_matcher *m)
 {
@@ -174,8 +197,11 @@ static gr_cicache *cache_for(grammar_matcher *m)
     while (c && c->vocab_serial != m->v->serial) c = c->next;
     if (!c) {
         c = calloc(1, sizeof *c);
-        if (c) c->per_node = calloc((size_t)g->n_nodes, sizeof *c->per_node);
-        if (c && c->per_node) {
+        if (c) {
+            c->cap = 1024;
+            c->tab = calloc(c->cap, sizeof *c->tab);
+        }
+        if (c && c->tab) {
             c->vocab_serial = m->v->serial;
             c->next = g->ci;
             g->ci = c;
@@ -202,49 +228,207 @@ void gr_ci_free_all(grammar *g)
     gr_cicache *c = g->ci;
     while (c) {
         gr_cicache *nx = c->next;
-        for (int32_t i = 0; i < g->n_nodes; i++) ci_free(c->per_node[i]);
-        free(c->per_node);
+        for (uint32_t i = 0; i < c->cap; i++) ci_free(c->tab[i]);
+        free(c->tab);
         free(c);
         c = nx;
     }
     g->ci = NULL;
 }
 
-static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t node)
+static uint32_t key_slot(const int32_t *k, uint32_t cap)
 {
-    gr_ci *ci = __atomic_load_n(&c->per_node[node], __ATOMIC_ACQUIRE);
+    uint64_t h = 0;
+    for (int i = 0; i < GR_CI_DEPTH; i++) h = (h ^ (uint32_t)k[i]) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 32) & (cap - 1);
+}
+
+/* Look key up (g->mu held). */
+static gr_ci *tab_find(gr_cicache *c, const int32_t *k)
+{
+    for (uint32_t j = key_slot(k, c->cap); c->tab[j]; j = (j + 1) & (c->cap - 1))
+        if (!memcmp(c->tab[j]->key, k, sizeof c->tab[j]->key)) return c->tab[j];
+    return NULL;
+}
+
+/* Insert ci (g->mu held, key absent); 0 or -1. */
+static int tab_put(gr_cicache *c, gr_ci *ci)
+{
+    if ((c->n + 1) * 2 > c->cap) {
+        uint32_t nc = c->cap * 2;
+        gr_ci **nt = calloc(nc, sizeof *nt);
+        if (!nt) return -1;
+        for (uint32_t i = 0; i < c->cap; i++)
+            if (c->tab[i]) {
+                uint32_t j = key_slot(c->tab[i]->key, nc);
+                while (nt[j]) j = (j + 1) & (nc - 1);
+                nt[j] = c->tab[i];
+            }
+        free(c->tab);
+        c->tab = nt;
+        c->cap = nc;
+    }
+    uint32_t j = key_slot(ci->key, c->cap);
+    while (c->tab[j]) j = (j + 1) & (c->cap - 1);
+    c->tab[j] = ci;
+    c->n++;
+    return 0;
+}
+
+/* The cached classification for top frame top: keyed by the nodes of the
+ * top GR_CI_DEPTH frames of its stack (-1 where the stack ends at the
+ * root sooner).  The walk starts from a copy of that chain whose bottom is
+ * GM_BOTTOM (or GM_ROOT when the whole stack fits), so a token is "depends"
+ * only if it finishes all of those frames part way through: one frame of
+ * context would leave every token " x" undecided at a whitespace rule's
+ * end, as that rule alone may finish after the space. */
+static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
+{
+    int32_t key[GR_CI_DEPTH], chain[GR_CI_DEPTH], nk = 0, fr = top;
+    for (; nk < GR_CI_DEPTH && fr > GM_BOTTOM; fr = m->frames[fr].parent) key[nk] = chain[nk] = m->frames[fr].node, nk++;
+    int to_root = fr == GM_ROOT;
+    for (int i = nk; i < GR_CI_DEPTH; i++) key[i] = -1;
+    if (!to_root && nk == GR_CI_DEPTH) key[GR_CI_DEPTH - 1] = -2 - key[GR_CI_DEPTH - 1]; /* bottom not root */
+    grammar *gm = (grammar *)m->g;
+    pthread_mutex_lock(&gm->mu);
+    gr_ci *ci = tab_find(c, key);
+    pthread_mutex_unlock(&gm->mu);
     if (ci) return ci;
     ci = calloc(1, sizeof *ci);
     if (!ci) return NULL;
+    memcpy(ci->key, key, sizeof key);
     size_t words = grammar_mask_words(m->v);
     ci->accept = calloc(words, sizeof *ci->accept);
-    gm_ibuf unc = {0};
+    gm_ibuf unc = {0}, bacc = {0}, bunc = {0};
+    gm_ibuf keys[8] = {{0}};
+    uint64_t kh1[8], kh2[8];
+    int khashed[8], nkeys = 0;
     walk w;
-    int ok = walk_init(&w, m, 1, ci->accept, &unc) == 0 && ci->accept;
-    if (ok) {
-        int32_t mark = m->n_frames;
-        int32_t f = gm_frame_get(m, node, GM_BOTTOM);
-        m->scratch.n = 0;
-        ok = f >= 0 && gm_push(&m->scratch, f) == 0;
-        if (ok) run_walk(&w, NULL, m->v->n_tok, 1);
-        gm_release(m, mark);
-        ok = ok && !m->oom;
+    int ok = walk_init(&w, m, 1, ci->accept, NULL) == 0 && ci->accept;
+    const grammar_vocab *v = m->v;
+    int32_t mark = m->n_frames;
+    int32_t f = to_root ? GM_ROOT : GM_BOTTOM;
+    for (int i = nk - 1; ok && i >= 0; i--) {
+        f = gm_frame_get(m, chain[i], f);
+        ok = f >= 0;
     }
+    /* the whole classification of a structurally equal chain (another
+     * grammar's JSON string, say) is shared too: key 512 */
+    uint64_t w1 = 0, w2 = 0;
+    int whole = 0;
+    if (ok) {
+        m->scratch.n = 0;
+        gm_push(&m->scratch, f);
+        whole = gm_set_hash(m, &m->scratch, 0, 1, 0, v->max_len, &w1, &w2) == 0;
+        const gv_memo *e = whole ? gv_memo_find((grammar_vocab *)v, w1, w2, 512) : NULL;
+        if (e && (size_t)e->n_acc == words) {
+            memcpy(ci->accept, e->acc, words * sizeof *ci->accept);
+            for (int32_t i = 0; ok && i < e->n_unc; i++)
+                if (gm_push(&unc, e->unc[i]) < 0) ok = 0;
+            whole = 0;
+            goto done_blocks;
+        }
+    }
+    /* block by block (tokens sharing a first byte), re-using the shared
+     * classification of a structurally equal stack set (grammar_memo.c) */
+    for (int p = 0; ok && p < 512; p++) {
+        int b = p >> 1;
+        const int32_t *plist = v->part_ranks + v->part_off[p];
+        int32_t pn = v->part_off[p + 1] - v->part_off[p];
+        if (!pn) continue;
+        m->scratch.n = 0;
+        gm_push(&m->scratch, f);
+        w.dmark[0] = m->n_frames;
+        w.doff[1] = 1;
+        int fl = gm_step(m, &m->scratch, 0, 1, (uint8_t)b, &m->scratch);
+        w.dn[1] = m->scratch.n - 1;
+        w.dfl[1] = (uint8_t)fl;
+        w.dcum[1] = (uint8_t)(fl & GM_POPPED);
+        w.dmark[1] = m->n_frames;
+        if (m->oom) ok = 0;
+        if (!ok || (w.dn[1] == 0 && !(fl & (GM_POPPED | GM_CAN_END)))) {
+            gm_release(m, w.dmark[0]);
+            continue; /* the whole block is rejected */
+        }
+        uint64_t h1 = 0, h2 = 0;
+        const gv_memo *e = NULL;
+        /* most bytes of a class lead to the same set: hash it once (the
+         * set is named by its stacks' node chains, fixed within this
+         * grammar) */
+        gm_ibuf *ck = &keys[nkeys < 8 ? nkeys : 7];
+        ck->n = 0;
+        gm_push(ck, fl);
+        gm_push(ck, v->part_max[p]);
+        for (int32_t i = 0; i < w.dn[1]; i++) {
+            for (int32_t fr = m->scratch.p[1 + i]; fr > GM_BOTTOM; fr = m->frames[fr].parent) gm_push(ck, m->frames[fr].node);
+            gm_push(ck, -1);
+        }
+        int hashed = -1;
+        for (int k = 0; k < nkeys && k < 7; k++)
+            if (keys[k].n == ck->n && !memcmp(keys[k].p, ck->p, (size_t)ck->n * sizeof *ck->p)) {
+                hashed = khashed[k], h1 = kh1[k], h2 = kh2[k];
+                break;
+            }
+        if (hashed < 0) {
+            hashed = gm_set_hash(m, &m->scratch, 1, w.dn[1], fl, v->part_max[p] - 1, &h1, &h2) == 0;
+            int slot = nkeys < 8 ? nkeys++ : 7;
+            khashed[slot] = hashed, kh1[slot] = h1, kh2[slot] = h2;
+        }
+        if (hashed) e = gv_memo_find((grammar_vocab *)v, h1, h2, p);
+        const int32_t *acc, *uncr;
+        int32_t n_acc, n_unc;
+        if (e) {
+            acc = e->acc, n_acc = e->n_acc, uncr = e->unc, n_unc = e->n_unc;
+        } else {
+            bacc.n = bunc.n = 0;
+            w.acc = &bacc;
+            w.unc = &bunc;
+            run_walk(&w, plist, 0, pn, 1, 1);
+            w.acc = NULL;
+            if (m->oom) ok = 0;
+            if (ok && hashed) e = gv_memo_put((grammar_vocab *)v, h1, h2, p, bacc.p, bacc.n, bunc.p, bunc.n);
+            acc = bacc.p, n_acc = bacc.n, uncr = bunc.p, n_unc = bunc.n;
+        }
+        gm_release(m, w.dmark[0]);
+        for (int32_t i = 0; ok && i < n_acc; i++) {
+            int32_t id = v->rank_id[acc[i]];
+            ci->accept[id >> 5] |= 1u << (id & 31);
+        }
+        for (int32_t i = 0; ok && i < n_unc; i++)
+            if (gm_push(&unc, uncr[i]) < 0) ok = 0;
+    }
+    if (ok && whole)
+        gv_memo_put((grammar_vocab *)v, w1, w2, 512, (const int32_t *)ci->accept, (int32_t)words, unc.p, unc.n);
+done_blocks:
+    gm_release(m, mark);
+    ok = ok && !m->oom;
     walk_free(&w);
+    free(bacc.p);
+    free(bunc.p);
+    for (int k = 0; k < 8; k++) free(keys[k].p);
     if (!ok) {
         free(unc.p);
         ci_free(ci);
         m->oom = 0;
         return NULL;
     }
+    /* the parts of a block interleave in rank order: the runtime walk
+     * needs the list sorted (shared prefixes adjacent) */
+    if (unc.n > 1) qsort(unc.p, (size_t)unc.n, sizeof *unc.p, cmp_rank_i32);
     ci->unc = (uint32_t *)unc.p;
     ci->n_unc = unc.n;
     grammar *g = (grammar *)m->g;
     pthread_mutex_lock(&g->mu);
-    if (c->per_node[node]) {
+    gr_ci *old = tab_find(c, key);
+    if (old) {
         ci_free(ci);
-        ci = c->per_node[node];
-    } else __atomic_store_n(&c->per_node[node], ci, __ATOMIC_RELEASE);
+        ci = old;
+    } else if (tab_put(c, ci) < 0) {
+        ci_free(ci);
+        ci = NULL;
+    } else
+        __atomic_add_fetch(&g->ci_bytes, sizeof *ci + words * sizeof *ci->accept + (size_t)ci->n_unc * sizeof *ci->unc,
+                           __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->mu);
     return ci;
 }
@@ -267,24 +451,25 @@ void grammar_matcher_fill_mask(grammar_matcher *m, uint32_t *mask)
         return;
     }
     int32_t n_tops = h->n_tops, tops_off = h->tops_off;
+    const gr_ci *seen[64];
     for (int32_t i = 0; i < n_tops; i++) {
         int32_t f = m->committed.p[tops_off + i];
-        int32_t node = m->frames[f].node;
-        gr_ci *ci = ci_get(m, c, node);
+        gr_ci *ci = ci_get(m, c, f);
         if (!ci) {
             walk_free(&w);
             gm_fill_mask_full(m, mask);
             return;
         }
-        /* the same node under another parent has the same accepted set */
+        /* tops with the same context share one accepted set: OR it once */
         int dup = 0;
-        for (int32_t j = 0; j < i && !dup; j++) dup = m->frames[m->committed.p[tops_off + j]].node == node;
+        for (int32_t j = 0; j < i && j < 64 && !dup; j++) dup = seen[j] == ci;
+        if (i < 64) seen[i] = ci;
         if (!dup)
             for (size_t k = 0; k < words; k++) mask[k] |= ci->accept[k];
         if (ci->n_unc) {
             m->scratch.n = 0;
             gm_push(&m->scratch, f);
-            run_walk(&w, (const int32_t *)ci->unc, ci->n_unc, 1);
+            run_walk(&w, (const int32_t *)ci->unc, 0, ci->n_unc, 1, 0);
         }
     }
     walk_free(&w);

@@ -112,6 +112,11 @@ static int close_frame(grammar_matcher *m, int32_t f0, gm_ibuf *out)
     m->work.n = 0;
     if (m->stamp[f0] == m->gen) return 0;
     m->stamp[f0] = m->gen;
+    const gr_node *n0 = &g->nodes[m->frames[f0].node];
+    if (!n0->nr && !n0->accept) { /* the common case: a plain position inside a rule */
+        if (n0->ne && gm_push(out, f0) < 0) m->oom = 1;
+        return 0;
+    }
     if (gm_push(&m->work, f0) < 0) return m->oom = 1, 0;
     while (m->work.n) {
         int32_t f = m->work.p[--m->work.n];
@@ -249,6 +254,12 @@ void grammar_matcher_free(grammar_matcher *m)
     free(m->hist);
     free(m->work.p);
     free(m->scratch.p);
+    free(m->ser_local);
+    free(m->ser_stamp);
+    free(m->ser_done);
+    free(m->ser_next.p);
+    free(m->ser_buf.p);
+    free(m->ser_queue.p);
     free(m);
 }
 

@@ -100,6 +100,26 @@ grammar_vocab *grammar_vocab_new(int32_t vocab_size, grammar_token_bytes_fn toke
     v->rank_id = rid;
     v->n_tok = n;
     v->max_len = maxl;
+    for (int b = 0, r = 0; b <= 256; b++) {
+        while (r < n && v->blob[v->off[r]] < b) r++;
+        v->first_lo[b] = b == 256 ? n : r;
+    }
+    v->part_ranks = malloc(((size_t)n + 1) * sizeof *v->part_ranks);
+    if (!v->part_ranks) {
+        grammar_vocab_free(v);
+        return NULL;
+    }
+    for (int p = 0, k = 0; p < 512; p++) {
+        v->part_off[p] = k;
+        v->part_max[p] = 0;
+        for (int32_t r = v->first_lo[p >> 1]; r < v->first_lo[(p >> 1) + 1]; r++)
+            if ((v->len[r] > GV_SHORT) == (p & 1)) {
+                v->part_ranks[k++] = r;
+                if (v->len[r] > v->part_max[p]) v->part_max[p] = v->len[r];
+            }
+        v->part_off[p + 1] = k;
+    }
+    pthread_mutex_init(&v->memo_mu, NULL);
     return v;
 fail:
     free(ids);
@@ -116,7 +136,12 @@ fail:
 void grammar_vocab_free(grammar_vocab *v)
 {
     if (!v) return;
+    if (v->rank_id) {
+        gv_memo_free(v);
+        pthread_mutex_destroy(&v->memo_mu);
+    }
     free(v->rank_id);
+    free(v->part_ranks);
     free(v->off);
     free(v->len);
     free(v->blob);

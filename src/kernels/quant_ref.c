@@ -21,7 +21,6 @@
  */
 #include "kernels/quant_ref.h"
 
-#include <float.h>
 #include <math.h>
 #include <string.h>
 

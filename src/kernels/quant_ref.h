@@ -8,11 +8,13 @@
  * tests/ref/gguf_quants.py, written separately from the format's
  * description, checks them.
  *
- * Quantizers: Q8_0, Q8_1, Q8_K and the 4/5-bit legacy types round to
- * nearest (ggml's reference rules); the K-quants and IQ4 types search the
- * scales to minimise a weighted squared error of the same quality as
- * llama.cpp's reference quantizers without an importance matrix (the
- * bytes are not promised to be identical to llama.cpp's).  Inputs that are
+ * Quantizers: Q8_0, Q8_1 and the 4/5-bit legacy types round to nearest by
+ * ggml's reference rules; Q8_K rounds to nearest with a positive f32 scale
+ * amax/127 (ggml negates it; no dot product can tell) and fills bsums.
+ * The K-quants and IQ4 types search the scales to minimise a weighted
+ * squared error, measured at llama.cpp's reference quality without an
+ * importance matrix (docs/notes/qtypes.md; the bytes are not promised to
+ * be identical to llama.cpp's).  Inputs that are
  * not finite are handled without undefined behaviour: NaN is taken as 0,
  * and values are saturated to what the type's f16 scales can represent
  * (|x| <= 65504; Q8_K, whose scale is f32, to +-1e38).

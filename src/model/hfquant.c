@@ -144,42 +144,66 @@ int hfquant_packed_dequant(float *dst, const int32_t *packed, int64_t out, int64
     return 0;
 }
 
-float hfquant_fp8_e4m3_to_f32(uint8_t v)
-{
-    int e = (v >> 3) & 15, m = v & 7;
-    float r;
-    if (e == 15 && m == 7) r = NAN;
-    else if (e == 0) r = ldexpf((float)m, -9); /* subnormal: m * 2^-9 */
-    else r = ldexpf((float)(8 + m), e - 10);   /* (1 + m/8) * 2^(e-7) */
-    return v & 0x80 ? -r : r;
-}
-
-uint8_t hfquant_f32_to_fp8_e4m3(float f)
-{
-    if (f != f) return 0x7F;
-    uint8_t sign = signbit(f) ? 0x80 : 0;
-    float a = fabsf(f);
-    if (a >= 448.0f) return sign | 0x7E; /* saturate (infinity too) */
-    if (a == 0.0f) return sign;
-    int e;
-    (void)frexpf(a, &e); /* a in [2^(e-1), 2^e) */
-    int E = e - 1 < -6 ? -6 : e - 1;
-    float qv = nearbyintf(ldexpf(a, 3 - E)); /* units of 2^(E-3), to nearest even */
-    if (qv >= 16.0f) qv = 8.0f, E++;
-    int q = (int)qv;
-    if (q < 8) return sign | (uint8_t)q; /* subnormal (E == -6) or zero */
-    int ebits = E + 7;
-    if (ebits > 15 || (ebits == 15 && q - 8 == 7)) return sign | 0x7E;
-    return sign | (uint8_t)(ebits << 3 | (q - 8));
-}
-
 int hfquant_fp8_dequant(float *dst, const uint8_t *q, int64_t out, int64_t in, const hfq_scales *s)
 {
     if (!dst || !q || !grid_ok(__func__, s, out, in)) return -1;
-    float lut[256];
-    for (int v = 0; v < 256; v++) lut[v] = hfquant_fp8_e4m3_to_f32((uint8_t)v);
+    const float *lut = dtype_f8_table(DTYPE_F8_E4M3); /* util/dtype.h's exact decode */
     for (int64_t o = 0; o < out; o++)
         for (int64_t i = 0; i < in; i++)
             dst[o * in + i] = lut[q[o * in + i]] * scale_at(s->data, s->dt, grid_index(s, in, o, i));
+    return 0;
+}
+
+/* ---- quantizers --------------------------------------------------------- */
+
+/* NaN -> 0, magnitudes above 1e38 -> 1e38 (so amax / 127 * 127 stays finite). */
+static inline float finite_or_sat(float v)
+{
+    if (v != v) return 0.0f;
+    return v > 1e38f ? 1e38f : v < -1e38f ? -1e38f : v;
+}
+
+int hfquant_int8_quantize_rows(int8_t *q, float *scales, const float *w, int64_t out, int64_t in)
+{
+    if (!q || !scales || !w || out <= 0 || in <= 0) {
+        log_error("bad int8 quantize shape (out %lld, in %lld)", (long long)out, (long long)in);
+        return -1;
+    }
+    for (int64_t o = 0; o < out; o++) {
+        const float *r = w + o * in;
+        float amax = 0.0f;
+        for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(finite_or_sat(r[i])));
+        amax = fmaxf(amax, 1e-10f);
+        float iscale = (1.0f / amax) * 127.0f; /* torch evaluates 127 / amax as reciprocal * 127 */
+        for (int64_t i = 0; i < in; i++) {
+            float v = nearbyintf(finite_or_sat(r[i]) * iscale); /* default rounding: nearest even */
+            q[o * in + i] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+        }
+        scales[o] = amax / 127.0f;
+    }
+    return 0;
+}
+
+int hfquant_fp8_quantize(uint8_t *q, float *scales, const float *w, int64_t out, int64_t in, int64_t block_out,
+                         int64_t block_in)
+{
+    if (!q || !scales || !w || out <= 0 || in <= 0 || block_out < 1 || block_in < 1) {
+        log_error("bad fp8 quantize shape (out %lld, in %lld, block %lld x %lld)", (long long)out, (long long)in,
+                  (long long)block_out, (long long)block_in);
+        return -1;
+    }
+    int64_t cols = (in + block_in - 1) / block_in;
+    for (int64_t bo = 0; bo < out; bo += block_out)
+        for (int64_t bi = 0; bi < in; bi += block_in) {
+            int64_t o1 = bo + block_out < out ? bo + block_out : out, i1 = bi + block_in < in ? bi + block_in : in;
+            float amax = 0.0f;
+            for (int64_t o = bo; o < o1; o++)
+                for (int64_t i = bi; i < i1; i++) amax = fmaxf(amax, fabsf(finite_or_sat(w[o * in + i])));
+            amax = fmaxf(amax, 1e-12f);
+            float inv = (1.0f / amax) * 448.0f; /* as torch evaluates SGLang's 448 / amax */
+            for (int64_t o = bo; o < o1; o++)
+                for (int64_t i = bi; i < i1; i++) q[o * in + i] = f32_to_f8e4m3(finite_or_sat(w[o * in + i]) * inv);
+            scales[(bo / block_out) * cols + bi / block_in] = 1.0f / inv;
+        }
     return 0;
 }

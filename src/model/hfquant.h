@@ -27,7 +27,8 @@
  *                       unsigned with offset 2^(bits-1).
  *   fp8 e4m3fn           weight (out, in) bytes; scales per tensor, per
  *                       channel or per 128x128 block (DeepSeek-V3 /
- *                       Qwen3-FP8 `weight_scale_inv`): W = fp8(q) * s.
+ *                       Qwen3-FP8 `weight_scale_inv`): W = fp8(q) * s, the
+ *                       fp8 value decoded by util/dtype.h (f8e4m3_to_f32).
  *
  * Scales are a grid described by hfq_scales: element (o, i) uses
  * s[(o / block_out) * cols + i / block_in] with cols = ceil(in / block_in);
@@ -89,10 +90,23 @@ int hfquant_packed_dequant(float *dst, const int32_t *packed, int64_t out, int64
                            const hfq_scales *s);
 int hfquant_fp8_dequant(float *dst, const uint8_t *q, int64_t out, int64_t in, const hfq_scales *s);
 
-/* e4m3fn (1 sign, 4 exponent bits biased 7, 3 mantissa bits; no infinity,
- * S.1111.111 is NaN; largest 448) to f32, exactly. */
-float hfquant_fp8_e4m3_to_f32(uint8_t v);
-/* f32 to e4m3fn, rounding to nearest even, saturating at +-448; NaN -> NaN. */
-uint8_t hfquant_f32_to_fp8_e4m3(float f);
+/* Quantizers for loading a float checkpoint quantized (SGLang's
+ * `--quantization w8a8_int8` / `fp8` on a bf16 model).  Non-finite input:
+ * NaN counts as 0, magnitudes over 1e38 (Inf too) as 1e38, so the
+ * dequantized values stay finite.
+ *
+ * int8, symmetric, one scale per output row (SGLang's per-token/per-channel
+ * rule): amax clamped to >= 1e-10, q = round-half-even(w * iscale) with
+ * iscale = (1 / amax) * 127 (how torch evaluates SGLang's 127 / amax),
+ * scales[o] = amax / 127.  q (out, in), scales (out). */
+int hfquant_int8_quantize_rows(int8_t *q, float *scales, const float *w, int64_t out, int64_t in);
+/* fp8 e4m3, one scale per (block_out, block_in) block — per tensor (out,
+ * in), per channel (1, in), DeepSeek/SGLang blocks (128, 128): amax clamped
+ * to >= 1e-12, inv = (1 / amax) * 448 (torch's 448 / amax), q = e4m3(w *
+ * inv) saturating, scales = 1 /
+ * inv (multiply to dequantize, as `weight_scale_inv`).  q (out, in), scales
+ * on the grid (ceil(out/block_out), ceil(in/block_in)). */
+int hfquant_fp8_quantize(uint8_t *q, float *scales, const float *w, int64_t out, int64_t in, int64_t block_out,
+                         int64_t block_in);
 
 #endif

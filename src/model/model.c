@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "model/gguf_model.h"
+#include "model/hfq.h"
 #include "model/model_impl.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -264,6 +265,20 @@ static void load_mat_read(loader *L, linear_weight *w, const wsrc_tensor *t, con
     m->weight_bytes += linear_bytes(w);
 }
 
+/* A block-quantized tensor with bytes (a Hugging Face quantized checkpoint
+ * through wsource_hfq, which made the blocks): kept in its own type, the
+ * kernels use the bytes in place. */
+static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part, const char *name,
+                           int n, int k)
+{
+    if (linear_init_kt(w, part->data, (kern_type)part->type, n, k, (kern_type)part->type, 1)) {
+        fail(L, "cannot prepare %s weight '%s'", kern_type_get((kern_type)part->type)->name, name);
+        return;
+    }
+    if (!w->mat.owned) wsrc_keep(L->src, part);
+    L->m->weight_bytes += linear_bytes(w);
+}
+
 /* Prepare *w (n, k), stored as `want` (F32 or BF16; values rounded to the
  * model's precision either way), from `part`: a whole tensor, or a 2-D
  * view (wsrc_view2) of a slice of one; keep() marks the whole tensor
@@ -288,6 +303,10 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
     }
     if (!part->data) {
         load_mat_read(L, w, part, name, n, k, want);
+        return;
+    }
+    if (part->type >= KERN_TYPE_FLOAT_COUNT) {
+        load_mat_quant(L, w, part, name, n, k);
         return;
     }
     dtype sdt;
@@ -660,7 +679,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
                 errmsg_set(err, errlen, "out of memory");
                 goto fail;
             }
-        } else if (wsrc_open_safetensors(&m->src, o->model_path, err, errlen)) {
+        } else if (wsrc_open_hfq(&m->src, o->model_path, o->quantization, err, errlen)) {
             goto fail;
         }
     }

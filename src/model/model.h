@@ -52,6 +52,7 @@ typedef struct model_load_opts {
     const char *override_json;  /* --json-model-override-args, or NULL */
     int context_length;         /* --context-length, 0 = from config */
     uint64_t random_seed;       /* dummy weights */
+    const char *quantization;   /* --quantization (SGLang's method name), or NULL: see model/hfq.h */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
  * values rounded to f16 precision and stored as f32 (the kernels have no

@@ -14,6 +14,9 @@
  *     the shapes the loader expects, SGLang's dummy init, made on read;
  *   - GGUF (wsource_gguf.c: wsrc_open_gguf): one mmapped llama.cpp file,
  *     float bytes in place, block-quantized types dequantized on read.
+ *   - Hugging Face quantized checkpoints (wsource_hfq.c: wsrc_open_hfq, see
+ *     hfq.h): a wrapper over safetensors that answers `X.weight` from the
+ *     packed tensors with block-quantized or dequantized bytes.
  *
  * Lifetime: a source is opened before loading and owned by the model's
  * weights afterwards (borrowed bytes and row reads need it); close()

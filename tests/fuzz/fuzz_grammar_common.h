@@ -13,6 +13,7 @@
 static const char *fz_tok[] = {
     "<eos>", "a", "b", "ab", "\"", "\",", "{", "}", " ", "1", "12", "\xC3", "\xA9", "\xC3\xA9", "\xE6\x97\xA5",
     "x\"", "[", "]", "\\", "\n", "abc", "-", ".", "0", "\xF0\x9F\x98\x80", "\xFF", ":", "{\"", "aa", "ba",
+    "aaaaaaaaaaaaaaaaaaaa\"", "a\"aaaaaaaaaaaaaaaaaa", /* longer than GV_SHORT */
 };
 
 static const char *fz_bytes(void *ctx, int32_t id, size_t *len)

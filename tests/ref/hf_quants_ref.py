@@ -11,10 +11,12 @@ agree bit for bit.
     python3 hf_quants_ref.py CASE_DIR
 
 CASE_DIR/case.txt holds `key value` lines: format (awq | gptq | int8 | packed
-| fp8), out, in, and per format group / bits / zeros_v2 / block_out /
+| fp8, or the quantizers int8_quant | fp8_quant), out, in, and per format group / bits / zeros_v2 / block_out /
 block_in / scale_dtype (f32 | f16 | bf16), and names of raw little-endian
 files in CASE_DIR (qweight, qzeros, scales, g_idx, zero_point).  Writes
-CASE_DIR/ref.f32: the (out, in) f32 matrix.
+CASE_DIR/ref.f32: the (out, in) f32 matrix (for int8_quant: the codes as
+f32, then the (out) scales; for fp8_quant: the f32 values w * inv that get
+cast to e4m3 — torch 1.13 has no float8 dtype — then the block scales).
 """
 import os
 import sys
@@ -141,6 +143,31 @@ def fp8(d, sp, out, inn):
     return fp8_table()[q] * s
 
 
+def int8_quant(d, sp, out, inn):
+    """SGLang's symmetric per-row int8 (per_token_quant_int8's rule)."""
+    x = load(d, sp, "weight", "f32", (out, inn))
+    absmax = x.abs().max(dim=-1, keepdim=True).values.clamp(min=1e-10)
+    q = torch.round(x.mul(127.0 / absmax)).clamp(-127, 127).to(torch.int8).to(torch.float32)
+    return torch.cat([q.reshape(-1), (absmax / 127.0).reshape(-1)])
+
+
+def fp8_quant(d, sp, out, inn):
+    """SGLang's fp8 rule per block: inv = 448 / amax, values w * inv (then the
+    saturating e4m3 cast), scale = 1 / inv."""
+    bo, bi = int(sp["block_out"]), int(sp["block_in"])
+    x = load(d, sp, "weight", "f32", (out, inn))
+    gr, gc = (out + bo - 1) // bo, (inn + bi - 1) // bi
+    prod = torch.empty_like(x)
+    scales = torch.empty((gr, gc), dtype=torch.float32)
+    for r in range(gr):
+        for c in range(gc):
+            blk = x[r * bo:(r + 1) * bo, c * bi:(c + 1) * bi]
+            inv = 448.0 / blk.abs().max().clamp(min=1e-12)
+            prod[r * bo:(r + 1) * bo, c * bi:(c + 1) * bi] = blk * inv
+            scales[r, c] = inv.reciprocal()
+    return torch.cat([prod.reshape(-1), scales.reshape(-1)])
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write(__doc__)
@@ -153,9 +180,10 @@ def main(argv):
                 k, v = line.split(None, 1)
                 sp[k] = v.strip()
     out, inn = int(sp["out"]), int(sp["in"])
-    fn = {"awq": awq, "gptq": gptq, "int8": int8, "packed": packed, "fp8": fp8}[sp["format"]]
+    fn = {"awq": awq, "gptq": gptq, "int8": int8, "packed": packed, "fp8": fp8,
+          "int8_quant": int8_quant, "fp8_quant": fp8_quant}[sp["format"]]
     w = fn(d, sp, out, inn)
-    assert w.shape == (out, inn) and w.dtype == torch.float32, (w.shape, w.dtype)
+    assert w.dtype == torch.float32 and (w.shape == (out, inn) or sp["format"].endswith("_quant")), (w.shape, w.dtype)
     w.numpy().astype("<f4").tofile(os.path.join(d, "ref.f32"))
     return 0
 

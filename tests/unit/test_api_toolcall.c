@@ -89,6 +89,10 @@ static const fixture fixtures[] = {
      "[[\"get_time\", {}]]"},
     {"deepseekv31", "x " DS_CALL_BEGIN "get_time" DS_SEP "{\"tz\": \"UTC\"}" DS_CALL_END, "x",
      "[[\"get_time\", {\"tz\": \"UTC\"}]]"}, /* a call without the section opener */
+    {"deepseekv31", DS_CALL_BEGIN "get_time" DS_SEP "{\"a\": -1.5e3, \"b\": \"\\u00e9\\n\", \"c\": [true, null, {}, 0]}" DS_CALL_END,
+     "", "[[\"get_time\", {\"a\": -1500.0, \"b\": \"\u00e9\\n\", \"c\": [true, null, {}, 0]}]]"},
+    {"qwen", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": tru}}\n</tool_call>after", "after",
+     "[[\"get_time\", null]]"}, /* invalid arguments: the call keeps the bytes before the bad one, the body is dropped */
     /* kimi_k2 */
     {"kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Beijing\"}<|tool_call_end|>"
                 "<|tool_call_begin|>functions.get_time:1 <|tool_call_argument_begin|>{\"tz\": \"CST\"}<|tool_call_end|><|tool_calls_section_end|>",

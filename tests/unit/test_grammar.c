@@ -191,6 +191,9 @@ static const char *small_tok[] = {
     "123", "\xC3", "\xA9", "\xC3\xA9", "\xE6\x97", "\xA5", "\xE6\x97\xA5", "\"a", "a\"", "a\",", "true", "tr", "ue",
     "null", "[", "]", "],", "\\", "\\n", "\\\"", "x", "\xFF", "\n", "\"\"", "\"}]", "key", "\":", "\": ", "{\"key",
     "1,", "1}", "-", ".5", "e", "\xF0\x9F", "\x98\x80", "\"\xC3", "\xA9\"",
+    /* longer than GV_SHORT: the cache splits blocks by length */
+    "aaaaaaaaaaaaaaaaaaaa", "a\"aaaaaaaaaaaaaaaaaa", "a\", \"bbbbbbbbbbbbbbbb\"", "                    ",
+    "\"aaaaaaaaaaaaaaaaaaaaa", "aa\"}", "a\",", "1111111111111111111111",
 };
 
 static const char *json_grammar =
@@ -233,6 +236,13 @@ static void test_masks_small(void **s)
     assert_non_null(g);
     walk_checking(g, v, "ab\"\xC3\xA9\xE6\x97\xA5");
     grammar_free(g);
+    /* a grammar that ends exactly on a one-byte token, nested rules deeper
+     * than the cache's context */
+    const char *deep = "root ::= \"{\" a \"}\"\na ::= \"[\" b \"]\"\nb ::= c | c \",\" b\nc ::= d\nd ::= [0-9]+ | \"\\\"\" [a-z\\u00e9]* \"\\\"\"";
+    g = grammar_compile_ebnf(deep, strlen(deep), NULL, err, sizeof err);
+    if (!g) fail_msg("%s", err);
+    walk_checking(g, v, "{[12,\"ab\xC3\xA9\",1]}");
+    grammar_free(g);
     grammar_vocab_free(v);
 }
 
@@ -254,7 +264,9 @@ static void test_tokens_and_end(void **s)
     assert_false(grammar_matcher_accept_token(m, 0));
     assert_true(grammar_matcher_accept_token(m, 10)); /* {" */
     assert_true(grammar_matcher_accept_token(m, 42)); /* key */
+    size_t before = grammar_bytes(g);
     grammar_matcher_fill_mask(m, mask);
+    assert_true(grammar_bytes(g) > before); /* the cache is counted */
     assert_false(mask[0] & 1);
     assert_true(grammar_matcher_accept_token(m, 7)); /* "} : crosses the class into the literal */
     assert_true(grammar_matcher_can_end(m));

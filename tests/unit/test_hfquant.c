@@ -10,8 +10,9 @@
  *   torch);
  * - the packing orders by hand: AWQ's [0,2,4,6,1,3,5,7] nibble order,
  *   GPTQ's +1 zero of v1 checkpoints, packed int4's offset 8;
- * - fp8 e4m3: every code decodes and re-encodes to itself, ties round to
- *   even, saturation at 448, NaN;
+ * - fp8 e4m3 (util/dtype.h's conversions, which hfquant decodes with):
+ *   every code decodes and re-encodes to itself, ties round to even,
+ *   saturation at 448, NaN;
  * - bad shapes and out-of-range g_idx are errors.
  */
 #include <math.h>
@@ -75,15 +76,20 @@ static int have_torch(void)
     return system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1") == 0;
 }
 
-/* Run the reference on the case and compare with mine (out x in). */
+static void case_check_n(tcase *c, const char *what, const float *mine, size_t n, int64_t in);
 static void case_check(tcase *c, const char *what, const float *mine, int64_t out, int64_t in)
+{
+    case_check_n(c, what, mine, (size_t)(out * in), in);
+}
+
+/* Run the reference on the case and compare n values with mine. */
+static void case_check_n(tcase *c, const char *what, const float *mine, size_t n, int64_t in)
 {
     fclose(c->spec);
     const char *root = getenv("SGLC_ROOT") ? getenv("SGLC_ROOT") : ".";
     char cmd[1024], p[512];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/ref/hf_quants_ref.py %s", root, c->dir);
     int rc = system(cmd);
-    size_t n = (size_t)(out * in);
     float *ref = malloc(n * 4);
     snprintf(p, sizeof p, "%s/ref.f32", c->dir);
     FILE *f = fopen(p, "rb");
@@ -253,6 +259,67 @@ static void check_fp8(int64_t out, int64_t in, int64_t bo, int64_t bi, dtype sdt
     free(s), free(q), free(w);
 }
 
+/* Quantizers against SGLang's rules written in torch: int8 codes and
+ * scales bit for bit; fp8 the pre-cast products and scales bit for bit,
+ * then every code is the saturating e4m3 cast of the reference product. */
+static void check_quantizers(void)
+{
+    const int64_t out = 70, in = 300;
+    size_t n = (size_t)(out * in);
+    float *w = malloc(n * 4), *mine = malloc((n + (size_t)out) * 4);
+    for (size_t i = 0; i < n; i++) w[i] = frand() * (i % 7 == 0 ? 3.0f : 0.2f);
+    for (int64_t i = 0; i < in; i++) w[5 * in + i] = 0.0f; /* an all-zero row */
+    int8_t *q8 = malloc(n);
+    float sc[128];
+    assert_int_equal(hfquant_int8_quantize_rows(q8, sc, w, out, in), 0);
+    for (size_t i = 0; i < n; i++) mine[i] = (float)q8[i];
+    for (int64_t o = 0; o < out; o++) mine[n + (size_t)o] = sc[o];
+    tcase c;
+    case_open(&c, "int8_quant", out, in);
+    case_file(&c, "weight", w, n * 4);
+    case_check_n(&c, "int8 quantize per-row", mine, n + (size_t)out, in);
+    const int64_t blocks[][2] = {{128, 128}, {out, in}, {1, in}};
+    for (int b = 0; b < 3; b++) {
+        int64_t bo = blocks[b][0], bi = blocks[b][1];
+        size_t ns = (size_t)(((out + bo - 1) / bo) * ((in + bi - 1) / bi));
+        uint8_t *q = malloc(n);
+        float *s = malloc(ns * 4);
+        assert_int_equal(hfquant_fp8_quantize(q, s, w, out, in, bo, bi), 0);
+        /* the products, recomputed from the stored scales' grid: compare scales and codes */
+        case_open(&c, "fp8_quant", out, in);
+        case_kv(&c, "block_out", bo), case_kv(&c, "block_in", bi);
+        case_file(&c, "weight", w, n * 4);
+        fclose(c.spec);
+        const char *root = getenv("SGLC_ROOT") ? getenv("SGLC_ROOT") : ".";
+        char cmd[1024], p[512];
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/ref/hf_quants_ref.py %s", root, c.dir);
+        assert_int_equal(system(cmd), 0);
+        float *ref = malloc((n + ns) * 4);
+        snprintf(p, sizeof p, "%s/ref.f32", c.dir);
+        FILE *f = fopen(p, "rb");
+        assert_non_null(f);
+        assert_int_equal(fread(ref, 4, n + ns, f), n + ns);
+        fclose(f);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", c.dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", c.dir);
+        for (size_t i = 0; i < ns; i++)
+            if (memcmp(&s[i], &ref[n + i], 4)) fail_msg("fp8 block %lldx%lld scale %zu: %.9g vs torch %.9g", (long long)bo, (long long)bi, i, (double)s[i], (double)ref[n + i]);
+        for (size_t i = 0; i < n; i++)
+            if (q[i] != f32_to_f8e4m3(ref[i])) fail_msg("fp8 block %lldx%lld code %zu: %#x vs cast of torch %.9g", (long long)bo, (long long)bi, i, q[i], (double)ref[i]);
+        fprintf(stderr, "fp8 quantize %lldx%lld          %zu codes + %zu scales match torch\n", (long long)bo, (long long)bi, n, ns);
+        /* and dequantizing gives back w within e4m3's half-ulp (2^-4 relative) or a subnormal step */
+        float *d = malloc(n * 4);
+        hfq_scales hs = {.data = s, .dt = DTYPE_F32, .block_out = bo, .block_in = bi};
+        assert_int_equal(hfquant_fp8_dequant(d, q, out, in, &hs), 0);
+        for (size_t i = 0; i < n; i++) {
+            float step = s[((int64_t)i / in / bo) * ((in + bi - 1) / bi) + ((int64_t)i % in) / bi] * ldexpf(1.0f, -9);
+            assert_true(fabsf(d[i] - w[i]) <= fabsf(w[i]) * 0.0625f + step);
+        }
+        free(q), free(s), free(ref), free(d);
+    }
+    free(w), free(mine), free(q8);
+}
+
 static void test_torch_reference(void **state)
 {
     (void)state;
@@ -275,6 +342,7 @@ static void test_torch_reference(void **state)
     check_fp8(300, 260, 128, 128, DTYPE_F32, "fp8 block128 (ragged)");
     check_fp8(20, 64, 20, 64, DTYPE_F32, "fp8 per-tensor");
     check_fp8(33, 48, 1, 48, DTYPE_BF16, "fp8 per-channel bf16");
+    check_quantizers();
 }
 
 /* ---- by hand ----------------------------------------------------------- */
@@ -327,27 +395,27 @@ static void test_fp8_codes(void **state)
 {
     (void)state;
     for (int v = 0; v < 256; v++) {
-        float f = hfquant_fp8_e4m3_to_f32((uint8_t)v);
+        float f = f8e4m3_to_f32((uint8_t)v);
         if ((v & 0x7F) == 0x7F) {
             assert_true(isnan(f));
-            assert_int_equal(hfquant_f32_to_fp8_e4m3(f) & 0x7F, 0x7F);
+            assert_int_equal(f32_to_f8e4m3(f) & 0x7F, 0x7F);
             continue;
         }
-        assert_int_equal(hfquant_f32_to_fp8_e4m3(f), v); /* -0 is 0x80 */
+        assert_int_equal(f32_to_f8e4m3(f), v); /* -0 is 0x80 */
         /* the midpoint to the next code up rounds to the even mantissa */
         if ((v & 0x7F) < 0x7E) {
-            float g = hfquant_fp8_e4m3_to_f32((uint8_t)(v + 1));
+            float g = f8e4m3_to_f32((uint8_t)(v + 1));
             float mid = (f + g) / 2.0f;
             int want = (v & 1) ? v + 1 : v;
-            assert_int_equal(hfquant_f32_to_fp8_e4m3(mid), want);
+            assert_int_equal(f32_to_f8e4m3(mid), want);
         }
     }
-    assert_true(hfquant_fp8_e4m3_to_f32(0x7E) == 448.0f);
-    assert_true(hfquant_fp8_e4m3_to_f32(0x01) == ldexpf(1.0f, -9));
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(1e9f), 0x7E);
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(-INFINITY), 0xFE);
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(ldexpf(1.0f, -11)), 0x00); /* a quarter of the least subnormal */
-    assert_int_equal(hfquant_f32_to_fp8_e4m3(470.0f), 0x7E);
+    assert_true(f8e4m3_to_f32(0x7E) == 448.0f);
+    assert_true(f8e4m3_to_f32(0x01) == ldexpf(1.0f, -9));
+    assert_int_equal(f32_to_f8e4m3(1e9f), 0x7E);
+    assert_int_equal(f32_to_f8e4m3(-INFINITY), 0xFE);
+    assert_int_equal(f32_to_f8e4m3(ldexpf(1.0f, -11)), 0x00); /* a quarter of the least subnormal */
+    assert_int_equal(f32_to_f8e4m3(470.0f), 0x7E);
 }
 
 static void test_errors(void **state)
@@ -379,6 +447,33 @@ static void test_errors(void **state)
     assert_int_equal(hfquant_fp8_dequant(w, (const uint8_t *)q8, 0, 2, &hs), -1);
 }
 
+static void test_quantize_nonfinite(void **state)
+{
+    (void)state;
+    float w[16] = {NAN, INFINITY, -INFINITY, 1.0f, -2.0f, 0.0f, 1e-30f, 3e38f, NAN, 0.5f, -0.25f, 7.0f, 1.0f, 2.0f, 3.0f, 4.0f};
+    int8_t q[16];
+    float s[2], d[16];
+    assert_int_equal(hfquant_int8_quantize_rows(q, s, w, 2, 8), 0);
+    assert_true(isfinite(s[0]) && isfinite(s[1]));
+    assert_int_equal(q[0], 0);   /* NaN -> 0 */
+    assert_int_equal(q[1], 127); /* +Inf saturates */
+    assert_int_equal(q[2], -127);
+    hfq_scales hs = {.data = s, .dt = DTYPE_F32, .block_out = 1, .block_in = 8};
+    assert_int_equal(hfquant_int8_dequant(d, q, 2, 8, &hs, NULL), 0);
+    for (int i = 0; i < 16; i++) assert_true(isfinite(d[i]));
+    uint8_t f8[16];
+    float fs[1];
+    assert_int_equal(hfquant_fp8_quantize(f8, fs, w, 2, 8, 2, 8), 0);
+    assert_true(isfinite(fs[0]));
+    assert_int_equal(f8[1], 0x7E), assert_int_equal(f8[2], 0xFE), assert_int_equal(f8[0], 0x00);
+    float z[4] = {0}, zs[1];
+    uint8_t zq[4];
+    assert_int_equal(hfquant_fp8_quantize(zq, zs, z, 1, 4, 1, 4), 0);
+    assert_true(zq[0] == 0 && isfinite(zs[0]));
+    assert_int_equal(hfquant_fp8_quantize(zq, zs, z, 1, 4, 0, 4), -1);
+    assert_int_equal(hfquant_int8_quantize_rows(q, s, w, 0, 8), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_packing_orders),
         cmocka_unit_test(test_fp8_codes),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_quantize_nonfinite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""sglc on tiny Hugging Face quantized checkpoints against the PyTorch
+reference on the dequantized weights (folders from make_hfq_models.py).
+
+    hfq_check.py SGLC_BIN DIR
+
+Per format: 64-token prompt logits of `sglc generate` on DIR/NAME/q (with
+--quantization for the at-load cases) against torch_ref on DIR/NAME/ref,
+max|d| / max|ref| within the format's bound (BOUNDS, justified in
+docs/notes/hfq.md); each bound is also checked to be far below the
+distance between the quantized model and the unquantized f32 one, so a
+loader that ignored the quantization fails.  Then the bad checkpoints and
+flags must fail with their message.  Block-quantized formats are also
+compared with an emulation of what sglc computes (the block weights of
+NAME/blk with their f16 scales, activations quantized to int8 per 32 as
+the kernels do), within EMUL.  Exit 1 on any failure.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import torch_ref  # noqa: E402
+
+# format -> (extra sglc args, bound, what sglc stores)
+EXACT = 1e-4    # dequantized f32 weights, f32 compute: the f32 reference tolerance
+BLOCK = 3e-2    # int8 activations per 32 (Q8_0 / Q8_1) + f16 scales: 1.3x the largest measured (notes)
+BF16 = 2e-2     # bf16 model (torch_dtype bfloat16, --dtype auto) against the reference in bf16: golden.py's BF16_TOL
+FORMATS = {
+    "awq": ([], BLOCK, "Q4_1"),
+    "gptq4": ([], BLOCK, "Q4_0"),
+    "gptq4-asym": ([], BLOCK, "Q4_1"),
+    "gptq4-act": ([], EXACT, "f32 (act-order: dequantized)"),
+    "gptq8": ([], BLOCK, "Q8_0"),
+    "ct-int8": ([], BLOCK, "Q8_0"),
+    "ct-int8-small": ([], EXACT, "f32 (scales below f16's range: dequantized)"),
+    "ct-w4a16": ([], BLOCK, "Q4_0"),
+    "w8a8-int8": ([], BLOCK, "Q8_0"),
+    "fp8-block": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
+    "fp8-block-bf16": ([], BF16, "bf16 (fp8 dequantized, weight-only; bf16 model)"),
+    "gptq4-act-mixtral": ([], EXACT, "f32 (act-order: dequantized; MoE experts)"),
+    "w8a8-fp8": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
+    "atload-int8": (["--quantization", "w8a8_int8"], BLOCK, "Q8_0 at load"),
+    "atload-fp8": (["--quantization", "fp8"], EXACT, "fp8-rounded f32 at load"),
+}
+
+# bad checkpoint / flag -> (folder, extra args, message substring)
+BAD = [
+    ("missing scales", "bad-awq-noscales", [], "model.layers.1.mlp.down_proj.scales"),
+    ("wrong qweight shape", "bad-gptq-shape", [], "k_proj.qweight"),
+    ("3-bit gptq", "bad-gptq-3bit", [], "3-bit weights are not supported"),
+    ("8-bit awq", "bad-awq-bits8", [], "8-bit weights are not supported"),
+    ("unsupported method", "bad-unknown-method", [], "'bitsandbytes' is not supported"),
+    ("flag/checkpoint mismatch", "gptq4/q", ["--quantization", "awq"],
+     "does not match the quantization method specified in the `quantization` argument (awq)"),
+    ("refused method", "gptq4/q", ["--quantization", "marlin"], "--quantization marlin is not supported"),
+    ("awq flag on plain model", "atload-int8/q", ["--quantization", "awq"], "has no quantization_config"),
+]
+
+EMUL = BLOCK   # all positions against the emulation: one activation rounding flip carries ~5e-3 (see below)
+
+failures = []
+
+
+class ActQ8:
+    """A weight W whose `x @ W.T` quantizes x as sglc's int8 kernels do
+    (kernels/quant_dot.c): per 32 values d = amax / 127, q = round-half-even
+    (x * 127 / amax) clamped to +-127, d stored as f16; then f32 x_q @ W^T."""
+    def __init__(self, w):
+        self.w = w
+
+    @property
+    def T(self):
+        return self
+
+    def __rmatmul__(self, x):
+        sh = x.shape
+        xb = x.reshape(-1, sh[-1] // 32, 32).to(torch.float32)
+        amax = xb.abs().amax(dim=-1, keepdim=True)
+        idv = torch.where(amax > 0, 127.0 / amax, torch.zeros_like(amax))
+        q = torch.clamp(torch.round(xb * idv), -127, 127)
+        d = (amax / 127.0).to(torch.float16).to(torch.float32)
+        return (q * d).reshape(sh) @ self.w.T
+
+
+def load_linear(d):
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+    import safetensors_np
+    t = safetensors_np.read(os.path.join(d, "model.safetensors"))
+    t = t[0] if isinstance(t, tuple) else t
+    return {k: np.asarray(v, dtype=np.float64) for k, v in t.items() if k.endswith("_proj.weight")}
+
+
+def emulated(d):
+    m = torch_ref.Model(d, "float32")
+    for L in m.layers:
+        for k in ("wq", "wk", "wv", "wo", "gate", "up", "down"):
+            L[k] = ActQ8(L[k])
+    return m
+
+
+def report(ok, msg):
+    print(("ok   " if ok else "FAIL ") + msg, flush=True)
+    if not ok:
+        failures.append(msg)
+
+
+def run(sglc, d, ids, extra, dtype="float32"):
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "logits.f32")
+        cmd = [sglc, "generate", "--model-path", d, "--input-ids", ",".join(map(str, ids)),
+               "--max-new-tokens", "1", "--temperature", "0", "--json", "--ignore-eos",
+               "--dtype", dtype, "--dump-logits", path] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        lg = np.fromfile(path, dtype="<f4") if p.returncode == 0 and os.path.exists(path) else None
+        return p, lg
+
+
+def rel(a, ref):
+    return float(np.max(np.abs(a.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+
+
+def main(argv):
+    sglc, root = argv[1], argv[2]
+    ids = [int(x) for x in np.random.RandomState(11).randint(3, 512, 64)]
+    base = torch_ref.Model(os.path.join(root, "atload-int8", "q"), "float32")
+    base_logits, _ = base.generate(ids, 1, ignore_eos=True)
+    for name, (extra, tol, stores) in FORMATS.items():
+        rdt = "bfloat16" if tol == BF16 else "float32"
+        ref_logits, _ = torch_ref.Model(os.path.join(root, name, "ref"), rdt).generate(ids, 1, ignore_eos=True)
+        ref_logits = np.asarray(ref_logits, dtype=np.float64)
+        p, lg = run(sglc, os.path.join(root, name, "q"), ids, extra, "auto" if tol == BF16 else "float32")
+        if lg is None or lg.size != ref_logits.size:
+            report(False, f"{name}: sglc failed (rc {p.returncode}): {p.stderr.strip()[-400:]}")
+            continue
+        nproj = 2 * (4 + 8 * 3) if "mixtral" in name else 14  # 2 layers x (attention + MLP / 8 experts)
+        nblk = 0 if tol in (EXACT, BF16) else nproj
+        kept = f"{nblk} weight(s) kept block-quantized, {nproj - nblk} dequantized to {'bfloat16' if tol == BF16 else 'float32'}"
+        report(kept in p.stderr, f"{name}: load log says '{kept}'")
+        e = rel(lg.reshape(ref_logits.shape), ref_logits)
+        orig = os.path.join(root, name, "orig")
+        base_l = (torch_ref.Model(orig, "float32").generate(ids, 1, ignore_eos=True)[0]
+                  if os.path.isdir(orig) else base_logits)
+        sep = rel(np.asarray(base_l, dtype=np.float64), ref_logits)
+        report(e <= tol, f"{name} ({stores}): prompt logits max|d|/max|ref| = {e:.3g} (bound {tol:g})")
+        if tol != BLOCK:
+            report(sep > 4 * tol, f"{name}: quantized vs unquantized reference differ by {sep:.3g} "
+                   "(> 4x the bound: the test can fail)")
+            continue
+        # The same arithmetic as sglc: the block weights (f16 scales) of
+        # NAME/blk and int8 activations.  Before the first activation code
+        # that rounds the other way (float summation order) the two agree to
+        # f32 rounding; one flip moves later positions by ~5e-3 (attention
+        # carries it), so position 0 is held to 1e-5 and the rest to EMUL.
+        emu = np.asarray(emulated(os.path.join(root, name, "blk")).generate(ids, 1, ignore_eos=True)[0],
+                         dtype=np.float64)
+        g = lg.reshape(emu.shape)
+        scale = np.abs(emu).max()
+        per = np.abs(g - emu).max(axis=1) / scale
+        same = int(np.argmax(per > 1e-5)) if np.any(per > 1e-5) else len(per)
+        report(per[0] <= 1e-5 and per.max() <= EMUL,
+               f"{name}: against the emulated int8-activation reference: position 0 {per[0]:.2g} (bound 1e-05), "
+               f"all {per.max():.3g} (bound {EMUL:g}), first {same} of {len(per)} positions within 1e-05")
+        emu_base = np.asarray(emulated(os.path.join(root, "atload-int8", "q")).generate(ids[:1], 1, ignore_eos=True)[0],
+                              dtype=np.float64)
+        sep0 = float(np.abs(emu_base[0] - emu[0]).max() / scale)
+        report(sep0 > 100 * 1e-5, f"{name}: position 0 of the unquantized model is {sep0:.3g} away (> 1e-3: the test can fail)")
+        blk = np.asarray(torch_ref.Model(os.path.join(root, name, "blk"), "float32").generate(ids, 1, ignore_eos=True)[0],
+                         dtype=np.float64)
+        wb, wr = load_linear(os.path.join(root, name, "blk")), load_linear(os.path.join(root, name, "ref"))
+        werr = max(float(np.abs(wb[k] - wr[k]).max() / np.abs(wr[k]).max()) for k in wr)
+        print(f"     {name}: f16 block scales: weights max|d|/max|w| {werr:.3g} (worst projection); "
+              f"logits (f32 activations) {rel(blk, ref_logits):.3g}", flush=True)
+    for what, folder, extra, msg in BAD:
+        p, _ = run(sglc, os.path.join(root, folder), ids[:4], extra)
+        out = p.stdout + p.stderr
+        report(p.returncode != 0 and msg in out,
+               f"{what}: rc {p.returncode}, message {'has' if msg in out else 'lacks'} {msg!r}"
+               + ("" if msg in out else f": {out.strip()[-300:]}"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
