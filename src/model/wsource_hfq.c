@@ -405,7 +405,7 @@ static void *do_at_load(job *j, const wsrc_tensor *t, int64_t out, int64_t in, i
         float *r = w + o * in, amax = 0.0f;
         for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
         float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-        for (int64_t i = 0; i < in; i++) r[i] = hfquant_fp8_e4m3_to_f32(hfquant_f32_to_fp8_e4m3(r[i] / sc)) * sc;
+        for (int64_t i = 0; i < in; i++) r[i] = f8e4m3_to_f32(f32_to_f8e4m3(r[i] / sc)) * sc;
     }
     *type = t->type == DTYPE_F32 ? DTYPE_F32 : DTYPE_BF16;
     if (*type == DTYPE_F32) return w;
