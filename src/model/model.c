@@ -265,18 +265,21 @@ static void load_mat_read(loader *L, linear_weight *w, const wsrc_tensor *t, con
     m->weight_bytes += linear_bytes(w);
 }
 
-/* A block-quantized tensor with bytes (a Hugging Face quantized checkpoint
- * through wsource_hfq, which made the blocks): kept in its own type, the
- * kernels use the bytes in place. */
+/* A block-quantized tensor with bytes (a GGUF file's blocks, or a Hugging
+ * Face quantized checkpoint through wsource_hfq, which made the blocks):
+ * kept in its own type, the kernels use the bytes in place; a matrix the
+ * loader wants as float (no_quant: the MoE router) is dequantized to want. */
 static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part, const char *name,
-                           int n, int k)
+                           int n, int k, dtype want)
 {
-    if (linear_init_kt(w, part->data, (kern_type)part->type, n, k, (kern_type)part->type, 1)) {
-        fail(L, "cannot prepare %s weight '%s'", kern_type_get((kern_type)part->type)->name, name);
+    kern_type kt = (kern_type)part->type;
+    if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, 1)) {
+        fail(L, "cannot prepare %s weight '%s'", kern_type_get(kt)->name, name);
         return;
     }
     if (!w->mat.owned) wsrc_keep(L->src, part);
     L->m->weight_bytes += linear_bytes(w);
+    if (w->mat.qtype) L->n_quant++;
 }
 
 /* Prepare *w (n, k), stored as `want` (F32 or BF16; values rounded to the
@@ -288,25 +291,12 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
 {
     model_weights *m = L->m;
     if (L->failed) return;
-    if (part->data && part->type >= KERN_TYPE_FLOAT_COUNT) {
-        /* block-quantized (GGUF): kept in its type, borrowed in place; a
-         * matrix the loader wants in f32 (the MoE router) is dequantized */
-        kern_type kt = (kern_type)part->type;
-        if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, 1)) {
-            fail(L, "cannot prepare weight '%s' (%s)", name, part->type_name);
-            return;
-        }
-        if (!w->mat.owned) wsrc_keep(L->src, part);
-        m->weight_bytes += linear_bytes(w);
-        if (w->mat.qtype) L->n_quant++;
-        return;
-    }
     if (!part->data) {
         load_mat_read(L, w, part, name, n, k, want);
         return;
     }
     if (part->type >= KERN_TYPE_FLOAT_COUNT) {
-        load_mat_quant(L, w, part, name, n, k);
+        load_mat_quant(L, w, part, name, n, k, want);
         return;
     }
     dtype sdt;
