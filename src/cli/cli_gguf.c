@@ -6,13 +6,7 @@
 #include <string.h>
 
 #include "model/gguf.h"
-#include "util/log.h"
-#if defined(__has_include)
-#if __has_include("tokenizer/tok_vocab_spec.h")
 #include "tokenizer/tok_vocab_spec.h"
-#define CLI_GGUF_HAVE_SPEC 1
-#endif
-#endif
 
 static int id_of(const gguf_file *g, const char *key)
 {
@@ -30,7 +24,6 @@ static char *dup_str(gguf_str s)
     return c;
 }
 
-#ifdef CLI_GGUF_HAVE_SPEC
 /* the tokenizer.ggml.* arrays as a spec; the string pointers borrow g */
 static tok_tokenizer *load_spec(const gguf_file *g, char *err, size_t errlen)
 {
@@ -86,13 +79,11 @@ out:
     free(mname), free(pname), free(tp), free(mp), free(tl), free(ml), free(sc), free(ty);
     return t;
 }
-#endif
 
 int cli_tokenizer_load_gguf(const char *path, bool required, tok_tokenizer **out)
 {
     *out = NULL;
     char err[1024];
-#ifdef CLI_GGUF_HAVE_SPEC
     gguf_file g;
     if (gguf_open(&g, path, err, sizeof err)) {
         fprintf(stderr, "error: tokenizer: %s\n", err);
@@ -106,17 +97,6 @@ int cli_tokenizer_load_gguf(const char *path, bool required, tok_tokenizer **out
     if (!required && !has_vocab) return 0;
     fprintf(stderr, "error: tokenizer of %s: %s (--tokenizer-path DIR overrides)\n", path, err);
     return -1;
-#else
-    (void)err;
-    if (!required) {
-        log_warn("%s: reading the tokenizer from a GGUF file is not supported yet; ids in, ids out "
-                 "(pass --tokenizer-path DIR with a Hugging Face tokenizer for text)", path);
-        return 0;
-    }
-    fprintf(stderr, "error: %s: reading the tokenizer from a GGUF file is not supported yet; pass "
-                    "--tokenizer-path DIR (a Hugging Face tokenizer folder)\n", path);
-    return -1;
-#endif
 }
 
 int cli_gguf_chat_load(tmpl_chat *c, const char *path, const char *override, char **err)
@@ -132,7 +112,7 @@ int cli_gguf_chat_load(tmpl_chat *c, const char *path, const char *override, cha
     if (!override) {
         if (gguf_get_str(&g, "tokenizer.chat_template", &ct, NULL, 0) <= 0) {
             gguf_close(&g);
-            *err = strdup("no chat template (tokenizer.chat_template)");
+            *err = strdup("the GGUF file has no tokenizer.chat_template");
             return -1;
         }
         if (!(src = dup_str(ct))) {

@@ -4,8 +4,7 @@
  *
  * DESIGN: the tokenizer is built by the tokenizer module from a
  * tok_vocab_spec filled here from the metadata (tokenizer/tok_vocab_spec.h;
- * while that module is not in the build, a GGUF tokenizer is refused with
- * a message asking for --tokenizer-path).  The chat template is loaded as
+ * the strings are borrowed from the mapping for the call).  The chat template is loaded as
  * an inline template with bos/eos/unk/pad token strings taken from the
  * vocabulary, as transformers passes them from the tokenizer.
  */
@@ -24,7 +23,7 @@ int cli_tokenizer_load_gguf(const char *path, bool required, tok_tokenizer **out
 
 /* The chat template of GGUF file `path` (or `override`: a built-in name,
  * file or inline template, as --chat-template) into *c.  0, or -1 with
- * *err (malloc'd; "no chat template" when the file has none). */
+ * *err (malloc'd; says so when the file has none). */
 int cli_gguf_chat_load(tmpl_chat *c, const char *path, const char *override, char **err);
 
 #endif

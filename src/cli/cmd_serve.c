@@ -112,7 +112,9 @@ static model *serve_load_model(void *ctx, const char *path, const char *load_for
     ho.revision = L->mo.revision;
     ho.cache_dir = L->mo.download_dir;
     ho.skip_weights = lo.load_format == MODEL_LOAD_DUMMY;
-    if (hub_resolve(path, &ho, dir, sizeof dir, err, errlen) != 0) return NULL;
+    char gg[4096], gerr[256];
+    if (gguf_model_path(path, 0, gg, sizeof gg, gerr, sizeof gerr) == 1) snprintf(dir, sizeof dir, "%s", gg); /* a GGUF file */
+    else if (hub_resolve(path, &ho, dir, sizeof dir, err, errlen) != 0) return NULL;
     lo.model_path = dir;
     double t0 = time_now_sec();
     model *m = model_load(&lo, err, errlen);

@@ -11,11 +11,11 @@
 
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
-static json_t *load_json(const char *dir, const char *name)
+static json_t *load_json(const char *dir, const char *name, size_t flags)
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    return json_load_file(p, 0, NULL);
+    return json_load_file(p, flags, NULL);
 }
 
 /* a tokenizer_config.json token entry: "text" or {"content": "text"} */
@@ -83,7 +83,7 @@ static int chat_template(gguf_writer *w, const char *dir, json_t *tc)
 
 int quantize_tok_vocab_size(const char *dir)
 {
-    json_t *tj = load_json(dir, "tokenizer.json");
+    json_t *tj = load_json(dir, "tokenizer.json", 0);
     if (!tj) return -1;
     json_int_t mx = -1;
     const char *k;
@@ -101,7 +101,10 @@ int quantize_tok_vocab_size(const char *dir)
 
 int quantize_tok_meta(gguf_writer *w, const char *dir, const model_config *c, char *err, size_t errlen)
 {
-    json_t *tj = load_json(dir, "tokenizer.json"), *tc = load_json(dir, "tokenizer_config.json");
+    /* tokenizer_config.json's model_max_length is often 1e30 written as an
+     * integer (too big for jansson's): its numbers are read as reals */
+    json_t *tj = load_json(dir, "tokenizer.json", 0);
+    json_t *tc = load_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL);
     int n = c->vocab_size, rc = -1;
     char **toks = calloc((size_t)n, sizeof *toks);
     int32_t *types = calloc((size_t)n, sizeof *types);

@@ -661,6 +661,12 @@ int gguf_get_str(const gguf_file *g, const char *key, gguf_str *out, char *err, 
     return 1;
 }
 
+/* a float as int64, 0 for NaN and values outside the range (a cast would be UB) */
+static int64_t f_to_i64(double x)
+{
+    return x >= -9.2e18 && x <= 9.2e18 ? (int64_t)x : 0;
+}
+
 int64_t gguf_arr_int(const gguf_value *v, uint64_t i)
 {
     const uint8_t *p = (const uint8_t *)v->arr_data + i * vtype_size(v->arr_type);
@@ -672,8 +678,8 @@ int64_t gguf_arr_int(const gguf_value *v, uint64_t i)
     case GGUF_T_UINT32: { uint32_t x; memcpy(&x, p, 4); return x; }
     case GGUF_T_INT32: { int32_t x; memcpy(&x, p, 4); return x; }
     case GGUF_T_UINT64: case GGUF_T_INT64: { int64_t x; memcpy(&x, p, 8); return x; }
-    case GGUF_T_FLOAT32: { float x; memcpy(&x, p, 4); return (int64_t)x; }
-    case GGUF_T_FLOAT64: { double x; memcpy(&x, p, 8); return (int64_t)x; }
+    case GGUF_T_FLOAT32: { float x; memcpy(&x, p, 4); return f_to_i64(x); }
+    case GGUF_T_FLOAT64: { double x; memcpy(&x, p, 8); return f_to_i64(x); }
     default: return 0;
     }
 }

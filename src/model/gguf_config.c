@@ -13,10 +13,12 @@
  *   - attention_bias / mlp_bias: blk.0.attn_q.bias / blk.0.ffn_up.bias present;
  *   - Qwen3-MoE dense layers: layers without ffn_gate_inp (mlp_only_layers);
  *   - rope scaling "llama3": llama.cpp stores per-dimension divisors in a
- *     rope_freqs tensor instead; they are matched against Llama 3.1's parameters
- *     (factor = the largest divisor, low/high_freq_factor 1/4, original
- *     context 8192 or rope.scaling.original_context_length); a rope_freqs
- *     that matches nothing is refused rather than run with the wrong rope.
+ *     rope_freqs tensor instead; they are matched against llama3 scaling
+ *     with factor = the largest divisor: Llama 3.1's low/high_freq_factor
+ *     1/4 and original context 8192 (or rope.scaling.original_context_length)
+ *     first, then power-of-two originals 16 .. 2^20 and low/high in
+ *     {0.5, 1, 2, 4} x {2, 4, 8, 16}; a rope_freqs that matches nothing is
+ *     refused rather than run with the wrong rope.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -262,16 +264,23 @@ static int rope_scaling(cfgb *b, json_t *root, int head_dim)
     double mx = 1.0, base = 10000.0;
     for (int i = 0; i < n; i++) mx = f[i] > mx ? f[i] : mx;
     ak_float(b, "rope.freq_base", &base);
-    double olds[2] = {orig > 0 ? (double)orig : 8192.0, 8192.0};
+    /* Llama 3.1's parameters first (low/high 1/4, original 8192 or the
+     * key's), then other power-of-two originals and low/high pairs */
+    static const double los[] = {1.0, 0.5, 2.0, 4.0}, his[] = {4.0, 2.0, 8.0, 16.0};
     int ok = 0;
-    for (int c = 0; c < 2 && !ok; c++)
-        if (llama3_matches(f, n, head_dim, base, mx, 1.0, 4.0, olds[c])) {
-            json_object_set_new(root, "rope_scaling",
-                                json_pack("{s:s,s:f,s:f,s:f,s:i}", "rope_type", "llama3", "factor", mx,
-                                          "low_freq_factor", 1.0, "high_freq_factor", 4.0,
-                                          "original_max_position_embeddings", (int)olds[c]));
-            ok = 1;
-        }
+    for (int c = -2; c <= 20 && !ok; c++) {
+        double old = c == -2 ? (orig > 0 ? (double)orig : 8192.0) : c == -1 ? 8192.0 : ldexp(1.0, c);
+        if (c >= 0 && c < 4) continue;
+        for (size_t li = 0; li < 4 && !ok; li++)
+            for (size_t hi = 0; hi < 4 && !ok; hi++)
+                if (his[hi] > los[li] && llama3_matches(f, n, head_dim, base, mx, los[li], his[hi], old)) {
+                    json_object_set_new(root, "rope_scaling",
+                                        json_pack("{s:s,s:f,s:f,s:f,s:i}", "rope_type", "llama3", "factor", mx,
+                                                  "low_freq_factor", los[li], "high_freq_factor", his[hi],
+                                                  "original_max_position_embeddings", (int)old));
+                    ok = 1;
+                }
+    }
     free(f);
     if (!ok) {
         errmsg_set(b->err, b->errlen, "%s: rope_freqs.weight does not match Llama 3 rope scaling "

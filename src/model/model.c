@@ -21,6 +21,11 @@
  *
  * Missing tensors are collected and reported together by name.
  *
+ * Block-quantized matrices (GGUF Q4_0 ... IQ4_XS whose kernels exist) stay
+ * in their type: linear_init_kt borrows the file's blocks in place (the
+ * embedding rows are dequantized on lookup); only the MoE router is turned
+ * into f32 (no_quant), for the reason given at load_moe.
+ *
  * The loader reads every tensor through a weight source (wsource.h):
  * safetensors or dummy weights today.  A tensor with bytes (`data`) goes
  * the borrow-or-convert way above; one without (dummy) is read through
@@ -70,6 +75,8 @@ typedef struct loader {
     char *err;
     size_t errlen;
     int failed;          /* a hard error is in err */
+    int no_quant;        /* the matrix being loaded is wanted as float even from a block type */
+    int n_quant;         /* block-quantized matrices kept in their type */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
 } loader;
@@ -258,18 +265,21 @@ static void load_mat_read(loader *L, linear_weight *w, const wsrc_tensor *t, con
     m->weight_bytes += linear_bytes(w);
 }
 
-/* A block-quantized tensor with bytes (a Hugging Face quantized checkpoint
- * through wsource_hfq, which made the blocks): kept in its own type, the
- * kernels use the bytes in place. */
+/* A block-quantized tensor with bytes (a GGUF file's blocks, or a Hugging
+ * Face quantized checkpoint through wsource_hfq, which made the blocks):
+ * kept in its own type, the kernels use the bytes in place; a matrix the
+ * loader wants as float (no_quant: the MoE router) is dequantized to want. */
 static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part, const char *name,
-                           int n, int k)
+                           int n, int k, dtype want)
 {
-    if (linear_init_kt(w, part->data, (kern_type)part->type, n, k, (kern_type)part->type, 1)) {
-        fail(L, "cannot prepare %s weight '%s'", kern_type_get((kern_type)part->type)->name, name);
+    kern_type kt = (kern_type)part->type;
+    if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, 1)) {
+        fail(L, "cannot prepare %s weight '%s'", kern_type_get(kt)->name, name);
         return;
     }
     if (!w->mat.owned) wsrc_keep(L->src, part);
     L->m->weight_bytes += linear_bytes(w);
+    if (w->mat.qtype) L->n_quant++;
 }
 
 /* Prepare *w (n, k), stored as `want` (F32 or BF16; values rounded to the
@@ -286,7 +296,7 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
         return;
     }
     if (part->type >= KERN_TYPE_FLOAT_COUNT) {
-        load_mat_quant(L, w, part, name, n, k);
+        load_mat_quant(L, w, part, name, n, k, want);
         return;
     }
     dtype sdt;
@@ -420,7 +430,9 @@ static void load_moe(loader *L, model_layer *l, int il)
      * top-k choices near a tie do not flip on bf16 rounding of the
      * activations.  It is small (E x H). */
     snprintf(name, sizeof name, nm->router, il);
+    L->no_quant = 1;
     load_mat_as(L, &l->wrouter, name, E, H, DTYPE_F32);
+    L->no_quant = 0;
     l->egate = calloc((size_t)E, sizeof(linear_weight));
     l->eup = calloc((size_t)E, sizeof(linear_weight));
     l->edown = calloc((size_t)E, sizeof(linear_weight));
@@ -724,13 +736,16 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     {
         double dt = time_now_sec() - t0;
         size_t rss = model_rss_bytes();
+        char qnote[64] = "";
+        if (L.n_quant) snprintf(qnote, sizeof qnote, " (%d block-quantized matrices in place)", L.n_quant);
         /* named as before the source split: logs and scripts look for it */
         if (log_level_current <= LOG_INFO)
             log_write(LOG_INFO, "model_load", "loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "
-                 "MiB as %s, VmRSS %.1f MiB (%.0f%% of weights)",
+                 "MiB as %s%s, VmRSS %.1f MiB (%.0f%% of weights)",
                  c->architecture, m->src.ops->kind, c->n_layer, H,
                  c->vocab_size, o->model_path, dt, m->weight_bytes / 1048576.0,
                  m->prec == MODEL_PREC_F16 ? "float16 values in float32" : dtype_name(m->wdt),
+                 qnote,
                  rss / 1048576.0, m->weight_bytes ? 100.0 * rss / m->weight_bytes : 0.0);
     }
     return run;

@@ -7,13 +7,16 @@
  * 3-D blk.N.ffn_*_exps tensor ((E, r, c)) is a 2-D slice of it, starting
  * E * r * c elements in (kept in `tag`, so reads find it).
  *
- * Float tensors (F32, F16, BF16) hand the loader their bytes, borrowed in
- * place.  Block-quantized tensors are not in place yet: they are reported
- * as F32 without bytes and read (dequantized row by row through the type's
- * row_to_f32) into the loader's buffers; the embedding table is then read
- * a row at a time on lookup.  A type without a dequantizer, or one sglc
- * has no id for, is reported with its GGUF name and the loader refuses it
- * naming the tensor.
+ * Tensors hand the loader their bytes, borrowed in place: float types
+ * (F32, F16, BF16) and the block-quantized types the kernels run
+ * (matmul_ok: the loader keeps them quantized, linear_init_kt).  A block
+ * type with a dequantizer but no kernel is reported as F32 without bytes
+ * and read (row_to_f32, row by row) into the loader's buffers; the
+ * embedding table is then read a row at a time on lookup.  A type without
+ * a dequantizer, or one sglc has no id for, is reported with its GGUF name
+ * and the loader refuses it naming the tensor.  SGLC_GGUF_DEQUANT=1 (a
+ * debug switch, read at open) sends every block type the dequantizing way:
+ * the tests compare that bit for bit with an independent decoder.
  *
  * llama.cpp's converter permutes the rows of attn_q / attn_k (and their
  * biases) of general.architecture "llama" per head, from Hugging Face's
@@ -44,6 +47,7 @@ typedef struct gg_src {
     gg_rec *rec;            /* (g.n_tensors), by file index */
     int permute;            /* llama: q/k rows interleaved */
     int n_head, n_kv_head;
+    int dequant;            /* SGLC_GGUF_DEQUANT=1: block types through row_to_f32 (tests) */
 } gg_src;
 
 static const wsrc_ops gguf_ops;
@@ -161,7 +165,8 @@ static int g_find(void *self, const char *name, int ndim, const int64_t *expect,
         return 1;
     }
     int64_t numel = wsrc_numel(out);
-    if (r->kt < KERN_TYPE_FLOAT_COUNT) {
+    if (r->kt < KERN_TYPE_FLOAT_COUNT || (kern_type_get((kern_type)r->kt)->matmul_ok && !s->dequant)) {
+        /* bytes in place: float types, and block types the kernels run */
         out->type = r->kt;
         out->nbytes = kern_type_row_bytes((kern_type)r->kt, numel);
         out->data = r->bytes + kern_type_row_bytes((kern_type)r->kt, off);
@@ -240,6 +245,8 @@ int wsrc_open_gguf(wsrc *w, const char *path, char *err, size_t errlen)
         errmsg_set(err, errlen, "out of memory");
         return -1;
     }
+    const char *dq = getenv("SGLC_GGUF_DEQUANT");
+    s->dequant = dq && *dq && strcmp(dq, "0");
     gguf_str arch = {0};
     if (gguf_get_str(&s->g, "general.architecture", &arch, NULL, 0) > 0 && arch.len == 5 &&
         !memcmp(arch.s, "llama", 5)) {

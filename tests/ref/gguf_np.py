@@ -18,7 +18,13 @@ DESIGN
   hyper-parameter keys equal config.json's.  Prints one line per check
   group and exits 1 on the first mismatch.
 
+  dequant-hf MODEL_DIR FILE.gguf OUT_DIR: the HF folder's tensors with the
+  values stored in the file, decoded independently (quantized types through
+  tests/ref/gguf_quants.py), q/k rows un-permuted, experts unstacked, written
+  as an F32 safetensors folder: what sglc must compute from the file.
+
 Usage: gguf_np.py check MODEL_DIR FILE.gguf
+       gguf_np.py dequant-hf MODEL_DIR FILE.gguf OUT_DIR
 """
 import json
 import os
@@ -83,6 +89,91 @@ class Reader:
         return a.reshape(list(reversed(ne)))
 
 
+_NAMES = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+          "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+          "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
+          "post_attention_layernorm": "ffn_norm", "self_attn.q_norm": "attn_q_norm",
+          "self_attn.k_norm": "attn_k_norm", "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp"}
+_EXPERT = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate", "w3": "up", "w2": "down"}
+
+
+def gguf_name(name, g):
+    """(GGUF tensor name, expert index or None) of an HF tensor; (None, None) if it has none."""
+    if name.startswith("model.layers."):
+        parts = name.split(".")
+        il, rest, kind = parts[2], ".".join(parts[3:-1]), parts[-1]
+        if ".experts." in name:
+            return f"blk.{il}.ffn_{_EXPERT[parts[6]]}_exps.weight", int(parts[5])
+        return f"blk.{il}.{_NAMES[rest]}.{kind}", None
+    if name == "model.embed_tokens.weight":
+        return "token_embd.weight", None
+    if name == "model.norm.weight":
+        return "output_norm.weight", None
+    if name == "lm_head.weight":
+        return ("output.weight" if "output.weight" in g.tensors else "token_embd.weight"), None
+    return None, None
+
+
+# ggml type id -> tests/ref/gguf_quants.py name
+_QNAMES = {2: "q4_0", 3: "q4_1", 6: "q5_0", 7: "q5_1", 8: "q8_0", 10: "q2_K", 11: "q3_K", 12: "q4_K",
+           13: "q5_K", 14: "q6_K", 20: "iq4_nl", 23: "iq4_xs"}
+
+
+def dequant(g, name):
+    """Any tensor of the file as f32, shape ne reversed (quantized types through gguf_quants.py)."""
+    ne, ty, off = g.tensors[name]
+    n = int(np.prod(ne))
+    shape = list(reversed(ne))
+    if ty == 0:
+        return g.f32(name)
+    if ty == 1:
+        return np.frombuffer(g.b, dtype="<f2", count=n, offset=g.data + off).astype(np.float32).reshape(shape)
+    if ty == 30:
+        bits = np.frombuffer(g.b, dtype="<u2", count=n, offset=g.data + off)
+        return safetensors_np.bf16_bits_to_f32(bits).reshape(shape)
+    import gguf_quants  # tests/ref, the independent decoder of the block types
+    qn = _QNAMES[ty]
+    bs, nb = {k: (v[0], v[1]) for k, v in gguf_quants.TYPES.items()}[qn]
+    raw = g.b[g.data + off:g.data + off + n // bs * nb]
+    return gguf_quants.dequantize(qn, raw).reshape(shape)
+
+
+def unpermute(w, n_head):
+    d = w.shape[0] // n_head
+    return w.reshape(n_head, d // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def dequant_hf(model_dir, path, out):
+    """The HF folder's tensors with the file's (dequantized) values, as F32 safetensors."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    hf, _ = safetensors_np.read(os.path.join(model_dir, "model.safetensors"))
+    g = Reader(path)
+    arch = g.kv["general.architecture"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    cache, res, types = {}, {}, {}
+    for name in hf:
+        gn, e = gguf_name(name, g)
+        if gn is None:
+            continue
+        if gn not in cache:
+            cache[gn] = dequant(g, gn)
+            types[g.tensors[gn][1]] = types.get(g.tensors[gn][1], 0) + 1
+        w = cache[gn] if e is None else cache[gn][e]
+        if arch == "llama" and (".attn_q." in gn or ".attn_k." in gn):
+            w = unpermute(w, nh if ".attn_q." in gn else nkv)
+        res[name] = np.ascontiguousarray(w, dtype=np.float32)
+    os.makedirs(out, exist_ok=True)
+    safetensors_np.write(os.path.join(out, "model.safetensors"), res)
+    cfg["torch_dtype"] = "float32"
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    print("ok   dequantized", len(res), "tensors; types:",
+          ", ".join(f"{_QNAMES.get(t, {0: 'f32', 1: 'f16', 30: 'bf16'}.get(t, t))} x{c}" for t, c in sorted(types.items())))
+    return 0
+
+
 def permute(w, n_head):
     d = w.shape[0] // n_head
     return w.reshape(n_head, 2, d // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -104,34 +195,15 @@ def check(model_dir, path):
             print(f"FAIL {arch}.{k} = {g.kv.get(f'{arch}.{k}')!r}, config.json says {v}")
             return 1
     print(f"ok   {len(keys)} hyper-parameter keys of {arch} match config.json")
-    names = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
-             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-             "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm",
-             "post_attention_layernorm": "ffn_norm", "self_attn.q_norm": "attn_q_norm",
-             "self_attn.k_norm": "attn_k_norm", "mlp.gate": "ffn_gate_inp"}
     n = 0
     n_perm = 0
     experts = {}
     for name, w in hf.items():
-        if name.startswith("model.layers."):
-            parts = name.split(".")
-            il, rest, kind = parts[2], ".".join(parts[3:-1]), parts[-1]
-            if ".experts." in name:
-                e = int(parts[5])
-                proj = {"gate_proj": "gate", "up_proj": "up", "down_proj": "down", "w1": "gate",
-                        "w3": "up", "w2": "down"}[parts[6]]
-                experts.setdefault(f"blk.{il}.ffn_{proj}_exps.weight", {})[e] = w
-                continue
-            if rest == "block_sparse_moe.gate":
-                rest = "mlp.gate"
-            gn = f"blk.{il}.{names[rest]}.{kind}"
-        elif name == "model.embed_tokens.weight":
-            gn = "token_embd.weight"
-        elif name == "model.norm.weight":
-            gn = "output_norm.weight"
-        elif name == "lm_head.weight":
-            gn = "output.weight" if "output.weight" in g.tensors else "token_embd.weight"
-        else:
+        gn, e = gguf_name(name, g)
+        if gn is None:
+            continue
+        if e is not None:
+            experts.setdefault(gn, {})[e] = w
             continue
         want = w.astype(np.float32)
         if arch == "llama" and (".attn_q." in gn or ".attn_k." in gn):
@@ -153,7 +225,10 @@ def check(model_dir, path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "check":
-        print(__doc__.strip().splitlines()[-1])
-        sys.exit(2)
-    sys.exit(check(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) == 4 and sys.argv[1] == "check":
+        sys.exit(check(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "dequant-hf":
+        sys.path.insert(0, HERE)
+        sys.exit(dequant_hf(sys.argv[2], sys.argv[3], sys.argv[4]))
+    print(__doc__.strip().splitlines()[-2] + "\n" + __doc__.strip().splitlines()[-1])
+    sys.exit(2)

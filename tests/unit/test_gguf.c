@@ -533,7 +533,7 @@ static void test_chat_template(void **state)
     fclose(f);
     gguf_writer_destroy(w);
     assert_int_equal(cli_gguf_chat_load(&c, path, NULL, &err), -1);
-    assert_non_null(strstr(err, "no chat template"));
+    assert_non_null(strstr(err, "has no tokenizer.chat_template"));
     free(err);
     unlink(path);
 }
