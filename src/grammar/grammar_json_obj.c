@@ -189,10 +189,11 @@ const char *gjs_object(gjs *c, json_t *s)
             json_object_del(json_object_get(with, *kw), k);
             json_t *rq = json_object_get(with, "required");
             if (!json_is_array(rq)) json_object_set_new(with, "required", rq = json_array());
-            if (!in_array(rq, k)) json_array_append_new(rq, json_string(k));
+            /* the needs first, then the trigger: the order people write them */
             size_t q;
             json_t *x;
             if (arr) json_array_foreach(v, q, x) if (json_is_string(x) && !in_array(rq, json_string_value(x))) json_array_append(rq, x);
+            if (!in_array(rq, k)) json_array_append_new(rq, json_string(k));
             if (!arr) {
                 json_t *m = json_pack("{s:[oO]}", "allOf", with, v);
                 with = m;

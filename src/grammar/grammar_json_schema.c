@@ -604,14 +604,16 @@ static const char *gen_inner(gjs *c, json_t *s)
     }
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
     if (json_is_array(any) && json_is_array(one)) {
-        json_t *m = json_copy(s);
+        /* both: one anyOf over the pairs */
+        if (json_array_size(any) * json_array_size(one) > 256) return gjs_fail(c, "anyOf with oneOf: too many alternatives"), NULL;
+        json_t *m = json_copy(s), *u = json_array();
+        size_t i, j;
+        json_t *x, *y;
+        json_array_foreach(any, i, x) json_array_foreach(one, j, y) json_array_append_new(u, json_pack("{s:[OO]}", "allOf", x, y));
         json_object_del(m, "oneOf");
-        json_t *x = json_pack("{s:O}", "oneOf", one);
-        json_t *mm = merge(c, m, x, 0);
-        json_decref(m), json_decref(x);
-        if (!mm) return NULL;
-        json_array_append_new(c->keep, mm);
-        return gjs_gen(c, mm);
+        json_object_set_new(m, "anyOf", u);
+        json_array_append_new(c->keep, m);
+        return gjs_gen(c, m);
     }
     json_t *alts = json_is_array(any) ? any : json_is_array(one) ? one : NULL;
     if (alts) {
