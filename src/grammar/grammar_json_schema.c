@@ -618,23 +618,39 @@ static const char *gen_inner(gjs *c, json_t *s)
     json_t *alts = json_is_array(any) ? any : json_is_array(one) ? one : NULL;
     if (alts) {
         json_t *sib = siblings(s, alts == any ? "anyOf" : "oneOf");
-        strbuf b = {0};
+        /* the branches with the siblings merged in */
+        json_t *xs = json_array();
         size_t i;
         json_t *v;
         json_array_foreach(alts, i, v)
         {
             if (json_is_false(v)) continue;
-            json_t *x = sib ? merge(c, sib, v, 0) : json_incref(v);
+            json_t *x = sib ? merge(c, sib, v, 0) : (alts == one ? gjs_flatten(c, v, 0) : json_incref(v));
             if (!x) break;
-            json_array_append_new(c->keep, x);
-            if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) continue;
+            if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) { json_decref(x); continue; }
+            json_array_append_new(xs, x);
+        }
+        json_decref(sib);
+        if (!c->failed && alts == one) {
+            /* oneOf: only provably disjoint branches (grammar_json_oneof.c) */
+            json_t *d = gjs_oneof_disjoint(c, xs);
+            json_t *flat = json_array();
+            json_array_foreach(d, i, v) json_array_append(flat, json_array_get(v, 1));
+            json_decref(d);
+            json_decref(xs);
+            xs = flat;
+        }
+        json_array_append_new(c->keep, xs);
+        strbuf b = {0};
+        json_array_foreach(xs, i, v)
+        {
+            if (c->failed) break;
             bool dropped;
-            const char *r = gjs_try_gen(c, x, &dropped);
+            const char *r = gjs_try_gen(c, v, &dropped);
             if (dropped) continue;
             if (!r) break;
             strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
         }
-        json_decref(sib);
         if (c->failed) { free(b.p); return NULL; }
         if (!b.len) { free(b.p); return gjs_unsat(c, "anyOf/oneOf: no alternative can be satisfied"), NULL; }
         const char *r = gjs_rule(c, "alt", b.p);
