@@ -1,6 +1,7 @@
 /* bench_attention — kern_attention on Llama-3.2-1B attention shapes.
  *
- * DESIGN: 32 query heads, 8 kv heads, head_dim 64, bf16 (and f32) KV in a
+ * DESIGN: 32 query heads, 8 kv heads, head_dim 64, bf16, f32 and the two
+ * 8-bit float (--kv-cache-dtype fp8_e4m3 / fp8_e5m2) KV caches in a
  * slot pool with scattered slots.  Cases: decode (n_q = 1) over n_kv =
  * 512, 4096 and 16384 past tokens; prefill of 512 new tokens (n_q = n_kv =
  * 512) and 512 new tokens after a 1536-token prefix.  Each case is first
@@ -66,9 +67,12 @@ int main(int argc, char **argv)
     const int n_head = 32, n_kv_head = 8, hd = 64, max_kv = 16384;
     const int n_slots = max_kv + 1000;
     const size_t row = (size_t)n_kv_head * hd;
-    void *kc[2], *vc[2];
-    for (int d = 0; d < 2; d++) {
-        size_t esz = d ? 2 : 4;
+    enum { NT = 4 };
+    static const dtype kv_types[NT] = {DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3, DTYPE_F8_E5M2};
+    static const char *kv_names[NT] = {"f32", "bf16", "fp8_e4m3", "fp8_e5m2"};
+    void *kc[NT], *vc[NT];
+    for (int d = 0; d < NT; d++) {
+        size_t esz = dtype_size(kv_types[d]);
         kc[d] = malloc(esz * row * n_slots);
         vc[d] = malloc(esz * row * n_slots);
         if (!kc[d] || !vc[d]) return 1;
@@ -76,11 +80,9 @@ int main(int argc, char **argv)
     float *tmp = malloc(sizeof(float) * row);
     for (int s = 0; s < n_slots; s++) {
         for (size_t i = 0; i < row; i++) tmp[i] = frand() * 2.0f;
-        kern_kv_store(kc[0], DTYPE_F32, s, (int)row, tmp);
-        kern_kv_store(kc[1], DTYPE_BF16, s, (int)row, tmp);
+        for (int d = 0; d < NT; d++) kern_kv_store(kc[d], kv_types[d], s, (int)row, tmp);
         for (size_t i = 0; i < row; i++) tmp[i] = frand();
-        kern_kv_store(vc[0], DTYPE_F32, s, (int)row, tmp);
-        kern_kv_store(vc[1], DTYPE_BF16, s, (int)row, tmp);
+        for (int d = 0; d < NT; d++) kern_kv_store(vc[d], kv_types[d], s, (int)row, tmp);
     }
     /* slots: pages of 16 consecutive slots in shuffled page order */
     int32_t *slots = malloc(sizeof(int32_t) * max_kv);
@@ -111,12 +113,14 @@ int main(int argc, char **argv)
     } cases[] = {{"decode", 1, 512}, {"decode", 1, 4096}, {"decode", 1, 16384},
                  {"prefill", 512, 512}, {"prefill_after_prefix", 512, 2048}};
     double v[64], vcpu[64];
-    for (int d = 1; d >= 0; d--) {
+    static const int order[NT] = {1, 2, 3, 0}; /* bf16, the fp8 types, then f32 */
+    for (int oi = 0; oi < NT; oi++) {
+        int d = order[oi];
         for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
             kern_attn_args a = {
                 .n_q = cases[ci].n_q, .n_kv = cases[ci].n_kv, .n_head = n_head,
                 .n_kv_head = n_kv_head, .head_dim = hd, .q = q, .q_stride = qs,
-                .k_cache = kc[d], .v_cache = vc[d], .kv_dt = d ? DTYPE_BF16 : DTYPE_F32,
+                .k_cache = kc[d], .v_cache = vc[d], .kv_dt = kv_types[d],
                 .slots = slots, .scale = 1.0f / sqrtf((float)hd), .out = out, .out_stride = qs,
             };
             at_ctx c = {&a, scr, {0}};
@@ -145,21 +149,21 @@ int main(int argc, char **argv)
                 vcpu[r] = bench_max_cpu(c.cpu, nthreads);
             }
             double med = bench_median(v, reps), mcpu = bench_median(vcpu, reps);
-            double kv_bytes = 2.0 * a.n_kv * (double)row * (d ? 2 : 4);
+            double kv_bytes = 2.0 * a.n_kv * (double)row * (double)dtype_size(kv_types[d]);
             double pairs = 0.0; /* visible (query, key) pairs */
             for (int i = 0; i < a.n_q; i++) pairs += a.n_kv - a.n_q + i + 1;
             double flops = 4.0 * hd * n_head * pairs;
             printf("{\"bench\":\"attention\",\"case\":\"%s\",\"kv\":\"%s\",\"n_q\":%d,\"n_kv\":%d,"
                    "\"max_abs_err\":%.2g,\"us_median\":%.1f,\"us_best\":%.1f,\"kv_gbs\":%.2f,\"gflops\":%.1f,"
                    "\"us_cpu\":%.1f,\"kv_gbs_cpu\":%.2f,\"gflops_cpu\":%.1f}\n",
-                   cases[ci].name, d ? "bf16" : "f32", a.n_q, a.n_kv, worst, med * 1e6, v[0] * 1e6,
+                   cases[ci].name, kv_names[d], a.n_q, a.n_kv, worst, med * 1e6, v[0] * 1e6,
                    kv_bytes / med * 1e-9, flops / med * 1e-9, mcpu * 1e6, kv_bytes / mcpu * 1e-9,
                    flops / mcpu * 1e-9);
             fflush(stdout);
         }
     }
     for (int t = 0; t < nthreads; t++) free(scr[t]);
-    for (int d = 0; d < 2; d++) free(kc[d]), free(vc[d]);
+    for (int d = 0; d < NT; d++) free(kc[d]), free(vc[d]);
     free(tmp), free(slots), free(pages), free(q), free(out), free(ref), free(ref_scr);
     tpool_destroy(pool);
     return 0;

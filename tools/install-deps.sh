@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install everything sglc's build and tests need on Debian/Ubuntu (run as
 # root): the C libraries, the references the tests compare against
-# (PyTorch, NumPy, Jinja2 for /usr/bin/python3), and the npm packages under
-# tests/js (Hugging Face tokenizers, the OpenAI client).  .ci/run calls it.
+# (PyTorch, NumPy, Jinja2 for /usr/bin/python3; python3-jsonschema, the
+# independent validator of constrained JSON output), and the npm packages
+# under tests/js (Hugging Face tokenizers; the OpenAI, LangChain and Vercel
+# AI SDK clients with zod 3, the version all three accept).  .ci/run calls it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
@@ -11,7 +13,7 @@ SUDO=""
 $SUDO apt-get update
 $SUDO apt-get install -y --no-install-recommends build-essential pkg-config clang \
   libcmocka-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev \
-  libyaml-dev libmicrohttpd-dev python3 python3-torch python3-numpy python3-jinja2 curl openssl
+  libyaml-dev libmicrohttpd-dev python3 python3-torch python3-numpy python3-jinja2 python3-jsonschema curl openssl
 # Node.js + npm for the JavaScript reference tests.  The machine may already
 # ship a newer Node with its own npm; only install Debian's when none is
 # there (mixing the two breaks dpkg).

@@ -79,7 +79,7 @@ api_job *api_job_new(api_server *a, http_req *r, int kind, int n_prompt, int n_p
         return NULL;
     }
     /* generation jobs with a tokenizer get an output stage per slot */
-    bool text = kind == JOB_NATIVE || kind == JOB_COMPL || kind == JOB_CHAT;
+    bool text = kind == JOB_NATIVE || kind == JOB_COMPL || kind == JOB_CHAT || kind == JOB_RESP;
     for (int i = 0; i < j->n_slots; i++) {
         j->slots[i].prompt = i / n_per;
         api_output_init(&j->outs[i], text ? a->cfg.tok : NULL);
@@ -107,6 +107,7 @@ void api_job_free(api_job *j)
     free(j->sub_ids);
     free(j->oai_id);
     free(j->err_msg);
+    json_decref(j->resp);
     json_decref(j->log_objs);
     free(j);
 }
@@ -146,6 +147,7 @@ static void job_answer(api_job *j)
         return;
     }
     if (j->kind == JOB_NATIVE) api_native_answer(j);
+    else if (j->kind == JOB_RESP) api_resp_answer(j);
     else api_oai_answer(j);
 }
 
@@ -163,6 +165,7 @@ static void job_stream_event(api_job *j, int si, const sched_event *e)
         return;
     }
     if (j->kind == JOB_NATIVE) api_native_stream_event(j, si, e);
+    else if (j->kind == JOB_RESP) api_resp_stream_event(j, si, e);
     else api_oai_stream_event(j, si, e);
 }
 
@@ -174,7 +177,8 @@ static void job_stream_end(api_job *j)
         api_job_sse(j, ch);
     }
     static const char done[] = "data: [DONE]\n\n";
-    http_stream_write(j->hr, done, sizeof done - 1);
+    if (j->kind != JOB_RESP) /* the Responses stream ends with response.completed */
+        http_stream_write(j->hr, done, sizeof done - 1);
     http_stream_end(j->hr);
 }
 
@@ -592,6 +596,30 @@ static bool encode_ahead(api_server *a, http_req *r, const char *path, const jso
     return true;
 }
 
+/* SGLang's routes that sglc does not answer yet, with what they wait
+ * for: a client that calls one gets a 404 whose message names the route
+ * and why, not a bare "Not Found".
+ * NULL for any other path. */
+static const char *api_route_not_yet(const char *path)
+{
+    static const struct { const char *path; int prefix; const char *why; } later[] = {
+        {"/v1/score", 0, "scoring routes, issue 15"},
+        {"/v1/rerank", 0, "scoring routes, issue 15"},
+        {"/v1/classify", 0, "scoring routes, issue 15"},
+        {"/classify", 0, "scoring routes, issue 15"},
+        {"/generate_from_file", 0, "file uploads are not parsed"},
+        {"/open_session", 0, "sessions are not implemented"},
+        {"/close_session", 0, "sessions are not implemented"},
+        {"/vertex_generate", 0, "the Vertex AI request format is not parsed"},
+    };
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
+        size_t n = strlen(later[i].path);
+        if (!strncmp(path, later[i].path, n) && (!path[n] || (later[i].prefix && path[n] == '/')))
+            return later[i].why;
+    }
+    return NULL;
+}
+
 /* The handler proper: on a tokenizer worker for requests with a body, on
  * the polling thread for the others (see api_handle). */
 static void api_route(void *ctx, http_req *r, const char *method, const char *path, const char *body,
@@ -611,7 +639,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
     if (api_admin_handle(a->admin, r, method, path, body, body_len, starting)) return;
-    if (!strcmp(path, "/health") || !strcmp(path, "/v1/health")) {
+    if (!strcmp(path, "/health") || !strcmp(path, "/v1/health") || !strcmp(path, "/ping")) {
         void (*errf)(http_req *, int, const char *) = is_v1 ? api_oai_error : api_native_error;
         if (draining) errf(r, 503, "The server is shutting down.");
         else if (starting) errf(r, 503, "The server is starting.");
@@ -670,7 +698,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         return;
     }
     bool is_gen = !strcmp(path, "/generate"), is_compl = !strcmp(path, "/v1/completions"),
-         is_chat = !strcmp(path, "/v1/chat/completions");
+         is_chat = !strcmp(path, "/v1/chat/completions") || !strcmp(path, "/invocations"); /* SageMaker's */
     if ((is_gen || is_compl || is_chat) && !post) {
         if (is_gen) api_native_error(r, 405, "Method Not Allowed");
         else api_oai_error(r, 405, "Method Not Allowed");
@@ -704,6 +732,23 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         json_decref(j);
         return;
     }
+    if (!strcmp(path, "/v1/responses")) {
+        if (!post) {
+            api_oai_error(r, 405, "Method Not Allowed");
+            return;
+        }
+        if (draining || starting) {
+            api_oai_error(r, 503, draining ? "The server is shutting down." : "The server is starting.");
+            return;
+        }
+        json_t *j = parse_body(r, body, body_len, true, false);
+        if (!j) return;
+        api_ops_log_openai(a, r, j);
+        api_route_responses(a, r, j);
+        json_decref(j);
+        return;
+    }
+    if (!strncmp(path, "/v1/responses/", 14) && api_route_responses_id(a, r, method, path)) return;
     bool is_enc = !strcmp(path, "/encode"), is_emb = !strcmp(path, "/v1/embeddings");
     if ((is_enc || is_emb) && !post) {
         if (is_enc) api_native_error(r, 405, "Method Not Allowed");
@@ -733,6 +778,18 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         if (!j) return;
         if (strstr(path, "detokenize")) api_route_detokenize(a, r, j);
         else api_route_tokenize(a, r, j);
+        json_decref(j);
+        return;
+    }
+    if (!strcmp(path, "/parse_function_call") || !strcmp(path, "/separate_reasoning")) {
+        if (!post) {
+            api_native_error(r, 405, "Method Not Allowed");
+            return;
+        }
+        json_t *j = parse_body(r, body, body_len, false, false);
+        if (!j) return;
+        if (path[1] == 'p') api_route_parse_function_call(a, r, j); /* api_chat_tools.c */
+        else api_route_separate_reasoning(a, r, j);
         json_decref(j);
         return;
     }
@@ -768,6 +825,15 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         if (!txt) api_native_error(r, 500, "Internal error: out of memory.");
         else http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), NULL);
         free(txt);
+        return;
+    }
+    const char *later = api_route_not_yet(path);
+    if (later) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s is an SGLang route that sglc does not serve yet (%s).", path, later);
+        /* 404, not 501: OpenAI clients retry every 5xx */
+        if (is_v1) api_oai_error(r, 404, msg);
+        else api_native_error(r, 404, msg);
         return;
     }
     json_t *nf = is_v1 ? api_oai_error_obj(404, api_oai_error_type(404), "Not Found") : json_object();
@@ -816,7 +882,8 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;
     pthread_mutex_init(&a->mu, NULL);
     a->admin = api_admin_create(&a->cfg);
-    if (!a->admin) {
+    a->resps = api_resp_store_new();
+    if (!a->admin || !a->resps) {
         snprintf(err, errlen, "out of memory");
         api_destroy(a);
         return NULL;
@@ -864,6 +931,7 @@ void api_destroy(api_server *a)
     pthread_mutex_destroy(&a->mu);
     free(a->served), free(a->model_path), free(a->tok_path), free(a->arch), free(a->api_key), free(a->admin_api_key);
     free(a->root_path), free(a->weight_version);
+    api_resp_store_free(a->resps);
     free(a);
 }
 

@@ -64,6 +64,8 @@ typedef struct api_config {
     struct api_reqlog *reqlog;       /* borrowed or NULL: --log-requests, /configure_logging */
     struct api_metrics *metrics;     /* borrowed or NULL: --enable-metrics (/metrics is 404 without) */
     struct api_mexport *mexport;     /* borrowed or NULL: --export-metrics-to-file */
+    const char *tool_call_parser;    /* --tool-call-parser (api_toolcall.h names) or NULL */
+    const char *reasoning_parser;    /* --reasoning-parser (api_reasoning.h names) or NULL */
     int64_t context_length;
     int64_t vocab_size;
     bool incremental_streaming;      /* --incremental-streaming-output */

@@ -1,6 +1,7 @@
 /* api_chat — /v1/chat/completions: messages through the chat template
  * (content format detection, continue_final_message,
- * chat_template_kwargs) to one prompt, and the chat logprobs object. */
+ * chat_template_kwargs, tools and tool histories: api_chat_tools.c) to
+ * one prompt, and the chat logprobs object. */
 #include "api/api_job.h"
 
 #include <math.h>
@@ -71,7 +72,10 @@ int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps)
     json_array_foreach(msgs, i, m)
     {
         json_t *role = json_is_object(m) ? json_object_get(m, "role") : NULL;
-        json_t *pmsg = json_is_string(role) ? tmpl_process_message(m, fmt, NULL) : NULL;
+        /* SGLang: null content -> "", string tool-call arguments -> objects (api_chat_tools.c) */
+        json_t *hm = json_is_string(role) ? api_chat_history_message(m) : NULL;
+        json_t *pmsg = hm ? tmpl_process_message(hm, fmt, NULL) : NULL;
+        json_decref(hm);
         if (!pmsg) {
             json_decref(pm);
             api_oai_error(r, 400, "each message must be an object with a role");
@@ -85,10 +89,14 @@ int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps)
     json_t *kw = json_object_get(body, "chat_template_kwargs");
     char *out = NULL, *terr = NULL;
     size_t olen = 0;
-    int rc = tmpl_chat_prompt(a->cfg.chat, pm, NULL, NULL,
+    /* tools: the template sees them unless tool_choice is "none" (SGLang) */
+    api_chat_tools tt;
+    json_t *ttools = api_chat_tools_read(body, &tt, err, sizeof err) ? NULL : api_chat_template_tools(&tt);
+    int rc = tmpl_chat_prompt(a->cfg.chat, pm, ttools, NULL,
                               cont ? json_is_true(json_object_get(body, "add_generation_prompt")) : 1, cont,
                               json_is_object(kw) ? kw : NULL, &out, &olen, &terr);
     json_decref(pm);
+    json_decref(ttools);
     if (rc) {
         snprintf(err, sizeof err, "chat template error: %s", terr ? terr : "?");
         free(terr);

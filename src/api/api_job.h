@@ -42,7 +42,8 @@
 
 #include "util/timeutil.h"
 
-enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED };
+enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED, JOB_RESP };
+/* JOB_RESP: /v1/responses, a chat job answered as a Response (api_responses.c). */
 /* JOB_ENCODE: SGLang's /encode; JOB_EMBED: OpenAI /v1/embeddings.  Each
  * input is one scheduler request (embedding mode) and one slot, whose
  * FINISH event carries the pooled vector. */
@@ -54,6 +55,7 @@ typedef struct api_slot {
     double t_last;               /* metrics: when its last tokens arrived, 0 = none yet */
     int prompt;
     bool done, role_sent;
+    int n_calls;                 /* tool calls opened so far (finish_reason "tool_calls") */
     float *emb;                  /* (n_emb) owned or NULL: embedding jobs */
     int n_emb;
 } api_slot;
@@ -81,6 +83,11 @@ typedef struct api_job {
     json_t *log_objs;            /* owned or NULL: per prompt {"obj", "headers"} for --log-requests */
     bool base64;                 /* JOB_EMBED: encoding_format base64 */
     int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
+    json_t *resp;                /* JOB_RESP: the answer's state (api_responses.c), owned */
+    bool tool_single;            /* parallel_tool_calls false: only the first tool call is returned */
+    bool kimi_ids;               /* kimi_k2: call ids "functions.NAME:N" (SGLang), N = tool_id_base +
+                                  * the call's index; else "call_<24 hex>" */
+    int tool_id_base;            /* the history's tool-call count */
     int err_status;              /* first error (non-streaming answer) */
     char *err_msg;               /* owned */
 } api_job;
@@ -94,6 +101,8 @@ typedef struct reg_ent {
 } reg_ent;
 
 #define REG_BUCKETS 4096
+
+typedef struct api_resp_store api_resp_store; /* api_responses.c */
 
 struct api_server {
     api_config cfg;
@@ -113,6 +122,7 @@ struct api_server {
     uint64_t rid_salt;
     api_admin *admin;            /* owned: control routes (api_admin.c) */
     api_tokq *tokq;              /* owned or NULL (routes run on the polling thread) */
+    api_resp_store *resps;       /* owned: stored /v1/responses answers (its own lock) */
 };
 
 
@@ -134,6 +144,8 @@ void api_job_error(api_job *j, int status, const char *msg);
 /* Write one SSE event of a job (takes o); a client that cannot take it
  * (gone, or over the stream buffer limit) gets its requests aborted. */
 void api_job_sse(api_job *j, json_t *o);
+/* The same with an SSE `event:` line (the Responses API's typed events). */
+void api_job_sse_event(api_job *j, const char *event, json_t *o);
 /* A fresh request id (32 hex digits) in out. */
 void api_new_rid(api_server *a, char *out, size_t len);
 /* Final text of a finished slot (its output stage's text minus a matched
@@ -231,8 +243,19 @@ void api_native_stream_event(api_job *j, int si, const sched_event *e);
 
 /* api_openai.c (kind JOB_COMPL or JOB_CHAT) */
 void api_route_openai(api_server *a, http_req *r, json_t *body, int kind);
+/* The same for kind JOB_RESP too: resp (borrowed, may be NULL) becomes
+ * the job's j->resp (a new reference). */
+void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, json_t *resp);
+/* The slot's output parsers over one delta of the client's text:
+ * *content (malloc'd) and *reasoning (malloc'd, or NULL when no parser
+ * made any).  0 or -1 (OOM). */
+int api_oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning);
 void api_oai_answer(api_job *j);
 void api_oai_stream_event(api_job *j, int si, const sched_event *e);
+/* api_grammar.c: response_format / regex / ebnf into SGLang's sampling
+ * params sp (json_schema, regex, ebnf, structural_tag); *strict for a
+ * strict json_schema.  0, or -1 with a 400 message. */
+int api_oai_grammar_params(const json_t *body, json_t *sp, bool *strict, char *err, size_t errlen);
 /* The /v1/models entry of the served model. */
 json_t *api_models_entry(api_server *a);
 
@@ -249,6 +272,47 @@ json_t *api_compl_logprobs(api_job *j, api_slot *sl, size_t text_base, int64_t f
 int api_chat_prompt(api_server *a, http_req *r, json_t *body, api_prompts *ps);
 /* OpenAI chat logprobs of output tokens [from, n). */
 json_t *api_chat_logprobs(api_job *j, api_slot *sl, int64_t from);
+
+/* api_responses.c: /v1/responses and its stored answers */
+api_resp_store *api_resp_store_new(void);
+void api_resp_store_free(api_resp_store *s);
+void api_route_responses(api_server *a, http_req *r, json_t *body);
+/* GET/DELETE /v1/responses/{id}, GET .../input_items, POST .../cancel:
+ * true when answered. */
+bool api_route_responses_id(api_server *a, http_req *r, const char *method, const char *path);
+void api_resp_answer(api_job *j);
+void api_resp_stream_event(api_job *j, int si, const sched_event *e);
+
+/* api_chat_tools.c: tools, tool_choice and reasoning on the chat route */
+typedef struct api_chat_tools {
+    const json_t *tools;         /* borrowed from the body: a non-empty list, or NULL */
+    bool none, required, parallel;
+    const char *named;           /* tool_choice {"type": "function", "function": {"name"}}, borrowed */
+    bool active;                 /* tools given and tool_choice is not "none" */
+} api_chat_tools;
+/* Read tools / tool_choice / parallel_tool_calls.  0, or -1 with the 400 message. */
+int api_chat_tools_read(const json_t *body, api_chat_tools *t, char *err, size_t errlen);
+/* The template's `tools` (new list of function objects) or NULL. */
+json_t *api_chat_template_tools(const api_chat_tools *t);
+/* SGLang's sampling changes for tools: skip_special_tokens false, the
+ * json_schema of tool_choice required / named.  0 or -1 (message). */
+int api_chat_tools_sampling(const api_chat_tools *t, json_t *sp, char *err, size_t errlen);
+/* Register each slot's reasoning parser (--reasoning-parser, when the
+ * request's thinking is on and separate_reasoning is not false) and tool
+ * parser.  0 or -1 (OOM). */
+int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const api_chat_tools *t);
+/* api_oai_parse plus the tool calls of the delta: *calls a new list of
+ * OpenAI delta entries ({index, id, type, function: {name, arguments}}
+ * when a call opens, {index, function: {arguments}} after), or NULL. */
+int api_oai_parse_tools(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning,
+                        json_t **calls);
+/* The message's tool_calls from the delta entries of a whole-text parse. */
+json_t *api_chat_message_tool_calls(json_t *deltas);
+/* A history message as the template gets it (SGLang): null content ->
+ * "", tool_calls arguments given as a JSON string -> the object.  New. */
+json_t *api_chat_history_message(const json_t *m);
+void api_route_parse_function_call(api_server *a, http_req *r, json_t *body);
+void api_route_separate_reasoning(api_server *a, http_req *r, json_t *body);
 
 /* api_embed_job.c */
 void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai);

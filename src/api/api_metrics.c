@@ -421,6 +421,8 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
     simple(&b, "sglang:token_usage", "gauge", "The token usage.", slab, usage);
     simple(&b, "sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", slab,
            st->n_waiting);
+    simple(&b, "sglang:num_grammar_queue_reqs", "gauge", "The number of requests in the grammar waiting queue.",
+           slab, st->n_grammar_queue);
     pthread_mutex_lock(&m->mu);
     double hit = m->prompt_tokens > 0 ? m->cached_tokens / m->prompt_tokens : 0.0;
     simple(&b, "sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", slab, hit);

@@ -40,8 +40,9 @@ static const struct {
     {"logit_bias", "logit_bias"},
 };
 
-static const char *const oai_unsupported[] = {"tools", "regex", "ebnf", "json_schema",
-                                              "structural_tag", NULL};
+/* request fields sglc refuses on the OpenAI routes (none today: tools and
+ * the grammar fields are served) */
+static const char *const oai_unsupported[] = {NULL};
 
 typedef struct oai_spec_ctx {
     api_job *j;
@@ -50,6 +51,7 @@ typedef struct oai_spec_ctx {
     bool stream, logprob;
     int top;
     json_t *priority;            /* borrowed, or NULL */
+    bool json_strict;            /* response_format json_schema strict (api_grammar.c) */
 } oai_spec_ctx;
 
 /* api_spec_fn of the OpenAI routes: the GenerateReqInput fields SGLang's
@@ -79,6 +81,7 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
         goto fail;
     }
     if (sampling_params_from_json(&spec->params, c->sp, err, errlen)) goto fail;
+    spec->params.json_strict = c->json_strict;
     if (rid && !(spec->rid = api_strdup(rid))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -107,6 +110,11 @@ fail:
 }
 
 void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
+{
+    api_route_openai_ex(a, r, body, kind, NULL);
+}
+
+void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, json_t *resp)
 {
     char err[512];
     for (int k = 0; oai_unsupported[k]; k++) {
@@ -141,16 +149,13 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
             use_fim = true;
         }
     }
-    json_t *rf = json_object_get(body, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *t = json_object_get(rf, "type");
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text")) {
-            api_oai_error(r, 400, "'response_format' other than text is not supported by sglc yet");
-            return;
-        }
-    }
     if (!a->cfg.tok) {
         api_oai_error(r, 400, "the OpenAI routes need the tokenizer, which --skip-tokenizer-init disabled");
+        return;
+    }
+    api_chat_tools tools = {0};
+    if (kind != JOB_COMPL && api_chat_tools_read(body, &tools, err, sizeof err)) {
+        api_oai_error(r, 400, err);
         return;
     }
     json_t *sp = json_object();
@@ -174,6 +179,13 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
     if (mt && !json_is_null(mt)) json_object_set(sp, "max_new_tokens", mt);
     else if (kind == JOB_COMPL) json_object_set_new(sp, "max_new_tokens", json_integer(16));
     else json_object_set_new(sp, "max_new_tokens", json_null());
+    bool json_strict = false; /* constrained decoding: response_format, regex, ebnf */
+    if (api_oai_grammar_params(body, sp, &json_strict, err, sizeof err) ||
+        (kind != JOB_COMPL && api_chat_tools_sampling(&tools, sp, err, sizeof err))) {
+        json_decref(sp);
+        api_oai_error(r, 400, err);
+        return;
+    }
 
     bool stream = json_is_true(json_object_get(body, "stream"));
     bool logprob = false;
@@ -227,7 +239,7 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
             api_oai_error(r, 500, "tokenization failed");
             return;
         }
-    int64_t n_per = api_json_n_of(sp);
+    int64_t n_per = kind == JOB_RESP ? 1 : api_json_n_of(sp);
     if (n_per > 1024 || (int64_t)n_prompt * n_per > 100000) {
         json_decref(sp);
         api_prompts_free(&ps);
@@ -241,6 +253,13 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
         api_oai_error(r, 500, "Internal error: out of memory.");
         return;
     }
+    if (kind != JOB_COMPL && api_chat_add_parsers(a, j, body, &tools)) {
+        json_decref(sp);
+        api_prompts_free(&ps);
+        api_job_free(j);
+        api_oai_error(r, 500, "Internal error: out of memory.");
+        return;
+    }
     j->stream = stream;
     j->echo = kind == JOB_COMPL && json_is_true(json_object_get(body, "echo"));
     json_t *so = json_object_get(body, "stream_options");
@@ -248,7 +267,8 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
     char idbuf[64];
     api_new_rid(a, idbuf, sizeof idbuf);
     char oid[80];
-    snprintf(oid, sizeof oid, "%s%s", kind == JOB_COMPL ? "cmpl-" : "chatcmpl-", idbuf);
+    snprintf(oid, sizeof oid, "%s%s", kind == JOB_COMPL ? "cmpl-" : kind == JOB_RESP ? "resp_" : "chatcmpl-", idbuf);
+    if (resp) j->resp = json_incref(resp);
     j->oai_id = api_strdup(oid);
     json_t *rid = json_object_get(body, "rid");
     for (size_t i = 0; i < n_prompt; i++) {
@@ -260,7 +280,7 @@ void api_route_openai(api_server *a, http_req *r, json_t *body, int kind)
         }
     }
     oai_spec_ctx c = {.j = j, .ps = &ps, .sp = sp, .stream = stream, .logprob = logprob, .top = top,
-                      .priority = json_object_get(body, "priority")};
+                      .priority = json_object_get(body, "priority"), .json_strict = json_strict};
     api_job_submit(a, j, oai_spec, &c); /* j may be answered and freed from here on */
     json_decref(sp);
     api_prompts_free(&ps);
@@ -274,32 +294,11 @@ json_t *api_models_entry(api_server *a)
 }
 
 
-/* The slot's output parsers (api_output.h) over one delta of the text
- * the client is sent: *content (malloc'd) what stays content, *reasoning
- * (malloc'd, or NULL when no parser made any) reasoning_content.  With no
- * parser registered, content is the text itself.  0 or -1 (OOM). */
-static int oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning)
+/* The slot's output parsers over one delta of the client's text (tool
+ * calls left out: api_oai_parse_tools). */
+int api_oai_parse(api_job *j, api_slot *sl, const char *text, bool final, char **content, char **reasoning)
 {
-    api_output *o = api_slot_out(j, sl);
-    *reasoning = NULL;
-    if (!o->n_parsers) {
-        *content = api_strdup(text ? text : "");
-        return *content ? 0 : -1;
-    }
-    api_pieces ps = {0};
-    int rc = api_output_parse(o, text ? text : "", text ? strlen(text) : 0, final, &ps);
-    *content = rc ? NULL : api_pieces_join(&ps, API_PIECE_CONTENT);
-    bool any_reasoning = false;
-    for (int i = 0; i < ps.n; i++) any_reasoning |= ps.v[i].kind == API_PIECE_REASONING;
-    if (!rc && any_reasoning) *reasoning = api_pieces_join(&ps, API_PIECE_REASONING);
-    /* tool-call pieces: rendered by the tool-call support (issue 10) */
-    api_pieces_free(&ps);
-    if (rc || !*content || (any_reasoning && !*reasoning)) {
-        free(*content), free(*reasoning);
-        *content = *reasoning = NULL;
-        return -1;
-    }
-    return 0;
+    return api_oai_parse_tools(j, sl, text, final, content, reasoning, NULL);
 }
 
 /* The non-streaming answer of a finished OpenAI job. */
@@ -310,7 +309,8 @@ void api_oai_answer(api_job *j)
     for (int i = 0; i < j->n_slots; i++) {
         api_slot *sl = &j->slots[i];
         char *raw = api_slot_final_text(j, sl), *t = NULL, *reasoning = NULL;
-        if (oai_parse(j, sl, raw, true, &t, &reasoning)) {
+        json_t *calls = NULL;
+        if (api_oai_parse_tools(j, sl, raw, true, &t, &reasoning, &calls)) {
             free(raw);
             json_decref(choices);
             api_job_error(j, 500, "Internal error: out of memory.");
@@ -334,15 +334,19 @@ void api_oai_answer(api_job *j)
                           api_oai_matched(&sl->res));
             free(full);
         } else {
-            c = json_pack("{s:i,s:{s:s,s:s,s:o,s:n},s:o,s:o,s:o}", "index", i, "message", "role",
-                          "assistant", "content", t ? t : "", "reasoning_content",
-                          reasoning ? json_string(reasoning) : json_null(), "tool_calls",
-                          "logprobs", j->return_logprob ? api_chat_logprobs(j, sl, 0) : json_null(),
-                          "finish_reason", fr ? json_string(fr) : json_null(), "matched_stop",
-                          api_oai_matched(&sl->res));
+            /* tool calls: SGLang's message (content null when only calls), finish_reason "tool_calls" */
+            json_t *tcs = calls ? api_chat_message_tool_calls(calls) : NULL;
+            c = json_pack("{s:i,s:{s:s,s:o,s:o,s:o},s:o,s:o,s:o}", "index", i, "message", "role",
+                          "assistant", "content", tcs && !(t && *t) ? json_null() : json_string(t ? t : ""),
+                          "reasoning_content", reasoning ? json_string(reasoning) : json_null(), "tool_calls",
+                          tcs ? tcs : json_null(), "logprobs",
+                          j->return_logprob ? api_chat_logprobs(j, sl, 0) : json_null(), "finish_reason",
+                          tcs && fr ? json_string("tool_calls") : fr ? json_string(fr) : json_null(),
+                          "matched_stop", tcs ? json_null() : api_oai_matched(&sl->res));
         }
         free(t);
         free(reasoning);
+        json_decref(calls);
         json_array_append_new(choices, c);
     }
     json_t *out = json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->oai_id, "object",
@@ -376,7 +380,8 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     }
     /* the raw delta through the output parsers: what the client sees */
     char *content = NULL, *reasoning = NULL;
-    if (oai_parse(j, sl, delta, fin, &content, &reasoning)) {
+    json_t *calls = NULL;
+    if (api_oai_parse_tools(j, sl, delta, fin, &content, &reasoning, j->kind == JOB_COMPL ? NULL : &calls)) {
         free(final);
         return; /* out of memory: this chunk is dropped */
     }
@@ -403,12 +408,15 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e)
     } else {
         json_t *d = json_object();
         if (!sl->role_sent) json_object_set_new(d, "role", json_string("assistant"));
-        json_object_set_new(d, "content", json_string(content));
+        /* a delta with tool calls and no text: content null, as OpenAI */
+        json_object_set_new(d, "content", calls && !*content ? json_null() : json_string(content));
         if (reasoning) json_object_set_new(d, "reasoning_content", json_string(reasoning));
+        if (calls) json_object_set_new(d, "tool_calls", calls);
+        bool tool_fin = fr && sl->n_calls > 0;
         c = json_pack("{s:i,s:o,s:o,s:o,s:o}", "index", si, "delta", d, "logprobs",
                       j->return_logprob ? api_chat_logprobs(j, sl, from) : json_null(), "finish_reason",
-                      fr ? json_string(fr) : json_null(), "matched_stop",
-                      fin ? api_oai_matched(&sl->res) : json_null());
+                      tool_fin ? json_string("tool_calls") : fr ? json_string(fr) : json_null(), "matched_stop",
+                      fin && !tool_fin ? api_oai_matched(&sl->res) : json_null());
     }
     sl->role_sent = true;
     free(final);

@@ -50,9 +50,9 @@
 
 /* What a parser makes of the text: content (read by the next parser, then
  * the client's `content`), reasoning (`reasoning_content`) or a tool call
- * (`tool_calls`; index = which call, text = its name or an argument
- * fragment as the parser defines). */
-typedef enum { API_PIECE_CONTENT = 0, API_PIECE_REASONING, API_PIECE_TOOL_CALL } api_piece_kind;
+ * (`tool_calls`; index = which call): TOOL_NAME opens call `index` with
+ * its name, TOOL_CALL pieces are its argument fragments (api_toolcall.h). */
+typedef enum { API_PIECE_CONTENT = 0, API_PIECE_REASONING, API_PIECE_TOOL_CALL, API_PIECE_TOOL_NAME } api_piece_kind;
 
 typedef struct api_piece {
     api_piece_kind kind;

@@ -6,13 +6,15 @@
 #include <strings.h>
 
 static const api_reasoning_spec detectors[] = {
-    {"deepseek-r1", "<think>", "</think>", NULL, true, API_THINK_ALWAYS},
-    {"deepseek-v3", "<think>", "</think>", "<tool_call>", false, API_THINK_EXPLICIT_THINKING},
-    {"glm45", "<think>", "</think>", NULL, false, API_THINK_ALWAYS},
-    {"kimi", "\xe2\x97\x81think\xe2\x96\xb7", "\xe2\x97\x81/think\xe2\x96\xb7", NULL, false, API_THINK_ALWAYS},
-    {"qwen3", "<think>", "</think>", "<tool_call>", false, API_THINK_ENABLE_THINKING},
-    {"qwen3-thinking", "<think>", "</think>", "<tool_call>", true, API_THINK_ENABLE_THINKING},
-    {"step3", "<think>", "</think>", NULL, true, API_THINK_ALWAYS},
+    {"deepseek-r1", "<think>", "</think>", NULL, true, API_THINK_ALWAYS, false},
+    {"deepseek-v3", "<think>", "</think>", "<tool_call>", false, API_THINK_EXPLICIT_THINKING, false},
+    /* SGLang's Glm45Detector: <tool_call> also ends the reasoning; enable_thinking switches it */
+    {"glm45", "<think>", "</think>", "<tool_call>", false, API_THINK_ENABLE_THINKING, false},
+    {"gpt-oss", "<|channel|>analysis<|message|>", "<|end|>", NULL, true, API_THINK_ALWAYS, true},
+    {"kimi", "\xe2\x97\x81think\xe2\x96\xb7", "\xe2\x97\x81/think\xe2\x96\xb7", NULL, false, API_THINK_ALWAYS, false},
+    {"qwen3", "<think>", "</think>", "<tool_call>", false, API_THINK_ENABLE_THINKING, false},
+    {"qwen3-thinking", "<think>", "</think>", "<tool_call>", true, API_THINK_ENABLE_THINKING, false},
+    {"step3", "<think>", "</think>", NULL, true, API_THINK_ALWAYS, false},
 };
 
 const api_reasoning_spec *api_reasoning_find(const char *name)
@@ -176,6 +178,7 @@ static void rp_destroy(api_output_parser *self)
 
 api_output_parser *api_reasoning_parser_new(const api_reasoning_spec *d, bool stream_reasoning)
 {
+    if (d->harmony) return api_reasoning_harmony_new(d, stream_reasoning);
     api_output_parser *o = calloc(1, sizeof *o);
     rparser *p = calloc(1, sizeof *p);
     if (!o || !p) {

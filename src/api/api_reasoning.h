@@ -17,8 +17,14 @@
  *   the pieces of the whole text fed at once.  stream_reasoning false:
  *   reasoning is held and sent as one piece at the end tag (or at the
  *   final call when the output ends inside the reasoning).
- *   gpt-oss (harmony channels) is not implemented: api_reasoning_find
- *   gives NULL for it.
+ *   gpt-oss (harmony, SGLang's GptOssDetector over its HarmonyParser): the
+ *   output is messages [<|start|>ROLE]<|channel|>CHANNEL[ to=R][
+ *   <|constrain|>json]<|message|>BODY<|end|> | <|return|> | <|call|>;
+ *   the analysis channel's body is reasoning, the final channel's body is
+ *   content (frame markers dropped), a message with a recipient (to=, a
+ *   tool call) is passed on raw as content for the gpt-oss tool-call
+ *   parser, other commentary is content.  Text outside any message is
+ *   content.  Same hold-back rule (api_reasoning_harmony.c).
  *
  * Ownership: a parser owns its state; the table rows are static. */
 #ifndef SGLC_API_REASONING_H
@@ -41,10 +47,10 @@ typedef struct api_reasoning_spec {
     const char *tool_start;      /* NULL, or a tag that also ends reasoning */
     bool force;                  /* force_reasoning */
     api_think_mode mode;
+    bool harmony;                /* gpt-oss: harmony channels, not tags (below) */
 } api_reasoning_spec;
 
-/* The row of a parser name (case-insensitive); NULL when unknown or not
- * implemented (gpt-oss). */
+/* The row of a parser name (case-insensitive); NULL when unknown. */
 const api_reasoning_spec *api_reasoning_find(const char *name);
 
 /* Whether a request's reasoning is parsed: enable_thinking / thinking are
@@ -54,6 +60,9 @@ bool api_reasoning_enabled(const api_reasoning_spec *d, int enable_thinking, int
 /* A new parser for one request slot (NULL on OOM); register it with
  * api_output_add_parser. */
 api_output_parser *api_reasoning_parser_new(const api_reasoning_spec *d, bool stream_reasoning);
+/* The harmony parser (api_reasoning_harmony.c); api_reasoning_parser_new
+ * gives it for a row with harmony set. */
+api_output_parser *api_reasoning_harmony_new(const api_reasoning_spec *d, bool stream_reasoning);
 
 /* One-shot: split a whole text (SGLang's /separate_reasoning).
  * *text_out / *reasoning_out malloc'd.  0 or -1 (OOM). */

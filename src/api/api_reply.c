@@ -75,25 +75,28 @@ void api_oai_error(http_req *r, int status, const char *msg)
 
 void api_job_error(api_job *j, int status, const char *msg)
 {
-    if (j->kind == JOB_COMPL || j->kind == JOB_CHAT || j->kind == JOB_EMBED) api_oai_error(j->hr, status, msg);
+    if (j->kind == JOB_COMPL || j->kind == JOB_CHAT || j->kind == JOB_EMBED || j->kind == JOB_RESP)
+        api_oai_error(j->hr, status, msg);
     else api_native_error(j->hr, status, msg);
 }
 
-static bool sse_write_json(http_req *r, json_t *j)
+/* One SSE event: [event: NAME\n]data: JSON\n\n (takes j). */
+static bool sse_write_json(http_req *r, const char *event, json_t *j)
 {
     char *txt = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
     json_decref(j);
     if (!txt) return false;
-    size_t n = strlen(txt);
-    char *buf = malloc(n + 9);
+    size_t n = strlen(txt), el = event ? strlen(event) + 8 : 0; /* "event: " NAME "\n" */
+    char *buf = malloc(el + n + 9);
     if (!buf) {
         free(txt);
         return false;
     }
-    memcpy(buf, "data: ", 6);
-    memcpy(buf + 6, txt, n);
-    memcpy(buf + 6 + n, "\n\n", 2);
-    bool ok = http_stream_write(r, buf, n + 8);
+    if (event) snprintf(buf, el + 1, "event: %s\n", event);
+    memcpy(buf + el, "data: ", 6);
+    memcpy(buf + el + 6, txt, n);
+    memcpy(buf + el + 6 + n, "\n\n", 2);
+    bool ok = http_stream_write(r, buf, el + n + 8);
     free(buf);
     free(txt);
     return ok;
@@ -107,7 +110,12 @@ void api_new_rid(api_server *a, char *out, size_t len)
 
 void api_job_sse(api_job *j, json_t *o)
 {
-    if (!sse_write_json(j->hr, o) && !atomic_exchange(&j->gone, true))
+    api_job_sse_event(j, NULL, o);
+}
+
+void api_job_sse_event(api_job *j, const char *event, json_t *o)
+{
+    if (!sse_write_json(j->hr, event, o) && !atomic_exchange(&j->gone, true))
         for (int i = 0; i < j->n_prompt; i++)
             if (j->sub_ids[i] && j->api->cfg.s) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
 }

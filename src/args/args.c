@@ -573,6 +573,11 @@ int args_validate(const args_server *a, char *err, size_t errlen)
              a->chunked_prefill_size);
         return ARGS_EUSAGE;
     }
+    if (a->quantization && strcmp(a->quantization, "gguf")) {
+        args_errf(err, errlen, "--quantization %s is not supported by sglc yet (supported: gguf)",
+                  a->quantization);
+        return ARGS_EUSAGE;
+    }
     if (a->model_loader_extra_config && args_validate_loader_config(a->model_loader_extra_config, err, errlen))
         return ARGS_EUSAGE;
     if (a->export_metrics_to_file && !a->export_metrics_to_file_dir) {

@@ -74,7 +74,7 @@ X(tokenizer_path, STR, "--tokenizer-path", NULL, NULL, MODEL, SUPPORTED, "The pa
 X(tokenizer_mode, CHOICE, "--tokenizer-mode", "auto", "auto|slow", MODEL, SUPPORTED, "Tokenizer mode; sglc has one tokenizer implementation, so both behave the same.") \
 X(tokenizer_worker_num, INT, "--tokenizer-worker-num", "1", NULL, MODEL, SUPPORTED, "The worker num of the tokenizer manager. sglc: threads that parse request bodies, apply chat templates and tokenize, off the HTTP thread (N > 1: N requests at once); requests with bodies up to 64 KiB also have an express thread of their own, so small requests never wait behind large prompts.") \
 X(skip_tokenizer_init, BOOL, "--skip-tokenizer-init", "false", NULL, MODEL, SUPPORTED, "Skip tokenizer init; requests must pass input_ids and get output ids back.") \
-X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy", MODEL, SUPPORTED, "The format of the model weights to load; 'dummy' initialises weights randomly (for profiling).") \
+X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy|gguf", MODEL, SUPPORTED, "The format of the model weights to load; 'dummy' initialises weights randomly (for profiling); 'gguf' reads a llama.cpp GGUF file (auto detects *.gguf).") \
 X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, SUPPORTED, "Extra config for the model loader, as a JSON string: {\"enable_multithread_load\": true, \"num_threads\": 8} packs each large weight (>= 4 MiB) with num_threads threads (default 8); without it, one thread.") \
 X(trust_remote_code, BOOL, "--trust-remote-code", "false", NULL, MODEL, IGNORED, "Allow custom models defined on the Hub in their own modeling files; ignored by sglc: it never runs remote code, architectures are built in.") \
 X(context_length, INT, "--context-length", NULL, NULL, MODEL, SUPPORTED, "The model's maximum context length (defaults to the value in config.json).") \
@@ -97,9 +97,9 @@ X(ssl_keyfile_password, STR, "--ssl-keyfile-password", NULL, NULL, HTTP, SUPPORT
 X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET, "Reload SSL certificates when the files change.") \
 /* ---- Quantization and data type ---- */ \
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \
-X(quantization, STR, "--quantization", NULL, NULL, QUANT, NOT_YET, "The quantization method.") \
-X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, NOT_YET, "Path to the JSON file containing the KV cache scaling factors.") \
-X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|bfloat16", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type.") \
+X(quantization, STR, "--quantization", NULL, NULL, QUANT, SUPPORTED, "The quantization method: 'gguf' (a GGUF file's own block types; other methods are not supported yet).") \
+X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, SUPPORTED, "Path to the JSON file containing the KV cache scaling factors (kv_cache.scaling_factor per layer, SGLang's format); fp8 KV caches use them, others ignore them.") \
+X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|fp8_e5m2|fp8_e4m3|bf16|bfloat16|fp4_e2m1|float32", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type. fp8_e4m3 / fp8_e5m2: one byte per value, scaled by --quantization-param-path (else 1.0), attention reads them directly. float32 is sglc's own; fp4_e2m1 is refused (no CPU path).") \
 X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, SUPPORTED, "Compute the LM head (logits) in fp32; sglc always does (f32 hidden states, weights widened to f32, f32 accumulation), so this only refuses the debug switch SGLC_BF16_DOT=1.") \
 X(modelopt_quant, STR, "--modelopt-quant", NULL, NULL, QUANT, NOT_YET, "The ModelOpt quantization configuration.") \
 X(modelopt_checkpoint_restore_path, STR, "--modelopt-checkpoint-restore-path", NULL, NULL, QUANT, NOT_YET, "Path to restore a previously saved ModelOpt quantized checkpoint.") \
@@ -146,8 +146,8 @@ X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false",
 X(enable_streaming_session, BOOL, "--enable-streaming-session", "false", NULL, RUNTIME, NOT_YET, "Enable streaming sessions.") \
 X(use_ray, BOOL, "--use-ray", "false", NULL, RUNTIME, NOT_YET, "Launch the scheduler processes with Ray.") \
 X(random_seed, INT, "--random-seed", NULL, NULL, RUNTIME, SUPPORTED, "The random seed (default: chosen at start-up).") \
-X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, NOT_YET, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
-X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, NOT_YET, "Disallow any whitespace in JSON constrained output.") \
+X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-pattern", NULL, NULL, RUNTIME, SUPPORTED, "Regex pattern for syntactic whitespace allowed in JSON constrained output.") \
+X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, SUPPORTED, "Disallow any whitespace in JSON constrained output.") \
 X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
 X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
@@ -196,8 +196,8 @@ X(hf_chat_template_name, STR, "--hf-chat-template-name", NULL, NULL, API, SUPPOR
 X(completion_template, STR, "--completion-template", NULL, NULL, API, SUPPORTED, "The builtin completion template name or a file path (code completion).") \
 X(file_storage_path, STR, "--file-storage-path", "sglang_storage", NULL, API, NOT_YET, "The path of the file storage in the backend.") \
 X(enable_cache_report, BOOL, "--enable-cache-report", "false", NULL, API, SUPPORTED, "Return the number of cached prompt tokens in usage.prompt_tokens_details.") \
-X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, NOT_YET, "The reasoning parser of the model.") \
-X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen3_coder", API, NOT_YET, "The tool-call parser of the model.") \
+X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3|glm45|gpt-oss|kimi|qwen3|qwen3-thinking|step3", API, SUPPORTED, "The reasoning parser of the model: reasoning_content in chat answers, /separate_reasoning.") \
+X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen25|qwen3_coder|mistral|hermes|deepseekv3|deepseekv31|gpt-oss|kimi_k2|glm45", API, SUPPORTED, "The tool-call parser of the model: tool_calls in chat answers, /parse_function_call.") \
 X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, SUPPORTED, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
 /* ---- Data parallelism ---- */ \
 X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The data parallelism size.") \
@@ -225,7 +225,7 @@ X(attention_backend, STR, "--attention-backend", NULL, NULL, KERNEL, NOT_YET, "T
 X(prefill_attention_backend, STR, "--prefill-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for prefill.") \
 X(decode_attention_backend, STR, "--decode-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for decode.") \
 X(sampling_backend, STR, "--sampling-backend", NULL, NULL, KERNEL, NOT_YET, "The sampling kernel backend.") \
-X(grammar_backend, STR, "--grammar-backend", NULL, NULL, KERNEL, NOT_YET, "The grammar backend for constrained decoding.") \
+X(grammar_backend, CHOICE, "--grammar-backend", "xgrammar", "xgrammar|outlines|llguidance|none", KERNEL, SUPPORTED, "The grammar backend for constrained decoding. xgrammar, outlines and llguidance all select sglc's own grammar engine (the names are kept so SGLang launch commands work); none turns constrained decoding off (json_schema / regex / ebnf / structural_tag requests get a 400).") \
 X(mm_attention_backend, STR, "--mm-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend of multimodal encoders.") \
 X(nsa_prefill_backend, STR, "--nsa-prefill-backend", "flashmla_sparse", NULL, KERNEL, NOT_YET, "The NSA prefill backend.") \
 X(nsa_decode_backend, STR, "--nsa-decode-backend", "fa3", NULL, KERNEL, NOT_YET, "The NSA decode backend.") \

@@ -11,6 +11,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_bench_one_batch(int argc, char **argv);
 int cmd_server_args(int argc, char **argv);
 int cmd_download(int argc, char **argv);
+int cmd_quantize(int argc, char **argv); /* HF folder -> GGUF */
 int cmd_generate_requests(int argc, char **argv); /* generate --requests */
 int cmd_bench_offline(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
@@ -18,5 +19,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench_serving(int argc, char **argv); /* load generator for a running server */
+int cmd_grammar_check(int argc, char **argv);  /* cmd_grammar.c */
+int cmd_bench_grammar(int argc, char **argv);
 
 #endif

@@ -41,10 +41,20 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     if (a->load_format && !strcmp(a->load_format, "dummy")) mo->load.load_format = MODEL_LOAD_DUMMY;
     else if (a->load_format && !strcmp(a->load_format, "safetensors"))
         mo->load.load_format = MODEL_LOAD_SAFETENSORS;
+    else if ((a->load_format && !strcmp(a->load_format, "gguf")) ||
+             (a->quantization && !strcmp(a->quantization, "gguf")))
+        mo->load.load_format = MODEL_LOAD_GGUF;
     mo->load.override_json = a->json_model_override_args;
     mo->load.context_length = a->context_length != ARGS_INT_NONE ? a->context_length : 0;
     mo->load.random_seed = a->random_seed != ARGS_INT_NONE ? (uint64_t)a->random_seed : 0;
-    mo->kv_dtype = (a->kv_cache_dtype && !strcmp(a->kv_cache_dtype, "bfloat16")) ? DTYPE_BF16 : -1;
+    const char *kd = a->kv_cache_dtype;
+    mo->kv_dtype = !kd || !strcmp(kd, "auto")               ? -1
+                   : !strcmp(kd, "bfloat16") || !strcmp(kd, "bf16") ? DTYPE_BF16
+                   : !strcmp(kd, "fp8_e4m3")               ? DTYPE_F8_E4M3
+                   : !strcmp(kd, "fp8_e5m2")               ? DTYPE_F8_E5M2
+                   : !strcmp(kd, "float32")                ? DTYPE_F32
+                                                          : -2; /* fp4_e2m1: refused at load */
+    mo->kv_scales_path = a->quantization_param_path;
     mo->threads = threads > 0 ? (int)threads : 0;
     mo->revision = a->revision;
     mo->download_dir = a->download_dir;

@@ -31,7 +31,7 @@
 /* Server arguments that the model-loading path reads (cli_model_opts_from_args). */
 #define CLI_MODEL_ARG_IDS                                                                        \
     ARG_ID_model_path, ARG_ID_revision, ARG_ID_download_dir, ARG_ID_load_format, ARG_ID_dtype,    \
-        ARG_ID_kv_cache_dtype, ARG_ID_context_length, ARG_ID_json_model_override_args,            \
+        ARG_ID_kv_cache_dtype, ARG_ID_quantization_param_path, ARG_ID_context_length, ARG_ID_json_model_override_args,            \
         ARG_ID_random_seed, ARG_ID_trust_remote_code, ARG_ID_log_level, ARG_ID_enable_fp32_lm_head, \
         ARG_ID_model_loader_extra_config
 /* Server arguments that the scheduler reads (cli_sched_args_from_args). */

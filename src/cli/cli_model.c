@@ -1,12 +1,17 @@
 /* cli_model — see cli_model.h. */
 #include "cli/cli_model.h"
 
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli_gguf.h"
 #include "hub/hub.h"
 #include "kernels/kernels.h"
+#include "model/gguf_model.h"
 #include "util/cpu.h"
 #include "util/log.h"
 
@@ -42,7 +47,11 @@ model *cli_model_load(const cli_model_opts *o)
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];
-    if (lo.model_path) {
+    struct stat st;
+    if (lo.model_path && stat(lo.model_path, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* a model file (GGUF): no hub resolution */
+        snprintf(g_model_dir, sizeof g_model_dir, "%s", lo.model_path);
+    } else if (lo.model_path) {
         hub_opts ho = {0};
         ho.revision = o->revision;
         ho.cache_dir = o->download_dir;
@@ -54,14 +63,83 @@ model *cli_model_load(const cli_model_opts *o)
         lo.model_path = dir;
         snprintf(g_model_dir, sizeof g_model_dir, "%s", dir);
     }
+    if (o->kv_dtype == -2) {
+        fprintf(stderr, "error: --kv-cache-dtype fp4_e2m1 is not supported on CPUs (no fp4 attention path); "
+                        "use fp8_e4m3, fp8_e5m2 or bfloat16\n");
+        return NULL;
+    }
     model *m = model_load(&lo, err, sizeof err);
-    if (!m) fprintf(stderr, "error: %s\n", err);
+    if (!m) {
+        fprintf(stderr, "error: %s\n", err);
+        return NULL;
+    }
+    if (o->kv_scales_path && cli_kv_scales_load(m, o->kv_scales_path, o->kv_dtype, err, sizeof err)) {
+        fprintf(stderr, "error: --quantization-param-path: %s\n", err);
+        model_free(m);
+        return NULL;
+    }
     return m;
+}
+
+/* SGLang's KV-cache scales file (its kv_cache_scales_loader schema):
+ *   {"model_type": ..., "kv_cache": {"dtype": "float8_e4m3fn",
+ *    "scaling_factor": {"<tp rank>": {"<layer>": scale, ...}}}}
+ * One scale per layer, used for both K and V; sglc runs one rank, so rank
+ * "0".  Every layer must have a finite positive scale; the dtype, when
+ * the cache is fp8, must be the cache's. */
+int cli_kv_scales_load(model *m, const char *path, int kv_dtype, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) {
+        snprintf(err, errlen, "%s: %s (line %d)", path, je.text, je.line);
+        return -1;
+    }
+    int rc = -1, n = model_get_config(m)->n_layer;
+    float *sc = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    json_t *kvc = json_object_get(j, "kv_cache");
+    const char *fdt = json_string_value(json_object_get(kvc, "dtype"));
+    json_t *rank = json_object_get(json_object_get(kvc, "scaling_factor"), "0");
+    if (!sc) {
+        snprintf(err, errlen, "out of memory");
+    } else if (!json_is_object(rank)) {
+        snprintf(err, errlen, "%s: no kv_cache.scaling_factor[\"0\"] object (SGLang's KV scales format)", path);
+    } else if (fdt && (kv_dtype == DTYPE_F8_E4M3 || kv_dtype == DTYPE_F8_E5M2) &&
+               dtype_parse(fdt) != kv_dtype) {
+        snprintf(err, errlen, "%s: scales are for %s, the KV cache is %s", path, fdt, dtype_name((dtype)kv_dtype));
+    } else {
+        rc = 0;
+        for (int l = 0; l < n && !rc; l++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", l);
+            json_t *v = json_object_get(rank, key);
+            double d = json_is_number(v) ? json_number_value(v) : -1.0;
+            if (!(d > 0.0 && d < 1e30)) {
+                snprintf(err, errlen, "%s: layer %d has no positive scale", path, l);
+                rc = -1;
+            }
+            sc[l] = (float)d;
+        }
+        if (!rc && json_object_size(rank) != (size_t)n) {
+            snprintf(err, errlen, "%s: %zu scales for a model of %d layers", path, json_object_size(rank), n);
+            rc = -1;
+        }
+        if (!rc && model_set_kv_scales(m, sc, sc, n)) {
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        }
+    }
+    free(sc);
+    json_decref(j);
+    return rc;
 }
 
 int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out)
 {
     *out = NULL;
+    char gpath[4096], gerr[512];
+    if (gguf_model_path(dir, 0, gpath, sizeof gpath, gerr, sizeof gerr) == 1)
+        return cli_tokenizer_load_gguf(gpath, required, out);
     char tjson[4200], terr[512];
     snprintf(tjson, sizeof tjson, "%s/tokenizer.json", dir);
     if (!required && access(tjson, R_OK) != 0) return 0;

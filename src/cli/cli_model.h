@@ -19,7 +19,8 @@
 
 typedef struct cli_model_opts {
     model_load_opts load;
-    int kv_dtype;          /* -1 auto (bf16 when weights are bf16, else f32) */
+    int kv_dtype;          /* -1 auto (bf16 when weights are bf16, else f32); -2 refused (fp4_e2m1) */
+    const char *kv_scales_path; /* --quantization-param-path: per-layer KV scales (SGLang's JSON) */
     int threads;           /* 0 = all cores */
     int trust_remote_code; /* accepted, no effect */
     int pack_threads;      /* threads packing one large weight at load (--model-loader-extra-config
@@ -46,6 +47,9 @@ const char *cli_model_dir(void);
  * error. */
 int cli_tokenizer_load(const char *dir, bool required, tok_tokenizer **out);
 dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
+/* Read --quantization-param-path's per-layer KV scales into m (see
+ * cli_model.c).  0, or -1 with the reason. */
+int cli_kv_scales_load(model *m, const char *path, int kv_dtype, char *err, size_t errlen);
 int cli_threads(const cli_model_opts *o);
 
 #endif

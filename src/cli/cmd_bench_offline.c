@@ -22,7 +22,9 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_grammar.h"
 #include "cli/cli_sched.h"
+#include "util/fileio.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 #include "util/rng.h"
@@ -38,7 +40,12 @@ int cmd_bench_offline(int argc, char **argv)
     const char *result_file = NULL;
     bool skip_warmup = false;
     long long threads = 0;
+    const char *schema_file = NULL, *regex = NULL;
     const args_extra extra[] = {
+        {.name = "--json-schema", .metavar = "FILE", .help = "Constrain every request by this JSON Schema (needs the "
+         "tokenizer: --tokenizer-path or the model folder's).", .value = &schema_file},
+        {.name = "--regex", .metavar = "PATTERN", .help = "Constrain every request by this regular expression.",
+         .value = &regex},
         {.name = "--dataset-name", .help = "The synthetic dataset.", .value = &d.name,
          .choices = "random|generated-shared-prefix", .def = "random"},
         CLI_DATASET_EXTRAS(&d),
@@ -48,7 +55,8 @@ int cmd_bench_offline(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, ARG_ID_config, ARG_COUNT};
+    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path,
+                                ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-offline --model-path DIR [options]",
         .about = "Offline throughput through the scheduler (sglang.bench_offline_throughput): a "
@@ -84,6 +92,9 @@ int cmd_bench_offline(int argc, char **argv)
     int *n_per = malloc(sizeof *n_per * (size_t)n_req);
     cli_results res = {0};
     sched *s = NULL;
+    tok_tokenizer *tk = NULL;
+    cli_grammar gram = {0};
+    char *schema_text = NULL;
     if (!items || !ids || !n_per) goto done;
     uint64_t st = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 7;
     if (gsp) {
@@ -125,6 +136,18 @@ int cmd_bench_offline(int argc, char **argv)
     }
     s = cli_sched_create(m, &mo, &sa);
     if (!s) goto done;
+    if (schema_file || regex) { /* constrained decoding: tokenizer bytes + the grammar thread */
+        const char *tp = a.tokenizer_path ? a.tokenizer_path : mo.load.model_path;
+        if (schema_file && !(schema_text = fileio_read(schema_file, 1 << 24, NULL))) {
+            fprintf(stderr, "error: cannot read --json-schema %s\n", schema_file);
+            goto done;
+        }
+        if (cli_tokenizer_load(tp, true, &tk) || !tk || cli_grammar_setup(&gram, &a, tk, s, m)) goto done;
+        if (!gram.queue) {
+            fprintf(stderr, "error: --json-schema / --regex need constrained decoding (not --grammar-backend none)\n");
+            goto done;
+        }
+    }
     if (warmup) {
         sched_req_spec sp;
         sched_req_spec_init(&sp);
@@ -156,6 +179,8 @@ int cmd_bench_offline(int argc, char **argv)
         sp.params.max_new_tokens = items[k].n_out;
         sp.params.top_k = 1; /* temperature 0 -> greedy, as SGLang normalises it */
         sp.params.ignore_eos = ignore_eos;
+        if (schema_text) sp.params.json_schema = strdup(schema_text);
+        else if (regex) sp.params.regex = strdup(regex);
         total_in += items[k].n_in;
         ids[k] = sched_submit(s, &sp);
         n_per[k] = 1;
@@ -220,6 +245,9 @@ int cmd_bench_offline(int argc, char **argv)
         json_object_set_new(o, "schedule_policy", json_string(sched_policy_name(sa.schedule_policy)));
         json_object_set_new(o, "max_total_num_tokens", json_integer(s1.max_total_num_tokens));
         json_object_set_new(o, "threads", json_integer(sa.threads));
+        json_object_set_new(o, "constraint", schema_file ? json_pack("{s:s}", "json_schema", schema_file)
+                                             : regex      ? json_pack("{s:s}", "regex", regex)
+                                                          : json_null());
         json_object_set_new(o, "successful_requests", json_integer(ok));
         json_object_set_new(o, "total_latency", json_real(dur));
         json_object_set_new(o, "total_input_tokens", json_integer(total_in));
@@ -246,6 +274,9 @@ int cmd_bench_offline(int argc, char **argv)
 done:
     cli_results_free(&res);
     sched_destroy(s);
+    cli_grammar_free(&gram);
+    if (tk) tok_destroy(tk);
+    free(schema_text);
     if (items)
         for (int64_t k = 0; k < n_req; k++) free(items[k].ids);
     free(items);

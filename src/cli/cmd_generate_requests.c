@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_grammar.h"
 #include "api/api.h"
 #include "api/api_generate_json.h"
 #include "api/api_output.h"
@@ -75,7 +76,7 @@ int cmd_generate_requests(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
+    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
                                 CLI_SCHED_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
@@ -196,8 +197,10 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     int *n_per = NULL;
     bool *lps = NULL;
     cli_results res = {0};
+    cli_grammar gram = {0}; /* sampling_params json_schema / regex / ebnf / structural_tag lines */
     if (!s) goto done_model;
     if (tk) api_install_output_hook(s);
+    if (cli_grammar_setup(&gram, a, tk, s, m)) goto done_model;
     /* requests with stop strings get output stages (the hook matches them
      * in the decoded text); the response text is decoded below */
     for (int k = 0; tk && k < n_lines; k++) {
@@ -294,6 +297,7 @@ done_model:
     free(n_per);
     free(lps);
     sched_destroy(s);
+    cli_grammar_free(&gram);
     model_free(m);
 done_lines:
     if (in && in != stdin) fclose(in);

@@ -35,6 +35,8 @@
 #include "args/args.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_gguf.h"
+#include "cli/cli_grammar.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -42,6 +44,7 @@
 #include "http/http.h"
 #include "hub/hub.h"
 #include "kv/kv_radix.h"
+#include "model/gguf_model.h"
 #include "sched/sched.h"
 #include "template/completion.h"
 #include "template/template.h"
@@ -233,7 +236,14 @@ static int serve(int argc, char **argv)
     /* the tokenizer folder: --tokenizer-path or the model's, resolved
      * through the hub cache as the model was (cached by now) */
     char tok_dir[4096];
-    {
+    /* a GGUF file (the model's, or --tokenizer-path FILE.gguf) carries its
+     * tokenizer and chat template */
+    char gguf_tok[4096];
+    const char *tp0 = a.tokenizer_path ? a.tokenizer_path : a.model_path;
+    bool tok_gguf = gguf_model_path(tp0, 0, gguf_tok, sizeof gguf_tok, err, sizeof err) == 1;
+    if (tok_gguf) {
+        snprintf(tok_dir, sizeof tok_dir, "%s", gguf_tok);
+    } else {
         hub_opts ho = {0};
         ho.revision = a.revision;
         ho.cache_dir = a.download_dir;
@@ -254,7 +264,15 @@ static int serve(int argc, char **argv)
     bool have_chat = false;
     if (!a.skip_tokenizer_init) {
         tok_load_opts to = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
-        tok = tok_load_dir(tok_dir, &to, err, sizeof err);
+        if (tok_gguf) {
+            if (cli_tokenizer_load_gguf(tok_dir, true, &tok)) {
+                model_free(m);
+                args_server_free(&a);
+                return 1;
+            }
+        } else {
+            tok = tok_load_dir(tok_dir, &to, err, sizeof err);
+        }
         if (!tok) {
             fprintf(stderr, "sglc serve: cannot load the tokenizer from %s: %s\n", tok_dir, err);
             model_free(m);
@@ -262,7 +280,8 @@ static int serve(int argc, char **argv)
             return 1;
         }
         char *terr = NULL;
-        if (tmpl_chat_load(&chat, tok_dir, a.chat_template, a.hf_chat_template_name, &terr) == 0) {
+        if ((tok_gguf ? cli_gguf_chat_load(&chat, tok_dir, a.chat_template, &terr)
+                      : tmpl_chat_load(&chat, tok_dir, a.chat_template, a.hf_chat_template_name, &terr)) == 0) {
             have_chat = true;
         } else if (a.chat_template || a.hf_chat_template_name) {
             fprintf(stderr, "sglc serve: %s: %s\n",
@@ -399,6 +418,8 @@ static int serve(int argc, char **argv)
         .batch_encode = a.enable_tokenizer_batch_encode,
         .root_path = a.fastapi_root_path,
         .weight_version = a.weight_version,
+        .tool_call_parser = a.tool_call_parser,
+        .reasoning_parser = a.reasoning_parser,
         .server_info = info,
         .default_sampling = gen_defaults,
         .preferred_sampling = preferred,
@@ -407,11 +428,13 @@ static int serve(int argc, char **argv)
         .load_ctx = &loader,
     };
     int exit_code = 1;
+    cli_grammar gram = {0}; /* set up before sched_start; freed after sched_destroy */
     api_server *api = NULL;
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
     if (tok) api_install_output_hook(s);
+    if (cli_grammar_setup(&gram, &a, tok, s, m)) goto out;
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
@@ -432,7 +455,8 @@ static int serve(int argc, char **argv)
     }
     http_config hc = {.host = a.host, .port = a.port, .max_body = (size_t)max_body,
                       .max_conns = 0, .idle_timeout_s = 5,
-                      .access_fn = api_access_log_line, .access_ctx = access};
+                      .access_fn = api_access_log_line, .access_ctx = access,
+                      .cors = 1 /* SGLang's server allows every origin */};
     const char *tls_path[3] = {a.ssl_certfile, a.ssl_keyfile, a.ssl_ca_certs};
     for (int i = 0; i < 3; i++) {
         if (!tls_path[i]) continue;
@@ -502,6 +526,7 @@ out:
     if (api) api_destroy(api);
     m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
+    cli_grammar_free(&gram);
     json_decref(info);
     json_decref(gen_defaults);
     json_decref(preferred);

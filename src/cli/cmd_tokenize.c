@@ -16,6 +16,8 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_gguf.h"
+#include "model/gguf_model.h"
 #include "tokenizer/tokenizer.h"
 
 static void emit(json_t *o)
@@ -101,7 +103,7 @@ static int run(int argc, char **argv, bool tokenize)
     static const int shown[] = {ARG_ID_tokenizer_path, ARG_ID_tokenizer_mode, ARG_ID_model_path, ARG_COUNT};
     const args_extra extra[] = {{0}};
     const args_cmd c = {
-        .usage = tokenize ? "usage: sglc tokenize --tokenizer-path DIR [--tokenizer-mode auto|slow]"
+        .usage = tokenize ? "usage: sglc tokenize --tokenizer-path DIR|FILE.gguf [--tokenizer-mode auto|slow]"
                           : "usage: sglc detokenize --tokenizer-path DIR [--tokenizer-mode auto|slow]",
         .about = "Reads JSON lines on stdin, writes one JSON line per input line. tokenize: "
                  "{\"text\": \"...\", \"add_special_tokens\": true} -> {\"ids\": [...]}; detokenize: "
@@ -123,9 +125,16 @@ static int run(int argc, char **argv, bool tokenize)
     }
     tok_load_opts lo = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
     char err[512];
-    tok_tokenizer *t = tok_load_dir(path, &lo, err, sizeof err);
-    args_server_free(&a); /* path is not read after the load */
-    if (!t) { fprintf(stderr, "sglc %s: %s\n", cmd, err); return 1; }
+    char gguf[4096];
+    tok_tokenizer *t = NULL;
+    if (gguf_model_path(path, 0, gguf, sizeof gguf, err, sizeof err) == 1) { /* a GGUF file's vocabulary */
+        args_server_free(&a);
+        if (cli_tokenizer_load_gguf(gguf, true, &t)) return 1;
+    } else {
+        t = tok_load_dir(path, &lo, err, sizeof err);
+        args_server_free(&a); /* path is not read after the load */
+        if (!t) { fprintf(stderr, "sglc %s: %s\n", cmd, err); return 1; }
+    }
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;

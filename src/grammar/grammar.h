@@ -91,6 +91,15 @@ int grammar_matcher_is_terminated(const grammar_matcher *m);
 int grammar_matcher_rollback(grammar_matcher *m, int n);
 /* Back to the start. */
 void grammar_matcher_reset(grammar_matcher *m);
+/* Fewest bytes that complete the grammar from here (0 where it may end
+ * now); -1 when it cannot end (or out of memory).  grammar_close.c */
+int32_t grammar_matcher_min_bytes_to_end(grammar_matcher *m);
+/* grammar_matcher_fill_mask narrowed to the tokens after which the
+ * grammar can still complete in budget - 1 more bytes (so in budget - 1
+ * more tokens): a request about to hit max_new_tokens still ends valid.
+ * The plain mask when no token fits.  Costs an accept and a rollback per
+ * allowed token: for the last steps of a budget only. */
+void grammar_matcher_fill_mask_within(grammar_matcher *m, uint32_t *mask, int32_t budget);
 
 /* Apply a mask to a logits row: disallowed ids become -inf. */
 void grammar_apply_mask(float *logits, int32_t vocab, const uint32_t *mask);

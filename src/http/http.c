@@ -40,6 +40,7 @@ struct http_server {
     http_handler_fn fn;
     void *ctx;
     size_t max_body;
+    int cors;
     atomic_int inflight;
     http_access_fn access_fn;
     void *access_ctx;
@@ -81,6 +82,8 @@ struct http_req {
     void *close_arg;
     char *a_method, *a_path, *a_version; /* owned copies for the access log (NULL without one) */
     int a_status;                        /* status queued to the client, 0 = none yet */
+    char *cors_origin;                   /* owned: the request's Origin when CORS answers it, else NULL */
+    bool cors_cookie;                    /* the request carried a Cookie (CORS echoes the origin) */
     bool kv_detached;                    /* http_req_detach ran: headers/args below, not conn's */
     kv_copy hdr, arg;                    /* copies made by http_req_detach */
 };
@@ -112,6 +115,7 @@ static void req_unref_locked(http_req *r)
         for (char **h = r->hdrs; *h; h++) free(*h);
     free(r->hdrs);
     free(r->sbuf);
+    free(r->cors_origin);
     free(r->a_method);
     free(r->a_path);
     free(r->a_version);
@@ -137,12 +141,45 @@ static void too_large_body(char *buf, size_t cap, bool v1, size_t limit)
         snprintf(buf, cap, "{\"error\": {\"message\": \"Request body too large (limit %zu bytes).\"}}", limit);
 }
 
-static enum MHD_Result queue_simple(struct MHD_Connection *c, int status, const char *json)
+/* CORS as SGLang's server (FastAPI's CORSMiddleware with every origin,
+ * method and header allowed, credentials on): an answer to a request that
+ * named its Origin allows any origin ("*"), or echoes the origin when the
+ * request carried cookies (a browser rejects "*" with credentials). */
+static void add_cors(struct MHD_Response *resp, const http_req *r)
+{
+    if (!r || !r->cors_origin) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", r->cors_cookie ? r->cors_origin : "*");
+    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+    if (r->cors_cookie) MHD_add_response_header(resp, "Vary", "Origin");
+}
+
+/* A CORS preflight (OPTIONS with Origin and Access-Control-Request-Method):
+ * answered here, never reaching the handler: 200 "OK" with what may be
+ * sent, as Starlette answers it. */
+static enum MHD_Result queue_preflight(struct MHD_Connection *c, const char *origin)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(2, (void *)"OK", MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    const char *req_hdrs = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(resp, "Access-Control-Allow-Credentials", "true");
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    if (req_hdrs && *req_hdrs) MHD_add_response_header(resp, "Access-Control-Allow-Headers", req_hdrs);
+    MHD_add_response_header(resp, "Vary", "Origin");
+    enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result queue_simple(struct MHD_Connection *c, const http_req *r, int status, const char *json)
 {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(json), (void *)json, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", "application/json");
+    add_cors(resp, r);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -202,6 +239,7 @@ static enum MHD_Result try_queue(http_req *r)
     if (r->ctype) MHD_add_response_header(resp, "Content-Type", r->ctype);
     if (r->hdrs)
         for (char **h = r->hdrs; h[0] && h[1]; h += 2) MHD_add_response_header(resp, h[0], h[1]);
+    add_cors(resp, r);
     r->queued = true;
     r->a_status = r->resp == RESP_FULL ? r->status : 200;
     ret = MHD_queue_response(r->conn, (unsigned)(r->resp == RESP_FULL ? r->status : 200), resp);
@@ -230,13 +268,24 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             r->a_path = strdup(url);
             r->a_version = strdup(version);
         }
+        const char *origin = s->cors ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin") : NULL;
+        if (origin) {
+            if (!strcmp(method, "OPTIONS") &&
+                MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method")) {
+                r->dispatched = r->terminal = r->queued = true;
+                r->a_status = 200;
+                return queue_preflight(c, origin);
+            }
+            r->cors_origin = strdup(origin);
+            r->cors_cookie = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Cookie") != NULL;
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->max_body) {
             r->too_large = r->dispatched = true;
             char msg[400];
             too_large_body(msg, sizeof msg, r->v1, s->max_body);
             r->a_status = 413;
-            return queue_simple(c, 413, msg);
+            return queue_simple(c, r, 413, msg);
         }
         return MHD_YES;
     }
@@ -271,7 +320,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             too_large_body(msg, sizeof msg, r->v1, s->max_body);
             r->terminal = true;
             r->a_status = 413;
-            return queue_simple(c, 413, msg);
+            return queue_simple(c, r, 413, msg);
         }
         pthread_mutex_lock(&r->mu);
         r->refs++; /* the handler's hold, released by the terminal call */
@@ -350,6 +399,7 @@ http_server *http_start(const http_config *cfg, http_handler_fn fn, void *ctx, c
     s->access_fn = cfg->access_fn;
     s->access_ctx = cfg->access_ctx;
     s->max_body = cfg->max_body ? cfg->max_body : (size_t)64 << 20;
+    s->cors = cfg->cors;
     struct sockaddr_storage ss;
     memset(&ss, 0, sizeof ss);
     const char *host = cfg->host && *cfg->host ? cfg->host : "127.0.0.1";

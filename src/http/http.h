@@ -70,6 +70,10 @@ typedef struct http_config {
     const char *tls_key_pem;      /* private key, maybe encrypted */
     const char *tls_key_password; /* NULL = key not encrypted */
     const char *tls_trust_pem;    /* CA bundle for client certs (asked for, not required); NULL = none */
+    /* 1: CORS for every origin, as SGLang (answers to requests with an
+     * Origin carry Access-Control-Allow-*; OPTIONS preflights are answered
+     * 200 without reaching the handler) */
+    int cors;
 } http_config;
 
 /* Start listening; NULL with a message in err. */

@@ -8,6 +8,8 @@
 
 #include "kernels/kernels_impl.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_dot.h"
+#include "kernels/quant_ref.h"
 
 #include <strings.h>
 
@@ -35,6 +37,10 @@ static void f16_from_f32_row(void *dst, const float *src, int64_t k)
 {
     dtype_from_f32(dst, DTYPE_F16, src, (size_t)k);
 }
+static void e4m3_to_f32_row(float *dst, const void *src, int64_t k) { dtype_to_f32(dst, src, DTYPE_F8_E4M3, (size_t)k); }
+static void e4m3_from_f32_row(void *dst, const float *src, int64_t k) { dtype_from_f32(dst, DTYPE_F8_E4M3, src, (size_t)k); }
+static void e5m2_to_f32_row(float *dst, const void *src, int64_t k) { dtype_to_f32(dst, src, DTYPE_F8_E5M2, (size_t)k); }
+static void e5m2_from_f32_row(void *dst, const float *src, int64_t k) { dtype_from_f32(dst, DTYPE_F8_E5M2, src, (size_t)k); }
 
 /* ---- dots -------------------------------------------------------------- */
 
@@ -64,6 +70,27 @@ static float dot16(const uint16_t *row, const float *x, int k, dtype dt, kern_is
     }
     return sum;
 }
+
+/* Dot of an 8-bit-float row: table-convert DOT_CHUNK elements, dot them on `isa`. */
+static float dot8(const uint8_t *row, const float *x, int k, dtype dt, kern_isa isa)
+{
+    f32_dot_fn dot = isa_dot(isa);
+    const float *tab = dtype_f8_table(dt);
+    float buf[DOT_CHUNK];
+    float sum = 0.0f;
+    for (int i = 0; i < k; i += DOT_CHUNK) {
+        int c = k - i < DOT_CHUNK ? k - i : DOT_CHUNK;
+        for (int j = 0; j < c; j++) buf[j] = tab[row[i + j]];
+        sum += dot(buf, x + i, c);
+    }
+    return sum;
+}
+static float e4m3_dot_scalar(const void *r, const float *x, int k) { return dot8(r, x, k, DTYPE_F8_E4M3, KERN_ISA_SCALAR); }
+static float e4m3_dot_avx2(const void *r, const float *x, int k) { return dot8(r, x, k, DTYPE_F8_E4M3, KERN_ISA_AVX2); }
+static float e4m3_dot_avx512(const void *r, const float *x, int k) { return dot8(r, x, k, DTYPE_F8_E4M3, KERN_ISA_AVX512); }
+static float e5m2_dot_scalar(const void *r, const float *x, int k) { return dot8(r, x, k, DTYPE_F8_E5M2, KERN_ISA_SCALAR); }
+static float e5m2_dot_avx2(const void *r, const float *x, int k) { return dot8(r, x, k, DTYPE_F8_E5M2, KERN_ISA_AVX2); }
+static float e5m2_dot_avx512(const void *r, const float *x, int k) { return dot8(r, x, k, DTYPE_F8_E5M2, KERN_ISA_AVX512); }
 
 static float f32_dot_scalar(const void *r, const float *x, int k) { return kern_ref_dot_f32(r, x, k); }
 static float f32_dot_avx2(const void *r, const float *x, int k)
@@ -126,22 +153,35 @@ static kern_type_traits g_traits[KERN_TYPE_COUNT] = {
         .dot = {bf16_dot_scalar, NULL, NULL},
         .matmul = {kern_ref_matmul, NULL, NULL},
     },
-    /* block-quantized types: geometry only until their kernels are filled in */
-#define QT(id, nm, bs, blk) [id] = {.name = nm, .block_size = bs, .block_bytes = sizeof(blk), .is_quantized = 1}
-    QT(KERN_TYPE_Q4_0, "q4_0", QK4_0, block_q4_0),
-    QT(KERN_TYPE_Q4_1, "q4_1", QK4_1, block_q4_1),
-    QT(KERN_TYPE_Q5_0, "q5_0", QK5_0, block_q5_0),
-    QT(KERN_TYPE_Q5_1, "q5_1", QK5_1, block_q5_1),
-    QT(KERN_TYPE_Q8_0, "q8_0", QK8_0, block_q8_0),
-    QT(KERN_TYPE_Q2_K, "q2_K", QK_K, block_q2_K),
-    QT(KERN_TYPE_Q3_K, "q3_K", QK_K, block_q3_K),
-    QT(KERN_TYPE_Q4_K, "q4_K", QK_K, block_q4_K),
-    QT(KERN_TYPE_Q5_K, "q5_K", QK_K, block_q5_K),
-    QT(KERN_TYPE_Q6_K, "q6_K", QK_K, block_q6_K),
-    QT(KERN_TYPE_IQ4_NL, "iq4_nl", QK4_NL, block_iq4_nl),
-    QT(KERN_TYPE_IQ4_XS, "iq4_xs", QK_K, block_iq4_xs),
-    QT(KERN_TYPE_Q8_K, "q8_K", QK_K, block_q8_K),
-    QT(KERN_TYPE_Q8_1, "q8_1", QK8_1, block_q8_1),
+    [KERN_TYPE_F8_E4M3] = {
+        .name = "f8_e4m3", .block_size = 1, .block_bytes = 1, .matmul_ok = 0,
+        .row_to_f32 = e4m3_to_f32_row, .row_from_f32 = e4m3_from_f32_row,
+        .dot = {e4m3_dot_scalar, NULL, NULL},
+    },
+    [KERN_TYPE_F8_E5M2] = {
+        .name = "f8_e5m2", .block_size = 1, .block_bytes = 1, .matmul_ok = 0,
+        .row_to_f32 = e5m2_to_f32_row, .row_from_f32 = e5m2_from_f32_row,
+        .dot = {e5m2_dot_scalar, NULL, NULL},
+    },
+    /* block-quantized types: row conversion from quant_ref.c; dot/matmul
+     * slots are filled by kern_types_init where the type has kernels */
+#define QT(id, nm, bs, blk, fn)                                                                      \
+    [id] = {.name = nm, .block_size = bs, .block_bytes = sizeof(blk), .is_quantized = 1,           \
+            .row_to_f32 = quant_ref_to_f32_##fn, .row_from_f32 = quant_ref_from_f32_##fn}
+    QT(KERN_TYPE_Q4_0, "q4_0", QK4_0, block_q4_0, q4_0),
+    QT(KERN_TYPE_Q4_1, "q4_1", QK4_1, block_q4_1, q4_1),
+    QT(KERN_TYPE_Q5_0, "q5_0", QK5_0, block_q5_0, q5_0),
+    QT(KERN_TYPE_Q5_1, "q5_1", QK5_1, block_q5_1, q5_1),
+    QT(KERN_TYPE_Q8_0, "q8_0", QK8_0, block_q8_0, q8_0),
+    QT(KERN_TYPE_Q2_K, "q2_K", QK_K, block_q2_K, q2_K),
+    QT(KERN_TYPE_Q3_K, "q3_K", QK_K, block_q3_K, q3_K),
+    QT(KERN_TYPE_Q4_K, "q4_K", QK_K, block_q4_K, q4_K),
+    QT(KERN_TYPE_Q5_K, "q5_K", QK_K, block_q5_K, q5_K),
+    QT(KERN_TYPE_Q6_K, "q6_K", QK_K, block_q6_K, q6_K),
+    QT(KERN_TYPE_IQ4_NL, "iq4_nl", QK4_NL, block_iq4_nl, iq4_nl),
+    QT(KERN_TYPE_IQ4_XS, "iq4_xs", QK_K, block_iq4_xs, iq4_xs),
+    QT(KERN_TYPE_Q8_K, "q8_K", QK_K, block_q8_K, q8_K),
+    QT(KERN_TYPE_Q8_1, "q8_1", QK8_1, block_q8_1, q8_1),
 #undef QT
 };
 
@@ -185,6 +225,8 @@ void kern_types_init(void)
         f->dot[KERN_ISA_AVX2] = f32_dot_avx2;
         b->dot[KERN_ISA_AVX2] = bf16_dot_avx2;
         h->dot[KERN_ISA_AVX2] = f16_dot_avx2;
+        g_traits[KERN_TYPE_F8_E4M3].dot[KERN_ISA_AVX2] = e4m3_dot_avx2;
+        g_traits[KERN_TYPE_F8_E5M2].dot[KERN_ISA_AVX2] = e5m2_dot_avx2;
         f->matmul[KERN_ISA_AVX2] = b->matmul[KERN_ISA_AVX2] =
             avx2->matmul ? avx2->matmul : kern_ref_matmul;
     }
@@ -192,8 +234,22 @@ void kern_types_init(void)
         f->dot[KERN_ISA_AVX512] = f32_dot_avx512;
         b->dot[KERN_ISA_AVX512] = bf16_dot_avx512;
         h->dot[KERN_ISA_AVX512] = f16_dot_avx512;
+        g_traits[KERN_TYPE_F8_E4M3].dot[KERN_ISA_AVX512] = e4m3_dot_avx512;
+        g_traits[KERN_TYPE_F8_E5M2].dot[KERN_ISA_AVX512] = e5m2_dot_avx512;
         f->matmul[KERN_ISA_AVX512] = b->matmul[KERN_ISA_AVX512] =
             avx512->matmul ? avx512->matmul : kern_ref_matmul;
+    }
+    /* block-quantized weight types: the int8 dots of quant_dot*.c (the
+     * AVX-512 slot runs the AVX2 kernels); dot is the dequantizing f32 one */
+    quant_init();
+    for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++) {
+        if (!quant_ops_scalar((kern_type)t)) continue; /* Q8_K, Q8_1: activations only */
+        kern_type_traits *q = &g_traits[t];
+        q->matmul_ok = 1;
+        q->dot[KERN_ISA_SCALAR] = quant_row_dot_slot((kern_type)t);
+        q->matmul[KERN_ISA_SCALAR] = quant_matmul_slot(KERN_ISA_SCALAR);
+        if (avx2) q->matmul[KERN_ISA_AVX2] = quant_matmul_slot(KERN_ISA_AVX2);
+        if (avx512) q->matmul[KERN_ISA_AVX512] = quant_matmul_slot(KERN_ISA_AVX2);
     }
 }
 

@@ -35,6 +35,8 @@ typedef enum kern_type {
     KERN_TYPE_F32 = DTYPE_F32,
     KERN_TYPE_F16 = DTYPE_F16,
     KERN_TYPE_BF16 = DTYPE_BF16,
+    KERN_TYPE_F8_E4M3 = DTYPE_F8_E4M3, /* a KV cache / checkpoint type (fp8 weights are read through it) */
+    KERN_TYPE_F8_E5M2 = DTYPE_F8_E5M2,
     KERN_TYPE_FLOAT_COUNT, /* the float types are the ids below this */
     /* block-quantized types: the layouts of kernels/quant_blocks.h */
     KERN_TYPE_Q4_0 = KERN_TYPE_FLOAT_COUNT,

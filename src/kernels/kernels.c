@@ -12,6 +12,7 @@
 
 #include "kernels/kern_types.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/quant_dot.h"
 #include "util/cpu.h"
 #include "util/log.h"
 
@@ -200,7 +201,7 @@ void kern_mat_free(kern_mat *m)
  * can still be multiplied after kernels_init() switched to another. */
 size_t kern_matmul_scratch(int m, int k)
 {
-    size_t best = 0;
+    size_t best = quant_matmul_scratch(m, k); /* a quantized weight's activation rows */
     for (int i = KERN_ISA_AVX2; i <= KERN_ISA_AVX512; i++) {
         if (!isa_supported((kern_isa)i)) continue;
         const kern_vtable *t = isa_table((kern_isa)i);
@@ -217,6 +218,10 @@ size_t kern_matmul_scratch(int m, int k)
 void kern_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                  int nth, void *scratch)
 {
+    if (w->qtype) {
+        quant_matmul(y, x, m, w, bias, ith, nth, scratch, isa_supported(w->isa) ? w->isa : KERN_ISA_SCALAR);
+        return;
+    }
     if (w->isa == g_isa) {
         g_vt.matmul(y, x, m, w, bias, ith, nth, scratch);
         return;
@@ -242,7 +247,19 @@ void kern_attention(const kern_attn_args *a, int ith, int nth, void *scratch)
 
 void kern_kv_store(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src)
 {
-    if (kv_dt == DTYPE_F32) {
+    kern_kv_store_scaled(cache, kv_dt, slot, row_len, src, 1.0f);
+}
+
+void kern_kv_store_scaled(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src, float scale)
+{
+    if (kv_dt == DTYPE_F8_E4M3 || kv_dt == DTYPE_F8_E5M2) {
+        uint8_t *d = (uint8_t *)cache + (size_t)slot * row_len;
+        float inv = scale > 0.0f ? 1.0f / scale : 1.0f;
+        if (kv_dt == DTYPE_F8_E4M3)
+            for (int i = 0; i < row_len; i++) d[i] = f32_to_f8e4m3(src[i] * inv);
+        else
+            for (int i = 0; i < row_len; i++) d[i] = f32_to_f8e5m2(src[i] * inv);
+    } else if (kv_dt == DTYPE_F32) {
         memcpy((float *)cache + (size_t)slot * row_len, src, (size_t)row_len * 4);
     } else {
         uint16_t *d = (uint16_t *)cache + (size_t)slot * row_len;

@@ -48,7 +48,9 @@ const char *kernels_desc(void);
 
 typedef struct kern_mat {
     int n, k;          /* (out, in) */
-    dtype dt;          /* DTYPE_F32 or DTYPE_BF16 */
+    dtype dt;          /* DTYPE_F32 or DTYPE_BF16 (unused when qtype != 0) */
+    int qtype;         /* 0: a float weight of dt; else the block-quantized kern_type
+                        * (kern_types.h) of data: row-major GGUF blocks, layout 0 */
     int layout;        /* 0 = row-major (n, k); other values are private to an ISA file */
     kern_isa isa;      /* the ISA whose layout `data` is in */
     const void *data;  /* borrowed (e.g. mmap) unless owned != NULL */
@@ -65,6 +67,20 @@ typedef struct kern_mat {
  * points into src.  Returns 0, or -1 (bad args, out of memory). */
 int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtype want,
                   int borrow_ok);
+/* kern_mat_init over storage types (kern_type ids of kern_types.h, as int
+ * so this header stays below kern_types.h): src is row-major (n, k) of
+ * src_t; want is F32, BF16 or a block-quantized weight type.
+ *   - float src, float want: kern_mat_init;
+ *   - src_t == want (quantized): borrowed in place when borrow_ok (a GGUF
+ *     mmap; blocks need no alignment), else copied;
+ *   - float src, quantized want: quantized at load, row by row (the type's
+ *     row_from_f32; Q8_0 also without it), into an owned buffer;
+ *   - quantized src, other want: dequantized (row_to_f32, else the
+ *     kernels' own decoder) and converted / requantized.
+ * k must be a multiple of want's (and src_t's) block size.  Returns 0, or
+ * -1 with a message (bad shape, a type with no kernel, out of memory). */
+int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int want_t,
+                     int borrow_ok);
 void kern_mat_free(kern_mat *m);
 /* Threads kern_mat_init may use to pack one large weight (default 1;
  * clamped to 1..256).  Set before loading, not while weights are packed. */
@@ -95,7 +111,8 @@ typedef struct kern_attn_args {
     size_t q_stride;
     const void *k_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
     const void *v_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
-    dtype kv_dt;           /* DTYPE_F32 or DTYPE_BF16 */
+    dtype kv_dt;           /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3 or DTYPE_F8_E5M2 */
+    float k_scale, v_scale; /* 8-bit caches: a stored value means value * scale (0 = 1) */
     const int32_t *slots;  /* (n_kv) slot of each position */
     int sliding_window;    /* 0 = none; else query at p sees positions > p - window */
     float scale;           /* usually 1/sqrt(head_dim) */
@@ -113,6 +130,9 @@ void kern_attention(const kern_attn_args *a, int ith, int nth, void *scratch);
 
 /* Store one token's K or V row (n_kv_head*head_dim f32) at a slot. */
 void kern_kv_store(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src);
+/* The same for a cache with a scale (8-bit floats store src / scale,
+ * rounded to nearest even and saturated; other types ignore it). */
+void kern_kv_store_scaled(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src, float scale);
 
 /* ---- elementwise / row ops (single row; callers split rows) ------------ */
 

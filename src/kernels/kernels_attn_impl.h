@@ -28,7 +28,9 @@
  *
  * The helpers (with AINLINE and round_up) the ISA file defines in between:
  *   attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
- *       one K or V row -> f32, zero-padded to dp
+ *       one K or V row of f32 or bf16 -> f32, zero-padded to dp
+ *   attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
+ *       one row of an 8-bit float type (tab: its 256 values) -> f32 * scale
  *   attn_block(const attn_blk *b)
  *       scores of rows [0, R) against the block's keys, masked to
  *       [rlo[r], rhi[r]) and soft-capped, then the online-softmax update
@@ -85,7 +87,9 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     const int hd = a->head_dim, dp = (int)round_up((size_t)hd, ATTN_VW), nc = dp / ATTN_VW;
     const int group = a->n_head / a->n_kv_head;
     const size_t kv_row = (size_t)a->n_kv_head * hd;
-    const size_t esz = a->kv_dt == DTYPE_F32 ? 4 : 2;
+    const size_t esz = dtype_size(a->kv_dt);
+    const float *tab8 = dtype_f8_table(a->kv_dt); /* 8-bit caches: their values */
+    const float ks = a->k_scale > 0.0f ? a->k_scale : 1.0f, vs = a->v_scale > 0.0f ? a->v_scale : 1.0f;
     float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
     float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
     float *mx = acc + AR * dp, *sm = mx + AR;
@@ -142,8 +146,13 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                     float *kd = kbuf + ((size_t)j * nkh + khl) * dp, *vd = vbuf + ((size_t)j * nkh + khl) * dp;
                     if (j < nk) {
                         size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
-                        attn_load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
-                        attn_load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
+                        if (tab8) {
+                            attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, tab8, ks, hd, dp);
+                            attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, tab8, vs, hd, dp);
+                        } else {
+                            attn_load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
+                            attn_load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
+                        }
                     } else {
                         memset(kd, 0, sizeof(float) * dp);
                         memset(vd, 0, sizeof(float) * dp);

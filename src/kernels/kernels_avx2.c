@@ -89,6 +89,21 @@ AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int
     for (; d < dp; d++) dst[d] = 0.0f;
 }
 
+/* One row of an 8-bit float cache: gather its values from the type's
+ * 256-entry table, times the cache scale. */
+AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
+{
+    int d = 0;
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (; d + 8 <= hd; d += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(src + d));
+        __m256 v = _mm256_i32gather_ps(tab, _mm256_cvtepu8_epi32(b), 4);
+        _mm256_store_ps(dst + d, _mm256_mul_ps(v, sc));
+    }
+    for (; d < hd; d++) dst[d] = tab[src[d]] * scale;
+    for (; d < dp; d++) dst[d] = 0.0f;
+}
+
 /* One block of KB keys for every row of the unit (see attn_blk).  Pass 1:
  * masked scores of every row (independent iterations, so rows overlap);
  * pass 2: the per-row online-softmax update. */

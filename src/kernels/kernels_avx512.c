@@ -223,6 +223,19 @@ AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int
     }
 }
 
+/* One row of an 8-bit float cache: gather its values from the type's
+ * 256-entry table, times the cache scale; zero-padded to dp. */
+AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int d = 0; d < dp; d += 16) {
+        __mmask16 mk = simd_mask_n(hd - d > 0 ? hd - d : 0);
+        __m128i b = _mm_maskz_loadu_epi8(mk, src + d);
+        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, _mm512_cvtepu8_epi32(b), tab, 4);
+        _mm512_store_ps(dst + d, _mm512_mul_ps(v, sc));
+    }
+}
+
 /* One block of KB keys for every row of the unit (see attn_blk).  Three
  * passes over the rows, each with independent iterations so the core
  * overlaps rows (one fused pass was latency bound on the per-row max ->

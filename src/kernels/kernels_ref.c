@@ -7,11 +7,15 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/quant_dot.h"
 
 void kern_ref_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias,
                      int ith, int nth, void *scratch)
 {
-    (void)scratch;
+    if (w->qtype) { /* block-quantized weight: the scalar int8 dots */
+        quant_matmul(y, x, m, w, bias, ith, nth, scratch, KERN_ISA_SCALAR);
+        return;
+    }
     int lo, hi;
     kern_split(w->n, ith, nth, &lo, &hi);
     for (int r = 0; r < m; r++) {
@@ -30,9 +34,11 @@ void kern_ref_matmul(float *y, const float *x, int m, const kern_mat *w, const f
     }
 }
 
-static float kv_elem(const void *cache, dtype dt, size_t idx)
+static float kv_elem(const void *cache, dtype dt, size_t idx, float scale)
 {
     if (dt == DTYPE_F32) return ((const float *)cache)[idx];
+    if (dt == DTYPE_F8_E4M3) return f8e4m3_to_f32(((const uint8_t *)cache)[idx]) * (scale > 0.0f ? scale : 1.0f);
+    if (dt == DTYPE_F8_E5M2) return f8e5m2_to_f32(((const uint8_t *)cache)[idx]) * (scale > 0.0f ? scale : 1.0f);
     return bf16_to_f32(((const uint16_t *)cache)[idx]);
 }
 
@@ -54,7 +60,7 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
         for (int p = start; p <= pos; p++) {
             size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
             float s = 0.0f;
-            for (int d = 0; d < a->head_dim; d++) s += q[d] * kv_elem(a->k_cache, a->kv_dt, base + d);
+            for (int d = 0; d < a->head_dim; d++) s += q[d] * kv_elem(a->k_cache, a->kv_dt, base + d, a->k_scale);
             s *= a->scale;
             if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
             scores[p] = s;
@@ -70,7 +76,7 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
         for (int p = start; p <= pos; p++) {
             size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
             float wgt = scores[p] / sum;
-            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d);
+            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d, a->v_scale);
         }
     }
 }

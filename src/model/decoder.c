@@ -221,8 +221,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rope_apply(k, nkv, hd, w->rot_dim, ct, st, ar->rope_neox);
             int s = m->tok_seq[t];
             int32_t slot = b->seq_slots[s][b->positions[t]];
-            kern_kv_store(kv->k[il], kv->dt, slot, kvd, k);
-            kern_kv_store(kv->v[il], kv->dt, slot, kvd, m->v + (size_t)t * kvd);
+            kern_kv_store_scaled(kv->k[il], kv->dt, slot, kvd, k, kv->k_scale[il]);
+            kern_kv_store_scaled(kv->v[il], kv->dt, slot, kvd, m->v + (size_t)t * kvd, kv->v_scale[il]);
         }
         tpool_barrier(cx->pool);
         for (int s = 0; s < b->n_seqs; s++) {
@@ -238,6 +238,8 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .k_cache = kv->k[il],
                 .v_cache = kv->v[il],
                 .kv_dt = kv->dt,
+                .k_scale = kv->k_scale[il],
+                .v_scale = kv->v_scale[il],
                 .slots = b->seq_slots[s],
                 .sliding_window = l->window,
                 .scale = attn_scale,

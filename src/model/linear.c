@@ -12,6 +12,15 @@ int linear_init(linear_weight *w, const void *src, dtype src_dt, int n, int k, d
     return 0;
 }
 
+int linear_init_kt(linear_weight *w, const void *src, kern_type src_t, int n, int k, kern_type want,
+                   int borrow_ok)
+{
+    memset(w, 0, sizeof *w);
+    if (kern_mat_init_kt(&w->mat, src, (int)src_t, n, k, (int)want, borrow_ok)) return -1;
+    w->shard = linear_shard_full(n, k);
+    return 0;
+}
+
 void linear_free(linear_weight *w)
 {
     kern_mat_free(&w->mat);

@@ -4,7 +4,8 @@
  * the MoE router and experts, the LM head) is a linear_weight and runs
  * through linear().  The weight object carries what later features need
  * to hook in, so each lands here instead of at the call sites:
- *   - storage type: the kern_mat's type (f32 or bf16 today); linear()
+ *   - storage type: the kern_mat's type (f32, bf16, or a block-quantized
+ *     GGUF type run by the int8 kernels of kernels/quant_dot*.c); linear()
  *     dispatches through the type-traits table (kernels/kern_types.h) to
  *     the matmul of that type for the ISA the weight was packed for, so a
  *     block-quantized type adds a traits entry, not a branch here;
@@ -68,7 +69,10 @@ typedef struct linear_exec {
 } linear_exec;
 
 /* Storage type of the weight. */
-static inline kern_type linear_type(const linear_weight *w) { return kern_type_of_dtype(w->mat.dt); }
+static inline kern_type linear_type(const linear_weight *w)
+{
+    return w->mat.qtype ? (kern_type)w->mat.qtype : kern_type_of_dtype(w->mat.dt);
+}
 
 /* The whole (n, k) matrix, unsharded. */
 static inline linear_shard linear_shard_full(int n, int k)
@@ -82,6 +86,13 @@ static inline linear_shard linear_shard_full(int n, int k)
  * Returns 0 or -1. */
 int linear_init(linear_weight *w, const void *src, dtype src_dt, int n, int k, dtype want,
                 int borrow_ok);
+/* As linear_init over storage types (kern_mat_init_kt): src of src_t
+ * (f32, f16, bf16 or a block-quantized type such as a GGUF tensor's),
+ * stored as want (f32, bf16, or a quantized weight type: borrowed in
+ * place when src_t == want and borrow_ok, else converted or quantized at
+ * load).  Returns 0, or -1 with a message. */
+int linear_init_kt(linear_weight *w, const void *src, kern_type src_t, int n, int k, kern_type want,
+                   int borrow_ok);
 void linear_free(linear_weight *w);
 /* Bytes resident for the weight (the matrix; bias and adapters are
  * counted by their owners). */

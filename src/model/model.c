@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/gguf_model.h"
 #include "model/model_impl.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -120,8 +121,8 @@ static int find_tensor(loader *L, const char *name, int64_t d0, int64_t d1, int 
     }
     const char *file = t->origin;
     if (t->type < 0) {
-        fail(L, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 weights are supported",
-             file, name, t->type_name);
+        fail(L, "%s: tensor '%s' has type %s, which sglc cannot load (F32, F16, BF16 and the "
+             "block-quantized types with a dequantizer are supported)", file, name, t->type_name);
         return 0;
     }
     int ok = d1 > 0 ? (t->ndim == 2 && t->shape[0] == d0 && t->shape[1] == d1)
@@ -361,8 +362,8 @@ static void load_packed_experts(loader *L, model_layer *l, int il)
         const wsrc_tensor *t = &ts[j];
         const char *file = t->origin;
         if (t->type < 0) {
-            fail(L, "%s: tensor '%s' has dtype %s; only F32, F16 and BF16 weights are supported",
-                 file, t->name, t->type_name);
+            fail(L, "%s: tensor '%s' has type %s, which sglc cannot load", file, t->name,
+                 t->type_name);
             return;
         }
         if (t->ndim != 3 || t->shape[0] != want[j][0] || t->shape[1] != want[j][1] ||
@@ -607,9 +608,23 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         src->ops = NULL, src->self = NULL;
     }
     double t0 = time_now_sec();
-    if (model_config_load(&m->cfg, o->model_path, o->override_json, o->context_length, err,
-                          errlen))
+    /* GGUF (a .gguf file, a folder holding one, or --load-format gguf): the
+     * config comes from the file's metadata and the weights from the file */
+    char gpath[4096];
+    int gg = m->src.ops ? 0
+                        : gguf_model_path(o->model_path, o->load_format == MODEL_LOAD_GGUF, gpath,
+                                          sizeof gpath, err, errlen);
+    if (gg < 0) goto fail;
+    if (gg) {
+        if (wsrc_open_gguf(&m->src, gpath, err, errlen) ||
+            gguf_model_config(wsrc_gguf_file(&m->src), o->override_json, o->context_length,
+                              &m->cfg, err, errlen))
+            goto fail;
+        if (o->load_format == MODEL_LOAD_DUMMY) wsrc_close(&m->src); /* the config only */
+    } else if (model_config_load(&m->cfg, o->model_path, o->override_json, o->context_length, err,
+                                 errlen)) {
         goto fail;
+    }
     m->arch = m->cfg.arch;
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     const model_config *c = &m->cfg;

@@ -42,10 +42,11 @@ typedef enum model_load_format {
     MODEL_LOAD_AUTO = 0,        /* safetensors */
     MODEL_LOAD_SAFETENSORS = 1,
     MODEL_LOAD_DUMMY = 2,       /* random weights from config.json alone */
+    MODEL_LOAD_GGUF = 3,        /* a GGUF file (auto detects *.gguf and folders holding one) */
 } model_load_format;
 
 typedef struct model_load_opts {
-    const char *model_path;     /* directory with config.json (+ *.safetensors) */
+    const char *model_path;     /* directory with config.json (+ *.safetensors), or a .gguf file */
     int dtype;                  /* -1 = auto (config torch_dtype), else DTYPE_* (see below) */
     model_load_format load_format;
     const char *override_json;  /* --json-model-override-args, or NULL */
@@ -63,9 +64,11 @@ typedef struct model model;
 typedef struct model_kv {
     int n_layer;
     int n_slots;
-    dtype dt;                   /* DTYPE_F32 or DTYPE_BF16 */
+    dtype dt;                   /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3 or DTYPE_F8_E5M2 */
     int row_len;                /* n_kv_head * head_dim */
     void **k, **v;              /* (n_layer) -> (n_slots, n_kv_head, head_dim) of dt; owned */
+    float *k_scale, *v_scale;   /* (n_layer) 8-bit caches: stored value * scale (1 unless
+                                 * model_set_kv_scales gave others); owned */
     void *mem;                  /* one owned allocation holding all of them */
     size_t bytes;
 } model_kv;
@@ -122,6 +125,9 @@ size_t model_kv_token_bytes(const model *m, dtype kv_dt);
 
 /* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);
+/* Per-layer K and V scales for 8-bit KV caches created afterwards
+ * (--quantization-param-path); n must be the model's layer count.  0/-1. */
+int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, int n);
 void model_kv_destroy(model_kv *kv);
 
 /* Size scratch for up to max_tokens rows per forward and kv lengths up to

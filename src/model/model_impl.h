@@ -68,6 +68,7 @@ struct model {
     model_weights *w;                  /* shared (refcounted); read-only once loaded */
     const model_config *cfg;           /* = &w->cfg */
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
+    float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
 
     /* scratch, sized by model_reserve for cap_tokens rows */

@@ -34,6 +34,7 @@ void model_free(model *m)
 {
     if (!m) return;
     free(m->scratch_mem);
+    free(m->kv_k_scale), free(m->kv_v_scale);
     if (m->w && __atomic_sub_fetch(&m->w->refs, 1, __ATOMIC_ACQ_REL) == 0)
         model_weights_free(m->w);
     free(m);
@@ -51,6 +52,21 @@ void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MOD
 
 /* ---- KV cache ------------------------------------------------------------ */
 
+int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, int n)
+{
+    if (!m || n != m->cfg->n_layer || !k_scale || !v_scale) return -1;
+    float *k = malloc(sizeof(float) * (size_t)n), *v = malloc(sizeof(float) * (size_t)n);
+    if (!k || !v) {
+        free(k), free(v);
+        return -1;
+    }
+    memcpy(k, k_scale, sizeof(float) * (size_t)n);
+    memcpy(v, v_scale, sizeof(float) * (size_t)n);
+    free(m->kv_k_scale), free(m->kv_v_scale);
+    m->kv_k_scale = k, m->kv_v_scale = v;
+    return 0;
+}
+
 size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
@@ -60,7 +76,7 @@ size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
 {
-    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16)) {
+    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16 && kv_dt != DTYPE_F8_E4M3 && kv_dt != DTYPE_F8_E5M2)) {
         log_error("bad KV cache request: %d slots of %s", n_slots, dtype_name(kv_dt));
         return NULL;
     }
@@ -76,11 +92,17 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->bytes = per * 2 * (size_t)c->n_layer;
     kv->k = calloc((size_t)c->n_layer, sizeof(void *));
     kv->v = calloc((size_t)c->n_layer, sizeof(void *));
+    kv->k_scale = malloc(sizeof(float) * (size_t)(c->n_layer > 0 ? c->n_layer : 1));
+    kv->v_scale = malloc(sizeof(float) * (size_t)(c->n_layer > 0 ? c->n_layer : 1));
+    for (int l = 0; kv->k_scale && kv->v_scale && l < c->n_layer; l++) {
+        kv->k_scale[l] = m->kv_k_scale ? m->kv_k_scale[l] : 1.0f;
+        kv->v_scale[l] = m->kv_v_scale ? m->kv_v_scale[l] : 1.0f;
+    }
     /* anonymous mmap: zero-filled and committed lazily, so a pool sized
      * from --mem-fraction-static costs RAM only as pages get used */
     kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (kv->mem == MAP_FAILED) kv->mem = NULL;
-    if (!kv->k || !kv->v || !kv->mem) {
+    if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale) {
         log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
         model_kv_destroy(kv);
         return NULL;
@@ -97,6 +119,8 @@ void model_kv_destroy(model_kv *kv)
     if (!kv) return;
     free(kv->k);
     free(kv->v);
+    free(kv->k_scale);
+    free(kv->v_scale);
     if (kv->mem) munmap(kv->mem, kv->bytes);
     free(kv);
 }

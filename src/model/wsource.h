@@ -12,7 +12,8 @@
  *     bytes borrowed in place;
  *   - dummy weights (wsource_dummy.c: wsrc_open_dummy): random values of
  *     the shapes the loader expects, SGLang's dummy init, made on read;
- *   - GGUF next (issue 11): bytes in place, block-quantized types.
+ *   - GGUF (wsource_gguf.c: wsrc_open_gguf): one mmapped llama.cpp file,
+ *     float bytes in place, block-quantized types dequantized on read.
  *
  * Lifetime: a source is opened before loading and owned by the model's
  * weights afterwards (borrowed bytes and row reads need it); close()
@@ -80,6 +81,10 @@ typedef struct wsrc {
 /* Safetensors checkpoint (a directory, sharded or not, or one file); see
  * safetensors.h.  0, or -1 with the message in err. */
 int wsrc_open_safetensors(wsrc *s, const char *path, char *err, size_t errlen);
+
+/* GGUF file (gguf.h); Hugging Face names are mapped to GGUF ones
+ * (gguf_model.h).  0, or -1 with the message in err. */
+int wsrc_open_gguf(wsrc *s, const char *path, char *err, size_t errlen);
 
 /* Dummy weights: uniform in [-1e-3, 1e-3) (SGLang's dummy init) from
  * `seed`, every value rounded to `prec` (F32, BF16 or F16; the tensors

@@ -534,18 +534,24 @@ int sampling_params_verify(const sampling_params *p, int64_t vocab_size, char *e
         errmsg_set(err, errlen, "Only one of regex, json_schema, or ebnf can be set.");
         return -1;
     }
+    if (grammars && p->structural_tag) { /* SGLang would silently prefer the other one */
+        errmsg_set(err, errlen, "Only one of regex, json_schema, ebnf, or structural_tag can be set.");
+        return -1;
+    }
     return 0;
+}
+
+const char *sampling_params_grammar(const sampling_params *p, const char **name)
+{
+    const char *n = p->json_schema ? "json_schema" : p->regex ? "regex" : p->ebnf ? "ebnf"
+                    : p->structural_tag                       ? "structural_tag"
+                                                              : NULL;
+    if (name) *name = n;
+    return p->json_schema ? p->json_schema : p->regex ? p->regex : p->ebnf ? p->ebnf : p->structural_tag;
 }
 
 int sampling_params_check_supported(const sampling_params *p, char *err, size_t errlen)
 {
-    const char *which = p->json_schema ? "json_schema" : p->regex ? "regex" : p->ebnf ? "ebnf"
-                        : p->structural_tag                         ? "structural_tag"
-                                                                    : NULL;
-    if (which) {
-        errmsg_set(err, errlen, "sampling_params.%s: constrained decoding (grammars) is not supported yet.", which);
-        return -1;
-    }
     if (p->n < 1) {
         errmsg_set(err, errlen, "n must be at least 1, got %lld.", (long long)p->n);
         return -1;

@@ -16,8 +16,9 @@
  *                                "1e-05", ...).
  * Unknown keys are refused as msgspec/Python refuse unexpected keyword
  * arguments.  Grammar fields (json_schema, regex, ebnf, structural_tag)
- * are parsed and stored; sampling_params_check_supported() refuses them
- * until the grammar module exists.
+ * are parsed and stored verbatim (at most one may be set); the scheduler
+ * compiles them (src/grammar/grammar_queue.h) or, with
+ * --grammar-backend none, refuses them.
  *
  * Defaults (SGLang): max_new_tokens 128, temperature 1.0, top_p 1.0,
  * top_k -1 (all), min_p 0, penalties 0 / 0 / 1.0, min_new_tokens 0, n 1,
@@ -75,6 +76,8 @@ typedef struct sampling_params {
     char *regex;
     char *ebnf;
     char *structural_tag;
+    bool json_strict;            /* not a wire field: OpenAI response_format json_schema
+                                  * strict=true (additionalProperties false by default) */
     bool ignore_eos;
     bool skip_special_tokens;
     bool spaces_between_special_tokens;
@@ -105,9 +108,13 @@ int sampling_params_parse(sampling_params *p, const char *text, size_t len, char
  * SGLang's message in err. */
 int sampling_params_verify(const sampling_params *p, int64_t vocab_size, char *err, size_t errlen);
 
-/* Features parsed but not implemented yet (grammars).  Returns 0 or -1
- * with a message in err. */
+/* Checks of sglc's own beyond verify() (n >= 1, stream_interval >= 1).
+ * Returns 0 or -1 with a message in err. */
 int sampling_params_check_supported(const sampling_params *p, char *err, size_t errlen);
+
+/* The grammar field that is set (json_schema, regex, ebnf, structural_tag
+ * in that order, SGLang's precedence) and its name; NULL when none. */
+const char *sampling_params_grammar(const sampling_params *p, const char **name);
 
 /* Greedy as SGLang decides it: top_k <= 1. */
 static inline bool sampling_params_is_greedy(const sampling_params *p) { return p->top_k <= 1; }

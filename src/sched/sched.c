@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched/sched_ctl.h"
+#include "sched/sched_grammar.h"
 #include "sched/sched_impl.h"
 #include "sched/sched_kv.h"
 #include "sched/sched_req.h"
@@ -156,6 +158,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
 
 static void drop_all(sched *s)
 {
+    sched_grammar_free_all(s);
     for (int i = 0; i < s->q.n_waiting; i++) sched_req_free(s->q.waiting[i]);
     s->q.n_waiting = 0;
     for (int i = 0; i < s->q.n_running; i++) {
@@ -246,7 +249,18 @@ static void *thread_main(void *arg)
              * of spinning out their pause/yield budget after the last forward */
             if (s->a.sleep_on_idle) tpool_quiesce(s->eng.tp);
             pthread_mutex_lock(&s->in.mu);
-            while (!s->thr.stop && !s->in.head && !s->in.ab_head && !s->ctl.head) pthread_cond_wait(&s->in.cv, &s->in.mu);
+            /* a grammar job's notify sets gram.wake; requests waiting for
+             * their grammar also need their timeout checked now and then */
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_sec += 1;
+            while (!s->thr.stop && !s->in.head && !s->in.ab_head && !s->ctl.head && !s->gram.wake) {
+                if (s->gram.n_waiting > 0) {
+                    if (pthread_cond_timedwait(&s->in.cv, &s->in.mu, &dl)) break;
+                } else {
+                    pthread_cond_wait(&s->in.cv, &s->in.mu);
+                }
+            }
             pthread_mutex_unlock(&s->in.mu);
         }
     }

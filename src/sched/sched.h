@@ -80,6 +80,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "grammar/grammar.h"
+#include "grammar/grammar_queue.h"
 #include "model/model.h"
 #include "sampling/sampling_params.h"
 
@@ -148,6 +150,10 @@ typedef struct sched_req_spec {
     bool stream;                 /* token events every stream_interval tokens */
     int embed_dims;              /* embedding mode: keep the first embed_dims values before
                                   * normalizing (Matryoshka `dimensions`); 0 = all */
+    int32_t *grammar_after;      /* (n_grammar_after) owned or NULL: with a grammar, the mask applies
+                                  * only after the output holds this token sequence (the end of a
+                                  * reasoning section, e.g. "</think>"); NULL = from the first token */
+    int n_grammar_after;
     void *output_ctx;            /* borrowed or NULL: the front's per-request output stage, passed to
                                   * the output hook (with the sibling index); must live until the
                                   * request's FINISH event (every sibling's) */
@@ -264,6 +270,24 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                               int max_draft);
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);
+
+/* Constrained decoding (sampling_params json_schema / regex / ebnf /
+ * structural_tag).  q compiles the grammars on its own thread(s) (its
+ * compile function turns a grammar_key into a `grammar *` for vocabulary
+ * v: grammar_compile_key); a request with a grammar waits in the
+ * scheduler's grammar queue (sched_stats.n_grammar_queue, SGLang's
+ * num_grammar_queue_reqs) until its job is done, then joins the waiting
+ * queue with its own matcher; a grammar that fails, or is not ready
+ * after timeout_s seconds, finishes that request with a 400 ("Failed to
+ * compile json grammar: ...", "Grammar preprocessing timed out: ...").
+ * Each new token is sampled under the mask (after the logit processors,
+ * so logprobs are of the masked distribution as SGLang's) and accepted
+ * by the matcher; when the matcher terminates the request finishes with
+ * finish_reason stop (matched = the last token).  Without a queue
+ * (--grammar-backend none) grammar requests are refused at submit.
+ * Call before sched_start and before any submit; q and v are borrowed
+ * (must outlive the scheduler). */
+void sched_set_grammar(sched *s, grammar_queue *q, const grammar_vocab *v, double timeout_s);
 
 /* Thread-safe.  Queue a request; returns its id (>= 1).  Validation
  * failures, queue-full rejections etc. come back as a FINISH event with
@@ -385,6 +409,7 @@ typedef struct sched_stats {
     int64_t leak_checks, leak_failures;
     double forward_s, sched_s;    /* time in model_forward / in the rest of the steps */
     int n_running, n_waiting;
+    int n_grammar_queue;          /* requests waiting for their grammar (num_grammar_queue_reqs) */
     int64_t free_tokens, evictable_tokens, protected_tokens;
 } sched_stats;
 

@@ -3,7 +3,7 @@
  * tokens, and the layout of the forward in the step buffers.
  *
  * DESIGN
- * Layer 8 (sched_impl.h "Layers"): includes sched_util, sched_kv,
+ * Layer 9 (sched_impl.h "Layers"): includes sched_util, sched_kv,
  * sched_policy, sched_retract.  build_prefill chooses s->buf.batch (the
  * chunked request first, then the waiting queue in policy order, admitted
  * by token budget, preempting lower priorities when allowed);
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/sched_grammar.h"
 #include "sched/sched_kv.h"
 #include "sched/sched_policy.h"
 #include "sched/sched_retract.h"
@@ -293,6 +294,7 @@ void sched_batch_draft(sched *s)
         bool ok = true;
         for (int k = 0; k < n && ok; k++) ok = r->spec.draft[k] >= 0 && r->spec.draft[k] < s->lim.V;
         if (!ok) continue;
+        if ((n = sched_grammar_trim_draft(s, r, n)) <= 0) continue; /* drafts the grammar forbids */
         int64_t need = kv_pool_pages_for(s->eng.pool, r->tok.len + n) - r->kv.n_pages;
         if (need > sched_kv_avail_pages(s) || sched_kv_alloc_upto(s, r, r->tok.len + n)) continue;
         r->spec.n_draft = n;

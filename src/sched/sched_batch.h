@@ -1,4 +1,4 @@
-/* sched_batch — stage 1 of a step, "assemble" (layer 8, above
+/* sched_batch — stage 1 of a step, "assemble" (layer 9, above
  * sched_retract). */
 #ifndef SGLC_SCHED_BATCH_H
 #define SGLC_SCHED_BATCH_H

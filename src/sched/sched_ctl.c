@@ -3,7 +3,7 @@
  * weights (update_weights_from_disk).
  *
  * DESIGN
- * Layer 10 (sched_impl.h "Layers"): includes sched_util, sched_retract,
+ * Layer 11 (sched_impl.h "Layers"): includes sched_util, sched_retract,
  * sched_inbox.  A message (ctl_msg) belongs to its waiting caller
  * (sched_control); it is answered by setting `done` under in.mu and
  * broadcasting ctl.cv.  A swap waits (s->ctl.swap_wait) until no request is

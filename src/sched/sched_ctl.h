@@ -1,4 +1,4 @@
-/* sched_ctl — control messages (layer 10, above sched_inbox). */
+/* sched_ctl — control messages (layer 11, above sched_inbox). */
 #ifndef SGLC_SCHED_CTL_H
 #define SGLC_SCHED_CTL_H
 

@@ -33,6 +33,7 @@ void sched_req_spec_free(sched_req_spec *sp)
     free(sp->input_ids);
     free(sp->cache_salt);
     free(sp->token_ids_logprob);
+    free(sp->grammar_after);
     sampling_params_free(&sp->params);
     memset(sp, 0, sizeof *sp);
 }

@@ -2,7 +2,7 @@
  * src/sched/sched_*.c files below.  Not for other modules (the unit tests
  * excepted).
  *
- * Layers (bottom to top): impl util policy event kv req output retract batch inbox ctl step sched
+ * Layers (bottom to top): impl util policy event kv req grammar output retract batch inbox ctl step sched
  *
  *   sched_impl.h   the structs below, constants              (no code)
  *   sched_util     grow, strdup, request arrays, random numbers
@@ -10,6 +10,7 @@
  *   sched_event    specs, the outbox, event builders
  *   sched_kv       a request's pages / slots, release, cache a prefill
  *   sched_req      request new / free / enqueue / finish / abort
+ *   sched_grammar  constrained decoding: the grammar queue, matchers, masks
  *   sched_output   stage 3 "process results": the per-request order
  *   sched_retract  retraction for decode, priority preemption, retract all
  *   sched_batch    stage 1 "assemble": admission, decode pages, drafts, layout
@@ -56,6 +57,8 @@
 
 #include <pthread.h>
 
+#include "grammar/grammar.h"
+#include "grammar/grammar_queue.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_radix.h"
 #include "sampling/sampler.h"
@@ -143,6 +146,21 @@ typedef struct sreq {
         int64_t order;          /* rank scratch */
         int64_t prio_key;       /* smaller = admitted first */
     } pol;
+    struct {                    /* constrained decoding (sched_grammar) */
+        grammar_kind kind;
+        char *text;             /* (len + 1) owned, or NULL: no grammar */
+        size_t len;
+        uint32_t opts;          /* GRAMMAR_OPT_* */
+        grammar_job *job;       /* owned while in the grammar queue */
+        double t_queued;        /* when it entered the grammar queue (timeout) */
+        grammar_entry *entry;   /* owned reference once compiled (keeps the grammar alive) */
+        grammar_matcher *m;     /* owned: this request's position in the grammar */
+        int32_t *after;         /* (n_after) owned: the grammar starts after this output
+                                 * token sequence (end of a reasoning section); NULL = at once */
+        int n_after;
+        bool active;            /* the mask applies (after seen, or none) */
+        int64_t start;          /* seq index of the grammar's first token (set when active) */
+    } gram;
     struct {                    /* timing */
         double t_submit;
         double t_forward;       /* first admitted into a forward (0 = never): time stats log */
@@ -222,6 +240,16 @@ struct sched {
         float *tmp_top_lp, *tmp_tid_lp; /* (tmp_cap) */
         int tmp_cap;
     } buf;
+    struct {                    /* constrained decoding (sched_grammar; scheduler thread but `wake`) */
+        grammar_queue *q;       /* borrowed (sched_set_grammar), NULL = grammars refused */
+        const grammar_vocab *v; /* borrowed */
+        int32_t gv;             /* grammar_vocab_size(v) */
+        double timeout_s;       /* compile wait before "Grammar preprocessing timed out" */
+        sreq **waiting;         /* (n_waiting) owned: requests whose grammar is compiling */
+        int n_waiting, cap_waiting;
+        uint32_t *mask;         /* (grammar_mask_words(v)) scratch */
+        bool wake;              /* under in.mu: a job finished (the grammar thread's notify) */
+    } gram;
     struct {                    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
         int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
         int64_t log_decode_ct;                  /* decode forwards so far */

@@ -3,8 +3,10 @@
  * of the inbox: queue-full rules, requests held while paused, aborts.
  *
  * DESIGN
- * Layer 9 (sched_impl.h "Layers"): includes sched_util, sched_event,
- * sched_kv, sched_req.  in.mu guards the inbox lists; a submit validates
+ * Layer 10 (sched_impl.h "Layers"): includes sched_util, sched_event,
+ * sched_kv, sched_req, sched_grammar.  A request with a grammar goes to
+ * the grammar queue first and is admitted (queue-full rules) when its
+ * grammar is ready.  in.mu guards the inbox lists; a submit validates
  * on the caller's thread (SGLang's tokenizer-manager checks and
  * SamplingParams.verify), builds the request(s) and links them in; the
  * scheduler takes the whole list at the start of a step. */
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "sched/sched_event.h"
+#include "sched/sched_grammar.h"
 #include "sched/sched_kv.h"
 #include "sched/sched_req.h"
 #include "sched/sched_util.h"
@@ -50,6 +53,11 @@ void sched_inbox_abort(sched *s, const sched_abort_key *key)
                 }
             i++;
         }
+    }
+    /* compiling their grammar: never ran, finish like waiting ones */
+    for (int i = 0; i < s->gram.n_waiting;) {
+        if (rid_match_key(key, s->gram.waiting[i])) sched_req_abort(s, sched_grammar_remove(s, i));
+        else i++;
     }
     for (int i = 0; i < s->q.n_running;) {
         sreq *r = s->q.running[i];
@@ -145,6 +153,14 @@ static void hold_req(sched *s, sreq *r)
     s->ctl.held_tail = r;
 }
 
+/* A new request: to the grammar queue when it has a grammar, else
+ * admitted now. */
+static void route_new(sched *s, sreq *r)
+{
+    if (r->gram.text && !r->gram.m) sched_grammar_wait(s, r);
+    else admit_new(s, r);
+}
+
 void sched_inbox_release_held(sched *s)
 {
     sreq *r = s->ctl.held_head;
@@ -152,7 +168,7 @@ void sched_inbox_release_held(sched *s)
     while (r) {
         sreq *n = r->life.next;
         r->life.next = NULL;
-        admit_new(s, r);
+        route_new(s, r);
         r = n;
     }
 }
@@ -166,14 +182,17 @@ void sched_inbox_drain(sched *s)
     abort_msg *ab = s->in.ab_head;
     s->in.head = s->in.tail = NULL;
     s->in.ab_head = s->in.ab_tail = NULL;
+    s->gram.wake = false;
     pthread_mutex_unlock(&s->in.mu);
     while (head) {
         sreq *r = head;
         head = r->life.next;
         r->life.next = NULL;
         if (sched_inbox_holding(s)) hold_req(s, r);
-        else admit_new(s, r);
+        else route_new(s, r);
     }
+    /* grammars that became ready (or failed, or timed out) */
+    for (sreq *r; (r = sched_grammar_next_ready(s));) admit_new(s, r);
     while (ab) {
         abort_msg *a = ab;
         ab = a->next;
@@ -256,6 +275,16 @@ static int validate(sched *s, const sched_req_spec *sp, int64_t *max_new, char *
     }
     if (sampling_params_verify(&sp->params, s->lim.V, err, errlen)) return -1;
     if (sampling_params_check_supported(&sp->params, err, errlen)) return -1;
+    if (sampling_params_grammar(&sp->params, NULL) && !s->a.is_embedding) {
+        pthread_mutex_lock(&s->in.mu);
+        bool have_grammar = s->gram.q != NULL;
+        pthread_mutex_unlock(&s->in.mu);
+        if (!have_grammar) {
+            snprintf(err, errlen, "Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not "
+                                  "supported when the server is launched with --grammar-backend none");
+            return -1;
+        }
+    }
     if (sp->params.n_stop_regex > 0) {
         snprintf(err, errlen, "stop_regex is not supported yet.");
         return -1;

@@ -1,4 +1,4 @@
-/* sched_inbox — the inbox: submit / abort and their drain (layer 9, above
+/* sched_inbox — the inbox: submit / abort and their drain (layer 10, above
  * sched_batch). */
 #ifndef SGLC_SCHED_INBOX_H
 #define SGLC_SCHED_INBOX_H

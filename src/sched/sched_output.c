@@ -3,21 +3,25 @@
  * scheduler_output_processor_mixin).
  *
  * DESIGN
- * Layer 6 (sched_impl.h "Layers"): includes sched_util, sched_event,
- * sched_kv, sched_req.  For every request of the batch, in batch order:
+ * Layer 7 (sched_impl.h "Layers"): includes sched_util, sched_event,
+ * sched_kv, sched_req, sched_grammar.  For every request of the batch, in batch order:
  *
  *   prefill rows: input logprobs; KV += extend; cache the prefill in the
  *                 tree; a prompt not complete yet takes 0 tokens
  *   embeddings:   pool the hidden row, finish (0 tokens)
  *   then 1..k tokens, each through the same four steps, in this order:
  *     1. logit processors   penalties, min_new_tokens mask, logit_bias
- *                           (sampling_apply_processors); the grammar mask
- *                           of structured output goes here, after them
+ *                           (sampling_apply_processors), then the grammar
+ *                           mask of structured output (sched_grammar_mask;
+ *                           logprobs are of the masked row, as SGLang's);
+ *                           the sampled token is accepted by the matcher
  *     2. sample or verify   sampling_sample_processed; with draft tokens
  *                           (speculative decoding, sched_set_draft_hook)
  *                           the next row is used only if the sampled token
  *                           equals the draft token that the forward ran
- *     3. stop checks        length, then eos / stop_token_ids, then the
+ *     3. stop checks        length, then a terminated grammar (stop,
+ *                           matched = the last token, as SGLang), then
+ *                           eos / stop_token_ids, then the
  *                           output hook's stop-string check (check_stop:
  *                           the one call)
  *     4. emit               one TOKENS event per request per step when
@@ -35,6 +39,7 @@
 #include <string.h>
 
 #include "sched/sched_event.h"
+#include "sched/sched_grammar.h"
 #include "sched/sched_kv.h"
 #include "sched/sched_req.h"
 #include "sched/sched_util.h"
@@ -53,6 +58,10 @@ static bool check_stop(sched *s, sreq *r)
         return true;
     }
     int32_t last = r->tok.seq[r->tok.len - 1];
+    if (sched_grammar_terminated(s, r)) { /* SGLang: FINISH_MATCHED_TOKEN(matched=output_ids[-1]) */
+        sched_req_finish(s, r, SCHED_FINISH_STOP_TOKEN, 0, last, NULL, 200);
+        return true;
+    }
     if (!r->samp.params.ignore_eos) {
         bool hit = false;
         for (int i = 0; i < r->samp.params.n_stop_token_ids && !hit; i++) hit = r->samp.params.stop_token_ids[i] == last;
@@ -125,6 +134,16 @@ static int sample_append(sched *s, sreq *r, const float *row)
     }
     r->tok.seq[r->tok.len++] = res.token;
     s->stats.st.generated_tokens++;
+    if (sched_grammar_accept(s, r, res.token)) {
+        /* the mask allowed nothing: no token of this vocabulary spells what
+         * the grammar needs next (e.g. '{' missing); a 400 for this request */
+        free(r->life.abort_msg);
+        r->life.abort_msg = sched_strdup("The grammar allows no token of the model's vocabulary at this point of the "
+                                         "output (the vocabulary cannot spell what the grammar requires next).");
+        r->life.abort_status = 400;
+        sched_req_abort(s, r);
+        return -1;
+    }
     if (r->lpr.return_logprob) {
         r->lpr.lp[k] = res.logprob;
         for (int i = 0; i < r->lpr.top_n; i++) {
@@ -154,6 +173,7 @@ int sched_process_request(sched *s, sreq *r, float *rows, int n_rows, const int3
             *finished = true;
             return n;
         }
+        sched_grammar_mask(s, r, row);
         /* 2. sample (row 0) or verify (rows 1..: reached only when the
          *    previous sample confirmed the draft the forward ran) */
         if (sample_append(s, r, row)) {

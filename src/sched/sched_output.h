@@ -1,5 +1,5 @@
-/* sched_output — stage 3 of a step, "process results" (layer 6, above
- * sched_req). */
+/* sched_output — stage 3 of a step, "process results" (layer 7, above
+ * sched_grammar). */
 #ifndef SGLC_SCHED_OUTPUT_H
 #define SGLC_SCHED_OUTPUT_H
 

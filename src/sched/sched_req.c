@@ -44,6 +44,11 @@ void sched_req_free(sreq *r)
     free(r->kv.pages);
     free(r->kv.slots);
     free(r->spec.draft);
+    grammar_job_release(r->gram.job);
+    grammar_matcher_free(r->gram.m);
+    grammar_entry_release(r->gram.entry);
+    free(r->gram.text);
+    free(r->gram.after);
     free(r->life.abort_msg);
     free(r);
 }
@@ -147,6 +152,24 @@ sreq *sched_req_new(sched *s, const sched_req_spec *sp, uint64_t id, int index, 
         if (r->lpr.n_tid) {
             r->lpr.in_tid_lp = malloc(sizeof(float) * n * (size_t)r->lpr.n_tid);
             if (!r->lpr.in_tid_lp) goto fail;
+        }
+    }
+    /* the grammar key (compiled by sched_grammar; the spec's strings are freed after submit) */
+    const char *gname = NULL;
+    const char *gtext = sampling_params_grammar(&sp->params, &gname);
+    if (gtext && !s->a.is_embedding) {
+        r->gram.kind = sp->params.json_schema ? GRAMMAR_KIND_JSON
+                       : sp->params.regex     ? GRAMMAR_KIND_REGEX
+                       : sp->params.ebnf      ? GRAMMAR_KIND_EBNF
+                                              : GRAMMAR_KIND_STRUCTURAL_TAG;
+        r->gram.opts = sp->params.json_strict && sp->params.json_schema ? GRAMMAR_OPT_STRICT : 0;
+        r->gram.len = strlen(gtext);
+        if (!(r->gram.text = sched_strdup(gtext))) goto fail;
+        if (sp->n_grammar_after > 0 && sp->grammar_after) {
+            r->gram.after = malloc(sizeof(int32_t) * (size_t)sp->n_grammar_after);
+            if (!r->gram.after) goto fail;
+            memcpy(r->gram.after, sp->grammar_after, sizeof(int32_t) * (size_t)sp->n_grammar_after);
+            r->gram.n_after = sp->n_grammar_after;
         }
     }
     if (sampling_state_init(&r->samp.st, &r->samp.params, s->lim.V, s->lim.eos, s->lim.n_eos, seed)) goto fail;

@@ -3,7 +3,7 @@
  * retract-all for pause / weight swap.
  *
  * DESIGN
- * Layer 7 (sched_impl.h "Layers"): includes sched_util, sched_kv,
+ * Layer 8 (sched_impl.h "Layers"): includes sched_util, sched_kv,
  * sched_req.  A retracted request keeps its outputs and sampling state,
  * caches its KV in the tree and is prefilled again over input + output. */
 #include "sched/sched_retract.h"

@@ -1,4 +1,4 @@
-/* sched_retract — retraction and priority preemption (layer 7, above
+/* sched_retract — retraction and priority preemption (layer 8, above
  * sched_output). */
 #ifndef SGLC_SCHED_RETRACT_H
 #define SGLC_SCHED_RETRACT_H

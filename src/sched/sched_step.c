@@ -1,7 +1,7 @@
 /* sched_step — one scheduler step and the synchronous drivers.
  *
  * DESIGN
- * Layer 11 (sched_impl.h "Layers"): includes every layer below it.  A
+ * Layer 12 (sched_impl.h "Layers"): includes every layer below it.  A
  * step: drain the inbox and the control messages; then either a prefill
  * forward (plus the running requests' decode tokens with
  * --enable-mixed-chunk) or a decode forward (after retraction, with draft
@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sched/sched_batch.h"
 #include "sched/sched_ctl.h"
@@ -215,7 +216,12 @@ int sched_run_until_idle(sched *s)
         pthread_mutex_lock(&s->in.mu);
         bool inbox = s->in.head || s->in.ab_head || s->ctl.head;
         pthread_mutex_unlock(&s->in.mu);
-        if (r == 0 && !inbox && s->q.n_waiting == 0 && s->q.n_running == 0 && !s->q.chunked) return 0;
+        if (r == 0 && !inbox && s->q.n_waiting == 0 && s->q.n_running == 0 && !s->q.chunked && !s->gram.n_waiting)
+            return 0;
+        if (r == 0 && !inbox && s->gram.n_waiting > 0 && !s->q.n_waiting && !s->q.n_running && !s->q.chunked) {
+            usleep(500); /* only grammars compiling (on their own thread): wait for them */
+            continue;
+        }
         if (r == 0 && !inbox && s->ctl.paused) return 0; /* paused: nothing runs until continue */
         if (r == 0 && !inbox) {
             /* waiting requests that cannot be admitted with nothing running
@@ -257,6 +263,7 @@ void sched_get_stats(sched *s, sched_stats *out)
     out->max_total_num_tokens = s->lim.capacity;
     out->n_running = s->q.n_running;
     out->n_waiting = s->q.n_waiting;
+    out->n_grammar_queue = s->gram.n_waiting;
     out->free_tokens = kv_pool_free_tokens(s->eng.pool);
     out->evictable_tokens = kv_radix_evictable_size(s->eng.tree);
     out->protected_tokens = kv_radix_protected_size(s->eng.tree);

@@ -11,7 +11,7 @@ D=$ROOT/src/sched
 # bottom -> top; the public sched.h and the event accumulator sched_result.{c,h} sit
 # outside the layers (sched.h may be included anywhere, sched_result.h by
 # nothing here)
-LAYERS="impl util policy event kv req output retract batch inbox ctl step sched"
+LAYERS="impl util policy event kv req grammar output retract batch inbox ctl step sched"
 OUTSIDE="sched.h sched_result.h sched_result.c sched_args.c"
 fails=0
 fail() { echo "FAIL $*"; fails=$((fails + 1)); }

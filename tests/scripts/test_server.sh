@@ -45,6 +45,18 @@ check "/v1 unknown route 404 body: detail + error object" "[ \$(req GET /v1/nope
 head -c 100001 /dev/zero >"$T/big" # one byte over --max-payload-size
 check "/v1 413 body: SGLang fields + error object" "[ \$(curl -s -m 60 -o $T/body -w '%{http_code}' \"\${A[@]}\" -H 'Content-Type: application/json' --data-binary @$T/big $URL/v1/completions) = 413 ] && [ \"\$(jq_ \"$OAIERR\")\" = 'Request body too large (limit 100000 bytes).' ]"
 rm -f "$T/big"
+check "SGLang route not served yet: 404 naming it" "[ \$(req POST /v1/score '{}') = 404 ] && [ \"\$(jq_ \"$OAIERR\")\" = '/v1/score is an SGLang route that sglc does not serve yet (scoring routes, issue 15).' ]"
+check "unknown stored response: 404 naming it" "[ \$(req GET /v1/responses/resp_1) = 404 ] && [ \"\$(jq_ \"$OAIERR\")\" = \"Response with id 'resp_1' not found.\" ]"
+check "native route not served yet: 404 naming it" "[ \$(req POST /open_session '{}') = 404 ] && grep -q 'sessions are not implemented' $T/body"
+check "/ping (SageMaker) = health" "[ \$(req GET /ping) = 200 ]"
+# CORS as SGLang's CORSMiddleware: every origin; preflights answered without the key
+curl -s -m 30 -o /dev/null -D "$T/h" "${A[@]}" -H 'Origin: http://app.example' "$URL/v1/models"
+check "CORS: answer allows any origin" "grep -qi '^access-control-allow-origin: \*' $T/h && grep -qi '^access-control-allow-credentials: true' $T/h"
+curl -s -m 30 -o "$T/body" -D "$T/h" -X OPTIONS -H 'Origin: http://app.example' -H 'Access-Control-Request-Method: POST' \
+    -H 'Access-Control-Request-Headers: authorization,content-type' "$URL/v1/chat/completions"
+check "CORS: preflight 200 without the key, origin and headers echoed" "head -1 $T/h | grep -q ' 200' && grep -qi '^access-control-allow-origin: http://app.example' $T/h && grep -qi '^access-control-allow-headers: authorization,content-type' $T/h && grep -qi '^access-control-allow-methods: .*POST' $T/h && [ \"\$(cat $T/body)\" = OK ]"
+curl -s -m 30 -o /dev/null -D "$T/h" "${A[@]}" "$URL/v1/models"
+check "CORS: no Origin, no CORS headers" "! grep -qi '^access-control-' $T/h"
 check "get_model_info" "[ \$(req GET /get_model_info) = 200 ] && [ \"\$(jq_ 'd[\"is_generation\"]')\" = True ]"
 check "get_server_info has the effective args" "[ \$(req GET /get_server_info) = 200 ] && [ \"\$(jq_ 'd[\"port\"], d[\"served_model_name\"]')\" = \"$PORT tiny\" ]"
 check "health_generate" "[ \$(req GET /health_generate) = 200 ]"
@@ -108,7 +120,8 @@ check "empty suffix leaves the prompt alone" "[ \$(req POST /v1/completions '{\"
 check "suffix with a list prompt -> 400" "[ \$(req POST /v1/completions '{\"model\":\"tiny\",\"prompt\":[\"a\",\"b\"],\"suffix\":\"x\"}') = 400 ]"
 check "--hf-chat-template-name without such a template -> exit 2" "\"$BIN\" serve --model-path \"$M\" --hf-chat-template-name tool_use --port 1 >/dev/null 2>\"$T/hf.err\"; [ \$? -eq 2 ] && grep -q hf-chat-template-name \"$T/hf.err\""
 check "bad --completion-template -> exit 2" "\"$BIN\" serve --model-path \"$M\" --completion-template nope >/dev/null 2>\"$T/ct.err\"; [ \$? -eq 2 ] && grep -q qwen_coder \"$T/ct.err\""
-check "OpenAI tools refused 400" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}') = 400 ]"
+check "OpenAI tools accepted (issue 10; test_tools_serve.sh)" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}') = 200 ]"
+check "OpenAI tools not a list -> 400" "[ \$(req POST /v1/chat/completions '{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":{\"f\":1}}') = 400 ]"
 check "/v1/models/{unknown} -> 404 model_not_found" "[ \$(req GET /v1/models/nope) = 404 ] && grep -q model_not_found $T/body"
 
 # --fastapi-root-path, --weight-version, --enable-cache-report
@@ -132,6 +145,11 @@ if [ -f "$ROOT/tests/js/node_modules/openai/package.json" ] && command -v node >
         echo "ok   openai client tests ($(grep -c '^ok' "$T/node") passed)"
     else
         echo "FAIL openai client tests"; cat "$T/node"; fails=$((fails + 1))
+    fi
+    if SGLC_URL=$URL SGLC_API_KEY=$KEY node --test "$ROOT/tests/js/responses.test.mjs" >"$T/node" 2>&1; then
+        echo "ok   openai client Responses API tests ($(grep -c '^ok' "$T/node") passed)"
+    else
+        echo "FAIL openai client Responses API tests"; cat "$T/node"; fails=$((fails + 1))
     fi
 else
     echo "note: openai client tests skipped (run npm ci --ignore-scripts in tests/js)"

@@ -49,12 +49,17 @@ static const char *texts[] = {
     "<",
     "\xe2\x97\x81think\xe2\x96\xb7kimi thinks\xe2\x97\x81/think\xe2\x96\xb7kimi answers",
     "</think>",
+    "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final<|message|>b<|return|>",
+    "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>tail",
+    "<|channel|>analysis<|message|>x<|en",
+    "<|channel|>final<|mess",
 };
 
 static void test_splits_join_to_whole(void **st)
 {
     (void)st;
-    static const char *names[] = {"deepseek-r1", "deepseek-v3", "glm45", "kimi", "qwen3", "qwen3-thinking", "step3"};
+    static const char *names[] = {"deepseek-r1", "deepseek-v3", "glm45", "kimi", "qwen3", "qwen3-thinking", "step3",
+                                  "gpt-oss"};
     srand(1234);
     for (size_t di = 0; di < sizeof names / sizeof names[0]; di++) {
         const api_reasoning_spec *d = api_reasoning_find(names[di]);
@@ -103,10 +108,20 @@ static void test_detectors(void **st)
     expect("deepseek-v3", "<think>a</think>b", "b", "a");
     expect("glm45", "<think>a</think>b", "b", "a");
     expect("glm45", "x</think>y", "x</think>y", "");
+    expect("glm45", "<think>r<tool_call>f\n</tool_call>", "<tool_call>f\n</tool_call>", "r"); /* SGLang's tool_start_token */
+    assert_false(api_reasoning_enabled(api_reasoning_find("glm45"), 0, -1));
     expect("kimi", "\xe2\x97\x81think\xe2\x96\xb7" "a\xe2\x97\x81/think\xe2\x96\xb7" "b", "b", "a");
     expect("kimi", "<think>a</think>b", "<think>a</think>b", "");
     expect("QWEN3", "<think>a</think>b", "b", "a");
-    assert_null(api_reasoning_find("gpt-oss"));
+    expect("gpt-oss", "<|channel|>analysis<|message|>think hard<|end|><|start|>assistant<|channel|>final<|message|>42<|return|>",
+           "42", "think hard");
+    expect("gpt-oss", "<|channel|>analysis<|message|>need a tool<|end|><|start|>assistant<|channel|>commentary to=functions.f"
+                      " <|constrain|>json<|message|>{\"a\":1}<|call|>",
+           "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":1}<|call|>", "need a tool");
+    expect("gpt-oss", "<|channel|>commentary<|message|>preamble<|end|><|start|>assistant<|channel|>final<|message|>x",
+           "preamblex", "");
+    expect("gpt-oss", "plain text", "plain text", "");
+    expect("gpt-oss", "<|channel|>analysis<|message|>cut short", "", "cut short");
     assert_null(api_reasoning_find("nope"));
 }
 

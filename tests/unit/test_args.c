@@ -147,7 +147,7 @@ static void test_choices_and_bad_values(void **state)
         {"--mem-fraction-static", "0", "--mem-fraction-static must be in (0, 1], got 0"},
         {"--page-size", "0", "--page-size must be at least 1, got 0"},
         {"--chunked-prefill-size", "0", "--chunked-prefill-size must be -1 (off) or at least 1, got 0"},
-        {"--load-format", "gguf", "--load-format: invalid choice 'gguf' (choose from {auto,safetensors,dummy})"},
+        {"--load-format", "pt", "--load-format: invalid choice 'pt' (choose from {auto,safetensors,dummy,gguf})"},
         {"--json-model-override-args", "{x", NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

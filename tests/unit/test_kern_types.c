@@ -97,6 +97,8 @@ static void test_round_trip(void **state)
                 /* the scalar conversions of util/dtype.h are the reference */
                 float want = t == KERN_TYPE_BF16 ? bf16_to_f32(f32_to_bf16(x[i]))
                              : t == KERN_TYPE_F16 ? f16_to_f32(f32_to_f16(x[i]))
+                             : t == KERN_TYPE_F8_E4M3 ? f8e4m3_to_f32(f32_to_f8e4m3(x[i]))
+                             : t == KERN_TYPE_F8_E5M2 ? f8e5m2_to_f32(f32_to_f8e5m2(x[i]))
                                                   : x[i];
                 if (memcmp(&y[i], &want, 4))
                     fail_msg("%s k=%d [%d]: %.9g -> %.9g, want %.9g", tr->name, k, i,

@@ -328,6 +328,7 @@ typedef struct {
     int n_q, n_kv, n_head, n_kv_head, head_dim, window;
     float softcap;
     dtype kv_dt;
+    float kv_scale; /* 8-bit caches: K and V stored as value / scale (0 = 1) */
 } attn_case;
 
 static void run_attn_case(const attn_case *c)
@@ -358,9 +359,9 @@ static void run_attn_case(const attn_case *c)
     free(perm);
     for (int s = 0; s < n_slots; s++) {
         fill(tmp, row, 1.5f);
-        kern_kv_store(kc, c->kv_dt, s, (int)row, tmp);
+        kern_kv_store_scaled(kc, c->kv_dt, s, (int)row, tmp, c->kv_scale > 0 ? c->kv_scale : 1.0f);
         fill(tmp, row, 1.0f);
-        kern_kv_store(vc, c->kv_dt, s, (int)row, tmp);
+        kern_kv_store_scaled(vc, c->kv_dt, s, (int)row, tmp, c->kv_scale > 0 ? c->kv_scale : 1.0f);
     }
     fill(q, q_stride * c->n_q, 1.5f);
     kern_attn_args a = {
@@ -368,7 +369,7 @@ static void run_attn_case(const attn_case *c)
         .head_dim = c->head_dim, .q = q, .q_stride = q_stride, .k_cache = kc, .v_cache = vc,
         .kv_dt = c->kv_dt, .slots = slots, .sliding_window = c->window,
         .scale = 1.0f / sqrtf((float)c->head_dim), .softcap = c->softcap, .out = ref,
-        .out_stride = o_stride,
+        .out_stride = o_stride, .k_scale = c->kv_scale, .v_scale = c->kv_scale,
     };
     for (size_t i = 0; i < o_stride * c->n_q; i++) ref[i] = 7.0f;
     float *rs = malloc(sizeof(float) * (size_t)c->n_kv + 64);
@@ -399,21 +400,104 @@ static void test_attention(void **state)
 {
     (void)state;
     static const attn_case cases[] = {
-        {1, 1, 4, 2, 64, 0, 0, DTYPE_F32},       /* first token */
-        {1, 300, 32, 8, 64, 0, 0, DTYPE_F32},    /* decode over a long kv */
-        {1, 300, 32, 8, 64, 0, 0, DTYPE_BF16},
-        {5, 37, 8, 2, 64, 0, 0, DTYPE_F32},      /* prefix + new queries */
-        {5, 37, 8, 2, 64, 0, 0, DTYPE_BF16},
-        {70, 70, 6, 2, 40, 0, 0, DTYPE_F32},     /* prefill, head_dim not a multiple of 16 */
-        {33, 90, 4, 4, 17, 16, 0, DTYPE_F32},    /* MHA, sliding window, odd head_dim */
-        {40, 100, 8, 1, 128, 24, 30.0f, DTYPE_BF16}, /* MQA, window, softcap */
-        {3, 50, 16, 2, 256, 0, 50.0f, DTYPE_F32},    /* big group, softcap */
-        {2, 9, 3, 3, 80, 5, 0, DTYPE_BF16},
-        {3, 40, 48, 1, 32, 0, 0, DTYPE_F32},     /* group 48 > 32 rows: head chunks */
-        {1, 70, 15, 3, 64, 0, 0, DTYPE_BF16},    /* decode, 3 kv heads: uneven kv-head chunks */
-        {1, 33, 40, 5, 64, 20, 0, DTYPE_F32},    /* decode, group 8, 5 kv heads, window */
+        {1, 1, 4, 2, 64, 0, 0, DTYPE_F32, 0},       /* first token */
+        {1, 300, 32, 8, 64, 0, 0, DTYPE_F32, 0},    /* decode over a long kv */
+        {1, 300, 32, 8, 64, 0, 0, DTYPE_BF16, 0},
+        {5, 37, 8, 2, 64, 0, 0, DTYPE_F32, 0},      /* prefix + new queries */
+        {5, 37, 8, 2, 64, 0, 0, DTYPE_BF16, 0},
+        {70, 70, 6, 2, 40, 0, 0, DTYPE_F32, 0},     /* prefill, head_dim not a multiple of 16 */
+        {33, 90, 4, 4, 17, 16, 0, DTYPE_F32, 0},    /* MHA, sliding window, odd head_dim */
+        {40, 100, 8, 1, 128, 24, 30.0f, DTYPE_BF16, 0}, /* MQA, window, softcap */
+        {3, 50, 16, 2, 256, 0, 50.0f, DTYPE_F32, 0},    /* big group, softcap */
+        {2, 9, 3, 3, 80, 5, 0, DTYPE_BF16, 0},
+        {3, 40, 48, 1, 32, 0, 0, DTYPE_F32, 0},     /* group 48 > 32 rows: head chunks */
+        {1, 70, 15, 3, 64, 0, 0, DTYPE_BF16, 0},    /* decode, 3 kv heads: uneven kv-head chunks */
+        {1, 33, 40, 5, 64, 20, 0, DTYPE_F32, 0},    /* decode, group 8, 5 kv heads, window */
+        /* 8-bit float caches (--kv-cache-dtype fp8_e4m3 / fp8_e5m2), with and without a scale */
+        {1, 300, 32, 8, 64, 0, 0, DTYPE_F8_E4M3, 0},
+        {5, 37, 8, 2, 64, 0, 0, DTYPE_F8_E5M2, 0},
+        {70, 70, 6, 2, 40, 0, 0, DTYPE_F8_E4M3, 0.01f},  /* head_dim not a multiple of 8/16 */
+        {1, 33, 40, 5, 17, 20, 0, DTYPE_F8_E5M2, 4.0f},  /* odd head_dim, window */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attn_case(&cases[i]);
+}
+
+/* The 8-bit float conversions: every code decodes to the value its fields
+ * define; encoding is round-to-nearest (ties to the even code) and
+ * saturating; an 8-bit cache keeps attention within the format's
+ * precision of the f32 cache. */
+static double f8_value(int c, int mbits, int bias, int fn)
+{
+    int e = (c >> mbits) & ((1 << (7 - mbits)) - 1), m = c & ((1 << mbits) - 1);
+    int emax = (1 << (7 - mbits)) - 1;
+    double v;
+    if (fn && e == emax && m == (1 << mbits) - 1) return NAN;
+    if (!fn && e == emax) return m ? NAN : (c & 0x80 ? -INFINITY : INFINITY);
+    if (e == 0) v = ldexp((double)m / (1 << mbits), 1 - bias);
+    else v = ldexp(1.0 + (double)m / (1 << mbits), e - bias);
+    return c & 0x80 ? -v : v;
+}
+
+static void test_f8_formats(void **state)
+{
+    (void)state;
+    for (int fmt = 0; fmt < 2; fmt++) {
+        int mbits = fmt ? 2 : 3, bias = fmt ? 15 : 7;
+        double maxv = fmt ? 57344.0 : 448.0;
+        for (int c = 0; c < 256; c++) {
+            double want = f8_value(c, mbits, bias, !fmt);
+            float got = fmt ? f8e5m2_to_f32((uint8_t)c) : f8e4m3_to_f32((uint8_t)c);
+            if (isnan(want)) assert_true(isnan(got));
+            else assert_true((double)got == want);
+        }
+        /* encode: the nearest finite code, ties to even, saturating */
+        for (int i = 0; i < 20000; i++) {
+            float x = frand() * (float)(i % 4 == 0 ? maxv * 1.5 : i % 4 == 1 ? 1.0 : i % 4 == 2 ? 1e-3 : 1e-5);
+            uint8_t code = fmt ? f32_to_f8e5m2(x) : f32_to_f8e4m3(x);
+            double best = INFINITY;
+            int bestc = -1;
+            for (int c = 0; c < 256; c++) {
+                double v = f8_value(c, mbits, bias, !fmt);
+                if (isnan(v) || isinf(v) || (v == 0 && !signbit(v) != !signbit(x))) continue;
+                double d = fabs(v - (double)x);
+                if (d < best || (d == best && !(c & 1))) best = d, bestc = c;
+            }
+            if (fabs((double)x) > maxv) bestc = (x < 0 ? 0x80 : 0) | (fmt ? 0x7b : 0x7e);
+            if (code != bestc) fail_msg("fmt %d: %.9g -> 0x%02x, want 0x%02x", fmt, (double)x, code, bestc);
+        }
+        assert_true(isnan(fmt ? f8e5m2_to_f32(f32_to_f8e5m2(NAN)) : f8e4m3_to_f32(f32_to_f8e4m3(NAN))));
+    }
+    /* attention over an fp8 cache is close to the f32 cache's */
+    int n_kv = 200, nh = 8, nkh = 2, hd = 64;
+    size_t row = (size_t)nkh * hd;
+    float *kf = malloc(sizeof(float) * row * n_kv), *vf = malloc(sizeof(float) * row * n_kv);
+    uint8_t *k8 = malloc(row * n_kv), *v8 = malloc(row * n_kv);
+    float *q = malloc(sizeof(float) * nh * hd), *o32 = malloc(sizeof(float) * nh * hd), *o8 = malloc(sizeof(float) * nh * hd);
+    int32_t *slots = malloc(sizeof(int32_t) * n_kv);
+    fill(kf, row * n_kv, 2.0f);
+    fill(vf, row * n_kv, 1.0f);
+    fill(q, (size_t)nh * hd, 2.0f);
+    for (int i = 0; i < n_kv; i++) {
+        slots[i] = i;
+        kern_kv_store_scaled(k8, DTYPE_F8_E4M3, i, (int)row, kf + (size_t)i * row, 1.0f);
+        kern_kv_store_scaled(v8, DTYPE_F8_E4M3, i, (int)row, vf + (size_t)i * row, 1.0f);
+    }
+    kern_attn_args a = {.n_q = 1, .n_kv = n_kv, .n_head = nh, .n_kv_head = nkh, .head_dim = hd, .q = q,
+                        .q_stride = (size_t)nh * hd, .k_cache = kf, .v_cache = vf, .kv_dt = DTYPE_F32,
+                        .slots = slots, .scale = 0.125f, .out = o32, .out_stride = (size_t)nh * hd};
+    char *scratch = malloc(kern_attention_scratch(n_kv, hd));
+    kern_attention(&a, 0, 1, scratch);
+    a.k_cache = k8, a.v_cache = v8, a.kv_dt = DTYPE_F8_E4M3, a.out = o8;
+    kern_attention(&a, 0, 1, scratch);
+    double err = 0, mag = 0;
+    for (int i = 0; i < nh * hd; i++) {
+        err = fmax(err, fabs((double)o8[i] - o32[i]));
+        mag = fmax(mag, fabs((double)o32[i]));
+    }
+    /* e4m3 keeps 3 mantissa bits: each value within 2^-4 relative; the
+     * weighted average of V is within that of the outputs' scale */
+    if (!(err <= 0.0625 * mag)) fail_msg("fp8 attention: max err %g vs magnitude %g", err, mag);
+    free(kf), free(vf), free(k8), free(v8), free(q), free(o32), free(o8), free(slots), free(scratch);
 }
 
 /* ---- elementwise / row ops --------------------------------------------- */
@@ -632,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_rows_tails),
         cmocka_unit_test(test_rope_tails),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_f8_formats),
         cmocka_unit_test(test_matmul_isa_switch),
         cmocka_unit_test(test_matmul_scratch_monotonic),
         cmocka_unit_test(test_matmul_sources_and_big),

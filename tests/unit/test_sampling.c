@@ -197,11 +197,30 @@ static void test_params_parse_errors(void **state)
 static void test_params_unsupported(void **state)
 {
     (void)state;
+    /* grammars are accepted (the scheduler compiles them); one at most */
     sampling_params p = parse_ok("{\"json_schema\": \"{}\"}");
     char err[128];
+    const char *name = NULL;
     assert_int_equal(sampling_params_verify(&p, 10, err, sizeof err), 0);
-    assert_int_equal(sampling_params_check_supported(&p, err, sizeof err), -1);
-    assert_non_null(strstr(err, "json_schema"));
+    assert_int_equal(sampling_params_check_supported(&p, err, sizeof err), 0);
+    assert_string_equal(sampling_params_grammar(&p, &name), "{}");
+    assert_string_equal(name, "json_schema");
+    sampling_params_free(&p);
+    p = parse_ok("{\"regex\": \"a+\", \"ebnf\": \"root ::= \\\"a\\\"\"}");
+    assert_int_equal(sampling_params_verify(&p, 10, err, sizeof err), -1);
+    assert_string_equal(err, "Only one of regex, json_schema, or ebnf can be set.");
+    sampling_params_free(&p);
+    p = parse_ok("{\"regex\": \"a+\", \"structural_tag\": \"{}\"}");
+    assert_int_equal(sampling_params_verify(&p, 10, err, sizeof err), -1);
+    assert_string_equal(err, "Only one of regex, json_schema, ebnf, or structural_tag can be set.");
+    sampling_params_free(&p);
+    p = parse_ok("{\"structural_tag\": \"{}\"}");
+    assert_string_equal(sampling_params_grammar(&p, &name), "{}");
+    assert_string_equal(name, "structural_tag");
+    sampling_params_free(&p);
+    p = parse_ok("{}");
+    assert_null(sampling_params_grammar(&p, &name));
+    assert_null(name);
     sampling_params_free(&p);
     p = parse_ok("{\"n\": 0}");
     assert_int_equal(sampling_params_check_supported(&p, err, sizeof err), -1);

@@ -1,0 +1,467 @@
+/* quant_dot — scalar reference of the quantized dots and the matmul
+ * driver (GEMV / GEMM) shared by every ISA.  See quant_dot.h.
+ *
+ * The driver: each of nth threads quantizes the activation rows into its
+ * own scratch (O(m k), against O(m n k / nth) for its share of the
+ * product: no barrier, no shared buffer), QCHUNK rows at a time so the
+ * scratch stays bounded, then computes its kern_split range of output
+ * columns for them.  Decode (m = 1) walks its weight rows once.
+ * The GEMM cuts its range into blocks of weight rows that stay in L2
+ * (QBLOCK_BYTES) and, per block, walks the activation rows QUANT_MAX_R at
+ * a time, so each weight block is read from memory once and unpacked once
+ * per QUANT_MAX_R rows. */
+#include "kernels/quant_dot.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/quant_blocks.h"
+#include "util/dtype.h"
+
+const int8_t quant_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                       1,    13,   25,  38,  53,  69,  89,  113};
+
+float quant_f16_table[65536];
+
+void quant_init(void)
+{
+    static int done;
+    if (done) return;
+    for (int i = 0; i < 65536; i++) quant_f16_table[i] = f16_to_f32((uint16_t)i);
+    done = 1;
+}
+
+/* ---- activation quantizers --------------------------------------------- */
+
+/* q = round-half-even(x * 127 / amax), |q| <= 127; returns the scale amax / 127. */
+static float quant_group(int8_t *q, const float *x, int n)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > amax) amax = a;
+    }
+    float d = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int i = 0; i < n; i++) {
+        float v = nearbyintf(x[i] * id);
+        q[i] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : v);
+    }
+    return d;
+}
+
+void quant_act_q8_0(void *dst, const float *x, int k)
+{
+    block_q8_0 *b = dst;
+    for (int i = 0; i < k / QK8_0; i++) b[i].d = f32_to_f16(quant_group(b[i].qs, x + i * QK8_0, QK8_0));
+}
+
+void quant_act_q8_1(void *dst, const float *x, int k)
+{
+    block_q8_1 *b = dst;
+    for (int i = 0; i < k / QK8_1; i++) {
+        float d = quant_group(b[i].qs, x + i * QK8_1, QK8_1);
+        int s = 0;
+        for (int j = 0; j < QK8_1; j++) s += b[i].qs[j];
+        b[i].d = f32_to_f16(d);
+        b[i].s = f32_to_f16(d * (float)s);
+    }
+}
+
+void quant_act_q8_K(void *dst, const float *x, int k)
+{
+    block_q8_K *b = dst;
+    for (int i = 0; i < k / QK_K; i++) {
+        b[i].d = quant_group(b[i].qs, x + i * QK_K, QK_K);
+        for (int g = 0; g < QK_K / 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += b[i].qs[g * 16 + j];
+            b[i].bsums[g] = (int16_t)s;
+        }
+    }
+}
+
+/* ---- generic decode ---------------------------------------------------- */
+
+static float h2f(uint16_t h) { return f16_to_f32(h); }
+
+/* the 6-bit scale and min of sub-block j of a Q4_K / Q5_K block */
+static void scale_min_k4(int j, const uint8_t *q, int *d, int *m)
+{
+    if (j < 4) {
+        *d = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q3_K's 16 6-bit scales (unbiased: 0..63, the format subtracts 32) */
+static void q3k_scales(const uint8_t *s, int *out)
+{
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+        int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = lo | (hi << 4);
+    }
+}
+
+void quant_decode_block(kern_type t, const void *blk, int8_t *q, float *d16, float *m16)
+{
+    switch (t) {
+    case KERN_TYPE_Q4_0: {
+        const block_q4_0 *b = blk;
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)((b->qs[j] & 0xF) - 8);
+            q[j + 16] = (int8_t)((b->qs[j] >> 4) - 8);
+        }
+        d16[0] = d16[1] = h2f(b->d);
+        m16[0] = m16[1] = 0.0f;
+        break;
+    }
+    case KERN_TYPE_Q4_1: {
+        const block_q4_1 *b = blk;
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)(b->qs[j] & 0xF);
+            q[j + 16] = (int8_t)(b->qs[j] >> 4);
+        }
+        d16[0] = d16[1] = h2f(b->d);
+        m16[0] = m16[1] = h2f(b->m);
+        break;
+    }
+    case KERN_TYPE_Q5_0:
+    case KERN_TYPE_Q5_1: {
+        const uint8_t *qh8, *qs;
+        if (t == KERN_TYPE_Q5_0) {
+            const block_q5_0 *b = blk;
+            qh8 = b->qh, qs = b->qs;
+            d16[0] = d16[1] = h2f(b->d);
+            m16[0] = m16[1] = 0.0f;
+        } else {
+            const block_q5_1 *b = blk;
+            qh8 = b->qh, qs = b->qs;
+            d16[0] = d16[1] = h2f(b->d);
+            m16[0] = m16[1] = h2f(b->m);
+        }
+        uint32_t qh = (uint32_t)qh8[0] | (uint32_t)qh8[1] << 8 | (uint32_t)qh8[2] << 16 |
+                      (uint32_t)qh8[3] << 24;
+        int off = t == KERN_TYPE_Q5_0 ? 16 : 0;
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)(((qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - off);
+            q[j + 16] = (int8_t)(((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - off);
+        }
+        break;
+    }
+    case KERN_TYPE_Q8_0: {
+        const block_q8_0 *b = blk;
+        memcpy(q, b->qs, QK8_0);
+        d16[0] = d16[1] = h2f(b->d);
+        m16[0] = m16[1] = 0.0f;
+        break;
+    }
+    case KERN_TYPE_Q2_K: {
+        const block_q2_K *b = blk;
+        float d = h2f(b->d), dmin = h2f(b->dmin);
+        /* value 128 h + 32 j + l (h < 2, j < 4, l < 32): bits 2j of qs[32 h + l];
+         * sub-block of 16 = 8 h + 2 j + l / 16 */
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 32; l++) q[128 * h + 32 * j + l] = (int8_t)((b->qs[32 * h + l] >> (2 * j)) & 3);
+        for (int s = 0; s < 16; s++) {
+            d16[s] = d * (float)(b->scales[s] & 0xF);
+            m16[s] = -(dmin * (float)(b->scales[s] >> 4));
+        }
+        break;
+    }
+    case KERN_TYPE_Q3_K: {
+        const block_q3_K *b = blk;
+        float d = h2f(b->d);
+        int sc[16];
+        q3k_scales(b->scales, sc);
+        /* value 128 h + 32 j + l: low bits 2j of qs[32 h + l]; high bit (4 h + j) of
+         * hmask[l]; a clear high bit subtracts 4 */
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 32; l++) {
+                    int lo = (b->qs[32 * h + l] >> (2 * j)) & 3;
+                    int hb = (b->hmask[l] >> (4 * h + j)) & 1;
+                    q[128 * h + 32 * j + l] = (int8_t)(lo - (hb ? 0 : 4));
+                }
+        for (int s = 0; s < 16; s++) {
+            d16[s] = d * (float)(sc[s] - 32);
+            m16[s] = 0.0f;
+        }
+        break;
+    }
+    case KERN_TYPE_Q4_K:
+    case KERN_TYPE_Q5_K: {
+        const uint8_t *scales, *qs, *qh = NULL;
+        float d, dmin;
+        if (t == KERN_TYPE_Q4_K) {
+            const block_q4_K *b = blk;
+            scales = b->scales, qs = b->qs, d = h2f(b->d), dmin = h2f(b->dmin);
+        } else {
+            const block_q5_K *b = blk;
+            scales = b->scales, qs = b->qs, qh = b->qh, d = h2f(b->d), dmin = h2f(b->dmin);
+        }
+        /* chunk c < 4 of 64: value 64 c + l is the low nibble of qs[32 c + l],
+         * 64 c + 32 + l the high one; Q5_K's fifth bit is bit 2c (2c + 1) of qh[l] */
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
+                if (qh) {
+                    lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+                    hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+                }
+                q[64 * c + l] = (int8_t)lo;
+                q[64 * c + 32 + l] = (int8_t)hi;
+            }
+        for (int j = 0; j < 8; j++) {
+            int sc, mn;
+            scale_min_k4(j, scales, &sc, &mn);
+            d16[2 * j] = d16[2 * j + 1] = d * (float)sc;
+            m16[2 * j] = m16[2 * j + 1] = -(dmin * (float)mn);
+        }
+        break;
+    }
+    case KERN_TYPE_Q6_K: {
+        const block_q6_K *b = blk;
+        float d = h2f(b->d);
+        /* half h < 2, l < 32: ql[64 h + l] low / high nibble -> values 128 h + l /
+         * 128 h + 64 + l, ql[64 h + 32 + l] -> 128 h + 32 + l / 128 h + 96 + l;
+         * the two high bits of each are bits 0, 2, 4, 6 of qh[32 h + l] */
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 32; l++) {
+                const uint8_t *ql = b->ql + 64 * h, hb = b->qh[32 * h + l];
+                int8_t *o = q + 128 * h;
+                o[l] = (int8_t)(((ql[l] & 0xF) | ((hb & 3) << 4)) - 32);
+                o[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((hb >> 2) & 3) << 4)) - 32);
+                o[l + 64] = (int8_t)(((ql[l] >> 4) | (((hb >> 4) & 3) << 4)) - 32);
+                o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((hb >> 6) & 3) << 4)) - 32);
+            }
+        for (int s = 0; s < 16; s++) {
+            d16[s] = d * (float)b->scales[s];
+            m16[s] = 0.0f;
+        }
+        break;
+    }
+    case KERN_TYPE_IQ4_NL: {
+        const block_iq4_nl *b = blk;
+        for (int j = 0; j < 16; j++) {
+            q[j] = quant_iq4nl_values[b->qs[j] & 0xF];
+            q[j + 16] = quant_iq4nl_values[b->qs[j] >> 4];
+        }
+        d16[0] = d16[1] = h2f(b->d);
+        m16[0] = m16[1] = 0.0f;
+        break;
+    }
+    case KERN_TYPE_IQ4_XS: {
+        const block_iq4_xs *b = blk;
+        float d = h2f(b->d);
+        for (int ib = 0; ib < 8; ib++) {
+            int ls = ((b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b->scales_h >> (2 * ib)) & 3) << 4);
+            const uint8_t *qs = b->qs + 16 * ib;
+            for (int j = 0; j < 16; j++) {
+                q[32 * ib + j] = quant_iq4nl_values[qs[j] & 0xF];
+                q[32 * ib + 16 + j] = quant_iq4nl_values[qs[j] >> 4];
+            }
+            d16[2 * ib] = d16[2 * ib + 1] = d * (float)(ls - 32);
+            m16[2 * ib] = m16[2 * ib + 1] = 0.0f;
+        }
+        break;
+    }
+    default:
+        memset(q, 0, 16);
+        d16[0] = m16[0] = 0.0f;
+        break;
+    }
+}
+
+void quant_dequant_row(kern_type t, float *dst, const void *src, int64_t k)
+{
+    const kern_type_traits *tr = kern_type_get(t);
+    int bs = tr->block_size;
+    int8_t q[QK_K];
+    float d16[QK_K / 16], m16[QK_K / 16];
+    for (int64_t b = 0; b < k / bs; b++) {
+        quant_decode_block(t, (const char *)src + (size_t)b * tr->block_bytes, q, d16, m16);
+        for (int i = 0; i < bs; i++) dst[b * bs + i] = d16[i / 16] * (float)q[i] + m16[i / 16];
+    }
+}
+
+/* ---- scalar dot -------------------------------------------------------- */
+
+/* Activation group g (16 values) of a row of type at: its int8 values and scale. */
+static const int8_t *act_group(kern_type at, const void *a, int g, float *d)
+{
+    if (at == KERN_TYPE_Q8_K) {
+        const block_q8_K *b = (const block_q8_K *)a + g / 16;
+        *d = b->d;
+        return b->qs + (g % 16) * 16;
+    }
+    if (at == KERN_TYPE_Q8_1) {
+        const block_q8_1 *b = (const block_q8_1 *)a + g / 2;
+        *d = h2f(b->d);
+        return b->qs + (g % 2) * 16;
+    }
+    const block_q8_0 *b = (const block_q8_0 *)a + g / 2;
+    *d = h2f(b->d);
+    return b->qs + (g % 2) * 16;
+}
+
+/* One generic body: decode each weight block once, meet all R rows. */
+static void dot_generic(kern_type t, kern_type at, int k, const void *w, const void *a,
+                        size_t astride, int R, float *out, size_t ostride)
+{
+    const kern_type_traits *tr = kern_type_get(t);
+    const int bs = tr->block_size, ng = bs / 16;
+    int8_t q[QK_K];
+    float d16[QK_K / 16], m16[QK_K / 16];
+    float acc[QUANT_MAX_R] = {0};
+    for (int b = 0; b < k / bs; b++) {
+        quant_decode_block(t, (const char *)w + (size_t)b * tr->block_bytes, q, d16, m16);
+        for (int r = 0; r < R; r++) {
+            const void *ar = (const char *)a + (size_t)r * astride;
+            for (int g = 0; g < ng; g++) {
+                float da;
+                const int8_t *qa = act_group(at, ar, b * ng + g, &da);
+                int dot = 0, sum = 0;
+                for (int i = 0; i < 16; i++) {
+                    dot += q[g * 16 + i] * qa[i];
+                    sum += qa[i];
+                }
+                acc[r] += da * (d16[g] * (float)dot + m16[g] * (float)sum);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) out[(size_t)r * ostride] = acc[r];
+}
+
+#define SCALAR_OPS(T, AT, ACT)                                                                  \
+    static void dot_scalar_##T(int k, const void *w, const void *a, size_t as, int R, float *o, \
+                               size_t os)                                                       \
+    {                                                                                           \
+        dot_generic(KERN_TYPE_##T, KERN_TYPE_##AT, k, w, a, as, R, o, os);                      \
+    }                                                                                           \
+    static const quant_ops ops_scalar_##T = {KERN_TYPE_##AT, ACT, dot_scalar_##T};              \
+    static float row_dot_##T(const void *row, const float *x, int k)                            \
+    {                                                                                           \
+        return quant_row_dot(KERN_TYPE_##T, row, x, k);                                         \
+    }
+
+SCALAR_OPS(Q4_0, Q8_0, quant_act_q8_0)
+SCALAR_OPS(Q4_1, Q8_1, quant_act_q8_1)
+SCALAR_OPS(Q5_0, Q8_0, quant_act_q8_0)
+SCALAR_OPS(Q5_1, Q8_1, quant_act_q8_1)
+SCALAR_OPS(Q8_0, Q8_0, quant_act_q8_0)
+SCALAR_OPS(Q2_K, Q8_K, quant_act_q8_K)
+SCALAR_OPS(Q3_K, Q8_K, quant_act_q8_K)
+SCALAR_OPS(Q4_K, Q8_K, quant_act_q8_K)
+SCALAR_OPS(Q5_K, Q8_K, quant_act_q8_K)
+SCALAR_OPS(Q6_K, Q8_K, quant_act_q8_K)
+SCALAR_OPS(IQ4_NL, Q8_0, quant_act_q8_0)
+SCALAR_OPS(IQ4_XS, Q8_K, quant_act_q8_K)
+
+const quant_ops *quant_ops_scalar(kern_type t)
+{
+    switch (t) {
+#define C(T) case KERN_TYPE_##T: return &ops_scalar_##T;
+        C(Q4_0) C(Q4_1) C(Q5_0) C(Q5_1) C(Q8_0) C(Q2_K) C(Q3_K) C(Q4_K) C(Q5_K) C(Q6_K) C(IQ4_NL) C(IQ4_XS)
+#undef C
+    default: return NULL;
+    }
+}
+
+kern_row_dot_fn quant_row_dot_slot(kern_type t)
+{
+    switch (t) {
+#define C(T) case KERN_TYPE_##T: return row_dot_##T;
+        C(Q4_0) C(Q4_1) C(Q5_0) C(Q5_1) C(Q8_0) C(Q2_K) C(Q3_K) C(Q4_K) C(Q5_K) C(Q6_K) C(IQ4_NL) C(IQ4_XS)
+#undef C
+    default: return NULL;
+    }
+}
+
+const quant_ops *quant_ops_for(kern_type t, kern_isa isa)
+{
+    const quant_ops *o = isa != KERN_ISA_SCALAR ? quant_ops_avx2(t) : NULL;
+    return o ? o : quant_ops_scalar(t);
+}
+
+/* Dot of a stored row with f32 x: dequantize a block at a time, f32 sum
+ * (no activation rounding: the reference the traits' dot slot promises). */
+float quant_row_dot(kern_type t, const void *row, const float *x, int k)
+{
+    const kern_type_traits *tr = kern_type_get(t);
+    float buf[QK_K], s = 0.0f;
+    for (int b = 0; b < k / tr->block_size; b++) {
+        quant_dequant_row(t, buf, (const char *)row + (size_t)b * tr->block_bytes, tr->block_size);
+        for (int i = 0; i < tr->block_size; i++) s += buf[i] * x[(size_t)b * tr->block_size + i];
+    }
+    return s;
+}
+
+/* ---- the driver -------------------------------------------------------- */
+
+#define QBLOCK_BYTES (96 << 10) /* weight rows per GEMM block: about this many bytes */
+#define QCHUNK 64               /* activation rows quantized at a time (bounds the scratch) */
+
+size_t quant_matmul_scratch(int m, int k)
+{
+    /* the largest activation row: Q8_K at 292 / 256 bytes per value, Q8_1 at 36 / 32 */
+    size_t row = (size_t)(k / 32 + 1) * 37;
+    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + 128;
+}
+
+void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
+                  int nth, void *scratch, kern_isa isa)
+{
+    const int n = w->n, k = w->k;
+    const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
+    int lo, hi;
+    kern_split(n, ith, nth, &lo, &hi);
+    if (lo >= hi || !op) return;
+    const size_t wrb = kern_type_row_bytes((kern_type)w->qtype, k);
+    const size_t arb = kern_type_row_bytes(op->act_type, k);
+    char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    const char *wd = w->data;
+    int nb = (int)(QBLOCK_BYTES / wrb);
+    if (nb < 4) nb = 4;
+    for (int c0 = 0; c0 < m; c0 += QCHUNK) {
+        const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+        for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
+        float *yc = y + (size_t)c0 * n;
+        if (mc == 1) {
+            for (int j = lo; j < hi; j++) op->dot(k, wd + (size_t)j * wrb, a, arb, 1, yc + j, 0);
+            continue;
+        }
+        for (int j0 = lo; j0 < hi; j0 += nb) {
+            int j1 = j0 + nb < hi ? j0 + nb : hi;
+            for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
+                int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
+                const char *ar = a + (size_t)r0 * arb;
+                float *yr = yc + (size_t)r0 * n;
+                for (int j = j0; j < j1; j++) op->dot(k, wd + (size_t)j * wrb, ar, arb, R, yr + j, (size_t)n);
+            }
+        }
+    }
+    if (bias)
+        for (int r = 0; r < m; r++)
+            for (int j = lo; j < hi; j++) y[(size_t)r * n + j] += bias[j];
+}
+
+static void qmm_scalar(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
+                       int nth, void *scratch)
+{
+    quant_matmul(y, x, m, w, bias, ith, nth, scratch, KERN_ISA_SCALAR);
+}
+static void qmm_avx2(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
+                     int nth, void *scratch)
+{
+    quant_matmul(y, x, m, w, bias, ith, nth, scratch, KERN_ISA_AVX2);
+}
+
+kern_matmul_fn quant_matmul_slot(kern_isa isa)
+{
+    return isa == KERN_ISA_SCALAR ? qmm_scalar : qmm_avx2;
+}

@@ -1,0 +1,55 @@
+/* gguf_model — GGUF files as sglc models: the Hugging Face <-> GGUF tensor
+ * names, the model config from GGUF metadata, and finding the file.
+ *
+ * DESIGN: the loader (model.c) asks for tensors by their Hugging Face
+ * names; one table here maps them to llama.cpp's GGUF names (both ways:
+ * the GGUF weight source looks names up, `sglc quantize` writes them):
+ *
+ *   model.embed_tokens.weight                  token_embd.weight
+ *   lm_head.weight                             output.weight (absent = tied)
+ *   model.norm.weight                          output_norm.weight
+ *   model.layers.N.input_layernorm.weight      blk.N.attn_norm.weight
+ *   model.layers.N.self_attn.{q,k,v,o}_proj.*  blk.N.attn_{q,k,v,output}.*
+ *   model.layers.N.self_attn.{q,k}_norm.weight blk.N.attn_{q,k}_norm.weight
+ *   model.layers.N.post_attention_layernorm.*  blk.N.ffn_norm.weight
+ *   model.layers.N.mlp.{gate,up,down}_proj.*   blk.N.ffn_{gate,up,down}.*
+ *   ...mlp.gate.weight / block_sparse_moe.gate blk.N.ffn_gate_inp.weight
+ *   ...mlp.experts.E.{gate,up,down}_proj.weight  expert E of
+ *   ...block_sparse_moe.experts.E.{w1,w3,w2}     blk.N.ffn_{gate,up,down}_exps.weight
+ *
+ * The config is built as the config.json a Hugging Face export of the
+ * same model would have and parsed by model_config_parse, so GGUF models
+ * get the same validation, defaults and --json-model-override-args.
+ */
+#ifndef SGLC_MODEL_GGUF_MODEL_H
+#define SGLC_MODEL_GGUF_MODEL_H
+
+#include <stddef.h>
+
+#include "model/config.h"
+#include "model/gguf.h"
+
+/* HF tensor name -> GGUF name into out.  1 mapped (*expert = the expert
+ * index for a slice of a 3-D *_exps tensor, else -1), 0 no GGUF name. */
+int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert);
+
+/* Is `path` a GGUF model: a file whose name ends in .gguf, or a folder
+ * holding exactly one .gguf file (and, unless `force`, no config.json)?
+ * 1 with the file's path in out, 0 no, -1 with a message (a folder with
+ * several .gguf files, a --load-format gguf path without one). */
+int gguf_model_path(const char *path, int force, char *out, size_t n, char *err, size_t errlen);
+
+/* The model config from the file's metadata (architectures llama, qwen2,
+ * qwen3, qwen3moe; llama with experts = Mixtral).  0, or -1 with err. */
+int gguf_model_config(const gguf_file *g, const char *override_json, int context_length,
+                      model_config *c, char *err, size_t errlen);
+
+/* The config.json text (malloc'd) gguf_model_config parses; NULL with err. */
+char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen);
+
+/* The GGUF file behind an open GGUF weight source (wsrc_open_gguf), or
+ * NULL when the source is another kind. */
+struct wsrc;
+const gguf_file *wsrc_gguf_file(const struct wsrc *s);
+
+#endif

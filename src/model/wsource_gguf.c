@@ -1,0 +1,256 @@
+/* wsource_gguf — GGUF files as a weight source (see wsource.h, gguf.h,
+ * gguf_model.h for the name table).
+ *
+ * DESIGN: the file is mmapped once (gguf_open); find() maps the Hugging
+ * Face name the loader asks for to the GGUF tensor and describes it in
+ * HF terms: shape = ne reversed ((n, k) for ne [k, n]); an expert of a
+ * 3-D blk.N.ffn_*_exps tensor ((E, r, c)) is a 2-D slice of it, starting
+ * E * r * c elements in (kept in `tag`, so reads find it).
+ *
+ * Float tensors (F32, F16, BF16) hand the loader their bytes, borrowed in
+ * place.  Block-quantized tensors are not in place yet: they are reported
+ * as F32 without bytes and read (dequantized row by row through the type's
+ * row_to_f32) into the loader's buffers; the embedding table is then read
+ * a row at a time on lookup.  A type without a dequantizer, or one sglc
+ * has no id for, is reported with its GGUF name and the loader refuses it
+ * naming the tensor.
+ *
+ * llama.cpp's converter permutes the rows of attn_q / attn_k (and their
+ * biases) of general.architecture "llama" per head, from Hugging Face's
+ * rotate-half order to interleaved pairs: gguf row 2i = hf row i, gguf row
+ * 2i+1 = hf row i + d/2.  The loader wants the HF order, so those tensors
+ * are copied once with whole rows moved back (a row is whole blocks, so
+ * this is exact for quantized rows too) and the copies are what find()
+ * returns; they live until close.  qwen2 / qwen3 / qwen3moe files are not
+ * permuted.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gguf_model.h"
+#include "model/wsource.h"
+#include "util/errmsg.h"
+
+typedef struct gg_rec {
+    int ready;
+    int kt;                 /* kern_type, or -1 */
+    const uint8_t *bytes;   /* the tensor's bytes in HF row order: the mapping or `owned` */
+    void *owned;            /* permuted copy, or NULL */
+    char type_name[200];     /* the GGUF type; for one sglc cannot use, with the GGUF tensor name */
+} gg_rec;
+
+typedef struct gg_src {
+    gguf_file g;
+    gg_rec *rec;            /* (g.n_tensors), by file index */
+    int permute;            /* llama: q/k rows interleaved */
+    int n_head, n_kv_head;
+} gg_src;
+
+static const wsrc_ops gguf_ops;
+
+const gguf_file *wsrc_gguf_file(const wsrc *s)
+{
+    return s && s->ops == &gguf_ops ? &((const gg_src *)s->self)->g : NULL;
+}
+
+/* rows of t moved from GGUF's interleaved order back to HF's, per head of d rows */
+static void *unpermute(const gguf_tensor *t, int heads)
+{
+    int64_t n = t->ndim == 1 ? t->ne[0] : t->ne[1];
+    size_t rb = t->ndim == 1 ? gguf_type_bytes(t->ggml_type, 1) : gguf_type_bytes(t->ggml_type, t->ne[0]);
+    if (heads <= 0 || n % heads || (n / heads) % 2 || !rb || t->ndim > 2) return NULL;
+    int64_t d = n / heads, half = d / 2;
+    uint8_t *out = aligned_alloc(64, (t->nbytes + 63) & ~(size_t)63);
+    if (!out) return NULL;
+    const uint8_t *in = t->data;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t j = 0; j < d; j++) {
+            int64_t src = j < half ? 2 * j : 2 * (j - half) + 1;
+            memcpy(out + (size_t)(h * d + j) * rb, in + (size_t)(h * d + src) * rb, rb);
+        }
+    return out;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Fill rec for tensor index i; 0, or -1 (out of memory / bad head split). */
+static int rec_prepare(gg_src *s, int64_t i)
+{
+    gg_rec *r = &s->rec[i];
+    if (r->ready) return 0;
+    const gguf_tensor *t = &s->g.tensors[i];
+    r->kt = kern_type_of_ggml(t->ggml_type);
+    const char *gn = gguf_type_name(t->ggml_type);
+    if (r->kt >= 0 && !kern_type_get((kern_type)r->kt)->row_to_f32) {
+        snprintf(r->type_name, sizeof r->type_name, "%s (GGUF tensor %.120s; not supported yet)", gn, t->name);
+        r->kt = -1;
+    } else if (r->kt < 0) {
+        snprintf(r->type_name, sizeof r->type_name, "%s (GGUF tensor %.120s)", gn, t->name);
+    } else {
+        snprintf(r->type_name, sizeof r->type_name, "%s", gn);
+    }
+    r->bytes = t->data;
+    if (s->permute && r->kt >= 0 &&
+        (ends_with(t->name, ".attn_q.weight") || ends_with(t->name, ".attn_q.bias") ||
+         ends_with(t->name, ".attn_k.weight") || ends_with(t->name, ".attn_k.bias"))) {
+        int heads = strstr(t->name, ".attn_q.") ? s->n_head : s->n_kv_head;
+        r->owned = unpermute(t, heads);
+        if (!r->owned) return -1;
+        r->bytes = r->owned;
+    }
+    r->ready = 1;
+    return 0;
+}
+
+static int g_find(void *self, const char *name, int ndim, const int64_t *expect, wsrc_tensor *out)
+{
+    gg_src *s = self;
+    char gn[256];
+    int expert;
+    /* an HF name, or a GGUF name (the names find() hands out are GGUF's,
+     * and the loader may ask for one again) */
+    if (!gguf_name_from_hf(name, gn, sizeof gn, &expert)) snprintf(gn, sizeof gn, "%s", name);
+    const gguf_tensor *t = gguf_find_tensor(&s->g, gn);
+    if (!t && expert >= 0) {
+        /* older Mixtral files: one tensor per expert, blk.N.ffn_gate.E.weight */
+        char alt[256];
+        int il = 0;
+        sscanf(gn, "blk.%d.", &il);
+        const char *kind = strstr(gn, "ffn_gate_exps") ? "gate" : strstr(gn, "ffn_up_exps") ? "up" : "down";
+        snprintf(alt, sizeof alt, "blk.%d.ffn_%s.%d.weight", il, kind, expert);
+        t = gguf_find_tensor(&s->g, alt);
+        if (t) expert = -1;
+    }
+    if (!t) return 0;
+    int64_t i = t - s->g.tensors;
+    gg_rec *r = &s->rec[i];
+    if (rec_prepare(s, i)) {
+        /* reported as a type sglc cannot use: the loader names the tensor */
+        out->name = t->name;
+        out->type = -1;
+        out->type_name = "(rows not divisible into heads, or out of memory)";
+        out->ndim = t->ndim;
+        out->origin = s->g.path;
+        return 1;
+    }
+    out->name = t->name;
+    out->origin = s->g.path;
+    out->priv = r;
+    out->type_name = r->type_name;
+    out->ndim = t->ndim;
+    for (int d = 0; d < t->ndim; d++) out->shape[d] = t->ne[t->ndim - 1 - d];
+    int64_t off = 0;
+    if (expert >= 0) {
+        if (t->ndim != 3 || expert >= t->ne[2]) {
+            /* no such expert: shape (E, r, c) tells the loader what is there */
+            out->type = r->kt;
+            return 1;
+        }
+        out->ndim = 2;
+        out->shape[0] = t->ne[1];
+        out->shape[1] = t->ne[0];
+        off = (int64_t)expert * t->ne[0] * t->ne[1];
+    }
+    out->tag = (uint64_t)off;
+    if (r->kt < 0) {
+        out->type = -1;
+        return 1;
+    }
+    int64_t numel = wsrc_numel(out);
+    if (r->kt < KERN_TYPE_FLOAT_COUNT) {
+        out->type = r->kt;
+        out->nbytes = kern_type_row_bytes((kern_type)r->kt, numel);
+        out->data = r->bytes + kern_type_row_bytes((kern_type)r->kt, off);
+    } else {
+        out->type = KERN_TYPE_F32; /* dequantized on read */
+        out->nbytes = 0;
+        out->data = NULL;
+    }
+    (void)ndim, (void)expect;
+    return 1;
+}
+
+static int g_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
+{
+    const gg_rec *r = t->priv;
+    if (!r || r->kt < 0) return -1;
+    const uint8_t *src = r->bytes + kern_type_row_bytes((kern_type)r->kt, (int64_t)t->tag);
+    return wsrc_convert(dst, dst_dt, src, r->kt, (size_t)wsrc_numel(t));
+}
+
+static void g_read_row(void *self, const wsrc_tensor *t, int64_t row, float *dst)
+{
+    const gg_rec *r = t->priv;
+    int64_t k = t->shape[1];
+    const uint8_t *src = r->bytes + kern_type_row_bytes((kern_type)r->kt, (int64_t)t->tag + row * k);
+    kern_type_get((kern_type)r->kt)->row_to_f32(dst, src, k);
+}
+
+static void g_keep(void *self, const wsrc_tensor *t)
+{
+    gg_src *s = self;
+    const gg_rec *r = t->priv;
+    if (!r || r->owned) return;
+    s->g.tensors[r - s->rec].keep = 1;
+}
+
+static void g_release_unused(void *self)
+{
+    gg_src *s = self;
+    gguf_release_unused(&s->g);
+}
+
+static void g_close(void *self)
+{
+    gg_src *s = self;
+    for (int64_t i = 0; s->rec && i < s->g.n_tensors; i++) free(s->rec[i].owned);
+    free(s->rec);
+    gguf_close(&s->g);
+    free(s);
+}
+
+static const wsrc_ops gguf_ops = {
+    .kind = "gguf",
+    .find = g_find,
+    .read = g_read,
+    .read_row = g_read_row,
+    .keep = g_keep,
+    .release_unused = g_release_unused,
+    .close = g_close,
+};
+
+int wsrc_open_gguf(wsrc *w, const char *path, char *err, size_t errlen)
+{
+    gg_src *s = calloc(1, sizeof *s);
+    if (!s) {
+        errmsg_set(err, errlen, "out of memory");
+        return -1;
+    }
+    if (gguf_open(&s->g, path, err, errlen)) {
+        free(s);
+        return -1;
+    }
+    s->rec = calloc((size_t)(s->g.n_tensors ? s->g.n_tensors : 1), sizeof *s->rec);
+    if (!s->rec) {
+        g_close(s);
+        errmsg_set(err, errlen, "out of memory");
+        return -1;
+    }
+    gguf_str arch = {0};
+    if (gguf_get_str(&s->g, "general.architecture", &arch, NULL, 0) > 0 && arch.len == 5 &&
+        !memcmp(arch.s, "llama", 5)) {
+        int64_t nh = 0, nkv = 0;
+        gguf_get_int(&s->g, "llama.attention.head_count", &nh, NULL, 0);
+        if (gguf_get_int(&s->g, "llama.attention.head_count_kv", &nkv, NULL, 0) <= 0) nkv = nh;
+        s->permute = 1;
+        s->n_head = (int)(nh > 0 && nh < 1 << 20 ? nh : 0);
+        s->n_kv_head = (int)(nkv > 0 && nkv < 1 << 20 ? nkv : 0);
+    }
+    w->ops = &gguf_ops;
+    w->self = s;
+    return 0;
+}

@@ -1,0 +1,244 @@
+/* sched_grammar — constrained decoding in the scheduler (SGLang's
+ * GrammarManager + the grammar part of Req / the sampler).
+ *
+ * DESIGN
+ * Layer 6 (sched_impl.h "Layers"): includes sched_util, sched_event,
+ * sched_req.  The scheduler thread never compiles:
+ *
+ *   inbox drain: a request with a grammar ──▶ s->gram.waiting (+ a job on
+ *                the grammar queue; SGLang's grammar_queue)
+ *   each drain:  scan s->gram.waiting: job done and compiled -> matchers,
+ *                then the waiting queue (sched_inbox's admit: queue-full
+ *                rules apply then); failed -> finish 400 "Failed to
+ *                compile <kind> grammar: <reason>"; older than timeout_s
+ *                -> finish 400 "Grammar preprocessing timed out: ..."
+ *                (the job is released; a compile in progress finishes on
+ *                its thread and is cached)
+ *   the grammar thread's notify sets gram.wake and signals in.cv, so an
+ *   idle scheduler wakes when a grammar is ready.
+ *
+ * Per token (sched_output): processors -> mask (this file) -> sample ->
+ * accept (this file) -> stop checks (terminated = finish stop).  The mask
+ * is applied to the processed logits, so logprobs come from the masked
+ * distribution, as SGLang's (its vocab mask is part of the logit bias
+ * step before the sampler).
+ *
+ * "Grammar after": a request may say the grammar starts only after its
+ * output holds a token sequence (a reasoning parser's end of thinking);
+ * until then no mask applies and the matcher stays at its start. */
+#include "sched/sched_grammar.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_event.h"
+#include "sched/sched_req.h"
+#include "sched/sched_util.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+/* ---- set-up (any layer may call the public API) --------------------------- */
+
+static void grammar_wake(void *ctx)
+{
+    sched *s = ctx;
+    pthread_mutex_lock(&s->in.mu);
+    s->gram.wake = true;
+    pthread_cond_signal(&s->in.cv);
+    pthread_mutex_unlock(&s->in.mu);
+}
+
+void sched_set_grammar(sched *s, grammar_queue *q, const grammar_vocab *v, double timeout_s)
+{
+    free(s->gram.mask);
+    s->gram.mask = NULL;
+    s->gram.q = q && v ? q : NULL;
+    s->gram.v = q ? v : NULL;
+    s->gram.gv = s->gram.v ? grammar_vocab_size(s->gram.v) : 0;
+    s->gram.timeout_s = timeout_s > 0 ? timeout_s : 300.0;
+    if (!s->gram.q) return;
+    s->gram.mask = malloc(sizeof(uint32_t) * grammar_mask_words(v));
+    if (!s->gram.mask) {
+        log_error("out of memory for the grammar mask; constrained decoding is off");
+        s->gram.q = NULL;
+        s->gram.v = NULL;
+        return;
+    }
+    grammar_queue_set_notify(q, grammar_wake, s);
+}
+
+/* ---- the grammar queue ---------------------------------------------------- */
+
+static void fail_req(sched *s, sreq *r, const char *msg, int status)
+{
+    free(r->life.abort_msg);
+    r->life.abort_msg = sched_strdup(msg);
+    r->life.abort_status = status;
+    sched_req_abort(s, r);
+}
+
+void sched_grammar_wait(sched *s, sreq *r)
+{
+    grammar_key k = {r->gram.kind, r->gram.text, r->gram.len, r->gram.opts};
+    r->gram.job = s->gram.q ? grammar_queue_submit(s->gram.q, &k) : NULL;
+    if (!r->gram.job || sched_push_req(&s->gram.waiting, &s->gram.n_waiting, &s->gram.cap_waiting, r)) {
+        fail_req(s, r, s->gram.q ? "Internal error: out of memory." : "constrained decoding is off", 500);
+        return;
+    }
+    r->gram.t_queued = time_now_sec();
+}
+
+sreq *sched_grammar_remove(sched *s, int i)
+{
+    sreq *r = s->gram.waiting[i];
+    sched_remove_req(s->gram.waiting, &s->gram.n_waiting, i);
+    grammar_job_release(r->gram.job);
+    r->gram.job = NULL;
+    return r;
+}
+
+/* A matcher for r over entry e (a reference of its own). */
+static int make_matcher(sched *s, sreq *r, grammar_entry *e)
+{
+    r->gram.entry = grammar_entry_ref(e);
+    r->gram.m = grammar_matcher_new(grammar_entry_value(e), s->gram.v);
+    r->gram.active = r->gram.n_after == 0;
+    r->gram.start = r->tok.n_input;
+    return r->gram.m ? 0 : -1;
+}
+
+/* Python's repr of a short string (SGLang prints the key tuple). */
+static void py_repr(char *out, size_t cap, const char *s, size_t n)
+{
+    size_t o = 0;
+    if (cap < 8) return;
+    out[o++] = '\'';
+    for (size_t i = 0; i < n && o + 6 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\'' || c == '\\') out[o++] = '\\', out[o++] = (char)c;
+        else if (c == '\n') out[o++] = '\\', out[o++] = 'n';
+        else if (c < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+        else out[o++] = (char)c;
+    }
+    out[o++] = '\'';
+    out[o] = 0;
+}
+
+sreq *sched_grammar_next_ready(sched *s)
+{
+    double now = time_now_sec();
+    for (int i = 0; i < s->gram.n_waiting;) {
+        sreq *r = s->gram.waiting[i];
+        char msg[1400];
+        if (grammar_job_done(r->gram.job)) {
+            grammar_entry *e = grammar_job_entry(r->gram.job);
+            if (!e || !grammar_entry_value(e)) {
+                snprintf(msg, sizeof msg, "Failed to compile %s grammar: %s", grammar_kind_name(r->gram.kind),
+                         e ? grammar_entry_error(e) : "out of memory");
+                sched_grammar_remove(s, i);
+                fail_req(s, r, msg, 400);
+                continue;
+            }
+            bool ok = true;
+            if (!r->who.internal) ok = make_matcher(s, r, e) == 0;
+            for (int c = 0; ok && c < r->life.n_children; c++) ok = make_matcher(s, r->life.children[c], e) == 0;
+            sched_grammar_remove(s, i);
+            if (!ok) {
+                fail_req(s, r, "Internal error: out of memory.", 500);
+                continue;
+            }
+            return r;
+        }
+        if (now - r->gram.t_queued > s->gram.timeout_s) {
+            char key[256];
+            py_repr(key, sizeof key, r->gram.text, r->gram.len < 200 ? r->gram.len : 200);
+            snprintf(msg, sizeof msg, "Grammar preprocessing timed out: req.grammar_key=('%s', %s)",
+                     grammar_kind_name(r->gram.kind), key);
+            log_warn("request %s: %s", r->who.rid, msg);
+            sched_grammar_remove(s, i);
+            fail_req(s, r, msg, 400);
+            continue;
+        }
+        i++;
+    }
+    return NULL;
+}
+
+void sched_grammar_free_all(sched *s)
+{
+    while (s->gram.n_waiting > 0) sched_req_free(sched_grammar_remove(s, s->gram.n_waiting - 1));
+    free(s->gram.waiting);
+    s->gram.waiting = NULL;
+    s->gram.cap_waiting = 0;
+    free(s->gram.mask);
+    s->gram.mask = NULL;
+}
+
+/* ---- per token ------------------------------------------------------------ */
+
+/* Within this many bytes of the shortest completion the mask keeps only
+ * tokens after which the grammar still completes in the tokens left
+ * (grammar_close.c): a request never stops at max_new_tokens with its
+ * grammar unfinished, unless one token took it further than this margin. */
+#define GRAMMAR_CLOSE_MARGIN 64
+
+void sched_grammar_mask(sched *s, sreq *r, float *row)
+{
+    if (!r->gram.m || !r->gram.active) return;
+    int64_t left = r->tok.max_new - (r->tok.len - r->tok.n_input); /* tokens left, this one included */
+    int32_t need = left <= (int64_t)GRAMMAR_CLOSE_MARGIN * 8 ? grammar_matcher_min_bytes_to_end(r->gram.m) : -1;
+    if (need > 0 && left <= (int64_t)need + GRAMMAR_CLOSE_MARGIN)
+        grammar_matcher_fill_mask_within(r->gram.m, s->gram.mask, (int32_t)left);
+    else
+        grammar_matcher_fill_mask(r->gram.m, s->gram.mask);
+    int32_t n = s->gram.gv < s->lim.V ? s->gram.gv : s->lim.V;
+    grammar_apply_mask(row, n, s->gram.mask);
+    for (int32_t i = n; i < s->lim.V; i++) row[i] = -INFINITY; /* padding rows of the LM head */
+}
+
+int sched_grammar_accept(sched *s, sreq *r, int32_t tok)
+{
+    (void)s;
+    if (!r->gram.m) return 0;
+    if (r->gram.active) return grammar_matcher_accept_token(r->gram.m, tok) ? 0 : -1;
+    /* before the grammar starts: does the output now end with `after`? */
+    int64_t n_out = r->tok.len - r->tok.n_input;
+    if (n_out >= r->gram.n_after &&
+        !memcmp(r->tok.seq + r->tok.len - r->gram.n_after, r->gram.after, sizeof(int32_t) * (size_t)r->gram.n_after))
+        r->gram.active = true, r->gram.start = r->tok.len;
+    return 0;
+}
+
+bool sched_grammar_terminated(const sched *s, const sreq *r)
+{
+    if (!r->gram.m || !r->gram.active || !grammar_matcher_is_terminated(r->gram.m)) return false;
+    /* the engine also reports "terminated" when nothing but an end token
+     * can follow; then the mask allows only the end tokens and the request
+     * ends on the next one, as with xgrammar (whose matcher terminates on
+     * accepting the eos): the finish's matched token is always an end
+     * token, which the front does not print */
+    int32_t last = r->tok.seq[r->tok.len - 1];
+    for (int i = 0; i < s->lim.n_eos; i++)
+        if (s->lim.eos[i] == last) return true;
+    return false;
+}
+
+int sched_grammar_trim_draft(sched *s, sreq *r, int n_draft)
+{
+    (void)s;
+    if (!r->gram.m || !r->gram.active || n_draft <= 0) return n_draft;
+    int k = 0;
+    while (k < n_draft && grammar_matcher_accept_token(r->gram.m, r->spec.draft[k])) k++;
+    if (k > 0 && grammar_matcher_rollback(r->gram.m, k)) {
+        /* cannot undo: the matcher is unusable for this walk; keep no drafts
+         * and rebuild it from the output (rare: rollback depth) */
+        log_warn("request %s: grammar rollback of %d tokens failed; replaying the output", r->who.rid, k);
+        grammar_matcher_reset(r->gram.m);
+        for (int64_t i = r->gram.start; i < r->tok.len; i++) grammar_matcher_accept_token(r->gram.m, r->tok.seq[i]);
+        return 0;
+    }
+    return k;
+}

@@ -1,0 +1,48 @@
+/* sched_grammar — constrained decoding in the scheduler (layer 6, above
+ * sched_req): the grammar queue of requests whose grammar compiles, and
+ * per request its matcher, mask and accepted tokens. */
+#ifndef SGLC_SCHED_GRAMMAR_H
+#define SGLC_SCHED_GRAMMAR_H
+
+#include <stdbool.h>
+
+#include "sched/sched_impl.h"
+
+/* r (with r->gram.text) enters the grammar queue: its compile job is
+ * submitted (a cache hit is ready at the next poll).  Out of memory: r
+ * finishes with a 500 (freed). */
+void sched_grammar_wait(sched *s, sreq *r);
+
+/* The next request of the grammar queue whose grammar is ready (removed
+ * from the queue, matchers made for it and its n > 1 siblings), or NULL.
+ * Requests whose grammar failed or timed out are finished here with a
+ * 400 (SGLang's messages) as the scan meets them. */
+sreq *sched_grammar_next_ready(sched *s);
+
+/* Remove the i-th request of the grammar queue (its job released); the
+ * caller owns it. */
+sreq *sched_grammar_remove(sched *s, int i);
+
+/* Logit processor: the grammar's mask on r's logits row (V) when its
+ * matcher is active (ids past the grammar vocabulary are disallowed). */
+void sched_grammar_mask(sched *s, sreq *r, float *row);
+
+/* r accepted token tok (already appended to seq).  Advances the matcher
+ * (or, before the grammar starts, watches for the "after" sequence).
+ * 0, or -1 when the matcher rejects the token. */
+int sched_grammar_accept(sched *s, sreq *r, int32_t tok);
+
+/* The matcher ended on an end token (the model's eos ids, which are the
+ * grammar vocabulary's end ids). */
+bool sched_grammar_terminated(const sched *s, const sreq *r);
+
+/* Draft tokens the grammar forbids are cut: r's drafts are walked
+ * through the matcher (accept_token), the run stops at the first
+ * rejected one, and the matcher is rolled back.  Returns the number of
+ * drafts kept. */
+int sched_grammar_trim_draft(sched *s, sreq *r, int n_draft);
+
+/* Free every request of the grammar queue (sched_destroy). */
+void sched_grammar_free_all(sched *s);
+
+#endif
