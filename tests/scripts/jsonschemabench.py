@@ -113,7 +113,11 @@ def main():
             if errs:
                 invalid += 1
                 bad.append((r["file"], errs[0].message[:200], s["text"][:300]))
+                print("INVALID %s: %s" % (r["file"], errs[0].message[:200]), flush=True)
         validated_schemas += checked
+        if total % 100 == 0:
+            print("  ... %d schemas: compiled %d, validated %d outputs over %d schemas, invalid %d, unfinished %d"
+                  % (total, compiled, outputs, validated_schemas, invalid, unfinished), flush=True)
     p.wait()
     os.unlink(lst)
     dt = time.time() - t0
