@@ -12,7 +12,7 @@
  * probability p = step / (T/2) (capped at 0.95) an end token is taken
  * when the grammar may end, else one of the allowed single-byte closers
  * (" } ]) when there is one — until an end token is accepted, the grammar
- * terminates, or T tokens; over the last 64 steps the mask is narrowed to
+ * terminates, or T tokens; over the last T/4 (>= 64) steps the mask is narrowed to
  * tokens that still let the grammar complete inside T
  * (grammar_matcher_fill_mask_within).  Prints one JSON line per schema:
  *   {"file", "compiled", "error"?, "translate_ms", "compile_ms",
@@ -77,9 +77,9 @@ static void sample_one(sampler *sp, const grammar *g, uint64_t seed, int max_tok
     int steps = 0, finished = 0;
     for (; steps < max_tokens; steps++) {
         if (grammar_matcher_is_terminated(m)) { finished = 1; break; }
-        /* the last 64 steps: only tokens after which the grammar can still
+        /* the last quarter (at least 64 steps): only tokens after which the grammar can still
          * complete inside the cap (the scheduler's finish-in-budget mask) */
-        if (max_tokens - steps <= 64) grammar_matcher_fill_mask_within(m, sp->mask, max_tokens - steps);
+        if (max_tokens - steps <= (max_tokens / 4 > 64 ? max_tokens / 4 : 64)) grammar_matcher_fill_mask_within(m, sp->mask, max_tokens - steps);
         else grammar_matcher_fill_mask(m, sp->mask);
         size_t na = 0, nc = 0;
         int can_end_tok = -1;

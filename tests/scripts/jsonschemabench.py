@@ -58,10 +58,13 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--min-compile", type=float, default=0.85)
     ap.add_argument("--min-validated", type=int, default=0)
+    ap.add_argument("--shard", default="0/1", help="K/N: only every N-th picked schema from the K-th (parallel runs)")
     ap.add_argument("--show-errors", type=int, default=0, help="print the N most common compile errors")
     a = ap.parse_args()
 
     files = pick(a.bench, a.limit)
+    k, nsh = (int(x) for x in a.shard.split("/"))
+    files = files[k::nsh]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(files) + "\n")
         lst = f.name
