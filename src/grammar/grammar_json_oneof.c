@@ -192,29 +192,30 @@ static bool disjoint(gjs *c, json_t *a, json_t *b, int depth)
     return false;
 }
 
+/* d[i * n + j]: what is generated for branch i can never match the
+ * original branch j (directional: narrowing i proves i -> j only; an
+ * instance must match exactly one of the original branches). */
 json_t *gjs_oneof_disjoint(gjs *c, json_t *alts)
 {
     size_t n = json_array_size(alts);
     if (n > 64) return gjs_fail(c, "oneOf with more than 64 branches is not supported"), NULL;
-    /* out: array of [branch index, schema] */
-    json_t *out = json_array();
-    bool *ok = calloc(n * n + 1, sizeof *ok);
-    if (!ok) { json_decref(out); return gjs_fail(c, "out of memory"), NULL; }
-    for (size_t i = 0; i < n; i++)
+    json_t *out = json_array(); /* per branch: an array of its generated variants */
+    bool *d = calloc(n * n + 1, sizeof *d);
+    if (!d) { json_decref(out); return gjs_fail(c, "out of memory"), NULL; }
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(out, json_pack("[O]", json_array_get(alts, i)));
         for (size_t j = i + 1; j < n; j++) {
-            ok[i * n + j] = disjoint(c, json_array_get(alts, i), json_array_get(alts, j), 0);
-            if (c->failed) { free(ok); json_decref(out); return NULL; }
+            d[i * n + j] = d[j * n + i] = disjoint(c, json_array_get(alts, i), json_array_get(alts, j), 0);
+            if (c->failed) { free(d); json_decref(out); return NULL; }
         }
+    }
     for (size_t i = 0; i < n; i++) {
         json_t *a = json_array_get(alts, i);
         bool all = true;
         for (size_t j = 0; j < n; j++)
-            if (j != i && !ok[i < j ? i * n + j : j * n + i]) all = false;
+            if (j != i && !d[i * n + j]) all = false;
         json_t *props = json_object_get(a, "properties");
-        if (all || !json_is_object(props) || !(type_bits(a) & T_OBJ) || (type_bits(a) & ~T_OBJ)) {
-            json_array_append_new(out, json_pack("[iO]", (json_int_t)i, a));
-            continue;
-        }
+        if (all || !json_is_object(props) || !(type_bits(a) & T_OBJ) || (type_bits(a) & ~T_OBJ)) continue;
         /* keys of a that every other branch forbids: require one of them */
         json_t *u = json_array();
         const char *k;
@@ -227,39 +228,30 @@ json_t *gjs_oneof_disjoint(gjs *c, json_t *alts)
                 if (j != i && !forbids(c, json_array_get(alts, j), k)) every = false;
             if (every) json_array_append_new(u, json_string(k));
         }
-        if (json_array_size(u) == 0 || json_array_size(u) > 16) {
-            json_decref(u);
-            json_array_append_new(out, json_pack("[iO]", (json_int_t)i, a));
-            continue;
-        }
-        size_t q;
-        json_array_foreach(u, q, v)
-        {
-            json_t *x = json_deep_copy(a), *r = json_object_get(x, "required");
-            if (!json_is_array(r)) json_object_set_new(x, "required", r = json_array());
-            json_array_append(r, v);
-            json_array_append_new(out, json_pack("[io]", (json_int_t)i, x));
+        if (json_array_size(u) > 0 && json_array_size(u) <= 16) {
+            json_t *vars = json_array();
+            size_t q;
+            json_array_foreach(u, q, v)
+            {
+                json_t *x = json_deep_copy(a), *r = json_object_get(x, "required");
+                if (!json_is_array(r)) json_object_set_new(x, "required", r = json_array());
+                json_array_append(r, v);
+                json_array_append_new(vars, x);
+            }
+            json_array_set_new(out, i, vars);
+            for (size_t j = 0; j < n; j++) d[i * n + j] = true;
         }
         json_decref(u);
-        for (size_t j = 0; j < n; j++)
-            if (j != i) ok[i < j ? i * n + j : j * n + i] = true;
     }
-    /* a pair of object branches still without a proof: each gives up a key
-     * the other requires (properties.k = false), so no instance meets both */
+    /* object branches still without a proof against j: give up a key j
+     * requires (properties.k = false), so no generated instance meets j */
     for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++) {
-            if (ok[i * n + j]) continue;
-            size_t oi = SIZE_MAX, oj = SIZE_MAX;
-            for (size_t q = 0; q < json_array_size(out); q++) {
-                json_int_t ix = json_integer_value(json_array_get(json_array_get(out, q), 0));
-                if ((size_t)ix == i && oi == SIZE_MAX) oi = q;
-                if ((size_t)ix == j && oj == SIZE_MAX) oj = q;
-            }
-            json_t *a = json_array_get(json_array_get(out, oi), 1), *b = json_array_get(json_array_get(out, oj), 1);
-            if (oi == SIZE_MAX || oj == SIZE_MAX || !(type_bits(a) & T_OBJ) || !(type_bits(b) & T_OBJ)) continue;
-            if (json_array_size(json_array_get(out, oi + 1)) && oi + 1 < json_array_size(out) &&
-                (size_t)json_integer_value(json_array_get(json_array_get(out, oi + 1), 0)) == i)
-                continue; /* narrowed into variants already */
+        for (size_t j = 0; j < n; j++) {
+            if (i == j || d[i * n + j]) continue;
+            json_t *vars = json_array_get(out, i), *b = json_array_get(alts, j);
+            if (json_array_size(vars) != 1 || !(type_bits(b) & T_OBJ)) continue;
+            json_t *a = json_array_get(vars, 0);
+            if (!(type_bits(a) & T_OBJ)) continue;
             const char *kb = NULL;
             size_t q;
             json_t *v;
@@ -268,16 +260,26 @@ json_t *gjs_oneof_disjoint(gjs *c, json_t *alts)
             json_t *na = json_deep_copy(a), *pr = json_object_get(na, "properties");
             if (!json_is_object(pr)) json_object_set_new(na, "properties", pr = json_object());
             json_object_set_new(pr, kb, json_false());
-            json_array_set_new(json_array_get(out, oi), 1, na);
-            ok[i * n + j] = true;
+            json_array_set_new(vars, 0, na);
+            d[i * n + j] = true;
         }
     for (size_t i = 0; i < n; i++)
-        for (size_t j = i + 1; j < n; j++)
-            if (!ok[i * n + j]) {
-                free(ok);
+        for (size_t j = 0; j < n; j++)
+            if (i != j && !d[i * n + j]) {
+                free(d);
                 json_decref(out);
-                return gjs_fail(c, "'oneOf' branches %zu and %zu may both match (not supported)", i, j), NULL;
+                return gjs_fail(c, "'oneOf' branches %zu and %zu may both match (not supported)", i < j ? i : j, i < j ? j : i), NULL;
             }
-    free(ok);
-    return out;
+    free(d);
+    json_t *flat = json_array();
+    size_t i;
+    json_t *vars;
+    json_array_foreach(out, i, vars)
+    {
+        size_t q;
+        json_t *v;
+        json_array_foreach(vars, q, v) json_array_append_new(flat, json_pack("[iO]", (json_int_t)i, v));
+    }
+    json_decref(out);
+    return flat;
 }
