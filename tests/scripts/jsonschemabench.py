@@ -29,12 +29,15 @@ except ImportError:
     sys.exit(77)
 
 
-def pick(root, limit):
+def pick(root, limit, exclude=0):
     files = []
     for d in sorted(os.listdir(root)):
         p = os.path.join(root, d)
         if os.path.isdir(p):
             files += [os.path.join(p, f) for f in sorted(os.listdir(p)) if f.endswith(".json")]
+    if exclude:
+        skip = set(pick(root, exclude))
+        files = [f for f in files if f not in skip]
     if limit and limit < len(files):
         step = len(files) / limit
         files = [files[int(i * step)] for i in range(limit)]
@@ -58,11 +61,13 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--min-compile", type=float, default=0.85)
     ap.add_argument("--min-validated", type=int, default=0)
+    ap.add_argument("--exclude-pick", type=int, default=0,
+                    help="leave out the schemas a --limit of this size picks (a disjoint second run)")
     ap.add_argument("--shard", default="0/1", help="K/N: only every N-th picked schema from the K-th (parallel runs)")
     ap.add_argument("--show-errors", type=int, default=0, help="print the N most common compile errors")
     a = ap.parse_args()
 
-    files = pick(a.bench, a.limit)
+    files = pick(a.bench, a.limit, a.exclude_pick)
     k, nsh = (int(x) for x in a.shard.split("/"))
     files = files[k::nsh]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
