@@ -260,6 +260,8 @@ json_t *gjs_oneof_disjoint(gjs *c, json_t *alts)
             json_t *na = json_deep_copy(a), *pr = json_object_get(na, "properties");
             if (!json_is_object(pr)) json_object_set_new(na, "properties", pr = json_object());
             json_object_set_new(pr, kb, json_false());
+            /* and only objects: a non-object meets every required-only branch */
+            json_object_set_new(na, "type", json_string("object"));
             json_array_set_new(vars, 0, na);
             d[i * n + j] = true;
         }

@@ -217,6 +217,8 @@ static void test_combinators_refs(void **state)
           L("{\"k\":\"a\",\"x\":1}", "{\"k\":\"b\"}"), L("{\"k\":\"c\"}", "{\"x\":1}"));
     check("{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", L("{\"a\":1}", "{\"b\":1}"),
           L("{\"a\":1,\"b\":2}", "{}"));
+    /* without a type a non-object meets both required-only branches */
+    check("{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", L("{\"a\":1}"), L("1", "\"s\"", "{\"a\":1,\"b\":2}"));
     check("{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"key\":{}},\"additionalProperties\":false},"
           "{\"properties\":{\"keys\":{}},\"additionalProperties\":false}]}",
           L("{\"key\":1}", "{\"keys\":1}"), L("{}", "{\"key\":1,\"keys\":2}"));
