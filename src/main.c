@@ -21,6 +21,7 @@ static const command commands[] = {
     {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},
     {"grammar-check", cmd_grammar_check, "JSON strings on stdin -> {\"accepted\"} against a JSON Schema / regex / EBNF"},
     {"bench-grammar", cmd_bench_grammar, "grammar compile and token-mask time over a folder of schemas"},
+    {"grammar-sample", cmd_grammar_sample, "random outputs constrained by a JSON Schema (a stand-in for a random-weight model)"},
     {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"quantize", cmd_quantize, "convert a Hugging Face folder to a GGUF file (F32 ... Q4_K_M, IQ4_XS)"},

@@ -21,5 +21,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_bench_serving(int argc, char **argv); /* load generator for a running server */
 int cmd_grammar_check(int argc, char **argv);  /* cmd_grammar.c */
 int cmd_bench_grammar(int argc, char **argv);
+int cmd_grammar_sample(int argc, char **argv); /* cmd_grammar_sample.c */
 
 #endif

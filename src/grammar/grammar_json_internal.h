@@ -84,6 +84,12 @@ const char *gjs_array(gjs *c, json_t *s);
 /* The alternatives of vals allowed by type (NULL = any). */
 const char *gjs_enum(gjs *c, json_t *vals, json_t *type);
 
+/* ---- oneOf (grammar_json_oneof.c) ---- */
+/* oneOf's branches (an array of schemas) made provably pairwise disjoint:
+ * a new array of [branch index, schema], or NULL with an error naming
+ * oneOf when two branches may both match. */
+json_t *gjs_oneof_disjoint(gjs *c, json_t *alts);
+
 /* ---- numbers (grammar_json_num.c) ---- */
 /* The rule for an integer/number schema s (its bounds, multipleOf), NULL
  * on error. is_int selects integer. */

@@ -189,10 +189,11 @@ const char *gjs_object(gjs *c, json_t *s)
             json_object_del(json_object_get(with, *kw), k);
             json_t *rq = json_object_get(with, "required");
             if (!json_is_array(rq)) json_object_set_new(with, "required", rq = json_array());
-            if (!in_array(rq, k)) json_array_append_new(rq, json_string(k));
+            /* the needs first, then the trigger: the order people write them */
             size_t q;
             json_t *x;
             if (arr) json_array_foreach(v, q, x) if (json_is_string(x) && !in_array(rq, json_string_value(x))) json_array_append(rq, x);
+            if (!in_array(rq, k)) json_array_append_new(rq, json_string(k));
             if (!arr) {
                 json_t *m = json_pack("{s:[oO]}", "allOf", with, v);
                 with = m;
@@ -260,9 +261,22 @@ const char *gjs_object(gjs *c, json_t *s)
     {
         if (!json_is_string(v) || in_array(names, json_string_value(v))) continue;
         if (json_is_object(props) && json_object_get(props, json_string_value(v))) continue;
-        if (json_is_false(ap)) goto unsat;
+        /* its value meets every patternProperties schema whose regex
+         * matches the name, else additionalProperties */
+        json_t *sch = NULL;
+        if (pp) {
+            const char *pk;
+            json_t *pv;
+            json_object_foreach(pp, pk, pv) if (regex_search(pk, json_string_value(v)))
+            {
+                json_t *m = sch ? json_pack("{s:[OO]}", "allOf", sch, pv) : json_incref(pv);
+                json_array_append_new(c->keep, m);
+                sch = m;
+            }
+        }
+        if (!sch && json_is_false(ap)) goto unsat;
         json_array_append_new(names, json_string(json_string_value(v)));
-        json_array_append(schemas, ap ? ap : json_true());
+        json_array_append(schemas, sch ? sch : ap ? ap : json_true());
         json_array_append_new(reqf, json_true());
     }
     size_t n = json_array_size(names), nreq = 0;

@@ -604,35 +604,53 @@ static const char *gen_inner(gjs *c, json_t *s)
     }
     json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
     if (json_is_array(any) && json_is_array(one)) {
-        json_t *m = json_copy(s);
+        /* both: one anyOf over the pairs */
+        if (json_array_size(any) * json_array_size(one) > 256) return gjs_fail(c, "anyOf with oneOf: too many alternatives"), NULL;
+        json_t *m = json_copy(s), *u = json_array();
+        size_t i, j;
+        json_t *x, *y;
+        json_array_foreach(any, i, x) json_array_foreach(one, j, y) json_array_append_new(u, json_pack("{s:[OO]}", "allOf", x, y));
         json_object_del(m, "oneOf");
-        json_t *x = json_pack("{s:O}", "oneOf", one);
-        json_t *mm = merge(c, m, x, 0);
-        json_decref(m), json_decref(x);
-        if (!mm) return NULL;
-        json_array_append_new(c->keep, mm);
-        return gjs_gen(c, mm);
+        json_object_set_new(m, "anyOf", u);
+        json_array_append_new(c->keep, m);
+        return gjs_gen(c, m);
     }
     json_t *alts = json_is_array(any) ? any : json_is_array(one) ? one : NULL;
     if (alts) {
         json_t *sib = siblings(s, alts == any ? "anyOf" : "oneOf");
-        strbuf b = {0};
+        /* the branches with the siblings merged in */
+        json_t *xs = json_array();
         size_t i;
         json_t *v;
         json_array_foreach(alts, i, v)
         {
             if (json_is_false(v)) continue;
-            json_t *x = sib ? merge(c, sib, v, 0) : json_incref(v);
+            json_t *x = sib ? merge(c, sib, v, 0) : (alts == one ? gjs_flatten(c, v, 0) : json_incref(v));
             if (!x) break;
-            json_array_append_new(c->keep, x);
-            if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) continue;
+            if (json_is_object(x) && json_object_get(x, GJS_FALSE_KEY)) { json_decref(x); continue; }
+            json_array_append_new(xs, x);
+        }
+        json_decref(sib);
+        if (!c->failed && alts == one) {
+            /* oneOf: only provably disjoint branches (grammar_json_oneof.c) */
+            json_t *d = gjs_oneof_disjoint(c, xs);
+            json_t *flat = json_array();
+            json_array_foreach(d, i, v) json_array_append(flat, json_array_get(v, 1));
+            json_decref(d);
+            json_decref(xs);
+            xs = flat;
+        }
+        json_array_append_new(c->keep, xs);
+        strbuf b = {0};
+        json_array_foreach(xs, i, v)
+        {
+            if (c->failed) break;
             bool dropped;
-            const char *r = gjs_try_gen(c, x, &dropped);
+            const char *r = gjs_try_gen(c, v, &dropped);
             if (dropped) continue;
             if (!r) break;
             strbuf_printf(&b, "%s%s", b.len ? " | " : "", r);
         }
-        json_decref(sib);
         if (c->failed) { free(b.p); return NULL; }
         if (!b.len) { free(b.p); return gjs_unsat(c, "anyOf/oneOf: no alternative can be satisfied"), NULL; }
         const char *r = gjs_rule(c, "alt", b.p);

@@ -209,6 +209,19 @@ static void test_combinators_refs(void **state)
     check("{\"properties\":{\"x\":{\"$ref\":\"#\"}},\"type\":\"object\",\"additionalProperties\":false}",
           L("{\"x\":{\"x\":{}}}"), L("{\"x\":1}"));
     check("{\"enum\":[\"a\",1,null,{\"k\":[true]}],\"const\":1}", L("1"), L("\"a\""));
+    /* oneOf: disjoint by type, by a discriminator, or narrowed so no
+     * instance meets two branches */
+    check("{\"oneOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", L("\"a\"", "3"), L("null"));
+    check("{\"oneOf\":[{\"properties\":{\"k\":{\"const\":\"a\"},\"x\":{\"type\":\"integer\"}},\"required\":[\"k\"]},"
+          "{\"properties\":{\"k\":{\"const\":\"b\"}},\"required\":[\"k\"]}],\"type\":\"object\"}",
+          L("{\"k\":\"a\",\"x\":1}", "{\"k\":\"b\"}"), L("{\"k\":\"c\"}", "{\"x\":1}"));
+    check("{\"type\":\"object\",\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", L("{\"a\":1}", "{\"b\":1}"),
+          L("{\"a\":1,\"b\":2}", "{}"));
+    /* without a type a non-object meets both required-only branches */
+    check("{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", L("{\"a\":1}"), L("1", "\"s\"", "{\"a\":1,\"b\":2}"));
+    check("{\"type\":\"object\",\"oneOf\":[{\"properties\":{\"key\":{}},\"additionalProperties\":false},"
+          "{\"properties\":{\"keys\":{}},\"additionalProperties\":false}]}",
+          L("{\"key\":1}", "{\"keys\":1}"), L("{}", "{\"key\":1,\"keys\":2}"));
     check("{\"enum\":[\"a\\\"b\",1.5,{\"k\":[true]}]}", L("\"a\\\"b\"", "1.5", "{\"k\":[true]}"), L("\"a\""));
 }
 
@@ -346,6 +359,7 @@ static void test_errors_name_the_keyword(void **state)
         {"{\"type\":\"string\",\"pattern\":\"(?=x)\"}", "lookahead"},
         {"{\"type\":\"integer\",\"minimum\":5,\"maximum\":1}", "minimum"},
         {"{\"type\":", "not JSON"},
+        {"{\"oneOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "oneOf"},
     };
     for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
         char err[256];
