@@ -14,7 +14,8 @@
 #      command accepts, loaded from the .gguf (tokenizer from the file:
 #      same token count), and the f32 folder loaded with
 #      --kv-cache-dtype fp8_e4m3 / fp8_e5m2, --quantization w8a8_int8 /
-#      fp8 and --dtype bfloat16: |ppl / ppl_f32 - 1| within the margin of
+#      fp8 and --dtype bfloat16 (and a folder holding the Q8_0 file with
+#      --load-format gguf, equal to the file): |ppl / ppl_f32 - 1| within the margin of
 #      its row below.  Margins are the measured deltas (docs/notes/ppl.md)
 #      with headroom: about 2x (at least +0.5%) for the weight types, 3x
 #      for the KV formats; F32 / F16 / BF16 files must be exact (the
@@ -114,6 +115,11 @@ while read -r name how margin; do
         '"$PY" -c "import sys; sys.exit(not abs(float(sys.argv[1]) / float(sys.argv[2]) - 1) <= float(sys.argv[3]))" "$p" "$F32" "$margin" &&
          [ "$(field "$name" tokens_scored)" = "$(field f32 tokens_scored)" ]'
 done <"$T/rows"
+
+# a folder holding the Q8_0 file, named by --load-format gguf: the same figure
+mkdir -p "$T/ggdir" && cp "$T/Q8_0.gguf" "$T/ggdir/"
+ppl q8_dir --model-path "$T/ggdir" --load-format gguf
+check "--load-format gguf on a folder holding the Q8_0 file: the same ppl" '[ "$(field q8_dir ppl)" = "$(field Q8_0 ppl)" ]'
 
 # 3. the check tells 8-bit from 4-bit weights and e4m3 from e5m2 caches
 Q8M=$(awk '$1 == "Q8_0" {print $3}' "$T/rows")
