@@ -10,6 +10,8 @@
  *    2048x8192, lm_head 128256x2048: each weight replicated into >= 256 MiB
  *    (SGLC_BENCH_MEM_MB) of distinct copies walked in turn, so every call
  *    reads from memory; GB/s = weight bytes / time per call;
+ *  - l2_resident: 128x2048, one copy (it stays in L2): the kernel's compute
+ *    rate, what the GEMV would reach if memory were not the limit;
  *  - decode step estimate: 16 x (2 qo + 2 kv + 2 gate/up + down) + lm_head
  *    from the per-shape medians: all weight bytes of a step / step time;
  *  - GEMM (m = 512, 2048x2048): GFLOP/s = 2 m n k / time.
@@ -18,8 +20,13 @@
  * JSON lines; "frac" is the median GB/s over the median read bandwidth of
  * the same thread count.
  *
+ * --owned 1 makes every weight an owned copy, so Q4_0 / Q4_K / Q8_0 run
+ * in their repacked 8-row layouts ("layout":"x8"); the default borrows the
+ * blocks in place ("plain"), as a GGUF mmap would be.
+ *
  * Usage: build/bench/bench_quant [--threads N] [--reps R] [--types q4_0,q4_K,...]
- *        [--only gemv|gemm]   (SGLC_KERNELS=scalar|avx2 forces an ISA) */
+ *        [--only gemv|gemm] [--owned 0|1] [--shape qo_proj|...|l2_resident]
+ *        (--shape: GEMV of that shape only; SGLC_KERNELS=scalar|avx2 forces an ISA) */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -44,6 +51,8 @@ typedef struct {
 static const shape k_shapes[] = {
     {"qo_proj", 2048, 2048, 2}, {"kv_proj", 512, 2048, 2}, {"gate_up_proj", 8192, 2048, 2},
     {"down_proj", 2048, 8192, 1}, {"lm_head", 128256, 2048, 0},
+    /* 128 x 2048: one copy that stays in L2, so the kernel's compute rate (not in the step) */
+    {"l2_resident", 128, 2048, -1},
 };
 #define N_SHAPES (int)(sizeof k_shapes / sizeof *k_shapes)
 #define N_LAYERS 16
@@ -122,11 +131,15 @@ static double time_call(tpool *pool, mm_ctx *c)
 }
 
 /* kern_matmul on the current ISA vs kern_ref_matmul (scalar int8 path) */
+static int g_borrow = 1; /* 0 with --owned: owned copies (the repacked 8-row layouts) */
+
+static const char *layout_name(const kern_mat *w) { return w->layout ? "x8" : "plain"; }
+
 static int validate(kern_type t, const void *wq, int n, int k, void **scr)
 {
     const int m = 5;
     kern_mat w;
-    if (kern_mat_init_kt(&w, wq, t, n, k, t, 1)) return -1;
+    if (kern_mat_init_kt(&w, wq, t, n, k, t, g_borrow)) return -1;
     float *x = malloc(sizeof(float) * m * k), *y = malloc(sizeof(float) * m * n),
           *yr = malloc(sizeof(float) * m * n);
     for (int i = 0; i < m * k; i++) x[i] = (float)((int64_t)(rnd64() >> 40) - (1 << 23)) / (float)(1 << 23);
@@ -151,14 +164,16 @@ static int validate(kern_type t, const void *wq, int n, int k, void **scr)
 int main(int argc, char **argv)
 {
     int max_threads = 2, reps = 7, do_gemv = 1, do_gemm = 1;
-    const char *types = NULL;
+    const char *types = NULL, *only_shape = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) max_threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--types")) types = argv[i + 1];
+        else if (!strcmp(argv[i], "--owned")) g_borrow = !atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--shape")) only_shape = argv[i + 1];
         else if (!strcmp(argv[i], "--only")) do_gemv = !strcmp(argv[i + 1], "gemv"), do_gemm = !do_gemv;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm] [--owned 0|1] [--shape NAME]\n", argv[0]);
             return 2;
         }
     }
@@ -221,8 +236,10 @@ int main(int argc, char **argv)
             const shape *s = &k_shapes[si];
             size_t wb = kern_type_mat_bytes(t, s->n, s->k);
             b_shape[si] = wb;
-            int copies = (int)((ws + wb - 1) / wb);
+            int copies = s->per_layer < 0 ? 1 : (int)((ws + wb - 1) / wb);
             if (!do_gemv && si > 0) break;
+            const int gemv_here = do_gemv && (!only_shape || !strcmp(only_shape, s->name));
+            if (!gemv_here && !(si == 0 && do_gemm)) continue;
             unsigned char *buf = kern_weight_alloc(wb * (size_t)copies);
             if (!buf) return 1;
             fill_weight(t, buf, wb);
@@ -230,7 +247,7 @@ int main(int argc, char **argv)
             if (si == 0 && validate(t, buf, s->n, s->k, scr)) return 1;
             if (si == 0 && do_gemm) {
                 kern_mat w;
-                if (kern_mat_init_kt(&w, buf, t, s->n, s->k, t, 1)) return 1;
+                if (kern_mat_init_kt(&w, buf, t, s->n, s->k, t, g_borrow)) return 1;
                 for (int ti = 0; ti < tcount; ti++) {
                     mm_ctx c = {.y = y, .x = x, .m = 512, .w = &w, .scratch = scr};
                     double v[64], vc[64];
@@ -241,19 +258,20 @@ int main(int argc, char **argv)
                         v[r] = fl / time_call(pools[ti], &c) * 1e-9;
                         vc[r] = fl / bench_max_cpu(c.cpu, tlist[ti]) * 1e-9;
                     }
-                    printf("{\"bench\":\"quant_gemm\",\"type\":\"%s\",\"m\":512,\"n\":%d,\"k\":%d,\"threads\":%d,"
+                    printf("{\"bench\":\"quant_gemm\",\"type\":\"%s\",\"layout\":\"%s\",\"m\":512,\"n\":%d,\"k\":%d,\"threads\":%d,"
                            "\"median_gflops\":%.1f,\"best_gflops\":%.1f,\"cpu_median_gflops\":%.1f}\n",
-                           tn, s->n, s->k, tlist[ti], bench_median(v, gr), bench_max(v, gr), bench_median(vc, gr));
+                           tn, layout_name(&w), s->n, s->k, tlist[ti], bench_median(v, gr), bench_max(v, gr), bench_median(vc, gr));
                     fflush(stdout);
                 }
                 kern_mat_free(&w);
             }
-            if (do_gemv) {
+            if (gemv_here) {
                 kern_mat *ws_m = malloc(sizeof(kern_mat) * (size_t)copies);
                 for (int c = 0; c < copies; c++)
-                    if (kern_mat_init_kt(&ws_m[c], buf + (size_t)c * wb, t, s->n, s->k, t, 1)) return 1;
+                    if (kern_mat_init_kt(&ws_m[c], buf + (size_t)c * wb, t, s->n, s->k, t, g_borrow)) return 1;
                 for (int ti = 0; ti < tcount; ti++) {
-                    int calls = copies < 8 ? 8 : copies; /* one pass over the copies per rep, >= 8 calls */
+                    /* one pass over the copies per rep, >= 8 calls (200 for the L2-resident one) */
+                    int calls = s->per_layer < 0 ? 200 : copies < 8 ? 8 : copies;
                     double v[64], vc[64];
                     mm_ctx c = {.y = y, .x = x, .m = 1, .scratch = scr};
                     for (int r = 0; r <= reps; r++) { /* rep 0 warms */
@@ -268,10 +286,10 @@ int main(int argc, char **argv)
                     double med = bench_median(v, reps), medc = bench_median(vc, reps);
                     t_shape[ti][si] = med;
                     tc_shape[ti][si] = medc;
-                    printf("{\"bench\":\"quant_gemv\",\"type\":\"%s\",\"shape\":\"%s\",\"n\":%d,\"k\":%d,"
+                    printf("{\"bench\":\"quant_gemv\",\"type\":\"%s\",\"layout\":\"%s\",\"shape\":\"%s\",\"n\":%d,\"k\":%d,"
                            "\"threads\":%d,\"bytes\":%zu,\"median_us\":%.1f,\"median_gbs\":%.2f,"
                            "\"frac\":%.3f,\"cpu_gbs\":%.2f,\"cpu_frac\":%.3f}\n",
-                           tn, s->name, s->n, s->k, tlist[ti], wb, med * 1e6, wb / med * 1e-9,
+                           tn, layout_name(&ws_m[0]), s->name, s->n, s->k, tlist[ti], wb, med * 1e6, wb / med * 1e-9,
                            wb / med * 1e-9 / bw[ti], wb / medc * 1e-9, wb / medc * 1e-9 / bwc[ti]);
                     fflush(stdout);
                 }
@@ -279,18 +297,19 @@ int main(int argc, char **argv)
             }
             free(buf);
         }
-        if (do_gemv)
+        if (do_gemv && !only_shape)
             for (int ti = 0; ti < tcount; ti++) {
                 double tt = 0, tc = 0, bb = 0;
                 for (int si = 0; si < N_SHAPES; si++) {
+                    if (k_shapes[si].per_layer < 0) continue;
                     int mult = k_shapes[si].per_layer ? N_LAYERS * k_shapes[si].per_layer : 1;
                     tt += mult * t_shape[ti][si];
                     tc += mult * tc_shape[ti][si];
                     bb += mult * (double)b_shape[si];
                 }
-                printf("{\"bench\":\"quant_decode_step_est\",\"type\":\"%s\",\"threads\":%d,\"bytes\":%.0f,"
+                printf("{\"bench\":\"quant_decode_step_est\",\"type\":\"%s\",\"owned\":%d,\"threads\":%d,\"bytes\":%.0f,"
                        "\"step_ms\":%.2f,\"gbs\":%.2f,\"frac\":%.3f,\"cpu_gbs\":%.2f,\"cpu_frac\":%.3f}\n",
-                       tn, tlist[ti], bb, tt * 1e3, bb / tt * 1e-9, bb / tt * 1e-9 / bw[ti], bb / tc * 1e-9,
+                       tn, !g_borrow, tlist[ti], bb, tt * 1e3, bb / tt * 1e-9, bb / tt * 1e-9 / bw[ti], bb / tc * 1e-9,
                        bb / tc * 1e-9 / bwc[ti]);
                 fflush(stdout);
             }

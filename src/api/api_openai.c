@@ -40,8 +40,8 @@ static const struct {
     {"logit_bias", "logit_bias"},
 };
 
-/* request fields sglc refuses on the OpenAI routes (none today: tools and
- * the grammar fields are served) */
+/* OpenAI fields sglc refuses (none now: tools are api_chat_tools.c's,
+ * grammars api_grammar.c's); kept as the one place to list the next one */
 static const char *const oai_unsupported[] = {NULL};
 
 typedef struct oai_spec_ctx {
@@ -52,6 +52,7 @@ typedef struct oai_spec_ctx {
     int top;
     json_t *priority;            /* borrowed, or NULL */
     bool json_strict;            /* response_format json_schema strict (api_grammar.c) */
+    bool json_compact;           /* the json_schema is a forced tool call's: no whitespace */
 } oai_spec_ctx;
 
 /* api_spec_fn of the OpenAI routes: the GenerateReqInput fields SGLang's
@@ -82,6 +83,7 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
     }
     if (sampling_params_from_json(&spec->params, c->sp, err, errlen)) goto fail;
     spec->params.json_strict = c->json_strict;
+    spec->params.json_compact = c->json_compact;
     if (rid && !(spec->rid = api_strdup(rid))) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -197,12 +199,23 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
     else if (kind == JOB_COMPL) json_object_set_new(sp, "max_new_tokens", json_integer(16));
     else json_object_set_new(sp, "max_new_tokens", json_null());
     bool json_strict = false; /* constrained decoding: response_format, regex, ebnf */
-    if (api_oai_grammar_params(body, sp, &json_strict, err, sizeof err) ||
-        (kind != JOB_COMPL && api_chat_tools_sampling(&tools, sp, err, sizeof err))) {
+    if (api_oai_grammar_params(body, sp, &json_strict, err, sizeof err)) {
         json_decref(sp);
         api_oai_error(r, 400, err);
         return;
     }
+    /* then tool_choice required / named (SGLang: the tool constraint comes last) */
+    if (kind != JOB_COMPL && api_chat_tools_sampling(&tools, sp, err, sizeof err)) {
+        json_decref(sp);
+        api_oai_error(r, 400, err);
+        return;
+    }
+    /* a forced call's JSON array is compiled without whitespace (with any
+     * whitespace a weak or random model may emit nothing else) and strict
+     * (no keys beyond the tool's parameters, as SGLang's xgrammar compiles
+     * it: strict_mode) */
+    bool json_compact = kind != JOB_COMPL && tools.active && (tools.required || tools.named);
+    if (json_compact) json_strict = true;
 
     bool stream = json_is_true(json_object_get(body, "stream"));
     bool logprob = false;
@@ -297,7 +310,8 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
         }
     }
     oai_spec_ctx c = {.j = j, .ps = &ps, .sp = sp, .stream = stream, .logprob = logprob, .top = top,
-                      .priority = json_object_get(body, "priority"), .json_strict = json_strict};
+                      .priority = json_object_get(body, "priority"), .json_strict = json_strict,
+                      .json_compact = json_compact};
     api_job_submit(a, j, oai_spec, &c); /* j may be answered and freed from here on */
     json_decref(sp);
     api_prompts_free(&ps);

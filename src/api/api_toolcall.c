@@ -696,8 +696,10 @@ static json_t *tool_item_schema(const json_t *fn)
 {
     json_t *params = json_object_get(fn, "parameters");
     json_t *nm = json_object_get(fn, "name");
-    return json_pack("{s:{s:{s:s,s:[O]},s:o},s:[s,s]}", "properties", "name", "type", "string", "enum", nm,
-                     "parameters",
+    /* "type": "object" stated: without it JSON Schema lets an item be any
+     * value (properties only constrain objects) */
+    return json_pack("{s:s,s:{s:{s:s,s:[O]},s:o},s:[s,s]}", "type", "object", "properties", "name", "type", "string",
+                     "enum", nm, "parameters",
                      json_is_object(params) ? json_incref(params)
                                             : json_pack("{s:s,s:{}}", "type", "object", "properties"),
                      "required", "name", "parameters");

@@ -52,6 +52,9 @@ typedef struct grammar_key {
 
 enum {
     GRAMMAR_OPT_STRICT = 1u << 0,   /* JSON: additionalProperties false by default */
+    GRAMMAR_OPT_COMPACT = 1u << 1,  /* JSON: no whitespace between tokens, whatever the server's
+                                     * whitespace options (a forced tool call: a weak model
+                                     * cannot loop on whitespace) */
 };
 
 typedef struct grammar_cache grammar_cache;

@@ -50,7 +50,11 @@ static void job_finish(grammar_queue *q, grammar_job *j, grammar_entry *e)
 {
     j->entry = e;
     atomic_store(&j->done, true);
+    /* under the lock, so that set_notify(NULL) returning means no call is
+     * in progress or to come (the scheduler detaches before it is freed) */
+    pthread_mutex_lock(&q->mu);
     if (q->notify) q->notify(q->notify_ctx);
+    pthread_mutex_unlock(&q->mu);
 }
 
 static void *worker(void *arg)
@@ -149,8 +153,10 @@ void grammar_queue_destroy(grammar_queue *q)
 
 void grammar_queue_set_notify(grammar_queue *q, void (*fn)(void *ctx), void *ctx)
 {
+    pthread_mutex_lock(&q->mu);
     q->notify = fn;
     q->notify_ctx = ctx;
+    pthread_mutex_unlock(&q->mu);
 }
 
 grammar_job *grammar_queue_submit(grammar_queue *q, const grammar_key *key)

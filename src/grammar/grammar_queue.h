@@ -56,8 +56,11 @@ grammar_queue *grammar_queue_create(const grammar_queue_opts *o);
  * queued jobs end as failures ("the grammar queue was stopped"). */
 void grammar_queue_destroy(grammar_queue *q);
 
-/* fn(ctx) after each job completes, on the grammar thread, no lock held
- * (the scheduler's wake-up).  Set before the first submit. */
+/* fn(ctx) after each job completes, on the grammar thread, under the
+ * queue's lock (fn must not call back into the queue; the scheduler's
+ * wake-up takes only its inbox lock).  Any thread; after
+ * set_notify(q, NULL, NULL) returns, fn is not running and will not be
+ * called again, so its ctx may be freed. */
 void grammar_queue_set_notify(grammar_queue *q, void (*fn)(void *ctx), void *ctx);
 
 /* Any thread.  A job for key (copied).  A cache hit (compiled or

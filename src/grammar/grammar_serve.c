@@ -23,6 +23,7 @@ void *grammar_compile_key(void *ctx, const grammar_key *k, size_t *bytes, char *
     grammar_json_opts o = {.whitespace_pattern = NULL, .any_whitespace = 1, .strict = 0};
     if (ctx) o = *(const grammar_json_opts *)ctx;
     o.strict = (k->opts & GRAMMAR_OPT_STRICT) != 0;
+    if (k->opts & GRAMMAR_OPT_COMPACT) o.any_whitespace = 0, o.whitespace_pattern = NULL;
     grammar *g = NULL;
     strbuf sb = {0};
     switch (k->kind) {

@@ -408,22 +408,212 @@ float quant_row_dot(kern_type t, const void *row, const float *x, int k)
 
 size_t quant_matmul_scratch(int m, int k)
 {
-    /* the largest activation row: Q8_K at 292 / 256 bytes per value, Q8_1 at 36 / 32 */
-    size_t row = (size_t)(k / 32 + 1) * 37;
-    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + 128;
+    /* the largest activation row: Q8_K at 292 / 256 bytes per value, Q8_1 at
+     * 36 / 32; plus the repacked Q4_0 path's two floats per block */
+    size_t row = (size_t)(k / 32 + 1) * (37 + 8);
+    /* + one unpacked row (<= 34 bytes per 32 values: Q8_0) for the
+     * repacked layouts' scalar path */
+    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + (size_t)(k / 32 + 1) * 36 + 256;
 }
+
+void quant_repack_q4_0x8(void *dst, const void *src, int n, int nb)
+{
+    const block_q4_0 *s = src;
+    quant_q4_0x8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q4_0x8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q4_0 *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                for (int c = 0; c < 4; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
+            }
+        }
+}
+
+/* Row j of a repacked Q4_0 weight back as plain blocks (the scalar path). */
+static void unpack_q4_0x8_row(block_q4_0 *dst, const void *w, int nb, int j)
+{
+    const quant_q4_0x8 *grp = (const quant_q4_0x8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        dst[b].d = grp[b].d[r];
+        for (int c = 0; c < 4; c++) memcpy(dst[b].qs + 4 * c, grp[b].qs[c][r], 4);
+    }
+}
+
+void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb)
+{
+    const block_q4_K *s = src;
+    quant_q4_Kx8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q4_Kx8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q4_K *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                o->dmin[r] = x->dmin;
+                for (int j = 0; j < 8; j++) {
+                    int sc, mn;
+                    scale_min_k4(j, x->scales, &sc, &mn);
+                    o->sc[j][r] = (uint8_t)sc;
+                    o->mn[j / 2][r][j % 2] = (uint8_t)mn;
+                }
+                for (int j = 0; j < 4; j++)
+                    for (int c = 0; c < 8; c++) memcpy(o->qs[j][c][r], x->qs + 32 * j + 4 * c, 4);
+            }
+        }
+}
+
+/* Row j of a repacked Q4_K weight back as plain blocks (scales re-packed
+ * into the 12-byte form: the exact inverse of scale_min_k4). */
+static void unpack_q4_Kx8_row(block_q4_K *dst, const void *w, int nb, int j)
+{
+    const quant_q4_Kx8 *grp = (const quant_q4_Kx8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        const quant_q4_Kx8 *x = grp + b;
+        uint8_t sc[8], mn[8];
+        for (int i = 0; i < 8; i++) sc[i] = x->sc[i][r], mn[i] = x->mn[i / 2][r][i % 2];
+        dst[b].d = x->d[r];
+        dst[b].dmin = x->dmin[r];
+        for (int i = 0; i < 4; i++) {
+            dst[b].scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
+            dst[b].scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
+            dst[b].scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
+        }
+        for (int q = 0; q < 4; q++)
+            for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 32 * q + 4 * c, x->qs[q][c][r], 4);
+    }
+}
+
+void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb)
+{
+    const block_q8_0 *s = src;
+    quant_q8_0x8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q8_0x8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q8_0 *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                for (int c = 0; c < 8; c++) memcpy(o->qs[c][r], x->qs + 4 * c, 4);
+            }
+        }
+}
+
+static void unpack_q8_0x8_row(block_q8_0 *dst, const void *w, int nb, int j)
+{
+    const quant_q8_0x8 *grp = (const quant_q8_0x8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        dst[b].d = grp[b].d[r];
+        for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 4 * c, grp[b].qs[c][r], 4);
+    }
+}
+
+/* The repacked Q4_0 / Q4_K products (see quant_dot.h); threads split
+ * groups of 8 rows. */
+static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int ith, int nth, char *a,
+                      kern_isa isa)
+{
+    const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8, is_8 = w->layout == QUANT_LAYOUT_Q8_0X8;
+    const kern_type t = is_k ? KERN_TYPE_Q4_K : is_8 ? KERN_TYPE_Q8_0 : KERN_TYPE_Q4_0;
+    const int n = w->n, k = w->k, nb = k / kern_type_get(t)->block_size;
+    const size_t arb = kern_type_row_bytes(is_k ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
+    int g0, g1;
+    kern_split(n / 8, ith, nth, &g0, &g1);
+    if (g0 >= g1) return;
+    if (isa == KERN_ISA_SCALAR) { /* unpack a row at a time, scalar dots */
+        const quant_ops *op = quant_ops_scalar(t);
+        void *row = a + (size_t)(m < QCHUNK ? m : QCHUNK) * arb;
+        for (int c0 = 0; c0 < m; c0 += QCHUNK) {
+            const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+            for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
+            for (int j = 8 * g0; j < 8 * g1; j++) {
+                if (is_k) unpack_q4_Kx8_row(row, w->data, nb, j);
+                else if (is_8) unpack_q8_0x8_row(row, w->data, nb, j);
+                else unpack_q4_0x8_row(row, w->data, nb, j);
+                for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
+                    int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
+                    op->dot(k, row, a + (size_t)r0 * arb, arb, R, y + (size_t)(c0 + r0) * n + j, (size_t)n);
+                }
+            }
+        }
+        return;
+    }
+    const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
+    for (int c0 = 0; c0 < m && (is_k || is_8); c0 += QCHUNK) {
+        const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+        const quant_ops *op = quant_ops_for(t, isa);
+        for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
+        for (int gg = g0; gg < g1; gg += gb) {
+            int ge = gg + gb < g1 ? gg + gb : g1;
+            for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
+                int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
+                (is_k ? quant_q4_Kx8_avx2 : quant_q8_0x8_avx2)(w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R,
+                                                               y + (size_t)(c0 + r0) * n, (size_t)n);
+            }
+        }
+    }
+    for (int c0 = 0; c0 < m && !is_k && !is_8; c0 += QCHUNK) {
+        const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+        float *aux = (float *)(a + (size_t)mc * arb + 64 - (((uintptr_t)(a + (size_t)mc * arb)) & 63));
+        for (int r = 0; r < mc; r++) {
+            block_q8_0 *ab = (block_q8_0 *)(a + (size_t)r * arb);
+            quant_ops_for(KERN_TYPE_Q4_0, isa)->act(ab, x + (size_t)(c0 + r) * k, k);
+            for (int b = 0; b < nb; b++) {
+                int sum = 0;
+                for (int i = 0; i < QK8_0; i++) sum += ab[b].qs[i];
+                float da = h2f(ab[b].d);
+                aux[(size_t)r * 2 * nb + 2 * b] = da;
+                aux[(size_t)r * 2 * nb + 2 * b + 1] = 8.0f * da * (float)sum;
+            }
+        }
+        for (int gg = g0; gg < g1; gg += gb) {
+            int ge = gg + gb < g1 ? gg + gb : g1;
+            for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
+                int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
+                quant_q4_0x8_avx2(w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, aux + (size_t)r0 * 2 * nb, R,
+                                  y + (size_t)(c0 + r0) * n, (size_t)n);
+            }
+        }
+    }
+}
+
+static void quant_matmul_rows(float *y, const float *x, int m, const kern_mat *w, const quant_ops *op,
+                              int lo, int hi, char *a);
 
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                   int nth, void *scratch, kern_isa isa)
 {
-    const int n = w->n, k = w->k;
+    const int n = w->n;
     const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
+    char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
-    kern_split(n, ith, nth, &lo, &hi);
-    if (lo >= hi || !op) return;
+    if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8 ||
+        w->layout == QUANT_LAYOUT_Q8_0X8) {
+        int g0, g1;
+        kern_split(n / 8, ith, nth, &g0, &g1);
+        matmul_x8(y, x, m, w, ith, nth, a, isa);
+        lo = 8 * g0, hi = 8 * g1;
+    } else {
+        kern_split(n, ith, nth, &lo, &hi);
+        if (lo >= hi || !op) return;
+        quant_matmul_rows(y, x, m, w, op, lo, hi, a);
+    }
+    if (bias)
+        for (int r = 0; r < m; r++)
+            for (int j = lo; j < hi; j++) y[(size_t)r * n + j] += bias[j];
+}
+
+/* The plain layout: rows [lo, hi) of w, one weight row per dot call. */
+static void quant_matmul_rows(float *y, const float *x, int m, const kern_mat *w, const quant_ops *op,
+                              int lo, int hi, char *a)
+{
+    const int n = w->n, k = w->k;
     const size_t wrb = kern_type_row_bytes((kern_type)w->qtype, k);
     const size_t arb = kern_type_row_bytes(op->act_type, k);
-    char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     const char *wd = w->data;
     int nb = (int)(QBLOCK_BYTES / wrb);
     if (nb < 4) nb = 4;
@@ -445,9 +635,6 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
             }
         }
     }
-    if (bias)
-        for (int r = 0; r < m; r++)
-            for (int j = lo; j < hi; j++) y[(size_t)r * n + j] += bias[j];
 }
 
 static void qmm_scalar(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,

@@ -74,6 +74,55 @@ void quant_init(void);
 /* The IQ4_NL / IQ4_XS value table. */
 extern const int8_t quant_iq4nl_values[16];
 
+/* ---- Q4_0 repacked 8 rows at a time (layout QUANT_LAYOUT_Q4_0X8) ------
+ * Rows 8g..8g+7 are one group; per block b a group holds the 8 scales and
+ * then, for c < 4, the bytes qs[4c..4c+3] of each of the 8 rows:
+ *   { uint16 d[8]; uint8 qs[4][8][4]; } = 144 bytes (the 8 blocks' size).
+ * A 32-byte load is then 4 codes of each of 8 rows, so one vpmaddubsw
+ * against 4 broadcast activation bytes gives every row its partial sum in
+ * its own lane: no horizontal sums, the 8 scales convert with one
+ * vcvtph2ps, and the 16-bit sums of a block need one vpmaddwd.  Codes stay
+ * unsigned (0..15); the -8 goes through the activation block sums.
+ * Used for Q4_0 weights with n % 8 == 0 that are owned anyway (quantized
+ * at load, or borrow_ok == 0) on AVX2 / AVX-512 CPUs. */
+#define QUANT_LAYOUT_Q4_0X8 0x0408
+typedef struct { uint16_t d[8]; uint8_t qs[4][8][4]; } quant_q4_0x8;
+/* Repack n rows (n % 8 == 0) of Q4_0 blocks (nb per row) from src to dst. */
+void quant_repack_q4_0x8(void *dst, const void *src, int n, int nb);
+/* The AVX2 kernel: groups [g0, g1) of w (nb blocks per row) against R rows
+ * of Q8_0 activations (a, stride as) with per-block float pairs
+ * aux[r * 2 nb + 2 b] = d_a, [.. + 1] = 8 d_a sum(q_a); y row r at y + r * ys. */
+void quant_q4_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                       const float *aux, int R, float *y, size_t ys);
+
+/* ---- Q4_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q4_KX8) ------
+ * The same idea for Q4_K: per super-block a group holds the 8 rows' d and
+ * dmin, the 6-bit sub-block scales and mins unpacked to bytes ([j][row];
+ * mins as [pair][row][2] so one vpmaddwd meets two activation sums), and
+ * the codes as [chunk j][c][row][4 bytes of qs[32 j + 4 c ..]]:
+ *   1184 bytes for 8 x 144 (+2.8%).  Sub-block sums stay in int16 (8 x
+ *   2 * 15 * 127 < 32767), the row's scale is applied with one vpmaddwd. */
+#define QUANT_LAYOUT_Q4_KX8 0x0412
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8][8];       /* [sub-block][row] */
+    uint8_t mn[4][8][2];    /* [sub-block pair][row][which] */
+    uint8_t qs[4][8][8][4]; /* [chunk][c][row][4] */
+} quant_q4_Kx8;
+void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb);
+/* groups [g0, g1) of w (nb super-blocks per row) against R rows of Q8_K */
+void quant_q4_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
+/* ---- Q8_0 repacked 8 rows at a time (layout QUANT_LAYOUT_Q8_0X8) ------
+ * { uint16 d[8]; int8 qs[8][8][4] ([c][row][4 codes]) } = 272 bytes = 8
+ * blocks; signed codes go through the sign trick, one vpmaddwd per chunk. */
+#define QUANT_LAYOUT_Q8_0X8 0x0420
+typedef struct { uint16_t d[8]; int8_t qs[8][8][4]; } quant_q8_0x8;
+void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb);
+void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
 /* Matmul of a quantized weight on the ops of `isa` (see kern_matmul). */
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                   int nth, void *scratch, kern_isa isa);

@@ -442,6 +442,178 @@ AI void body_iq4_xs(int k, const void *w, const void *a, size_t as, const int R,
     STORE_ACC
 }
 
+/* ---- Q4_0 repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+AI __m256i bcast32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+AI void body_q4_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const float *aux,
+                    const int R, float *y, size_t ys)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int g = g0; g < g1; g++) {
+        const quant_q4_0x8 *grp = (const quant_q4_0x8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q4_0x8 *x = grp + b;
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            __m256i lo[4], hi[4];
+            for (int c = 0; c < 4; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[c]);
+                lo[c] = _mm256_and_si256(v, m4);
+                hi[c] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            }
+            for (int r = 0; r < R; r++) {
+                const int8_t *q = ((const block_q8_0 *)ACT(r) + b)->qs;
+                /* codes 4c..4c+3 (low nibbles) meet q[4c..], 16 + 4c.. (high) q[16 + 4c..];
+                 * 8 int16 sums of <= 2 * 15 * 127 each stay below 32767 */
+                __m256i s = _mm256_maddubs_epi16(lo[0], bcast32(q));
+                s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[0], bcast32(q + 16)));
+                for (int c = 1; c < 4; c++) {
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[c], bcast32(q + 4 * c)));
+                    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[c], bcast32(q + 16 + 4 * c)));
+                }
+                __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(s, ones16()));
+                const float *au = aux + (size_t)r * 2 * nb + 2 * b;
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(au[0])), f, acc[r]);
+                acc[r] = _mm256_fnmadd_ps(dv, _mm256_set1_ps(au[1]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q4_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                       const float *aux, int R, float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q4_0x8(w, nb, g0, g1, a, as, aux, 1, y, ys); break;
+    case 2: body_q4_0x8(w, nb, g0, g1, a, as, aux, 2, y, ys); break;
+    case 3: body_q4_0x8(w, nb, g0, g1, a, as, aux, 3, y, ys); break;
+    default: body_q4_0x8(w, nb, g0, g1, a, as, aux, 4, y, ys); break;
+    }
+}
+
+/* ---- Q8_0 repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+AI void body_q8_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+                    float *y, size_t ys)
+{
+    for (int g = g0; g < g1; g++) {
+        const quant_q8_0x8 *grp = (const quant_q8_0x8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q8_0x8 *x = grp + b;
+            __m256i s[QUANT_MAX_R];
+            for (int r = 0; r < R; r++) s[r] = _mm256_setzero_si256();
+            for (int c = 0; c < 8; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[c]);
+                __m256i av = _mm256_sign_epi8(v, v);
+                for (int r = 0; r < R; r++) {
+                    const int8_t *q = ((const block_q8_0 *)ACT(r) + b)->qs + 4 * c;
+                    s[r] = _mm256_add_epi32(s[r], dot_ss(av, v, bcast32(q)));
+                }
+            }
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            for (int r = 0; r < R; r++) {
+                const block_q8_0 *yb = (const block_q8_0 *)ACT(r) + b;
+                __m256 sc = _mm256_mul_ps(dv, _mm256_broadcast_ss(&quant_f16_table[yb->d]));
+                acc[r] = _mm256_fmadd_ps(sc, _mm256_cvtepi32_ps(s[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q8_0x8(w, nb, g0, g1, a, as, 1, y, ys); break;
+    case 2: body_q8_0x8(w, nb, g0, g1, a, as, 2, y, ys); break;
+    case 3: body_q8_0x8(w, nb, g0, g1, a, as, 3, y, ys); break;
+    default: body_q8_0x8(w, nb, g0, g1, a, as, 4, y, ys); break;
+    }
+}
+
+/* ---- Q4_K repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+/* 8 bytes (one per row) -> int16 pairs (v_r, v_r) in int32 lane r */
+AI __m256i rows_pair16(const uint8_t *p)
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+AI void body_q4_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+                    float *y, size_t ys)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int g = g0; g < g1; g++) {
+        const quant_q4_Kx8 *grp = (const quant_q4_Kx8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q4_Kx8 *x = grp + b;
+            __m256i sumi[QUANT_MAX_R];
+            for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                __m256i slo[QUANT_MAX_R], shi[QUANT_MAX_R];
+                for (int r = 0; r < R; r++) slo[r] = shi[r] = _mm256_setzero_si256();
+                for (int c = 0; c < 8; c++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[j][c]);
+                    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                    for (int r = 0; r < R; r++) {
+                        const int8_t *q = ((const block_q8_K *)ACT(r) + b)->qs + 64 * j + 4 * c;
+                        /* sub-block 2j: codes 64j + 4c.. ; 2j + 1: 64j + 32 + 4c.. */
+                        slo[r] = _mm256_add_epi16(slo[r], _mm256_maddubs_epi16(lo, bcast32(q)));
+                        shi[r] = _mm256_add_epi16(shi[r], _mm256_maddubs_epi16(hi, bcast32(q + 32)));
+                    }
+                }
+                __m256i sl = rows_pair16(x->sc[2 * j]), sh = rows_pair16(x->sc[2 * j + 1]);
+                for (int r = 0; r < R; r++)
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(slo[r], sl),
+                                                                         _mm256_madd_epi16(shi[r], sh)));
+            }
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->dmin));
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                /* sums of the 8 sub-blocks of 32 as int16; dword p = the pair (2p, 2p + 1) */
+                __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                __m256i ms = _mm256_setzero_si256();
+                for (int p = 0; p < 4; p++) {
+                    __m256i pair = _mm256_set1_epi32(_mm_extract_epi32(s8, p));
+                    __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->mn[p]));
+                    ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, pair));
+                }
+                __m256 da = _mm256_set1_ps(yb->d);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(mv, da), _mm256_cvtepi32_ps(ms), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q4_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q4_Kx8(w, nb, g0, g1, a, as, 1, y, ys); break;
+    case 2: body_q4_Kx8(w, nb, g0, g1, a, as, 2, y, ys); break;
+    case 3: body_q4_Kx8(w, nb, g0, g1, a, as, 3, y, ys); break;
+    default: body_q4_Kx8(w, nb, g0, g1, a, as, 4, y, ys); break;
+    }
+}
+
 /* ---- activation quantizers (bit-identical to quant_dot.c's) ------------ */
 
 /* 32 floats -> 32 int8 at q; returns amax */

@@ -35,6 +35,22 @@ static int row_from_f32(int want_t, void *dst, const float *src, int k)
     return 0;
 }
 
+/* plain Q4_0 / Q4_K rows at src -> m's owned buffer in the 8-row layout;
+ * bytes: Q4_0 keeps its size, Q4_K grows by 32 bytes per 8 x 144 */
+static void repack_x8(kern_mat *m, const void *src)
+{
+    if (m->qtype == KERN_TYPE_Q4_0) {
+        quant_repack_q4_0x8(m->owned, src, m->n, m->k / 32);
+        m->layout = QUANT_LAYOUT_Q4_0X8;
+    } else if (m->qtype == KERN_TYPE_Q8_0) {
+        quant_repack_q8_0x8(m->owned, src, m->n, m->k / 32);
+        m->layout = QUANT_LAYOUT_Q8_0X8;
+    } else {
+        quant_repack_q4_Kx8(m->owned, src, m->n, m->k / 256);
+        m->layout = QUANT_LAYOUT_Q4_KX8;
+    }
+}
+
 int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int want_t,
                      int borrow_ok)
 {
@@ -80,6 +96,12 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         m->data = src;
         return 0;
     }
+    /* an owned Q4_0 / Q4_K weight on a SIMD ISA: the 8-row repacked layout (quant_dot.h) */
+    const int repack = (want_t == KERN_TYPE_Q4_0 || want_t == KERN_TYPE_Q4_K || want_t == KERN_TYPE_Q8_0) &&
+                       n % 8 == 0 &&
+                       m->isa != KERN_ISA_SCALAR;
+    const size_t plain_bytes = m->bytes;
+    if (repack && want_t == KERN_TYPE_Q4_K) m->bytes = (size_t)(n / 8) * (k / 256) * sizeof(quant_q4_Kx8);
     m->owned = kern_weight_alloc(m->bytes);
     if (!m->owned) {
         log_error("out of memory (%zu bytes)", m->bytes);
@@ -87,8 +109,12 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         return -1;
     }
     m->data = m->owned;
-    if (src_t == want_t) {
+    if (src_t == want_t && !repack) {
         memcpy(m->owned, src, m->bytes);
+        return 0;
+    }
+    if (src_t == want_t) {
+        repack_x8(m, src);
         return 0;
     }
     float *row = malloc((size_t)k * sizeof(float));
@@ -110,6 +136,17 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         log_error("no f32 -> %s quantizer yet", wt->name);
         kern_mat_free(m);
         return -1;
+    }
+    if (repack) { /* quantized in row order above; repack through a copy */
+        void *plain = malloc(plain_bytes);
+        if (!plain) {
+            kern_mat_free(m);
+            log_error("out of memory");
+            return -1;
+        }
+        memcpy(plain, m->owned, plain_bytes);
+        repack_x8(m, plain);
+        free(plain);
     }
     return 0;
 }

@@ -78,6 +78,8 @@ typedef struct sampling_params {
     char *structural_tag;
     bool json_strict;            /* not a wire field: OpenAI response_format json_schema
                                   * strict=true (additionalProperties false by default) */
+    bool json_compact;           /* not a wire field: JSON without whitespace (the schema of a
+                                  * forced tool call: tool_choice required / named) */
     bool ignore_eos;
     bool skip_special_tokens;
     bool spaces_between_special_tokens;

@@ -169,6 +169,9 @@ sreq *sched_grammar_next_ready(sched *s)
 
 void sched_grammar_free_all(sched *s)
 {
+    /* a compile still running on the grammar thread must not wake a
+     * freed scheduler */
+    if (s->gram.q) grammar_queue_set_notify(s->gram.q, NULL, NULL);
     while (s->gram.n_waiting > 0) sched_req_free(sched_grammar_remove(s, s->gram.n_waiting - 1));
     free(s->gram.waiting);
     s->gram.waiting = NULL;

@@ -42,7 +42,8 @@ bool sched_grammar_terminated(const sched *s, const sreq *r);
  * drafts kept. */
 int sched_grammar_trim_draft(sched *s, sreq *r, int n_draft);
 
-/* Free every request of the grammar queue (sched_destroy). */
+/* Free every request of the grammar queue and detach from the queue's
+ * notify (sched_destroy). */
 void sched_grammar_free_all(sched *s);
 
 #endif

@@ -414,10 +414,13 @@ static void test_matmul_all(void **state)
     (void)state;
     const shape shapes32[] = {{1, 1, 32, 1}, {1, 7, 96, 3}, {3, 5, 288, 1}, {4, 9, 64, 2},
                               {5, 33, 160, 3}, {13, 11, 384, 2}, {2, 3, 2048, 1},
-                              {67, 5, 64, 2}}; /* m past one 64-row activation chunk */
+                              {67, 5, 64, 2}, /* m past one 64-row activation chunk */
+                              /* n % 8 == 0: Q4_0's repacked 8-row layout when owned */
+                              {1, 16, 64, 1}, {5, 24, 96, 3}, {3, 40, 2048, 2}, {67, 8, 64, 2}, {2, 72, 32, 4}};
     const shape shapes256[] = {{1, 1, 256, 1}, {1, 7, 512, 3}, {3, 5, 768, 1},
                                {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2},
-                               {65, 3, 256, 3}};
+                               {65, 3, 256, 3}, {4, 16, 256, 2}, {5, 24, 512, 3},
+                               {1, 8, 2048, 1}, {66, 40, 256, 2}};
     for (int ti = 0; ti < N_WTYPES; ti++) {
         kern_type t = k_wtypes[ti];
         const kern_type_traits *tr = kern_type_get(t);
@@ -451,6 +454,29 @@ static void test_matmul_all(void **state)
                 for (int ith = 0; ith < s.nth; ith++) kern_matmul(y2, x, s.m, &w.mat, w.bias, ith, s.nth, scr);
                 assert_memory_equal(y, y2, sizeof(float) * s.m * s.n);
                 free(scr), free(y2);
+                /* an owned copy (borrow_ok 0): Q4_0 repacks 8 rows at a time on SIMD ISAs */
+                linear_weight wc;
+                assert_int_equal(linear_init_kt(&wc, wq, t, s.n, s.k, t, 0), 0);
+                assert_non_null(wc.mat.owned);
+                int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0) &&
+                               s.n % 8 == 0 && isa > 0;
+                assert_int_equal(wc.mat.layout, !repacked                ? 0
+                                                : t == KERN_TYPE_Q4_0 ? QUANT_LAYOUT_Q4_0X8
+                                                : t == KERN_TYPE_Q8_0 ? QUANT_LAYOUT_Q8_0X8
+                                                                      : QUANT_LAYOUT_Q4_KX8);
+                if (!repacked) assert_memory_equal(wc.mat.data, wq, wb);
+                wc.bias = w.bias;
+                float *y3 = malloc(sizeof(float) * s.m * s.n);
+                for (int i = 0; i < s.m * s.n; i++) y3[i] = NAN;
+                run_linear(y3, x, &wc, s.m, s.nth);
+                check_product(t, wq, x, wc.bias, y3, s.m, s.n, s.k, repacked ? "repacked" : k_isas[isa]);
+                /* the scalar reference reads the same (possibly repacked) weight */
+                void *scr3 = malloc(kern_matmul_scratch(s.m, s.k));
+                for (int i = 0; i < s.m * s.n; i++) y3[i] = NAN;
+                for (int ith = 0; ith < s.nth; ith++) kern_ref_matmul(y3, x, s.m, &wc.mat, wc.bias, ith, s.nth, scr3);
+                check_product(t, wq, x, wc.bias, y3, s.m, s.n, s.k, "scalar on the owned copy");
+                free(scr3), free(y3);
+                linear_free(&wc);
                 if (!y0) {
                     y0 = y;
                 } else { /* this ISA against the scalar path */
