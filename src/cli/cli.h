@@ -12,6 +12,7 @@ int cmd_bench_one_batch(int argc, char **argv);
 int cmd_server_args(int argc, char **argv);
 int cmd_download(int argc, char **argv);
 int cmd_quantize(int argc, char **argv); /* HF folder -> GGUF */
+int cmd_perplexity(int argc, char **argv); /* llama.cpp-style perplexity of a text file */
 int cmd_generate_requests(int argc, char **argv); /* generate --requests */
 int cmd_bench_offline(int argc, char **argv);
 int cmd_chat_template(int argc, char **argv);
