@@ -273,7 +273,16 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
                            int n, int k, dtype want)
 {
     kern_type kt = (kern_type)part->type;
-    if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, 1)) {
+    /* Q4_0 / Q4_K / Q8_0 with whole 8-row groups: an owned copy, which the
+     * SIMD kernels repack 8 rows at a time (about 2x the GEMV compute rate
+     * of the file's layout, which is compute-bound on AVX2); the mapped
+     * pages are then dropped (release_unused), so resident stays ~1x.  Not
+     * the embedding table as a tied LM head: its rows stay mapped for the
+     * lookups, so a copy would double it */
+    int tied = part->name && (strstr(part->name, "token_embd") || strstr(part->name, "embed_tokens"));
+    int repack = !L->no_quant && !tied && n % 8 == 0 && kernels_isa() != KERN_ISA_SCALAR &&
+                  (kt == KERN_TYPE_Q4_0 || kt == KERN_TYPE_Q4_K || kt == KERN_TYPE_Q8_0);
+    if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, !repack)) {
         fail(L, "cannot prepare %s weight '%s'", kern_type_get(kt)->name, name);
         return;
     }
