@@ -260,4 +260,33 @@ if [ -f "$Q25" ]; then
 else
     echo "skip Qwen2.5 template: $Q25 missing"
 fi
+# Llama 3.1 (its real tokenizer and template, --tool-call-parser llama3):
+# the same real clients, so tool calls, forced calls and the Responses API
+# are checked on a second model family
+L31=$SHARED/models/configs/meta-llama__Llama-3.1-8B-Instruct/config.json
+LTOK=$SHARED/models/tokenizers/llama3_1
+if [ -f "$L31" ] && [ -f "$LTOK/tokenizer.json" ] && [ -f "$JSMOD/openai/package.json" ] && [ -f "$JSMOD/ai/package.json" ] &&
+    command -v node >/dev/null; then
+    make_model "$T/l31" "$L31"
+    $PY - "$T/l31/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(num_attention_heads=2, num_key_value_heads=1, head_dim=32)
+json.dump(c, open(sys.argv[1], "w"))
+PYEOF
+    server_start "$T/llog" --model-path "$T/l31" --tokenizer-path "$LTOK" --load-format dummy --threads 1 \
+        --max-total-tokens 8192 --skip-server-warmup --tool-call-parser llama3 || server_fail "$T/llog"
+    echo "-- Llama 3.1"
+    mkdir -p "$T/js" && [ -e "$T/js/node_modules" ] || ln -s "$(cd "$JSMOD" && pwd -P)" "$T/js/node_modules"
+    cp "$ROOT/tests/js/tools.test.mjs" "$T/js/"
+    if SGLC_URL=$SERVER_URL node --test "$T/js/tools.test.mjs" >"$T/lnode" 2>&1; then
+        sk=$(grep -c '# SKIP' "$T/lnode")
+        echo "ok   JS clients on Llama 3.1: $(($(grep -c '^ok' "$T/lnode") - sk)) passed, $sk skipped"
+    else
+        echo "FAIL JS clients on Llama 3.1"; cat "$T/lnode"; rc=1
+    fi
+    server_stop
+else
+    echo "skip Llama 3.1 clients: config, tokenizer or JS modules missing"
+fi
 exit $rc
