@@ -50,6 +50,29 @@ fi
 server_stop TERM
 [ "$SERVER_RC" = 0 ] || { echo "FAIL server exit status $SERVER_RC"; fails=$((fails + 1)); }
 
+# 1b. the same structured-output clients on a second family: a 1-layer
+# random Llama 3.1 (--load-format dummy) with its real tokenizer and template
+L31=$SHARED/models/configs/meta-llama__Llama-3.1-8B-Instruct/config.json
+if [ -f "$L31" ] && [ -f "$ROOT/tests/js/node_modules/zod/package.json" ] && command -v node >/dev/null; then
+    mkdir -p "$T/l31"
+    "$PY" - "$L31" "$T/l31/config.json" <<'PYEOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+         num_key_value_heads=1, head_dim=32, max_position_embeddings=4096)
+json.dump(c, open(sys.argv[2], "w"))
+PYEOF
+    server_start "$T/llog" --model-path "$T/l31" --tokenizer-path "$SHARED/models/tokenizers/llama3_1" \
+        --load-format dummy --threads 1 --served-model-name tiny --max-total-tokens 20000 \
+        --constrained-json-disable-any-whitespace --skip-server-warmup || server_fail "$T/llog"
+    if SGLC_URL=$SERVER_URL node --test "$ROOT/tests/js/grammar.test.mjs" >"$T/lnode" 2>&1; then
+        echo "ok   JS clients on Llama 3.1: structured output ($(grep -c '^ok' "$T/lnode") passed)"
+    else
+        echo "FAIL JS clients on Llama 3.1: structured output"; cat "$T/lnode"; fails=$((fails + 1))
+    fi
+    server_stop
+fi
+
 # 2. a SentencePiece vocabulary (TinyStories), another backend name
 server_start "$T/log3" --model-path "$M" --threads 1 --served-model-name tiny --chat-template chatml \
     --max-total-tokens 20000 --grammar-backend llguidance || server_fail "$T/log3"
