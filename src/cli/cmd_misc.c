@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "kernels/kern_types.h"
 #include "kernels/kernels.h"
 #include "util/cpu.h"
 
@@ -25,5 +26,22 @@ int cmd_cpu_info(int argc, char **argv)
            c->avx512vl, c->avx512dq, c->avx512bf16, c->avx512vnni);
     printf("amx-tile: %d amx-bf16: %d\n", c->amx_tile, c->amx_bf16);
     printf("kernels: %s\n", kernels_desc());
+    /* the matmul each weight type gets on this CPU's ISA: the ISA's own
+     * kernel, or the scalar reference where the ISA has none (a static
+     * table today, not chosen by measurement) */
+    kern_isa isa = kernels_isa();
+    printf("weight types (matmul on %s):", kernels_isa_name(isa));
+    for (int t = 0; t < KERN_TYPE_COUNT; t++) {
+        const kern_type_traits *tr = kern_type_get((kern_type)t);
+        if (!tr || !tr->name || t == KERN_TYPE_Q8_K || t == KERN_TYPE_Q8_1) continue; /* activation types */
+        if (!tr->matmul_ok && !tr->is_quantized) continue;                           /* KV / checkpoint types */
+        kern_matmul_fn f = tr->matmul[isa];
+        const char *how = !f ? (tr->matmul[KERN_ISA_SCALAR] ? "scalar" : "none")
+                          : isa != KERN_ISA_SCALAR && f == tr->matmul[KERN_ISA_SCALAR] ? "scalar"
+                          : isa == KERN_ISA_AVX512 && f == tr->matmul[KERN_ISA_AVX2] ? "avx2" /* AVX2 body in the slot */
+                                                                                      : kernels_isa_name(isa);
+        printf(" %s=%s", tr->name, how);
+    }
+    printf("\n");
     return 0;
 }

@@ -126,5 +126,8 @@ expect_rc "tokenize: table's check on --tokenizer-mode" 2 "--tokenizer-mode: inv
 expect_rc "tokenize takes only its server args" 2 "--port is a server argument this command does not use" tokenize --tokenizer-path "$M" --port 3
 expect_rc "chat-template needs a template source" 2 "give --tokenizer-path or --chat-template" chat-template --content-format
 
+# cpu-info: every weight type's matmul path on the ISA in use (scalar forced: all scalar)
+check "cpu-info names each weight type's matmul" "$BIN cpu-info | grep -q '^weight types (matmul on .*q4_K=.* q6_K=.* iq4_xs='"
+check "cpu-info under SGLC_KERNELS=scalar: every type scalar" "[ \"\$(SGLC_KERNELS=scalar $BIN cpu-info | grep '^weight types' | tr ' ' '\n' | grep -c '=')\" -ge 14 ] && [ \"\$(SGLC_KERNELS=scalar $BIN cpu-info | grep '^weight types' | tr ' ' '\n' | grep '=' | grep -vc '=scalar$')\" = 0 ]"
 [ $fails -eq 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "all checks passed"
