@@ -589,8 +589,10 @@ AI void body_q4_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t
                 /* sums of the 8 sub-blocks of 32 as int16; dword p = the pair (2p, 2p + 1) */
                 __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
                 __m256i ms = _mm256_setzero_si256();
+                int32_t s8v[4]; /* _mm_extract_epi32 needs a constant lane (clang rejects a loop index) */
+                _mm_storeu_si128((__m128i *)s8v, s8);
                 for (int p = 0; p < 4; p++) {
-                    __m256i pair = _mm256_set1_epi32(_mm_extract_epi32(s8, p));
+                    __m256i pair = _mm256_set1_epi32(s8v[p]);
                     __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->mn[p]));
                     ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, pair));
                 }
