@@ -337,8 +337,7 @@ static int32_t parse_postfix(ep *p, int depth)
 
 static int32_t parse_seq(ep *p, int depth)
 {
-    int32_t *kids = NULL;
-    int32_t n = 0, cap = 0;
+    gm_ibuf kids = {0}; /* the node's children */
     for (;;) {
         skip_ws(p);
         if (p->i >= p->n) break;
@@ -347,45 +346,32 @@ static int32_t parse_seq(ep *p, int depth)
         if (rule_head_at(p, p->i)) break;
         int32_t e = parse_postfix(p, depth);
         if (e < 0) {
-            free(kids);
+            free(kids.p);
             return -1;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            int32_t *nk = realloc(kids, (size_t)cap * sizeof *nk);
-            if (!nk) {
-                free(kids);
-                return fail(p, "out of memory");
-            }
-            kids = nk;
+        if (gm_push(&kids, e)) {
+            free(kids.p);
+            return fail(p, "out of memory");
         }
-        kids[n++] = e;
     }
-    int32_t id = ga_list(p->a, GA_SEQ, kids, n);
-    free(kids);
+    int32_t id = ga_list(p->a, GA_SEQ, kids.p, kids.n);
+    free(kids.p);
     return id;
 }
 
 static int32_t parse_alts(ep *p, int depth)
 {
-    int32_t *kids = NULL;
-    int32_t n = 0, cap = 0;
+    gm_ibuf kids = {0}; /* the node's children */
     for (;;) {
         int32_t e = parse_seq(p, depth);
         if (e < 0) {
-            free(kids);
+            free(kids.p);
             return -1;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            int32_t *nk = realloc(kids, (size_t)cap * sizeof *nk);
-            if (!nk) {
-                free(kids);
-                return fail(p, "out of memory");
-            }
-            kids = nk;
+        if (gm_push(&kids, e)) {
+            free(kids.p);
+            return fail(p, "out of memory");
         }
-        kids[n++] = e;
         skip_ws(p);
         if (p->i < p->n && p->s[p->i] == '|') {
             p->i++;
@@ -393,8 +379,8 @@ static int32_t parse_alts(ep *p, int depth)
         }
         break;
     }
-    int32_t id = ga_list(p->a, GA_ALT, kids, n);
-    free(kids);
+    int32_t id = ga_list(p->a, GA_ALT, kids.p, kids.n);
+    free(kids.p);
     return id;
 }
 

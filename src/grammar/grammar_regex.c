@@ -355,8 +355,7 @@ static int32_t parse_atom(rp *p, int depth)
 
 static int32_t parse_seq(rp *p, int depth)
 {
-    int32_t *kids = NULL;
-    int32_t n = 0, cap = 0;
+    gm_ibuf kids = {0}; /* the node's children */
     while (p->i < p->n && p->s[p->i] != '|' && p->s[p->i] != ')') {
         int32_t e = parse_atom(p, depth);
         for (int ops = 0; e >= 0 && p->i < p->n; ops++) {
@@ -382,53 +381,40 @@ static int32_t parse_seq(rp *p, int depth)
             e = ga_rep(p->a, e, lo, hi);
         }
         if (e < 0) {
-            free(kids);
+            free(kids.p);
             return -1;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            int32_t *nk = realloc(kids, (size_t)cap * sizeof *nk);
-            if (!nk) {
-                free(kids);
-                return fail(p, "out of memory");
-            }
-            kids = nk;
+        if (gm_push(&kids, e)) {
+            free(kids.p);
+            return fail(p, "out of memory");
         }
-        kids[n++] = e;
     }
-    int32_t id = ga_list(p->a, GA_SEQ, kids, n);
-    free(kids);
+    int32_t id = ga_list(p->a, GA_SEQ, kids.p, kids.n);
+    free(kids.p);
     return id;
 }
 
 static int32_t parse_alt(rp *p, int depth)
 {
-    int32_t *kids = NULL;
-    int32_t n = 0, cap = 0;
+    gm_ibuf kids = {0}; /* the node's children */
     for (;;) {
         int32_t e = parse_seq(p, depth);
         if (e < 0) {
-            free(kids);
+            free(kids.p);
             return -1;
         }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            int32_t *nk = realloc(kids, (size_t)cap * sizeof *nk);
-            if (!nk) {
-                free(kids);
-                return fail(p, "out of memory");
-            }
-            kids = nk;
+        if (gm_push(&kids, e)) {
+            free(kids.p);
+            return fail(p, "out of memory");
         }
-        kids[n++] = e;
         if (p->i < p->n && p->s[p->i] == '|') {
             p->i++;
             continue;
         }
         break;
     }
-    int32_t id = ga_list(p->a, GA_ALT, kids, n);
-    free(kids);
+    int32_t id = ga_list(p->a, GA_ALT, kids.p, kids.n);
+    free(kids.p);
     return id;
 }
 
