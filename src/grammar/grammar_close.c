@@ -29,7 +29,6 @@
 #include "grammar/grammar_internal.h"
 
 #include <limits.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,9 +113,7 @@ void grammar_matcher_fill_mask_within(grammar_matcher *m, uint32_t *mask, int32_
     for (size_t w = 0; w < words; w++) {
         for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
             int32_t id = (int32_t)(w * 32 + (size_t)__builtin_ctz(bits));
-            bool is_end = false;
-            for (size_t k = 0; k < v->n_end; k++) is_end |= v->end_ids[k] == id;
-            if (is_end) { /* in the mask only where the grammar may end */
+            if (gv_is_end(v, id)) { /* in the mask only where the grammar may end */
                 keep[w] |= 1u << (id % 32), any = 1;
                 continue;
             }

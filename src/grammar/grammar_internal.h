@@ -240,6 +240,8 @@ struct grammar_matcher {
 };
 
 int gm_push(gm_ibuf *b, int32_t x);
+/* 1 when id is one of the vocabulary's end tokens. */
+int gv_is_end(const grammar_vocab *v, int32_t id);
 /* Frames in use; releasing back to a mark drops every frame made since. */
 void gm_release(grammar_matcher *m, int32_t mark);
 /* One byte from the top set src->p[off..off+n): the next top set is

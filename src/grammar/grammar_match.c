@@ -304,7 +304,7 @@ static int advance(grammar_matcher *m, const uint8_t *s, size_t len)
     return 1;
 }
 
-static int is_end(const grammar_vocab *v, int32_t id)
+int gv_is_end(const grammar_vocab *v, int32_t id)
 {
     for (size_t i = 0; i < v->n_end; i++)
         if (v->end_ids[i] == id) return 1;
@@ -316,7 +316,7 @@ int grammar_matcher_accept_token(grammar_matcher *m, int32_t id)
     const grammar_vocab *v = m->v;
     const gm_hist *h = gm_cur(m);
     if (!v || id < 0 || id >= v->size || h->terminated) return 0;
-    if (is_end(v, id)) {
+    if (gv_is_end(v, id)) {
         if (!(h->flags & GM_CAN_END)) return 0;
         if (push_hist(m, h->tops_off, h->n_tops, h->flags, 1) < 0) return 0;
         return 1;
