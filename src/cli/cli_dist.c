@@ -139,6 +139,11 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
         snprintf(err, errlen, "cannot read /proc/self/cmdline to start the tensor-parallel ranks");
         return -1;
     }
+    /* the binary by its own path (not /proc/self/exe: the workers keep the name sglc) */
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) snprintf(exe, sizeof exe, "/proc/self/exe");
+    else exe[el] = 0;
     fflush(stdout), fflush(stderr);
     for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
         pid_t pid = fork();
@@ -154,7 +159,7 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
             setenv("SGLC_DIST_RANK", rb, 1);
             setenv("SGLC_DIST_SIZE", sb, 1);
             dup2(2, 1); /* a worker's stdout would mix with the command's output */
-            execv("/proc/self/exe", argv);
+            execv(exe, argv);
             _exit(127);
         }
         g_child[g_n_child++] = pid;

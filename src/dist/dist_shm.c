@@ -352,7 +352,7 @@ static int shm_barrier(dist_group *g, int timeout_ms)
     return 0;
 }
 
-static int shm_check_peers(dist_group *g) { return slow_checks(g, "idle wait", ((shm_impl *)g->impl)->op); }
+static int shm_check_peers(dist_group *g) { return slow_checks(g, "a peer check after", ((shm_impl *)g->impl)->op); }
 
 static void shm_abort(dist_group *g, const char *msg) { publish_abort(g->impl, g->rank, msg); }
 
