@@ -43,6 +43,15 @@ static void reap_children(void)
     g_n_child = 0;
 }
 
+/* Rank 0 of an MPI group at exit (after the commands freed their model,
+ * which told the workers to stop): MPI_Finalize, as mpirun expects. */
+static dist_group *g_mpi;
+static void mpi_finish(void)
+{
+    if (g_mpi) dist_free(g_mpi);
+    g_mpi = NULL;
+}
+
 /* argv of this process (NUL-separated /proc/self/cmdline); NULL on error. */
 static char **self_argv(void)
 {
@@ -113,6 +122,10 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
         if (!g) return -1;
         log_info("tensor parallelism: rank %d of %d over Open MPI (node rank %d of %d)", dist_rank(g),
                  N, o->node_rank, o->nnodes);
+        if (dist_rank(g) == 0) {
+            g_mpi = g;
+            atexit(mpi_finish);
+        }
         *out = g;
         return 0;
     }
