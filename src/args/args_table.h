@@ -135,7 +135,7 @@ X(abort_on_priority_when_disabled, BOOL, "--abort-on-priority-when-disabled", "f
 X(enable_dynamic_chunking, BOOL, "--enable-dynamic-chunking", "false", NULL, MEMSCHED, NOT_YET, "Adapt the chunked prefill size dynamically.") \
 /* ---- Runtime options ---- */ \
 X(device, STR, "--device", NULL, NULL, RUNTIME, SUPPORTED, "The device to use. This build of sglc serves CPUs only: cpu (or leaving it out) is accepted, cuda, npu, xpu, hpu, mps, musa ... are refused.") \
-X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The tensor parallelism size.") \
+X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, SUPPORTED, "The tensor parallelism size.") \
 X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The pipeline parallelism size.") \
 X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The attention context parallelism size.") \
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
@@ -150,7 +150,7 @@ X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-patte
 X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, SUPPORTED, "Disallow any whitespace in JSON constrained output.") \
 X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
 X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
-X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
+X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
 X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
@@ -204,8 +204,8 @@ X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The d
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens", DP, NOT_YET, "The load balancing strategy for data parallelism.") \
 /* ---- Multi-node distributed serving ---- */ \
 X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, NOT_YET, "The host:port for initializing the distributed backend.") \
-X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, NOT_YET, "The number of nodes.") \
-X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, NOT_YET, "The node rank.") \
+X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, SUPPORTED, "The number of nodes.") \
+X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, SUPPORTED, "The node rank.") \
 /* ---- Model override args ---- */ \
 X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVERRIDE, SUPPORTED, "A JSON object overriding fields of the model's config.json.") \
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
