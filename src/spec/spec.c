@@ -13,6 +13,7 @@
 #define GC_EVERY 4096
 #define STALE_PER_ENTRY 64 /* an entry not called for 64 calls per live entry is dropped */
 #define BACKOFF_MAX 64
+#define K_START 4 /* a new request's first drafts: at most 4 tokens, doubling while all come true */
 
 typedef struct spec_req {
     uint64_t id;                 /* 0 = empty slot */
@@ -148,7 +149,7 @@ static spec_req *req_get(spec_drafter *d, uint64_t id, int index)
     if (!e->id) {
         int32_t *last = malloc(sizeof(int32_t) * (size_t)(d->k > 0 ? d->k : 1));
         if (!last) return NULL;
-        *e = (spec_req){.id = id, .index = index, .last = last, .k_cap = d->k, .backoff = 1};
+        *e = (spec_req){.id = id, .index = index, .last = last, .k_cap = d->k < K_START ? d->k : K_START, .backoff = 1};
         d->n++;
     }
     e->tick = d->tick;
