@@ -212,7 +212,7 @@ X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OV
 /* ---- LoRA ---- */ \
 X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, NOT_YET, "Enable LoRA support.") \
 X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
-X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, NOT_YET, "The maximum rank of LoRA adapters.") \
+X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, SUPPORTED, "The maximum rank of LoRA adapters.") \
 X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, NOT_YET, "The union of target modules of all LoRA adapters ('all' for every supported module).") \
 X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, NOT_YET, "LoRA adapters: PATH, NAME=PATH, or JSON objects.") \
 X(max_loras_per_batch, INT, "--max-loras-per-batch", "8", NULL, LORA, NOT_YET, "Maximum number of adapters in a running batch.") \

@@ -75,7 +75,11 @@ typedef struct fwd_ctx {
     const model_batch *b;
     float *logits;
     tpool *pool;
+    const int32_t *row_ad, *lrow_ad; /* LoRA: adapter per token / logit row, or NULL */
 } fwd_ctx;
+
+/* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
+#define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
@@ -181,6 +185,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* this thread's context for every projection of the pass */
     const linear_exec ex = {.ith = ith, .nth = nth, .scratch = scr, .barrier = fwd_barrier,
                             .barrier_arg = cx->pool};
+    linear_exec lx; /* LoRA: per-projection copy of ex (model_lora_exec) */
+    linear_adapter lbuf[MODEL_MAX_BATCH_ADAPTERS];
     int lo, hi;
     rows_split(T, ith, nth, &lo, &hi);
 
@@ -206,9 +212,9 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, &ex);
-        linear(m->k, xin, T, &l->wk, &ex);
-        linear(m->v, xin, T, &l->wv, &ex);
+        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
+        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
+        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -250,7 +256,7 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        linear(m->xn, m->att, T, &l->wo, &ex); /* (T, H) */
+        linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
@@ -263,8 +269,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, &ex);
-        linear(m->up, m->xn, T, &l->wup, &ex);
+        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
+        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -273,7 +279,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        linear(m->xn, m->gate, T, &l->wdown, &ex);
+        linear(m->xn, m->gate, T, &l->wdown, LX(MODEL_PROJ_DOWN));
         tpool_barrier(cx->pool);
     }
     /* last residual add, final norm of the rows that need logits */
@@ -289,7 +295,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     if (b->want_hidden) return;
     tpool_barrier(cx->pool);
     if (b->n_logits > 0)
-        linear(cx->logits, m->lrows, b->n_logits, &w->lm_head, &ex);
+        linear(cx->logits, m->lrows, b->n_logits, &w->lm_head,
+               model_lora_exec(b, cx->lrow_ad, &ex, -1, 0, &lx, lbuf));
     if (c->logits_scaling != 1.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * c->vocab_size;
@@ -383,16 +390,23 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
-    fwd_ctx cx = {m, kv, b, logits, pool};
+    fwd_ctx cx = {m, kv, b, logits, pool, NULL, NULL};
+    int32_t *row_ad = NULL, *lrow_ad = NULL;
+    if (model_lora_rows(b, m->tok_seq, &row_ad, &lrow_ad)) return -1;
+    cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
     if (pool) {
         tpool_run(pool, fwd_task, &cx);
     } else {
         tpool *one = tpool_create(1);
-        if (!one) return -1;
+        if (!one) {
+            free(row_ad);
+            return -1;
+        }
         cx.pool = one;
         tpool_run(one, fwd_task, &cx);
         tpool_destroy(one);
     }
+    free(row_ad);
     return 0;
 }
 
@@ -411,8 +425,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     const int32_t **sl = malloc(sizeof(int32_t *) * (size_t)b->n_seqs);
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
+    int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -423,6 +438,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             start[ns] = a - c0;
             kvl[ns] = b->seq_kv_len[s] - (r1 - e);
             sl[ns] = b->seq_slots[s];
+            sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -444,7 +460,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .want_hidden = b->want_hidden};
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -452,7 +469,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(tmp);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -460,7 +477,7 @@ out:
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
 {
     int max_kv;
-    if (check_batch(m, kv, b, &max_kv)) return -1;
+    if (check_batch(m, kv, b, &max_kv) || model_lora_check(m, b)) return -1;
     if (b->n_logits && !logits) {
         log_error("logits buffer is NULL");
         return -1;
