@@ -132,6 +132,18 @@ void lora_registry_list_free(lora_adapter **v, int n);
 /* Adapters loaded now. */
 int lora_registry_count(lora_registry *r);
 
+/* The process's registry (serve / generate --requests set it at start-up;
+ * NULL = LoRA not enabled): what request codecs resolve lora_path names
+ * against.  Set before any request thread starts. */
+void lora_set_global(lora_registry *r);
+lora_registry *lora_global(void);
+/* A request's adapter by name through the global registry, with a
+ * reference in *out.  0, or -1 with SGLang's message: "LoRA is not
+ * enabled. Please set `--enable-lora` to enable LoRA." or "The following
+ * requested LoRA adapters are not loaded: NAME\nLoaded adapters:
+ * odict_keys([...])." */
+int lora_resolve(const char *name, lora_adapter **out, char *err, size_t errlen);
+
 /* Parse one --lora-paths entry: "NAME=PATH", a bare "PATH" (name = the
  * path), or a JSON object {"lora_name":..., "lora_path":..., "pinned":...}.
  * Writes owned strings to *name / *path.  0 or -1 with a message. */

@@ -189,6 +189,39 @@ int lora_registry_count(lora_registry *r)
     return n;
 }
 
+static lora_registry *g_reg;
+
+void lora_set_global(lora_registry *r) { __atomic_store_n(&g_reg, r, __ATOMIC_RELEASE); }
+
+lora_registry *lora_global(void) { return __atomic_load_n(&g_reg, __ATOMIC_ACQUIRE); }
+
+int lora_resolve(const char *name, lora_adapter **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    lora_registry *r = lora_global();
+    if (!r) {
+        errmsg_set(err, errlen, "LoRA is not enabled. Please set `--enable-lora` to enable LoRA.");
+        return -1;
+    }
+    if ((*out = lora_registry_get(r, name))) return 0;
+    /* SGLang prints the registry's keys as Python does */
+    char keys[1024];
+    size_t o = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n && o + 8 < sizeof keys; i++) {
+        int w = snprintf(keys + o, sizeof keys - o, "%s'%s'", i ? ", " : "", r->v[i]->name);
+        if (w > 0) o += (size_t)w;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (o >= sizeof keys) o = sizeof keys - 1;
+    keys[o] = 0;
+    errmsg_set(err, errlen,
+               "The following requested LoRA adapters are not loaded: %s\nLoaded adapters: "
+               "odict_keys([%s]).",
+               name, keys);
+    return -1;
+}
+
 int lora_parse_path_arg(const char *s, char **name, char **path, bool *pinned, char *err,
                         size_t errlen)
 {

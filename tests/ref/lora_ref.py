@@ -158,7 +158,27 @@ def main():
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "tiny-models"))
     ap.add_argument("--shared", default=os.environ.get("SGLC_SHARED", os.path.join(ROOT, "..", "shared")))
     ap.add_argument("--only")
+    ap.add_argument("--write-adapters", metavar="DIR",
+                    help="only write random adapters for the --only model (its f32 folder first "
+                         "line of stdout, then one adapter folder per line) and exit")
+    ap.add_argument("--n", type=int, default=8, help="adapters for --write-adapters")
     a = ap.parse_args()
+    if a.write_adapters:
+        name = a.only or "llama3"
+        d, _ = make_tiny_model.build(name, a.cache, a.shared)
+        f32_dir = os.path.join(d, "f32")
+        with open(os.path.join(f32_dir, "config.json")) as f:
+            cfg = json.load(f)
+        state = torch_ref.load_state(f32_dir)
+        if "lm_head.weight" not in state:
+            state["lm_head.weight"] = state["model.embed_tokens.weight"]
+        print(f32_dir)
+        for i in range(a.n):
+            r, alpha, rslora, tag, targets = VARIANTS[i % len(VARIANTS)]
+            ad = os.path.join(a.write_adapters, f"a{i}")
+            make_adapter(ad, state, cfg, 7000 + i, r + i, alpha, rslora, tag, targets)
+            print(ad)
+        return
     names = a.only.split(",") if a.only else [n for n in make_tiny_model.SPECS if "embed" not in n]
     n_prompt, n_new = 64, 8
     work = tempfile.mkdtemp(prefix="sglc-lora-")
