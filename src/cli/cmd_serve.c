@@ -38,6 +38,7 @@
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_spec.h"
+#include "cli/cli_lora.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -332,8 +333,9 @@ static int serve(int argc, char **argv)
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
     sa.is_embedding = a.is_embedding;
-    sched *s = cli_sched_create(m, &mo, &sa);
+    sched *s = cli_lora_setup(&a, m, &sa) ? NULL : cli_sched_create(m, &mo, &sa);
     if (!s) {
+        cli_lora_teardown();
         if (have_chat) tmpl_chat_free(&chat);
         tok_destroy(tok);
         model_free(m);
@@ -348,6 +350,7 @@ static int serve(int argc, char **argv)
             fprintf(stderr, "sglc serve: --preferred-sampling-params must be a JSON object\n");
             json_decref(preferred);
             sched_destroy(s);
+            cli_lora_teardown();
             if (have_chat) tmpl_chat_free(&chat);
             tok_destroy(tok);
             model_free(m);
@@ -564,6 +567,7 @@ out:
     m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
     cli_spec_free(&spec);
+    cli_lora_teardown();
     cli_grammar_free(&gram);
     json_decref(info);
     free(model_type);

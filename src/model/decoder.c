@@ -76,7 +76,11 @@ typedef struct fwd_ctx {
     float *logits;
     float *lm_out;          /* the LM head's output: logits, or this rank's vocabulary slice */
     tpool *pool;
+    const int32_t *row_ad, *lrow_ad; /* LoRA: adapter per token / logit row, or NULL */
 } fwd_ctx;
+
+/* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
+#define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
@@ -183,6 +187,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* this thread's context for every projection of the pass */
     const linear_exec ex = {.ith = ith, .nth = nth, .scratch = scr, .barrier = fwd_barrier,
                             .barrier_arg = cx->pool};
+    linear_exec lx; /* LoRA: per-projection copy of ex (model_lora_exec) */
+    linear_adapter lbuf[MODEL_MAX_BATCH_ADAPTERS];
     int lo, hi;
     rows_split(T, ith, nth, &lo, &hi);
 
@@ -208,9 +214,9 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, &ex);
-        linear(m->k, xin, T, &l->wk, &ex);
-        linear(m->v, xin, T, &l->wv, &ex);
+        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
+        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
+        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -252,7 +258,7 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        linear(m->xn, m->att, T, &l->wo, &ex); /* (T, H) */
+        linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         for (int t = lo; t < hi; t++) {
@@ -267,8 +273,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, &ex);
-        linear(m->up, m->xn, T, &l->wup, &ex);
+        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
+        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -277,7 +283,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        linear(m->xn, m->gate, T, &l->wdown, &ex);
+        linear(m->xn, m->gate, T, &l->wdown, LX(MODEL_PROJ_DOWN));
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel down */
     }
@@ -296,7 +302,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* LM head: all rows, or this rank's vocabulary slice (gathered after the pass) */
     float *lg = cx->lm_out;
     if (b->n_logits > 0)
-        linear(lg, m->lrows, b->n_logits, &w->lm_head, &ex);
+        linear(lg, m->lrows, b->n_logits, &w->lm_head,
+               model_lora_exec(b, cx->lrow_ad, &ex, -1, 0, &lx, lbuf));
     if (c->logits_scaling != 1.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * w->tp.vocab_n;
@@ -391,21 +398,29 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
     /* tensor parallelism: the LM head writes this rank's slice; rank 0 sends the batch */
-    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool};
+    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool, NULL, NULL};
     if (!cx.lm_out && b->n_logits) return -1;
+    int32_t *row_ad = NULL, *lrow_ad = NULL;
+    if (model_lora_rows(b, m->tok_seq, &row_ad, &lrow_ad)) return -1;
+    cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
     if (model_tp_send_forward(m, kv, b)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
+        free(row_ad);
         return -1;
     }
     if (pool) {
         tpool_run(pool, fwd_task, &cx);
     } else {
         tpool *one = tpool_create(1);
-        if (!one) return -1;
+        if (!one) {
+            free(row_ad);
+            return -1;
+        }
         cx.pool = one;
         tpool_run(one, fwd_task, &cx);
         tpool_destroy(one);
     }
+    free(row_ad);
     if (model_tp_gather_logits(m, b, logits) || model_tp_failed(m)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
@@ -428,8 +443,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     const int32_t **sl = malloc(sizeof(int32_t *) * (size_t)b->n_seqs);
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
+    int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -440,6 +456,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             start[ns] = a - c0;
             kvl[ns] = b->seq_kv_len[s] - (r1 - e);
             sl[ns] = b->seq_slots[s];
+            sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -461,7 +478,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .want_hidden = b->want_hidden};
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -469,7 +487,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(tmp);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -477,7 +495,7 @@ out:
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
 {
     int max_kv;
-    if (check_batch(m, kv, b, &max_kv)) return -1;
+    if (check_batch(m, kv, b, &max_kv) || model_lora_check(m, b)) return -1;
     if (b->n_logits && !logits) {
         log_error("logits buffer is NULL");
         return -1;

@@ -151,4 +151,21 @@ void model_tp_shutdown(model_weights *w);
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);
 
+/* model_lora.c: LoRA per batch (model.h's model_batch adapters). */
+#define MODEL_MAX_BATCH_ADAPTERS 64
+/* 0, or -1 after logging a malformed adapter part of b. */
+int model_lora_check(const model *m, const model_batch *b);
+/* Adapter index per token row (*row_ad, n_tokens) and per logit row
+ * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it); both
+ * NULL when no sequence has an adapter.  0 or -1 (OOM). */
+int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_ad,
+                    int32_t **lrow_ad);
+/* The exec for projection p of layer il (il < 0: the LM head, rows =
+ * logit rows) with b's adapters of it: ex itself when none applies, else
+ * buf (a copy of ex) pointing at abuf ((MODEL_MAX_BATCH_ADAPTERS) filled
+ * here) and row_ad. */
+const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
+                                   const linear_exec *ex, int il, int p, linear_exec *buf,
+                                   linear_adapter *abuf);
+
 #endif

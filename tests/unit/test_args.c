@@ -202,8 +202,8 @@ static void test_not_yet_and_ignored(void **state)
     assert_int_equal(PARSE(&a, err, "--tensor-parallel-size", "4"), ARGS_EUSAGE);
     assert_string_equal(err, "--tensor-parallel-size is not supported by sglc yet");
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--enable-lora"), ARGS_EUSAGE);
-    assert_string_equal(err, "--enable-lora is not supported by sglc yet");
+    assert_int_equal(PARSE(&a, err, "--enable-multimodal"), ARGS_EUSAGE);
+    assert_string_equal(err, "--enable-multimodal is not supported by sglc yet");
     args_server_free(&a);
     /* the default value asks for what sglc does anyway */
     assert_int_equal(PARSE(&a, err, "--tp-size", "1", "--dp-size", "01", "--radix-eviction-policy", "lru"),
@@ -465,7 +465,7 @@ static void test_config_errors(void **state)
         const char *yaml, *msg;
     } cases[] = {
         {"tp-size: 2\n", "--tp-size is not supported by sglc yet (in t.yaml)"},
-        {"enable-lora: true\n", "--enable-lora is not supported by sglc yet (in t.yaml)"},
+        {"enable-multimodal: true\n", "--enable-multimodal is not supported by sglc yet (in t.yaml)"},
         {"port: abc\n", "--port: invalid int value 'abc' (in t.yaml)"},
         {"dtype: int4\n", "--dtype: invalid choice 'int4' (choose from {auto,float32,float16,bfloat16}) (in t.yaml)"},
         {"model-pth: x\n", "unrecognized argument 'model-pth'; did you mean '--model-path'? (in t.yaml)"},
