@@ -47,7 +47,9 @@ typedef struct model_weights {
     const void *embed;                 /* (vocab, H) row-major of embed_t.type; borrowed (src or
                                         * blocks); NULL: rows are read through src (dummy) */
     wsrc_tensor embed_t;               /* the embedding tensor as the source gave it */
-    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed */
+    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed; empty
+                                        * for a classifier (cfg.n_labels > 0) */
+    linear_weight score;               /* (n_labels, H) f32: *ForSequenceClassification's head */
     const float *final_norm;           /* (H) */
     model_layer *layers;               /* (n_layer) owned */
 
@@ -59,7 +61,9 @@ typedef struct model_weights {
     size_t expert_bytes;               /* bytes of one expert's gate+up+down (MoE) */
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
 
-    float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
+    float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
+    float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
+    int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 } model_weights;
@@ -70,6 +74,8 @@ struct model {
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
+    int mi_on;                         /* multi-item scoring: split prompts at mi_delim */
+    int32_t mi_delim;                  /* (model_set_multi_item_delimiter, multi_item.c) */
 
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
@@ -93,6 +99,18 @@ struct model {
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
 };
+
+/* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
+typedef struct model_mi_buf {
+    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
+    int32_t *slot_mem;                 /* the segments' slot lists */
+} model_mi_buf;
+/* Rewrite b's whole-prompt sequences that hold delim into query and
+ * segment sub-sequences (see multi_item.c) into *out (arrays in *mb).
+ * 1 rewritten, 0 nothing to do (*mb empty), -1 out of memory. */
+int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_mi_buf *mb);
+void model_mi_buf_free(model_mi_buf *mb);
 
 /* model.c: free weights (refs already 0). */
 void model_weights_free(model_weights *w);
