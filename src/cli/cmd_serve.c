@@ -417,6 +417,13 @@ static int serve(int argc, char **argv)
         log_info("embedding model: last-token pooling, normalized, %d dims (matryoshka: %s)", mc->hidden_size,
                  em.is_matryoshka ? "yes" : "no");
     }
+    /* the classifier's id2label, copied: the routes outlive a weight swap's config */
+    static char label_buf[MODEL_MAX_LABELS][MODEL_LABEL_LEN];
+    static const char *labels[MODEL_MAX_LABELS];
+    for (int i = 0; i < mc->n_labels; i++) {
+        memcpy(label_buf[i], mc->labels[i], MODEL_LABEL_LEN);
+        labels[i] = label_buf[i];
+    }
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
@@ -436,6 +443,7 @@ static int serve(int argc, char **argv)
         .allow_auto_truncate = a.allow_auto_truncate,
         .is_embedding = a.is_embedding,
         .embed = em,
+        .score = {.n_labels = mc->n_labels, .labels = labels, .mi_on = mi_delim >= 0, .mi_delim = mi_delim},
         .reqlog = reqlog,
         .metrics = metrics,
         .mexport = mexport,
