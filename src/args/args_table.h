@@ -312,7 +312,7 @@ X(offload_num_in_group, INT, "--offload-num-in-group", "1", NULL, OFFLOAD, NOT_Y
 X(offload_prefetch_step, INT, "--offload-prefetch-step", "1", NULL, OFFLOAD, NOT_YET, "Steps to prefetch in offloading.") \
 X(offload_mode, CHOICE, "--offload-mode", "cpu", "cpu|meta|sharded_gpu", OFFLOAD, NOT_YET, "Mode of offloading.") \
 /* ---- Args for multi-item scoring ---- */ \
-X(multi_item_scoring_delimiter, INT, "--multi-item-scoring-delimiter", NULL, NULL, SCORING, NOT_YET, "Delimiter token id for multi-item scoring.") \
+X(multi_item_scoring_delimiter, INT, "--multi-item-scoring-delimiter", NULL, NULL, SCORING, SUPPORTED, "Delimiter token id for multi-item scoring: /v1/score scores many items in one pass (query<d>item1<d>...<d>itemN<d>, each item attending to the query and itself); turns the radix cache and chunked prefill off.") \
 /* ---- Optimization/debug options ---- */ \
 X(disable_radix_cache, BOOL, "--disable-radix-cache", "false", NULL, OPT, SUPPORTED, "Disable the radix prefix cache.") \
 X(cuda_graph_max_bs, INT, "--cuda-graph-max-bs", NULL, NULL, OPT, IGNORED, "The maximum batch size for CUDA graphs. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \

@@ -167,6 +167,34 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     tpool_barrier(cx->pool);
 }
 
+/* longrope: sequence s uses the long factors when it is longer than
+ * original_max_position_embeddings, as HF decides per forward from
+ * max(position_ids) + 1.  The length is seq_rope_len (the whole prompt
+ * when it runs in chunks, so every chunk of one prompt rotates alike),
+ * else this step's kv length.  Keys cached before a sequence crosses the
+ * threshold keep the short rotation (SGLang/vLLM do the same; HF generate
+ * recomputes the whole cache at that step instead). */
+static const float *longrope_table(const model_weights *w, const model_batch *b, int s)
+{
+    int len = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
+    return len > w->rope_switch ? w->inv_freq_long : w->inv_freq;
+}
+
+/* *ForSequenceClassification: scores (n_logits, n_labels) = normed rows
+ * (m->lrows) x score^T, laid out at the hidden-state stride H the
+ * embedding path reads (row i's labels first in its H floats). */
+static void score_rows(fwd_ctx *cx, const linear_exec *ex)
+{
+    const model_weights *w = cx->m->w;
+    const int H = w->cfg.hidden_size, L = w->cfg.n_labels, n = cx->b->n_logits;
+    tpool_barrier(cx->pool);
+    if (n > 0) linear(cx->logits, cx->m->lrows, n, &w->score, ex);
+    tpool_barrier(cx->pool);
+    if (ex->ith == 0) /* spread rows L -> H apart, last first (dest >= source) */
+        for (int i = n - 1; i > 0; i--)
+            memmove(cx->logits + (size_t)i * H, cx->logits + (size_t)i * L, sizeof(float) * L);
+}
+
 static void fwd_task(void *vctx, int ith, int nth)
 {
     fwd_ctx *cx = vctx;
@@ -200,6 +228,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             int s = m->tok_seq[t];
             model_rope_inv_freq(c, b->seq_kv_len[s], inv_dyn);
             inv = inv_dyn;
+        } else if (w->inv_freq_long) {
+            inv = longrope_table(w, b, m->tok_seq[t]);
         }
         kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
                         inv, half, w->attn_factor);
@@ -292,12 +322,16 @@ static void fwd_task(void *vctx, int ith, int nth)
     tpool_barrier(cx->pool);
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
-    /* want_hidden (embedding models): the normed rows are the output */
-    float *nrows = b->want_hidden ? cx->logits : m->lrows;
+    /* want_hidden (embedding models): the normed rows are the output;
+     * classifiers: their score head over them */
+    float *nrows = b->want_hidden && !c->n_labels ? cx->logits : m->lrows;
     for (int i = llo; i < lhi; i++)
         kern_rmsnorm(nrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, w->final_norm,
                      H, eps, noff);
-    if (b->want_hidden) return;
+    if (b->want_hidden) {
+        if (c->n_labels) score_rows(cx, &ex);
+        return;
+    }
     tpool_barrier(cx->pool);
     /* LM head: all rows, or this rank's vocabulary slice (gathered after the pass) */
     float *lg = cx->lm_out;
@@ -444,8 +478,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
+    int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !sad) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -457,6 +492,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             kvl[ns] = b->seq_kv_len[s] - (r1 - e);
             sl[ns] = b->seq_slots[s];
             sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
+            rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -478,7 +514,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
@@ -487,7 +523,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -500,8 +536,23 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
         log_error("logits buffer is NULL");
         return -1;
     }
+    if (m->cfg->n_labels && b->n_logits && !b->want_hidden) {
+        log_error("%s is a sequence-classification model: it has scores, not logits "
+                  "(serve it with --is-embedding)", m->cfg->architecture);
+        return -1;
+    }
     if (m->chunk_tokens <= 0) m->chunk_tokens = MODEL_DEFAULT_CHUNK;
     m->touched_bytes = 0;
-    if (b->n_tokens > m->chunk_tokens) return forward_chunked(m, kv, b, logits, pool);
-    return forward_checked(m, kv, b, max_kv, logits, pool);
+    model_mi_buf mb;
+    model_batch split;
+    int rc, sp = m->mi_on ? model_mi_split(b, m->mi_delim, &split, &mb) : 0;
+    if (sp < 0) {
+        log_error("out of memory splitting a multi-item scoring batch");
+        return -1;
+    }
+    if (sp) b = &split; /* same rows, query + item sub-sequences (multi_item.c) */
+    if (b->n_tokens > m->chunk_tokens) rc = forward_chunked(m, kv, b, logits, pool);
+    else rc = forward_checked(m, kv, b, max_kv, logits, pool);
+    if (sp) model_mi_buf_free(&mb);
+    return rc;
 }
