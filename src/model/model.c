@@ -77,6 +77,7 @@ typedef struct loader {
     size_t errlen;
     int failed;          /* a hard error is in err */
     int no_quant;        /* the matrix being loaded is wanted as float even from a block type */
+    int keep_f32;        /* the vector being loaded keeps its f32 values (not rounded to --dtype) */
     int n_quant;         /* block-quantized matrices kept in their type */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
@@ -185,7 +186,8 @@ static const float *load_vec(loader *L, const char *name, int n, int optional)
         fail(L, "out of memory reading '%s'", name);
         return NULL;
     }
-    for (int i = 0; i < n; i++) v[i] = dtype_round(v[i], prec_dtype(m->prec));
+    if (!L->keep_f32)
+        for (int i = 0; i < n; i++) v[i] = dtype_round(v[i], prec_dtype(m->prec));
     return v;
 }
 
@@ -452,8 +454,13 @@ static void load_moe_shared(loader *L, model_layer *l, int il)
             L->no_quant = 0;
         }
     }
-    if (c->moe_topk_method == MOE_TOPK_GROUP_TOP2 && nm->router_bias)
+    /* the correction bias stays f32 (V3 checkpoints store it so; it only
+     * orders near-equal sigmoid scores, where bf16 rounding would decide) */
+    if (c->moe_topk_method == MOE_TOPK_GROUP_TOP2 && nm->router_bias) {
+        L->keep_f32 = 1;
         l->router_bias = load_layer_vec(L, nm->router_bias, il, c->n_expert, 0);
+        L->keep_f32 = 0;
+    }
 }
 
 /* Multi-head latent attention weights of layer il (mla.c runs them):
@@ -823,6 +830,12 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
+    if (m->arch->mla) {
+        int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
+        log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
+                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c),
+                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c));
+    }
     model *run = model_run_create(m);
     if (!run) {
         errmsg_set(err, errlen, "out of memory");

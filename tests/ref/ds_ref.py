@@ -156,8 +156,8 @@ class DSModel:
             if list(t.shape) != list(shape):
                 raise RefError(f"{name}: shape {list(t.shape)} != expected {list(shape)}")
             used.add(name)
-            if dtype == "bfloat16":
-                t = t.to(torch.bfloat16).to(torch.float32)
+            if dtype == "bfloat16" and not name.endswith("e_score_correction_bias"):
+                t = t.to(torch.bfloat16).to(torch.float32)  # (the bias stays f32, as sglc keeps it)
             return t
 
         H, NH = cfg.hidden, cfg.n_heads

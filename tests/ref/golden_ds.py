@@ -76,23 +76,26 @@ def check_batched(sglc, name, model_dir, m):
     import tempfile
     rng = np.random.RandomState(77)
     prompts = [[int(x) for x in rng.randint(3, make_tiny_ds.VOCAB, size=n)] for n in (5, 23, 40, 11)]
+    prompts.append(prompts[2][:30] + [7, 8, 9])  # shares a 30-token prefix with the third
     n_new = 16
-    with tempfile.TemporaryDirectory() as td:
-        req = os.path.join(td, "req.jsonl")
-        with open(req, "w") as f:
-            for p in prompts:
-                f.write(json.dumps({"input_ids": p, "sampling_params": {
-                    "max_new_tokens": n_new, "temperature": 0, "ignore_eos": True}}) + "\n")
-        cmd = [sglc, "generate", "--model-path", model_dir, "--requests", req,
-               "--dtype", "float32", "--threads", "2"]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if p.returncode:
-            raise golden.SglcError(f"exit {p.returncode}: {p.stderr.strip()[-600:]}")
-        outs = [json.loads(x) for x in p.stdout.splitlines() if x.strip().startswith("{")]
-    got = [[int(t) for t in o.get("output_ids", [])] for o in outs]
     want = [m.generate(pr, n_new)[1] for pr in prompts]
-    golden.report(got == want, f"{name}: 4 requests batched by the scheduler: greedy ids "
-                               f"{'identical to each alone' if got == want else f'differ: {got} vs {want}'}")
+    for extra, what in (([], "batched by the scheduler"),
+                        (["--chunked-prefill-size", "8"], "in 8-token prefill chunks")):
+        with tempfile.TemporaryDirectory() as td:
+            req = os.path.join(td, "req.jsonl")
+            with open(req, "w") as f:
+                for p in prompts:
+                    f.write(json.dumps({"input_ids": p, "sampling_params": {
+                        "max_new_tokens": n_new, "temperature": 0, "ignore_eos": True}}) + "\n")
+            cmd = [sglc, "generate", "--model-path", model_dir, "--requests", req,
+                   "--dtype", "float32", "--threads", "2"] + extra
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if p.returncode:
+                raise golden.SglcError(f"exit {p.returncode}: {p.stderr.strip()[-600:]}")
+            outs = [json.loads(x) for x in p.stdout.splitlines() if x.strip().startswith("{")]
+        got = [[int(t) for t in o.get("output_ids", [])] for o in outs]
+        golden.report(got == want, f"{name}: {len(prompts)} requests {what}: greedy ids "
+                                   f"{'identical to each alone' if got == want else f'differ: {got} vs {want}'}")
 
 
 def main():
