@@ -98,16 +98,52 @@ def check_batched(sglc, name, model_dir, m):
                                    f"{'identical to each alone' if got == want else f'differ: {got} vs {want}'}")
 
 
+def check_tokenizer(sglc, cache, shared):
+    """deepseek-v3-tok: the deepseek-v3 tiny model with the real vocabulary
+    (129,280) and DeepSeek V3's tokenizer.json / chat template: sglc renders
+    a conversation, encodes it, generates 12 greedy tokens; the reference
+    run on the same ids gives the same ids."""
+    import json
+    import subprocess
+    d, _ = make_tiny_ds.build("deepseek-v3-tok", cache, shared)
+    md = os.path.join(d, "f32")
+    conv = {"messages": [{"role": "system", "content": "You are terse."},
+                         {"role": "user", "content": "What does MLA cache per token?"}],
+            "add_generation_prompt": True}
+
+    def run(args, stdin=None):
+        p = subprocess.run([sglc] + args, input=stdin, capture_output=True, text=True, timeout=300)
+        if p.returncode:
+            raise golden.SglcError(f"{args[0]} exit {p.returncode}: {p.stderr.strip()[-400:]}")
+        return p.stdout
+
+    prompt = json.loads(run(["chat-template", "--tokenizer-path", md], json.dumps(conv) + "\n"))["prompt"]
+    ok = prompt.startswith("<\uff5cbegin\u2581of\u2581sentence\uff5c>You are terse.") and \
+        prompt.endswith("<\uff5cAssistant\uff5c>")
+    golden.report(ok, f"deepseek-v3 chat template renders {prompt!r}")
+    ids = json.loads(run(["tokenize", "--tokenizer-path", md],
+                         json.dumps({"text": prompt, "add_special_tokens": True}) + "\n"))["ids"]
+    out = json.loads(run(["generate", "--model-path", md, "--prompt", prompt, "--max-new-tokens", "12",
+                          "--temperature", "0", "--json", "--ignore-eos", "--dtype", "float32"]).strip().splitlines()[-1])
+    want = ds_ref.DSModel(md, "float32").generate(ids, 12)[1]
+    got = [int(x) for x in out["output_ids"]]
+    golden.report(got == want and isinstance(out.get("text"), str),
+                  f"deepseek-v3-tok: {len(ids)}-token chat prompt (vocab 129280, DeepSeek V3 "
+                  f"tokenizer): 12 greedy ids {'identical' if got == want else f'differ {got} vs {want}'}, "
+                  f"text {out.get('text', '')[:40]!r}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sglc", default=os.environ.get("SGLC_BIN", os.path.join(ROOT, "build", "sglc")))
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "tiny-models"))
     ap.add_argument("--only")
     ap.add_argument("--ref-only", action="store_true")
+    ap.add_argument("--shared", default=os.environ.get("SGLC_SHARED", os.path.join(ROOT, "..", "shared")))
     a = ap.parse_args()
     torch.set_num_threads(1)
     report, rel_err = golden.report, golden.rel_err
-    names = a.only.split(",") if a.only else list(make_tiny_ds.SPECS)
+    names = [n for n in a.only.split(",") if n in make_tiny_ds.SPECS] if a.only else list(make_tiny_ds.SPECS)
     n_prompt, n_new = 64, 32
     for name in names:
         d, _ = make_tiny_ds.build(name, a.cache)
@@ -158,6 +194,11 @@ def main():
             golden.check_logits(f"{name} bf16", lg, ref_bf16, BF16_TOL)
         golden.guard(name, go)
         golden.guard(name, lambda: check_batched(a.sglc, name, f32_dir, m))
+    if not a.ref_only and (not a.only or "deepseek-v3-tok" in a.only.split(",")):
+        if os.path.exists(os.path.join(a.shared, "models", "tokenizers", "deepseek_v3", "tokenizer.json")):
+            golden.guard("deepseek-v3-tok", lambda: check_tokenizer(a.sglc, a.cache, a.shared))
+        else:
+            print("skip deepseek-v3-tok: no ../shared/models/tokenizers/deepseek_v3")
     if golden.failures:
         print(f"{len(golden.failures)} check(s) failed")
         return 1

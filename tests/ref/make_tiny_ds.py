@@ -73,7 +73,20 @@ SPECS = {
 }
 
 
+# models that keep the real vocabulary and carry the real tokenizer
+# (../shared/models/tokenizers/<dir>): name -> (spec it copies, tokenizer dir);
+# f32 folder only
+TOKENIZED = {"deepseek-v3-tok": ("deepseek-v3", "deepseek_v3")}
+
+
 def tiny_config(name):
+    if name in TOKENIZED:
+        cfg = tiny_config(TOKENIZED[name][0])
+        with open(os.path.join(CONFIGS, SPECS[TOKENIZED[name][0]][0])) as f:
+            base = json.load(f)
+        for k in ("vocab_size", "bos_token_id", "eos_token_id"):
+            cfg[k] = base[k]
+        return cfg
     base_file, overrides, _ = SPECS[name]
     with open(os.path.join(CONFIGS, base_file)) as f:
         base = json.load(f)
@@ -165,8 +178,12 @@ def make_weights(name, cfg):
     return t
 
 
-def build(name, out_root):
+def build(name, out_root, shared=None):
     cfg = tiny_config(name)
+    tok = None
+    if name in TOKENIZED:
+        shared = shared or os.environ.get("SGLC_SHARED", os.path.join(ROOT, "..", "shared"))
+        tok = os.path.join(shared, "models", "tokenizers", TOKENIZED[name][1])
     with open(os.path.abspath(__file__), "rb") as f:
         me = hashlib.sha256(f.read()).hexdigest()
     stamp = hashlib.sha256(json.dumps([me, name, cfg], sort_keys=True).encode()).hexdigest()
@@ -176,16 +193,20 @@ def build(name, out_root):
         return d, False
     os.makedirs(d, exist_ok=True)
     weights = make_weights(name, cfg)
-    for sub, tag, tdt in (("f32", "F32", "float32"), ("bf16", "BF16", "bfloat16")):
+    subs = (("f32", "F32", "float32"), ("bf16", "BF16", "bfloat16"))
+    for sub, tag, tdt in subs[:1] if tok else subs:
         sd = os.path.join(d, sub)
         shutil.rmtree(sd, ignore_errors=True)
         os.makedirs(sd)
         c = dict(cfg, torch_dtype=tdt)
-        c["_sglc_tiny_model"] = {"name": name, "base": SPECS[name][0], "note": SPECS[name][2]}
+        spec = SPECS[TOKENIZED[name][0]] if tok else SPECS[name]
+        c["_sglc_tiny_model"] = {"name": name, "base": spec[0], "note": spec[2]}
         with open(os.path.join(sd, "config.json"), "w") as f:
             json.dump(c, f, indent=2)
         safetensors_np.write(os.path.join(sd, "model.safetensors"), weights, dtype=tag,
                              metadata={"format": "pt"})
+        for fn in ("tokenizer.json", "tokenizer_config.json") if tok else ():
+            shutil.copyfile(os.path.join(tok, fn), os.path.join(sd, fn))
     with open(sp, "w") as f:
         f.write(stamp + "\n")
     return d, True
@@ -202,7 +223,7 @@ def main():
             print(f"{n:18s} {b}: {note}")
         return 0
     for n in (a.only.split(",") if a.only else list(SPECS)):
-        if n not in SPECS:
+        if n not in SPECS and n not in TOKENIZED:
             print(f"make_tiny_ds: unknown model {n!r}", file=sys.stderr)
             return 2
         d, made = build(n, a.out)

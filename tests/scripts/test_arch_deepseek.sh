@@ -10,10 +10,12 @@
 # noaux_tc, normalized and scaled).  Per model: 64-token prompt logits
 # within 1e-4 (f32; bf16 weights with f32 compute) and 2e-2 (bf16), 32
 # greedy ids identical, every feature shown to move the reference, the
-# reference's compressed latent cache == its expanded K/V, and 4 requests
-# batched through the scheduler == each alone.
+# reference's compressed latent cache == its expanded K/V, and 5 requests
+# batched through the scheduler (and in 8-token prefill chunks) == each
+# alone; deepseek-v3-tok: the real vocabulary with DeepSeek V3's tokenizer
+# and chat template, 12 greedy ids == the reference.
 set -u
 . "$(dirname "$0")/golden_common.sh"
-golden_require
+golden_require models/tokenizers/deepseek_v3/tokenizer.json
 mkdir -p "$ROOT/build/tiny-models"
 exec "$PY" "$ROOT/tests/ref/golden_ds.py" --cache "$ROOT/build/tiny-models" "$@"
