@@ -259,10 +259,12 @@ static int parse_deepseek_moe(model_config *c, json_t *root, char *err, size_t e
 {
     const int v3 = c->arch->deepseek == 3;
     getter g = {root, "config.json", err, errlen, 0};
-    c->n_expert = get_int(&g, "n_routed_experts", 0, 4096, v3 ? 256 : 0, 0);
+    /* an explicit null is Python's None: no routed / shared experts (the
+     * defaults apply only to absent keys) */
+    c->n_expert = get_int(&g, "n_routed_experts", 0, 4096, v3 && !json_object_get(root, "n_routed_experts") ? 256 : 0, 0);
     c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, v3 ? 8 : 0, 0);
     c->moe_inter = get_int(&g, "moe_intermediate_size", 1, 1 << 20, v3 ? 2048 : 1407, 0);
-    int n_shared = get_int(&g, "n_shared_experts", 0, 1024, v3 ? 1 : 0, 0);
+    int n_shared = get_int(&g, "n_shared_experts", 0, 1024, v3 && !json_object_get(root, "n_shared_experts") ? 1 : 0, 0);
     c->first_k_dense = get_int(&g, "first_k_dense_replace", 0, 1 << 20, v3 ? 3 : 0, 0);
     c->moe_layer_freq = get_int(&g, "moe_layer_freq", 1, 1 << 20, 1, 0);
     c->n_group = get_int(&g, "n_group", 1, MOE_MAX_GROUPS, v3 ? 8 : 1, 0);
@@ -326,7 +328,9 @@ static int parse_deepseek_moe(model_config *c, json_t *root, char *err, size_t e
 static int parse_mla(model_config *c, json_t *root, char *err, size_t errlen)
 {
     getter g = {root, "config.json", err, errlen, 0};
-    c->q_lora_rank = get_int(&g, "q_lora_rank", 0, 1 << 16, c->arch->deepseek == 3 ? 1536 : 0, 0);
+    /* null (V2-Lite, Moonlight) = plain q_proj; absent = the class default */
+    int v3 = c->arch->deepseek == 3 && !json_object_get(root, "q_lora_rank");
+    c->q_lora_rank = get_int(&g, "q_lora_rank", 0, 1 << 16, v3 ? 1536 : 0, 0);
     c->kv_lora_rank = get_int(&g, "kv_lora_rank", 1, 1 << 16, 512, 0);
     c->qk_nope_dim = get_int(&g, "qk_nope_head_dim", 1, 4096, 128, 0);
     c->qk_rope_dim = get_int(&g, "qk_rope_head_dim", 2, 4096, 64, 0);

@@ -217,6 +217,20 @@ static void test_configs(void **state)
     assert_int_equal(load_cfg(&c, "deepseek-ai__DeepSeek-V3.json", "{\"num_experts_per_tok\":1}", err), 0);
     assert_int_equal(c.norm_topk_prob, 0);
     assert_true(c.routed_scale == 2.5f);
+    /* explicit nulls are None: plain q_proj, no shared experts; absent keys
+     * take DeepseekV3Config's defaults */
+    assert_int_equal(load_cfg(&c, "deepseek-ai__DeepSeek-V3.json", "{\"q_lora_rank\":null,"
+                              "\"n_shared_experts\":null}", err), 0);
+    assert_int_equal(c.q_lora_rank, 0);
+    assert_int_equal(c.shared_inter, 0);
+    assert_int_equal(model_config_parse(&c, "{\"architectures\":[\"DeepseekV3ForCausalLM\"],"
+                                        "\"hidden_size\":64,\"intermediate_size\":96,"
+                                        "\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+                                        "\"vocab_size\":512}", 146, NULL, 0, err, sizeof err), 0);
+    assert_int_equal(c.q_lora_rank, 1536);
+    assert_int_equal(c.n_expert, 256);
+    assert_int_equal(c.shared_inter, 2048);
+    assert_int_equal(c.first_k_dense, 3);
     /* moe_layer_freq 2: odd layers dense */
     assert_int_equal(load_cfg(&c, "deepseek-ai__DeepSeek-V3.json", "{\"moe_layer_freq\":2}", err), 0);
     assert_true(model_config_layer_moe(&c, 4));
