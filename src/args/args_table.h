@@ -135,7 +135,7 @@ X(abort_on_priority_when_disabled, BOOL, "--abort-on-priority-when-disabled", "f
 X(enable_dynamic_chunking, BOOL, "--enable-dynamic-chunking", "false", NULL, MEMSCHED, NOT_YET, "Adapt the chunked prefill size dynamically.") \
 /* ---- Runtime options ---- */ \
 X(device, STR, "--device", NULL, NULL, RUNTIME, SUPPORTED, "The device to use. This build of sglc serves CPUs only: cpu (or leaving it out) is accepted, cuda, npu, xpu, hpu, mps, musa ... are refused.") \
-X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The tensor parallelism size.") \
+X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, SUPPORTED, "The tensor parallelism size.") \
 X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The pipeline parallelism size.") \
 X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The attention context parallelism size.") \
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
@@ -150,7 +150,7 @@ X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-patte
 X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, SUPPORTED, "Disallow any whitespace in JSON constrained output.") \
 X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
 X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
-X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
+X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
 X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
@@ -204,8 +204,8 @@ X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The d
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens", DP, NOT_YET, "The load balancing strategy for data parallelism.") \
 /* ---- Multi-node distributed serving ---- */ \
 X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, NOT_YET, "The host:port for initializing the distributed backend.") \
-X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, NOT_YET, "The number of nodes.") \
-X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, NOT_YET, "The node rank.") \
+X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, SUPPORTED, "The number of nodes.") \
+X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, SUPPORTED, "The node rank.") \
 /* ---- Model override args ---- */ \
 X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVERRIDE, SUPPORTED, "A JSON object overriding fields of the model's config.json.") \
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
@@ -237,13 +237,13 @@ X(linear_attn_decode_backend, STR, "--linear-attn-decode-backend", NULL, NULL, K
 X(linear_attn_prefill_backend, STR, "--linear-attn-prefill-backend", NULL, NULL, KERNEL, IGNORED, "The linear attention backend for prefill. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
 X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", NULL, KERNEL, IGNORED, "Disable FlashInfer autotuning. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 /* ---- Speculative decoding ---- */ \
-X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, NOT_YET, "The speculative decoding algorithm.") \
+X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, SUPPORTED, "The speculative decoding algorithm.") \
 X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, NOT_YET, "The path of the draft model weights.") \
 X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, NOT_YET, "The draft model version: branch, tag or commit id.") \
 X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, NOT_YET, "The format of the draft model weights.") \
 X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, NOT_YET, "The number of steps sampled from the draft model.") \
 X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model per step.") \
-X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model.") \
+X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, SUPPORTED, "The number of tokens verified per step, the sampled one included (NGRAM default: the max match window).") \
 X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this.") \
 X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1.") \
 X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table.") \
@@ -254,13 +254,13 @@ X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backe
 X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, NOT_YET, "Quantization method of the draft model.") \
 X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \
 /* ---- Ngram speculative decoding ---- */ \
-X(speculative_ngram_min_match_window_size, INT, "--speculative-ngram-min-match-window-size", "1", NULL, NGRAM, NOT_YET, "Minimum window size for pattern matching.") \
-X(speculative_ngram_max_match_window_size, INT, "--speculative-ngram-max-match-window-size", "12", NULL, NGRAM, NOT_YET, "Maximum window size for pattern matching.") \
-X(speculative_ngram_min_bfs_breadth, INT, "--speculative-ngram-min-bfs-breadth", "1", NULL, NGRAM, NOT_YET, "Minimum BFS breadth.") \
-X(speculative_ngram_max_bfs_breadth, INT, "--speculative-ngram-max-bfs-breadth", "10", NULL, NGRAM, NOT_YET, "Maximum BFS breadth.") \
-X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS", "BFS|PROB", NGRAM, NOT_YET, "BFS uses recency-based expansion; PROB uses frequency-based expansion.") \
-X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, NOT_YET, "Maximum depth of the n-gram trie.") \
-X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, NOT_YET, "Cache capacity of the n-gram trie.") \
+X(speculative_ngram_min_match_window_size, INT, "--speculative-ngram-min-match-window-size", "1", NULL, NGRAM, SUPPORTED, "Minimum window size for pattern matching.") \
+X(speculative_ngram_max_match_window_size, INT, "--speculative-ngram-max-match-window-size", "12", NULL, NGRAM, SUPPORTED, "Maximum window size for pattern matching.") \
+X(speculative_ngram_min_bfs_breadth, INT, "--speculative-ngram-min-bfs-breadth", "1", NULL, NGRAM, SUPPORTED, "Minimum BFS breadth.") \
+X(speculative_ngram_max_bfs_breadth, INT, "--speculative-ngram-max-bfs-breadth", "10", NULL, NGRAM, SUPPORTED, "Maximum BFS breadth.") \
+X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS", "BFS|PROB", NGRAM, SUPPORTED, "BFS uses recency-based expansion; PROB uses frequency-based expansion.") \
+X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, SUPPORTED, "Maximum depth of the n-gram trie.") \
+X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, SUPPORTED, "Cache capacity of the n-gram trie.") \
 /* ---- Expert parallelism ---- */ \
 X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, NOT_YET, "The expert parallelism size.") \
 X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuseep", EP, NOT_YET, "The backend for MoE all-to-all communication.") \

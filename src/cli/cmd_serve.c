@@ -37,6 +37,7 @@
 #include "cli/cli_args.h"
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
+#include "cli/cli_spec.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -169,6 +170,13 @@ static int serve(int argc, char **argv)
         return 1;
     }
     /* operations: checked before the (slow) model load */
+    {
+        cli_spec chk; /* speculative arguments: a usage error before loading (set up again below) */
+        if (cli_spec_args_from_args(&chk, &a, "serve")) {
+            args_server_free(&a);
+            return 2;
+        }
+    }
     int http_level = log_level_current;
     if (a.log_level_http) {
         /* uvicorn's levels; "trace" is below debug */
@@ -452,12 +460,18 @@ static int serve(int argc, char **argv)
     };
     int exit_code = 1;
     cli_grammar gram = {0}; /* set up before sched_start; freed after sched_destroy */
+    cli_spec spec = {0};    /* the same */
     api_server *api = NULL;
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
     if (tok) api_install_output_hook(s);
     if (cli_grammar_setup(&gram, &a, tok, s, m)) goto out;
+    if (cli_spec_args_from_args(&spec, &a, "serve")) {
+        exit_code = 2;
+        goto out;
+    }
+    if (cli_spec_setup(&spec, s)) goto out;
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
@@ -549,6 +563,7 @@ out:
     if (api) api_destroy(api);
     m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
+    cli_spec_free(&spec);
     cli_grammar_free(&gram);
     json_decref(info);
     free(model_type);
