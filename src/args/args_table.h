@@ -210,16 +210,16 @@ X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, SUPPORTED, "The node rank
 X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVERRIDE, SUPPORTED, "A JSON object overriding fields of the model's config.json.") \
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
-X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, NOT_YET, "Enable LoRA support.") \
+X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, SUPPORTED, "Enable LoRA support (also on with --lora-paths).") \
 X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
-X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, NOT_YET, "The maximum rank of LoRA adapters.") \
-X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, NOT_YET, "The union of target modules of all LoRA adapters ('all' for every supported module).") \
-X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, NOT_YET, "LoRA adapters: PATH, NAME=PATH, or JSON objects.") \
-X(max_loras_per_batch, INT, "--max-loras-per-batch", "8", NULL, LORA, NOT_YET, "Maximum number of adapters in a running batch.") \
-X(max_loaded_loras, INT, "--max-loaded-loras", NULL, NULL, LORA, NOT_YET, "Maximum number of adapters loaded in CPU memory.") \
-X(lora_eviction_policy, CHOICE, "--lora-eviction-policy", "lru", "lru|fifo", LORA, NOT_YET, "LoRA adapter eviction policy.") \
-X(lora_backend, CHOICE, "--lora-backend", "csgmv", "triton|csgmv|ascend|torch_native", LORA, NOT_YET, "The backend for running LoRA GEMM kernels.") \
-X(max_lora_chunk_size, INT, "--max-lora-chunk-size", "16", "16|32|64|128", LORA, NOT_YET, "Maximum chunk size of the chunked SGMV LoRA backend.") \
+X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, SUPPORTED, "The maximum rank of LoRA adapters.") \
+X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, SUPPORTED, "The modules adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj qkv_proj gate_up_proj lm_head, or 'all'); unset: any supported module. A limit on CPU (nothing to preallocate).") \
+X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, SUPPORTED, "LoRA adapters (PEFT folders) to load at start-up: PATH, NAME=PATH, or JSON {\"lora_name\":str,\"lora_path\":str,\"pinned\":bool}.") \
+X(max_loras_per_batch, INT, "--max-loras-per-batch", "8", NULL, LORA, SUPPORTED, "Maximum number of distinct adapters in a running batch (the base model counts as one, as SGLang).") \
+X(max_loaded_loras, INT, "--max-loaded-loras", NULL, NULL, LORA, SUPPORTED, "Maximum number of adapters loaded at once; a load beyond it evicts an unpinned adapter (--lora-eviction-policy). Must be >= --max-loras-per-batch.") \
+X(lora_eviction_policy, CHOICE, "--lora-eviction-policy", "lru", "lru|fifo", LORA, SUPPORTED, "Which unpinned adapter a load beyond --max-loaded-loras evicts: lru (least recently used) or fifo (oldest load).") \
+X(lora_backend, CHOICE, "--lora-backend", "csgmv", "triton|csgmv|ascend|torch_native", LORA, SUPPORTED, "Accepted for compatibility: sglc runs one CPU kernel (grouped shrink/expand, AVX2 or scalar) whatever the name.") \
+X(max_lora_chunk_size, INT, "--max-lora-chunk-size", "16", "16|32|64|128", LORA, IGNORED, "Chunk size of the chunked SGMV GPU backend (no effect on CPU: the adapter kernel groups rows by adapter, no chunking).") \
 /* ---- Kernel backends ---- */ \
 X(attention_backend, CHOICE, "--attention-backend", NULL, "triton|torch_native|flex_attention|dsa|nsa|dsv4|compressed|cutlass_mla|fa3|fa4|flashinfer|flashmla|trtllm_mla|cutedsl_mla|tokenspeed_mla|trtllm_mha|dual_chunk_flash_attn|hpc_ops|minicpm_flashattn|minicpm_flashinfer|aiter|wave|intel_amx|ascend|intel_xpu", KERNEL, IGNORED, "The attention kernel backend. (no effect on CPU: sglc has one attention implementation, its own SIMD kernels for this CPU)") \
 X(prefill_attention_backend, CHOICE, "--prefill-attention-backend", NULL, "triton|torch_native|flex_attention|dsa|nsa|dsv4|compressed|cutlass_mla|fa3|fa4|flashinfer|flashmla|trtllm_mla|cutedsl_mla|tokenspeed_mla|trtllm_mha|dual_chunk_flash_attn|hpc_ops|minicpm_flashattn|minicpm_flashinfer|aiter|wave|intel_amx|ascend|intel_xpu", KERNEL, IGNORED, "The attention backend for prefill. (no effect on CPU: sglc has one attention implementation, its own SIMD kernels for this CPU)") \
@@ -312,7 +312,7 @@ X(offload_num_in_group, INT, "--offload-num-in-group", "1", NULL, OFFLOAD, NOT_Y
 X(offload_prefetch_step, INT, "--offload-prefetch-step", "1", NULL, OFFLOAD, NOT_YET, "Steps to prefetch in offloading.") \
 X(offload_mode, CHOICE, "--offload-mode", "cpu", "cpu|meta|sharded_gpu", OFFLOAD, NOT_YET, "Mode of offloading.") \
 /* ---- Args for multi-item scoring ---- */ \
-X(multi_item_scoring_delimiter, INT, "--multi-item-scoring-delimiter", NULL, NULL, SCORING, NOT_YET, "Delimiter token id for multi-item scoring.") \
+X(multi_item_scoring_delimiter, INT, "--multi-item-scoring-delimiter", NULL, NULL, SCORING, SUPPORTED, "Delimiter token id for multi-item scoring: /v1/score scores many items in one pass (query<d>item1<d>...<d>itemN<d>, each item attending to the query and itself); turns the radix cache and chunked prefill off.") \
 /* ---- Optimization/debug options ---- */ \
 X(disable_radix_cache, BOOL, "--disable-radix-cache", "false", NULL, OPT, SUPPORTED, "Disable the radix prefix cache.") \
 X(cuda_graph_max_bs, INT, "--cuda-graph-max-bs", NULL, NULL, OPT, IGNORED, "The maximum batch size for CUDA graphs. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \

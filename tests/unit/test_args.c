@@ -202,8 +202,8 @@ static void test_not_yet_and_ignored(void **state)
     assert_int_equal(PARSE(&a, err, "--attention-context-parallel-size", "4"), ARGS_EUSAGE);
     assert_string_equal(err, "--attention-context-parallel-size is not supported by sglc yet");
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--enable-lora"), ARGS_EUSAGE);
-    assert_string_equal(err, "--enable-lora is not supported by sglc yet");
+    assert_int_equal(PARSE(&a, err, "--enable-multimodal"), ARGS_EUSAGE);
+    assert_string_equal(err, "--enable-multimodal is not supported by sglc yet");
     args_server_free(&a);
     /* the default value asks for what sglc does anyway */
     assert_int_equal(PARSE(&a, err, "--tp-size", "1", "--dp-size", "01", "--radix-eviction-policy", "lru"),
@@ -263,8 +263,10 @@ static void test_abbreviations(void **state)
     assert_int_equal(PARSE(&a, err, "--model", "/m", "--ep", "1"), ARGS_OK);
     assert_string_equal(a.model_path, "/m");
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--enable-lora"), ARGS_EUSAGE);
-    assert_string_equal(err, "--enable-lora is not supported by sglc yet");
+    /* --enable-metrics is also a prefix of --enable-metrics-for-all-schedulers */
+    assert_int_equal(PARSE(&a, err, "--enable-metrics"), ARGS_OK);
+    assert_true(a.enable_metrics);
+    assert_false(a.enable_metrics_for_all_schedulers);
     args_server_free(&a);
     /* ambiguity: argparse's words, candidates in table order, the token as typed */
     assert_int_equal(PARSE(&a, err, "--enable-lo"), ARGS_EUSAGE);
@@ -469,7 +471,7 @@ static void test_config_errors(void **state)
         const char *yaml, *msg;
     } cases[] = {
         {"attn-cp-size: 2\n", "--attn-cp-size is not supported by sglc yet (in t.yaml)"},
-        {"enable-lora: true\n", "--enable-lora is not supported by sglc yet (in t.yaml)"},
+        {"enable-multimodal: true\n", "--enable-multimodal is not supported by sglc yet (in t.yaml)"},
         {"port: abc\n", "--port: invalid int value 'abc' (in t.yaml)"},
         {"dtype: int4\n", "--dtype: invalid choice 'int4' (choose from {auto,float32,float16,bfloat16}) (in t.yaml)"},
         {"model-pth: x\n", "unrecognized argument 'model-pth'; did you mean '--model-path'? (in t.yaml)"},
