@@ -753,7 +753,13 @@ static void load_embeddings(loader *L)
         /* as before the weight-source split: an untied dummy lm_head kept
          * the kernels' default activation rounding */
         if (have && !te.data) x_exact = 0;
-        load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
+        if (c->n_labels > 0) { /* classifier: the score head instead of lm_head */
+            L->no_quant = 1;
+            load_mat_as(L, &m->score, "score.weight", c->n_labels, H, DTYPE_F32, SH_ALL);
+            L->no_quant = 0;
+        } else {
+            load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
+        }
         if (!have) return;
     }
     if (L->failed) return;
