@@ -257,9 +257,11 @@ int model_tp_group_shut(const struct dist_group *g)
     return 0;
 }
 
-double model_tp_comm_seconds(const model *m, long *n_allreduce)
+double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s)
 {
     if (n_allreduce) *n_allreduce = m->tp_n_allreduce;
+    if (wait_s) *wait_s = 0;
+    if (wait_s && m->w->tp.g) dist_allreduce_stats(m->w->tp.g, NULL, wait_s, NULL);
     return m->tp_comm_s;
 }
 
