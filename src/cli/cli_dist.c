@@ -201,6 +201,8 @@ static void *watch_main(void *arg)
         sleep(1);
         fflush(stdout), fflush(stderr);
         for (int i = 0; i < g_n_child; i++) kill(g_child[i], SIGKILL);
+        /* Open MPI: MPI_Abort ends every rank of the job (a hung one too) */
+        if (!strcmp(dist_backend(g), "mpi")) dist_abort(g, "tensor parallelism failed");
         _exit(1);
     }
 }
