@@ -11,7 +11,7 @@
 int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_server *a, int argc,
                    char **argv)
 {
-    char err[1024];
+    char err[ARGS_ERR_MAX];
     int rc = args_parse_cmd(a, cmd, argc, argv, err, sizeof err);
     if (rc == ARGS_HELP) {
         args_print_cmd_help(stdout, cmd);

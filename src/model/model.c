@@ -472,6 +472,28 @@ static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int 
     }
 }
 
+/* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
+ * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
+ * tensor, read in order (a source without bytes makes them in that order). */
+static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
+                       const int *rows, const char *const *part_names, const shard_sel *sel, int k)
+{
+    char name[256], pname[300];
+    snprintf(name, sizeof name, pat, il);
+    strcat(name, ".weight");
+    int total = 0;
+    for (int j = 0; j < n; j++) total += rows[j];
+    wsrc_tensor t;
+    if (L->failed || !find_tensor(L, name, total, k, 0, &t)) return;
+    int64_t off = 0;
+    for (int j = 0; j < n && !L->failed; j++) {
+        wsrc_tensor v = wsrc_view2(&t, off * k, rows[j], k);
+        snprintf(pname, sizeof pname, "%s (%s)", name, part_names[j]);
+        load_mat_sel(L, out[j], &v, pname, rows[j], k, L->m->wdt, sel[j]); /* this rank's slice */
+        off += rows[j];
+    }
+}
+
 /* GraniteMoE: experts of layer il from input_linear (E, 2*Ie, H) -- rows
  * [0, Ie) gate, [Ie, 2*Ie) up -- and output_linear (E, H, Ie).  Each
  * expert's matrices are 2-D views into the 3-D tensors, read gate, up,
@@ -630,7 +652,7 @@ static void load_embeddings(loader *L)
     wsrc_tensor te;
     int x_exact = 1; /* logits from f32 activations (no AMX rounding) */
     shard_sel lm_sel = sh_rows(m->tp.vocab0, m->tp.vocab_n); /* vocabulary-parallel LM head */
-    if (c->tie_word_embeddings) {
+    if (c->tie_word_embeddings && c->n_labels == 0) {
         wsrc_tensor t;
         if (!wsrc_find(L->src, nm->embed, 2, shape, &t) &&
             !wsrc_find(L->src, nm->lm_head, 2, shape, &t)) {
@@ -723,11 +745,13 @@ void model_weights_free(model_weights *m)
         }
     }
     linear_free(&m->lm_head);
+    linear_free(&m->score);
     free(m->layers);
     for (int i = 0; i < m->n_blocks; i++) free(m->blocks[i]);
     free(m->blocks);
     free(m->vecs);
     free(m->inv_freq);
+    free(m->inv_freq_long);
     wsrc_close(&m->src);
     free(m);
 }
@@ -770,6 +794,11 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->arch = m->cfg.arch;
+    if (m->cfg.n_labels > m->cfg.hidden_size) {
+        errmsg_set(err, errlen, "config.json: %d labels exceed hidden_size %d", m->cfg.n_labels,
+                   m->cfg.hidden_size);
+        goto fail;
+    }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     if (model_tp_setup(m, o->dist, err, errlen)) goto fail;
     const model_config *c = &m->cfg;
@@ -817,15 +846,31 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
         shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
         shard_sel mlp = sh_rows(tp->rank * tp->inter, tp->inter);
-        load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias, qs);
-        load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias, kvs);
-        load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias, kvs);
+        if (nm->qkv) { /* fused (Phi-3): no bias in the layouts that use it */
+            linear_weight *const o3[3] = {&l->wq, &l->wk, &l->wv};
+            const int r3[3] = {qd, kvd, kvd};
+            const char *const n3[3] = {"q", "k", "v"};
+            const shard_sel s3[3] = {qs, kvs, kvs};
+            load_fused(&L, nm->qkv, il, 3, o3, r3, n3, s3, H);
+        } else {
+            load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias, qs);
+            load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias, kvs);
+            load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias, kvs);
+        }
         load_proj(&L, &l->wo, nm->o, il, H, qd, o_bias, sh_cols(qs.off, qs.len));
         if (model_config_layer_moe(c, il)) {
             load_moe(&L, l, il);
         } else {
-            load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
-            load_proj(&L, &l->wup, nm->up, il, I, H, mlp_bias, mlp);
+            if (nm->gate_up) {
+                linear_weight *const o2[2] = {&l->wgate, &l->wup};
+                const int r2[2] = {I, I};
+                const char *const n2[2] = {"gate", "up"};
+                const shard_sel s2[2] = {mlp, mlp};
+                load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
+            } else {
+                load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
+                load_proj(&L, &l->wup, nm->up, il, I, H, mlp_bias, mlp);
+            }
             load_proj(&L, &l->wdown, nm->down, il, H, I, mlp_bias, sh_cols(mlp.off, mlp.len));
         }
         l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
@@ -847,6 +892,15 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
+    if (c->rope.kind == MODEL_ROPE_LONGROPE) {
+        m->inv_freq_long = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
+        if (!m->inv_freq_long) {
+            errmsg_set(err, errlen, "out of memory");
+            goto fail;
+        }
+        model_rope_longrope_inv_freq(c, 1, m->inv_freq_long);
+        m->rope_switch = model_rope_longrope_switch(c);
+    }
     model *run = model_run_create(m);
     if (!run) {
         errmsg_set(err, errlen, "out of memory");

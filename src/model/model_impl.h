@@ -68,7 +68,9 @@ typedef struct model_weights {
     const void *embed;                 /* (vocab, H) row-major of embed_t.type; borrowed (src or
                                         * blocks); NULL: rows are read through src (dummy) */
     wsrc_tensor embed_t;               /* the embedding tensor as the source gave it */
-    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed */
+    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed; empty
+                                        * for a classifier (cfg.n_labels > 0) */
+    linear_weight score;               /* (n_labels, H) f32: *ForSequenceClassification's head */
     const float *final_norm;           /* (H) */
     model_layer *layers;               /* (n_layer) owned */
 
@@ -81,7 +83,9 @@ typedef struct model_weights {
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
 
     model_tp tp;                       /* tensor-parallel shard (size 1: the whole model) */
-    float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
+    float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
+    float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
+    int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 } model_weights;
@@ -92,6 +96,8 @@ struct model {
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
+    int mi_on;                         /* multi-item scoring: split prompts at mi_delim */
+    int32_t mi_delim;                  /* (model_set_multi_item_delimiter, multi_item.c) */
 
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
@@ -120,6 +126,18 @@ struct model {
     double tp_comm_s;                  /* seconds thread 0 spent in all-reduces (waits included) */
     long tp_n_allreduce;
 };
+
+/* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
+typedef struct model_mi_buf {
+    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
+    int32_t *slot_mem;                 /* the segments' slot lists */
+} model_mi_buf;
+/* Rewrite b's whole-prompt sequences that hold delim into query and
+ * segment sub-sequences (see multi_item.c) into *out (arrays in *mb).
+ * 1 rewritten, 0 nothing to do (*mb empty), -1 out of memory. */
+int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_mi_buf *mb);
+void model_mi_buf_free(model_mi_buf *mb);
 
 /* model.c: free weights (refs already 0). */
 void model_weights_free(model_weights *w);
@@ -150,5 +168,22 @@ void model_tp_shutdown(model_weights *w);
 
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);
+
+/* model_lora.c: LoRA per batch (model.h's model_batch adapters). */
+#define MODEL_MAX_BATCH_ADAPTERS 64
+/* 0, or -1 after logging a malformed adapter part of b. */
+int model_lora_check(const model *m, const model_batch *b);
+/* Adapter index per token row (*row_ad, n_tokens) and per logit row
+ * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it); both
+ * NULL when no sequence has an adapter.  0 or -1 (OOM). */
+int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_ad,
+                    int32_t **lrow_ad);
+/* The exec for projection p of layer il (il < 0: the LM head, rows =
+ * logit rows) with b's adapters of it: ex itself when none applies, else
+ * buf (a copy of ex) pointing at abuf ((MODEL_MAX_BATCH_ADAPTERS) filled
+ * here) and row_ad. */
+const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
+                                   const linear_exec *ex, int il, int p, linear_exec *buf,
+                                   linear_adapter *abuf);
 
 #endif
