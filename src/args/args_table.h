@@ -153,8 +153,8 @@ X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, 
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
-X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
-X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, NOT_YET, "The delta between consecutive GPU IDs.") \
+X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, SUPPORTED, "The base GPU ID to start allocating GPUs from. (CPU: the core group of tensor-parallel rank 0; a group is threads-per-rank cores)") \
+X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, SUPPORTED, "The delta between consecutive GPU IDs. (CPU: between the core groups of consecutive ranks)") \
 X(sleep_on_idle, BOOL, "--sleep-on-idle", "false", NULL, RUNTIME, SUPPORTED, "Reduce CPU usage when the server is idle: compute workers sleep as soon as the scheduler has no work instead of spinning a few ms first.") \
 /* ---- Logging ---- */ \
 X(log_level, CHOICE, "--log-level", "info", "debug|info|warning|error|critical", LOGGING, SUPPORTED, "The logging level of all loggers.") \
@@ -363,7 +363,7 @@ X(keep_mm_feature_on_device, BOOL, "--keep-mm-feature-on-device", "false", NULL,
 X(enable_return_hidden_states, BOOL, "--enable-return-hidden-states", "false", NULL, OPT, NOT_YET, "Enable returning hidden states with responses.") \
 X(enable_return_routed_experts, BOOL, "--enable-return-routed-experts", "false", NULL, OPT, NOT_YET, "Enable returning routed experts of each layer with responses.") \
 X(scheduler_recv_interval, INT, "--scheduler-recv-interval", "1", NULL, OPT, NOT_YET, "The interval to poll requests in the scheduler.") \
-X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, NOT_YET, "The NUMA node of each TP rank.") \
+X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, SUPPORTED, "The NUMA node of each TP rank. (CPU: rank r runs on the cores of node numa_node[r])") \
 X(enable_deterministic_inference, BOOL, "--enable-deterministic-inference", "false", NULL, OPT, NOT_YET, "Enable deterministic inference mode with batch invariant ops.") \
 X(rl_on_policy_target, CHOICE, "--rl-on-policy-target", NULL, "fsdp", OPT, NOT_YET, "The training system the RL rollout must match on-policy.") \
 X(enable_layerwise_nvtx_marker, BOOL, "--enable-layerwise-nvtx-marker", "false", NULL, OPT, IGNORED, "Enable layerwise NVTX profiling annotations. (no effect on CPU: NVTX markers are for NVIDIA Nsight)") \

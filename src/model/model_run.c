@@ -28,7 +28,14 @@ model *model_run_create(model_weights *w)
     return m;
 }
 
-model *model_share(model *m) { return m ? model_run_create(m->w) : NULL; }
+model *model_share(model *m)
+{
+    if (m && m->w->tp.size > 1) { /* the workers mirror one driver's commands */
+        log_error("a tensor-parallel model has one run state: replicas over it are not supported yet");
+        return NULL;
+    }
+    return m ? model_run_create(m->w) : NULL;
+}
 
 void model_free(model *m)
 {
