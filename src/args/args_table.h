@@ -238,10 +238,10 @@ X(linear_attn_prefill_backend, STR, "--linear-attn-prefill-backend", NULL, NULL,
 X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", NULL, KERNEL, NOT_YET, "Disable FlashInfer autotuning.") \
 /* ---- Speculative decoding ---- */ \
 X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, SUPPORTED, "The speculative decoding algorithm.") \
-X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, NOT_YET, "The path of the draft model weights.") \
+X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, SUPPORTED, "The path of the draft model weights.") \
 X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, NOT_YET, "The draft model version: branch, tag or commit id.") \
-X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, NOT_YET, "The format of the draft model weights.") \
-X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, NOT_YET, "The number of steps sampled from the draft model.") \
+X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, SUPPORTED, "The format of the draft model weights.") \
+X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, SUPPORTED, "The number of steps sampled from the draft model.") \
 X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model per step.") \
 X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, SUPPORTED, "The number of tokens verified per step, the sampled one included (NGRAM default: the max match window).") \
 X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this.") \
