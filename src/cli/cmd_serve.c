@@ -54,6 +54,25 @@
 #include "util/log.h"
 #include "util/timeutil.h"
 
+/* config.json's model_type of the model folder (hub ids through the
+ * cache, no download of weights), for /get_model_info; NULL when there is
+ * none (a GGUF file).  Caller frees. */
+static char *serve_model_type(const args_server *a)
+{
+    char dir[4096], err[512], path[4200];
+    hub_opts ho = {0};
+    ho.revision = a->revision;
+    ho.cache_dir = a->download_dir;
+    ho.skip_weights = true;
+    if (!a->model_path || hub_resolve(a->model_path, &ho, dir, sizeof dir, err, sizeof err)) return NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *c = json_load_file(path, 0, NULL);
+    const char *t = json_string_value(json_object_get(c, "model_type"));
+    char *out = t ? strdup(t) : NULL;
+    json_decref(c);
+    return out;
+}
+
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig)
@@ -398,6 +417,7 @@ static int serve(int argc, char **argv)
         log_info("embedding model: last-token pooling, normalized, %d dims (matryoshka: %s)", mc->hidden_size,
                  em.is_matryoshka ? "yes" : "no");
     }
+    char *model_type = serve_model_type(&a);
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
@@ -412,6 +432,7 @@ static int serve(int argc, char **argv)
         .model_path = a.model_path,
         .tokenizer_path = a.tokenizer_path ? a.tokenizer_path : a.model_path,
         .architecture = mc->architecture,
+        .model_type = model_type,
         .api_key = a.api_key,
         .admin_api_key = a.admin_api_key,
         .allow_auto_truncate = a.allow_auto_truncate,
@@ -545,6 +566,7 @@ out:
     cli_spec_free(&spec);
     cli_grammar_free(&gram);
     json_decref(info);
+    free(model_type);
     json_decref(gen_defaults);
     json_decref(preferred);
     if (have_chat) tmpl_chat_free(&chat);
