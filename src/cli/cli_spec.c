@@ -22,6 +22,11 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
     if (algo == SPEC_ALGO_STANDALONE) {
         c->draft_path = a->speculative_draft_model_path;
         c->draft_dummy = a->speculative_draft_load_format && !strcmp(a->speculative_draft_load_format, "dummy");
+        if (a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
+            fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE with --tp-size > 1 is not supported by sglc yet\n",
+                    name);
+            return -1;
+        }
         if (!c->draft_path) {
             fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE needs --speculative-draft-model-path\n", name);
             return -1;
@@ -88,6 +93,7 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
         dmo.load.context_length = 0;
         dmo.load.quantization = NULL;
         dmo.revision = NULL;
+        dmo.dist.tp_size = 1; /* the draft runs in this process only (tp > 1 refused above) */
         c->draft = cli_model_load(&dmo);
         if (!c->draft) {
             fprintf(stderr, "error: --speculative-draft-model-path %s: the draft model did not load\n", c->draft_path);

@@ -82,6 +82,10 @@ gen "$M" "$T/s2.jsonl" --speculative-algorithm NGRAM --speculative-ngram-match-t
 gen "$M" "$T/p2.jsonl" --page-size 16
 check "TinyStories: identical with PROB, 4 drafts, breadth 3, page 16" "'$PY' -c '$cmp_py' '$T/p2.jsonl' '$T/s2.jsonl' need"
 
+# tensor parallelism: the verify forwards run on both ranks
+gen "$M" "$T/tp.jsonl" --speculative-algorithm NGRAM --tp-size 2
+check "TinyStories --tp-size 2: identical with NGRAM, drafts accepted" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/tp.jsonl' need"
+
 # STANDALONE: the target as its own draft (drafts right), a dummy-weight
 # draft of the same vocabulary (mostly wrong): identical ids either way
 gen "$M" "$T/sa.jsonl" --speculative-algorithm STANDALONE --speculative-draft-model-path "$M"
@@ -143,6 +147,8 @@ fi
 bad "STANDALONE without a draft path" "STANDALONE needs --speculative-draft-model-path" --speculative-algorithm STANDALONE
 bad "STANDALONE missing draft path" "no such file or directory" --speculative-algorithm STANDALONE \
     --speculative-draft-model-path /nonexistent/draft
+bad "STANDALONE with --tp-size 2" "STANDALONE with --tp-size > 1 is not supported" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path "$M" --tp-size 2
 bad "capacity" "speculative-ngram-capacity must be greater" --speculative-algorithm NGRAM --speculative-ngram-capacity 3
 "$BIN" serve --model-path "$M" --speculative-algorithm NEXTN >"$T/bad.out" 2>&1
 rc=$?
