@@ -247,10 +247,10 @@ X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NUL
 X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this.") \
 X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1.") \
 X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table.") \
-X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill", "prefill|decode", SPEC, NOT_YET, "Attention backend mode for speculative verification.") \
+X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill", "prefill|decode", SPEC, IGNORED, "Attention backend mode for speculative verification. (no effect on CPU: the verify forward runs the one CPU attention kernel, causal over the drafted rows)") \
 X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL, NULL, SPEC, NOT_YET, "MoE runner backend for the draft model.") \
 X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, NOT_YET, "MoE all-to-all backend for the draft model.") \
-X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, NOT_YET, "Attention backend for the draft model.") \
+X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, IGNORED, "Attention backend for the draft model. (no effect on CPU: the draft model runs the one CPU attention kernel)") \
 X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, NOT_YET, "Quantization method of the draft model.") \
 X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \
 /* ---- Ngram speculative decoding ---- */ \
