@@ -13,6 +13,7 @@
 # - STANDALONE: the target as its own draft and a dummy draft of the same
 #   vocabulary give identical ids; another vocabulary or a missing path
 #   is a clear start-up error;
+# - a regex-constrained request and --tp-size 2: identical with NGRAM;
 # - bad arguments are usage errors (exit 2) with a clear message.
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -81,6 +82,14 @@ gen "$M" "$T/s2.jsonl" --speculative-algorithm NGRAM --speculative-ngram-match-t
     --speculative-num-draft-tokens 5 --speculative-ngram-max-bfs-breadth 3 --page-size 16
 gen "$M" "$T/p2.jsonl" --page-size 16
 check "TinyStories: identical with PROB, 4 drafts, breadth 3, page 16" "'$PY' -c '$cmp_py' '$T/p2.jsonl' '$T/s2.jsonl' need"
+
+# a grammar (regex) with drafts: the mask trims drafts the grammar forbids
+printf '%s\n' '{"text": "the cat the cat the cat the cat", "sampling_params": {"temperature": 0, "max_new_tokens": 40, "regex": "( the cat){2,12}\\."}}' >"$T/gram.jsonl"
+"$BIN" generate --model-path "$M" --requests "$T/gram.jsonl" --output "$T/g0.jsonl" --threads 1 --log-level warning 2>>"$T/err"
+"$BIN" generate --model-path "$M" --requests "$T/gram.jsonl" --output "$T/g1.jsonl" --threads 1 --log-level warning \
+    --speculative-algorithm NGRAM 2>>"$T/err"
+check "regex-constrained output identical with NGRAM, drafts accepted" \
+    "'$PY' -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a[\"output_ids\"]==b[\"output_ids\"] and a[\"text\"].endswith(\".\"), (a, b); assert b[\"meta_info\"][\"spec_accept_token_num\"]>0, b' '$T/g0.jsonl' '$T/g1.jsonl'"
 
 # tensor parallelism: the verify forwards run on both ranks
 gen "$M" "$T/tp.jsonl" --speculative-algorithm NGRAM --tp-size 2
