@@ -19,7 +19,7 @@
 typedef struct spec_req {
     uint64_t id;                 /* 0 = empty slot */
     int index;
-    int64_t seen;                /* tokens of the sequence already in the trie */
+    spec_ngram_cursor cur;       /* NGRAM: the sequence's place in the trie (tokens already inserted) */
     int64_t draft_len;           /* sequence length when `last` was proposed */
     int32_t *last;               /* (k) owned: the last draft */
     int n_last;
@@ -98,6 +98,7 @@ void spec_drafter_destroy(spec_drafter *d)
     if (!d) return;
     for (uint64_t i = 0; i < d->cap && d->tab; i++) {
         free(d->tab[i].last);
+        spec_ngram_cursor_free(&d->tab[i].cur);
         if (d->draft && d->tab[i].id) spec_draft_req_release(d->draft, &d->tab[i].dr);
     }
     free(d->tab);
@@ -143,6 +144,7 @@ static int rebuild(spec_drafter *d, uint64_t new_cap, bool keep_all)
         if (!e->id) continue;
         if (!keep_all && d->tick - e->tick > stale) {
             free(e->last);
+            spec_ngram_cursor_free(&e->cur);
             if (d->draft) spec_draft_req_release(d->draft, &e->dr);
             continue;
         }
@@ -164,7 +166,13 @@ static spec_req *req_get(spec_drafter *d, uint64_t id, int index)
     if (!e->id) {
         int32_t *last = malloc(sizeof(int32_t) * (size_t)(d->k > 0 ? d->k : 1));
         if (!last) return NULL;
-        *e = (spec_req){.id = id, .index = index, .last = last, .k_cap = d->k < K_START ? d->k : K_START, .backoff = 1};
+        spec_ngram_cursor cur = {0};
+        if (d->trie && spec_ngram_cursor_init(d->trie, &cur)) {
+            free(last);
+            return NULL;
+        }
+        *e = (spec_req){.id = id, .index = index, .last = last, .cur = cur, .k_cap = d->k < K_START ? d->k : K_START,
+                        .backoff = 1};
         d->n++;
     }
     e->tick = d->tick;
@@ -204,8 +212,7 @@ int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, in
     d->st.calls++;
     spec_req *e = req_get(d, id, index);
     if (!e) return 0;
-    if (e->seen > len) e->seen = len; /* cannot happen: sequences only grow */
-    if (d->trie && spec_ngram_insert(d->trie, seq, len, e->seen) == 0) e->seen = len;
+    if (d->trie) spec_ngram_advance(d->trie, &e->cur, seq, len);
     adapt(d, e, seq, len);
     if (e->skip > 0) {
         e->skip--;
@@ -215,7 +222,8 @@ int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, in
     int k = max_draft < e->k_cap ? max_draft : e->k_cap;
     if (k > d->k) k = d->k;
     if (k <= 0) return 0;
-    int n = d->trie ? spec_ngram_draft(d->trie, seq, len, draft, k) : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
+    int n = d->trie ? spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k)
+                    : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
     if (n > 0) {
         memcpy(e->last, draft, sizeof(int32_t) * (size_t)n);
         e->n_last = n;
