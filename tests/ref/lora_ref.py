@@ -162,11 +162,14 @@ def main():
                     help="only write random adapters for the --only model (its f32 folder first "
                          "line of stdout, then one adapter folder per line) and exit")
     ap.add_argument("--n", type=int, default=8, help="adapters for --write-adapters")
+    ap.add_argument("--model-dir", help="--write-adapters for this HF folder instead of a tiny model")
     a = ap.parse_args()
     if a.write_adapters:
-        name = a.only or "llama3"
-        d, _ = make_tiny_model.build(name, a.cache, a.shared)
-        f32_dir = os.path.join(d, "f32")
+        if a.model_dir:
+            f32_dir = a.model_dir
+        else:
+            d, _ = make_tiny_model.build(a.only or "llama3", a.cache, a.shared)
+            f32_dir = os.path.join(d, "f32")
         with open(os.path.join(f32_dir, "config.json")) as f:
             cfg = json.load(f)
         state = torch_ref.load_state(f32_dir)
