@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_grammar.h"
+#include "cli/cli_spec.h"
 #include "cli/cli_lora.h"
 #include "lora/lora.h"
 #include "api/api.h"
@@ -79,7 +80,7 @@ int cmd_generate_requests(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                CLI_SCHED_ARG_IDS, CLI_LORA_ARG_IDS, ARG_ID_config, ARG_COUNT};
+                                CLI_SCHED_ARG_IDS, CLI_SPEC_ARG_IDS, CLI_LORA_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
         .about = "Run every line of FILE.jsonl (a /generate body: input_ids or text, sampling_params, "
@@ -110,6 +111,8 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     cli_model_opts_from_args(&mo, a, threads);
     sched_args sa;
     cli_sched_args_from_args(&sa, a);
+    cli_spec spec;
+    if (cli_spec_args_from_args(&spec, a, "generate")) return 2;
     bool skip_tok = a->skip_tokenizer_init;
     const char *tok_path = a->tokenizer_path;
     /* The tokenizer (optional: dummy-weight config folders have none) turns
@@ -212,7 +215,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
         }
     }
     if (tk) api_install_output_hook(s);
-    if (cli_grammar_setup(&gram, a, tk, s, m)) goto done_model;
+    if (cli_grammar_setup(&gram, a, tk, s, m) || cli_spec_setup(&spec, s)) goto done_model;
     /* requests with stop strings get output stages (the hook matches them
      * in the decoded text); the response text is decoded below */
     for (int k = 0; tk && k < n_lines; k++) {
@@ -309,6 +312,7 @@ done_model:
     free(n_per);
     free(lps);
     sched_destroy(s);
+    cli_spec_free(&spec);
     cli_lora_teardown();
     cli_grammar_free(&gram);
     model_free(m);
