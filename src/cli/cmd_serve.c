@@ -119,6 +119,7 @@ static api_access_log *g_access;
  * another folder (or hub id, resolved through the cache) and format. */
 typedef struct serve_loader {
     cli_model_opts mo;          /* copy of the start-up options (strings borrowed from args) */
+    int32_t mi_delim;           /* --multi-item-scoring-delimiter, -1 none: set on new weights too */
 } serve_loader;
 
 static model *serve_load_model(void *ctx, const char *path, const char *load_format, char *err, size_t errlen)
@@ -139,6 +140,7 @@ static model *serve_load_model(void *ctx, const char *path, const char *load_for
     lo.model_path = dir;
     double t0 = time_now_sec();
     model *m = model_load(&lo, err, errlen);
+    if (m && L->mi_delim >= 0) model_set_multi_item_delimiter(m, L->mi_delim);
     if (m) log_info("loaded new weights from %s in %.2f s (%.2f GiB)", dir, time_now_sec() - t0,
                     (double)model_weight_bytes(m) / 1073741824.0);
     return m;
@@ -263,6 +265,31 @@ static int serve(int argc, char **argv)
         return 1;
     }
     const model_config *mc = model_get_config(m);
+    /* *ForSequenceClassification has no LM head: SGLang serves it as an
+     * embedding model (its "embedding" is the score head's output) */
+    if (mc->n_labels > 0 && !a.is_embedding) {
+        log_info("%s is a sequence-classification model (%d labels): serving it as --is-embedding",
+                 mc->architecture, mc->n_labels);
+        a.is_embedding = true;
+    }
+    /* --multi-item-scoring-delimiter: prompts must reach the model whole
+     * and uncached (model/multi_item.c), as SGLang requires */
+    int32_t mi_delim = a.multi_item_scoring_delimiter == ARGS_INT_NONE ? -1 : a.multi_item_scoring_delimiter;
+    if (mi_delim >= mc->vocab_size) {
+        fprintf(stderr, "sglc serve: --multi-item-scoring-delimiter %d is not a token id (vocab size %d)\n",
+                (int)mi_delim, mc->vocab_size);
+        model_free(m);
+        args_server_free(&a);
+        return 2;
+    }
+    if (mi_delim >= 0) {
+        model_set_multi_item_delimiter(m, mi_delim);
+        if (!a.disable_radix_cache) log_warn("Radix cache is disabled because --multi-item-scoring-delimiter is set.");
+        if (a.chunked_prefill_size != -1)
+            log_warn("Chunked prefill is disabled because --multi-item-scoring-delimiter is set.");
+        a.disable_radix_cache = true;
+        a.chunked_prefill_size = -1;
+    }
     /* the tokenizer folder: --tokenizer-path or the model's, resolved
      * through the hub cache as the model was (cached by now) */
     char tok_dir[4096];
@@ -421,11 +448,18 @@ static int serve(int argc, char **argv)
                  em.is_matryoshka ? "yes" : "no");
     }
     char *model_type = serve_model_type(&a);
+    /* the classifier's id2label, copied: the routes outlive a weight swap's config */
+    static char label_buf[MODEL_MAX_LABELS][MODEL_LABEL_LEN];
+    static const char *labels[MODEL_MAX_LABELS];
+    for (int i = 0; i < mc->n_labels; i++) {
+        memcpy(label_buf[i], mc->labels[i], MODEL_LABEL_LEN);
+        labels[i] = label_buf[i];
+    }
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
     if (info && a.admin_api_key) json_object_set_new(info, "admin_api_key", json_string("<redacted>"));
-    serve_loader loader = {.mo = mo};
+    serve_loader loader = {.mo = mo, .mi_delim = mi_delim};
     api_config ac = {
         .s = s,
         .tok = tok,
@@ -441,6 +475,7 @@ static int serve(int argc, char **argv)
         .allow_auto_truncate = a.allow_auto_truncate,
         .is_embedding = a.is_embedding,
         .embed = em,
+        .score = {.n_labels = mc->n_labels, .labels = labels, .mi_on = mi_delim >= 0, .mi_delim = mi_delim},
         .reqlog = reqlog,
         .metrics = metrics,
         .mexport = mexport,

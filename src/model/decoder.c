@@ -121,15 +121,22 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
+    const int Is = l->has_shared ? c->shared_inter : 0;
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
+    if (l->has_ssig) linear(m->ssig, m->xn, T, &l->wssig, ex); /* (T, 1) */
     tpool_barrier(cx->pool);
+    const moe_route_cfg rc = {
+        .E = E, .K = K, .score = (moe_score_fn)c->moe_score,
+        .method = (moe_topk_method)c->moe_topk_method,
+        .n_group = c->n_group, .topk_group = c->topk_group, .bias = l->router_bias,
+        .renorm = c->norm_topk_prob, .scale = c->routed_scale > 0.0f ? c->routed_scale : 1.0f,
+    };
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
      * small batches (decode) gather on that thread too, another one less */
     const int small = A <= MOE_SERIAL_GATHER;
     if (ith == 0) {
         for (int t = 0; t < T; t++)
-            moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob,
-                          m->esel + (size_t)t * K, m->ew + (size_t)t * K);
+            moe_route(&rc, m->rlog + (size_t)t * E, m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
         for (int e = 0; e < E; e++)
             if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
@@ -154,12 +161,19 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
         linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
     }
+    if (Is) { /* the shared expert runs beside the routed ones, same phases */
+        linear(m->sg, m->xn, T, &l->wsgate, ex);
+        linear(m->su, m->xn, T, &l->wsup, ex);
+    }
     tpool_barrier(cx->pool);
     for (int p = alo; p < ahi; p++) {
         float *g = m->eg + (size_t)p * Ie;
         kern_silu_mul(g, g, m->eu + (size_t)p * Ie, Ie);
     }
+    for (int t = lo; Is && t < hi; t++)
+        kern_silu_mul(m->sg + (size_t)t * Is, m->sg + (size_t)t * Is, m->su + (size_t)t * Is, Is);
     tpool_barrier(cx->pool);
+    if (Is) linear(m->sout, m->sg, T, &l->wsdown, ex);
     for (int e = 0; e < E; e++) {
         int n = m->ecnt[e];
         if (!n) continue;
@@ -175,8 +189,41 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
             const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
             for (int i = 0; i < H; i++) y[i] += w * src[i];
         }
+        if (Is) { /* + shared expert, Qwen2-MoE: * sigmoid(x Wsg) */
+            const float *so = m->sout + (size_t)t * H;
+            float g = l->has_ssig ? 1.0f / (1.0f + expf(-m->ssig[t])) : 1.0f;
+            for (int i = 0; i < H; i++) y[i] += g * so[i];
+        }
     }
     tpool_barrier(cx->pool);
+}
+
+/* longrope: sequence s uses the long factors when it is longer than
+ * original_max_position_embeddings, as HF decides per forward from
+ * max(position_ids) + 1.  The length is seq_rope_len (the whole prompt
+ * when it runs in chunks, so every chunk of one prompt rotates alike),
+ * else this step's kv length.  Keys cached before a sequence crosses the
+ * threshold keep the short rotation (SGLang/vLLM do the same; HF generate
+ * recomputes the whole cache at that step instead). */
+static const float *longrope_table(const model_weights *w, const model_batch *b, int s)
+{
+    int len = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
+    return len > w->rope_switch ? w->inv_freq_long : w->inv_freq;
+}
+
+/* *ForSequenceClassification: scores (n_logits, n_labels) = normed rows
+ * (m->lrows) x score^T, laid out at the hidden-state stride H the
+ * embedding path reads (row i's labels first in its H floats). */
+static void score_rows(fwd_ctx *cx, const linear_exec *ex)
+{
+    const model_weights *w = cx->m->w;
+    const int H = w->cfg.hidden_size, L = w->cfg.n_labels, n = cx->b->n_logits;
+    tpool_barrier(cx->pool);
+    if (n > 0) linear(cx->logits, cx->m->lrows, n, &w->score, ex);
+    tpool_barrier(cx->pool);
+    if (ex->ith == 0) /* spread rows L -> H apart, last first (dest >= source) */
+        for (int i = n - 1; i > 0; i--)
+            memmove(cx->logits + (size_t)i * H, cx->logits + (size_t)i * L, sizeof(float) * L);
 }
 
 static void fwd_task(void *vctx, int ith, int nth)
@@ -212,6 +259,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             int s = m->tok_seq[t];
             model_rope_inv_freq(c, b->seq_kv_len[s], inv_dyn);
             inv = inv_dyn;
+        } else if (w->inv_freq_long) {
+            inv = longrope_table(w, b, m->tok_seq[t]);
         }
         kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
                         inv, half, w->attn_factor);
@@ -225,6 +274,10 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
+        if (ar->mla) { /* DeepSeek: latent attention, o_proj output in xn (mla.c) */
+            mla_attention(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            goto attn_done;
+        }
         const float *xin = m->xn;
         {
             static const model_proj qkv[3] = {MODEL_PROJ_Q, MODEL_PROJ_K, MODEL_PROJ_V};
@@ -274,6 +327,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
+    attn_done:
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         for (int t = lo; t < hi; t++) {
@@ -311,12 +365,16 @@ static void fwd_task(void *vctx, int ith, int nth)
     tpool_barrier(cx->pool);
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
-    /* want_hidden (embedding models): the normed rows are the output */
-    float *nrows = b->want_hidden ? cx->logits : m->lrows;
+    /* want_hidden (embedding models): the normed rows are the output;
+     * classifiers: their score head over them */
+    float *nrows = b->want_hidden && !c->n_labels ? cx->logits : m->lrows;
     for (int i = llo; i < lhi; i++)
         kern_rmsnorm(nrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, w->final_norm,
                      H, eps, noff);
-    if (b->want_hidden) return;
+    if (b->want_hidden) {
+        if (c->n_labels) score_rows(cx, &ex);
+        return;
+    }
     tpool_barrier(cx->pool);
     /* LM head: all rows, or this rank's vocabulary slice (gathered after the pass) */
     float *lg = cx->lm_out;
@@ -348,7 +406,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != m->w->tp.n_kv_head * c->head_dim) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -463,8 +521,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
+    int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !sad) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -476,6 +535,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             kvl[ns] = b->seq_kv_len[s] - (r1 - e);
             sl[ns] = b->seq_slots[s];
             sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
+            rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -497,7 +557,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
@@ -506,7 +566,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -519,8 +579,23 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
         log_error("logits buffer is NULL");
         return -1;
     }
+    if (m->cfg->n_labels && b->n_logits && !b->want_hidden) {
+        log_error("%s is a sequence-classification model: it has scores, not logits "
+                  "(serve it with --is-embedding)", m->cfg->architecture);
+        return -1;
+    }
     if (m->chunk_tokens <= 0) m->chunk_tokens = MODEL_DEFAULT_CHUNK;
     m->touched_bytes = 0;
-    if (b->n_tokens > m->chunk_tokens) return forward_chunked(m, kv, b, logits, pool);
-    return forward_checked(m, kv, b, max_kv, logits, pool);
+    model_mi_buf mb;
+    model_batch split;
+    int rc, sp = m->mi_on ? model_mi_split(b, m->mi_delim, &split, &mb) : 0;
+    if (sp < 0) {
+        log_error("out of memory splitting a multi-item scoring batch");
+        return -1;
+    }
+    if (sp) b = &split; /* same rows, query + item sub-sequences (multi_item.c) */
+    if (b->n_tokens > m->chunk_tokens) rc = forward_chunked(m, kv, b, logits, pool);
+    else rc = forward_checked(m, kv, b, max_kv, logits, pool);
+    if (sp) model_mi_buf_free(&mb);
+    return rc;
 }

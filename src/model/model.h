@@ -107,6 +107,9 @@ typedef struct model_batch {
     const int32_t *const *seq_slots; /* (n_seqs) -> (seq_kv_len[s]) slot per position */
     int n_logits;
     const int32_t *logit_rows;  /* (n_logits) token rows whose logits are wanted */
+    const int32_t *seq_rope_len; /* (n_seqs) or NULL (= seq_kv_len): the length that picks
+                                 * longrope's short or long table -- the whole prompt's
+                                 * length while a prompt runs in chunks (see decoder.c) */
     int want_hidden;            /* 0: logits.  1: the output rows are the final-normed hidden
                                  * states (n_logits, hidden_size), lm_head is skipped
                                  * (embedding models: the scheduler pools them) */
@@ -172,6 +175,12 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
  * scratch memory; results are the same as one pass.  n <= 0: default. */
 #define MODEL_DEFAULT_CHUNK 2048
 void model_set_chunk_tokens(model *m, int n);
+
+/* --multi-item-scoring-delimiter: prompts (whole, uncached) holding token
+ * `id` run with SGLang's multi-item scoring mask -- each item after a
+ * delimiter attends to the query and itself only (model/multi_item.c).
+ * id < 0: off (the default). */
+void model_set_multi_item_delimiter(model *m, int32_t id);
 
 /* Run one batch.  logits: (n_logits, vocab) f32, row i for logit_rows[i]
  * ((n_logits, hidden_size) of final-normed hidden states when want_hidden).

@@ -34,6 +34,16 @@ typedef struct model_layer {
     int moe;
     linear_weight wrouter;             /* (E, H) */
     linear_weight *egate, *eup, *edown; /* (E) owned arrays: (Ie, H) (Ie, H) (H, Ie) */
+    int has_shared;                    /* shared expert (Qwen2-MoE, DeepSeek), width Is */
+    linear_weight wsgate, wsup, wsdown; /* (Is, H) (Is, H) (H, Is) */
+    int has_ssig;                      /* Qwen2-MoE shared_expert_gate */
+    linear_weight wssig;               /* (1, H), f32 */
+    const float *router_bias;          /* (E) DeepSeek V3 e_score_correction_bias, or NULL */
+    /* MLA layers (arch->mla): wq = q_proj when q_lora_rank is 0; wo = o_proj */
+    linear_weight wq_a, wq_b, wkv_a;   /* (qr, H) (nh*(nope+rope), qr) (kvr+rope, H) */
+    const float *q_a_norm, *kv_a_norm; /* (qr) (kvr) */
+    linear_weight *wkb_t, *wvb;        /* (nh) owned, from kv_b_proj: per head its k_nope rows
+                                        * transposed (kvr, nope), its v rows (v, kvr) */
 } model_layer;
 
 /* Tensor parallelism (model_tp.c): this rank's part of the model.  With
@@ -68,7 +78,9 @@ typedef struct model_weights {
     const void *embed;                 /* (vocab, H) row-major of embed_t.type; borrowed (src or
                                         * blocks); NULL: rows are read through src (dummy) */
     wsrc_tensor embed_t;               /* the embedding tensor as the source gave it */
-    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed */
+    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed; empty
+                                        * for a classifier (cfg.n_labels > 0) */
+    linear_weight score;               /* (n_labels, H) f32: *ForSequenceClassification's head */
     const float *final_norm;           /* (H) */
     model_layer *layers;               /* (n_layer) owned */
 
@@ -81,7 +93,9 @@ typedef struct model_weights {
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
 
     model_tp tp;                       /* tensor-parallel shard (size 1: the whole model) */
-    float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
+    float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
+    float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
+    int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 } model_weights;
@@ -92,6 +106,8 @@ struct model {
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
+    int mi_on;                         /* multi-item scoring: split prompts at mi_delim */
+    int32_t mi_delim;                  /* (model_set_multi_item_delimiter, multi_item.c) */
 
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
@@ -112,6 +128,10 @@ struct model {
     int32_t *ecnt, *eoff;              /* (E), (E+1) */
     float *ex;                         /* (A, H) gathered inputs, then expert outputs */
     float *eg, *eu;                    /* (A, Ie) */
+    float *sg, *su;                    /* (cap_tokens, Is) shared expert gate / up */
+    float *sout;                       /* (cap_tokens, H) shared expert output */
+    float *ssig;                       /* (cap_tokens) Qwen2-MoE shared gate logits */
+    float *mla;                        /* MLA scratch (mla_scratch_floats), NULL otherwise */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
     /* tensor parallelism (model_tp.c): local logits and the gather buffer */
@@ -120,6 +140,18 @@ struct model {
     double tp_comm_s;                  /* seconds thread 0 spent in all-reduces (waits included) */
     long tp_n_allreduce;
 };
+
+/* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
+typedef struct model_mi_buf {
+    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
+    int32_t *slot_mem;                 /* the segments' slot lists */
+} model_mi_buf;
+/* Rewrite b's whole-prompt sequences that hold delim into query and
+ * segment sub-sequences (see multi_item.c) into *out (arrays in *mb).
+ * 1 rewritten, 0 nothing to do (*mb empty), -1 out of memory. */
+int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_mi_buf *mb);
+void model_mi_buf_free(model_mi_buf *mb);
 
 /* model.c: free weights (refs already 0). */
 void model_weights_free(model_weights *w);
@@ -147,6 +179,26 @@ int model_tp_kv_created(model *m, model_kv *kv);
 void model_tp_kv_destroyed(model_kv *kv);
 /* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
 void model_tp_shutdown(model_weights *w);
+/* model_run.c: values per slot per layer in a KV cache of the model's
+ * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
+ * row per slot, no separate V). */
+int model_kv_row_len(const model_config *c);
+/* The same for this rank's share of the heads (tensor parallelism). */
+int model_kv_row_len_w(const model_weights *w);
+
+/* mla.c: multi-head latent attention of layer il over the rows of b
+ * (xn normed input in, xn = o_proj(attention) out), run by all nth
+ * threads of the forward like the rest of fwd_task; stores each new
+ * token's latent + rope key into kv->k[il] at its slot. */
+struct tpool;
+void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
+                   const linear_exec *ex, struct tpool *pool, int lo, int hi);
+/* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
+size_t mla_scratch_floats(const model_config *c, size_t T);
+/* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),
+ * kvr), stored as wdt.  Adds their bytes to *bytes.  0, or -1 (OOM). */
+int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtype wdt,
+                   size_t *bytes);
 
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);

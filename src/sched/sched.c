@@ -213,6 +213,7 @@ void sched_destroy(sched *s)
     free(s->buf.b_rows);
     free(s->buf.b_start);
     free(s->buf.b_kvlen);
+    free(s->buf.b_ropelen);
     free((void *)s->buf.b_slots);
     free(s->buf.b_lp_row);
     free(s->buf.b_lp_n);

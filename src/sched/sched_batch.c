@@ -51,6 +51,9 @@ static int reserve_batch(sched *s, int n_tok, int n_seq)
         a = realloc(s->buf.b_kvlen, sizeof(int32_t) * (size_t)nc);
         if (!a) return -1;
         s->buf.b_kvlen = a;
+        a = realloc(s->buf.b_ropelen, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->buf.b_ropelen = a;
         a = realloc((void *)s->buf.b_slots, sizeof(int32_t *) * (size_t)nc);
         if (!a) return -1;
         s->buf.b_slots = a;
@@ -375,6 +378,8 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
             s->buf.b_pos[t] = (int32_t)(r->tok.len + k);
         }
         s->buf.b_kvlen[b] = (int32_t)(r->kv.kv_len + ext + nd);
+        /* a prompt's chunks all see its whole length (longrope's table choice) */
+        s->buf.b_ropelen[b] = (int32_t)max64(r->kv.kv_len + ext + nd, r->tok.len);
         s->buf.b_slots[b] = r->kv.slots;
         /* LoRA: the step's adapter list, each once */
         s->buf.b_seq_ad[b] = -1;
@@ -407,7 +412,7 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
     }
     *mb = (model_batch){.n_tokens = t, .tokens = s->buf.b_tokens, .positions = s->buf.b_pos, .n_seqs = n_seq,
                         .seq_start = s->buf.b_start, .seq_kv_len = s->buf.b_kvlen, .seq_slots = s->buf.b_slots,
-                        .n_logits = nl, .logit_rows = s->buf.b_rows, .want_hidden = s->a.is_embedding,
+                        .seq_rope_len = s->buf.b_ropelen, .n_logits = nl, .logit_rows = s->buf.b_rows, .want_hidden = s->a.is_embedding,
                         .n_adapters = n_ads, .adapters = s->buf.b_ads,
                         .seq_adapter = n_ads ? s->buf.b_seq_ad : NULL};
     return 0;

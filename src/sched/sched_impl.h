@@ -235,6 +235,8 @@ struct sched {
         int n_batch, cap_batch;
         int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
         int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
+        int32_t *b_ropelen;                          /* (cap_seq): model_batch.seq_rope_len (the
+                                                      * whole sequence's length, chunks included) */
         int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
         int32_t *b_n_rows;                           /* (cap_seq): sampling rows from b_sample_row (1 + drafts) */
         const int32_t **b_slots;                     /* (cap_seq) borrowed from the requests */

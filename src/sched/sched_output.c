@@ -225,6 +225,15 @@ static void input_logprob(sched *s, sreq *r, const float *row, int64_t p)
 static int pool_embedding(sched *s, sreq *r, const float *h)
 {
     int H = s->eng.c->hidden_size;
+    if (s->eng.c->n_labels > 0) { /* a classifier's row: its raw scores (SGLang's embedding) */
+        int L = s->eng.c->n_labels;
+        free(r->embd.emb);
+        r->embd.emb = malloc(sizeof(float) * (size_t)L);
+        if (!r->embd.emb) return -1;
+        memcpy(r->embd.emb, h, sizeof(float) * (size_t)L);
+        r->embd.n_emb = L;
+        return 0;
+    }
     int d = r->embd.embed_dims > 0 && r->embd.embed_dims < H ? r->embd.embed_dims : H;
     free(r->embd.emb);
     r->embd.emb = malloc(sizeof(float) * (size_t)d);
