@@ -30,7 +30,7 @@ int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
     case MODEL_PROJ_DOWN: lw = l->moe ? NULL : &l->wdown; break;
     default: break;
     }
-    if (!lw) return -1;
+    if (!lw || lw->mat.n <= 0 || lw->mat.k <= 0) return -1; /* none there (MoE MLP, MLA attention) */
     *n = lw->mat.n, *k = lw->mat.k;
     return 0;
 }
