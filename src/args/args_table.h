@@ -211,7 +211,7 @@ X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVER
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
 X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, SUPPORTED, "Enable LoRA support (also on with --lora-paths).") \
-X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
+X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, SUPPORTED, "Overlap LoRA weight loading with compute: always so in sglc (adapters load on the HTTP worker of /load_lora_adapter while the scheduler keeps running), with or without this flag.") \
 X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, SUPPORTED, "The maximum rank of LoRA adapters.") \
 X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, SUPPORTED, "The modules adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj qkv_proj gate_up_proj lm_head, or 'all'); unset: any supported module. A limit on CPU (nothing to preallocate).") \
 X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, SUPPORTED, "LoRA adapters (PEFT folders) to load at start-up: PATH, NAME=PATH, or JSON {\"lora_name\":str,\"lora_path\":str,\"pinned\":bool}.") \

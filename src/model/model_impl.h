@@ -219,5 +219,11 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
 const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
                                    const linear_exec *ex, int il, int p, linear_exec *buf,
                                    linear_adapter *abuf);
+/* n projections of the same input x (q/k/v, gate/up): every base product
+ * first, then, when any has adapters, one barrier and their adapter passes
+ * (one barrier for the group instead of one per projection).  Same
+ * threading contract as linear(). */
+void model_lora_linear_group(int n, float *const *y, const float *x, int m, const linear_weight *const *w,
+                             const linear_exec *const *ex);
 
 #endif
