@@ -653,18 +653,6 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         else api_route_health_generate(a, r);
         return;
     }
-    if (!strcmp(path, "/get_server_info") || !strcmp(path, "/server_info")) {
-        json_t *o = json_deep_copy(a->cfg.server_info);
-        if (!o) o = json_object();
-        json_object_set_new(o, "version", json_string(SGLC_VERSION));
-        if (a->cfg.s) {
-            sched_stats st;
-            sched_get_stats_snapshot(a->cfg.s, &st);
-            json_object_set_new(o, "max_total_num_tokens", json_integer(st.max_total_num_tokens));
-        }
-        api_respond_json(r, 200, o);
-        return;
-    }
     if (!strcmp(path, "/get_load")) {
         pthread_mutex_lock(&a->mu);
         int64_t n = a->n_reqs;

@@ -56,6 +56,7 @@ typedef struct api_config {
     const char *model_path;
     const char *tokenizer_path;
     const char *architecture;
+    const char *model_type;          /* config.json's model_type (/get_model_info), or NULL */
     const char *api_key;             /* NULL = no authentication */
     const char *admin_api_key;       /* --admin-api-key; NULL = none (see api_ops.h for the rules) */
     bool allow_auto_truncate;        /* --allow-auto-truncate (api_limits_apply) */

@@ -237,6 +237,16 @@ json_t *api_gen_result_json(const sched_result *r)
     json_object_set_new(meta, "cached_tokens", json_integer(r->fin.cached_tokens));
     json_object_set_new(meta, "num_retractions", json_integer(r->fin.num_retractions));
     json_object_set_new(meta, "e2e_latency", json_real(r->fin.e2e_latency));
+    if (r->fin.spec_on) { /* SGLang's _calculate_spec_decoding_metrics */
+        double vct = (double)r->fin.spec_verify_ct;
+        json_object_set_new(meta, "spec_verify_ct", json_integer(r->fin.spec_verify_ct));
+        json_object_set_new(meta, "spec_accept_length", json_real(vct > 0 ? (double)r->n / vct : 0.0));
+        json_object_set_new(meta, "spec_accept_rate",
+                            json_real(r->fin.spec_drafted > 0 ? (double)r->fin.spec_accepted / (double)r->fin.spec_drafted
+                                                              : 0.0));
+        json_object_set_new(meta, "spec_accept_token_num", json_integer(r->fin.spec_accepted));
+        json_object_set_new(meta, "spec_draft_token_num", json_integer(r->fin.spec_drafted));
+    }
     if (r->return_logprob) {
         json_t *otl = json_array(), *otop = json_array(), *otid = json_array();
         for (int64_t i = 0; i < r->n; i++) {

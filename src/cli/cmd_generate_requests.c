@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_grammar.h"
+#include "cli/cli_spec.h"
 #include "api/api.h"
 #include "api/api_generate_json.h"
 #include "api/api_output.h"
@@ -77,7 +78,7 @@ int cmd_generate_requests(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                CLI_SCHED_ARG_IDS, ARG_ID_config, ARG_COUNT};
+                                CLI_SCHED_ARG_IDS, CLI_SPEC_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
         .about = "Run every line of FILE.jsonl (a /generate body: input_ids or text, sampling_params, "
@@ -108,6 +109,8 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     cli_model_opts_from_args(&mo, a, threads);
     sched_args sa;
     cli_sched_args_from_args(&sa, a);
+    cli_spec spec;
+    if (cli_spec_args_from_args(&spec, a, "generate")) return 2;
     bool skip_tok = a->skip_tokenizer_init;
     const char *tok_path = a->tokenizer_path;
     /* The tokenizer (optional: dummy-weight config folders have none) turns
@@ -200,7 +203,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     cli_grammar gram = {0}; /* sampling_params json_schema / regex / ebnf / structural_tag lines */
     if (!s) goto done_model;
     if (tk) api_install_output_hook(s);
-    if (cli_grammar_setup(&gram, a, tk, s, m)) goto done_model;
+    if (cli_grammar_setup(&gram, a, tk, s, m) || cli_spec_setup(&spec, s)) goto done_model;
     /* requests with stop strings get output stages (the hook matches them
      * in the decoded text); the response text is decoded below */
     for (int k = 0; tk && k < n_lines; k++) {
@@ -297,6 +300,7 @@ done_model:
     free(n_per);
     free(lps);
     sched_destroy(s);
+    cli_spec_free(&spec);
     cli_grammar_free(&gram);
     model_free(m);
 done_lines:

@@ -37,6 +37,7 @@
 #include "cli/cli_args.h"
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
+#include "cli/cli_spec.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -52,6 +53,25 @@
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+
+/* config.json's model_type of the model folder (hub ids through the
+ * cache, no download of weights), for /get_model_info; NULL when there is
+ * none (a GGUF file).  Caller frees. */
+static char *serve_model_type(const args_server *a)
+{
+    char dir[4096], err[512], path[4200];
+    hub_opts ho = {0};
+    ho.revision = a->revision;
+    ho.cache_dir = a->download_dir;
+    ho.skip_weights = true;
+    if (!a->model_path || hub_resolve(a->model_path, &ho, dir, sizeof dir, err, sizeof err)) return NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *c = json_load_file(path, 0, NULL);
+    const char *t = json_string_value(json_object_get(c, "model_type"));
+    char *out = t ? strdup(t) : NULL;
+    json_decref(c);
+    return out;
+}
 
 static volatile sig_atomic_t g_stop;
 
@@ -152,6 +172,13 @@ static int serve(int argc, char **argv)
         return 1;
     }
     /* operations: checked before the (slow) model load */
+    {
+        cli_spec chk; /* speculative arguments: a usage error before loading (set up again below) */
+        if (cli_spec_args_from_args(&chk, &a, "serve")) {
+            args_server_free(&a);
+            return 2;
+        }
+    }
     int http_level = log_level_current;
     if (a.log_level_http) {
         /* uvicorn's levels; "trace" is below debug */
@@ -424,6 +451,7 @@ static int serve(int argc, char **argv)
         memcpy(label_buf[i], mc->labels[i], MODEL_LABEL_LEN);
         labels[i] = label_buf[i];
     }
+    char *model_type = serve_model_type(&a);
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
@@ -438,6 +466,7 @@ static int serve(int argc, char **argv)
         .model_path = a.model_path,
         .tokenizer_path = a.tokenizer_path ? a.tokenizer_path : a.model_path,
         .architecture = mc->architecture,
+        .model_type = model_type,
         .api_key = a.api_key,
         .admin_api_key = a.admin_api_key,
         .allow_auto_truncate = a.allow_auto_truncate,
@@ -466,12 +495,18 @@ static int serve(int argc, char **argv)
     };
     int exit_code = 1;
     cli_grammar gram = {0}; /* set up before sched_start; freed after sched_destroy */
+    cli_spec spec = {0};    /* the same */
     api_server *api = NULL;
     http_server *hs = NULL;
     cli_watchdog *wd = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
     if (tok) api_install_output_hook(s);
     if (cli_grammar_setup(&gram, &a, tok, s, m)) goto out;
+    if (cli_spec_args_from_args(&spec, &a, "serve")) {
+        exit_code = 2;
+        goto out;
+    }
+    if (cli_spec_setup(&spec, s)) goto out;
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
@@ -563,8 +598,10 @@ out:
     if (api) api_destroy(api);
     m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
+    cli_spec_free(&spec);
     cli_grammar_free(&gram);
     json_decref(info);
+    free(model_type);
     json_decref(gen_defaults);
     json_decref(preferred);
     if (have_chat) tmpl_chat_free(&chat);

@@ -74,6 +74,7 @@ typedef struct fwd_ctx {
     model_kv *kv;
     const model_batch *b;
     float *logits;
+    float *lm_out;          /* the LM head's output: logits, or this rank's vocabulary slice */
     tpool *pool;
 } fwd_ctx;
 
@@ -103,7 +104,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const model_config *c = &w->cfg;
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
-    const int Ie = c->moe_inter, A = T * K;
+    const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
     tpool_barrier(cx->pool);
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
@@ -199,8 +200,9 @@ static void fwd_task(void *vctx, int ith, int nth)
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const model_arch *ar = w->arch;
-    const int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
-    const int nh = c->n_head, nkv = c->n_kv_head, qd = nh * hd, kvd = nkv * hd;
+    /* heads and MLP width of this rank (tensor parallelism: its shard; else the config's) */
+    const int T = b->n_tokens, H = c->hidden_size, I = w->tp.inter, hd = c->head_dim;
+    const int nh = w->tp.n_head, nkv = w->tp.n_kv_head, qd = nh * hd, kvd = nkv * hd;
     const int half = w->rot_dim / 2;
     const float eps = c->rms_norm_eps, noff = ar->norm_offset, rm = c->resid_mult;
     const float attn_scale = c->attn_mult > 0.0f ? c->attn_mult : 1.0f / sqrtf((float)hd);
@@ -282,6 +284,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
         linear(m->xn, m->att, T, &l->wo, &ex); /* (T, H) */
         tpool_barrier(cx->pool);
+        model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
             resid_add(x, m->xn + (size_t)t * H, H, rm);
@@ -290,6 +293,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
         if (l->moe) {
             moe_block(cx, l, &ex, lo, hi);
+            model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel experts */
             continue;
         }
         /* MLP slot (dense gated) */
@@ -305,6 +309,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         /* down projection into xn (added to x at the next layer's norm) */
         linear(m->xn, m->gate, T, &l->wdown, &ex);
         tpool_barrier(cx->pool);
+        model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel down */
     }
     /* last residual add, final norm of the rows that need logits */
     for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
@@ -322,21 +327,23 @@ static void fwd_task(void *vctx, int ith, int nth)
         return;
     }
     tpool_barrier(cx->pool);
+    /* LM head: all rows, or this rank's vocabulary slice (gathered after the pass) */
+    float *lg = cx->lm_out;
     if (b->n_logits > 0)
-        linear(cx->logits, m->lrows, b->n_logits, &w->lm_head, &ex);
+        linear(lg, m->lrows, b->n_logits, &w->lm_head, &ex);
     if (c->logits_scaling != 1.0f) {
         tpool_barrier(cx->pool);
-        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t n = (size_t)b->n_logits * w->tp.vocab_n;
         size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
         float inv = 1.0f / c->logits_scaling;
-        for (size_t i = a0; i < a1; i++) cx->logits[i] *= inv;
+        for (size_t i = a0; i < a1; i++) lg[i] *= inv;
     }
     if (ar->final_softcap > 0.0f) {
         tpool_barrier(cx->pool);
-        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t n = (size_t)b->n_logits * w->tp.vocab_n;
         size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
         float cap = ar->final_softcap;
-        for (size_t i = a0; i < a1; i++) cx->logits[i] = cap * tanhf(cx->logits[i] / cap);
+        for (size_t i = a0; i < a1; i++) lg[i] = cap * tanhf(lg[i] / cap);
     }
 }
 
@@ -349,7 +356,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != c->n_kv_head * c->head_dim) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != m->w->tp.n_kv_head * c->head_dim) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -417,7 +424,13 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
-    fwd_ctx cx = {m, kv, b, logits, pool};
+    /* tensor parallelism: the LM head writes this rank's slice; rank 0 sends the batch */
+    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool};
+    if (!cx.lm_out && b->n_logits) return -1;
+    if (model_tp_send_forward(m, kv, b)) {
+        log_error("tensor parallelism: %s", model_tp_error(m));
+        return -1;
+    }
     if (pool) {
         tpool_run(pool, fwd_task, &cx);
     } else {
@@ -426,6 +439,10 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         cx.pool = one;
         tpool_run(one, fwd_task, &cx);
         tpool_destroy(one);
+    }
+    if (model_tp_gather_logits(m, b, logits) || model_tp_failed(m)) {
+        log_error("tensor parallelism: %s", model_tp_error(m));
+        return -1;
     }
     return 0;
 }

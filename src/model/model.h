@@ -38,6 +38,8 @@
 #include "util/dtype.h"
 #include "util/threadpool.h"
 
+struct dist_group;
+
 typedef enum model_load_format {
     MODEL_LOAD_AUTO = 0,        /* safetensors */
     MODEL_LOAD_SAFETENSORS = 1,
@@ -53,6 +55,8 @@ typedef struct model_load_opts {
     int context_length;         /* --context-length, 0 = from config */
     uint64_t random_seed;       /* dummy weights */
     const char *quantization;   /* --quantization (SGLang's method name), or NULL: see model/hfq.h */
+    struct dist_group *dist;    /* tensor parallelism: this rank's group (dist/dist.h), or NULL
+                                 * (one process).  Borrowed; must outlive the model */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
  * values rounded to f16 precision and stored as f32 (the kernels have no
@@ -72,6 +76,8 @@ typedef struct model_kv {
                                  * model_set_kv_scales gave others); owned */
     void *mem;                  /* one owned allocation holding all of them */
     size_t bytes;
+    int tp_id;                  /* tensor parallelism: the workers' copy of this cache (model_tp.c) */
+    void *tp_w;                 /* rank 0: the weights whose workers hold that copy; else NULL */
 } model_kv;
 
 typedef struct model_batch {
@@ -156,6 +162,23 @@ void model_set_multi_item_delimiter(model *m, int32_t id);
  * Returns 0, or -1 after logging why (malformed batch, out of memory); the
  * KV cache is untouched when the batch is rejected. */
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool);
+
+/* ---- tensor parallelism (model_tp.c; see model_impl.h) ------------------
+ * A model loaded with opts.dist holds this rank's shard.  Rank 0 is driven
+ * as usual (model_forward, model_kv_create ... broadcast what the other
+ * ranks need); every other rank runs model_tp_worker_loop. */
+/* 1 when m is one rank of a tensor-parallel group of more than one. */
+int model_tp_size(const model *m);
+int model_tp_rank(const model *m);
+/* Ranks > 0: receive and run rank 0's commands until it shuts the group
+ * down (0) or a collective fails (-1, the reason logged). */
+int model_tp_worker_loop(model *m, tpool *pool);
+/* The group's failure ("" when none): a forward that returned -1 on a
+ * broken group says which rank failed here. */
+const char *model_tp_error(const model *m);
+/* Seconds this rank spent in the forward's all-reduces so far (waiting for
+ * the slowest rank included) and their count. */
+double model_tp_comm_seconds(const model *m, long *n_allreduce);
 
 /* VmRSS of this process in bytes (0 if unknown). */
 size_t model_rss_bytes(void);

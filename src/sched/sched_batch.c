@@ -278,7 +278,8 @@ int sched_batch_alloc_decode(sched *s)
  * the hook proposes up to max_draft tokens per running request, clipped to
  * what the request may still accept (max_new - out - 1) and to the pages
  * the pool can give now (a request gets none rather than forcing a
- * retraction).  Call after sched_batch_alloc_decode. */
+ * retraction), and, for a dynamic-NTK rope, to the positions below
+ * max_position_embeddings.  Call after sched_batch_alloc_decode. */
 void sched_batch_draft(sched *s)
 {
     for (int i = 0; i < s->q.n_running; i++) s->q.running[i]->spec.n_draft = 0;
@@ -287,6 +288,12 @@ void sched_batch_draft(sched *s)
         sreq *r = s->q.running[i];
         int64_t room = r->tok.max_new - (r->tok.len - r->tok.n_input) - 1;
         int max = (int)min64(s->hooks.max_draft, room);
+        /* dynamic NTK rope (transformers' semantics) picks its base from the
+         * forward's sequence length past max_position_embeddings: a verify
+         * forward there would change the rope of every token in it, so no
+         * drafts beyond that point (outputs stay those of plain decoding) */
+        if (s->eng.c->rope.kind == MODEL_ROPE_DYNAMIC)
+            max = (int)min64(max, (int64_t)s->eng.c->max_position_embeddings - r->tok.len);
         if (max <= 0) continue;
         int64_t c = r->spec.cap_draft;
         if (sched_grow((void **)&r->spec.draft, &c, max, sizeof(int32_t))) continue;

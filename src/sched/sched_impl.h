@@ -136,6 +136,9 @@ typedef struct sreq {
     struct {                    /* speculative decoding: this step's draft tokens */
         int32_t *draft;         /* (cap_draft) owned */
         int n_draft, cap_draft;
+        int64_t verify_ct;      /* decode forwards of this request with a draft hook set (SGLang's spec_verify_ct) */
+        int64_t accepted;       /* draft tokens confirmed (spec_accept_token_num) */
+        int64_t drafted;        /* draft tokens the forwards ran (spec_draft_token_num) */
     } spec;
     struct {                    /* policy and priority (sched_policy, sched_retract) */
         int64_t priority;

@@ -30,7 +30,10 @@ check "random seed drawn" bash -c "[ \"\$(/usr/bin/python3 -c 'import json;print
 
 check "not-yet arg: exit 2 + message" expect_err "--enable-lora is not supported by sglc yet" --enable-lora
 check "not-yet valued arg" expect_err "--tp-size is not supported by sglc yet" --tp-size 2
-check "unknown arg + suggestion" expect_err "unrecognized argument '--max-total-token'; did you mean '--max-total-tokens'?" --max-total-token 5
+check "unknown arg + suggestion" expect_err "unrecognized argument '--max-totl-tokens'; did you mean '--max-total-tokens'?" --max-totl-tokens 5
+run --max-total-token 5
+check "unique prefix accepted (argparse)" [ "$RC" -eq 0 -a "$(jget max_total_tokens)" = 5 ]
+check "ambiguous prefix: exit 2 + argparse's message" expect_err "ambiguous option: --enable-lo could match --enable-lora, --enable-lora-overlap-loading" --enable-lo
 check "bad int" expect_err "--context-length: invalid int value 'lots'" --context-length lots
 check "bad choice" expect_err "--dtype: invalid choice 'fp8'" --dtype fp8
 check "missing value" expect_err "--host expects a value" --host
