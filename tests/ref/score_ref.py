@@ -240,6 +240,22 @@ def cmd_score(url, mdir, multi):
                                      "apply_softmax": True})
     sref = [torch.softmax(torch.log(torch.tensor(r, dtype=torch.float64)), 0).tolist() for r in ref]
     report(st == 200 and close(o2.get("scores"), sref), "/v1/score multi-item apply_softmax")
+    # text: query D item1 D ... with D's text; the reference splits the
+    # server's tokenization of that text at the delimiters
+    q, its = "Once upon a time", [" there was a cat", " the sun", " a big red ball"]
+    st, t = post(url, "/detokenize", {"tokens": [d], "skip_special_tokens": False})
+    dtext = t.get("text", "") if st == 200 else ""
+    st, t = post(url, "/tokenize", {"prompt": q + dtext + dtext.join(its) + dtext})
+    ids = t["tokens"]
+    dp = [i for i, x in enumerate(ids) if x == d]
+    tref = []
+    if len(dp) == len(its) + 1:
+        for k in range(len(its)):
+            tref.append(to_scores(next_logprobs(m, ids[:dp[0]] + ids[dp[k]:dp[k + 1]]), labels, False))
+    st, o = post(url, "/v1/score", {"query": q, "items": its, "label_token_ids": labels})
+    report(len(tref) == len(its) and st == 200 and close(o.get("scores"), tref),
+           f"/v1/score multi-item text (delimiter text {dtext!r}): max rel |d| "
+           f"{worst(o.get('scores') if st == 200 else None, tref):.2g} (status {st})")
     st, o = post(url, "/v1/score", {"query": query, "items": [[5, d, 6]], "label_token_ids": labels})
     report(st == 500 and "Expected 2 input_token_ids_logprobs" in (o or {}).get("message", ""),
            f"/v1/score multi-item: an item holding the delimiter is refused ({st})")
