@@ -91,6 +91,15 @@ int api_gen_req_from_json_ids(const json_t *obj, int32_t *ids, int64_t n_ids, sc
             }
             sp->has_priority = true;
             sp->priority = json_integer_value(v);
+        } else if (!strcmp(key, "lora_path")) {
+            /* the adapter by name (--lora-paths / /load_lora_adapter), SGLang's field */
+            if (json_is_null(v)) continue;
+            if (!json_is_string(v)) {
+                snprintf(err, errlen, "lora_path must be a string (or a list with one per prompt)");
+                goto fail;
+            }
+            free(sp->lora_name);
+            if (!(sp->lora_name = dup_str(json_string_value(v)))) goto oom;
         } else if (!strcmp(key, "cache_salt")) {
             if (json_is_null(v)) continue;
             if (!json_is_string(v)) {

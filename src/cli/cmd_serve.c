@@ -38,6 +38,7 @@
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_spec.h"
+#include "cli/cli_lora.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -359,8 +360,9 @@ static int serve(int argc, char **argv)
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
     sa.is_embedding = a.is_embedding;
-    sched *s = cli_sched_create(m, &mo, &sa);
+    sched *s = cli_lora_setup(&a, m, &sa) ? NULL : cli_sched_create(m, &mo, &sa);
     if (!s) {
+        cli_lora_teardown();
         if (have_chat) tmpl_chat_free(&chat);
         tok_destroy(tok);
         model_free(m);
@@ -375,6 +377,7 @@ static int serve(int argc, char **argv)
             fprintf(stderr, "sglc serve: --preferred-sampling-params must be a JSON object\n");
             json_decref(preferred);
             sched_destroy(s);
+            cli_lora_teardown();
             if (have_chat) tmpl_chat_free(&chat);
             tok_destroy(tok);
             model_free(m);
@@ -444,6 +447,7 @@ static int serve(int argc, char **argv)
         log_info("embedding model: last-token pooling, normalized, %d dims (matryoshka: %s)", mc->hidden_size,
                  em.is_matryoshka ? "yes" : "no");
     }
+    char *model_type = serve_model_type(&a);
     /* the classifier's id2label, copied: the routes outlive a weight swap's config */
     static char label_buf[MODEL_MAX_LABELS][MODEL_LABEL_LEN];
     static const char *labels[MODEL_MAX_LABELS];
@@ -451,7 +455,6 @@ static int serve(int argc, char **argv)
         memcpy(label_buf[i], mc->labels[i], MODEL_LABEL_LEN);
         labels[i] = label_buf[i];
     }
-    char *model_type = serve_model_type(&a);
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
@@ -599,6 +602,7 @@ out:
     m = sched_model(s); /* a weight update may have replaced the model loaded here */
     sched_destroy(s);
     cli_spec_free(&spec);
+    cli_lora_teardown();
     cli_grammar_free(&gram);
     json_decref(info);
     free(model_type);

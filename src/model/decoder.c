@@ -76,7 +76,11 @@ typedef struct fwd_ctx {
     float *logits;
     float *lm_out;          /* the LM head's output: logits, or this rank's vocabulary slice */
     tpool *pool;
+    const int32_t *row_ad, *lrow_ad; /* LoRA: adapter per token / logit row, or NULL */
 } fwd_ctx;
+
+/* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
+#define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
@@ -105,15 +109,22 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
+    const int Is = l->has_shared ? c->shared_inter : 0;
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
+    if (l->has_ssig) linear(m->ssig, m->xn, T, &l->wssig, ex); /* (T, 1) */
     tpool_barrier(cx->pool);
+    const moe_route_cfg rc = {
+        .E = E, .K = K, .score = (moe_score_fn)c->moe_score,
+        .method = (moe_topk_method)c->moe_topk_method,
+        .n_group = c->n_group, .topk_group = c->topk_group, .bias = l->router_bias,
+        .renorm = c->norm_topk_prob, .scale = c->routed_scale > 0.0f ? c->routed_scale : 1.0f,
+    };
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
      * small batches (decode) gather on that thread too, another one less */
     const int small = A <= MOE_SERIAL_GATHER;
     if (ith == 0) {
         for (int t = 0; t < T; t++)
-            moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob,
-                          m->esel + (size_t)t * K, m->ew + (size_t)t * K);
+            moe_route(&rc, m->rlog + (size_t)t * E, m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
         for (int e = 0; e < E; e++)
             if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
@@ -138,12 +149,19 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
         linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
     }
+    if (Is) { /* the shared expert runs beside the routed ones, same phases */
+        linear(m->sg, m->xn, T, &l->wsgate, ex);
+        linear(m->su, m->xn, T, &l->wsup, ex);
+    }
     tpool_barrier(cx->pool);
     for (int p = alo; p < ahi; p++) {
         float *g = m->eg + (size_t)p * Ie;
         kern_silu_mul(g, g, m->eu + (size_t)p * Ie, Ie);
     }
+    for (int t = lo; Is && t < hi; t++)
+        kern_silu_mul(m->sg + (size_t)t * Is, m->sg + (size_t)t * Is, m->su + (size_t)t * Is, Is);
     tpool_barrier(cx->pool);
+    if (Is) linear(m->sout, m->sg, T, &l->wsdown, ex);
     for (int e = 0; e < E; e++) {
         int n = m->ecnt[e];
         if (!n) continue;
@@ -158,6 +176,11 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
             float w = m->ew[(size_t)t * K + k];
             const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
             for (int i = 0; i < H; i++) y[i] += w * src[i];
+        }
+        if (Is) { /* + shared expert, Qwen2-MoE: * sigmoid(x Wsg) */
+            const float *so = m->sout + (size_t)t * H;
+            float g = l->has_ssig ? 1.0f / (1.0f + expf(-m->ssig[t])) : 1.0f;
+            for (int i = 0; i < H; i++) y[i] += g * so[i];
         }
     }
     tpool_barrier(cx->pool);
@@ -211,6 +234,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* this thread's context for every projection of the pass */
     const linear_exec ex = {.ith = ith, .nth = nth, .scratch = scr, .barrier = fwd_barrier,
                             .barrier_arg = cx->pool};
+    linear_exec lx; /* LoRA: per-projection copy of ex (model_lora_exec) */
+    linear_adapter lbuf[MODEL_MAX_BATCH_ADAPTERS];
     int lo, hi;
     rows_split(T, ith, nth, &lo, &hi);
 
@@ -237,10 +262,14 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
+        if (ar->mla) { /* DeepSeek: latent attention, o_proj output in xn (mla.c) */
+            mla_attention(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            goto attn_done;
+        }
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, &ex);
-        linear(m->k, xin, T, &l->wk, &ex);
-        linear(m->v, xin, T, &l->wv, &ex);
+        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
+        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
+        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -282,7 +311,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        linear(m->xn, m->att, T, &l->wo, &ex); /* (T, H) */
+        linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
+    attn_done:
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         for (int t = lo; t < hi; t++) {
@@ -297,8 +327,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, &ex);
-        linear(m->up, m->xn, T, &l->wup, &ex);
+        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
+        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -307,7 +337,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        linear(m->xn, m->gate, T, &l->wdown, &ex);
+        linear(m->xn, m->gate, T, &l->wdown, LX(MODEL_PROJ_DOWN));
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel down */
     }
@@ -330,7 +360,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* LM head: all rows, or this rank's vocabulary slice (gathered after the pass) */
     float *lg = cx->lm_out;
     if (b->n_logits > 0)
-        linear(lg, m->lrows, b->n_logits, &w->lm_head, &ex);
+        linear(lg, m->lrows, b->n_logits, &w->lm_head,
+               model_lora_exec(b, cx->lrow_ad, &ex, -1, 0, &lx, lbuf));
     if (c->logits_scaling != 1.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * w->tp.vocab_n;
@@ -356,7 +387,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != m->w->tp.n_kv_head * c->head_dim) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -425,21 +456,29 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
     /* tensor parallelism: the LM head writes this rank's slice; rank 0 sends the batch */
-    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool};
+    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool, NULL, NULL};
     if (!cx.lm_out && b->n_logits) return -1;
+    int32_t *row_ad = NULL, *lrow_ad = NULL;
+    if (model_lora_rows(b, m->tok_seq, &row_ad, &lrow_ad)) return -1;
+    cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
     if (model_tp_send_forward(m, kv, b)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
+        free(row_ad);
         return -1;
     }
     if (pool) {
         tpool_run(pool, fwd_task, &cx);
     } else {
         tpool *one = tpool_create(1);
-        if (!one) return -1;
+        if (!one) {
+            free(row_ad);
+            return -1;
+        }
         cx.pool = one;
         tpool_run(one, fwd_task, &cx);
         tpool_destroy(one);
     }
+    free(row_ad);
     if (model_tp_gather_logits(m, b, logits) || model_tp_failed(m)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
@@ -462,9 +501,10 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     const int32_t **sl = malloc(sizeof(int32_t *) * (size_t)b->n_seqs);
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
+    int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
     int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !rl) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -475,6 +515,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             start[ns] = a - c0;
             kvl[ns] = b->seq_kv_len[s] - (r1 - e);
             sl[ns] = b->seq_slots[s];
+            sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
             rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
@@ -498,7 +539,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
                            .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
-                           .want_hidden = b->want_hidden};
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -506,7 +548,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(tmp), free(rl);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -514,7 +556,7 @@ out:
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
 {
     int max_kv;
-    if (check_batch(m, kv, b, &max_kv)) return -1;
+    if (check_batch(m, kv, b, &max_kv) || model_lora_check(m, b)) return -1;
     if (b->n_logits && !logits) {
         log_error("logits buffer is NULL");
         return -1;

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/linear.h"
 #include "util/dtype.h"
 #include "util/threadpool.h"
 
@@ -80,6 +81,22 @@ typedef struct model_kv {
     void *tp_w;                 /* rank 0: the weights whose workers hold that copy; else NULL */
 } model_kv;
 
+/* LoRA (src/lora): the projections an adapter may change, per layer. */
+typedef enum model_proj {
+    MODEL_PROJ_Q = 0, MODEL_PROJ_K, MODEL_PROJ_V, MODEL_PROJ_O,
+    MODEL_PROJ_GATE, MODEL_PROJ_UP, MODEL_PROJ_DOWN,
+    MODEL_NPROJ
+} model_proj;
+
+/* One adapter's low-rank deltas as model_forward uses them.  Immutable
+ * while any batch names it. */
+typedef struct model_adapter {
+    int n_layer;
+    const linear_adapter *proj; /* (n_layer * MODEL_NPROJ), [layer * MODEL_NPROJ + p];
+                                 * rank 0 = that projection is unchanged; borrowed */
+    linear_adapter lm_head;     /* rank 0 = none */
+} model_adapter;
+
 typedef struct model_batch {
     int n_tokens;
     const int32_t *tokens;      /* (n_tokens) */
@@ -98,6 +115,14 @@ typedef struct model_batch {
     int want_hidden;            /* 0: logits.  1: the output rows are the final-normed hidden
                                  * states (n_logits, hidden_size), lm_head is skipped
                                  * (embedding models: the scheduler pools them) */
+    /* LoRA: sequence s runs with adapters[seq_adapter[s]] (-1 = the base
+     * model alone).  seq_adapter NULL or n_adapters 0: every sequence is
+     * base.  Rows of different adapters share the base product; each adds
+     * its own delta (linear.c), so a row's result does not depend on the
+     * other rows' adapters. */
+    int n_adapters;
+    const model_adapter *const *adapters; /* (n_adapters) borrowed */
+    const int32_t *seq_adapter;  /* (n_seqs) index into adapters or -1; NULL = all base */
 } model_batch;
 
 /* Load per opts.  NULL on failure with a message in err (names the file
@@ -181,6 +206,12 @@ const char *model_tp_error(const model *m);
 /* Seconds this rank spent in the forward's all-reduces so far (waiting for
  * the slowest rank included) and their count. */
 double model_tp_comm_seconds(const model *m, long *n_allreduce);
+/* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
+ * inputs), or -1 when the model runs no such dense projection there (an
+ * MoE layer's MLP).  Used to check adapters against the model. */
+int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
+/* The LM head's (vocab, hidden). */
+void model_lm_head_shape(const model *m, int *n, int *k);
 
 /* VmRSS of this process in bytes (0 if unknown). */
 size_t model_rss_bytes(void);

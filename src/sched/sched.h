@@ -125,6 +125,8 @@ typedef struct sched_args {
     bool sleep_on_idle;               /* --sleep-on-idle: park the compute workers at once when idle */
     bool is_embedding;                /* --is-embedding: every request is an embedding request
                                        * (prefill only, see "Embedding mode" above) */
+    int max_loras_per_batch;          /* --max-loras-per-batch: distinct adapters (the base
+                                       * counting as one, as SGLang) in a running batch; 0 = no limit */
 } sched_args;
 
 void sched_args_init(sched_args *a);
@@ -154,6 +156,10 @@ typedef struct sched_req_spec {
                                   * only after the output holds this token sequence (the end of a
                                   * reasoning section, e.g. "</think>"); NULL = from the first token */
     int n_grammar_after;
+    char *lora_name;             /* owned or NULL: the lora_path a codec read; the front resolves
+                                  * it into `lora` (lora_resolve) before submit */
+    struct lora_adapter *lora;   /* owned reference or NULL: the request's LoRA adapter (lora/lora.h;
+                                  * each sibling takes its own reference) */
     void *output_ctx;            /* borrowed or NULL: the front's per-request output stage, passed to
                                   * the output hook (with the sibling index); must live until the
                                   * request's FINISH event (every sibling's) */

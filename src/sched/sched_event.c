@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lora/lora.h"
 #include "sched/sched_util.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -34,6 +35,8 @@ void sched_req_spec_free(sched_req_spec *sp)
     free(sp->cache_salt);
     free(sp->token_ids_logprob);
     free(sp->grammar_after);
+    lora_adapter_unref(sp->lora);
+    free(sp->lora_name);
     sampling_params_free(&sp->params);
     memset(sp, 0, sizeof *sp);
 }

@@ -133,6 +133,9 @@ typedef struct sreq {
         int64_t already_computed; /* most KV ever computed (cached_tokens accounting) */
         int64_t cached_tokens;
     } kv;
+    struct {                    /* LoRA */
+        struct lora_adapter *ad; /* owned reference or NULL (base model) */
+    } lora;
     struct {                    /* speculative decoding: this step's draft tokens */
         int32_t *draft;         /* (cap_draft) owned */
         int n_draft, cap_draft;
@@ -237,6 +240,8 @@ struct sched {
         int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
         int32_t *b_n_rows;                           /* (cap_seq): sampling rows from b_sample_row (1 + drafts) */
         const int32_t **b_slots;                     /* (cap_seq) borrowed from the requests */
+        int32_t *b_seq_ad;                           /* (cap_seq) LoRA: index into b_ads, -1 base */
+        const model_adapter **b_ads;                 /* (cap_seq) LoRA: this step's adapters, borrowed */
         int cap_tok, cap_seq;
         float *logits;          /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
         int cap_logits;
