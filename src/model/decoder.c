@@ -262,8 +262,8 @@ static void fwd_task(void *vctx, int ith, int nth)
         } else if (w->inv_freq_long) {
             inv = longrope_table(w, b, m->tok_seq[t]);
         }
-        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
-                        inv, half, w->attn_factor);
+        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half,
+                        b->rope_pos ? b->rope_pos[t] : b->positions[t], inv, half, w->attn_factor);
     }
 
     for (int il = 0; il < c->n_layer; il++) {
@@ -557,7 +557,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)

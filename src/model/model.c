@@ -477,7 +477,8 @@ static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int 
 
 /* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
  * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
- * tensor, read in order (a source without bytes makes them in that order). */
+ * tensor, read in order (a source without bytes makes them in that order),
+ * each cut to this rank's slice sel[j] of its rows. */
 static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
                        const int *rows, const char *const *part_names, const shard_sel *sel, int k)
 {
@@ -969,8 +970,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
             if (nm->gate_up) {
                 linear_weight *const o2[2] = {&l->wgate, &l->wup};
                 const int r2[2] = {I, I};
-                const char *const n2[2] = {"gate", "up"};
                 const shard_sel s2[2] = {mlp, mlp};
+                const char *const n2[2] = {"gate", "up"};
                 load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
             } else {
                 load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);

@@ -143,7 +143,8 @@ struct model {
 
 /* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
 typedef struct model_mi_buf {
-    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    int32_t *start, *kvl, *rl;         /* (n_seqs + 1), (n_seqs), (n_seqs) */
+    int32_t *pos, *rpos;               /* (n_tokens): kv positions, rope positions */
     const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
     int32_t *slot_mem;                 /* the segments' slot lists */
 } model_mi_buf;
