@@ -1,6 +1,6 @@
 /* arch — the architecture registry: one descriptor per Hugging Face
  * architecture string, one source file per architecture (llama.c,
- * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c,
+ * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c, phi3.c,
  * qwen2_moe.c, deepseek.c), all run by the shared decoder core.
  *
  * DESIGN: a descriptor states what differs between decoder-only models as
@@ -70,6 +70,11 @@ typedef struct model_tensor_names {
     /* MLA (arch->mla): prefixes q_a_proj, q_b_proj, kv_a_proj_with_mqa,
      * kv_b_proj and the full names of q_a_layernorm / kv_a_layernorm */
     const char *q_a, *q_b, *kv_a, *kv_b, *q_a_norm, *kv_a_norm;
+    /* Fused projections (prefixes like q/k/v; NULL = separate tensors):
+     * qkv (n_head*hd + 2*n_kv*hd, H) = q rows, then k, then v (Phi-3);
+     * gate_up (2*I, H) = gate rows, then up rows.  Split into wq/wk/wv
+     * and wgate/wup at load (views, no copy when the bytes are kept). */
+    const char *qkv, *gate_up;
 } model_tensor_names;
 
 /* The Hugging Face Llama layout most architectures share: embeddings, final
@@ -134,6 +139,7 @@ extern const model_arch model_arch_granitemoe;
 extern const model_arch model_arch_qwen2_moe;
 extern const model_arch model_arch_deepseek_v2;
 extern const model_arch model_arch_deepseek_v3;
+extern const model_arch model_arch_phi3;
 
 /* Registry lookup by architectures[0]; NULL if unsupported. */
 const model_arch *model_arch_find(const char *hf_name);
