@@ -945,8 +945,6 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         }
         /* this rank's heads and MLP columns (all of them in one process) */
         const model_tp *tp = &m->tp;
-        shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
-        shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
         shard_sel mlp = sh_rows(tp->rank * tp->inter, tp->inter);
         if (m->arch->mla) {
             load_mla(&L, l, il);

@@ -75,10 +75,10 @@ int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, in
     return 0;
 }
 
-int model_kv_row_len(const model_config *c)
+int model_kv_row_len(const model_config *c, int n_kv_head)
 {
     if (c->arch && c->arch->mla) return c->kv_lora_rank + c->qk_rope_dim;
-    return c->n_kv_head * c->head_dim;
+    return n_kv_head * c->head_dim;
 }
 
 int model_kv_row_len_w(const model_weights *w)
