@@ -406,7 +406,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len(c, m->w->tp.n_kv_head)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }

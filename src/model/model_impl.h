@@ -183,9 +183,7 @@ void model_tp_shutdown(model_weights *w);
 /* model_run.c: values per slot per layer in a KV cache of the model's
  * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
  * row per slot, no separate V). */
-int model_kv_row_len(const model_config *c);
-/* The same for this rank's share of the heads (tensor parallelism). */
-int model_kv_row_len_w(const model_weights *w);
+int model_kv_row_len(const model_config *c, int n_kv_head);
 
 /* mla.c: multi-head latent attention of layer il over the rows of b
  * (xn normed input in, xn = o_proj(attention) out), run by all nth
