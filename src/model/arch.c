@@ -23,6 +23,9 @@ static const model_arch *const registry[] = {
     &model_arch_qwen3_moe,
     &model_arch_mixtral,
     &model_arch_granitemoe,
+    &model_arch_gemma2,
+    &model_arch_gemma3,
+    &model_arch_gemma3_mm,
 };
 
 const model_arch *model_arch_find(const char *hf_name)

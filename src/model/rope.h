@@ -24,4 +24,10 @@ int model_rope_dim(const model_config *c);
  * (the scale applied to cos and sin; 1 except for yarn). */
 float model_rope_inv_freq(const model_config *c, int seq_len, float *inv_freq);
 
+/* Gemma 3's sliding layers: the default rope of base c->rope_local_theta
+ * (rope_local_base_freq), never scaled (transformers builds that rotary
+ * embedding with rope_scaling {"rope_type": "default"}).  Fills
+ * model_rope_dim(c)/2 values. */
+void model_rope_local_inv_freq(const model_config *c, float *inv_freq);
+
 #endif
