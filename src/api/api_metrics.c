@@ -430,6 +430,12 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
            slab, (double)st->max_total_num_tokens);
     simple(&b, "sglang:num_retracted_reqs", "gauge", "The number of retracted requests.", slab,
            (double)st->num_retractions);
+    /* speculative decoding (SGLang's spec_accept_length / spec_accept_rate gauges; here the means since
+     * start: tokens per request per verify forward, accepted / verified draft tokens) */
+    simple(&b, "sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", slab,
+           st->spec_verify_ct > 0 ? (double)st->spec_verify_tokens / (double)st->spec_verify_ct : 0.0);
+    simple(&b, "sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.", slab,
+           st->spec_draft_tokens > 0 ? (double)st->spec_accepted_tokens / (double)st->spec_draft_tokens : 0.0);
     /* tokenizer-manager metrics */
     simple(&b, "sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", lab,
            m->prompt_tokens);

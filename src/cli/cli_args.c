@@ -11,7 +11,7 @@
 int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_server *a, int argc,
                    char **argv)
 {
-    char err[1024];
+    char err[ARGS_ERR_MAX];
     int rc = args_parse_cmd(a, cmd, argc, argv, err, sizeof err);
     if (rc == ARGS_HELP) {
         args_print_cmd_help(stdout, cmd);
@@ -60,6 +60,10 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->revision = a->revision;
     mo->download_dir = a->download_dir;
     mo->fp32_lm_head = a->enable_fp32_lm_head;
+    mo->dist.tp_size = a->tp_size != ARGS_INT_NONE && a->tp_size > 0 ? (int)a->tp_size : 1;
+    mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
+    mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;
+    mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;
     /* SGLang's DefaultModelLoader keys (checked by args_validate):
      * enable_multithread_load (false = one thread), num_threads (default 8) */
     json_t *xc = a->model_loader_extra_config ? json_loads(a->model_loader_extra_config, 0, NULL) : NULL;

@@ -26,6 +26,7 @@ static const model_arch *const registry[] = {
     &model_arch_gemma2,
     &model_arch_gemma3,
     &model_arch_gemma3_mm,
+    &model_arch_phi3,
 };
 
 const model_arch *model_arch_find(const char *hf_name)
