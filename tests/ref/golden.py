@@ -300,7 +300,36 @@ def cmd_gemma(a):
                 g = lg.reshape(ref_bf16.shape)
                 print(f"     {name} bf16: max|d|/max|ref| {rel_err(g, ref_bf16):.3g} against the "
                       f"bf16-scale reference, {rel_err(g, ref_bf16w):.3g} against the f32-scale one")
+            # several sequences at once through the scheduler, prefill in
+            # chunks of 16 rows: per-row rope tables (local and global) and
+            # windows with batched decode
+            m = gemma_ref.Model(f32_dir)
+            prompts = [prompt, prompt[:41], prompt[20:43], prompt[5:12]]
+            want = [m.generate(p_, 16)[1] for p_ in prompts]
+            got = run_requests(a.sglc, f32_dir, prompts, 16, ["--chunked-prefill-size", "16"])
+            for i, (g_, w_) in enumerate(zip(got, want)):
+                check_ids(f"{name} f32 batch of {len(prompts)}, request {i} "
+                          f"({len(prompts[i])}-token prompt)", g_, w_)
         guard(name, go)
+
+
+def run_requests(sglc, model_dir, prompts, n_new, extra, timeout=300):
+    """sglc generate --requests (greedy, ignore_eos): output ids per prompt."""
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "req.jsonl")
+        with open(path, "w") as f:
+            for p in prompts:
+                f.write(json.dumps({"input_ids": p, "sampling_params": {
+                    "temperature": 0, "max_new_tokens": n_new, "ignore_eos": True}}) + "\n")
+        cmd = [sglc, "generate", "--model-path", model_dir, "--requests", path,
+               "--skip-tokenizer-init", "--dtype", "float32"] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise SglcError(f"exit {p.returncode}: {p.stderr.strip()[-800:]}")
+        rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+        if len(rows) != len(prompts):
+            raise SglcError(f"{len(rows)} response lines for {len(prompts)} requests")
+        return [[int(x) for x in r["output_ids"]] for r in rows]
 
 
 def cmd_stories260k(a):

@@ -8,7 +8,9 @@
 # rope_scaling linear 8 on the full layer only).
 # Per model: every feature switched off in the reference moves the logits by
 # > 100x the f32 tolerance; 64-token prompt logits within 1e-4 (f32, and
-# bf16 weights with f32 compute) and 2e-2 (bf16); 32 greedy ids identical.
+# bf16 weights with f32 compute) and 2e-2 (bf16); 32 greedy ids identical;
+# four prompts at once through the scheduler (--requests, prefill chunks of
+# 16) give the reference's 16 greedy ids each.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require
