@@ -134,15 +134,22 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
+    const int Is = l->has_shared ? c->shared_inter : 0;
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
+    if (l->has_ssig) linear(m->ssig, m->xn, T, &l->wssig, ex); /* (T, 1) */
     tpool_barrier(cx->pool);
+    const moe_route_cfg rc = {
+        .E = E, .K = K, .score = (moe_score_fn)c->moe_score,
+        .method = (moe_topk_method)c->moe_topk_method,
+        .n_group = c->n_group, .topk_group = c->topk_group, .bias = l->router_bias,
+        .renorm = c->norm_topk_prob, .scale = c->routed_scale > 0.0f ? c->routed_scale : 1.0f,
+    };
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
      * small batches (decode) gather on that thread too, another one less */
     const int small = A <= MOE_SERIAL_GATHER;
     if (ith == 0) {
         for (int t = 0; t < T; t++)
-            moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob,
-                          m->esel + (size_t)t * K, m->ew + (size_t)t * K);
+            moe_route(&rc, m->rlog + (size_t)t * E, m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
         for (int e = 0; e < E; e++)
             if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
@@ -167,12 +174,19 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
         linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
     }
+    if (Is) { /* the shared expert runs beside the routed ones, same phases */
+        linear(m->sg, m->xn, T, &l->wsgate, ex);
+        linear(m->su, m->xn, T, &l->wsup, ex);
+    }
     tpool_barrier(cx->pool);
     for (int p = alo; p < ahi; p++) {
         float *g = m->eg + (size_t)p * Ie;
         kern_silu_mul(g, g, m->eu + (size_t)p * Ie, Ie);
     }
+    for (int t = lo; Is && t < hi; t++)
+        kern_silu_mul(m->sg + (size_t)t * Is, m->sg + (size_t)t * Is, m->su + (size_t)t * Is, Is);
     tpool_barrier(cx->pool);
+    if (Is) linear(m->sout, m->sg, T, &l->wsdown, ex);
     for (int e = 0; e < E; e++) {
         int n = m->ecnt[e];
         if (!n) continue;
@@ -187,6 +201,11 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
             float w = m->ew[(size_t)t * K + k];
             const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
             for (int i = 0; i < H; i++) y[i] += w * src[i];
+        }
+        if (Is) { /* + shared expert, Qwen2-MoE: * sigmoid(x Wsg) */
+            const float *so = m->sout + (size_t)t * H;
+            float g = l->has_ssig ? 1.0f / (1.0f + expf(-m->ssig[t])) : 1.0f;
+            for (int i = 0; i < H; i++) y[i] += g * so[i];
         }
     }
     tpool_barrier(cx->pool);
@@ -271,6 +290,10 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
+        if (ar->mla) { /* DeepSeek: latent attention, o_proj output in xn (mla.c) */
+            mla_attention(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            goto attn_done;
+        }
         const float *xin = m->xn;
         linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
         linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
@@ -318,6 +341,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
+    attn_done:
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         post_norm_rows(m->xn, l->post_attn_norm, lo, hi, H, eps, noff);
@@ -395,7 +419,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != m->w->tp.n_kv_head * c->head_dim) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
