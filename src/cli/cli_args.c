@@ -28,6 +28,12 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
+    if (!cmd->no_server_args && a->dp_size > 1 && strcmp(name, "serve") && strcmp(name, "server-args")) {
+        fprintf(stderr, "sglc %s: --dp-size %d: data parallelism (replicas behind one front) is served by "
+                        "`sglc serve` only; this command drives one scheduler\n", name, (int)a->dp_size);
+        args_server_free(a);
+        return 2;
+    }
     if (!cmd->no_server_args && a->log_level && log_level_parse(a->log_level) >= 0)
         log_set_level(log_level_parse(a->log_level));
     return -1;
