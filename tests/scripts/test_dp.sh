@@ -131,6 +131,13 @@ req POST /generate "$F1" >/dev/null; m1=$(jq_ 'd["meta_info"]["cached_tokens"]')
 check "after /flush_cache: a miss on both replicas ($m0, $m1)" "[ $m0 = 0 ] && [ $m1 = 0 ]"
 req GET /metrics >/dev/null
 check "/metrics: scheduler gauges per dp_rank" "grep -q '^sglang:num_running_reqs{dp_rank=\"0\",' $T/body && grep -q '^sglang:num_running_reqs{dp_rank=\"1\",' $T/body && grep -Eq '^sglang:max_total_num_tokens\{dp_rank=\"1\",.*\} 4096(\.0)?$' $T/body"
+# a weight update reaches both replicas (one load, shared): same outputs on each
+W0=$(body 81 12 8 '"data_parallel_rank":0'); W1=$(body 81 12 8 '"data_parallel_rank":1')
+req POST /generate "$W0" >/dev/null; w_before=$(jq_ 'd["output_ids"]')
+check "/update_weights_from_disk (the same folder) with dp-size 2: 200" "[ \$(req POST /update_weights_from_disk '{\"model_path\":\"$M\"}') = 200 ] && [ \"\$(jq_ 'd[\"success\"]')\" = True ]"
+req POST /generate "$W0" >/dev/null; w0=$(jq_ 'd["output_ids"]')
+req POST /generate "$W1" >/dev/null; w1=$(jq_ 'd["output_ids"]')
+check "after the update: both replicas give the same greedy ids as before" "[ '$w_before' = '$w0' ] && [ '$w0' = '$w1' ] && [ -n '$w0' ]"
 check "idle: no KV token in use on either replica" "req GET /get_load >/dev/null && [ \"\$(jq_ '[e[\"num_tokens\"] for e in sorted(d, key=lambda e: e[\"dp_rank\"])]')\" = '[0, 0]' ]"
 server_stop
 check "round_robin: exit 0" "[ '$SERVER_RC' = 0 ]"
