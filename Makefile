@@ -16,9 +16,14 @@ PKGS    := jansson libpcre2-8 libutf8proc libcurl yaml-0.1 libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
+# Open MPI (tensor parallelism across machines): only src/dist/dist_mpi.c
+# includes mpi.h; without libopenmpi-dev the file builds its stub.
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -pthread -Isrc $(PKG_CFLAGS) $(SAN) -MMD -MP
-LDLIBS  += $(PKG_LIBS) -lm -pthread
+LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -lm -pthread -lrt
 LDFLAGS += $(SAN)
 
 ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2 -O3
@@ -46,6 +51,9 @@ $(BUILD)/obj/%_amx.o: %_amx.c
 $(BUILD)/obj/%_avx2.o: %_avx2.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
+ifneq ($(MPI_LIBS),)
+$(BUILD)/obj/src/dist/dist_mpi.o: CFLAGS += $(MPI_CFLAGS) -DSGLC_HAVE_MPI
+endif
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@

@@ -16,6 +16,7 @@ static const command commands[] = {
     {"generate", cmd_generate, "generate for one prompt, or --requests FILE.jsonl through the scheduler"},
     {"bench-one-batch", cmd_bench_one_batch, "time prefill + decode of one static batch"},
     {"bench-offline", cmd_bench_offline, "offline throughput through the scheduler (sglang.bench_offline_throughput)"},
+    {"bench-allreduce", cmd_bench_allreduce, "latency of the tensor-parallel all-reduce between ranks"},
     {"bench-serving", cmd_bench_serving, "load generator for a running server (sglang.bench_serving)"},
     {"tokenize", cmd_tokenize, "JSON lines {\"text\"} -> {\"ids\"} with a model's tokenizer"},
     {"detokenize", cmd_detokenize, "JSON lines {\"ids\"} -> {\"text\"} with a model's tokenizer"},

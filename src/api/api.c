@@ -108,6 +108,7 @@ void api_job_free(api_job *j)
     free(j->oai_id);
     free(j->err_msg);
     json_decref(j->resp);
+    json_decref(j->score);
     json_decref(j->log_objs);
     free(j);
 }
@@ -144,6 +145,10 @@ static void job_answer(api_job *j)
     }
     if (j->kind == JOB_ENCODE || j->kind == JOB_EMBED) {
         api_respond_json(r, 200, api_embed_answer(j));
+        return;
+    }
+    if (j->kind == JOB_SCORE || j->kind == JOB_RERANK || j->kind == JOB_CLASSIFY) {
+        api_score_answer(j);
         return;
     }
     if (j->kind == JOB_NATIVE) api_native_answer(j);
@@ -397,7 +402,7 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
     int64_t vocab = a->cfg.vocab_size > 0 ? a->cfg.vocab_size : 1;
     /* the job is freed by the last handle_event: read what is needed first */
     bool stream = j->stream;
-    bool embed = j->kind == JOB_ENCODE || j->kind == JOB_EMBED;
+    bool embed = j->kind == JOB_ENCODE || j->kind == JOB_EMBED || j->kind == JOB_RERANK || j->kind == JOB_CLASSIFY;
     int dims = j->embed_dims > 0 && j->embed_dims < 4 ? j->embed_dims : 4;
     for (int i = 0; i < np; i++) {
         sched_req_spec *sp = &specs[i];
@@ -625,10 +630,6 @@ static bool with_dp_fields(api_server *a, http_req *r, const json_t *j, bool oai
 static const char *api_route_not_yet(const char *path)
 {
     static const struct { const char *path; int prefix; const char *why; } later[] = {
-        {"/v1/score", 0, "scoring routes, issue 15"},
-        {"/v1/rerank", 0, "scoring routes, issue 15"},
-        {"/v1/classify", 0, "scoring routes, issue 15"},
-        {"/classify", 0, "scoring routes, issue 15"},
         {"/generate_from_file", 0, "file uploads are not parsed"},
         {"/open_session", 0, "sessions are not implemented"},
         {"/close_session", 0, "sessions are not implemented"},
@@ -672,18 +673,6 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         if (draining) api_native_error(r, 503, "The server is shutting down.");
         else if (starting) api_native_error(r, 503, "The server is starting.");
         else api_route_health_generate(a, r);
-        return;
-    }
-    if (!strcmp(path, "/get_server_info") || !strcmp(path, "/server_info")) {
-        json_t *o = json_deep_copy(a->cfg.server_info);
-        if (!o) o = json_object();
-        json_object_set_new(o, "version", json_string(SGLC_VERSION));
-        if (a->cfg.s) {
-            sched_stats st;
-            sched_get_stats_snapshot(a->cfg.s, &st);
-            json_object_set_new(o, "max_total_num_tokens", json_integer(st.max_total_num_tokens));
-        }
-        api_respond_json(r, 200, o);
         return;
     }
     if (!strcmp(path, "/get_load")) {
@@ -788,6 +777,26 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         }
         tl_dp.rank = -1, tl_dp.room = -1;
         api_tokq_pre_clear();
+        json_decref(j);
+        return;
+    }
+    bool is_score = !strcmp(path, "/v1/score"), is_rerank = !strcmp(path, "/v1/rerank"),
+         is_cls = !strcmp(path, "/v1/classify") || !strcmp(path, "/classify");
+    if (is_score || is_rerank || is_cls) { /* api_score.c */
+        if (!post) {
+            api_oai_error(r, 405, "Method Not Allowed");
+            return;
+        }
+        if (draining || starting) {
+            api_oai_error(r, 503, draining ? "The server is shutting down." : "The server is starting.");
+            return;
+        }
+        json_t *j = parse_body(r, body, body_len, true, false);
+        if (!j) return;
+        api_ops_log_openai(a, r, j);
+        if (is_score) api_route_score(a, r, j);
+        else if (is_rerank) api_route_rerank(a, r, j);
+        else api_route_classify(a, r, j);
         json_decref(j);
         return;
     }

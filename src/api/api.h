@@ -47,6 +47,7 @@
 #include <jansson.h>
 
 #include "api/api_embed.h"
+#include "api/api_score.h"
 #include "http/http.h"
 #include "sched/sched.h"
 #include "template/completion.h"
@@ -67,12 +68,14 @@ typedef struct api_config {
     const char *model_path;
     const char *tokenizer_path;
     const char *architecture;
+    const char *model_type;          /* config.json's model_type (/get_model_info), or NULL */
     const char *api_key;             /* NULL = no authentication */
     const char *admin_api_key;       /* --admin-api-key; NULL = none (see api_ops.h for the rules) */
     bool allow_auto_truncate;        /* --allow-auto-truncate (api_limits_apply) */
     bool is_embedding;               /* --is-embedding: /encode and /v1/embeddings answer, the
                                       * generation routes 400 (the scheduler runs in embedding mode) */
     api_embed_model embed;           /* --is-embedding: hidden size, Matryoshka support */
+    api_score_model score;           /* classifier labels, --multi-item-scoring-delimiter (api_score.h) */
     struct api_reqlog *reqlog;       /* borrowed or NULL: --log-requests, /configure_logging */
     struct api_metrics *metrics;     /* borrowed or NULL: --enable-metrics (/metrics is 404 without) */
     struct api_mexport *mexport;     /* borrowed or NULL: --export-metrics-to-file */

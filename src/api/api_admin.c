@@ -1,6 +1,8 @@
 /* api_admin — SGLang's scheduler-control routes: /pause_generation,
  * /continue_generation, /flush_cache, /update_weights_from_disk, /ready,
- * and the metadata they change (/get_model_info, /get_weight_version).
+ * and the metadata they change (/get_model_info, /get_weight_version),
+ * and /get_server_info: the worker routes SGLang's Model Gateway polls
+ * answer in the shapes its discovery parses (docs/notes/pargs.md).
  *
  * DESIGN: every route that needs the scheduler hands the work to a
  * short-lived admin thread, which sends a control message (sched_control,
@@ -34,6 +36,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "util/version.h"
 #include "util/timeutil.h"
 
 struct api_admin {
@@ -43,6 +46,7 @@ struct api_admin {
     char *model_path;            /* owned: changes with a weight update */
     char *weight_version;        /* owned */
     char *tok_path, *arch;       /* owned */
+    char *model_type;            /* owned, NULL = unknown */
     int n_threads;               /* admin threads running */
     bool updating;               /* a weight update is in progress */
     bool draining;
@@ -81,6 +85,7 @@ api_admin *api_admin_create(const api_config *cfg)
     ad->model_path = api_strdup(cfg->model_path ? cfg->model_path : "");
     ad->tok_path = api_strdup(cfg->tokenizer_path ? cfg->tokenizer_path : ad->model_path);
     ad->arch = api_strdup(cfg->architecture ? cfg->architecture : "");
+    ad->model_type = cfg->model_type ? api_strdup(cfg->model_type) : NULL;
     ad->weight_version = api_strdup(cfg->weight_version && *cfg->weight_version ? cfg->weight_version : "default");
     if (!ad->model_path || !ad->tok_path || !ad->arch || !ad->weight_version) {
         api_admin_destroy(ad);
@@ -98,6 +103,7 @@ void api_admin_destroy(api_admin *ad)
     pthread_mutex_destroy(&ad->mu);
     pthread_cond_destroy(&ad->cv);
     free(ad->model_path), free(ad->weight_version), free(ad->tok_path), free(ad->arch);
+    free(ad->model_type);
     free(ad);
 }
 
@@ -427,19 +433,56 @@ static void route_update(api_admin *ad, http_req *r, const char *body, size_t le
 
 /* ---- routing ------------------------------------------------------------------ */
 
+/* GET /get_server_info (/server_info): SGLang's body, the server arguments
+ * (args_to_json, from cmd_serve) followed by the scheduler info
+ * (status, max_total_num_tokens, max_req_input_len), one internal state
+ * per data-parallel rank and the version.  The Model Gateway's worker
+ * discovery reads model_path, served_model_name, dp_size (a DP-aware
+ * worker must have it), max_total_tokens, max_prefill_tokens,
+ * max_running_requests: integers or null, never floats or negatives
+ * (serde's Option<usize>). */
+static void route_server_info(api_admin *ad, http_req *r)
+{
+    json_t *o = json_deep_copy(ad->cfg->server_info);
+    if (!o) o = json_object();
+    json_object_set_new(o, "status", json_string("ready"));
+    if (ad->cfg->s) {
+        sched_stats st;
+        sched_get_stats_snapshot(ad->cfg->s, &st);
+        json_object_set_new(o, "max_total_num_tokens", json_integer(st.max_total_num_tokens));
+        json_object_set_new(o, "max_req_input_len", json_integer(sched_max_req_input_len(ad->cfg->s)));
+        /* one entry per dp_rank, as SGLang's list of schedulers' states */
+        json_t *states = json_array();
+        int n = ad->cfg->dp ? dp_size(ad->cfg->dp) : 1;
+        for (int k = 0; k < n; k++) {
+            if (k > 0) sched_get_stats_snapshot(dp_sched(ad->cfg->dp, k), &st);
+            json_array_append_new(states, json_pack("{s:{s:I},s:i,s:i}", "memory_usage", "token_capacity",
+                                                    (json_int_t)st.max_total_num_tokens, "#running-req",
+                                                    st.n_running, "#queue-req", st.n_waiting));
+        }
+        json_object_set_new(o, "internal_states", states);
+    }
+    json_object_set_new(o, "version", json_string(SGLC_VERSION));
+    api_respond_json(r, 200, o);
+}
+
 bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char *path, const char *body,
                       size_t body_len, bool starting)
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
     bool paused = ad->cfg->dp && dp_is_paused(ad->cfg->dp);
+    if (!strcmp(path, "/get_server_info") || !strcmp(path, "/server_info")) {
+        route_server_info(ad, r);
+        return true;
+    }
     if (!strcmp(path, "/get_model_info") || !strcmp(path, "/model_info")) {
         pthread_mutex_lock(&ad->mu);
-        json_t *o = json_pack("{s:s,s:s,s:b,s:O?,s:s,s:b,s:b,s:n,s:[s]}", "model_path", ad->model_path,
+        json_t *o = json_pack("{s:s,s:s,s:b,s:O?,s:s,s:b,s:b,s:s?,s:[s]}", "model_path", ad->model_path,
                               "tokenizer_path", ad->tok_path, "is_generation", !ad->cfg->is_embedding, "preferred_sampling_params",
                               ad->cfg->preferred_sampling, "weight_version", ad->weight_version,
                               "has_image_understanding", 0, "has_audio_understanding", 0, "model_type",
-                              "architectures", ad->arch);
+                              ad->model_type, "architectures", ad->arch);
         pthread_mutex_unlock(&ad->mu);
         api_respond_json(r, 200, o);
         return true;

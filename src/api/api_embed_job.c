@@ -11,7 +11,7 @@
 /* SGLang's embedding meta_info: id, finish_reason, prompt_tokens,
  * weight_version, total_retractions, e2e_latency (taken from the
  * generation form where they are the same). */
-static json_t *embed_meta(api_job *j, api_slot *sl)
+json_t *api_embed_meta(api_job *j, api_slot *sl)
 {
     json_t *full = api_gen_result_json(&sl->res);
     json_t *src = json_object_get(full, "meta_info");
@@ -36,7 +36,7 @@ json_t *api_embed_answer(api_job *j)
         for (int i = 0; i < j->n_slots; i++) {
             api_slot *sl = &j->slots[i];
             json_array_append_new(list, json_pack("{s:o,s:o}", "embedding", api_embed_float_array(sl->emb, sl->n_emb),
-                                                  "meta_info", embed_meta(j, sl)));
+                                                  "meta_info", api_embed_meta(j, sl)));
         }
         if (!j->list_out) {
             json_t *o = json_incref(json_array_get(list, 0));

@@ -94,6 +94,15 @@ int api_gen_req_from_json_ids(const json_t *obj, int32_t *ids, int64_t n_ids, sc
             }
             sp->has_priority = true;
             sp->priority = json_integer_value(v);
+        } else if (!strcmp(key, "lora_path")) {
+            /* the adapter by name (--lora-paths / /load_lora_adapter), SGLang's field */
+            if (json_is_null(v)) continue;
+            if (!json_is_string(v)) {
+                snprintf(err, errlen, "lora_path must be a string (or a list with one per prompt)");
+                goto fail;
+            }
+            free(sp->lora_name);
+            if (!(sp->lora_name = dup_str(json_string_value(v)))) goto oom;
         } else if (!strcmp(key, "cache_salt")) {
             if (json_is_null(v)) continue;
             if (!json_is_string(v)) {
@@ -240,6 +249,16 @@ json_t *api_gen_result_json(const sched_result *r)
     json_object_set_new(meta, "cached_tokens", json_integer(r->fin.cached_tokens));
     json_object_set_new(meta, "num_retractions", json_integer(r->fin.num_retractions));
     json_object_set_new(meta, "e2e_latency", json_real(r->fin.e2e_latency));
+    if (r->fin.spec_on) { /* SGLang's _calculate_spec_decoding_metrics */
+        double vct = (double)r->fin.spec_verify_ct;
+        json_object_set_new(meta, "spec_verify_ct", json_integer(r->fin.spec_verify_ct));
+        json_object_set_new(meta, "spec_accept_length", json_real(vct > 0 ? (double)r->n / vct : 0.0));
+        json_object_set_new(meta, "spec_accept_rate",
+                            json_real(r->fin.spec_drafted > 0 ? (double)r->fin.spec_accepted / (double)r->fin.spec_drafted
+                                                              : 0.0));
+        json_object_set_new(meta, "spec_accept_token_num", json_integer(r->fin.spec_accepted));
+        json_object_set_new(meta, "spec_draft_token_num", json_integer(r->fin.spec_drafted));
+    }
     if (r->return_logprob) {
         json_t *otl = json_array(), *otop = json_array(), *otid = json_array();
         for (int64_t i = 0; i < r->n; i++) {

@@ -43,7 +43,10 @@
 #include "dp/dp.h"
 #include "util/timeutil.h"
 
-enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED, JOB_RESP };
+enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED, JOB_RESP, JOB_SCORE, JOB_RERANK,
+       JOB_CLASSIFY };
+/* JOB_SCORE, JOB_RERANK, JOB_CLASSIFY: /v1/score, /v1/rerank, /v1/classify (api_score.c); the last two
+ * are embedding jobs (one slot per input, the FINISH event carries the score head's output). */
 /* JOB_RESP: /v1/responses, a chat job answered as a Response (api_responses.c). */
 /* JOB_ENCODE: SGLang's /encode; JOB_EMBED: OpenAI /v1/embeddings.  Each
  * input is one scheduler request (embedding mode) and one slot, whose
@@ -85,6 +88,7 @@ typedef struct api_job {
     bool base64;                 /* JOB_EMBED: encoding_format base64 */
     int embed_dims;              /* embedding jobs: Matryoshka dimensions, 0 = all */
     json_t *resp;                /* JOB_RESP: the answer's state (api_responses.c), owned */
+    json_t *score;               /* JOB_SCORE / _RERANK / _CLASSIFY: the answer's state (api_score.c), owned */
     bool tool_single;            /* parallel_tool_calls false: only the first tool call is returned */
     const char *think_end;       /* a reasoning parser is on: its end tag (static); a grammar applies after it */
     bool kimi_ids;               /* kimi_k2: call ids "functions.NAME:N" (SGLang), N = tool_id_base +
@@ -331,5 +335,13 @@ void api_route_separate_reasoning(api_server *a, http_req *r, json_t *body);
 /* api_embed_job.c */
 void api_route_embed(api_server *a, http_req *r, json_t *body, bool oai);
 json_t *api_embed_answer(api_job *j);
+/* SGLang's embedding meta_info of a finished slot (new reference). */
+json_t *api_embed_meta(api_job *j, api_slot *sl);
+
+/* api_score.c: the scoring routes (api_score.h) and their answers */
+void api_route_score(api_server *a, http_req *r, json_t *body);
+void api_route_rerank(api_server *a, http_req *r, json_t *body);
+void api_route_classify(api_server *a, http_req *r, json_t *body);
+void api_score_answer(api_job *j);
 
 #endif

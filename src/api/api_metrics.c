@@ -462,6 +462,12 @@ char *api_metrics_render_dp(api_metrics *m, const sched_stats *sts, int n)
           n == 1 ? hit1 : st->prompt_tokens > 0 ? (double)st->cached_tokens / (double)st->prompt_tokens : 0.0);
     GAUGE("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", st->max_total_num_tokens);
     GAUGE("sglang:num_retracted_reqs", "The number of retracted requests.", st->num_retractions);
+    /* speculative decoding (SGLang's spec_accept_length / spec_accept_rate gauges; here the means since
+     * start: tokens per request per verify forward, accepted / verified draft tokens) */
+    GAUGE("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+          st->spec_verify_ct > 0 ? (double)st->spec_verify_tokens / (double)st->spec_verify_ct : 0.0);
+    GAUGE("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
+          st->spec_draft_tokens > 0 ? (double)st->spec_accepted_tokens / (double)st->spec_draft_tokens : 0.0);
 #undef GAUGE
     /* tokenizer-manager metrics */
     simple(&b, "sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", lab,

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lora/lora.h"
+
 json_t *api_native_obj(api_job *j, api_slot *sl, bool final)
 {
     json_t *o = api_gen_result_json(&sl->res);
@@ -67,10 +69,20 @@ static int native_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_giv
         if (p && *log_req) json_object_set_new(*log_req, "input_ids", api_ids_json(p->ids, p->n_ids));
     }
     *max_new_given = json_is_integer(json_object_get(json_object_get(q, "sampling_params"), "max_new_tokens"));
-    if (!p) return api_gen_req_from_json(q, spec, err, errlen);
-    int32_t *ids = p->ids;
-    p->ids = NULL; /* moved into spec */
-    return api_gen_req_from_json_ids(q, ids, p->n_ids, spec, err, errlen);
+    int rc;
+    if (!p) {
+        rc = api_gen_req_from_json(q, spec, err, errlen);
+    } else {
+        int32_t *ids = p->ids;
+        p->ids = NULL; /* moved into spec */
+        rc = api_gen_req_from_json_ids(q, ids, p->n_ids, spec, err, errlen);
+    }
+    /* LoRA: lora_path names a loaded adapter (400 with SGLang's message otherwise) */
+    if (rc == 0 && spec->lora_name && lora_resolve(spec->lora_name, &spec->lora, err, errlen)) {
+        sched_req_spec_free(spec);
+        rc = -1;
+    }
+    return rc;
 }
 
 void api_route_generate(api_server *a, http_req *r, json_t *body)
@@ -125,6 +137,11 @@ void api_route_generate(api_server *a, http_req *r, json_t *body)
         api_native_error(r, 400, "The rid should be a list with one rid per prompt.");
         return;
     }
+    json_t *lp = json_object_get(body, "lora_path");
+    if (json_is_array(lp) && (!batch || json_array_size(lp) != n_prompt)) {
+        api_native_error(r, 400, "lora_path must be a string, or a list with one entry per prompt");
+        return;
+    }
     json_t *sp0 = json_is_array(sp) ? json_array_get(sp, 0) : sp;
     int64_t n_per = api_json_n_of(sp0);
     if (n_per > 1024 || (int64_t)n_prompt * n_per > 100000) {
@@ -167,6 +184,7 @@ void api_route_generate(api_server *a, http_req *r, json_t *body)
         }
         json_t *spi = with_preferred(a, json_is_array(sp) ? json_array_get(sp, i) : sp);
         if (spi) json_object_set_new(q, "sampling_params", spi);
+        if (json_is_array(lp)) json_object_set(q, "lora_path", json_array_get(lp, i));
         json_t *ri = json_is_array(rid) ? json_array_get(rid, i) : rid;
         char gen[48];
         if (json_is_string(ri) && !(batch && !json_is_array(rid))) {

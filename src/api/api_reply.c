@@ -75,7 +75,8 @@ void api_oai_error(http_req *r, int status, const char *msg)
 
 void api_job_error(api_job *j, int status, const char *msg)
 {
-    if (j->kind == JOB_COMPL || j->kind == JOB_CHAT || j->kind == JOB_EMBED || j->kind == JOB_RESP)
+    if (j->kind == JOB_COMPL || j->kind == JOB_CHAT || j->kind == JOB_EMBED || j->kind == JOB_RESP ||
+        j->kind >= JOB_SCORE)
         api_oai_error(j->hr, status, msg);
     else api_native_error(j->hr, status, msg);
 }

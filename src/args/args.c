@@ -284,9 +284,8 @@ int args_apply_tval(args_server *a, const args_spec *sp, const char *disp, args_
             tval_free(v);
             return ARGS_EUSAGE;
         }
-    } else if (sp->status == ARGS_STATUS_IGNORED) {
-        log_warn("%s is accepted but has no effect: %s", disp, sp->help);
     }
+    /* IGNORED: stored and named once by args_parse_cmd's warning line */
     field_store(a, sp, v);
     a->source[sp - args_specs] = (unsigned char)src;
     return ARGS_OK;
@@ -536,6 +535,11 @@ static int args_validate_quantization(const args_server *a, char *err, size_t er
 
 int args_validate(const args_server *a, char *err, size_t errlen)
 {
+    if (a->device && strcmp(a->device, "cpu")) {
+        args_errf(err, errlen, "--device %s: this build of sglc serves CPUs only (use --device cpu, or leave it out)",
+                  a->device);
+        return ARGS_EUSAGE;
+    }
     if (a->port < 1 || a->port > 65535) {
         args_errf(err, errlen, "--port must be in 1..65535, got %d", a->port);
         return ARGS_EUSAGE;

@@ -35,6 +35,10 @@ static inline bool args_float_is_none(double v) { return isnan(v); }
 /* Status codes.  ARGS_HELP: --help/-h was given (print args_print_help,
  * exit 0).  ARGS_EUSAGE: bad command line or config (message in err,
  * exit 2).  ARGS_EIO: config file unreadable (exit 2 as well). */
+/* An err buffer of this size holds every message in full (argparse's
+ * "ambiguous option" lists each candidate). */
+#define ARGS_ERR_MAX 8192
+
 enum args_status { ARGS_OK = 0, ARGS_HELP = 1, ARGS_EUSAGE = -2, ARGS_EIO = -3, ARGS_ENOMEM = -4 };
 
 enum args_kind {

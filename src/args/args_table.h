@@ -76,7 +76,7 @@ X(tokenizer_worker_num, INT, "--tokenizer-worker-num", "1", NULL, MODEL, SUPPORT
 X(skip_tokenizer_init, BOOL, "--skip-tokenizer-init", "false", NULL, MODEL, SUPPORTED, "Skip tokenizer init; requests must pass input_ids and get output ids back.") \
 X(load_format, CHOICE, "--load-format", "auto", "auto|safetensors|dummy|gguf", MODEL, SUPPORTED, "The format of the model weights to load; 'dummy' initialises weights randomly (for profiling); 'gguf' reads a llama.cpp GGUF file (auto detects *.gguf).") \
 X(model_loader_extra_config, JSON, "--model-loader-extra-config", "{}", NULL, MODEL, SUPPORTED, "Extra config for the model loader, as a JSON string: {\"enable_multithread_load\": true, \"num_threads\": 8} packs each large weight (>= 4 MiB) with num_threads threads (default 8); without it, one thread.") \
-X(trust_remote_code, BOOL, "--trust-remote-code", "false", NULL, MODEL, IGNORED, "Allow custom models defined on the Hub in their own modeling files; ignored by sglc: it never runs remote code, architectures are built in.") \
+X(trust_remote_code, BOOL, "--trust-remote-code", "false", NULL, MODEL, IGNORED, "Allow custom models defined on the Hub in their own modeling files. (no effect: sglc never runs remote code; its architectures are built in)") \
 X(context_length, INT, "--context-length", NULL, NULL, MODEL, SUPPORTED, "The model's maximum context length (defaults to the value in config.json).") \
 X(is_embedding, BOOL, "--is-embedding", "false", NULL, MODEL, SUPPORTED, "Whether to use a CausalLM as an embedding model (sglc serve: /encode and /v1/embeddings, last-token pooling, L2-normalized).") \
 X(enable_multimodal, BOOL, "--enable-multimodal", "false", NULL, MODEL, NOT_YET, "Enable the multimodal functionality for the served model.") \
@@ -87,7 +87,7 @@ X(host, STR, "--host", "127.0.0.1", NULL, HTTP, SUPPORTED, "The host of the HTTP
 X(port, INT, "--port", "30000", NULL, HTTP, SUPPORTED, "The port of the HTTP server.") \
 X(skip_server_warmup, BOOL, "--skip-server-warmup", "false", NULL, HTTP, SUPPORTED, "If set, skip warmup.") \
 X(warmups, STR, "--warmups", NULL, NULL, HTTP, SUPPORTED, "Comma-separated custom warmup functions to run before the server starts.") \
-X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup; ignored by sglc: there is no NCCL on CPU.") \
+X(nccl_port, INT, "--nccl-port", NULL, NULL, HTTP, IGNORED, "The port for NCCL distributed environment setup. (no effect on CPU: there is no NCCL on a CPU)") \
 X(fastapi_root_path, STR, "--fastapi-root-path", "", NULL, HTTP, SUPPORTED, "App is behind a path-based routing proxy (root path prefix).") \
 X(grpc_mode, BOOL, "--grpc-mode", "false", NULL, HTTP, NOT_YET, "Serve gRPC instead of HTTP.") \
 X(ssl_keyfile, STR, "--ssl-keyfile", NULL, NULL, HTTP, SUPPORTED, "The SSL key file (PEM) for HTTPS; requires --ssl-certfile.") \
@@ -134,8 +134,8 @@ X(prefill_delayer_wait_seconds_buckets, LIST_FLOAT, "--prefill-delayer-wait-seco
 X(abort_on_priority_when_disabled, BOOL, "--abort-on-priority-when-disabled", "false", NULL, MEMSCHED, SUPPORTED, "Abort requests that set a priority when priority scheduling is off.") \
 X(enable_dynamic_chunking, BOOL, "--enable-dynamic-chunking", "false", NULL, MEMSCHED, NOT_YET, "Adapt the chunked prefill size dynamically.") \
 /* ---- Runtime options ---- */ \
-X(device, CHOICE, "--device", NULL, "cpu", RUNTIME, SUPPORTED, "The device to use; sglc runs on the CPU.") \
-X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The tensor parallelism size.") \
+X(device, STR, "--device", NULL, NULL, RUNTIME, SUPPORTED, "The device to use. This build of sglc serves CPUs only: cpu (or leaving it out) is accepted, cuda, npu, xpu, hpu, mps, musa ... are refused.") \
+X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, SUPPORTED, "The tensor parallelism size.") \
 X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The pipeline parallelism size.") \
 X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The attention context parallelism size.") \
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
@@ -150,7 +150,7 @@ X(constrained_json_whitespace_pattern, STR, "--constrained-json-whitespace-patte
 X(constrained_json_disable_any_whitespace, BOOL, "--constrained-json-disable-any-whitespace", "false", NULL, RUNTIME, SUPPORTED, "Disallow any whitespace in JSON constrained output.") \
 X(watchdog_timeout, FLOAT, "--watchdog-timeout", "300", NULL, RUNTIME, SUPPORTED, "Watchdog timeout in seconds: a scheduler step (forward batch) taking longer ends the server (exit 1).") \
 X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Soft watchdog timeout in seconds: log diagnostics about a step taking longer, keep running.") \
-X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, NOT_YET, "Timeout for distributed initialization.") \
+X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
 X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
@@ -204,46 +204,46 @@ X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, SUPPORTED, "The
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens|cache_aware", DP, SUPPORTED, "The load balancing strategy for data parallelism (auto = round_robin; cache_aware, sglc's: the replica holding the longest cached prefix).") \
 /* ---- Multi-node distributed serving ---- */ \
 X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, NOT_YET, "The host:port for initializing the distributed backend.") \
-X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, NOT_YET, "The number of nodes.") \
-X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, NOT_YET, "The node rank.") \
+X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, SUPPORTED, "The number of nodes.") \
+X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, SUPPORTED, "The node rank.") \
 /* ---- Model override args ---- */ \
 X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVERRIDE, SUPPORTED, "A JSON object overriding fields of the model's config.json.") \
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
-X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, NOT_YET, "Enable LoRA support.") \
+X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, SUPPORTED, "Enable LoRA support (also on with --lora-paths).") \
 X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
-X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, NOT_YET, "The maximum rank of LoRA adapters.") \
-X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, NOT_YET, "The union of target modules of all LoRA adapters ('all' for every supported module).") \
-X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, NOT_YET, "LoRA adapters: PATH, NAME=PATH, or JSON objects.") \
-X(max_loras_per_batch, INT, "--max-loras-per-batch", "8", NULL, LORA, NOT_YET, "Maximum number of adapters in a running batch.") \
-X(max_loaded_loras, INT, "--max-loaded-loras", NULL, NULL, LORA, NOT_YET, "Maximum number of adapters loaded in CPU memory.") \
-X(lora_eviction_policy, CHOICE, "--lora-eviction-policy", "lru", "lru|fifo", LORA, NOT_YET, "LoRA adapter eviction policy.") \
-X(lora_backend, CHOICE, "--lora-backend", "csgmv", "triton|csgmv|ascend|torch_native", LORA, NOT_YET, "The backend for running LoRA GEMM kernels.") \
-X(max_lora_chunk_size, INT, "--max-lora-chunk-size", "16", "16|32|64|128", LORA, NOT_YET, "Maximum chunk size of the chunked SGMV LoRA backend.") \
+X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, SUPPORTED, "The maximum rank of LoRA adapters.") \
+X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, SUPPORTED, "The modules adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj qkv_proj gate_up_proj lm_head, or 'all'); unset: any supported module. A limit on CPU (nothing to preallocate).") \
+X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, SUPPORTED, "LoRA adapters (PEFT folders) to load at start-up: PATH, NAME=PATH, or JSON {\"lora_name\":str,\"lora_path\":str,\"pinned\":bool}.") \
+X(max_loras_per_batch, INT, "--max-loras-per-batch", "8", NULL, LORA, SUPPORTED, "Maximum number of distinct adapters in a running batch (the base model counts as one, as SGLang).") \
+X(max_loaded_loras, INT, "--max-loaded-loras", NULL, NULL, LORA, SUPPORTED, "Maximum number of adapters loaded at once; a load beyond it evicts an unpinned adapter (--lora-eviction-policy). Must be >= --max-loras-per-batch.") \
+X(lora_eviction_policy, CHOICE, "--lora-eviction-policy", "lru", "lru|fifo", LORA, SUPPORTED, "Which unpinned adapter a load beyond --max-loaded-loras evicts: lru (least recently used) or fifo (oldest load).") \
+X(lora_backend, CHOICE, "--lora-backend", "csgmv", "triton|csgmv|ascend|torch_native", LORA, SUPPORTED, "Accepted for compatibility: sglc runs one CPU kernel (grouped shrink/expand, AVX2 or scalar) whatever the name.") \
+X(max_lora_chunk_size, INT, "--max-lora-chunk-size", "16", "16|32|64|128", LORA, IGNORED, "Chunk size of the chunked SGMV GPU backend (no effect on CPU: the adapter kernel groups rows by adapter, no chunking).") \
 /* ---- Kernel backends ---- */ \
-X(attention_backend, STR, "--attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention kernel backend.") \
-X(prefill_attention_backend, STR, "--prefill-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for prefill.") \
-X(decode_attention_backend, STR, "--decode-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend for decode.") \
-X(sampling_backend, STR, "--sampling-backend", NULL, NULL, KERNEL, NOT_YET, "The sampling kernel backend.") \
+X(attention_backend, CHOICE, "--attention-backend", NULL, "triton|torch_native|flex_attention|nsa|cutlass_mla|fa3|fa4|flashinfer|flashmla|trtllm_mla|trtllm_mha|dual_chunk_flash_attn|aiter|wave|intel_amx|ascend|intel_xpu", KERNEL, IGNORED, "The attention kernel backend. (no effect on CPU: sglc has one attention implementation, its own SIMD kernels for this CPU)") \
+X(prefill_attention_backend, CHOICE, "--prefill-attention-backend", NULL, "triton|torch_native|flex_attention|nsa|cutlass_mla|fa3|fa4|flashinfer|flashmla|trtllm_mla|trtllm_mha|dual_chunk_flash_attn|aiter|wave|intel_amx|ascend|intel_xpu", KERNEL, IGNORED, "The attention backend for prefill. (no effect on CPU: sglc has one attention implementation, its own SIMD kernels for this CPU)") \
+X(decode_attention_backend, CHOICE, "--decode-attention-backend", NULL, "triton|torch_native|flex_attention|nsa|cutlass_mla|fa3|fa4|flashinfer|flashmla|trtllm_mla|trtllm_mha|dual_chunk_flash_attn|aiter|wave|intel_amx|ascend|intel_xpu", KERNEL, IGNORED, "The attention backend for decode. (no effect on CPU: sglc has one attention implementation, its own SIMD kernels for this CPU)") \
+X(sampling_backend, CHOICE, "--sampling-backend", NULL, "flashinfer|pytorch|ascend", KERNEL, IGNORED, "The sampling kernel backend. (no effect on CPU: sglc samples with its own code)") \
 X(grammar_backend, CHOICE, "--grammar-backend", "xgrammar", "xgrammar|outlines|llguidance|none", KERNEL, SUPPORTED, "The grammar backend for constrained decoding. xgrammar, outlines and llguidance all select sglc's own grammar engine (the names are kept so SGLang launch commands work); none turns constrained decoding off (json_schema / regex / ebnf / structural_tag requests get a 400).") \
-X(mm_attention_backend, STR, "--mm-attention-backend", NULL, NULL, KERNEL, NOT_YET, "The attention backend of multimodal encoders.") \
-X(nsa_prefill_backend, STR, "--nsa-prefill-backend", "flashmla_sparse", NULL, KERNEL, NOT_YET, "The NSA prefill backend.") \
-X(nsa_decode_backend, STR, "--nsa-decode-backend", "fa3", NULL, KERNEL, NOT_YET, "The NSA decode backend.") \
-X(fp8_gemm_runner_backend, STR, "--fp8-gemm-backend", "auto", NULL, KERNEL, NOT_YET, "The FP8 GEMM backend.") \
-X(fp4_gemm_runner_backend, STR, "--fp4-gemm-backend", "auto", NULL, KERNEL, NOT_YET, "The FP4 GEMM backend.") \
-X(mamba_backend, STR, "--mamba-backend", "triton", NULL, KERNEL, NOT_YET, "The kernel backend of mamba layers.") \
-X(linear_attn_backend, STR, "--linear-attn-backend", "triton", NULL, KERNEL, NOT_YET, "The kernel backend of linear attention layers.") \
-X(linear_attn_decode_backend, STR, "--linear-attn-decode-backend", NULL, NULL, KERNEL, NOT_YET, "The linear attention backend for decode.") \
-X(linear_attn_prefill_backend, STR, "--linear-attn-prefill-backend", NULL, NULL, KERNEL, NOT_YET, "The linear attention backend for prefill.") \
-X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", NULL, KERNEL, NOT_YET, "Disable FlashInfer autotuning.") \
+X(mm_attention_backend, STR, "--mm-attention-backend", NULL, NULL, KERNEL, IGNORED, "The attention backend of multimodal encoders. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(nsa_prefill_backend, STR, "--nsa-prefill-backend", "flashmla_sparse", NULL, KERNEL, IGNORED, "The NSA prefill backend. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(nsa_decode_backend, STR, "--nsa-decode-backend", "fa3", NULL, KERNEL, IGNORED, "The NSA decode backend. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(fp8_gemm_runner_backend, STR, "--fp8-gemm-backend", "auto", NULL, KERNEL, IGNORED, "The FP8 GEMM backend. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(fp4_gemm_runner_backend, STR, "--fp4-gemm-backend", "auto", NULL, KERNEL, IGNORED, "The FP4 GEMM backend. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(mamba_backend, STR, "--mamba-backend", "triton", NULL, KERNEL, IGNORED, "The kernel backend of mamba layers. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(linear_attn_backend, STR, "--linear-attn-backend", "triton", NULL, KERNEL, IGNORED, "The kernel backend of linear attention layers. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(linear_attn_decode_backend, STR, "--linear-attn-decode-backend", NULL, NULL, KERNEL, IGNORED, "The linear attention backend for decode. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(linear_attn_prefill_backend, STR, "--linear-attn-prefill-backend", NULL, NULL, KERNEL, IGNORED, "The linear attention backend for prefill. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", NULL, KERNEL, IGNORED, "Disable FlashInfer autotuning. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 /* ---- Speculative decoding ---- */ \
-X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, NOT_YET, "The speculative decoding algorithm.") \
+X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, SUPPORTED, "The speculative decoding algorithm.") \
 X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, NOT_YET, "The path of the draft model weights.") \
 X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, NOT_YET, "The draft model version: branch, tag or commit id.") \
 X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, NOT_YET, "The format of the draft model weights.") \
 X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, NOT_YET, "The number of steps sampled from the draft model.") \
 X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model per step.") \
-X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model.") \
+X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, SUPPORTED, "The number of tokens verified per step, the sampled one included (NGRAM default: the max match window).") \
 X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this.") \
 X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1.") \
 X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table.") \
@@ -254,20 +254,20 @@ X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backe
 X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, NOT_YET, "Quantization method of the draft model.") \
 X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \
 /* ---- Ngram speculative decoding ---- */ \
-X(speculative_ngram_min_match_window_size, INT, "--speculative-ngram-min-match-window-size", "1", NULL, NGRAM, NOT_YET, "Minimum window size for pattern matching.") \
-X(speculative_ngram_max_match_window_size, INT, "--speculative-ngram-max-match-window-size", "12", NULL, NGRAM, NOT_YET, "Maximum window size for pattern matching.") \
-X(speculative_ngram_min_bfs_breadth, INT, "--speculative-ngram-min-bfs-breadth", "1", NULL, NGRAM, NOT_YET, "Minimum BFS breadth.") \
-X(speculative_ngram_max_bfs_breadth, INT, "--speculative-ngram-max-bfs-breadth", "10", NULL, NGRAM, NOT_YET, "Maximum BFS breadth.") \
-X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS", "BFS|PROB", NGRAM, NOT_YET, "BFS uses recency-based expansion; PROB uses frequency-based expansion.") \
-X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, NOT_YET, "Maximum depth of the n-gram trie.") \
-X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, NOT_YET, "Cache capacity of the n-gram trie.") \
+X(speculative_ngram_min_match_window_size, INT, "--speculative-ngram-min-match-window-size", "1", NULL, NGRAM, SUPPORTED, "Minimum window size for pattern matching.") \
+X(speculative_ngram_max_match_window_size, INT, "--speculative-ngram-max-match-window-size", "12", NULL, NGRAM, SUPPORTED, "Maximum window size for pattern matching.") \
+X(speculative_ngram_min_bfs_breadth, INT, "--speculative-ngram-min-bfs-breadth", "1", NULL, NGRAM, SUPPORTED, "Minimum BFS breadth.") \
+X(speculative_ngram_max_bfs_breadth, INT, "--speculative-ngram-max-bfs-breadth", "10", NULL, NGRAM, SUPPORTED, "Maximum BFS breadth.") \
+X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS", "BFS|PROB", NGRAM, SUPPORTED, "BFS uses recency-based expansion; PROB uses frequency-based expansion.") \
+X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, SUPPORTED, "Maximum depth of the n-gram trie.") \
+X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, SUPPORTED, "Cache capacity of the n-gram trie.") \
 /* ---- Expert parallelism ---- */ \
 X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, NOT_YET, "The expert parallelism size.") \
 X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuseep", EP, NOT_YET, "The backend for MoE all-to-all communication.") \
-X(moe_runner_backend, CHOICE, "--moe-runner-backend", "auto", "auto|triton", EP, NOT_YET, "The runner backend for MoE.") \
-X(flashinfer_mxfp4_moe_precision, CHOICE, "--flashinfer-mxfp4-moe-precision", "default", "default|bf16", EP, NOT_YET, "Computation precision of the FlashInfer MXFP4 MoE.") \
-X(enable_flashinfer_allreduce_fusion, BOOL, "--enable-flashinfer-allreduce-fusion", "false", NULL, EP, NOT_YET, "Fuse allreduce with residual RMSNorm.") \
-X(enable_aiter_allreduce_fusion, BOOL, "--enable-aiter-allreduce-fusion", "false", NULL, EP, NOT_YET, "Fuse allreduce with residual RMSNorm on AMD (aiter).") \
+X(moe_runner_backend, CHOICE, "--moe-runner-backend", "auto", "auto|deep_gemm|triton|triton_kernel|flashinfer_trtllm|flashinfer_cutlass|flashinfer_mxfp4|flashinfer_cutedsl|cutlass", EP, IGNORED, "The runner backend for MoE. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
+X(flashinfer_mxfp4_moe_precision, CHOICE, "--flashinfer-mxfp4-moe-precision", "default", "default|bf16", EP, IGNORED, "Computation precision of the FlashInfer MXFP4 MoE. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
+X(enable_flashinfer_allreduce_fusion, BOOL, "--enable-flashinfer-allreduce-fusion", "false", NULL, EP, IGNORED, "Fuse allreduce with residual RMSNorm. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
+X(enable_aiter_allreduce_fusion, BOOL, "--enable-aiter-allreduce-fusion", "false", NULL, EP, IGNORED, "Fuse allreduce with residual RMSNorm on AMD (aiter). (no effect on CPU: aiter is an AMD GPU kernel library)") \
 X(deepep_mode, CHOICE, "--deepep-mode", "auto", "normal|low_latency|auto", EP, NOT_YET, "The DeepEP mode.") \
 X(deepep_config, STR, "--deepep-config", NULL, NULL, EP, NOT_YET, "Tuned DeepEP config (JSON string or file).") \
 X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, NOT_YET, "Allocate this number of redundant experts.") \
@@ -312,71 +312,71 @@ X(offload_num_in_group, INT, "--offload-num-in-group", "1", NULL, OFFLOAD, NOT_Y
 X(offload_prefetch_step, INT, "--offload-prefetch-step", "1", NULL, OFFLOAD, NOT_YET, "Steps to prefetch in offloading.") \
 X(offload_mode, CHOICE, "--offload-mode", "cpu", "cpu|meta|sharded_gpu", OFFLOAD, NOT_YET, "Mode of offloading.") \
 /* ---- Args for multi-item scoring ---- */ \
-X(multi_item_scoring_delimiter, INT, "--multi-item-scoring-delimiter", NULL, NULL, SCORING, NOT_YET, "Delimiter token id for multi-item scoring.") \
+X(multi_item_scoring_delimiter, INT, "--multi-item-scoring-delimiter", NULL, NULL, SCORING, SUPPORTED, "Delimiter token id for multi-item scoring: /v1/score scores many items in one pass (query<d>item1<d>...<d>itemN<d>, each item attending to the query and itself); turns the radix cache and chunked prefill off.") \
 /* ---- Optimization/debug options ---- */ \
 X(disable_radix_cache, BOOL, "--disable-radix-cache", "false", NULL, OPT, SUPPORTED, "Disable the radix prefix cache.") \
-X(cuda_graph_max_bs, INT, "--cuda-graph-max-bs", NULL, NULL, OPT, NOT_YET, "The maximum batch size for CUDA graphs.") \
-X(cuda_graph_bs, LIST_INT, "--cuda-graph-bs", NULL, NULL, OPT, NOT_YET, "The batch sizes to capture CUDA graphs for.") \
-X(disable_cuda_graph, BOOL, "--disable-cuda-graph", "false", NULL, OPT, IGNORED, "Disable CUDA graph; ignored by sglc: the CPU engine captures no graphs.") \
-X(disable_cuda_graph_padding, BOOL, "--disable-cuda-graph-padding", "false", NULL, OPT, NOT_YET, "Disable CUDA graph when padding is needed.") \
-X(enable_profile_cuda_graph, BOOL, "--enable-profile-cuda-graph", "false", NULL, OPT, NOT_YET, "Profile CUDA graph capture.") \
-X(enable_cudagraph_gc, BOOL, "--enable-cudagraph-gc", "false", NULL, OPT, NOT_YET, "Enable garbage collection during CUDA graph capture.") \
-X(enable_nccl_nvls, BOOL, "--enable-nccl-nvls", "false", NULL, OPT, NOT_YET, "Enable NCCL NVLS for prefill-heavy requests.") \
-X(enable_symm_mem, BOOL, "--enable-symm-mem", "false", NULL, OPT, NOT_YET, "Enable NCCL symmetric memory.") \
-X(disable_flashinfer_cutlass_moe_fp4_allgather, BOOL, "--disable-flashinfer-cutlass-moe-fp4-allgather", "false", NULL, OPT, NOT_YET, "Disable quantize-before-all-gather for FlashInfer CUTLASS MoE.") \
+X(cuda_graph_max_bs, INT, "--cuda-graph-max-bs", NULL, NULL, OPT, IGNORED, "The maximum batch size for CUDA graphs. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(cuda_graph_bs, LIST_INT, "--cuda-graph-bs", NULL, NULL, OPT, IGNORED, "The batch sizes to capture CUDA graphs for. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(disable_cuda_graph, BOOL, "--disable-cuda-graph", "false", NULL, OPT, IGNORED, "Disable CUDA graph. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(disable_cuda_graph_padding, BOOL, "--disable-cuda-graph-padding", "false", NULL, OPT, IGNORED, "Disable CUDA graph when padding is needed. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(enable_profile_cuda_graph, BOOL, "--enable-profile-cuda-graph", "false", NULL, OPT, IGNORED, "Profile CUDA graph capture. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(enable_cudagraph_gc, BOOL, "--enable-cudagraph-gc", "false", NULL, OPT, IGNORED, "Enable garbage collection during CUDA graph capture. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(enable_nccl_nvls, BOOL, "--enable-nccl-nvls", "false", NULL, OPT, IGNORED, "Enable NCCL NVLS for prefill-heavy requests. (no effect on CPU: there is no NCCL on a CPU (NVLS is an NVLink switch feature))") \
+X(enable_symm_mem, BOOL, "--enable-symm-mem", "false", NULL, OPT, IGNORED, "Enable NCCL symmetric memory. (no effect on CPU: there is no NCCL on a CPU)") \
+X(disable_flashinfer_cutlass_moe_fp4_allgather, BOOL, "--disable-flashinfer-cutlass-moe-fp4-allgather", "false", NULL, OPT, IGNORED, "Disable quantize-before-all-gather for FlashInfer CUTLASS MoE. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 X(enable_tokenizer_batch_encode, BOOL, "--enable-tokenizer-batch-encode", "false", NULL, OPT, SUPPORTED, "Enable batch tokenization for improved performance when processing multiple text inputs. Do not use with image inputs, pre-tokenized input_ids, or input_embeds. sglc: the texts of a batch request with n = 1 are tokenized in one batch call, spread over the idle tokenizer workers; a text batch with image data is refused (400).") \
 X(disable_tokenizer_batch_decode, BOOL, "--disable-tokenizer-batch-decode", "false", NULL, OPT, NOT_YET, "Disable batch decoding of tokens.") \
-X(disable_custom_all_reduce, BOOL, "--disable-custom-all-reduce", "false", NULL, OPT, NOT_YET, "Disable the custom all-reduce kernel.") \
-X(enable_mscclpp, BOOL, "--enable-mscclpp", "false", NULL, OPT, NOT_YET, "Enable MSCCL++ for small-message all-reduce.") \
-X(enable_torch_symm_mem, BOOL, "--enable-torch-symm-mem", "false", NULL, OPT, NOT_YET, "Enable torch symmetric memory all-reduce.") \
-X(disable_overlap_schedule, BOOL, "--disable-overlap-schedule", "false", NULL, OPT, NOT_YET, "Disable the overlap scheduler (CPU scheduling overlapped with the forward pass).") \
+X(disable_custom_all_reduce, BOOL, "--disable-custom-all-reduce", "false", NULL, OPT, IGNORED, "Disable the custom all-reduce kernel (fall back to NCCL). (no effect on CPU: there is no NCCL on a CPU; sglc's collectives have one implementation)") \
+X(enable_mscclpp, BOOL, "--enable-mscclpp", "false", NULL, OPT, IGNORED, "Enable MSCCL++ for small-message all-reduce. (no effect on CPU: there is no NCCL on a CPU; sglc's collectives have one implementation)") \
+X(enable_torch_symm_mem, BOOL, "--enable-torch-symm-mem", "false", NULL, OPT, IGNORED, "Enable torch symmetric memory all-reduce. (no effect on CPU: there is no NCCL on a CPU; sglc's collectives have one implementation)") \
+X(disable_overlap_schedule, BOOL, "--disable-overlap-schedule", "false", NULL, OPT, SUPPORTED, "Disable the overlap scheduler (CPU scheduling overlapped with the forward pass). sglc has no overlap scheduler: each step is scheduled, then run, so this is what it always does.") \
 X(enable_mixed_chunk, BOOL, "--enable-mixed-chunk", "false", NULL, OPT, SUPPORTED, "Mix prefill and decode in a batch when using chunked prefill.") \
 X(enable_dp_attention, BOOL, "--enable-dp-attention", "false", NULL, OPT, NOT_YET, "Data parallelism for attention and tensor parallelism for FFN.") \
 X(enable_dp_lm_head, BOOL, "--enable-dp-lm-head", "false", NULL, OPT, NOT_YET, "Vocabulary parallel across the attention TP group.") \
 X(enable_two_batch_overlap, BOOL, "--enable-two-batch-overlap", "false", NULL, OPT, NOT_YET, "Enable two micro-batches to overlap.") \
 X(enable_single_batch_overlap, BOOL, "--enable-single-batch-overlap", "false", NULL, OPT, NOT_YET, "Overlap computation and communication within one micro-batch.") \
 X(tbo_token_distribution_threshold, FLOAT, "--tbo-token-distribution-threshold", "0.48", NULL, OPT, NOT_YET, "Token distribution threshold between two batches in two-batch overlap.") \
-X(enable_torch_compile, BOOL, "--enable-torch-compile", "false", NULL, OPT, NOT_YET, "Optimize the model with torch.compile.") \
-X(enable_torch_compile_debug_mode, BOOL, "--enable-torch-compile-debug-mode", "false", NULL, OPT, NOT_YET, "Enable debug mode for torch compile.") \
-X(enforce_piecewise_cuda_graph, BOOL, "--enforce-piecewise-cuda-graph", "false", NULL, OPT, NOT_YET, "Enforce piecewise CUDA graph.") \
-X(piecewise_cuda_graph_tokens, JSON, "--piecewise-cuda-graph-tokens", NULL, NULL, OPT, NOT_YET, "Token counts for piecewise CUDA graph capture (JSON list).") \
-X(piecewise_cuda_graph_compiler, CHOICE, "--piecewise-cuda-graph-compiler", "eager", "eager|inductor", OPT, NOT_YET, "Compiler for piecewise CUDA graph.") \
-X(torch_compile_max_bs, INT, "--torch-compile-max-bs", "32", NULL, OPT, NOT_YET, "The maximum batch size when using torch compile.") \
-X(piecewise_cuda_graph_max_tokens, INT, "--piecewise-cuda-graph-max-tokens", NULL, NULL, OPT, NOT_YET, "The maximum number of tokens for piecewise CUDA graph.") \
+X(enable_torch_compile, BOOL, "--enable-torch-compile", "false", NULL, OPT, IGNORED, "Optimize the model with torch.compile. (no effect on CPU: sglc is compiled C, there is no torch.compile; its kernels are built for this CPU ahead of time)") \
+X(enable_torch_compile_debug_mode, BOOL, "--enable-torch-compile-debug-mode", "false", NULL, OPT, IGNORED, "Enable debug mode for torch compile. (no effect on CPU: sglc is compiled C, there is no torch.compile; its kernels are built for this CPU ahead of time)") \
+X(enforce_piecewise_cuda_graph, BOOL, "--enforce-piecewise-cuda-graph", "false", NULL, OPT, IGNORED, "Enforce piecewise CUDA graph. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(piecewise_cuda_graph_tokens, JSON, "--piecewise-cuda-graph-tokens", NULL, NULL, OPT, IGNORED, "Token counts for piecewise CUDA graph capture (JSON list). (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(piecewise_cuda_graph_compiler, CHOICE, "--piecewise-cuda-graph-compiler", "eager", "eager|inductor", OPT, IGNORED, "Compiler for piecewise CUDA graph. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
+X(torch_compile_max_bs, INT, "--torch-compile-max-bs", "32", NULL, OPT, IGNORED, "The maximum batch size when using torch compile. (no effect on CPU: sglc is compiled C, there is no torch.compile; its kernels are built for this CPU ahead of time)") \
+X(piecewise_cuda_graph_max_tokens, INT, "--piecewise-cuda-graph-max-tokens", NULL, NULL, OPT, IGNORED, "The maximum number of tokens for piecewise CUDA graph. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
 X(torchao_config, STR, "--torchao-config", "", NULL, OPT, NOT_YET, "Optimize the model with torchao.") \
 X(enable_nan_detection, BOOL, "--enable-nan-detection", "false", NULL, OPT, NOT_YET, "Enable NaN detection for debugging.") \
-X(enable_p2p_check, BOOL, "--enable-p2p-check", "false", NULL, OPT, NOT_YET, "Enable P2P check for GPU access.") \
-X(triton_attention_reduce_in_fp32, BOOL, "--triton-attention-reduce-in-fp32", "false", NULL, OPT, NOT_YET, "Cast the intermediate attention results to fp32.") \
-X(triton_attention_num_kv_splits, INT, "--triton-attention-num-kv-splits", "8", NULL, OPT, NOT_YET, "The number of KV splits in flash decoding Triton kernel.") \
-X(triton_attention_split_tile_size, INT, "--triton-attention-split-tile-size", NULL, NULL, OPT, NOT_YET, "The size of split KV tiles in flash decoding Triton kernel.") \
+X(enable_p2p_check, BOOL, "--enable-p2p-check", "false", NULL, OPT, IGNORED, "Enable P2P check for GPU access. (no effect on CPU: there is no peer-to-peer GPU access to check)") \
+X(triton_attention_reduce_in_fp32, BOOL, "--triton-attention-reduce-in-fp32", "false", NULL, OPT, IGNORED, "Cast the intermediate attention results to fp32. (no effect on CPU: there are no Triton kernels on a CPU; sglc's attention accumulates in f32 anyway)") \
+X(triton_attention_num_kv_splits, INT, "--triton-attention-num-kv-splits", "8", NULL, OPT, IGNORED, "The number of KV splits in flash decoding Triton kernel. (no effect on CPU: there are no Triton kernels on a CPU)") \
+X(triton_attention_split_tile_size, INT, "--triton-attention-split-tile-size", NULL, NULL, OPT, IGNORED, "The size of split KV tiles in flash decoding Triton kernel. (no effect on CPU: there are no Triton kernels on a CPU)") \
 X(delete_ckpt_after_loading, BOOL, "--delete-ckpt-after-loading", "false", NULL, OPT, NOT_YET, "Delete the model checkpoint after loading the model.") \
 X(enable_memory_saver, BOOL, "--enable-memory-saver", "false", NULL, OPT, NOT_YET, "Allow saving memory using release_memory_occupation and resume_memory_occupation.") \
 X(enable_weights_cpu_backup, BOOL, "--enable-weights-cpu-backup", "false", NULL, OPT, NOT_YET, "Save model weights to CPU memory during release_weights_occupation.") \
 X(enable_draft_weights_cpu_backup, BOOL, "--enable-draft-weights-cpu-backup", "false", NULL, OPT, NOT_YET, "Save draft model weights to CPU memory during release.") \
 X(allow_auto_truncate, BOOL, "--allow-auto-truncate", "false", NULL, OPT, SUPPORTED, "Truncate requests that exceed the maximum input length instead of returning an error.") \
 X(enable_custom_logit_processor, BOOL, "--enable-custom-logit-processor", "false", NULL, OPT, NOT_YET, "Enable users to pass custom logit processors (disabled by default for security).") \
-X(flashinfer_mla_disable_ragged, BOOL, "--flashinfer-mla-disable-ragged", "false", NULL, OPT, NOT_YET, "Do not use ragged prefill wrapper with FlashInfer MLA.") \
-X(disable_shared_experts_fusion, BOOL, "--disable-shared-experts-fusion", "false", NULL, OPT, NOT_YET, "Disable shared experts fusion optimization for DeepSeek models.") \
-X(disable_chunked_prefix_cache, BOOL, "--disable-chunked-prefix-cache", "false", NULL, OPT, NOT_YET, "Disable chunked prefix cache for DeepSeek models.") \
+X(flashinfer_mla_disable_ragged, BOOL, "--flashinfer-mla-disable-ragged", "false", NULL, OPT, IGNORED, "Do not use ragged prefill wrapper with FlashInfer MLA. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
+X(disable_shared_experts_fusion, BOOL, "--disable-shared-experts-fusion", "false", NULL, OPT, IGNORED, "Disable shared experts fusion optimization for DeepSeek models. (no effect on CPU: the fusion is a GPU MoE-kernel layout; sglc computes shared experts apart, the unfused way)") \
+X(disable_chunked_prefix_cache, BOOL, "--disable-chunked-prefix-cache", "false", NULL, OPT, IGNORED, "Disable chunked prefix cache for DeepSeek models. (no effect on CPU: a prefill path of the GPU MLA attention backends; sglc has one MLA attention)") \
 X(disable_fast_image_processor, BOOL, "--disable-fast-image-processor", "false", NULL, OPT, NOT_YET, "Use the base image processor instead of the fast one.") \
-X(keep_mm_feature_on_device, BOOL, "--keep-mm-feature-on-device", "false", NULL, OPT, NOT_YET, "Keep multimodal feature tensors on device after processing.") \
+X(keep_mm_feature_on_device, BOOL, "--keep-mm-feature-on-device", "false", NULL, OPT, IGNORED, "Keep multimodal feature tensors on device after processing. (no effect on CPU: there is no device memory apart from host memory)") \
 X(enable_return_hidden_states, BOOL, "--enable-return-hidden-states", "false", NULL, OPT, NOT_YET, "Enable returning hidden states with responses.") \
 X(enable_return_routed_experts, BOOL, "--enable-return-routed-experts", "false", NULL, OPT, NOT_YET, "Enable returning routed experts of each layer with responses.") \
 X(scheduler_recv_interval, INT, "--scheduler-recv-interval", "1", NULL, OPT, NOT_YET, "The interval to poll requests in the scheduler.") \
 X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, NOT_YET, "The NUMA node of each TP rank.") \
 X(enable_deterministic_inference, BOOL, "--enable-deterministic-inference", "false", NULL, OPT, NOT_YET, "Enable deterministic inference mode with batch invariant ops.") \
 X(rl_on_policy_target, CHOICE, "--rl-on-policy-target", NULL, "fsdp", OPT, NOT_YET, "The training system the RL rollout must match on-policy.") \
-X(enable_layerwise_nvtx_marker, BOOL, "--enable-layerwise-nvtx-marker", "false", NULL, OPT, NOT_YET, "Enable layerwise NVTX profiling annotations.") \
+X(enable_layerwise_nvtx_marker, BOOL, "--enable-layerwise-nvtx-marker", "false", NULL, OPT, IGNORED, "Enable layerwise NVTX profiling annotations. (no effect on CPU: NVTX markers are for NVIDIA Nsight)") \
 X(enable_attn_tp_input_scattered, BOOL, "--enable-attn-tp-input-scattered", "false", NULL, OPT, NOT_YET, "Allow input of attention to be scattered across TP ranks.") \
 X(enable_nsa_prefill_context_parallel, BOOL, "--enable-nsa-prefill-context-parallel", "false", NULL, OPT, NOT_YET, "Context parallel for NSA prefill.") \
-X(enable_fused_qk_norm_rope, BOOL, "--enable-fused-qk-norm-rope", "false", NULL, OPT, NOT_YET, "Fuse QK norm and RoPE.") \
+X(enable_fused_qk_norm_rope, BOOL, "--enable-fused-qk-norm-rope", "false", NULL, OPT, IGNORED, "Fuse QK norm and RoPE. (no effect on CPU: a GPU kernel fusion; the results are the same)") \
 X(disable_outlines_disk_cache, BOOL, "--disable-outlines-disk-cache", "false", NULL, OPT, NOT_YET, "Disable the disk cache of the outlines grammar backend.") \
-X(pre_warm_nccl, BOOL, "--pre-warm-nccl", "false", NULL, OPT, NOT_YET, "Pre-warm NCCL communicators at start-up.") \
-X(disable_piecewise_cuda_graph, BOOL, "--disable-piecewise-cuda-graph", "false", NULL, OPT, NOT_YET, "Disable piecewise CUDA graph.") \
+X(pre_warm_nccl, BOOL, "--pre-warm-nccl", "false", NULL, OPT, IGNORED, "Pre-warm NCCL communicators at start-up. (no effect on CPU: there is no NCCL on a CPU)") \
+X(disable_piecewise_cuda_graph, BOOL, "--disable-piecewise-cuda-graph", "false", NULL, OPT, IGNORED, "Disable piecewise CUDA graph. (no effect on CPU: sglc captures no CUDA graphs: every batch size runs the same CPU kernels)") \
 X(num_continuous_decode_steps, INT, "--num-continuous-decode-steps", "1", NULL, OPT, NOT_YET, "Number of decode steps run back to back before checking the queue.") \
 X(nsa_prefill_cp_mode, STR, "--nsa-prefill-cp-mode", "round-robin-split", NULL, OPT, NOT_YET, "Token split mode of NSA prefill context parallelism.") \
 X(enable_precise_embedding_interpolation, BOOL, "--enable-precise-embedding-interpolation", "false", NULL, OPT, NOT_YET, "Precise position embedding interpolation for vision encoders.") \
-X(enable_fused_moe_sum_all_reduce, BOOL, "--enable-fused-moe-sum-all-reduce", "false", NULL, OPT, NOT_YET, "Fuse the MoE output sum with all-reduce.") \
+X(enable_fused_moe_sum_all_reduce, BOOL, "--enable-fused-moe-sum-all-reduce", "false", NULL, OPT, IGNORED, "Fuse the MoE output sum with all-reduce. (no effect on CPU: a GPU kernel fusion; the results are the same)") \
 X(enable_double_sparsity, BOOL, "--enable-double-sparsity", "false", NULL, OPT, NOT_YET, "Enable double sparsity attention.") \
 X(ds_channel_config_path, STR, "--ds-channel-config-path", NULL, NULL, OPT, NOT_YET, "Double sparsity channel config path.") \
 X(ds_heavy_channel_num, INT, "--ds-heavy-channel-num", "32", NULL, OPT, NOT_YET, "Double sparsity: number of heavy channels.") \

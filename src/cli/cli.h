@@ -19,6 +19,7 @@ int cmd_chat_template(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_bench_allreduce(int argc, char **argv); /* tensor-parallel all-reduce latency */
 int cmd_bench_serving(int argc, char **argv); /* load generator for a running server */
 int cmd_grammar_check(int argc, char **argv);  /* cmd_grammar.c */
 int cmd_bench_grammar(int argc, char **argv);

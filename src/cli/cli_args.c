@@ -11,7 +11,7 @@
 int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_server *a, int argc,
                    char **argv)
 {
-    char err[1024];
+    char err[ARGS_ERR_MAX];
     int rc = args_parse_cmd(a, cmd, argc, argv, err, sizeof err);
     if (rc == ARGS_HELP) {
         args_print_cmd_help(stdout, cmd);
@@ -31,6 +31,13 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
     if (!cmd->no_server_args && a->dp_size > 1 && strcmp(name, "serve") && strcmp(name, "server-args")) {
         fprintf(stderr, "sglc %s: --dp-size %d: data parallelism (replicas behind one front) is served by "
                         "`sglc serve` only; this command drives one scheduler\n", name, (int)a->dp_size);
+        args_server_free(a);
+        return 2;
+    }
+    if (!cmd->no_server_args && a->dp_size > 1 && a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
+        fprintf(stderr, "sglc %s: --dp-size %d with --tp-size %d is not supported yet: each data-parallel replica "
+                        "would need its own tensor-parallel rank group; use --dp-size or --tp-size\n", name,
+                (int)a->dp_size, (int)a->tp_size);
         args_server_free(a);
         return 2;
     }
@@ -66,6 +73,10 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->revision = a->revision;
     mo->download_dir = a->download_dir;
     mo->fp32_lm_head = a->enable_fp32_lm_head;
+    mo->dist.tp_size = a->tp_size != ARGS_INT_NONE && a->tp_size > 0 ? (int)a->tp_size : 1;
+    mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
+    mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;
+    mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;
     /* SGLang's DefaultModelLoader keys (checked by args_validate):
      * enable_multithread_load (false = one thread), num_threads (default 8) */
     json_t *xc = a->model_loader_extra_config ? json_loads(a->model_loader_extra_config, 0, NULL) : NULL;

@@ -27,6 +27,30 @@ static char g_model_dir[4096];
 
 const char *cli_model_dir(void) { return g_model_dir; }
 
+/* Every rank loaded its shard: meet (a rank that failed to load is named
+ * here).  Rank 0 returns m (and watches the group); the other ranks run
+ * the worker loop and exit here. */
+static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *g)
+{
+    /* loading may take long on a slow disk: a long timeout for this one */
+    if (dist_barrier(g, 3600 * 1000)) {
+        fprintf(stderr, "error: tensor parallelism: %s\n", dist_error(g));
+        if (dist_rank(g) != 0) exit(1);
+        model_free(m);
+        return NULL;
+    }
+    if (dist_rank(g) == 0) {
+        cli_dist_watch(g);
+        return m;
+    }
+    tpool *pool = tpool_create(cli_threads(o));
+    int rc = pool ? model_tp_worker_loop(m, pool) : -1;
+    tpool_destroy(pool);
+    model_free(m);
+    dist_free(g);
+    exit(rc ? 1 : 0);
+}
+
 model *cli_model_load(const cli_model_opts *o)
 {
     if (kernels_init(NULL)) {
@@ -68,16 +92,26 @@ model *cli_model_load(const cli_model_opts *o)
                         "use fp8_e4m3, fp8_e5m2 or bfloat16\n");
         return NULL;
     }
+    /* tensor parallelism: the group first (rank 0 starts the other ranks) */
+    dist_group *dg = NULL;
+    if (cli_dist_start(&o->dist, cli_threads(o), &dg, err, sizeof err)) {
+        fprintf(stderr, "error: --tp-size %d: %s\n", o->dist.tp_size, err);
+        return NULL;
+    }
+    lo.dist = dg;
     model *m = model_load(&lo, err, sizeof err);
     if (!m) {
         fprintf(stderr, "error: %s\n", err);
+        if (dg) dist_abort(dg, err);
         return NULL;
     }
     if (o->kv_scales_path && cli_kv_scales_load(m, o->kv_scales_path, o->kv_dtype, err, sizeof err)) {
         fprintf(stderr, "error: --quantization-param-path: %s\n", err);
+        if (dg) dist_abort(dg, err);
         model_free(m);
         return NULL;
     }
+    if (dg && dist_size(dg) > 1) return cli_model_tp_ready(o, m, dg);
     return m;
 }
 
@@ -160,7 +194,8 @@ dtype cli_kv_dtype(const cli_model_opts *o, const model *m)
 
 int cli_threads(const cli_model_opts *o)
 {
-    if (o->threads > 0) return o->threads;
-    int n = cpu_get()->n_cores;
-    return n > 0 ? n : 1;
+    int n = o->threads > 0 ? o->threads : cpu_get()->n_cores;
+    if (n < 1) n = 1;
+    int tp = o->dist.tp_size > 1 ? o->dist.tp_size : 1; /* the total is shared by the ranks */
+    return n / tp > 0 ? n / tp : 1;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/cli_dist.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,6 +30,7 @@ typedef struct cli_model_opts {
                             * way sglc would round the LM head's activations to bf16 */
     const char *revision;     /* --revision: hub branch/tag/commit (NULL = main) */
     const char *download_dir; /* --download-dir: hub cache root (NULL = $HF_HOME/hub) */
+    cli_dist_opts dist;    /* --tp-size, --nnodes, --node-rank, --dist-timeout (cli_dist.h) */
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *o);
@@ -50,6 +52,7 @@ dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
 /* Read --quantization-param-path's per-layer KV scales into m (see
  * cli_model.c).  0, or -1 with the reason. */
 int cli_kv_scales_load(model *m, const char *path, int kv_dtype, char *err, size_t errlen);
+/* Compute threads of this rank: --threads (or every core) / --tp-size. */
 int cli_threads(const cli_model_opts *o);
 
 #endif

@@ -24,6 +24,7 @@
 #include "cli/cli_args.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_sched.h"
+#include "cli/cli_spec.h"
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -55,7 +56,7 @@ int cmd_bench_offline(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path,
+    static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, CLI_GRAMMAR_ARG_IDS, CLI_SPEC_ARG_IDS, ARG_ID_tokenizer_path,
                                 ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-offline --model-path DIR [options]",
@@ -72,6 +73,11 @@ int cmd_bench_offline(int argc, char **argv)
     cli_model_opts_from_args(&mo, &a, threads);
     sched_args sa;
     cli_sched_args_from_args(&sa, &a);
+    cli_spec spec;
+    if (cli_spec_args_from_args(&spec, &a, "bench-offline")) {
+        args_server_free(&a);
+        return 2;
+    }
     const char *dataset = d.name;
     long long num_prompts = d.num_prompts, rin = d.random_input_len, rout = d.random_output_len,
               g_groups = d.gsp_num_groups, g_per = d.gsp_prompts_per_group, g_sys = d.gsp_system_prompt_len,
@@ -135,7 +141,7 @@ int cmd_bench_offline(int argc, char **argv)
         }
     }
     s = cli_sched_create(m, &mo, &sa);
-    if (!s) goto done;
+    if (!s || cli_spec_setup(&spec, s)) goto done;
     if (schema_file || regex) { /* constrained decoding: tokenizer bytes + the grammar thread */
         const char *tp = a.tokenizer_path ? a.tokenizer_path : mo.load.model_path;
         if (schema_file && !(schema_text = fileio_read(schema_file, 1 << 24, NULL))) {
@@ -222,6 +228,9 @@ int cmd_bench_offline(int argc, char **argv)
            (long long)(s1.n_mixed_steps - s0.n_mixed_steps));
     double fw = s1.forward_s - s0.forward_s, sc = s1.sched_s - s0.sched_s;
     printf("%-40s %.2f%%\n", "Scheduler overhead (% of step time):", fw + sc > 0 ? 100.0 * sc / (fw + sc) : 0.0);
+    int64_t sv = s1.spec_verify_ct - s0.spec_verify_ct, stk = s1.spec_verify_tokens - s0.spec_verify_tokens;
+    double accept_len = sv > 0 ? (double)stk / (double)sv : 0.0;
+    if (spec.drafter) printf("%-40s %.2f\n", "Accept length:", accept_len);
     printf("==================================================\n");
     if (result_file) {
         json_t *o = json_object();
@@ -258,6 +267,9 @@ int cmd_bench_offline(int argc, char **argv)
         json_object_set_new(o, "total_throughput", json_real((total_in + out_tok) / dur));
         json_object_set_new(o, "cache_hit_rate", json_real(hit));
         json_object_set_new(o, "num_retractions", json_integer(s1.num_retractions - s0.num_retractions));
+        json_object_set_new(o, "speculative_algorithm", spec.drafter ? json_string(a.speculative_algorithm) : json_null());
+        if (spec.drafter) json_object_set_new(o, "accept_length", json_real(accept_len));
+        json_object_set_new(o, "decode_steps", json_integer(s1.n_decode_steps - s0.n_decode_steps));
         char *txt = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         FILE *f = fopen(result_file, "a");
@@ -274,6 +286,7 @@ int cmd_bench_offline(int argc, char **argv)
 done:
     cli_results_free(&res);
     sched_destroy(s);
+    cli_spec_free(&spec);
     cli_grammar_free(&gram);
     if (tk) tok_destroy(tk);
     free(schema_text);

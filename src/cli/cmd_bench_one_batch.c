@@ -201,6 +201,8 @@ int cmd_bench_one_batch(int argc, char **argv)
             for (int z = 0; z < nol && !rc; z++) {
                 int B = bs[x], I = il[y], O = ol[z];
                 printf("Benchmark batch_size=%d input_len=%d output_len=%d ...\n", B, I, O);
+                long n_ar0;
+                double ar0 = model_tp_comm_seconds(m, &n_ar0);
                 if (run_once(m, pool, kv_dt, B, I, O, (uint64_t)seed, 1, &res)) {
                     fprintf(stderr, "error: run failed\n");
                     rc = 1;
@@ -214,6 +216,14 @@ int cmd_bench_one_batch(int argc, char **argv)
                            res.median_decode, dt);
                 printf("Total. latency: %.3f s, throughput: %9.2f token/s\n", total,
                        (double)B * (I + O) / total);
+                if (model_tp_size(m) > 1) { /* tensor parallelism: rank 0's time in all-reduces */
+                    long n_ar;
+                    double ar = model_tp_comm_seconds(m, &n_ar) - ar0;
+                    n_ar -= n_ar0;
+                    printf("Tensor parallelism: %d ranks; all-reduce %.1f%% of the run (%ld calls, "
+                           "%.1f us each, waiting for the slowest rank included)\n",
+                           model_tp_size(m), 100.0 * ar / total, n_ar, n_ar ? 1e6 * ar / n_ar : 0.0);
+                }
                 /* bytes the last decode step read: all of a dense model;
                  * for MoE only the experts that step routed to */
                 size_t rbytes = res.decode_steps ? model_last_read_bytes(m) : wbytes;

@@ -30,6 +30,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_model.h"
+#include "lora/lora.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -136,7 +137,7 @@ int cmd_generate(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strncmp(argv[i], "--requests", 10) && (argv[i][10] == 0 || argv[i][10] == '='))
             return cmd_generate_requests(argc, argv);
-    const char *prompt = NULL, *input_ids = NULL, *dump = NULL;
+    const char *prompt = NULL, *input_ids = NULL, *dump = NULL, *lora_path = NULL;
     long long max_new = 128, top_k = -1, seed = -1, threads = 0;
     double temperature = 1.0, top_p = 1.0, min_p = 0.0;
     bool ignore_eos = false, as_json = false;
@@ -171,11 +172,15 @@ int cmd_generate(int argc, char **argv)
          .help = "Write the prefill logits of every prompt position, raw little-endian float32, "
                  "shape (n_prompt, vocab).",
          .value = &dump},
+        {.name = "--lora-path", .metavar = "DIR",
+         .help = "Run with this PEFT LoRA adapter folder (adapter_config.json + "
+                 "adapter_model.safetensors), checked against --max-lora-rank.",
+         .value = &lora_path},
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                ARG_ID_config, ARG_COUNT};
+                                ARG_ID_max_lora_rank, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR [--prompt TEXT | --input-ids 1,2,3] [options]\n"
                  "       sglc generate --model-path DIR --requests FILE.jsonl [options]  (see --requests F "
@@ -210,6 +215,9 @@ int cmd_generate(int argc, char **argv)
     void *scratch = NULL;
     json_t *out_ids = NULL;
     tok_tokenizer *tk = NULL;
+    lora_adapter *lad = NULL;
+    const model_adapter *lma[1] = {NULL};
+    const int32_t lseq[1] = {0};
     char *text = NULL;
     if (prompt && input_ids) {
         fprintf(stderr, "sglc generate: give --prompt or --input-ids, not both\n");
@@ -225,6 +233,19 @@ int cmd_generate(int argc, char **argv)
     if (!m) goto done;
     const model_config *c = model_get_config(m);
     int V = c->vocab_size;
+    if (lora_path) {
+        char lerr[1024];
+        lora_limits lim = {.max_rank = a.max_lora_rank > 0 ? a.max_lora_rank : 0};
+        if (!(lad = lora_adapter_load(lora_path, lora_path, m, &lim, lerr, sizeof lerr))) {
+            fprintf(stderr, "error: %s\n", lerr);
+            rc = 2;
+            goto done;
+        }
+        lma[0] = &lad->ma;
+        log_info("LoRA adapter %s: rank %d, lora_alpha %g%s, %.1f MiB, loaded in %.1f ms",
+                 lora_path, lad->cfg.r, lad->cfg.alpha, lad->cfg.use_rslora ? " (rsLoRA)" : "",
+                 lad->bytes / 1048576.0, lad->load_ms);
+    }
     /* the tokenizer is optional unless --prompt or --tokenizer-path asks for it */
     if (!skip_tok && cli_tokenizer_load(tok_path ? tok_path : cli_model_dir(), tok_path || prompt, &tk))
         goto done;
@@ -324,7 +345,8 @@ int cmd_generate(int argc, char **argv)
     const int32_t *slot_list[1] = {slots};
     model_batch b = {.n_tokens = n_prompt, .tokens = ids, .positions = pos, .n_seqs = 1,
                      .seq_start = seq_start, .seq_kv_len = &kv_len, .seq_slots = slot_list,
-                     .n_logits = n_logit_rows, .logit_rows = rows};
+                     .n_logits = n_logit_rows, .logit_rows = rows, .n_adapters = lad ? 1 : 0,
+                     .adapters = lma, .seq_adapter = lad ? lseq : NULL};
     int frc = model_forward(m, kv, &b, logits, pool);
     free(pos);
     free(rows);
@@ -366,7 +388,8 @@ int cmd_generate(int argc, char **argv)
         int32_t p1 = n_prompt + n_out - 1, kl = p1 + 1, ss[2] = {0, 1}, row0 = 0;
         model_batch d = {.n_tokens = 1, .tokens = &ids[p1], .positions = &p1, .n_seqs = 1,
                          .seq_start = ss, .seq_kv_len = &kl, .seq_slots = slot_list,
-                         .n_logits = 1, .logit_rows = &row0};
+                         .n_logits = 1, .logit_rows = &row0, .n_adapters = lad ? 1 : 0,
+                         .adapters = lma, .seq_adapter = lad ? lseq : NULL};
         if (model_forward(m, kv, &d, logits, pool)) {
             fprintf(stderr, "error: forward failed\n");
             goto done;
@@ -435,6 +458,7 @@ done:
     free(slots);
     free(ids);
     model_free(m);
+    lora_adapter_unref(lad);
     args_server_free(&a);
     return rc;
 }

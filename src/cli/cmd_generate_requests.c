@@ -15,6 +15,9 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_grammar.h"
+#include "cli/cli_spec.h"
+#include "cli/cli_lora.h"
+#include "lora/lora.h"
 #include "api/api.h"
 #include "api/api_generate_json.h"
 #include "api/api_output.h"
@@ -77,11 +80,11 @@ int cmd_generate_requests(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                CLI_SCHED_ARG_IDS, ARG_ID_config, ARG_COUNT};
+                                CLI_SCHED_ARG_IDS, CLI_SPEC_ARG_IDS, CLI_LORA_ARG_IDS, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
         .about = "Run every line of FILE.jsonl (a /generate body: input_ids or text, sampling_params, "
-                 "rid, priority, cache_salt, return_logprob, top_logprobs_num, token_ids_logprob) "
+                 "rid, priority, cache_salt, lora_path, return_logprob, top_logprobs_num, token_ids_logprob) "
                  "concurrently through the scheduler; write one response line per request, in order.",
         .extra = extra,
         .shown = shown,
@@ -108,6 +111,8 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     cli_model_opts_from_args(&mo, a, threads);
     sched_args sa;
     cli_sched_args_from_args(&sa, a);
+    cli_spec spec;
+    if (cli_spec_args_from_args(&spec, a, "generate")) return 2;
     bool skip_tok = a->skip_tokenizer_init;
     const char *tok_path = a->tokenizer_path;
     /* The tokenizer (optional: dummy-weight config folders have none) turns
@@ -191,7 +196,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
 
     model *m = cli_model_load(&mo);
     if (!m) goto done_lines;
-    sched *s = cli_sched_create(m, &mo, &sa);
+    sched *s = cli_lora_setup(a, m, &sa) ? NULL : cli_sched_create(m, &mo, &sa);
     FILE *out = NULL;
     uint64_t *ids = NULL;
     int *n_per = NULL;
@@ -199,8 +204,18 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     cli_results res = {0};
     cli_grammar gram = {0}; /* sampling_params json_schema / regex / ebnf / structural_tag lines */
     if (!s) goto done_model;
+    /* LoRA: each line's lora_path names an adapter of --lora-paths (an
+     * unknown one is that line's error, SGLang's message) */
+    for (int k = 0; k < n_lines; k++) {
+        char lerr[1200];
+        if (lines[k].error || !specs[k].lora_name) continue;
+        if (lora_resolve(specs[k].lora_name, &specs[k].lora, lerr, sizeof lerr)) {
+            lines[k].error = strdup(lerr);
+            sched_req_spec_free(&specs[k]);
+        }
+    }
     if (tk) api_install_output_hook(s);
-    if (cli_grammar_setup(&gram, a, tk, s, m)) goto done_model;
+    if (cli_grammar_setup(&gram, a, tk, s, m) || cli_spec_setup(&spec, s)) goto done_model;
     /* requests with stop strings get output stages (the hook matches them
      * in the decoded text); the response text is decoded below */
     for (int k = 0; tk && k < n_lines; k++) {
@@ -297,6 +312,8 @@ done_model:
     free(n_per);
     free(lps);
     sched_destroy(s);
+    cli_spec_free(&spec);
+    cli_lora_teardown();
     cli_grammar_free(&gram);
     model_free(m);
 done_lines:

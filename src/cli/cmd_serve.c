@@ -37,6 +37,8 @@
 #include "cli/cli_args.h"
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
+#include "cli/cli_spec.h"
+#include "cli/cli_lora.h"
 #include "cli/cli_model.h"
 #include "cli/cli_warmup.h"
 #include "cli/cli_watchdog.h"
@@ -52,6 +54,25 @@
 #include "util/fileio.h"
 #include "util/log.h"
 #include "util/timeutil.h"
+
+/* config.json's model_type of the model folder (hub ids through the
+ * cache, no download of weights), for /get_model_info; NULL when there is
+ * none (a GGUF file).  Caller frees. */
+static char *serve_model_type(const args_server *a)
+{
+    char dir[4096], err[512], path[4200];
+    hub_opts ho = {0};
+    ho.revision = a->revision;
+    ho.cache_dir = a->download_dir;
+    ho.skip_weights = true;
+    if (!a->model_path || hub_resolve(a->model_path, &ho, dir, sizeof dir, err, sizeof err)) return NULL;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_t *c = json_load_file(path, 0, NULL);
+    const char *t = json_string_value(json_object_get(c, "model_type"));
+    char *out = t ? strdup(t) : NULL;
+    json_decref(c);
+    return out;
+}
 
 static volatile sig_atomic_t g_stop;
 
@@ -98,6 +119,7 @@ static api_access_log *g_access;
  * another folder (or hub id, resolved through the cache) and format. */
 typedef struct serve_loader {
     cli_model_opts mo;          /* copy of the start-up options (strings borrowed from args) */
+    int32_t mi_delim;           /* --multi-item-scoring-delimiter, -1 none: set on new weights too */
 } serve_loader;
 
 static model *serve_load_model(void *ctx, const char *path, const char *load_format, char *err, size_t errlen)
@@ -118,6 +140,7 @@ static model *serve_load_model(void *ctx, const char *path, const char *load_for
     lo.model_path = dir;
     double t0 = time_now_sec();
     model *m = model_load(&lo, err, errlen);
+    if (m && L->mi_delim >= 0) model_set_multi_item_delimiter(m, L->mi_delim);
     if (m) log_info("loaded new weights from %s in %.2f s (%.2f GiB)", dir, time_now_sec() - t0,
                     (double)model_weight_bytes(m) / 1073741824.0);
     return m;
@@ -150,6 +173,13 @@ static int serve(int argc, char **argv)
         return 1;
     }
     /* operations: checked before the (slow) model load */
+    {
+        cli_spec chk; /* speculative arguments: a usage error before loading (set up again below) */
+        if (cli_spec_args_from_args(&chk, &a, "serve")) {
+            args_server_free(&a);
+            return 2;
+        }
+    }
     int http_level = log_level_current;
     if (a.log_level_http) {
         /* uvicorn's levels; "trace" is below debug */
@@ -235,6 +265,31 @@ static int serve(int argc, char **argv)
         return 1;
     }
     const model_config *mc = model_get_config(m);
+    /* *ForSequenceClassification has no LM head: SGLang serves it as an
+     * embedding model (its "embedding" is the score head's output) */
+    if (mc->n_labels > 0 && !a.is_embedding) {
+        log_info("%s is a sequence-classification model (%d labels): serving it as --is-embedding",
+                 mc->architecture, mc->n_labels);
+        a.is_embedding = true;
+    }
+    /* --multi-item-scoring-delimiter: prompts must reach the model whole
+     * and uncached (model/multi_item.c), as SGLang requires */
+    int32_t mi_delim = a.multi_item_scoring_delimiter == ARGS_INT_NONE ? -1 : a.multi_item_scoring_delimiter;
+    if (mi_delim >= mc->vocab_size) {
+        fprintf(stderr, "sglc serve: --multi-item-scoring-delimiter %d is not a token id (vocab size %d)\n",
+                (int)mi_delim, mc->vocab_size);
+        model_free(m);
+        args_server_free(&a);
+        return 2;
+    }
+    if (mi_delim >= 0) {
+        model_set_multi_item_delimiter(m, mi_delim);
+        if (!a.disable_radix_cache) log_warn("Radix cache is disabled because --multi-item-scoring-delimiter is set.");
+        if (a.chunked_prefill_size != -1)
+            log_warn("Chunked prefill is disabled because --multi-item-scoring-delimiter is set.");
+        a.disable_radix_cache = true;
+        a.chunked_prefill_size = -1;
+    }
     /* the tokenizer folder: --tokenizer-path or the model's, resolved
      * through the hub cache as the model was (cached by now) */
     char tok_dir[4096];
@@ -306,10 +361,11 @@ static int serve(int argc, char **argv)
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
     sa.is_embedding = a.is_embedding;
-    dp *d = cli_dp_create(m, &mo, &sa, &a);
+    dp *d = cli_lora_setup(&a, m, &sa) ? NULL : cli_dp_create(m, &mo, &sa, &a);
     sched *s = d ? dp_sched(d, 0) : NULL;
     int n_dp = d ? dp_size(d) : 0;
     if (!s) {
+        cli_lora_teardown();
         if (have_chat) tmpl_chat_free(&chat);
         tok_destroy(tok);
         model_free(m);
@@ -324,6 +380,7 @@ static int serve(int argc, char **argv)
             fprintf(stderr, "sglc serve: --preferred-sampling-params must be a JSON object\n");
             json_decref(preferred);
             dp_destroy(d);
+            cli_lora_teardown();
             if (have_chat) tmpl_chat_free(&chat);
             tok_destroy(tok);
             model_free(m);
@@ -393,11 +450,19 @@ static int serve(int argc, char **argv)
         log_info("embedding model: last-token pooling, normalized, %d dims (matryoshka: %s)", mc->hidden_size,
                  em.is_matryoshka ? "yes" : "no");
     }
+    char *model_type = serve_model_type(&a);
+    /* the classifier's id2label, copied: the routes outlive a weight swap's config */
+    static char label_buf[MODEL_MAX_LABELS][MODEL_LABEL_LEN];
+    static const char *labels[MODEL_MAX_LABELS];
+    for (int i = 0; i < mc->n_labels; i++) {
+        memcpy(label_buf[i], mc->labels[i], MODEL_LABEL_LEN);
+        labels[i] = label_buf[i];
+    }
     json_t *info = args_to_json(&a);
     /* /get_server_info is a normal route: api-key holders (or anyone, with
      * only --admin-api-key) read it, so the admin key must not be in it */
     if (info && a.admin_api_key) json_object_set_new(info, "admin_api_key", json_string("<redacted>"));
-    serve_loader loader = {.mo = mo};
+    serve_loader loader = {.mo = mo, .mi_delim = mi_delim};
     api_config ac = {
         .s = s,
         .dp = d,
@@ -408,11 +473,13 @@ static int serve(int argc, char **argv)
         .model_path = a.model_path,
         .tokenizer_path = a.tokenizer_path ? a.tokenizer_path : a.model_path,
         .architecture = mc->architecture,
+        .model_type = model_type,
         .api_key = a.api_key,
         .admin_api_key = a.admin_api_key,
         .allow_auto_truncate = a.allow_auto_truncate,
         .is_embedding = a.is_embedding,
         .embed = em,
+        .score = {.n_labels = mc->n_labels, .labels = labels, .mi_on = mi_delim >= 0, .mi_delim = mi_delim},
         .reqlog = reqlog,
         .metrics = metrics,
         .mexport = mexport,
@@ -436,16 +503,22 @@ static int serve(int argc, char **argv)
     int exit_code = 1;
     /* set up before the replicas start; freed after they are destroyed */
     cli_grammar *gram = calloc((size_t)n_dp, sizeof *gram);
+    cli_spec *spec = calloc((size_t)n_dp, sizeof *spec);
     cli_watchdog **wd = calloc((size_t)n_dp, sizeof *wd);
     api_server *api = NULL;
     http_server *hs = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
-    if (!gram || !wd) goto out;
+    if (!gram || !spec || !wd) goto out;
     /* each replica: the output stage's hook, its grammar queue (a queue
-     * wakes one scheduler), its watchdog */
+     * wakes one scheduler), its drafter (per-scheduler state), its watchdog */
     for (int r = 0; r < n_dp; r++) {
         if (tok) api_install_output_hook(dp_sched(d, r));
         if (cli_grammar_setup(&gram[r], &a, tok, dp_sched(d, r), m)) goto out;
+        if (cli_spec_args_from_args(&spec[r], &a, "serve")) {
+            exit_code = 2;
+            goto out;
+        }
+        if (cli_spec_setup(&spec[r], dp_sched(d, r))) goto out;
     }
     if (dp_start(d)) goto out;
     for (int r = 0; r < n_dp; r++)
@@ -542,10 +615,14 @@ out:
     if (api) api_destroy(api);
     m = dp_model(d); /* a weight update may have replaced the model loaded here */
     dp_destroy(d);   /* and the other replicas' run states */
+    for (int r = 0; spec && r < n_dp; r++) cli_spec_free(&spec[r]);
+    cli_lora_teardown();
     for (int r = 0; gram && r < n_dp; r++) cli_grammar_free(&gram[r]);
     free(gram);
+    free(spec);
     free(wd);
     json_decref(info);
+    free(model_type);
     json_decref(gen_defaults);
     json_decref(preferred);
     if (have_chat) tmpl_chat_free(&chat);

@@ -18,7 +18,7 @@ int cmd_server_args(int argc, char **argv)
         {0},
     };
     args_server a;
-    char err[512];
+    char err[ARGS_ERR_MAX];
     int rc = args_parse(&a, argc, argv, extra, err, sizeof err);
     if (rc == ARGS_HELP) {
         args_print_help(stdout, "usage: sglc server-args [SERVER ARGS] [--compact]", extra);

@@ -23,6 +23,7 @@ static const model_arch *const registry[] = {
     &model_arch_qwen3_moe,
     &model_arch_mixtral,
     &model_arch_granitemoe,
+    &model_arch_phi3,
 };
 
 const model_arch *model_arch_find(const char *hf_name)

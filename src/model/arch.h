@@ -1,6 +1,7 @@
 /* arch — the architecture registry: one descriptor per Hugging Face
  * architecture string, one source file per architecture (llama.c,
- * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c), all run by the shared decoder core.
+ * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c, phi3.c), all run by the
+ * shared decoder core.
  *
  * DESIGN: a descriptor states what differs between decoder-only models as
  * data, and decoder.c reads those flags instead of branching on names:
@@ -54,6 +55,11 @@ typedef struct model_tensor_names {
      * (full names, "%d" = layer): expert_in (E, 2*Ie, H) = gate rows then up
      * rows per expert, expert_out (E, H, Ie).  NULL = per-expert tensors. */
     const char *expert_in, *expert_out;
+    /* Fused projections (prefixes like q/k/v; NULL = separate tensors):
+     * qkv (n_head*hd + 2*n_kv*hd, H) = q rows, then k, then v (Phi-3);
+     * gate_up (2*I, H) = gate rows, then up rows.  Split into wq/wk/wv
+     * and wgate/wup at load (views, no copy when the bytes are kept). */
+    const char *qkv, *gate_up;
 } model_tensor_names;
 
 /* The Hugging Face Llama layout most architectures share: embeddings, final
@@ -108,6 +114,7 @@ extern const model_arch model_arch_qwen3;
 extern const model_arch model_arch_qwen3_moe;
 extern const model_arch model_arch_mixtral;
 extern const model_arch model_arch_granitemoe;
+extern const model_arch model_arch_phi3;
 
 /* Registry lookup by architectures[0]; NULL if unsupported. */
 const model_arch *model_arch_find(const char *hf_name);

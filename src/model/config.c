@@ -122,8 +122,62 @@ const char *model_rope_kind_name(model_rope_kind k)
     case MODEL_ROPE_DYNAMIC: return "dynamic";
     case MODEL_ROPE_LLAMA3: return "llama3";
     case MODEL_ROPE_YARN: return "yarn";
+    case MODEL_ROPE_LONGROPE: return "longrope";
     default: return "default";
     }
+}
+
+/* rope_scaling[key]: a list of exactly n positive numbers into out. */
+static int get_factor_list(json_t *rs, const char *key, int n, float *out, char *err,
+                           size_t errlen)
+{
+    json_t *v = json_object_get(rs, key);
+    if (!json_is_array(v) || (int)json_array_size(v) != n) {
+        errmsg_set(err, errlen, "config.json: rope_scaling (longrope): '%s' must be a list of %d "
+                   "numbers (rotary dimension / 2)%s", key, n, json_is_array(v) ? "" : ", it is missing");
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, (size_t)i);
+        if (!json_is_number(x) || !(json_number_value(x) > 0) || json_number_value(x) > 1e9) {
+            errmsg_set(err, errlen, "config.json: rope_scaling (longrope): %s[%d] must be a positive number",
+                       key, i);
+            return -1;
+        }
+        out[i] = (float)json_number_value(x);
+    }
+    return 0;
+}
+
+/* longrope ("su" is its old name, Phi3Config renames it): short/long
+ * factors of rot_dim/2 each, optional factor and attention_factor;
+ * original_max_position_embeddings from rope_scaling, else the top-level
+ * key Phi-3 configs carry, else max_position_embeddings (as transformers'
+ * _compute_longrope_parameters). */
+static int parse_longrope(model_config *c, json_t *root, json_t *rs, char *err, size_t errlen)
+{
+    model_rope_cfg *r = &c->rope;
+    getter s = {rs, "config.json: rope_scaling", err, errlen, 0};
+    getter g = {root, "config.json", err, errlen, 0};
+    r->kind = MODEL_ROPE_LONGROPE;
+    r->factor = get_num(&s, "factor", 1e-6, 1e6, 0.0, 0);
+    r->attention_factor = get_num(&s, "attention_factor", 0.0, 1e6, -1.0, 0);
+    r->original_max_pos = get_int(&s, "original_max_position_embeddings", 1, 1 << 30, 0, 0);
+    if (!r->original_max_pos)
+        r->original_max_pos = get_int(&g, "original_max_position_embeddings", 1, 1 << 30,
+                                      c->max_position_embeddings, 0);
+    if (s.bad || g.bad) return -1;
+    int n = (int)(c->head_dim * r->partial_rotary_factor) / 2;
+    if (n < 1 || n > MODEL_ROPE_MAX_FACTORS) {
+        errmsg_set(err, errlen, "config.json: longrope needs 1..%d rotary pairs, got %d",
+                   MODEL_ROPE_MAX_FACTORS, n);
+        return -1;
+    }
+    r->n_factors = n;
+    if (get_factor_list(rs, "short_factor", n, r->short_factor, err, errlen) ||
+        get_factor_list(rs, "long_factor", n, r->long_factor, err, errlen))
+        return -1;
+    return 0;
 }
 
 static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
@@ -180,10 +234,12 @@ static int parse_rope(model_config *c, json_t *root, char *err, size_t errlen)
         r->mscale_all_dim = get_num(&s, "mscale_all_dim", 0.0, 1e6, 0.0, 0);
         r->original_max_pos = get_int(&s, "original_max_position_embeddings", 1, 1 << 30, 0, 0);
         r->truncate = get_bool(&s, "truncate", 1);
+    } else if (!strcmp(t, "longrope") || !strcmp(t, "su")) {
+        return parse_longrope(c, root, rs, err, errlen);
     } else {
         errmsg_set(err, errlen,
                "config.json: unsupported rope_scaling type '%.32s' (supported: default, linear, "
-               "dynamic, llama3, yarn)",
+               "dynamic, llama3, yarn, longrope)",
                t);
         return -1;
     }
@@ -251,6 +307,50 @@ int model_config_layer_moe(const model_config *c, int il)
     return (il + 1) % c->decoder_sparse_step == 0;
 }
 
+/* architectures[0] "<Family>ForSequenceClassification": the decoder of
+ * "<Family>ForCausalLM" with HF's GenericForSequenceClassification head
+ * (`score`, no bias).  Labels: id2label when present (HF's num_labels is
+ * its length), else num_labels, else 2 (PretrainedConfig's default), named
+ * LABEL_i.  0 (c->arch set, or left NULL when no such family), or -1. */
+static int parse_classifier(model_config *c, json_t *root, char *err, size_t errlen)
+{
+    static const char suf[] = "ForSequenceClassification";
+    size_t n = strlen(c->architecture), ns = sizeof suf - 1;
+    if (n <= ns || strcmp(c->architecture + n - ns, suf)) return 0;
+    char base[96];
+    snprintf(base, sizeof base, "%.*sForCausalLM", (int)(n - ns), c->architecture);
+    const model_arch *ar = model_arch_find(base);
+    if (!ar || ar->mlp != MODEL_MLP_DENSE) return 0;
+    json_t *ids = json_object_get(root, "id2label");
+    int nl = 2;
+    if (json_is_object(ids) && json_object_size(ids) > 0) {
+        nl = (int)json_object_size(ids);
+    } else {
+        getter g = {root, "config.json", err, errlen, 0};
+        nl = get_int(&g, "num_labels", 1, MODEL_MAX_LABELS, 2, 0);
+        if (g.bad) return -1;
+        ids = NULL;
+    }
+    if (nl < 1 || nl > MODEL_MAX_LABELS) {
+        errmsg_set(err, errlen, "config.json: %d labels (sglc keeps at most %d)", nl, MODEL_MAX_LABELS);
+        return -1;
+    }
+    for (int i = 0; i < nl; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        json_t *v = ids ? json_object_get(ids, key) : NULL;
+        if (ids && !json_is_string(v)) {
+            errmsg_set(err, errlen, "config.json: id2label must map \"0\" .. \"%d\" to names", nl - 1);
+            return -1;
+        }
+        snprintf(c->labels[i], MODEL_LABEL_LEN, "%s", v ? json_string_value(v) : "");
+        if (!v) snprintf(c->labels[i], MODEL_LABEL_LEN, "LABEL_%d", i);
+    }
+    c->n_labels = nl;
+    c->arch = ar;
+    return 0;
+}
+
 /* SGLang's get_context_length(): max_position_embeddings times the rope
  * factor, except for llama3 and configs that state an original length. */
 static int derive_context_length(const model_config *c, json_t *root)
@@ -261,6 +361,7 @@ static int derive_context_length(const model_config *c, json_t *root)
         f = c->rope.factor;
         if (json_object_get(rs, "original_max_position_embeddings")) f = 1.0;
         if (c->rope.kind == MODEL_ROPE_LLAMA3) f = 1.0;
+        if (!(f > 0)) f = 1.0; /* longrope without a factor: rope_scaling.get("factor", 1) */
     }
     double v = f * (double)c->max_position_embeddings;
     if (v > (double)(1 << 30)) v = (double)(1 << 30);
@@ -305,6 +406,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     }
     snprintf(c->architecture, sizeof c->architecture, "%s", json_string_value(a0));
     c->arch = model_arch_find(json_string_value(a0));
+    if (!c->arch && parse_classifier(c, root, err, errlen)) goto out;
     if (!c->arch) {
         errmsg_set(err, errlen, "config.json: unsupported architecture '%.64s' (supported: %s)",
                json_string_value(a0), supported);

@@ -23,24 +23,38 @@ typedef enum model_rope_kind {
     MODEL_ROPE_DYNAMIC,
     MODEL_ROPE_LLAMA3,
     MODEL_ROPE_YARN,
+    MODEL_ROPE_LONGROPE,          /* "longrope" (and its old name "su"): Phi-3 / Phi-4 */
 } model_rope_kind;
+
+/* Most per-dimension longrope factors (rot_dim / 2, head_dim <= 1024). */
+#define MODEL_ROPE_MAX_FACTORS 512
 
 /* rope_scaling, as transformers' modeling_rope_utils reads it. */
 typedef struct model_rope_cfg {
     model_rope_kind kind;
     double theta;                 /* rope_theta */
     double partial_rotary_factor; /* 1.0 unless the config says otherwise */
-    double factor;                /* linear, dynamic, llama3, yarn */
+    double factor;                /* linear, dynamic, llama3, yarn; longrope: 0 = absent */
     double low_freq_factor;       /* llama3 */
     double high_freq_factor;      /* llama3 */
-    int original_max_pos;         /* llama3 (required), yarn (optional); 0 = absent */
-    double attention_factor;      /* yarn; < 0 = absent */
+    int original_max_pos;         /* llama3 (required), yarn (optional); 0 = absent;
+                                   * longrope: rope_scaling's or the top-level key, else
+                                   * max_position_embeddings */
+    double attention_factor;      /* yarn, longrope; < 0 = absent */
     double beta_fast, beta_slow;  /* yarn; 0 = absent (HF: `or 32`, `or 1`) */
     double mscale, mscale_all_dim;/* yarn; 0 = absent */
     int truncate;                 /* yarn; default 1 */
+    /* longrope: per rotary pair, the short factors (sequences up to
+     * original_max_pos tokens) and the long ones (longer) */
+    int n_factors;                /* = rot_dim / 2 */
+    float short_factor[MODEL_ROPE_MAX_FACTORS];
+    float long_factor[MODEL_ROPE_MAX_FACTORS];
 } model_rope_cfg;
 
 #define MODEL_MAX_EOS 16
+/* sequence-classification heads: labels kept, and the longest label name */
+#define MODEL_MAX_LABELS 64
+#define MODEL_LABEL_LEN 48
 
 typedef struct model_config {
     char architecture[64];        /* architectures[0] */
@@ -75,6 +89,11 @@ typedef struct model_config {
     float attn_mult;              /* attention_multiplier: softmax scale; 0 = 1/sqrt(head_dim) */
     float resid_mult;             /* residual_multiplier: x += block_out * m */
     float logits_scaling;         /* logits = lm_head(x) / s */
+    /* *ForSequenceClassification (architectures[0] names the base model's
+     * family: Qwen3ForSequenceClassification runs Qwen3's decoder): a
+     * `score` head (n_labels, H) on the last token replaces lm_head */
+    int n_labels;                 /* 0 = a causal LM; else len(id2label), num_labels or 2 */
+    char labels[MODEL_MAX_LABELS][MODEL_LABEL_LEN]; /* id2label[i] (LABEL_i by default) */
     int torch_dtype;              /* dtype, or -1 when absent/unknown */
     int bos_token_id;             /* -1 = none */
     int n_eos;

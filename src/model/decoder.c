@@ -74,8 +74,13 @@ typedef struct fwd_ctx {
     model_kv *kv;
     const model_batch *b;
     float *logits;
+    float *lm_out;          /* the LM head's output: logits, or this rank's vocabulary slice */
     tpool *pool;
+    const int32_t *row_ad, *lrow_ad; /* LoRA: adapter per token / logit row, or NULL */
 } fwd_ctx;
+
+/* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
+#define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
@@ -103,7 +108,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const model_config *c = &w->cfg;
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
-    const int Ie = c->moe_inter, A = T * K;
+    const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
     tpool_barrier(cx->pool);
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
@@ -162,6 +167,34 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     tpool_barrier(cx->pool);
 }
 
+/* longrope: sequence s uses the long factors when it is longer than
+ * original_max_position_embeddings, as HF decides per forward from
+ * max(position_ids) + 1.  The length is seq_rope_len (the whole prompt
+ * when it runs in chunks, so every chunk of one prompt rotates alike),
+ * else this step's kv length.  Keys cached before a sequence crosses the
+ * threshold keep the short rotation (SGLang/vLLM do the same; HF generate
+ * recomputes the whole cache at that step instead). */
+static const float *longrope_table(const model_weights *w, const model_batch *b, int s)
+{
+    int len = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
+    return len > w->rope_switch ? w->inv_freq_long : w->inv_freq;
+}
+
+/* *ForSequenceClassification: scores (n_logits, n_labels) = normed rows
+ * (m->lrows) x score^T, laid out at the hidden-state stride H the
+ * embedding path reads (row i's labels first in its H floats). */
+static void score_rows(fwd_ctx *cx, const linear_exec *ex)
+{
+    const model_weights *w = cx->m->w;
+    const int H = w->cfg.hidden_size, L = w->cfg.n_labels, n = cx->b->n_logits;
+    tpool_barrier(cx->pool);
+    if (n > 0) linear(cx->logits, cx->m->lrows, n, &w->score, ex);
+    tpool_barrier(cx->pool);
+    if (ex->ith == 0) /* spread rows L -> H apart, last first (dest >= source) */
+        for (int i = n - 1; i > 0; i--)
+            memmove(cx->logits + (size_t)i * H, cx->logits + (size_t)i * L, sizeof(float) * L);
+}
+
 static void fwd_task(void *vctx, int ith, int nth)
 {
     fwd_ctx *cx = vctx;
@@ -171,8 +204,9 @@ static void fwd_task(void *vctx, int ith, int nth)
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
     const model_arch *ar = w->arch;
-    const int T = b->n_tokens, H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
-    const int nh = c->n_head, nkv = c->n_kv_head, qd = nh * hd, kvd = nkv * hd;
+    /* heads and MLP width of this rank (tensor parallelism: its shard; else the config's) */
+    const int T = b->n_tokens, H = c->hidden_size, I = w->tp.inter, hd = c->head_dim;
+    const int nh = w->tp.n_head, nkv = w->tp.n_kv_head, qd = nh * hd, kvd = nkv * hd;
     const int half = w->rot_dim / 2;
     const float eps = c->rms_norm_eps, noff = ar->norm_offset, rm = c->resid_mult;
     const float attn_scale = c->attn_mult > 0.0f ? c->attn_mult : 1.0f / sqrtf((float)hd);
@@ -181,6 +215,8 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* this thread's context for every projection of the pass */
     const linear_exec ex = {.ith = ith, .nth = nth, .scratch = scr, .barrier = fwd_barrier,
                             .barrier_arg = cx->pool};
+    linear_exec lx; /* LoRA: per-projection copy of ex (model_lora_exec) */
+    linear_adapter lbuf[MODEL_MAX_BATCH_ADAPTERS];
     int lo, hi;
     rows_split(T, ith, nth, &lo, &hi);
 
@@ -192,6 +228,8 @@ static void fwd_task(void *vctx, int ith, int nth)
             int s = m->tok_seq[t];
             model_rope_inv_freq(c, b->seq_kv_len[s], inv_dyn);
             inv = inv_dyn;
+        } else if (w->inv_freq_long) {
+            inv = longrope_table(w, b, m->tok_seq[t]);
         }
         kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
                         inv, half, w->attn_factor);
@@ -206,9 +244,9 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, &ex);
-        linear(m->k, xin, T, &l->wk, &ex);
-        linear(m->v, xin, T, &l->wv, &ex);
+        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
+        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
+        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -250,8 +288,9 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
-        linear(m->xn, m->att, T, &l->wo, &ex); /* (T, H) */
+        linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
         tpool_barrier(cx->pool);
+        model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
             resid_add(x, m->xn + (size_t)t * H, H, rm);
@@ -260,11 +299,12 @@ static void fwd_task(void *vctx, int ith, int nth)
         tpool_barrier(cx->pool);
         if (l->moe) {
             moe_block(cx, l, &ex, lo, hi);
+            model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel experts */
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, &ex);
-        linear(m->up, m->xn, T, &l->wup, &ex);
+        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
+        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -273,36 +313,44 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         /* down projection into xn (added to x at the next layer's norm) */
-        linear(m->xn, m->gate, T, &l->wdown, &ex);
+        linear(m->xn, m->gate, T, &l->wdown, LX(MODEL_PROJ_DOWN));
         tpool_barrier(cx->pool);
+        model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel down */
     }
     /* last residual add, final norm of the rows that need logits */
     for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
     tpool_barrier(cx->pool);
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
-    /* want_hidden (embedding models): the normed rows are the output */
-    float *nrows = b->want_hidden ? cx->logits : m->lrows;
+    /* want_hidden (embedding models): the normed rows are the output;
+     * classifiers: their score head over them */
+    float *nrows = b->want_hidden && !c->n_labels ? cx->logits : m->lrows;
     for (int i = llo; i < lhi; i++)
         kern_rmsnorm(nrows + (size_t)i * H, m->x + (size_t)b->logit_rows[i] * H, w->final_norm,
                      H, eps, noff);
-    if (b->want_hidden) return;
+    if (b->want_hidden) {
+        if (c->n_labels) score_rows(cx, &ex);
+        return;
+    }
     tpool_barrier(cx->pool);
+    /* LM head: all rows, or this rank's vocabulary slice (gathered after the pass) */
+    float *lg = cx->lm_out;
     if (b->n_logits > 0)
-        linear(cx->logits, m->lrows, b->n_logits, &w->lm_head, &ex);
+        linear(lg, m->lrows, b->n_logits, &w->lm_head,
+               model_lora_exec(b, cx->lrow_ad, &ex, -1, 0, &lx, lbuf));
     if (c->logits_scaling != 1.0f) {
         tpool_barrier(cx->pool);
-        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t n = (size_t)b->n_logits * w->tp.vocab_n;
         size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
         float inv = 1.0f / c->logits_scaling;
-        for (size_t i = a0; i < a1; i++) cx->logits[i] *= inv;
+        for (size_t i = a0; i < a1; i++) lg[i] *= inv;
     }
     if (ar->final_softcap > 0.0f) {
         tpool_barrier(cx->pool);
-        size_t n = (size_t)b->n_logits * c->vocab_size;
+        size_t n = (size_t)b->n_logits * w->tp.vocab_n;
         size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
         float cap = ar->final_softcap;
-        for (size_t i = a0; i < a1; i++) cx->logits[i] = cap * tanhf(cx->logits[i] / cap);
+        for (size_t i = a0; i < a1; i++) lg[i] = cap * tanhf(lg[i] / cap);
     }
 }
 
@@ -315,7 +363,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != c->n_kv_head * c->head_dim) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != m->w->tp.n_kv_head * c->head_dim) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -383,15 +431,33 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
-    fwd_ctx cx = {m, kv, b, logits, pool};
+    /* tensor parallelism: the LM head writes this rank's slice; rank 0 sends the batch */
+    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool, NULL, NULL};
+    if (!cx.lm_out && b->n_logits) return -1;
+    int32_t *row_ad = NULL, *lrow_ad = NULL;
+    if (model_lora_rows(b, m->tok_seq, &row_ad, &lrow_ad)) return -1;
+    cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
+    if (model_tp_send_forward(m, kv, b)) {
+        log_error("tensor parallelism: %s", model_tp_error(m));
+        free(row_ad);
+        return -1;
+    }
     if (pool) {
         tpool_run(pool, fwd_task, &cx);
     } else {
         tpool *one = tpool_create(1);
-        if (!one) return -1;
+        if (!one) {
+            free(row_ad);
+            return -1;
+        }
         cx.pool = one;
         tpool_run(one, fwd_task, &cx);
         tpool_destroy(one);
+    }
+    free(row_ad);
+    if (model_tp_gather_logits(m, b, logits) || model_tp_failed(m)) {
+        log_error("tensor parallelism: %s", model_tp_error(m));
+        return -1;
     }
     return 0;
 }
@@ -411,8 +477,10 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     const int32_t **sl = malloc(sizeof(int32_t *) * (size_t)b->n_seqs);
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
+    int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
+    int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -423,6 +491,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             start[ns] = a - c0;
             kvl[ns] = b->seq_kv_len[s] - (r1 - e);
             sl[ns] = b->seq_slots[s];
+            sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
+            rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -444,7 +514,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .want_hidden = b->want_hidden};
+                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -452,7 +523,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(tmp);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -460,13 +531,28 @@ out:
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool)
 {
     int max_kv;
-    if (check_batch(m, kv, b, &max_kv)) return -1;
+    if (check_batch(m, kv, b, &max_kv) || model_lora_check(m, b)) return -1;
     if (b->n_logits && !logits) {
         log_error("logits buffer is NULL");
         return -1;
     }
+    if (m->cfg->n_labels && b->n_logits && !b->want_hidden) {
+        log_error("%s is a sequence-classification model: it has scores, not logits "
+                  "(serve it with --is-embedding)", m->cfg->architecture);
+        return -1;
+    }
     if (m->chunk_tokens <= 0) m->chunk_tokens = MODEL_DEFAULT_CHUNK;
     m->touched_bytes = 0;
-    if (b->n_tokens > m->chunk_tokens) return forward_chunked(m, kv, b, logits, pool);
-    return forward_checked(m, kv, b, max_kv, logits, pool);
+    model_mi_buf mb;
+    model_batch split;
+    int rc, sp = m->mi_on ? model_mi_split(b, m->mi_delim, &split, &mb) : 0;
+    if (sp < 0) {
+        log_error("out of memory splitting a multi-item scoring batch");
+        return -1;
+    }
+    if (sp) b = &split; /* same rows, query + item sub-sequences (multi_item.c) */
+    if (b->n_tokens > m->chunk_tokens) rc = forward_chunked(m, kv, b, logits, pool);
+    else rc = forward_checked(m, kv, b, max_kv, logits, pool);
+    if (sp) model_mi_buf_free(&mb);
+    return rc;
 }

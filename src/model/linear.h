@@ -46,7 +46,8 @@ typedef struct linear_adapter {
     int rank;           /* r, 1..LINEAR_MAX_RANK */
     float scale;        /* lora_alpha / r (or / sqrt(r) for rsLoRA) */
     const float *a;     /* (r, k) f32, borrowed */
-    const float *b;     /* (n, r) f32, borrowed (n = the shard's rows) */
+    const float *bt;    /* (r, n) f32 = Bᵀ, borrowed (n = the shard's rows): the expand
+                         * step adds scale · u[j] · bt[j, :] per rank j, contiguous rows */
 } linear_adapter;
 
 #define LINEAR_MAX_RANK 512
@@ -64,6 +65,8 @@ typedef struct linear_exec {
     int ith, nth;
     void *scratch;                  /* kern_matmul_scratch(m, k) bytes of this thread */
     const int32_t *row_adapter;     /* (m) adapter id per row, -1 = none; NULL = no row has one */
+    int n_adapters;                 /* > 0: this call's adapters, used instead of the weight's */
+    const linear_adapter *adapters; /* (n_adapters) borrowed; entries of rank 0 are skipped */
     void (*barrier)(void *arg);     /* meets all nth threads; needed only with adapters */
     void *barrier_arg;
 } linear_exec;
@@ -97,6 +100,15 @@ void linear_free(linear_weight *w);
 /* Bytes resident for the weight (the matrix; bias and adapters are
  * counted by their owners). */
 static inline size_t linear_bytes(const linear_weight *w) { return w->mat.bytes; }
+
+/* The adapter pass alone: y (m, n) += scale · (x Aᵀ) Bᵀ for each row t
+ * whose row_adapter[t] names one of ads (rows grouped by adapter, up to 4
+ * rows per pass over A), on this thread's kern_split share of the output
+ * columns.  No barrier.  Scalar reference and AVX2 (chosen at run time,
+ * or forced with isa: 0 auto, 1 scalar, 2 AVX2 when the CPU has it). */
+void linear_adapters_apply(float *y, const float *x, int m, int n, int k,
+                           const linear_adapter *ads, int n_ads, const int32_t *row_adapter,
+                           int ith, int nth, int isa);
 
 /* y (m, n) = x (m, k) · Wᵀ (+ bias) (+ adapters of each row).  Thread
  * exec->ith's share of the output columns (all columns after the adapter

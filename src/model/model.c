@@ -79,7 +79,20 @@ typedef struct loader {
     int n_quant;         /* block-quantized matrices kept in their type */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
+    void *shard_buf;     /* tensor parallelism: the owned bytes of the slice being loaded */
 } loader;
+
+/* Tensor parallelism: the part of a matrix this rank loads (model_tp in
+ * model_impl.h says which); rows = an output slice (column-parallel),
+ * cols = an input slice (row-parallel). */
+typedef enum { SH_FULL = 0, SH_ROWS, SH_COLS } shard_kind;
+typedef struct shard_sel {
+    shard_kind kind;
+    int off, len;
+} shard_sel;
+static const shard_sel SH_ALL = {SH_FULL, 0, 0};
+static shard_sel sh_rows(int off, int len) { return (shard_sel){SH_ROWS, off, len}; }
+static shard_sel sh_cols(int off, int len) { return (shard_sel){SH_COLS, off, len}; }
 
 static int add_block(model_weights *m, void *p)
 {
@@ -286,7 +299,14 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
         fail(L, "cannot prepare %s weight '%s'", kern_type_get(kt)->name, name);
         return;
     }
-    if (!w->mat.owned) wsrc_keep(L->src, part);
+    if (!w->mat.owned) {
+        if (L->shard_buf) { /* a slice's own copy: the weights keep it */
+            if (add_block(L->m, L->shard_buf)) fail(L, "out of memory");
+            L->shard_buf = NULL;
+        } else {
+            wsrc_keep(L->src, part);
+        }
+    }
     L->m->weight_bytes += linear_bytes(w);
     if (w->mat.qtype) L->n_quant++;
 }
@@ -340,6 +360,9 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
     if (!w->mat.owned) {
         if (tmp) {
             if (add_block(m, tmp)) fail(L, "out of memory");
+        } else if (L->shard_buf) { /* a slice's own copy: the weights keep it */
+            if (add_block(m, L->shard_buf)) fail(L, "out of memory");
+            L->shard_buf = NULL;
         } else {
             wsrc_keep(L->src, part);
         }
@@ -349,30 +372,125 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
     m->weight_bytes += linear_bytes(w);
 }
 
-static void load_mat_as(loader *L, linear_weight *w, const char *name, int n, int k, dtype want)
+/* As load_mat_part for this rank's slice `sel` of the (n, k) tensor t: the
+ * slice is copied into an owned buffer first (in the stored type when t
+ * has bytes, block-aligned for block types; else the whole tensor is read
+ * through the source as `want` — a dummy source's values then follow the
+ * one-process order — and sliced), so only the shard stays resident. */
+static void load_mat_sel(loader *L, linear_weight *w, const wsrc_tensor *t, const char *name, int n,
+                         int k, dtype want, shard_sel sel)
+{
+    if (L->failed) return;
+    if (sel.kind == SH_FULL || (sel.off == 0 && sel.len == (sel.kind == SH_ROWS ? n : k))) {
+        load_mat_part(L, w, t, name, n, k, want);
+        return;
+    }
+    const int rows = sel.kind == SH_ROWS ? sel.len : n, cols = sel.kind == SH_COLS ? sel.len : k;
+    wsrc_tensor p = *t;
+    p.ndim = 2, p.shape[0] = rows, p.shape[1] = cols, p.priv = NULL;
+    kern_type ty = t->data ? (kern_type)t->type : kern_type_of_dtype(want);
+    const kern_type_traits *tr = kern_type_get(ty);
+    if (sel.kind == SH_COLS && tr->block_size > 1 && (sel.off % tr->block_size || cols % tr->block_size)) {
+        fail(L, "%s: tensor-parallel slice [%d, %d) of '%s' cuts %s blocks of %d", t->origin, sel.off,
+             sel.off + cols, name, tr->name, tr->block_size);
+        return;
+    }
+    size_t rb_full = kern_type_row_bytes(ty, k), rb = kern_type_row_bytes(ty, cols);
+    size_t off_b = kern_type_row_bytes(ty, sel.off), bytes = (size_t)rows * rb;
+    char *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    const char *src = t->data;
+    char *full = NULL;
+    if (buf && !src) {
+        full = aligned_alloc(64, ((size_t)n * rb_full + 63) & ~(size_t)63);
+        if (full && wsrc_read(L->src, t, full, want)) {
+            free(buf), free(full);
+            fail(L, "cannot read weight '%s' from %s", name, t->origin);
+            return;
+        }
+        src = full;
+        p.type = (int)ty;
+        p.type_name = dtype_name(want);
+    }
+    if (!buf || !src) {
+        free(buf), free(full);
+        fail(L, "out of memory for the slice of weight '%s'", name);
+        return;
+    }
+    if (sel.kind == SH_ROWS)
+        memcpy(buf, src + (size_t)sel.off * rb_full, bytes);
+    else
+        for (int i = 0; i < rows; i++) memcpy(buf + (size_t)i * rb, src + (size_t)i * rb_full + off_b, rb);
+    free(full);
+    p.data = buf;
+    p.nbytes = bytes;
+    L->shard_buf = buf;
+    load_mat_part(L, w, &p, name, rows, cols, want);
+    free(L->shard_buf); /* not borrowed: the kernels made their own copy */
+    L->shard_buf = NULL;
+    if (!L->failed)
+        w->shard = (linear_shard){sel.kind == SH_ROWS ? sel.off : 0, rows, n,
+                                  sel.kind == SH_COLS ? sel.off : 0, cols, k};
+}
+
+static void load_mat_as(loader *L, linear_weight *w, const char *name, int n, int k, dtype want,
+                        shard_sel sel)
 {
     if (L->failed) return;
     wsrc_tensor t;
     if (!find_tensor(L, name, n, k, 0, &t)) return;
-    load_mat_part(L, w, &t, name, n, k, want);
+    load_mat_sel(L, w, &t, name, n, k, want, sel);
 }
 
-static void load_mat(loader *L, linear_weight *w, const char *name, int n, int k)
+static void load_mat(loader *L, linear_weight *w, const char *name, int n, int k, shard_sel sel)
 {
-    load_mat_as(L, w, name, n, k, L->m->wdt);
+    load_mat_as(L, w, name, n, k, L->m->wdt, sel);
+}
+
+/* A bias of a sharded projection: the slice of a column-parallel one; a
+ * row-parallel one (its sums are all-reduced) on rank 0 only.  The whole
+ * vector is read on every rank (a dummy source stays in step). */
+static const float *load_vec_sel(loader *L, const char *name, int n, shard_sel sel)
+{
+    const float *v = load_vec(L, name, n, 0);
+    if (!v || sel.kind == SH_FULL) return v;
+    if (sel.kind == SH_COLS) return L->m->tp.rank == 0 ? v : NULL;
+    memmove((float *)v, v + sel.off, sizeof(float) * (size_t)sel.len);
+    return v;
 }
 
 static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int n, int k,
-                      int has_bias)
+                      int has_bias, shard_sel sel)
 {
     char name[256];
     snprintf(name, sizeof name, pat, il);
     strcat(name, ".weight");
-    load_mat(L, w, name, n, k);
+    load_mat(L, w, name, n, k, sel);
     if (has_bias && !L->failed) {
         snprintf(name, sizeof name, pat, il);
         strcat(name, ".bias");
-        w->bias = load_vec(L, name, n, 0);
+        w->bias = load_vec_sel(L, name, n, sel);
+    }
+}
+
+/* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
+ * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
+ * tensor, read in order (a source without bytes makes them in that order). */
+static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
+                       const int *rows, const char *const *part_names, const shard_sel *sel, int k)
+{
+    char name[256], pname[300];
+    snprintf(name, sizeof name, pat, il);
+    strcat(name, ".weight");
+    int total = 0;
+    for (int j = 0; j < n; j++) total += rows[j];
+    wsrc_tensor t;
+    if (L->failed || !find_tensor(L, name, total, k, 0, &t)) return;
+    int64_t off = 0;
+    for (int j = 0; j < n && !L->failed; j++) {
+        wsrc_tensor v = wsrc_view2(&t, off * k, rows[j], k);
+        snprintf(pname, sizeof pname, "%s (%s)", name, part_names[j]);
+        load_mat_sel(L, out[j], &v, pname, rows[j], k, L->m->wdt, sel[j]); /* this rank's slice */
+        off += rows[j];
     }
 }
 
@@ -412,16 +530,19 @@ static void load_packed_experts(loader *L, model_layer *l, int il)
         }
     }
     int64_t mat = (int64_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
+    const model_tp *tp = &m->tp; /* this rank's expert columns */
+    shard_sel col = sh_rows(tp->rank * tp->moe_inter, tp->moe_inter);
+    shard_sel row = sh_cols(tp->rank * tp->moe_inter, tp->moe_inter);
     for (int e = 0; e < E && !L->failed; e++) {
         wsrc_tensor v = wsrc_view2(&ts[0], (int64_t)e * 2 * mat, Ie, H);
         snprintf(name, sizeof name, "%s[%d] (gate)", nin, e);
-        load_mat_part(L, &l->egate[e], &v, name, Ie, H, m->wdt);
+        load_mat_sel(L, &l->egate[e], &v, name, Ie, H, m->wdt, col);
         v = wsrc_view2(&ts[0], ((int64_t)e * 2 + 1) * mat, Ie, H);
         snprintf(name, sizeof name, "%s[%d] (up)", nin, e);
-        load_mat_part(L, &l->eup[e], &v, name, Ie, H, m->wdt);
+        load_mat_sel(L, &l->eup[e], &v, name, Ie, H, m->wdt, col);
         wsrc_tensor d = wsrc_view2(&ts[1], (int64_t)e * mat, H, Ie);
         snprintf(name, sizeof name, "%s[%d]", nout, e);
-        load_mat_part(L, &l->edown[e], &d, name, H, Ie, m->wdt);
+        load_mat_sel(L, &l->edown[e], &d, name, H, Ie, m->wdt, row);
     }
 }
 
@@ -440,7 +561,7 @@ static void load_moe(loader *L, model_layer *l, int il)
      * activations.  It is small (E x H). */
     snprintf(name, sizeof name, nm->router, il);
     L->no_quant = 1;
-    load_mat_as(L, &l->wrouter, name, E, H, DTYPE_F32);
+    load_mat_as(L, &l->wrouter, name, E, H, DTYPE_F32, SH_ALL); /* replicated */
     L->no_quant = 0;
     l->egate = calloc((size_t)E, sizeof(linear_weight));
     l->eup = calloc((size_t)E, sizeof(linear_weight));
@@ -449,10 +570,11 @@ static void load_moe(loader *L, model_layer *l, int il)
         fail(L, "out of memory");
         return;
     }
-    struct { const char *pat; linear_weight *w; int n, k; } p[3] = {
-        {nm->expert_gate, l->egate, Ie, H},
-        {nm->expert_up, l->eup, Ie, H},
-        {nm->expert_down, l->edown, H, Ie},
+    const int ie0 = m->tp.rank * m->tp.moe_inter, ien = m->tp.moe_inter; /* this rank's columns */
+    struct { const char *pat; linear_weight *w; int n, k; shard_sel sel; } p[3] = {
+        {nm->expert_gate, l->egate, Ie, H, sh_rows(ie0, ien)},
+        {nm->expert_up, l->eup, Ie, H, sh_rows(ie0, ien)},
+        {nm->expert_down, l->edown, H, Ie, sh_cols(ie0, ien)},
     };
     size_t before = m->weight_bytes;
     if (nm->expert_in) {
@@ -462,7 +584,7 @@ static void load_moe(loader *L, model_layer *l, int il)
             for (int j = 0; j < 3; j++) {
                 snprintf(name, sizeof name, p[j].pat, il, e);
                 strcat(name, ".weight");
-                load_mat(L, &p[j].w[e], name, p[j].n, p[j].k);
+                load_mat(L, &p[j].w[e], name, p[j].n, p[j].k, p[j].sel);
             }
     }
     if (!L->failed) {
@@ -485,7 +607,8 @@ static const float *load_layer_vec(loader *L, const char *pat, int il, int n, in
 static void lm_head_from_rows(loader *L, const wsrc_tensor *te)
 {
     model_weights *m = L->m;
-    int V = m->cfg.vocab_size, H = m->cfg.hidden_size;
+    /* this rank's vocabulary rows (all of them in one process) */
+    int V = m->tp.vocab_n, v0 = m->tp.vocab0, H = m->cfg.hidden_size;
     size_t rb = kern_type_row_bytes(kern_type_of_dtype(m->wdt), H);
     void *buf = aligned_alloc(64, ((size_t)V * rb + 63) & ~(size_t)63);
     float *row = malloc(sizeof(float) * (size_t)H);
@@ -495,7 +618,7 @@ static void lm_head_from_rows(loader *L, const wsrc_tensor *te)
         return;
     }
     for (int r = 0; r < V; r++) {
-        L->src->ops->read_row(L->src->self, te, r, row);
+        L->src->ops->read_row(L->src->self, te, v0 + r, row);
         if (te->type != (int)prec_dtype(m->prec))
             for (int i = 0; i < H; i++) row[i] = dtype_round(row[i], prec_dtype(m->prec));
         dtype_from_f32((char *)buf + (size_t)r * rb, m->wdt, row, (size_t)H);
@@ -506,6 +629,7 @@ static void lm_head_from_rows(loader *L, const wsrc_tensor *te)
         fail(L, "cannot prepare lm_head");
         return;
     }
+    m->lm_head.shard = (linear_shard){v0, V, m->cfg.vocab_size, 0, H, H};
     m->weight_bytes += linear_bytes(&m->lm_head);
     if (m->lm_head.mat.owned) {
         free(buf);
@@ -527,7 +651,8 @@ static void load_embeddings(loader *L)
     const int64_t shape[2] = {V, H};
     wsrc_tensor te;
     int x_exact = 1; /* logits from f32 activations (no AMX rounding) */
-    if (c->tie_word_embeddings) {
+    shard_sel lm_sel = sh_rows(m->tp.vocab0, m->tp.vocab_n); /* vocabulary-parallel LM head */
+    if (c->tie_word_embeddings && c->n_labels == 0) {
         wsrc_tensor t;
         if (!wsrc_find(L->src, nm->embed, 2, shape, &t) &&
             !wsrc_find(L->src, nm->lm_head, 2, shape, &t)) {
@@ -536,7 +661,7 @@ static void load_embeddings(loader *L)
         }
         if (!find_tensor(L, t.name, V, H, 0, &te)) return;
         if (te.data) {
-            load_mat(L, &m->lm_head, te.name, V, H);
+            load_mat(L, &m->lm_head, te.name, V, H, lm_sel);
         } else {
             if (L->src->ops->bind_rows) L->src->ops->bind_rows(L->src->self, &te);
             lm_head_from_rows(L, &te);
@@ -549,7 +674,7 @@ static void load_embeddings(loader *L)
         /* as before the weight-source split: an untied dummy lm_head kept
          * the kernels' default activation rounding */
         if (have && !te.data) x_exact = 0;
-        load_mat(L, &m->lm_head, nm->lm_head, V, H);
+        load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
         if (!have) return;
     }
     if (L->failed) return;
@@ -603,6 +728,7 @@ static int choose_dtype(model_weights *m, int want, char *err, size_t errlen)
 void model_weights_free(model_weights *m)
 {
     if (!m) return;
+    model_tp_shutdown(m); /* rank 0 of a group: the workers exit */
     if (m->layers) {
         for (int i = 0; i < m->cfg.n_layer; i++) {
             model_layer *l = &m->layers[i];
@@ -619,11 +745,13 @@ void model_weights_free(model_weights *m)
         }
     }
     linear_free(&m->lm_head);
+    linear_free(&m->score);
     free(m->layers);
     for (int i = 0; i < m->n_blocks; i++) free(m->blocks[i]);
     free(m->blocks);
     free(m->vecs);
     free(m->inv_freq);
+    free(m->inv_freq_long);
     wsrc_close(&m->src);
     free(m);
 }
@@ -666,7 +794,13 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->arch = m->cfg.arch;
+    if (m->cfg.n_labels > m->cfg.hidden_size) {
+        errmsg_set(err, errlen, "config.json: %d labels exceed hidden_size %d", m->cfg.n_labels,
+                   m->cfg.hidden_size);
+        goto fail;
+    }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
+    if (model_tp_setup(m, o->dist, err, errlen)) goto fail;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;
@@ -707,16 +841,37 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
             l->q_norm = load_layer_vec(&L, nm->q_norm, il, hd, 0);
             l->k_norm = load_layer_vec(&L, nm->k_norm, il, hd, 0);
         }
-        load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias);
-        load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias);
-        load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias);
-        load_proj(&L, &l->wo, nm->o, il, H, qd, o_bias);
+        /* this rank's heads and MLP columns (all of them in one process) */
+        const model_tp *tp = &m->tp;
+        shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
+        shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
+        shard_sel mlp = sh_rows(tp->rank * tp->inter, tp->inter);
+        if (nm->qkv) { /* fused (Phi-3): no bias in the layouts that use it */
+            linear_weight *const o3[3] = {&l->wq, &l->wk, &l->wv};
+            const int r3[3] = {qd, kvd, kvd};
+            const char *const n3[3] = {"q", "k", "v"};
+            const shard_sel s3[3] = {qs, kvs, kvs};
+            load_fused(&L, nm->qkv, il, 3, o3, r3, n3, s3, H);
+        } else {
+            load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias, qs);
+            load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias, kvs);
+            load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias, kvs);
+        }
+        load_proj(&L, &l->wo, nm->o, il, H, qd, o_bias, sh_cols(qs.off, qs.len));
         if (model_config_layer_moe(c, il)) {
             load_moe(&L, l, il);
         } else {
-            load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias);
-            load_proj(&L, &l->wup, nm->up, il, I, H, mlp_bias);
-            load_proj(&L, &l->wdown, nm->down, il, H, I, mlp_bias);
+            if (nm->gate_up) {
+                linear_weight *const o2[2] = {&l->wgate, &l->wup};
+                const int r2[2] = {I, I};
+                const char *const n2[2] = {"gate", "up"};
+                const shard_sel s2[2] = {mlp, mlp};
+                load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
+            } else {
+                load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
+                load_proj(&L, &l->wup, nm->up, il, I, H, mlp_bias, mlp);
+            }
+            load_proj(&L, &l->wdown, nm->down, il, H, I, mlp_bias, sh_cols(mlp.off, mlp.len));
         }
         l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
     }
@@ -737,6 +892,15 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
+    if (c->rope.kind == MODEL_ROPE_LONGROPE) {
+        m->inv_freq_long = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
+        if (!m->inv_freq_long) {
+            errmsg_set(err, errlen, "out of memory");
+            goto fail;
+        }
+        model_rope_longrope_inv_freq(c, 1, m->inv_freq_long);
+        m->rope_switch = model_rope_longrope_switch(c);
+    }
     model *run = model_run_create(m);
     if (!run) {
         errmsg_set(err, errlen, "out of memory");

@@ -35,8 +35,11 @@
 #include <stdint.h>
 
 #include "model/config.h"
+#include "model/linear.h"
 #include "util/dtype.h"
 #include "util/threadpool.h"
+
+struct dist_group;
 
 typedef enum model_load_format {
     MODEL_LOAD_AUTO = 0,        /* safetensors */
@@ -53,6 +56,8 @@ typedef struct model_load_opts {
     int context_length;         /* --context-length, 0 = from config */
     uint64_t random_seed;       /* dummy weights */
     const char *quantization;   /* --quantization (SGLang's method name), or NULL: see model/hfq.h */
+    struct dist_group *dist;    /* tensor parallelism: this rank's group (dist/dist.h), or NULL
+                                 * (one process).  Borrowed; must outlive the model */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
  * values rounded to f16 precision and stored as f32 (the kernels have no
@@ -72,7 +77,25 @@ typedef struct model_kv {
                                  * model_set_kv_scales gave others); owned */
     void *mem;                  /* one owned allocation holding all of them */
     size_t bytes;
+    int tp_id;                  /* tensor parallelism: the workers' copy of this cache (model_tp.c) */
+    void *tp_w;                 /* rank 0: the weights whose workers hold that copy; else NULL */
 } model_kv;
+
+/* LoRA (src/lora): the projections an adapter may change, per layer. */
+typedef enum model_proj {
+    MODEL_PROJ_Q = 0, MODEL_PROJ_K, MODEL_PROJ_V, MODEL_PROJ_O,
+    MODEL_PROJ_GATE, MODEL_PROJ_UP, MODEL_PROJ_DOWN,
+    MODEL_NPROJ
+} model_proj;
+
+/* One adapter's low-rank deltas as model_forward uses them.  Immutable
+ * while any batch names it. */
+typedef struct model_adapter {
+    int n_layer;
+    const linear_adapter *proj; /* (n_layer * MODEL_NPROJ), [layer * MODEL_NPROJ + p];
+                                 * rank 0 = that projection is unchanged; borrowed */
+    linear_adapter lm_head;     /* rank 0 = none */
+} model_adapter;
 
 typedef struct model_batch {
     int n_tokens;
@@ -84,9 +107,20 @@ typedef struct model_batch {
     const int32_t *const *seq_slots; /* (n_seqs) -> (seq_kv_len[s]) slot per position */
     int n_logits;
     const int32_t *logit_rows;  /* (n_logits) token rows whose logits are wanted */
+    const int32_t *seq_rope_len; /* (n_seqs) or NULL (= seq_kv_len): the length that picks
+                                 * longrope's short or long table -- the whole prompt's
+                                 * length while a prompt runs in chunks (see decoder.c) */
     int want_hidden;            /* 0: logits.  1: the output rows are the final-normed hidden
                                  * states (n_logits, hidden_size), lm_head is skipped
                                  * (embedding models: the scheduler pools them) */
+    /* LoRA: sequence s runs with adapters[seq_adapter[s]] (-1 = the base
+     * model alone).  seq_adapter NULL or n_adapters 0: every sequence is
+     * base.  Rows of different adapters share the base product; each adds
+     * its own delta (linear.c), so a row's result does not depend on the
+     * other rows' adapters. */
+    int n_adapters;
+    const model_adapter *const *adapters; /* (n_adapters) borrowed */
+    const int32_t *seq_adapter;  /* (n_seqs) index into adapters or -1; NULL = all base */
 } model_batch;
 
 /* Load per opts.  NULL on failure with a message in err (names the file
@@ -142,11 +176,40 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
 #define MODEL_DEFAULT_CHUNK 2048
 void model_set_chunk_tokens(model *m, int n);
 
+/* --multi-item-scoring-delimiter: prompts (whole, uncached) holding token
+ * `id` run with SGLang's multi-item scoring mask -- each item after a
+ * delimiter attends to the query and itself only (model/multi_item.c).
+ * id < 0: off (the default). */
+void model_set_multi_item_delimiter(model *m, int32_t id);
+
 /* Run one batch.  logits: (n_logits, vocab) f32, row i for logit_rows[i]
  * ((n_logits, hidden_size) of final-normed hidden states when want_hidden).
  * Returns 0, or -1 after logging why (malformed batch, out of memory); the
  * KV cache is untouched when the batch is rejected. */
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool);
+
+/* ---- tensor parallelism (model_tp.c; see model_impl.h) ------------------
+ * A model loaded with opts.dist holds this rank's shard.  Rank 0 is driven
+ * as usual (model_forward, model_kv_create ... broadcast what the other
+ * ranks need); every other rank runs model_tp_worker_loop. */
+/* 1 when m is one rank of a tensor-parallel group of more than one. */
+int model_tp_size(const model *m);
+int model_tp_rank(const model *m);
+/* Ranks > 0: receive and run rank 0's commands until it shuts the group
+ * down (0) or a collective fails (-1, the reason logged). */
+int model_tp_worker_loop(model *m, tpool *pool);
+/* The group's failure ("" when none): a forward that returned -1 on a
+ * broken group says which rank failed here. */
+const char *model_tp_error(const model *m);
+/* Seconds this rank spent in the forward's all-reduces so far (waiting for
+ * the slowest rank included) and their count. */
+double model_tp_comm_seconds(const model *m, long *n_allreduce);
+/* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
+ * inputs), or -1 when the model runs no such dense projection there (an
+ * MoE layer's MLP).  Used to check adapters against the model. */
+int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
+/* The LM head's (vocab, hidden). */
+void model_lm_head_shape(const model *m, int *n, int *k);
 
 /* VmRSS of this process in bytes (0 if unknown). */
 size_t model_rss_bytes(void);

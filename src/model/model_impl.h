@@ -13,6 +13,7 @@
 #ifndef SGLC_MODEL_IMPL_H
 #define SGLC_MODEL_IMPL_H
 
+#include "dist/dist.h"
 #include "kernels/kernels.h"
 #include "model/arch.h"
 #include "model/linear.h"
@@ -35,6 +36,26 @@ typedef struct model_layer {
     linear_weight *egate, *eup, *edown; /* (E) owned arrays: (Ie, H) (Ie, H) (H, Ie) */
 } model_layer;
 
+/* Tensor parallelism (model_tp.c): this rank's part of the model.  With
+ * size 1 the local counts equal the config's.  Column-parallel q/k/v and
+ * gate/up hold output rows, row-parallel o/down input columns (their
+ * partial sums are all-reduced after the projection; their bias lives on
+ * rank 0 only); KV heads are split, or replicated when fewer than the
+ * ranks (rank r uses head r * n_kv / size); the embedding is replicated
+ * (rows read on lookup), the LM head holds a vocabulary slice whose
+ * logits are gathered to rank 0. */
+typedef struct model_tp {
+    struct dist_group *g;              /* borrowed; NULL = one process */
+    int rank, size;
+    int n_head, n_kv_head;             /* local heads */
+    int head0, kv_head0;               /* first local q / kv head */
+    int inter, moe_inter;              /* local MLP / expert widths */
+    int vocab0, vocab_n, vocab_max;    /* LM head rows [vocab0, vocab0 + vocab_n); vocab_max =
+                                        * the widest rank's (gather block) */
+    int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
+    int shut;                          /* rank 0: shutdown sent */
+} model_tp;
+
 typedef struct model_weights {
     int refs;                          /* run states borrowing these weights (atomic) */
     model_config cfg;
@@ -47,7 +68,9 @@ typedef struct model_weights {
     const void *embed;                 /* (vocab, H) row-major of embed_t.type; borrowed (src or
                                         * blocks); NULL: rows are read through src (dummy) */
     wsrc_tensor embed_t;               /* the embedding tensor as the source gave it */
-    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed */
+    linear_weight lm_head;             /* (vocab, H); may borrow the same bytes as embed; empty
+                                        * for a classifier (cfg.n_labels > 0) */
+    linear_weight score;               /* (n_labels, H) f32: *ForSequenceClassification's head */
     const float *final_norm;           /* (H) */
     model_layer *layers;               /* (n_layer) owned */
 
@@ -59,7 +82,10 @@ typedef struct model_weights {
     size_t expert_bytes;               /* bytes of one expert's gate+up+down (MoE) */
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
 
-    float *inv_freq;                   /* (rot_dim/2) owned; static rope types */
+    model_tp tp;                       /* tensor-parallel shard (size 1: the whole model) */
+    float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
+    float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
+    int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 } model_weights;
@@ -70,6 +96,8 @@ struct model {
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
+    int mi_on;                         /* multi-item scoring: split prompts at mi_delim */
+    int32_t mi_delim;                  /* (model_set_multi_item_delimiter, multi_item.c) */
 
     /* scratch, sized by model_reserve for cap_tokens rows */
     int cap_tokens, cap_kv, cap_threads;
@@ -92,14 +120,70 @@ struct model {
     float *eg, *eu;                    /* (A, Ie) */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
+    /* tensor parallelism (model_tp.c): local logits and the gather buffer */
+    float *tp_logits, *tp_gather;
+    size_t tp_cap;                     /* floats in tp_logits */
+    double tp_comm_s;                  /* seconds thread 0 spent in all-reduces (waits included) */
+    long tp_n_allreduce;
 };
+
+/* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
+typedef struct model_mi_buf {
+    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
+    int32_t *slot_mem;                 /* the segments' slot lists */
+} model_mi_buf;
+/* Rewrite b's whole-prompt sequences that hold delim into query and
+ * segment sub-sequences (see multi_item.c) into *out (arrays in *mb).
+ * 1 rewritten, 0 nothing to do (*mb empty), -1 out of memory. */
+int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_mi_buf *mb);
+void model_mi_buf_free(model_mi_buf *mb);
 
 /* model.c: free weights (refs already 0). */
 void model_weights_free(model_weights *w);
 /* model_run.c: a run state over w (takes one reference).  NULL on OOM. */
 model *model_run_create(model_weights *w);
 
+/* model_tp.c: the local counts of w->tp from the config and group (all
+ * 1/size checks; 0, or -1 with a message). */
+int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t errlen);
+/* Rank 0 before a checked forward of b: send it to the workers.  0/-1. */
+int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b);
+/* After the decoder: the LM head rows of every rank into logits (rank 0)
+ * or to rank 0 (workers).  0/-1. */
+int model_tp_gather_logits(model *m, const model_batch *b, float *logits);
+/* Sum of partial rows over the group (thread ith of the pool; thread 0
+ * talks to the group, the others wait at the pool barrier). */
+void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool);
+/* Where the decoder writes the LM head's output: the local slice buffer
+ * (size > 1) or logits. */
+float *model_tp_logits_out(model *m, const model_batch *b, float *logits);
+/* A collective of this model's group failed (the forward's result is void). */
+static inline int model_tp_failed(const model *m) { return m->w->tp.g && dist_broken(m->w->tp.g); }
+/* Rank 0: a KV cache was made / is freed; the workers mirror it. */
+int model_tp_kv_created(model *m, model_kv *kv);
+void model_tp_kv_destroyed(model_kv *kv);
+/* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
+void model_tp_shutdown(model_weights *w);
+
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);
+
+/* model_lora.c: LoRA per batch (model.h's model_batch adapters). */
+#define MODEL_MAX_BATCH_ADAPTERS 64
+/* 0, or -1 after logging a malformed adapter part of b. */
+int model_lora_check(const model *m, const model_batch *b);
+/* Adapter index per token row (*row_ad, n_tokens) and per logit row
+ * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it); both
+ * NULL when no sequence has an adapter.  0 or -1 (OOM). */
+int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_ad,
+                    int32_t **lrow_ad);
+/* The exec for projection p of layer il (il < 0: the LM head, rows =
+ * logit rows) with b's adapters of it: ex itself when none applies, else
+ * buf (a copy of ex) pointing at abuf ((MODEL_MAX_BATCH_ADAPTERS) filled
+ * here) and row_ad. */
+const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
+                                   const linear_exec *ex, int il, int p, linear_exec *buf,
+                                   linear_adapter *abuf);
 
 #endif

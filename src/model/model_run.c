@@ -48,6 +48,7 @@ void model_free(model *m)
     if (!m) return;
     free(m->scratch_mem);
     free(m->kv_k_scale), free(m->kv_v_scale);
+    free(m->tp_logits), free(m->tp_gather);
     if (m->w && __atomic_sub_fetch(&m->w->refs, 1, __ATOMIC_ACQ_REL) == 0)
         model_weights_free(m->w);
     free(m);
@@ -83,8 +84,9 @@ int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, in
 size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
+    /* this rank's KV heads (tensor parallelism: its share) */
     return 2 * (size_t)c->n_layer *
-           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)c->n_kv_head * c->head_dim);
+           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)m->w->tp.n_kv_head * c->head_dim);
 }
 
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
@@ -99,7 +101,7 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->n_layer = c->n_layer;
     kv->n_slots = n_slots;
     kv->dt = kv_dt;
-    kv->row_len = c->n_kv_head * c->head_dim;
+    kv->row_len = m->w->tp.n_kv_head * c->head_dim; /* this rank's KV heads */
     size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
                  ~(size_t)63;
     kv->bytes = per * 2 * (size_t)c->n_layer;
@@ -124,12 +126,18 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
         kv->k[l] = (char *)kv->mem + per * (2 * (size_t)l);
         kv->v[l] = (char *)kv->mem + per * (2 * (size_t)l + 1);
     }
+    if (model_tp_kv_created(m, kv)) { /* rank 0: the workers make theirs */
+        kv->tp_w = NULL;
+        model_kv_destroy(kv);
+        return NULL;
+    }
     return kv;
 }
 
 void model_kv_destroy(model_kv *kv)
 {
     if (!kv) return;
+    model_tp_kv_destroyed(kv);
     free(kv->k);
     free(kv->v);
     free(kv->k_scale);
@@ -154,15 +162,16 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     if (max_tokens < 1) max_tokens = 1;
     if (max_kv < max_tokens) max_kv = max_tokens;
     size_t T = (size_t)max_tokens;
-    int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
-    int qd = c->n_head * hd, kvd = c->n_kv_head * hd, half = w->rot_dim / 2;
+    /* this rank's heads and widths (tensor parallelism) */
+    int H = c->hidden_size, I = w->tp.inter, hd = c->head_dim;
+    int qd = w->tp.n_head * hd, kvd = w->tp.n_kv_head * hd, half = w->rot_dim / 2;
     int any_moe = 0, any_dense = 0;
     for (int il = 0; il < c->n_layer; il++) {
         if (w->layers[il].moe) any_moe = 1;
         else any_dense = 1;
     }
     int Id = any_dense ? I : 0; /* dense MLP width the scratch must hold */
-    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? c->moe_inter : 0;
+    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? w->tp.moe_inter : 0;
     size_t A = any_moe ? T * (size_t)c->n_expert_used : 0; /* expert assignments */
     int maxk = H > qd ? H : qd;
     if (Id > maxk) maxk = Id;

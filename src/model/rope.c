@@ -30,6 +30,35 @@ static double yarn_correction_dim(double rot, int dim, double base, double max_p
     return ((double)dim * log(max_pos / (rot * 2.0 * M_PI))) / (2.0 * log(base));
 }
 
+void model_rope_longrope_inv_freq(const model_config *c, int use_long, float *inv)
+{
+    const model_rope_cfg *r = &c->rope;
+    int dim = model_rope_dim(c);
+    const float *ext = use_long ? r->long_factor : r->short_factor;
+    for (int i = 0; i < dim / 2; i++) {
+        /* base ** (arange(0, dim, 2).float() / dim) in f32, times ext, inverted */
+        float shape = (float)(2 * i) / (float)dim;
+        float p = powf((float)r->theta, shape);
+        float f = i < r->n_factors ? ext[i] : 1.0f;
+        inv[i] = 1.0f / (f * p);
+    }
+}
+
+float model_rope_longrope_attn_factor(const model_config *c)
+{
+    const model_rope_cfg *r = &c->rope;
+    if (r->attention_factor >= 0) return (float)r->attention_factor;
+    double orig = (double)model_rope_longrope_switch(c);
+    double factor = r->factor > 0 ? r->factor : (double)c->max_position_embeddings / orig;
+    if (factor <= 1.0 || orig < 2) return 1.0f;
+    return (float)sqrt(1.0 + log(factor) / log(orig));
+}
+
+int model_rope_longrope_switch(const model_config *c)
+{
+    return c->rope.original_max_pos > 0 ? c->rope.original_max_pos : c->max_position_embeddings;
+}
+
 float model_rope_inv_freq(const model_config *c, int seq_len, float *inv)
 {
     const model_rope_cfg *r = &c->rope;
@@ -104,6 +133,9 @@ float model_rope_inv_freq(const model_config *c, int seq_len, float *inv)
         }
         return (float)af;
     }
+    case MODEL_ROPE_LONGROPE:
+        model_rope_longrope_inv_freq(c, seq_len > model_rope_longrope_switch(c), inv);
+        return model_rope_longrope_attn_factor(c);
     }
     default_inv_freq(base, dim, inv);
     return 1.0f;

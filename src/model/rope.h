@@ -9,7 +9,8 @@
  * the forward for each sequence whose length exceeds
  * max_position_embeddings (HF recomputes it from the max position in the
  * call; we do it per sequence, which is the same for one sequence and keeps
- * batched == one-by-one).
+ * batched == one-by-one).  longrope has two static tables (short and
+ * long factors), both made at load; the forward picks one per sequence.
  */
 #ifndef SGLC_MODEL_ROPE_H
 #define SGLC_MODEL_ROPE_H
@@ -20,8 +21,22 @@
 int model_rope_dim(const model_config *c);
 
 /* Fill inv_freq (model_rope_dim(c)/2) for a sequence of seq_len tokens
- * (only the dynamic type looks at seq_len) and return the attention factor
- * (the scale applied to cos and sin; 1 except for yarn). */
+ * (only dynamic and longrope look at seq_len) and return the attention
+ * factor (the scale applied to cos and sin; 1 except for yarn and
+ * longrope). */
 float model_rope_inv_freq(const model_config *c, int seq_len, float *inv_freq);
+
+/* longrope (Phi-3 / Phi-4), as transformers' _compute_longrope_parameters:
+ * inv_freq[i] = 1 / (ext[i] * base^(2i/rot_dim)) with ext the long factors
+ * when use_long, else the short ones.  The model picks the long table for
+ * a sequence whose length exceeds model_rope_longrope_switch(c) (HF:
+ * max(position_ids) + 1 > original_max_position_embeddings). */
+void model_rope_longrope_inv_freq(const model_config *c, int use_long, float *inv_freq);
+/* The cos/sin scale of longrope, for both tables: attention_factor when
+ * given, else 1 when factor <= 1, else sqrt(1 + ln(factor) / ln(orig)),
+ * factor = rope_scaling.factor or max_position_embeddings / orig. */
+float model_rope_longrope_attn_factor(const model_config *c);
+/* Sequence length above which the long factors apply (original_max_pos). */
+int model_rope_longrope_switch(const model_config *c);
 
 #endif

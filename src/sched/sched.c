@@ -213,11 +213,14 @@ void sched_destroy(sched *s)
     free(s->buf.b_rows);
     free(s->buf.b_start);
     free(s->buf.b_kvlen);
+    free(s->buf.b_ropelen);
     free((void *)s->buf.b_slots);
     free(s->buf.b_lp_row);
     free(s->buf.b_lp_n);
     free(s->buf.b_sample_row);
     free(s->buf.b_n_rows);
+    free(s->buf.b_seq_ad);
+    free((void *)s->buf.b_ads);
     free(s->buf.logits);
     free(s->buf.scratch);
     free(s->buf.tmp_top_ids);

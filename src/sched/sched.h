@@ -125,6 +125,8 @@ typedef struct sched_args {
     bool sleep_on_idle;               /* --sleep-on-idle: park the compute workers at once when idle */
     bool is_embedding;                /* --is-embedding: every request is an embedding request
                                        * (prefill only, see "Embedding mode" above) */
+    int max_loras_per_batch;          /* --max-loras-per-batch: distinct adapters (the base
+                                       * counting as one, as SGLang) in a running batch; 0 = no limit */
 } sched_args;
 
 void sched_args_init(sched_args *a);
@@ -154,6 +156,10 @@ typedef struct sched_req_spec {
                                   * only after the output holds this token sequence (the end of a
                                   * reasoning section, e.g. "</think>"); NULL = from the first token */
     int n_grammar_after;
+    char *lora_name;             /* owned or NULL: the lora_path a codec read; the front resolves
+                                  * it into `lora` (lora_resolve) before submit */
+    struct lora_adapter *lora;   /* owned reference or NULL: the request's LoRA adapter (lora/lora.h;
+                                  * each sibling takes its own reference) */
     void *output_ctx;            /* borrowed or NULL: the front's per-request output stage, passed to
                                   * the output hook (with the sibling index); must live until the
                                   * request's FINISH event (every sibling's) */
@@ -208,6 +214,11 @@ typedef struct sched_event {
     int64_t cached_tokens;
     int num_retractions;
     double e2e_latency;          /* seconds from submit to finish */
+    /* every event (not FINISH only): */
+    bool spec_on;                /* a draft hook is set: the spec_* counters below are meaningful */
+    int64_t spec_verify_ct;      /* decode (verify) forwards of this request so far (SGLang's spec_verify_ct) */
+    int64_t spec_accepted;       /* draft tokens accepted so far (spec_accept_token_num) */
+    int64_t spec_drafted;        /* draft tokens verified so far (spec_draft_token_num) */
     float *embedding;            /* (n_embedding) owned or NULL: embedding mode, FINISH (not abort) */
     int n_embedding;
     char *text;                  /* (text_len) owned or NULL: the output hook's text since the previous
@@ -408,6 +419,11 @@ typedef struct sched_stats {
     int64_t n_prefill_steps, n_decode_steps, n_mixed_steps;
     int64_t leak_checks, leak_failures;
     double forward_s, sched_s;    /* time in model_forward / in the rest of the steps */
+    /* speculative decoding (a draft hook set): over all decode rows so far */
+    int64_t spec_verify_ct;       /* request rows of decode forwards */
+    int64_t spec_verify_tokens;   /* tokens those rows produced (accept length = tokens / rows) */
+    int64_t spec_draft_tokens;    /* draft tokens they verified */
+    int64_t spec_accepted_tokens; /* of them, accepted */
     int n_running, n_waiting;
     int n_grammar_queue;          /* requests waiting for their grammar (num_grammar_queue_reqs) */
     int64_t free_tokens, evictable_tokens, protected_tokens;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lora/lora.h"
 #include "sched/sched_grammar.h"
 #include "sched/sched_kv.h"
 #include "sched/sched_policy.h"
@@ -50,6 +51,9 @@ static int reserve_batch(sched *s, int n_tok, int n_seq)
         a = realloc(s->buf.b_kvlen, sizeof(int32_t) * (size_t)nc);
         if (!a) return -1;
         s->buf.b_kvlen = a;
+        a = realloc(s->buf.b_ropelen, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->buf.b_ropelen = a;
         a = realloc((void *)s->buf.b_slots, sizeof(int32_t *) * (size_t)nc);
         if (!a) return -1;
         s->buf.b_slots = a;
@@ -65,6 +69,12 @@ static int reserve_batch(sched *s, int n_tok, int n_seq)
         a = realloc(s->buf.b_n_rows, sizeof(int32_t) * (size_t)nc);
         if (!a) return -1;
         s->buf.b_n_rows = a;
+        a = realloc(s->buf.b_seq_ad, sizeof(int32_t) * (size_t)nc);
+        if (!a) return -1;
+        s->buf.b_seq_ad = a;
+        a = realloc((void *)s->buf.b_ads, sizeof(model_adapter *) * (size_t)nc);
+        if (!a) return -1;
+        s->buf.b_ads = a;
         s->buf.cap_seq = nc;
     }
     return 0;
@@ -124,6 +134,31 @@ static int64_t lp_ext_cap(sched *s, const sreq *r)
  * tokens with a request prefilled in this step waits one step, then finds
  * them in the radix tree instead of computing them twice. */
 #define IN_BATCH_PREFIX_THRESHOLD 32
+
+/* LoRA admission (SGLang's can_run_lora_batch): the distinct adapters of
+ * the running requests, this step's prefills and w, the base model
+ * counting as one, must stay within --max-loras-per-batch. */
+static bool lora_fits(sched *s, const sreq *w)
+{
+    int lim = s->a.max_loras_per_batch;
+    if (lim <= 0) return true;
+    const void *seen[64];
+    int n = 0;
+    bool have_w = false;
+    for (int k = 0; k < s->q.n_running + s->buf.n_batch + 1; k++) {
+        const sreq *q = k < s->q.n_running ? s->q.running[k]
+                        : k < s->q.n_running + s->buf.n_batch ? s->buf.batch[k - s->q.n_running] : w;
+        const void *key = q->lora.ad; /* NULL = the base */
+        int j = 0;
+        while (j < n && seen[j] != key) j++;
+        if (q == w) have_w = j < n;
+        if (j == n) {
+            if (n == 64) return false;
+            seen[n++] = key;
+        }
+    }
+    return have_w || n <= lim;
+}
 
 static bool defer_in_batch(sched *s, const sreq *w, int64_t cached)
 {
@@ -188,6 +223,7 @@ int sched_batch_build_prefill(sched *s, int n_mixed)
             continue; /* the queue changed (preempted requests appended) */
         }
         if (s->a.prefill_max_requests > 0 && s->buf.n_batch >= s->a.prefill_max_requests) break;
+        if (!lora_fits(s, w)) break; /* the batch has no adapter slot left (SGLang stops here too) */
         int64_t fill = w->tok.len;
         kv_radix_node *node = NULL;
         int64_t mlen = match_limit(w);
@@ -275,7 +311,8 @@ int sched_batch_alloc_decode(sched *s)
  * the hook proposes up to max_draft tokens per running request, clipped to
  * what the request may still accept (max_new - out - 1) and to the pages
  * the pool can give now (a request gets none rather than forcing a
- * retraction).  Call after sched_batch_alloc_decode. */
+ * retraction), and, for a dynamic-NTK rope, to the positions below
+ * max_position_embeddings.  Call after sched_batch_alloc_decode. */
 void sched_batch_draft(sched *s)
 {
     for (int i = 0; i < s->q.n_running; i++) s->q.running[i]->spec.n_draft = 0;
@@ -284,6 +321,12 @@ void sched_batch_draft(sched *s)
         sreq *r = s->q.running[i];
         int64_t room = r->tok.max_new - (r->tok.len - r->tok.n_input) - 1;
         int max = (int)min64(s->hooks.max_draft, room);
+        /* dynamic NTK rope (transformers' semantics) picks its base from the
+         * forward's sequence length past max_position_embeddings: a verify
+         * forward there would change the rope of every token in it, so no
+         * drafts beyond that point (outputs stay those of plain decoding) */
+        if (s->eng.c->rope.kind == MODEL_ROPE_DYNAMIC)
+            max = (int)min64(max, (int64_t)s->eng.c->max_position_embeddings - r->tok.len);
         if (max <= 0) continue;
         int64_t c = r->spec.cap_draft;
         if (sched_grow((void **)&r->spec.draft, &c, max, sizeof(int32_t))) continue;
@@ -319,7 +362,7 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
         log_error("out of memory for a batch of %" PRId64 " tokens", n_tok);
         return -1;
     }
-    int t = 0, nl = 0;
+    int t = 0, nl = 0, n_ads = 0;
     for (int b = 0; b < n_seq; b++) {
         bool prefill = b < s->buf.n_batch;
         sreq *r = prefill ? s->buf.batch[b] : s->q.running[b - s->buf.n_batch];
@@ -335,7 +378,18 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
             s->buf.b_pos[t] = (int32_t)(r->tok.len + k);
         }
         s->buf.b_kvlen[b] = (int32_t)(r->kv.kv_len + ext + nd);
+        /* a prompt's chunks all see its whole length (longrope's table choice) */
+        s->buf.b_ropelen[b] = (int32_t)max64(r->kv.kv_len + ext + nd, r->tok.len);
         s->buf.b_slots[b] = r->kv.slots;
+        /* LoRA: the step's adapter list, each once */
+        s->buf.b_seq_ad[b] = -1;
+        if (r->lora.ad) {
+            const model_adapter *ma = &r->lora.ad->ma;
+            int j = 0;
+            while (j < n_ads && s->buf.b_ads[j] != ma) j++;
+            if (j == n_ads) s->buf.b_ads[n_ads++] = ma;
+            s->buf.b_seq_ad[b] = j;
+        }
         /* input-logprob rows: positions [lo, hi) predicting input tokens */
         s->buf.b_lp_row[b] = nl;
         s->buf.b_lp_n[b] = 0;
@@ -358,6 +412,8 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
     }
     *mb = (model_batch){.n_tokens = t, .tokens = s->buf.b_tokens, .positions = s->buf.b_pos, .n_seqs = n_seq,
                         .seq_start = s->buf.b_start, .seq_kv_len = s->buf.b_kvlen, .seq_slots = s->buf.b_slots,
-                        .n_logits = nl, .logit_rows = s->buf.b_rows, .want_hidden = s->a.is_embedding};
+                        .seq_rope_len = s->buf.b_ropelen, .n_logits = nl, .logit_rows = s->buf.b_rows, .want_hidden = s->a.is_embedding,
+                        .n_adapters = n_ads, .adapters = s->buf.b_ads,
+                        .seq_adapter = n_ads ? s->buf.b_seq_ad : NULL};
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lora/lora.h"
 #include "sched/sched_util.h"
 #include "util/log.h"
 #include "util/timeutil.h"
@@ -34,6 +35,8 @@ void sched_req_spec_free(sched_req_spec *sp)
     free(sp->cache_salt);
     free(sp->token_ids_logprob);
     free(sp->grammar_after);
+    lora_adapter_unref(sp->lora);
+    free(sp->lora_name);
     sampling_params_free(&sp->params);
     memset(sp, 0, sizeof *sp);
 }
@@ -239,6 +242,10 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
                                        &e->text_len);
     if (oom) log_error("out of memory for an event of request %s (token data dropped)", r->who.rid);
     r->out.n_sent = n_out;
+    e->spec_on = s->hooks.draft_fn != NULL;
+    e->spec_verify_ct = r->spec.verify_ct;
+    e->spec_accepted = r->spec.accepted;
+    e->spec_drafted = r->spec.drafted;
     if (finish) {
         e->finish = fin->kind;
         e->finish_length = fin->len;

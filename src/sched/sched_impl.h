@@ -133,9 +133,15 @@ typedef struct sreq {
         int64_t already_computed; /* most KV ever computed (cached_tokens accounting) */
         int64_t cached_tokens;
     } kv;
+    struct {                    /* LoRA */
+        struct lora_adapter *ad; /* owned reference or NULL (base model) */
+    } lora;
     struct {                    /* speculative decoding: this step's draft tokens */
         int32_t *draft;         /* (cap_draft) owned */
         int n_draft, cap_draft;
+        int64_t verify_ct;      /* decode forwards of this request with a draft hook set (SGLang's spec_verify_ct) */
+        int64_t accepted;       /* draft tokens confirmed (spec_accept_token_num) */
+        int64_t drafted;        /* draft tokens the forwards ran (spec_draft_token_num) */
     } spec;
     struct {                    /* policy and priority (sched_policy, sched_retract) */
         int64_t priority;
@@ -229,9 +235,13 @@ struct sched {
         int n_batch, cap_batch;
         int32_t *b_tokens, *b_pos, *b_rows;          /* (cap_tok) */
         int32_t *b_start, *b_kvlen;                  /* (cap_seq + 1) */
+        int32_t *b_ropelen;                          /* (cap_seq): model_batch.seq_rope_len (the
+                                                      * whole sequence's length, chunks included) */
         int32_t *b_lp_row, *b_lp_n, *b_sample_row;   /* (cap_seq): input-logprob rows, sampling row (-1 none) */
         int32_t *b_n_rows;                           /* (cap_seq): sampling rows from b_sample_row (1 + drafts) */
         const int32_t **b_slots;                     /* (cap_seq) borrowed from the requests */
+        int32_t *b_seq_ad;                           /* (cap_seq) LoRA: index into b_ads, -1 base */
+        const model_adapter **b_ads;                 /* (cap_seq) LoRA: this step's adapters, borrowed */
         int cap_tok, cap_seq;
         float *logits;          /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
         int cap_logits;

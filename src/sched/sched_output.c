@@ -176,6 +176,10 @@ int sched_process_request(sched *s, sreq *r, float *rows, int n_rows, const int3
         sched_grammar_mask(s, r, row);
         /* 2. sample (row 0) or verify (rows 1..: reached only when the
          *    previous sample confirmed the draft the forward ran) */
+        if (j > 0) { /* draft j - 1 was confirmed: counted before a finish builds the event */
+            r->spec.accepted++;
+            s->stats.st.spec_accepted_tokens++;
+        }
         if (sample_append(s, r, row)) {
             *finished = true;
             return n;
@@ -221,6 +225,15 @@ static void input_logprob(sched *s, sreq *r, const float *row, int64_t p)
 static int pool_embedding(sched *s, sreq *r, const float *h)
 {
     int H = s->eng.c->hidden_size;
+    if (s->eng.c->n_labels > 0) { /* a classifier's row: its raw scores (SGLang's embedding) */
+        int L = s->eng.c->n_labels;
+        free(r->embd.emb);
+        r->embd.emb = malloc(sizeof(float) * (size_t)L);
+        if (!r->embd.emb) return -1;
+        memcpy(r->embd.emb, h, sizeof(float) * (size_t)L);
+        r->embd.n_emb = L;
+        return 0;
+    }
     int d = r->embd.embed_dims > 0 && r->embd.embed_dims < H ? r->embd.embed_dims : H;
     free(r->embd.emb);
     r->embd.emb = malloc(sizeof(float) * (size_t)d);
@@ -290,7 +303,14 @@ void sched_process_results(sched *s, bool with_decode)
         for (int i = 0; i < n; i++) {
             sreq *r = s->q.running[i];
             float *rows = s->buf.logits + (size_t)s->buf.b_sample_row[nb + i] * (size_t)s->lim.V;
-            sched_process_request(s, r, rows, s->buf.b_n_rows[nb + i], r->spec.draft, &fin);
+            if (s->hooks.draft_fn) { /* SGLang's spec_verify_ct: every decode forward is a verify */
+                r->spec.verify_ct++;
+                r->spec.drafted += r->spec.n_draft;
+                s->stats.st.spec_verify_ct++;
+                s->stats.st.spec_draft_tokens += r->spec.n_draft;
+            }
+            int took = sched_process_request(s, r, rows, s->buf.b_n_rows[nb + i], r->spec.draft, &fin);
+            if (s->hooks.draft_fn) s->stats.st.spec_verify_tokens += took;
             if (!fin) {
                 if (r->spec.n_draft) sched_kv_trim(s, r, r->kv.kv_len + 1); /* pages of rejected drafts */
                 r->spec.n_draft = 0;

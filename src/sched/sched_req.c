@@ -15,11 +15,25 @@
 
 #include "sched/sched_event.h"
 #include "sched/sched_kv.h"
+#include "lora/lora.h"
 #include "sched/sched_util.h"
 #include "util/log.h"
 #include "util/timeutil.h"
 
 /* ---- requests -------------------------------------------------------------- */
+
+/* The radix namespace of a request: its cache_salt, prefixed by its LoRA
+ * adapter's load uid when it has one ("\x01lora:<uid>" then "\x1f" + salt),
+ * so prefixes computed under one adapter are never matched under another
+ * (nor the base's, nor a later adapter reusing the name).  Owned or NULL. */
+static char *sched_lora_ns(const struct lora_adapter *ad, const char *salt)
+{
+    if (!ad) return sched_strdup(salt);
+    size_t n = (salt ? strlen(salt) : 0) + 48;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "\x01lora:%llu%s%s", (unsigned long long)ad->uid, salt ? "\x1f" : "", salt ? salt : "");
+    return s;
+}
 
 void sched_req_free(sreq *r)
 {
@@ -32,6 +46,7 @@ void sched_req_free(sreq *r)
     free(r->tok.seq);
     free(r->embd.emb);
     free(r->kv.cache_salt);
+    lora_adapter_unref(r->lora.ad);
     free(r->lpr.tids);
     free(r->lpr.lp);
     free(r->lpr.top_ids);
@@ -66,7 +81,11 @@ sreq *sched_req_new(sched *s, const sched_req_spec *sp, uint64_t id, int index, 
     r->tok.cap = sp->n_input + max_new + 1;
     r->tok.seq = malloc(sizeof(int32_t) * (size_t)r->tok.cap);
     r->who.rid = sched_strdup(sp->rid);
-    r->kv.cache_salt = sched_strdup(sp->cache_salt);
+    r->kv.cache_salt = sched_lora_ns(sp->lora, sp->cache_salt);
+    if (sp->lora) {
+        lora_adapter_ref(sp->lora);
+        r->lora.ad = sp->lora;
+    }
     r->tok.max_new = max_new;
     r->pol.priority = sp->priority;
     r->pol.has_priority = sp->has_priority;
@@ -85,7 +104,7 @@ sreq *sched_req_new(sched *s, const sched_req_spec *sp, uint64_t id, int index, 
                              ? (int)sp->params.stream_interval
                              : s->a.stream_interval;
     sampling_params_init(&r->samp.params);
-    if (!r->tok.seq || !r->who.rid || (sp->cache_salt && !r->kv.cache_salt)) goto fail;
+    if (!r->tok.seq || !r->who.rid || ((sp->cache_salt || sp->lora) && !r->kv.cache_salt)) goto fail;
     memcpy(r->tok.seq, sp->input_ids, sizeof(int32_t) * (size_t)sp->n_input);
     /* deep copy of the sampling params through their own JSON-free fields */
     r->samp.params = sp->params;

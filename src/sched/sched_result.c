@@ -107,6 +107,11 @@ int sched_result_add(sched_result *r, const sched_event *e)
         }
         r->n_in = e->n_in;
     }
+    /* the speculative counters travel on every event (streamed meta_info) */
+    r->fin.spec_on = e->spec_on;
+    r->fin.spec_verify_ct = e->spec_verify_ct;
+    r->fin.spec_accepted = e->spec_accepted;
+    r->fin.spec_drafted = e->spec_drafted;
     if (e->kind == SCHED_EV_FINISH) {
         free(r->fin.rid);
         free(r->fin.finish_str);

@@ -52,12 +52,15 @@ static int forward(sched *s, const model_batch *mb, bool with_decode)
     s->stats.st.forward_s += time_now_sec() - t0;
     if (!frc) return 0;
     log_error("model forward failed; aborting the %d requests of the batch", mb->n_seqs);
+    /* tensor parallelism: a rank failed (the server cannot serve: 503) */
+    const char *tpe = model_tp_error(s->eng.m);
     for (int b = 0; b < s->buf.n_batch; b++) {
         sreq *r = s->buf.batch[b];
         if (s->q.chunked == r) s->q.chunked = NULL;
         free(r->life.abort_msg);
-        r->life.abort_msg = sched_strdup("Internal error: model forward failed.");
-        r->life.abort_status = 500;
+        r->life.abort_msg = sched_strdup(*tpe ? "Service unavailable: a tensor-parallel rank failed."
+                                              : "Internal error: model forward failed.");
+        r->life.abort_status = *tpe ? 503 : 500;
         sched_req_abort(s, r);
     }
     s->buf.n_batch = 0;

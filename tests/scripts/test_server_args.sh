@@ -28,9 +28,12 @@ check "None is null" [ "$(jget context_length)" = null ]
 check "bool flag true" [ "$(jget disable_radix_cache)" = true ]
 check "random seed drawn" bash -c "[ \"\$(/usr/bin/python3 -c 'import json;print(type(json.load(open(\"$TMP/out\"))[\"random_seed\"]).__name__)')\" = int ]"
 
-check "not-yet arg: exit 2 + message" expect_err "--enable-lora is not supported by sglc yet" --enable-lora
+check "not-yet arg: exit 2 + message" expect_err "--enable-multimodal is not supported by sglc yet" --enable-multimodal
 check "not-yet valued arg" expect_err "--tp-size is not supported by sglc yet" --tp-size 2
-check "unknown arg + suggestion" expect_err "unrecognized argument '--max-total-token'; did you mean '--max-total-tokens'?" --max-total-token 5
+check "unknown arg + suggestion" expect_err "unrecognized argument '--max-totl-tokens'; did you mean '--max-total-tokens'?" --max-totl-tokens 5
+run --max-total-token 5
+check "unique prefix accepted (argparse)" [ "$RC" -eq 0 -a "$(jget max_total_tokens)" = 5 ]
+check "ambiguous prefix: exit 2 + argparse's message" expect_err "ambiguous option: --enable-lo could match --enable-lora, --enable-lora-overlap-loading" --enable-lo
 check "bad int" expect_err "--context-length: invalid int value 'lots'" --context-length lots
 check "bad choice" expect_err "--dtype: invalid choice 'fp8'" --dtype fp8
 check "missing value" expect_err "--host expects a value" --host
@@ -46,13 +49,13 @@ YAML
 run --config "$TMP/c.yaml" --port 7001
 check "config applied" [ "$RC" -eq 0 -a "$(jget model_path)" = '"/from/config"' -a "$(jget max_running_requests)" = 8 ]
 check "command line wins over config" [ "$(jget port)" = 7001 ]
-printf 'enable-lora: true\n' >"$TMP/bad.yaml"
-check "not-yet in config: exit 2" expect_err "--enable-lora is not supported by sglc yet (in $TMP/bad.yaml)" --config "$TMP/bad.yaml"
+printf 'enable-multimodal: true\n' >"$TMP/bad.yaml"
+check "not-yet in config: exit 2" expect_err "--enable-multimodal is not supported by sglc yet (in $TMP/bad.yaml)" --config "$TMP/bad.yaml"
 
 "$SGLC" server-args --help >"$TMP/help" 2>&1
 check "--help exits 0" [ $? -eq 0 ]
 check "help groups" grep -q '^Memory and scheduling:$' "$TMP/help"
-check "help marks not yet" grep -q -- '--enable-lora  (not yet)$' "$TMP/help"
+check "help marks not yet" grep -q -- '--enable-multimodal  (not yet)$' "$TMP/help"
 check "help marks ignored" grep -q -- '--trust-remote-code  (ignored)$' "$TMP/help"
 
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi

@@ -116,8 +116,8 @@ static void test_lists(void **state)
     assert_int_equal(args_server_init(&a), ARGS_OK);
     const char *v[] = {"1", "2", "4"};
     /* NOT_YET list with a non-default value is refused... */
-    assert_int_equal(args_set(&a, "--cuda-graph-bs", v, 3, ARGS_SRC_CLI, err, sizeof err), ARGS_EUSAGE);
-    assert_string_equal(err, "--cuda-graph-bs is not supported by sglc yet");
+    assert_int_equal(args_set(&a, "--debug-tensor-dump-layers", v, 3, ARGS_SRC_CLI, err, sizeof err), ARGS_EUSAGE);
+    assert_string_equal(err, "--debug-tensor-dump-layers is not supported by sglc yet");
     /* ...an empty list equal to the default [] is accepted */
     assert_int_equal(args_set(&a, "encoder_urls", NULL, 0, ARGS_SRC_CONFIG, err, sizeof err), ARGS_OK);
     args_server_free(&a);
@@ -202,8 +202,8 @@ static void test_not_yet_and_ignored(void **state)
     assert_int_equal(PARSE(&a, err, "--tensor-parallel-size", "4"), ARGS_EUSAGE);
     assert_string_equal(err, "--tensor-parallel-size is not supported by sglc yet");
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--enable-lora"), ARGS_EUSAGE);
-    assert_string_equal(err, "--enable-lora is not supported by sglc yet");
+    assert_int_equal(PARSE(&a, err, "--enable-multimodal"), ARGS_EUSAGE);
+    assert_string_equal(err, "--enable-multimodal is not supported by sglc yet");
     args_server_free(&a);
     /* the default value asks for what sglc does anyway */
     assert_int_equal(PARSE(&a, err, "--tp-size", "1", "--dp-size", "01", "--radix-eviction-policy", "lru"),
@@ -233,6 +233,139 @@ static void test_not_yet_and_ignored(void **state)
     args_server_free(&a);
 }
 
+/* argparse's allow_abbrev=True: unique prefixes, exact matches first,
+ * "=value" on a prefix, ambiguity with every candidate in parser order
+ * (server flags, then the command's own options), values that look like
+ * negative numbers or hold a space, "--". */
+static void test_abbreviations(void **state)
+{
+    (void)state;
+    args_server a;
+    char err[ARGS_ERR_MAX];
+    assert_int_equal(PARSE(&a, err, "--mem-frac", "0.8", "--chunk=512", "--max-t", "64", "--disable-r"), ARGS_OK);
+    assert_true(a.mem_fraction_static == 0.8);
+    assert_int_equal(a.chunked_prefill_size, 512);
+    assert_int_equal(a.max_total_tokens, 64);
+    assert_true(a.disable_radix_cache);
+    args_server_free(&a);
+    /* a refusal names the whole option argparse matched */
+    assert_int_equal(PARSE(&a, err, "--tp", "2"), ARGS_EUSAGE);
+    assert_string_equal(err, "--tp-size is not supported by sglc yet");
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--tensor", "2"), ARGS_EUSAGE);
+    assert_string_equal(err, "--tensor-parallel-size is not supported by sglc yet");
+    args_server_free(&a);
+    /* exact spellings win over the options they are a prefix of */
+    assert_int_equal(PARSE(&a, err, "--model", "/m", "--ep", "1"), ARGS_OK);
+    assert_string_equal(a.model_path, "/m");
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--enable-lora"), ARGS_EUSAGE);
+    assert_string_equal(err, "--enable-lora is not supported by sglc yet");
+    args_server_free(&a);
+    /* ambiguity: argparse's words, candidates in table order, the token as typed */
+    assert_int_equal(PARSE(&a, err, "--enable-lo"), ARGS_EUSAGE);
+    assert_string_equal(err, "ambiguous option: --enable-lo could match --enable-lora, --enable-lora-overlap-loading");
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--tokenizer=x"), ARGS_EUSAGE);
+    assert_string_equal(err, "ambiguous option: --tokenizer=x could match --tokenizer-path, --tokenizer-mode, "
+                             "--tokenizer-worker-num, --tokenizer-metrics-custom-labels-header, "
+                             "--tokenizer-metrics-allowed-custom-labels");
+    args_server_free(&a);
+    /* --h: --help comes first, as argparse adds it first */
+    assert_int_equal(PARSE(&a, err, "--h"), ARGS_EUSAGE);
+    assert_true(!strncmp(err, "ambiguous option: --h could match --help, --host, ", 50));
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--he"), ARGS_HELP);
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "-hh"), ARGS_HELP);
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "-hx"), ARGS_EUSAGE);
+    assert_string_equal(err, "argument -h/--help: ignored explicit argument 'x'");
+    args_server_free(&a);
+    /* an ambiguous token before -h is an error; after it, the help */
+    assert_int_equal(PARSE(&a, err, "--enable-lo", "-h"), ARGS_EUSAGE);
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "-h", "--enable-lo"), ARGS_HELP);
+    args_server_free(&a);
+    /* values: negative numbers and texts with a space; an option is none */
+    assert_int_equal(PARSE(&a, err, "--chunked-prefill-size", "-1", "--chat-template", "--x y"), ARGS_OK);
+    assert_int_equal(a.chunked_prefill_size, -1);
+    assert_string_equal(a.chat_template, "--x y");
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--host", "-x"), ARGS_EUSAGE);
+    assert_string_equal(err, "--host expects a value");
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--port", "5", "--", "x"), ARGS_EUSAGE);
+    assert_string_equal(err, "unrecognized arguments: -- x");
+    args_server_free(&a);
+    /* no prefix of anything: the did-you-mean message */
+    assert_int_equal(PARSE(&a, err, "--max-totl-tokens", "5"), ARGS_EUSAGE);
+    assert_string_equal(err, "unrecognized argument '--max-totl-tokens'; did you mean '--max-total-tokens'?");
+    args_server_free(&a);
+
+    /* the command's own options are in the same parser, after the server flags */
+    const char *tmpl = NULL;
+    bool compact = false;
+    args_extra extra[] = {
+        {.name = "--compact", .help = "One line.", .flag = &compact},
+        {.name = "--template-file", .metavar = "F", .help = "A file.", .value = &tmpl},
+        {0},
+    };
+    assert_int_equal(parse_v(&a, extra, err, sizeof err, "--comp", (char *)NULL), ARGS_EUSAGE);
+    assert_string_equal(err, "ambiguous option: --comp could match --completion-template, --compact");
+    args_server_free(&a);
+    assert_int_equal(parse_v(&a, extra, err, sizeof err, "--compa", "--templ", "t.txt", (char *)NULL), ARGS_OK);
+    assert_true(compact);
+    assert_string_equal(tmpl, "t.txt");
+    args_server_free(&a);
+    /* a command without server arguments: only its own options */
+    const args_cmd solo = {.extra = extra, .no_server_args = true};
+    char *argv[] = {"t", "--comp", NULL};
+    assert_int_equal(args_parse_cmd(&a, &solo, 2, argv, err, sizeof err), ARGS_OK);
+    args_server_free(&a);
+}
+
+/* GPU-only tuning flags: accepted, IGNORED, each saying why in --help. */
+static void test_gpu_flags_ignored(void **state)
+{
+    (void)state;
+    args_server a;
+    char err[ARGS_ERR_MAX];
+    int saved = log_level_current;
+    log_set_level(LOG_ERROR);
+    int rc = PARSE(&a, err, "--cuda-graph-max-bs", "8", "--cuda-graph-bs", "1", "2", "--disable-cuda-graph",
+                   "--disable-cuda-graph-padding", "--enable-torch-compile", "--torch-compile-max-bs", "4",
+                   "--attention-backend", "triton", "--enable-nccl-nvls", "--sampling-backend", "flashinfer",
+                   "--triton-attention-num-kv-splits", "16", "--disable-custom-all-reduce", "--disable-overlap-schedule",
+                   "--device", "cpu");
+    log_set_level(saved);
+    assert_int_equal(rc, ARGS_OK);
+    assert_int_equal(a.cuda_graph_max_bs, 8);
+    assert_string_equal(a.attention_backend, "triton");
+    assert_true(a.disable_overlap_schedule);
+    args_server_free(&a);
+    /* the choices stay checked as SGLang checks them */
+    assert_int_equal(PARSE(&a, err, "--attention-backend", "warp-drive"), ARGS_EUSAGE);
+    assert_non_null(strstr(err, "--attention-backend: invalid choice 'warp-drive'"));
+    args_server_free(&a);
+    for (int i = 0; i < ARG_COUNT; i++)
+        if (args_specs[i].status == ARGS_STATUS_IGNORED) assert_non_null(strstr(args_specs[i].help, "(no effect"));
+    assert_int_equal(args_specs[ARG_ID_enable_torch_compile].status, ARGS_STATUS_IGNORED);
+    assert_int_equal(args_specs[ARG_ID_disable_overlap_schedule].status, ARGS_STATUS_SUPPORTED);
+    /* a feature sglc lacks stays refused */
+    assert_int_equal(PARSE(&a, err, "--enable-dp-attention"), ARGS_EUSAGE);
+    assert_string_equal(err, "--enable-dp-attention is not supported by sglc yet");
+    args_server_free(&a);
+    const char *devs[] = {"cuda", "npu", "xpu", "hpu"};
+    for (size_t k = 0; k < 4; k++) {
+        assert_int_equal(PARSE(&a, err, "--device", devs[k]), ARGS_EUSAGE);
+        char want[160];
+        snprintf(want, sizeof want, "--device %s: this build of sglc serves CPUs only", devs[k]);
+        assert_true(!strncmp(err, want, strlen(want)));
+        args_server_free(&a);
+    }
+}
+
 static void test_extra_options(void **state)
 {
     (void)state;
@@ -245,8 +378,13 @@ static void test_extra_options(void **state)
     };
     args_server a;
     char err[256];
-    int rc = parse_v(&a, extra, err, sizeof err, "--prompt", "--help", "--verbose", "--port", "9", (char *)NULL);
-    assert_int_equal(rc, ARGS_OK); /* --help here is the prompt's value */
+    /* as argparse: "--help" is an option, not a value ("--prompt=--help" is one) */
+    int rc = parse_v(&a, extra, err, sizeof err, "--prompt", "--help", (char *)NULL);
+    assert_int_equal(rc, ARGS_EUSAGE);
+    assert_string_equal(err, "--prompt expects a value");
+    args_server_free(&a);
+    rc = parse_v(&a, extra, err, sizeof err, "--prompt=--help", "--verbose", "--port", "9", (char *)NULL);
+    assert_int_equal(rc, ARGS_OK);
     assert_string_equal(prompt, "--help");
     assert_true(verbose);
     assert_int_equal(a.port, 9);
@@ -327,7 +465,7 @@ static void test_config_errors(void **state)
         const char *yaml, *msg;
     } cases[] = {
         {"tp-size: 2\n", "--tp-size is not supported by sglc yet (in t.yaml)"},
-        {"enable-lora: true\n", "--enable-lora is not supported by sglc yet (in t.yaml)"},
+        {"enable-multimodal: true\n", "--enable-multimodal is not supported by sglc yet (in t.yaml)"},
         {"port: abc\n", "--port: invalid int value 'abc' (in t.yaml)"},
         {"dtype: int4\n", "--dtype: invalid choice 'int4' (choose from {auto,float32,float16,bfloat16}) (in t.yaml)"},
         {"model-pth: x\n", "unrecognized argument 'model-pth'; did you mean '--model-path'? (in t.yaml)"},
@@ -419,6 +557,8 @@ int main(void)
         cmocka_unit_test(test_cli_errors),
         cmocka_unit_test(test_not_yet_and_ignored),
         cmocka_unit_test(test_extra_options),
+        cmocka_unit_test(test_abbreviations),
+        cmocka_unit_test(test_gpu_flags_ignored),
         cmocka_unit_test(test_config_yaml),
         cmocka_unit_test(test_config_errors),
         cmocka_unit_test(test_json_dump_and_finalize),

@@ -284,7 +284,10 @@ static void test_linear_adapters(void **state)
     assert_int_equal(lw.shard.rows, N);
     assert_int_equal(lw.shard.full_cols, K);
     lw.bias = bias;
-    linear_adapter ad = {.id = 5, .rank = R, .scale = scale, .a = a, .b = bm};
+    float bt[R * N]; /* the adapter holds Bᵀ (r, n) */
+    for (int n = 0; n < N; n++)
+        for (int r = 0; r < R; r++) bt[r * N + n] = bm[n * R + r];
+    linear_adapter ad = {.id = 5, .rank = R, .scale = scale, .a = a, .bt = bt};
     float y[M * N], ybase[M * N], want[M * N];
     void *scr = malloc(kern_matmul_scratch(M, K) + 64);
     linear_exec ex = {.ith = 0, .nth = 1, .scratch = scr};

@@ -1,0 +1,215 @@
+/* cli_dist — see cli_dist.h. */
+#include "cli/cli_dist.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/log.h"
+
+int model_tp_group_shut(const dist_group *g); /* model/model_tp.c */
+
+#define MAX_CHILD 64
+static pid_t g_child[MAX_CHILD];
+static int g_n_child;
+
+/* Rank 0 at exit: wait for the workers (they exit after SHUTDOWN, or on
+ * their own when they see rank 0 gone), then kill what is left. */
+static void reap_children(void)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < g_n_child; i++) {
+        for (;;) {
+            int st;
+            pid_t w = waitpid(g_child[i], &st, WNOHANG);
+            if (w != 0) break; /* reaped, or not ours any more */
+            struct timespec t;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if (t.tv_sec - t0.tv_sec >= 5) {
+                kill(g_child[i], SIGKILL);
+                waitpid(g_child[i], &st, 0);
+                break;
+            }
+            usleep(10000);
+        }
+    }
+    g_n_child = 0;
+}
+
+/* Rank 0 of an MPI group at exit (after the commands freed their model,
+ * which told the workers to stop): MPI_Finalize, as mpirun expects. */
+static dist_group *g_mpi;
+static void mpi_finish(void)
+{
+    if (g_mpi) dist_free(g_mpi);
+    g_mpi = NULL;
+}
+
+/* argv of this process (NUL-separated /proc/self/cmdline); NULL on error. */
+static char **self_argv(void)
+{
+    FILE *f = fopen("/proc/self/cmdline", "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    int argc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!buf[i]) argc++;
+    char **argv = calloc((size_t)argc + 1, sizeof *argv);
+    if (!argv) {
+        free(buf);
+        return NULL;
+    }
+    for (size_t i = 0, a = 0; i < n && (int)a < argc; a++) {
+        argv[a] = buf + i;
+        i += strlen(buf + i) + 1;
+    }
+    return argv; /* buf lives as long as the child needs it (exec) */
+}
+
+/* Cores [first, first + n) of the ones this process may use. */
+static void pin_to(int first, int n)
+{
+    const char *p = getenv("SGLC_TP_PIN");
+    if (p && !strcmp(p, "0")) return;
+    cpu_set_t have, want;
+    if (sched_getaffinity(0, sizeof have, &have)) return;
+    int ids[CPU_SETSIZE], nc = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &have)) ids[nc++] = c;
+    if (first + n > nc) return; /* oversubscribed: leave it to the kernel */
+    CPU_ZERO(&want);
+    for (int i = 0; i < n; i++) CPU_SET(ids[first + i], &want);
+    sched_setaffinity(0, sizeof want, &want);
+}
+
+int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    int N = o->tp_size > 0 ? o->tp_size : 1;
+    int tmo = (o->timeout_s > 0 ? o->timeout_s : 300) * 1000;
+    int msize, mrank;
+    if (dist_mpi_env(&msize, &mrank) && msize > 1) {
+        if (msize != N) {
+            snprintf(err, errlen, "mpirun started %d processes but --tp-size is %d (sglc runs one "
+                     "rank per process: use -np %d)", msize, N, N);
+            return -1;
+        }
+        dist_group *g = dist_mpi_init(tmo, err, errlen);
+        if (!g) return -1;
+        log_info("tensor parallelism: rank %d of %d over Open MPI (node rank %d of %d)", dist_rank(g),
+                 N, o->node_rank, o->nnodes);
+        if (dist_rank(g) == 0) {
+            g_mpi = g;
+            atexit(mpi_finish);
+        }
+        *out = g;
+        return 0;
+    }
+    if (N == 1) return 0;
+    if (o->nnodes > 1) {
+        snprintf(err, errlen, "--nnodes %d: sglc runs several machines through Open MPI: start the "
+                 "command under mpirun (mpirun -np %d -H host1,host2 sglc ... --tp-size %d); the "
+                 "same command on each node with --dist-init-addr is not supported yet", o->nnodes, N, N);
+        return -1;
+    }
+    const char *shm = getenv("SGLC_DIST_SHM"), *rs = getenv("SGLC_DIST_RANK");
+    if (shm && rs) { /* a worker rank started by rank 0 */
+        int r = atoi(rs);
+        pin_to(r * tpr, tpr);
+        dist_group *g = dist_shm_create(shm, N, r, 0, tmo, err, errlen);
+        if (!g) return -1;
+        *out = g;
+        return 0;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "/sglc-tp-%d-%ld", (int)getpid(), (long)time(NULL));
+    char **argv = self_argv();
+    if (!argv) {
+        snprintf(err, errlen, "cannot read /proc/self/cmdline to start the tensor-parallel ranks");
+        return -1;
+    }
+    /* the binary by its own path (not /proc/self/exe: the workers keep the name sglc) */
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0) snprintf(exe, sizeof exe, "/proc/self/exe");
+    else exe[el] = 0;
+    fflush(stdout), fflush(stderr);
+    for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
+            return -1;
+        }
+        if (pid == 0) {
+            char rb[16], sb[16];
+            snprintf(rb, sizeof rb, "%d", r);
+            snprintf(sb, sizeof sb, "%d", N);
+            setenv("SGLC_DIST_SHM", name, 1);
+            setenv("SGLC_DIST_RANK", rb, 1);
+            setenv("SGLC_DIST_SIZE", sb, 1);
+            dup2(2, 1); /* a worker's stdout would mix with the command's output */
+            execv(exe, argv);
+            _exit(127);
+        }
+        g_child[g_n_child++] = pid;
+    }
+    free(argv[0]);
+    free(argv);
+    atexit(reap_children);
+    pin_to(0, tpr);
+    dist_group *g = dist_shm_create(name, N, 0, 0, tmo, err, errlen);
+    if (!g) return -1;
+    log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
+    *out = g;
+    return 0;
+}
+
+static void *watch_main(void *arg)
+{
+    dist_group *g = arg;
+    for (;;) {
+        usleep(100000);
+        if (model_tp_group_shut(g)) return NULL;
+        if (!dist_check_peers(g) && !dist_broken(g)) continue;
+        if (model_tp_group_shut(g)) return NULL;
+        log_error("tensor parallelism failed: %s; exiting", dist_error(g));
+        /* the failed batch's requests are answered (503) meanwhile */
+        sleep(1);
+        fflush(stdout), fflush(stderr);
+        for (int i = 0; i < g_n_child; i++) kill(g_child[i], SIGKILL);
+        _exit(1);
+    }
+}
+
+void cli_dist_watch(dist_group *g)
+{
+    static int started;
+    if (!g || dist_size(g) < 2 || dist_rank(g) != 0 || started) return;
+    started = 1;
+    pthread_t th;
+    if (!pthread_create(&th, NULL, watch_main, g)) pthread_detach(th);
+}

@@ -1,0 +1,43 @@
+/* cli_dist — starting the ranks of a tensor-parallel group for the
+ * commands that load a model (serve, generate, bench-one-batch,
+ * bench-offline), and watching them.
+ *
+ * DESIGN: `--tp-size N` on one machine: the command (rank 0) makes a
+ * shared-memory group and starts ranks 1..N-1 itself — fork + exec of the
+ * same binary with the same arguments (/proc/self/cmdline) and the hidden
+ * rank given by the environment (SGLC_DIST_SHM / SGLC_DIST_RANK /
+ * SGLC_DIST_SIZE) — each pinned to its own cores when the machine has
+ * enough (SGLC_TP_PIN=0: not pinned).  Under mpirun (OMPI_COMM_WORLD_* in
+ * the environment) the ranks are MPI's: the Open MPI backend, one rank per
+ * process, the world size must equal --tp-size; --nnodes > 1 needs mpirun.
+ * Every rank loads its shard; a rank > 0 then never returns from
+ * cli_model_load: it runs model_tp_worker_loop and exits (0 when rank 0
+ * shut the group down, 1 on a failure, after logging which rank failed).
+ * Rank 0 continues as the one-process command; a watcher thread checks the
+ * peers every 100 ms and, once the group is broken (a rank died, or hung
+ * past --dist-timeout), logs the reason and exits 1 after a second (the
+ * failed batch's requests are answered 503 by the scheduler meanwhile).
+ * Rank 0 reaps its children at exit (SIGKILL after 5 s).
+ */
+#ifndef SGLC_CLI_DIST_H
+#define SGLC_CLI_DIST_H
+
+#include <stddef.h>
+
+#include "dist/dist.h"
+
+typedef struct cli_dist_opts {
+    int tp_size;          /* 1 = one process */
+    int nnodes, node_rank;
+    int timeout_s;        /* --dist-timeout; 0 = default (300 s) */
+} cli_dist_opts;
+
+/* Make this process's group: 0 with *out = NULL (tp_size 1), 0 with the
+ * group, or -1 with the message in err.  Rank 0 (not under mpirun) starts
+ * the other ranks first. */
+int cli_dist_start(const cli_dist_opts *o, int threads_per_rank, dist_group **out, char *err,
+                   size_t errlen);
+/* Rank 0: start the watcher thread (once). */
+void cli_dist_watch(dist_group *g);
+
+#endif

@@ -1,0 +1,43 @@
+/* cli_spec — speculative decoding for the commands that run the scheduler
+ * (serve, generate --requests, bench-offline), from
+ * --speculative-algorithm, --speculative-num-draft-tokens and the
+ * --speculative-ngram-* arguments.
+ *
+ * DESIGN: cli_spec_args_from_args checks the arguments before anything
+ * is loaded (a bad value is a usage error, exit 2); cli_spec_setup builds
+ * the drafter (src/spec) and installs it as the scheduler's draft hook
+ * before sched_start.  EAGLE / EAGLE3 / NEXTN are refused with a clear
+ * message (not implemented).
+ *
+ * Ownership: cli_spec owns the drafter; free it after the scheduler
+ * (which borrows it). */
+#ifndef SGLC_CLI_SPEC_H
+#define SGLC_CLI_SPEC_H
+
+#include "args/args.h"
+#include "cli/cli_model.h"
+#include "sched/sched.h"
+#include "spec/spec.h"
+
+/* The server arguments these commands read for it (their --help lists). */
+#define CLI_SPEC_ARG_IDS                                                                        \
+    ARG_ID_speculative_algorithm, ARG_ID_speculative_num_draft_tokens,                          \
+        ARG_ID_speculative_ngram_min_match_window_size, ARG_ID_speculative_ngram_max_match_window_size, \
+        ARG_ID_speculative_ngram_min_bfs_breadth, ARG_ID_speculative_ngram_max_bfs_breadth,     \
+        ARG_ID_speculative_ngram_match_type, ARG_ID_speculative_ngram_max_trie_depth,           \
+        ARG_ID_speculative_ngram_capacity
+
+typedef struct cli_spec {
+    spec_args args;
+    spec_drafter *drafter;       /* owned, NULL = no speculative decoding */
+} cli_spec;
+
+/* Fill c->args from a and check them.  0 (also when no algorithm is
+ * given), or -1 with "sglc NAME: ..." printed (a usage error). */
+int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name);
+/* Build the drafter of c->args and install it on s.  0, or -1 with the
+ * reason printed. */
+int cli_spec_setup(cli_spec *c, sched *s);
+void cli_spec_free(cli_spec *c);
+
+#endif

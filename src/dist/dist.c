@@ -1,0 +1,90 @@
+/* dist — the process-group front: argument checks, the broken state, the
+ * backend dispatch (see dist.h). */
+#include "dist/dist.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void dist_fail(dist_group *g, int rank, const char *fmt, ...)
+{
+    pthread_mutex_lock(&fail_mu);
+    if (!__atomic_load_n(&g->broken, __ATOMIC_ACQUIRE)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(g->err, sizeof g->err, fmt, ap);
+        va_end(ap);
+        g->failed_rank = rank;
+        __atomic_store_n(&g->broken, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&fail_mu);
+}
+
+int dist_rank(const dist_group *g) { return g->rank; }
+int dist_size(const dist_group *g) { return g->size; }
+const char *dist_backend(const dist_group *g) { return g->ops->name; }
+void dist_set_timeout(dist_group *g, int timeout_ms) { g->timeout_ms = timeout_ms > 0 ? timeout_ms : 0; }
+int dist_broken(const dist_group *g) { return __atomic_load_n(&g->broken, __ATOMIC_ACQUIRE); }
+const char *dist_error(const dist_group *g) { return dist_broken(g) ? g->err : ""; }
+int dist_failed_rank(const dist_group *g) { return dist_broken(g) ? g->failed_rank : -1; }
+
+static int tmo(const dist_group *g, int t) { return t < 0 ? g->timeout_ms : t; }
+
+int dist_allreduce(dist_group *g, void *buf, size_t n, dist_dtype dt, int timeout_ms)
+{
+    if (dist_broken(g)) return -1;
+    if (g->size == 1 || n == 0) return 0;
+    return g->ops->allreduce(g, buf, n, dt, tmo(g, timeout_ms));
+}
+
+int dist_bcast(dist_group *g, void *buf, size_t bytes, int root, int timeout_ms)
+{
+    if (dist_broken(g)) return -1;
+    if (root < 0 || root >= g->size) {
+        dist_fail(g, -1, "broadcast from rank %d of a group of %d", root, g->size);
+        return -1;
+    }
+    if (g->size == 1 || bytes == 0) return 0;
+    return g->ops->bcast(g, buf, bytes, root, tmo(g, timeout_ms));
+}
+
+int dist_gather(dist_group *g, const void *send, size_t bytes, void *recv, int root, int timeout_ms)
+{
+    if (dist_broken(g)) return -1;
+    if (root < 0 || root >= g->size) {
+        dist_fail(g, -1, "gather to rank %d of a group of %d", root, g->size);
+        return -1;
+    }
+    if (g->size == 1) {
+        if (bytes && recv != send) __builtin_memcpy(recv, send, bytes);
+        return 0;
+    }
+    if (bytes == 0) return 0;
+    return g->ops->gather(g, send, bytes, recv, root, tmo(g, timeout_ms));
+}
+
+int dist_barrier(dist_group *g, int timeout_ms)
+{
+    if (dist_broken(g)) return -1;
+    if (g->size == 1) return 0;
+    return g->ops->barrier(g, tmo(g, timeout_ms));
+}
+
+int dist_check_peers(dist_group *g)
+{
+    if (dist_broken(g)) return -1;
+    return g->ops->check_peers ? g->ops->check_peers(g) : 0;
+}
+
+void dist_abort(dist_group *g, const char *msg)
+{
+    if (g->ops->abort) g->ops->abort(g, msg);
+    dist_fail(g, g->rank, "rank %d gave up: %s", g->rank, msg);
+}
+
+void dist_free(dist_group *g)
+{
+    if (g) g->ops->free(g);
+}

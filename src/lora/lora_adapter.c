@@ -1,0 +1,302 @@
+/* lora_adapter — load one PEFT adapter folder against a base model (see
+ * lora.h for the format and the checks).
+ *
+ * DESIGN: two passes over the archive's tensors.  The first names every
+ * tensor (layer, projection, A or B; anything else is an error naming the
+ * tensor) and checks its shape against the model, so a bad adapter fails
+ * before any allocation; the second converts all pairs into one f32
+ * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n).  The
+ * safetensors file is closed afterwards: nothing is borrowed from it. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lora/lora.h"
+#include "model/safetensors.h"
+#include "util/errmsg.h"
+#include "util/fileio.h"
+#include "util/timeutil.h"
+
+#define CONFIG_MAX (1u << 20)
+
+/* One tensor's role: slot = layer * MODEL_NPROJ + proj, or -1 for lm_head. */
+typedef struct tinfo {
+    int slot;
+    int is_b;
+} tinfo;
+
+static const char *const PROJ_NAMES[MODEL_NPROJ] = {
+    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
+};
+
+/* Name a tensor.  0 ok; -1 with a message (unknown name, unsupported
+ * variant). */
+static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size_t errlen)
+{
+    const char *p = name;
+    static const char pre[] = "base_model.model.";
+    if (!strncmp(p, pre, sizeof pre - 1)) p += sizeof pre - 1;
+    if (strstr(p, "lora_magnitude_vector")) {
+        errmsg_set(err, errlen, "tensor %s: DoRA adapters are not supported", name);
+        return -1;
+    }
+    if (strstr(p, "lora_embedding_")) {
+        errmsg_set(err, errlen, "tensor %s: embedding (embed_tokens) adapters are not supported",
+                   name);
+        return -1;
+    }
+    const char *suf = strstr(p, ".lora_A.weight");
+    int is_b = 0;
+    if (!suf) {
+        suf = strstr(p, ".lora_B.weight");
+        is_b = 1;
+    }
+    if (!suf || strlen(suf) != strlen(".lora_A.weight")) goto unknown;
+    size_t mlen = (size_t)(suf - p);
+    ti->is_b = is_b;
+    if (mlen == 7 && !strncmp(p, "lm_head", 7)) {
+        ti->slot = -1;
+        return 0;
+    }
+    static const char lpre[] = "model.layers.";
+    if (strncmp(p, lpre, sizeof lpre - 1)) goto unknown;
+    const char *q = p + sizeof lpre - 1;
+    char *end;
+    errno = 0;
+    long layer = strtol(q, &end, 10);
+    if (end == q || *end != '.' || errno || layer < 0) goto unknown;
+    if (layer >= n_layer) {
+        errmsg_set(err, errlen, "tensor %s: layer %ld, the model has %d layers", name, layer,
+                   n_layer);
+        return -1;
+    }
+    const char *mod = end + 1;
+    size_t modlen = (size_t)(suf - mod);
+    for (int i = 0; i < MODEL_NPROJ; i++)
+        if (strlen(PROJ_NAMES[i]) == modlen && !strncmp(mod, PROJ_NAMES[i], modlen)) {
+            ti->slot = (int)layer * MODEL_NPROJ + i;
+            return 0;
+        }
+unknown:
+    errmsg_set(err, errlen,
+               "tensor %s is not a LoRA weight of a supported module (q/k/v/o_proj, "
+               "gate/up/down_proj, lm_head)",
+               name);
+    return -1;
+}
+
+static float elem_f32(const st_tensor *t, size_t i)
+{
+    if (t->dt == DTYPE_F32) {
+        float f;
+        memcpy(&f, (const char *)t->data + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)t->data + i * 2, 2);
+    return t->dt == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void lora_adapter_ref(lora_adapter *a) { __atomic_add_fetch(&a->refs, 1, __ATOMIC_ACQ_REL); }
+
+void lora_adapter_unref(lora_adapter *a)
+{
+    if (!a || __atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    free(a->name);
+    free(a->path);
+    free((void *)a->ma.proj);
+    free(a->mem);
+    free(a);
+}
+
+lora_adapter *lora_adapter_load(const char *name, const char *path, const model *m,
+                                const lora_limits *lim, char *err, size_t errlen)
+{
+    static uint64_t next_uid = 1;
+    double t0 = time_now_sec();
+    const model_config *mc = model_get_config(m);
+    const int L = mc->n_layer;
+    char dir[4096], fpath[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    size_t dl = strlen(dir);
+    if (dl > 12 && !strcmp(dir + dl - 12, ".safetensors")) {
+        char *sl = strrchr(dir, '/');
+        if (sl) *sl = 0;
+        else snprintf(dir, sizeof dir, ".");
+    }
+    snprintf(fpath, sizeof fpath, "%s/adapter_config.json", dir);
+    size_t clen = 0;
+    char *ctext = fileio_read(fpath, CONFIG_MAX, &clen);
+    if (!ctext) {
+        errmsg_set(err, errlen, "LoRA adapter %s: cannot read %s (a PEFT adapter folder holds "
+                   "adapter_config.json and adapter_model.safetensors)", name, fpath);
+        return NULL;
+    }
+    lora_config cfg;
+    char e2[512];
+    int prc = lora_config_parse(ctext, clen, &cfg, e2, sizeof e2);
+    free(ctext);
+    if (prc) {
+        errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
+        return NULL;
+    }
+    int max_rank = lim && lim->max_rank > 0 ? lim->max_rank : LINEAR_MAX_RANK;
+    if (cfg.r > max_rank) {
+        errmsg_set(err, errlen, "LoRA adapter %s: rank %d exceeds --max-lora-rank %d", name, cfg.r,
+                   max_rank);
+        return NULL;
+    }
+    if (cfg.targets & (1u << LORA_T_EMBED)) {
+        errmsg_set(err, errlen, "LoRA adapter %s: embedding (embed_tokens) adapters are not supported",
+                   name);
+        return NULL;
+    }
+    if (lim && lim->allowed && (cfg.targets & ~lim->allowed)) {
+        char want[256], have[256];
+        lora_targets_str(cfg.targets & ~lim->allowed, want, sizeof want);
+        lora_targets_str(lim->allowed, have, sizeof have);
+        errmsg_set(err, errlen, "LoRA adapter %s: target modules %s are not in --lora-target-modules "
+                   "(%s)", name, want, have);
+        return NULL;
+    }
+    snprintf(fpath, sizeof fpath, "%s/adapter_model.safetensors", dir);
+    if (!is_file(fpath)) {
+        char bin[4200];
+        snprintf(bin, sizeof bin, "%s/adapter_model.bin", dir);
+        if (is_file(bin))
+            errmsg_set(err, errlen, "LoRA adapter %s: %s is a pickle file, which sglc does not load; "
+                       "save the adapter with safe_serialization=True (adapter_model.safetensors)",
+                       name, bin);
+        else errmsg_set(err, errlen, "LoRA adapter %s: %s not found", name, fpath);
+        return NULL;
+    }
+    st_archive ar;
+    if (st_open(&ar, fpath, e2, sizeof e2)) {
+        errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
+        return NULL;
+    }
+    lora_adapter *a = NULL;
+    const int nslot = L * MODEL_NPROJ + 1; /* + the LM head, last */
+    const st_tensor **ta = calloc((size_t)nslot * 2, sizeof *ta);
+    linear_adapter *proj = calloc((size_t)L * MODEL_NPROJ, sizeof *proj);
+    if (!ta || !proj) {
+        errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
+        goto fail;
+    }
+    /* pass 1: name, shape-check */
+    size_t floats = 0;
+    for (int i = 0; i < ar.n_tensors; i++) {
+        const st_tensor *t = &ar.tensors[i];
+        tinfo ti;
+        if (name_tensor(t->name, L, &ti, e2, sizeof e2)) {
+            errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
+            goto fail;
+        }
+        int slot = ti.slot < 0 ? nslot - 1 : ti.slot;
+        unsigned bit = ti.slot < 0 ? (1u << LORA_T_LM_HEAD) : (1u << (ti.slot % MODEL_NPROJ));
+        if (!(cfg.targets & bit)) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s is for a module not in target_modules",
+                       name, t->name);
+            goto fail;
+        }
+        if (t->dt != DTYPE_F32 && t->dt != DTYPE_F16 && t->dt != DTYPE_BF16) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has dtype %s (F32, F16 or BF16 only)",
+                       name, t->name, t->dtype_str);
+            goto fail;
+        }
+        if (ta[slot * 2 + ti.is_b]) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s appears twice", name, t->name);
+            goto fail;
+        }
+        ta[slot * 2 + ti.is_b] = t;
+    }
+    int n_pairs = 0;
+    for (int s = 0; s < nslot; s++) {
+        const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
+        if (!A && !B) continue;
+        const st_tensor *have = A ? A : B;
+        if (!A || !B) {
+            errmsg_set(err, errlen, "LoRA adapter %s: %s has no lora_%s partner", name, have->name,
+                       A ? "B" : "A");
+            goto fail;
+        }
+        int n, k;
+        if (s == nslot - 1) {
+            model_lm_head_shape(m, &n, &k);
+        } else if (model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &n, &k)) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets a projection this model does "
+                       "not have (layer %d runs experts there)", name, have->name, s / MODEL_NPROJ);
+            goto fail;
+        }
+        const int r = cfg.r;
+        if (A->ndim != 2 || A->shape[0] != r || A->shape[1] != k) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
+                       "[%d, %d] (r, in_features)", name, A->name, (long long)A->shape[0],
+                       A->ndim > 1 ? (long long)A->shape[1] : -1LL, r, k);
+            goto fail;
+        }
+        if (B->ndim != 2 || B->shape[0] != n || B->shape[1] != r) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
+                       "[%d, %d] (out_features, r)", name, B->name, (long long)B->shape[0],
+                       B->ndim > 1 ? (long long)B->shape[1] : -1LL, n, r);
+            goto fail;
+        }
+        floats += (size_t)r * ((size_t)k + (size_t)n);
+        n_pairs++;
+    }
+    if (!n_pairs) {
+        errmsg_set(err, errlen, "LoRA adapter %s: %s holds no LoRA weights", name, fpath);
+        goto fail;
+    }
+    a = calloc(1, sizeof *a);
+    if (!a || !(a->mem = malloc(sizeof(float) * floats)) || !(a->name = strdup(name)) ||
+        !(a->path = strdup(path))) {
+        errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
+        goto fail;
+    }
+    /* pass 2: convert */
+    const float scale = (float)(cfg.use_rslora ? cfg.alpha / sqrt((double)cfg.r)
+                                               : cfg.alpha / (double)cfg.r);
+    float *p = a->mem;
+    for (int s = 0; s < nslot; s++) {
+        const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
+        if (!A) continue;
+        const int r = cfg.r, k = (int)A->shape[1], n = (int)B->shape[0];
+        linear_adapter *la = s == nslot - 1 ? &a->ma.lm_head : &proj[s];
+        la->rank = r, la->scale = scale, la->a = p;
+        for (size_t i = 0; i < (size_t)r * k; i++) p[i] = elem_f32(A, i);
+        p += (size_t)r * k;
+        la->bt = p;
+        for (int o = 0; o < n; o++)
+            for (int j = 0; j < r; j++) p[(size_t)j * n + o] = elem_f32(B, (size_t)o * r + j);
+        p += (size_t)r * n;
+    }
+    a->bytes = sizeof(float) * floats;
+    a->ma.n_layer = L;
+    a->ma.proj = proj;
+    a->cfg = cfg;
+    a->refs = 1;
+    a->uid = __atomic_fetch_add(&next_uid, 1, __ATOMIC_RELAXED);
+    free(ta);
+    st_close(&ar);
+    a->load_ms = (time_now_sec() - t0) * 1e3;
+    return a;
+fail:
+    if (a) {
+        free(a->mem), free(a->name), free(a->path), free(a);
+    }
+    free(ta);
+    free(proj);
+    st_close(&ar);
+    return NULL;
+}

@@ -1,0 +1,99 @@
+/* model_lora — the model side of LoRA: projection shapes for the adapter
+ * loader, batch checks, and the per-projection exec the decoder hands to
+ * linear() (see model.h's model_batch and model_impl.h).
+ *
+ * DESIGN: adapters are not stored on the shared, immutable weights (they
+ * come and go while serving); each batch names the adapters its rows use.
+ * For projection p of layer l the decoder asks model_lora_exec for a copy
+ * of its exec carrying the batch's deltas of that projection (id = the
+ * adapter's index in the batch) and the per-row adapter ids: a batch with
+ * no adapter gets the exec back unchanged, so base-only batches run the
+ * same code as before. */
+#include <stdlib.h>
+
+#include "model/model_impl.h"
+#include "util/log.h"
+
+int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
+{
+    const model_weights *w = m->w;
+    if (layer < 0 || layer >= w->cfg.n_layer || p < 0 || p >= MODEL_NPROJ) return -1;
+    const model_layer *l = &w->layers[layer];
+    const linear_weight *lw = NULL;
+    switch (p) {
+    case MODEL_PROJ_Q: lw = &l->wq; break;
+    case MODEL_PROJ_K: lw = &l->wk; break;
+    case MODEL_PROJ_V: lw = &l->wv; break;
+    case MODEL_PROJ_O: lw = &l->wo; break;
+    case MODEL_PROJ_GATE: lw = l->moe ? NULL : &l->wgate; break;
+    case MODEL_PROJ_UP: lw = l->moe ? NULL : &l->wup; break;
+    case MODEL_PROJ_DOWN: lw = l->moe ? NULL : &l->wdown; break;
+    default: break;
+    }
+    if (!lw) return -1;
+    *n = lw->mat.n, *k = lw->mat.k;
+    return 0;
+}
+
+void model_lm_head_shape(const model *m, int *n, int *k)
+{
+    *n = m->w->lm_head.mat.n, *k = m->w->lm_head.mat.k;
+}
+
+int model_lora_check(const model *m, const model_batch *b)
+{
+    if (!b->seq_adapter || b->n_adapters <= 0) return 0;
+    if (b->n_adapters > MODEL_MAX_BATCH_ADAPTERS || !b->adapters) {
+        log_error("batch names %d adapters (at most %d)", b->n_adapters, MODEL_MAX_BATCH_ADAPTERS);
+        return -1;
+    }
+    for (int i = 0; i < b->n_adapters; i++)
+        if (!b->adapters[i] || b->adapters[i]->n_layer != m->cfg->n_layer || !b->adapters[i]->proj) {
+            log_error("adapter %d of the batch does not belong to this model", i);
+            return -1;
+        }
+    for (int s = 0; s < b->n_seqs; s++)
+        if (b->seq_adapter[s] < -1 || b->seq_adapter[s] >= b->n_adapters) {
+            log_error("sequence %d: adapter index %d outside [-1, %d)", s, b->seq_adapter[s],
+                      b->n_adapters);
+            return -1;
+        }
+    return 0;
+}
+
+int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_ad,
+                    int32_t **lrow_ad)
+{
+    *row_ad = *lrow_ad = NULL;
+    if (!b->seq_adapter || b->n_adapters <= 0) return 0;
+    int any = 0;
+    for (int s = 0; s < b->n_seqs; s++) any |= b->seq_adapter[s] >= 0;
+    if (!any) return 0;
+    *row_ad = malloc(sizeof(int32_t) * (size_t)(b->n_tokens + b->n_logits + 1));
+    if (!*row_ad) return -1;
+    for (int t = 0; t < b->n_tokens; t++) (*row_ad)[t] = b->seq_adapter[tok_seq[t]];
+    *lrow_ad = *row_ad + b->n_tokens;
+    for (int i = 0; i < b->n_logits; i++) (*lrow_ad)[i] = (*row_ad)[b->logit_rows[i]];
+    return 0;
+}
+
+const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
+                                   const linear_exec *ex, int il, int p, linear_exec *buf,
+                                   linear_adapter *abuf)
+{
+    if (!row_ad) return ex;
+    int na = 0;
+    for (int i = 0; i < b->n_adapters; i++) {
+        const model_adapter *ma = b->adapters[i];
+        const linear_adapter *la = il < 0 ? &ma->lm_head : &ma->proj[il * MODEL_NPROJ + p];
+        if (la->rank <= 0) continue;
+        abuf[na] = *la;
+        abuf[na++].id = i;
+    }
+    if (!na) return ex;
+    *buf = *ex;
+    buf->row_adapter = row_ad;
+    buf->n_adapters = na;
+    buf->adapters = abuf;
+    return buf;
+}

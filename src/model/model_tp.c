@@ -1,0 +1,358 @@
+/* model_tp — tensor parallelism of one model over a process group
+ * (dist/dist.h): the shard arithmetic, rank 0's commands to the other
+ * ranks, their worker loop, the all-reduce and the logits gather.
+ *
+ * DESIGN: tensor parallelism is invisible above model.h.  Rank 0 is driven
+ * exactly like a one-process model (scheduler, generate, benchmarks); its
+ * model_kv_create / model_kv_destroy / model_forward send a command to the
+ * other ranks first, which run the same call on their shard in
+ * model_tp_worker_loop.  A command is one broadcast of TP_MSG bytes (a
+ * header and, when it fits, the payload; a second broadcast carries the
+ * rest):
+ *   FORWARD     kv id, counts, then tokens, positions, seq_start,
+ *               seq_kv_len, logit_rows and every sequence's slots (int32);
+ *               rank 0 checked the batch, so every rank runs it
+ *   KV_CREATE   id, slots, dtype: the worker makes its own cache (its KV
+ *               heads only), addressed by the same slots
+ *   KV_DESTROY  id
+ *   SHUTDOWN    the workers return 0 (rank 0's weights are freed)
+ * Inside a forward every rank computes the same rows: replicated
+ * embeddings and norms, its heads and MLP columns, and after each
+ * row-parallel projection (o, down, the MoE block) a sum over the group
+ * (model_tp_allreduce, thread 0 of the pool talks, the others wait at the
+ * pool barrier).  The LM head is vocabulary-parallel: each rank computes
+ * logits for its rows [vocab0, vocab0 + vocab_n) and rank 0 gathers them
+ * (blocks padded to vocab_max).  Workers wait for the next command without
+ * a timeout (an idle server), every collective inside a command with the
+ * group's (--dist-timeout); a dead peer ends either wait at once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+#include "util/log.h"
+#include "util/timeutil.h"
+
+#define TP_MSG 16384
+#define TP_MAX_KV 64
+
+enum { TP_CMD_FORWARD = 1, TP_CMD_KV_CREATE = 2, TP_CMD_KV_DESTROY = 3, TP_CMD_SHUTDOWN = 4 };
+
+typedef struct tp_hdr {
+    int32_t cmd, kv_id;
+    int32_t n_tokens, n_seqs, n_logits, want_hidden;
+    int32_t n_slots, dt;
+    int64_t payload;       /* bytes after the header */
+} tp_hdr;
+
+/* groups rank 0 already shut down (a KV cache freed after its model) */
+static struct dist_group *shut_groups[16];
+static int n_shut;
+
+static int is_shut(struct dist_group *g)
+{
+    for (int i = 0; i < n_shut; i++)
+        if (shut_groups[i] == g) return 1;
+    return 0;
+}
+
+int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t errlen)
+{
+    const model_config *c = &w->cfg;
+    model_tp *t = &w->tp;
+    memset(t, 0, sizeof *t);
+    t->g = g && dist_size(g) > 1 ? g : NULL;
+    t->size = t->g ? dist_size(g) : 1;
+    t->rank = t->g ? dist_rank(g) : 0;
+    const int N = t->size, r = t->rank;
+    if (N > 1 && c->n_head % N) {
+        snprintf(err, errlen, "--tp-size %d: num_attention_heads (%d) is not divisible by it", N, c->n_head);
+        return -1;
+    }
+    if (N > 1 && c->n_kv_head % N && N % c->n_kv_head) {
+        snprintf(err, errlen, "--tp-size %d: num_key_value_heads (%d) neither divides it nor is divisible by it",
+                 N, c->n_kv_head);
+        return -1;
+    }
+    if (N > 1 && c->intermediate_size % N) {
+        snprintf(err, errlen, "--tp-size %d: intermediate_size (%d) is not divisible by it", N,
+                 c->intermediate_size);
+        return -1;
+    }
+    if (N > 1 && c->moe_inter % N) {
+        snprintf(err, errlen, "--tp-size %d: the expert width (%d) is not divisible by it", N, c->moe_inter);
+        return -1;
+    }
+    t->n_head = c->n_head / N;
+    t->head0 = r * t->n_head;
+    if (c->n_kv_head % N == 0) {
+        t->n_kv_head = c->n_kv_head / N;
+        t->kv_head0 = r * t->n_kv_head;
+    } else { /* fewer KV heads than ranks: replicated, N / n_kv ranks per head */
+        t->n_kv_head = 1;
+        t->kv_head0 = r / (N / c->n_kv_head);
+    }
+    t->inter = c->intermediate_size / N;
+    t->moe_inter = c->moe_inter / N;
+    t->vocab_max = (c->vocab_size + N - 1) / N;
+    t->vocab0 = r * t->vocab_max;
+    t->vocab_n = c->vocab_size - t->vocab0 < t->vocab_max ? c->vocab_size - t->vocab0 : t->vocab_max;
+    if (t->vocab_n < 1) {
+        snprintf(err, errlen, "--tp-size %d: a vocabulary of %d leaves rank %d no rows", N, c->vocab_size, r);
+        return -1;
+    }
+    return 0;
+}
+
+int model_tp_size(const model *m) { return m->w->tp.size; }
+int model_tp_rank(const model *m) { return m->w->tp.rank; }
+const char *model_tp_error(const model *m) { return m->w->tp.g ? dist_error(m->w->tp.g) : ""; }
+
+/* One command: header + payload (inline when it fits). */
+static int send_cmd(model_tp *t, const tp_hdr *h, const void *payload)
+{
+    char msg[TP_MSG];
+    memcpy(msg, h, sizeof *h);
+    size_t first = (size_t)h->payload < TP_MSG - sizeof *h ? (size_t)h->payload : TP_MSG - sizeof *h;
+    if (first) memcpy(msg + sizeof *h, payload, first);
+    if (dist_bcast(t->g, msg, TP_MSG, 0, DIST_TIMEOUT_DEFAULT)) return -1;
+    if ((size_t)h->payload > first &&
+        dist_bcast(t->g, (char *)payload + first, (size_t)h->payload - first, 0, DIST_TIMEOUT_DEFAULT))
+        return -1;
+    return 0;
+}
+
+int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1 || t->rank != 0) return 0;
+    size_t nslot = 0;
+    for (int s = 0; s < b->n_seqs; s++) nslot += (size_t)b->seq_kv_len[s];
+    size_t n = 2 * (size_t)b->n_tokens + (size_t)(2 * b->n_seqs + 1) + (size_t)b->n_logits + nslot;
+    int32_t *p = malloc(n * sizeof(int32_t) + 1);
+    if (!p) {
+        log_error("out of memory for a tensor-parallel batch message");
+        return -1;
+    }
+    int32_t *q = p;
+    memcpy(q, b->tokens, sizeof(int32_t) * (size_t)b->n_tokens), q += b->n_tokens;
+    memcpy(q, b->positions, sizeof(int32_t) * (size_t)b->n_tokens), q += b->n_tokens;
+    memcpy(q, b->seq_start, sizeof(int32_t) * (size_t)(b->n_seqs + 1)), q += b->n_seqs + 1;
+    memcpy(q, b->seq_kv_len, sizeof(int32_t) * (size_t)b->n_seqs), q += b->n_seqs;
+    if (b->n_logits) memcpy(q, b->logit_rows, sizeof(int32_t) * (size_t)b->n_logits), q += b->n_logits;
+    for (int s = 0; s < b->n_seqs; s++) {
+        memcpy(q, b->seq_slots[s], sizeof(int32_t) * (size_t)b->seq_kv_len[s]);
+        q += b->seq_kv_len[s];
+    }
+    tp_hdr h = {.cmd = TP_CMD_FORWARD, .kv_id = kv->tp_id, .n_tokens = b->n_tokens,
+                .n_seqs = b->n_seqs, .n_logits = b->n_logits, .want_hidden = b->want_hidden,
+                .payload = (int64_t)(n * sizeof(int32_t))};
+    int rc = send_cmd(t, &h, p);
+    free(p);
+    return rc;
+}
+
+float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1 || b->want_hidden || !b->n_logits) return logits;
+    size_t need = (size_t)b->n_logits * t->vocab_max;
+    if (need > m->tp_cap) {
+        float *a = realloc(m->tp_logits, need * sizeof(float));
+        if (!a) return NULL;
+        m->tp_logits = a;
+        if (t->rank == 0) {
+            float *gb = realloc(m->tp_gather, need * t->size * sizeof(float));
+            if (!gb) return NULL;
+            m->tp_gather = gb;
+        }
+        m->tp_cap = need;
+    }
+    return m->tp_logits;
+}
+
+int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1 || b->want_hidden || !b->n_logits) return 0;
+    const int L = b->n_logits, vm = t->vocab_max, V = m->w->cfg.vocab_size;
+    float *mine = m->tp_logits;
+    if (t->vocab_n < vm) /* rows of vocab_n -> blocks of vocab_max (last rank) */
+        for (int i = L - 1; i >= 0; i--) {
+            memmove(mine + (size_t)i * vm, mine + (size_t)i * t->vocab_n, sizeof(float) * t->vocab_n);
+            memset(mine + (size_t)i * vm + t->vocab_n, 0, sizeof(float) * (size_t)(vm - t->vocab_n));
+        }
+    size_t block = (size_t)L * vm;
+    if (dist_gather(t->g, mine, block * sizeof(float), m->tp_gather, 0, DIST_TIMEOUT_DEFAULT)) return -1;
+    if (t->rank != 0) return 0;
+    for (int r = 0; r < t->size; r++) {
+        int v0 = r * vm, vn = V - v0 < vm ? V - v0 : vm;
+        const float *src = m->tp_gather + (size_t)r * block;
+        for (int i = 0; i < L; i++)
+            memcpy(logits + (size_t)i * V + v0, src + (size_t)i * vm, sizeof(float) * (size_t)vn);
+    }
+    return 0;
+}
+
+void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1) return;
+    if (ith == 0) {
+        double t0 = time_now_sec();
+        dist_allreduce(t->g, x, n, DIST_F32, DIST_TIMEOUT_DEFAULT); /* failure: the group is broken */
+        m->tp_comm_s += time_now_sec() - t0;
+        m->tp_n_allreduce++;
+    }
+    tpool_barrier(pool);
+}
+
+int model_tp_kv_created(model *m, model_kv *kv)
+{
+    model_tp *t = &m->w->tp;
+    kv->tp_id = -1;
+    kv->tp_w = NULL;
+    if (t->size <= 1 || t->rank != 0) return 0;
+    if (t->next_kv_id >= TP_MAX_KV) {
+        log_error("tensor parallelism: more than %d KV caches", TP_MAX_KV);
+        return -1;
+    }
+    kv->tp_id = t->next_kv_id++;
+    tp_hdr h = {.cmd = TP_CMD_KV_CREATE, .kv_id = kv->tp_id, .n_slots = kv->n_slots, .dt = (int32_t)kv->dt};
+    if (send_cmd(t, &h, NULL)) {
+        log_error("tensor parallelism: %s", dist_error(t->g));
+        return -1;
+    }
+    kv->tp_w = t->g;
+    return 0;
+}
+
+void model_tp_kv_destroyed(model_kv *kv)
+{
+    struct dist_group *g = kv->tp_w;
+    if (!g || is_shut(g) || dist_broken(g)) return;
+    model_tp t = {.g = g, .size = dist_size(g)};
+    tp_hdr h = {.cmd = TP_CMD_KV_DESTROY, .kv_id = kv->tp_id};
+    send_cmd(&t, &h, NULL);
+}
+
+void model_tp_shutdown(model_weights *w)
+{
+    model_tp *t = &w->tp;
+    if (t->size <= 1 || t->rank != 0 || is_shut(t->g)) return;
+    /* marked first: a watcher must not take the workers' exit for a failure */
+    if (n_shut < (int)(sizeof shut_groups / sizeof shut_groups[0]))
+        __atomic_store_n(&shut_groups[n_shut++], t->g, __ATOMIC_RELEASE);
+    if (!dist_broken(t->g)) {
+        tp_hdr h = {.cmd = TP_CMD_SHUTDOWN};
+        send_cmd(t, &h, NULL);
+    }
+}
+
+int model_tp_group_shut(const struct dist_group *g)
+{
+    for (int i = 0; i < (int)(sizeof shut_groups / sizeof shut_groups[0]); i++)
+        if (__atomic_load_n(&shut_groups[i], __ATOMIC_ACQUIRE) == g) return 1;
+    return 0;
+}
+
+double model_tp_comm_seconds(const model *m, long *n_allreduce)
+{
+    if (n_allreduce) *n_allreduce = m->tp_n_allreduce;
+    return m->tp_comm_s;
+}
+
+int model_tp_worker_loop(model *m, tpool *pool)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1 || t->rank == 0) {
+        log_error("model_tp_worker_loop: not a worker rank");
+        return -1;
+    }
+    model_kv *kvs[TP_MAX_KV] = {0};
+    char msg[TP_MSG];
+    int32_t *pay = NULL;
+    size_t pay_cap = 0;
+    const int32_t **slots = NULL;
+    float *out = NULL;
+    size_t out_cap = 0;
+    int rc = -1;
+    log_info("tensor-parallel rank %d of %d ready (%s backend)", t->rank, t->size, dist_backend(t->g));
+    for (;;) {
+        if (dist_bcast(t->g, msg, TP_MSG, 0, DIST_TIMEOUT_FOREVER)) break;
+        tp_hdr h;
+        memcpy(&h, msg, sizeof h);
+        if (h.cmd == TP_CMD_SHUTDOWN) {
+            rc = 0;
+            break;
+        }
+        if (h.kv_id < 0 || h.kv_id >= TP_MAX_KV) {
+            dist_abort(t->g, "bad KV cache id in a command");
+            break;
+        }
+        if (h.cmd == TP_CMD_KV_CREATE) {
+            kvs[h.kv_id] = model_kv_create(m, h.n_slots, (dtype)h.dt);
+            if (!kvs[h.kv_id]) {
+                char e[128];
+                snprintf(e, sizeof e, "rank %d: cannot make a KV cache of %d slots", t->rank, h.n_slots);
+                dist_abort(t->g, e);
+                break;
+            }
+            continue;
+        }
+        if (h.cmd == TP_CMD_KV_DESTROY) {
+            model_kv_destroy(kvs[h.kv_id]);
+            kvs[h.kv_id] = NULL;
+            continue;
+        }
+        if (h.cmd != TP_CMD_FORWARD || !kvs[h.kv_id] || h.payload < 0) {
+            dist_abort(t->g, "unknown command or KV cache");
+            break;
+        }
+        size_t need = (size_t)h.payload;
+        if (need > pay_cap) {
+            free(pay);
+            pay = malloc(need + 4);
+            pay_cap = pay ? need : 0;
+        }
+        free(slots);
+        slots = malloc(sizeof *slots * (size_t)(h.n_seqs > 0 ? h.n_seqs : 1));
+        size_t out_need = (size_t)h.n_logits * (size_t)m->w->cfg.hidden_size + 1;
+        if (out_need > out_cap) {
+            free(out);
+            out = malloc(out_need * sizeof(float));
+            out_cap = out ? out_need : 0;
+        }
+        if (!pay || !slots || !out) {
+            dist_abort(t->g, "out of memory for a batch");
+            break;
+        }
+        size_t first = need < TP_MSG - sizeof h ? need : TP_MSG - sizeof h;
+        memcpy(pay, msg + sizeof h, first);
+        if (need > first && dist_bcast(t->g, (char *)pay + first, need - first, 0, DIST_TIMEOUT_DEFAULT))
+            break;
+        const int32_t *q = pay;
+        model_batch b = {.n_tokens = h.n_tokens, .n_seqs = h.n_seqs, .n_logits = h.n_logits,
+                         .want_hidden = h.want_hidden};
+        b.tokens = q, q += h.n_tokens;
+        b.positions = q, q += h.n_tokens;
+        b.seq_start = q, q += h.n_seqs + 1;
+        b.seq_kv_len = q, q += h.n_seqs;
+        b.logit_rows = h.n_logits ? q : NULL, q += h.n_logits;
+        for (int s = 0; s < h.n_seqs; s++) {
+            slots[s] = q;
+            q += b.seq_kv_len[s];
+        }
+        b.seq_slots = slots;
+        if (m->chunk_tokens < h.n_tokens) m->chunk_tokens = h.n_tokens; /* rank 0 chunked already */
+        if (model_forward(m, kvs[h.kv_id], &b, out, pool)) {
+            if (!dist_broken(t->g)) dist_abort(t->g, "a forward failed on a worker rank");
+            break;
+        }
+    }
+    if (rc) log_error("tensor-parallel rank %d: %s", t->rank, dist_error(t->g));
+    for (int i = 0; i < TP_MAX_KV; i++) model_kv_destroy(kvs[i]);
+    free(pay), free(slots), free(out);
+    return rc;
+}

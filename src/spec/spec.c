@@ -1,0 +1,211 @@
+/* spec — the drafter behind the scheduler's draft hook; see spec.h.
+ *
+ * The per-request table is open addressing over (id, sibling index),
+ * rebuilt without its stale entries every GC_EVERY calls. */
+#include "spec/spec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+#define GC_EVERY 4096
+#define STALE_PER_ENTRY 64 /* an entry not called for 64 calls per live entry is dropped */
+#define BACKOFF_MAX 64
+#define K_START 4 /* a new request's first drafts: at most 4 tokens, doubling while all come true */
+
+typedef struct spec_req {
+    uint64_t id;                 /* 0 = empty slot */
+    int index;
+    int64_t seen;                /* tokens of the sequence already in the trie */
+    int64_t draft_len;           /* sequence length when `last` was proposed */
+    int32_t *last;               /* (k) owned: the last draft */
+    int n_last;
+    int k_cap;                   /* drafts proposed at most now (adaptive) */
+    int skip;                    /* calls left without drafting */
+    int backoff;                 /* the next skip */
+    uint64_t tick;               /* the last call */
+} spec_req;
+
+struct spec_drafter {
+    spec_args a;
+    int k;                       /* num_draft_tokens - 1 */
+    spec_ngram *trie;            /* NGRAM: owned */
+    spec_req *tab;               /* (cap) */
+    uint64_t cap, n;
+    uint64_t tick;
+    spec_drafter_stats st;
+};
+
+void spec_args_init(spec_args *a)
+{
+    memset(a, 0, sizeof *a);
+    spec_ngram_params_init(&a->ngram);
+    a->num_draft_tokens = 0; /* 0 = the algorithm's default */
+    a->adaptive = true;
+}
+
+int spec_algo_parse(const char *name)
+{
+    if (!name) return SPEC_ALGO_NONE;
+    if (!strcmp(name, "NGRAM")) return SPEC_ALGO_NGRAM;
+    if (!strcmp(name, "STANDALONE")) return SPEC_ALGO_STANDALONE;
+    return -1;
+}
+
+spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
+{
+    if (a->algo != SPEC_ALGO_NGRAM) {
+        snprintf(err, errlen, "speculative algorithm %d is not available", (int)a->algo);
+        return NULL;
+    }
+    int ndt = a->num_draft_tokens > 0 ? a->num_draft_tokens : a->ngram.max_match_window;
+    if (ndt < 1 || ndt > 64) {
+        snprintf(err, errlen, "--speculative-num-draft-tokens must be between 1 and 64 (got %d)", ndt);
+        return NULL;
+    }
+    spec_drafter *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    d->a = *a;
+    d->a.num_draft_tokens = ndt;
+    d->k = ndt - 1;
+    d->trie = spec_ngram_create(&a->ngram, err, errlen);
+    d->cap = 64;
+    d->tab = calloc(d->cap, sizeof(spec_req));
+    if (!d->trie || !d->tab) {
+        if (d->trie && !d->tab) snprintf(err, errlen, "out of memory");
+        spec_drafter_destroy(d);
+        return NULL;
+    }
+    return d;
+}
+
+void spec_drafter_destroy(spec_drafter *d)
+{
+    if (!d) return;
+    for (uint64_t i = 0; i < d->cap && d->tab; i++) free(d->tab[i].last);
+    free(d->tab);
+    spec_ngram_destroy(d->trie);
+    free(d);
+}
+
+void spec_drafter_attach(spec_drafter *d, sched *s) { sched_set_draft_hook(s, spec_drafter_draft, d, d->k); }
+
+void spec_drafter_get_stats(const spec_drafter *d, spec_drafter_stats *st)
+{
+    *st = d->st;
+    st->tracked = (int64_t)d->n;
+    st->trie_nodes = d->trie ? spec_ngram_size(d->trie) : 0;
+}
+
+/* ---- the per-request table ------------------------------------------------ */
+
+static uint64_t req_hash(uint64_t id, int index)
+{
+    uint64_t x = id * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uint32_t)index * 0xC2B2AE3D27D4EB4FULL;
+    return x ^ (x >> 29);
+}
+
+static spec_req *slot_of(spec_req *tab, uint64_t cap, uint64_t id, int index)
+{
+    uint64_t i = req_hash(id, index) & (cap - 1);
+    while (tab[i].id && !(tab[i].id == id && tab[i].index == index)) i = (i + 1) & (cap - 1);
+    return &tab[i];
+}
+
+/* Rebuild into a table of new_cap slots, dropping entries idle for too
+ * long (all kept when keep_all).  0 or -1 (out of memory: unchanged). */
+static int rebuild(spec_drafter *d, uint64_t new_cap, bool keep_all)
+{
+    spec_req *nt = calloc(new_cap, sizeof(spec_req));
+    if (!nt) return -1;
+    uint64_t stale = STALE_PER_ENTRY * (d->n + 1), n = 0;
+    for (uint64_t i = 0; i < d->cap; i++) {
+        spec_req *e = &d->tab[i];
+        if (!e->id) continue;
+        if (!keep_all && d->tick - e->tick > stale) {
+            free(e->last);
+            continue;
+        }
+        *slot_of(nt, new_cap, e->id, e->index) = *e;
+        n++;
+    }
+    free(d->tab);
+    d->tab = nt;
+    d->cap = new_cap;
+    d->n = n;
+    return 0;
+}
+
+static spec_req *req_get(spec_drafter *d, uint64_t id, int index)
+{
+    if (d->tick % GC_EVERY == 0) rebuild(d, d->cap, false);
+    if ((d->n + 1) * 2 > d->cap && rebuild(d, d->cap * 2, true)) return NULL;
+    spec_req *e = slot_of(d->tab, d->cap, id, index);
+    if (!e->id) {
+        int32_t *last = malloc(sizeof(int32_t) * (size_t)(d->k > 0 ? d->k : 1));
+        if (!last) return NULL;
+        *e = (spec_req){.id = id, .index = index, .last = last, .k_cap = d->k < K_START ? d->k : K_START, .backoff = 1};
+        d->n++;
+    }
+    e->tick = d->tick;
+    return e;
+}
+
+/* ---- the hook ---------------------------------------------------------------- */
+
+/* How the previous draft fared, and the back-off (spec.h). */
+static void adapt(spec_drafter *d, spec_req *e, const int32_t *seq, int64_t len)
+{
+    if (e->n_last <= 0 || e->draft_len <= 0 || len <= e->draft_len) return;
+    int right = 0;
+    while (right < e->n_last && e->draft_len + right < len && seq[e->draft_len + right] == e->last[right]) right++;
+    d->st.right += right;
+    int n_last = e->n_last;
+    e->n_last = 0;
+    if (!d->a.adaptive) return;
+    if (right > 0) {
+        e->backoff = 1;
+        e->k_cap = right == n_last ? e->k_cap * 2 : right + 1;
+    } else if (e->k_cap > 1) {
+        e->k_cap = 1;
+    } else {
+        e->skip = e->backoff;
+        e->backoff = e->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : e->backoff * 2;
+    }
+    if (e->k_cap > d->k) e->k_cap = d->k;
+    if (e->k_cap < 1) e->k_cap = 1;
+}
+
+int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
+                       int max_draft)
+{
+    spec_drafter *d = ctx;
+    d->tick++;
+    d->st.calls++;
+    spec_req *e = req_get(d, id, index);
+    if (!e) return 0;
+    if (e->seen > len) e->seen = len; /* cannot happen: sequences only grow */
+    if (spec_ngram_insert(d->trie, seq, len, e->seen) == 0) e->seen = len;
+    adapt(d, e, seq, len);
+    if (e->skip > 0) {
+        e->skip--;
+        d->st.skipped++;
+        return 0;
+    }
+    int k = max_draft < e->k_cap ? max_draft : e->k_cap;
+    if (k > d->k) k = d->k;
+    if (k <= 0) return 0;
+    int n = spec_ngram_draft(d->trie, seq, len, draft, k);
+    if (n > 0) {
+        memcpy(e->last, draft, sizeof(int32_t) * (size_t)n);
+        e->n_last = n;
+        e->draft_len = len;
+        d->st.proposed += n;
+    }
+    return n;
+}

@@ -1,0 +1,89 @@
+/* spec_ngram — SGLang's n-gram ("lookahead") draft cache: a trie over
+ * every token sequence the engine has seen (prompts and outputs), asked
+ * for the likeliest continuation of a sequence's last tokens.
+ *
+ * DESIGN
+ * Every position i of an inserted sequence starts a path of at most
+ * max_trie_depth tokens (seq[i], seq[i+1], ...) from the root, so the
+ * trie holds every n-gram up to that length; a node counts how often its
+ * path was inserted (freq) and when it was last touched (stamp).
+ *
+ *   root ─┬─ "Once" ─ "upon" ─ "a" ─ "time"      node: token, freq, stamp,
+ *         ├─ "upon" ─ "a" ─ "time"                     parent, children
+ *         └─ "a" ─┬─ "time"                     children: a (parent, token)
+ *                 └─ "little"                    hash table + sibling list
+ *
+ * Drafting (SGLang's TrieCache::buildRecency / buildFrequency): the last
+ * w tokens of the sequence are looked up for w = min(len, max_window)
+ * down to min_window; every window found is an anchor.  From the anchors,
+ * longest first, a draft tree of at most n_draft nodes is grown:
+ *   BFS   breadth-first; an anchor matched with window w starts with
+ *         breadth (max_window - w) * scale + min_bfs, scale =
+ *         (max_bfs - min_bfs) / (max_window - min_window + 1), shrinking
+ *         by scale per level; each level takes the most recently touched
+ *         children (a long match gives a narrow, deep tree)
+ *   PROB  best-first on path probability: a node's top max_bfs children
+ *         by freq, normalized among themselves, times the parent's
+ *         probability
+ * The scheduler verifies a chain, not a tree: the draft is the tree's
+ * first branch (at every node, the child the build added first: the most
+ * recent, resp. most probable, continuation of the longest anchor).
+ *
+ * Capacity: at most `capacity` nodes; before an insertion needs more,
+ * the least recently touched leaves are evicted (a global LRU list in
+ * which every node stands before its descendants, so its tail is a leaf).
+ * Nodes are allocated as the trie grows, not up front.
+ *
+ * Ownership: the trie owns its arrays; callers own the token buffers.
+ * Not thread-safe (one scheduler thread calls it). */
+#ifndef SGLC_SPEC_NGRAM_H
+#define SGLC_SPEC_NGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { SPEC_MATCH_BFS = 0, SPEC_MATCH_PROB = 1 } spec_match_type;
+
+/* SGLang's --speculative-ngram-* arguments (defaults in spec_ngram_params_init). */
+typedef struct spec_ngram_params {
+    int min_match_window;   /* --speculative-ngram-min-match-window-size, 1 */
+    int max_match_window;   /* --speculative-ngram-max-match-window-size, 12 */
+    int min_bfs_breadth;    /* --speculative-ngram-min-bfs-breadth, 1 */
+    int max_bfs_breadth;    /* --speculative-ngram-max-bfs-breadth, 10 */
+    spec_match_type match_type; /* --speculative-ngram-match-type BFS|PROB */
+    int max_trie_depth;     /* --speculative-ngram-max-trie-depth (branch length), 18 */
+    int64_t capacity;       /* --speculative-ngram-capacity: trie nodes, 10,000,000 */
+} spec_ngram_params;
+
+void spec_ngram_params_init(spec_ngram_params *p);
+/* SGLang's checks (Ngram::Ngram): 0 < min_window <= max_window <
+ * max_trie_depth, 0 < min_bfs <= max_bfs, capacity > max_trie_depth.
+ * 0, or -1 with the message in err. */
+int spec_ngram_params_check(const spec_ngram_params *p, char *err, size_t errlen);
+
+typedef struct spec_ngram spec_ngram;
+
+/* NULL with a message on bad parameters or out of memory. */
+spec_ngram *spec_ngram_create(const spec_ngram_params *p, char *err, size_t errlen);
+void spec_ngram_destroy(spec_ngram *t);
+
+/* Insert the n-grams of seq that start at positions from..len-1 (each
+ * up to max_trie_depth tokens, cut at len).  `seen` is how far this
+ * sequence had been inserted before (0 = never): the parts of those
+ * paths that lie below `seen` were counted then and are only touched
+ * now, so calling it again as the sequence grows counts every n-gram
+ * once.  Callers pass from = max(0, seen - max_trie_depth + 1).  0, or
+ * -1 out of memory (the trie stays consistent). */
+int spec_ngram_insert(spec_ngram *t, const int32_t *seq, int64_t len, int64_t seen);
+
+/* The draft for the continuation of seq (its last max_match_window
+ * tokens are what matters): at most max_draft tokens written to draft,
+ * the count returned (0 = no match).  The tree is grown with a budget of
+ * max_draft nodes as SGLang's with draft_token_num - 1. */
+int spec_ngram_draft(spec_ngram *t, const int32_t *seq, int64_t len, int32_t *draft, int max_draft);
+
+/* Nodes in use (root excluded) and evictions so far (tests, logs). */
+int64_t spec_ngram_size(const spec_ngram *t);
+int64_t spec_ngram_evictions(const spec_ngram *t);
+
+#endif

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# LoRA through the scheduler (`generate --requests`): 8 random adapters
+# (tests/ref/lora_ref.py --write-adapters, tiny llama3) and the base model in
+# one batch; every request's greedy ids equal the same request run alone
+# (`generate --lora-path`), with --max-loras-per-batch 9 (one prefill of all)
+# and 3 (admission holds requests back: no prefill batch takes more than 3
+# adapters, the base counting as one) alike.  An unknown adapter is that
+# line's error with SGLang's message; a bad --lora-paths entry stops start-up.
+set -u
+. "$(dirname "$0")/golden_common.sh"
+golden_require models/configs/meta-llama__Llama-3.2-1B-Instruct/config.json
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$ROOT/build/tiny-models"
+"$PY" "$ROOT/tests/ref/lora_ref.py" --cache "$ROOT/build/tiny-models" --only llama3 \
+    --write-adapters "$TMP" --n 8 >"$TMP/paths" || { echo "FAIL writing adapters"; exit 1; }
+M=$(head -1 "$TMP/paths")
+LP=()
+for i in 0 1 2 3 4 5 6 7; do LP+=("a$i=$TMP/a$i"); done
+"$PY" - "$TMP" <<'PY'
+import json, random, sys
+random.seed(5)
+with open(sys.argv[1] + "/reqs.jsonl", "w") as f:
+    for i in range(10):
+        o = {"input_ids": [random.randrange(3, 512) for _ in range(5 + 3 * i)],
+             "sampling_params": {"max_new_tokens": 8, "temperature": 0, "ignore_eos": True}}
+        if i < 8:
+            o["lora_path"] = f"a{(i * 3) % 8}"
+        if i == 9:
+            o["lora_path"] = "nope"
+        f.write(json.dumps(o) + "\n")
+PY
+fail=0
+for per in 9 3; do
+    if ! "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+        --lora-paths "${LP[@]}" --max-loras-per-batch "$per" --log-level info \
+        >"$TMP/out$per" 2>"$TMP/err$per"; then
+        echo "FAIL generate --requests (max-loras-per-batch $per): $(tail -3 "$TMP/err$per")"; exit 1
+    fi
+    big=$(sed -n 's/.*Prefill batch\. #new-seq: \([0-9]*\).*#running-req: \([0-9]*\).*/\1 \2/p' "$TMP/err$per" |
+          awk -v p="$per" '$1 + $2 > p {print}')
+    if [ -n "$big" ]; then echo "FAIL per=$per: a step ran more than $per adapters (new + running): $big"; fail=1
+    else echo "ok   per=$per: no step runs more than $per requests (all adapters distinct)"; fi
+done
+"$PY" - "$TMP" "$BIN" "$M" <<'PY' || fail=1
+import json, subprocess, sys
+tmp, sglc, model = sys.argv[1:4]
+reqs = [json.loads(l) for l in open(tmp + "/reqs.jsonl")]
+outs = {p: [json.loads(l) for l in open(f"{tmp}/out{p}")] for p in (9, 3)}
+bad = 0
+for i, r in enumerate(reqs):
+    if r.get("lora_path") == "nope":
+        for p in (9, 3):
+            msg = outs[p][i].get("error", {}).get("message", "")
+            ok = msg.startswith("The following requested LoRA adapters are not loaded: nope\nLoaded adapters: odict_keys(['a0'")
+            print(("ok   " if ok else "FAIL ") + f"line {i}: unknown adapter -> {msg[:80]!r}")
+            bad += not ok
+        continue
+    cmd = [sglc, "generate", "--model-path", model, "--input-ids", ",".join(map(str, r["input_ids"])),
+           "--max-new-tokens", "8", "--temperature", "0", "--ignore-eos", "--json", "--skip-tokenizer-init"]
+    if "lora_path" in r:
+        cmd += ["--lora-path", f"{tmp}/{r['lora_path']}"]
+    alone = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)["output_ids"]
+    for p in (9, 3):
+        got = outs[p][i].get("output_ids")
+        ok = got == alone
+        print(("ok   " if ok else "FAIL ") + f"line {i} ({r.get('lora_path', 'base')}, per={p}): "
+              f"batched ids {'==' if ok else '!='} alone {alone}")
+        bad += not ok
+sys.exit(1 if bad else 0)
+PY
+# a bad adapter stops start-up with its message
+mkdir -p "$TMP/dora" && cp "$TMP/a0/adapter_model.safetensors" "$TMP/dora/" &&
+    echo '{"r": 8, "target_modules": ["q_proj"], "use_dora": true}' >"$TMP/dora/adapter_config.json"
+if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+    --lora-paths "d=$TMP/dora" >/dev/null 2>"$TMP/errd"; then echo "FAIL a DoRA adapter loaded"; fail=1
+elif grep -q "DoRA (use_dora) adapters are not supported" "$TMP/errd"; then echo "ok   DoRA refused at start-up"
+else echo "FAIL DoRA message: $(cat "$TMP/errd")"; fail=1; fi
+if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+    --lora-paths "x=$TMP/a4" --max-lora-rank 4 >/dev/null 2>"$TMP/errr"; then echo "FAIL rank above --max-lora-rank loaded"; fail=1
+elif grep -q "exceeds --max-lora-rank 4" "$TMP/errr"; then echo "ok   rank above --max-lora-rank refused"
+else echo "FAIL rank message: $(cat "$TMP/errr")"; fail=1; fi
+exit $fail

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Tensor parallelism behind the HTTP front (issue 12), TinyStories-656K:
+#  1. `serve --tp-size 2`: 4 concurrent greedy /generate requests (batched
+#     decode across ranks) give the output_ids of a `--tp-size 1` server;
+#  2. a rank that hangs (SIGSTOP) mid-request: the request is answered 503
+#     and the server exits non-zero within --dist-timeout, naming rank 1;
+#  3. a rank killed (SIGKILL) mid-request: 503 at once, exit non-zero,
+#     "rank 1 (pid N) was killed by signal 9" in the log;
+#  4. rank 0 killed: the worker rank exits by itself.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${SGLC_BIN:-$ROOT/build/sglc}
+M=${SGLC_SHARED:-$ROOT/../shared}/models/TinyStories-656K
+. "$ROOT/tests/scripts/lib_server.sh"
+server_require "$M/model.safetensors"
+T=$(mktemp -d); trap server_cleanup EXIT
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+gen4() {  # gen4 OUT: four concurrent requests, output_ids one per line
+    local i
+    for i in 1 2 3 4; do
+        curl -s -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' \
+            -d "{\"input_ids\":[1,$((100 + i * 37)),$((200 + i)),$((300 + i * 3))],\"sampling_params\":{\"max_new_tokens\":24,\"temperature\":0,\"ignore_eos\":true}}" \
+            >"$1.$i" &
+    done
+    wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
+    for i in 1 2 3 4; do "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_ids"])' "$1.$i" || echo "bad $i"; done >"$1"
+}
+worker_of() { pgrep -P "$1" -x sglc | head -1; }
+[ -n "$(command -v pgrep)" ] || { echo "skip: pgrep missing"; exit 77; }
+
+# 1. equality through the scheduler
+server_start "$T/tp1.log" --model-path "$M" --threads 1 --tp-size 1 || server_fail "$T/tp1.log"
+gen4 "$T/ref"; server_stop
+server_start "$T/tp2.log" --model-path "$M" --threads 2 --tp-size 2 || server_fail "$T/tp2.log"
+gen4 "$T/got"
+if cmp -s "$T/ref" "$T/got" && ! grep -q bad "$T/got"; then ok "tp=2 serve: 4 concurrent greedy requests = tp=1"; else bad "tp=2 outputs differ"; diff "$T/ref" "$T/got"; fi
+W=$(worker_of "$SERVER_PID")
+server_stop TERM
+[ "$SERVER_RC" = 0 ] && ok "tp=2 serve stops cleanly (rc 0)" || bad "tp=2 serve exit $SERVER_RC"
+sleep 0.3
+[ -n "$W" ] && ! kill -0 "$W" 2>/dev/null && ok "worker rank exited with the server" || bad "worker $W still running"
+
+# 2./3. a hung or killed rank mid-request
+for mode in hang kill; do
+    server_start "$T/$mode.log" --model-path "$M" --threads 2 --tp-size 2 --dist-timeout 3 || server_fail "$T/$mode.log"
+    W=$(worker_of "$SERVER_PID")
+    kill -STOP "$W"
+    t0=$(date +%s.%N)
+    curl -s -m 30 -o "$T/$mode.body" -w '%{http_code}' "$SERVER_URL/generate" -H 'content-type: application/json' \
+        -d '{"input_ids":[1,147,201],"sampling_params":{"max_new_tokens":16,"temperature":0}}' >"$T/$mode.code" &
+    CP=$!
+    if [ $mode = kill ]; then sleep 0.5; kill -KILL "$W"; fi
+    wait "$CP"
+    dt=$("$PY" -c "import time; print(round(time.time() - $t0, 1))")
+    code=$(cat "$T/$mode.code")
+    [ "$code" = 503 ] && ok "$mode: the request got 503 after ${dt}s" || { bad "$mode: HTTP $code after ${dt}s"; cat "$T/$mode.body"; }
+    for i in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$SERVER_PID" 2>/dev/null; then bad "$mode: server still running"; server_stop KILL; else wait "$SERVER_PID"; SERVER_RC=$?; SERVER_PID=; fi
+    [ "${SERVER_RC:-0}" != 0 ] && ok "$mode: server exited non-zero ($SERVER_RC)" || bad "$mode: server exit ${SERVER_RC:-?}"
+    want="did not reach"; [ $mode = kill ] && want="rank 1 (pid $W) was killed by signal 9"
+    grep -qF "$want" "$T/$mode.log" && ok "$mode: log names the rank: $(grep -F "$want" "$T/$mode.log" | head -1 | cut -c1-160)" ||
+        { bad "$mode: no '$want' in the log"; tail -5 "$T/$mode.log"; }
+    kill -KILL "$W" 2>/dev/null
+done
+
+# 4. rank 0 dies: the worker notices and exits
+server_start "$T/r0.log" --model-path "$M" --threads 2 --tp-size 2 || server_fail "$T/r0.log"
+W=$(worker_of "$SERVER_PID")
+kill -KILL "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=
+for i in $(seq 1 30); do kill -0 "$W" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$W" 2>/dev/null; then bad "worker $W still alive after rank 0 died"; kill -KILL "$W"; else ok "worker exited after rank 0 died"; fi
+grep -q "rank 0 (pid" "$T/r0.log" && ok "worker log: $(grep "rank 0 (pid" "$T/r0.log" | head -1 | cut -c1-160)" || bad "worker did not name rank 0"
+echo "$fails failure(s)"
+[ $fails = 0 ]

@@ -1,0 +1,93 @@
+"""Tensor parallelism against the one-process run (tests/scripts/test_tp.sh).
+
+For each tiny architecture model (tests/ref/make_tiny_model.py, cached in
+build/tiny-models) and TinyStories-656K, `sglc generate --tp-size N` for N
+in 2 and 4 (oversubscribed on a small machine: correctness only) must give
+the prompt logits of `--tp-size 1` within 1e-5 relative
+(max|d| / max|ref|, f32) and identical greedy ids.  A model whose heads do
+not divide by N must be refused with a message saying so.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.environ["SGLC_ROOT"]
+BIN = os.environ["SGLC_BIN"]
+SHARED = os.environ["SGLC_SHARED"]
+TOL = 1e-5
+fails = 0
+
+
+def report(ok, msg):
+    global fails
+    print(("ok   " if ok else "FAIL ") + msg, flush=True)
+    if not ok:
+        fails += 1
+
+
+def run(model, ids, n_new, tp, dtype="float32", extra=()):
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "logits.f32")
+        cmd = [BIN, "generate", "--model-path", model, "--input-ids", ",".join(map(str, ids)),
+               "--max-new-tokens", str(n_new), "--temperature", "0", "--json", "--ignore-eos",
+               "--dtype", dtype, "--dump-logits", path, "--tp-size", str(tp),
+               "--threads", str(max(tp, 1)), "--dist-timeout", "60", *extra]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            return None, None, p.stderr
+        obj = json.loads(p.stdout.strip().splitlines()[-1])
+        return [int(x) for x in obj["output_ids"]], np.fromfile(path, dtype="<f4"), p.stderr
+
+
+def check_model(name, model, heads, vocab):
+    ids = [(i * 37) % (vocab - 3) + 3 for i in range(40)]
+    ref_ids, ref, err = run(model, ids, 16, 1)
+    if ref is None:
+        report(False, f"{name}: one-process run failed: {err[-400:]}")
+        return
+    for tp in (2, 4):
+        got_ids, got, err = run(model, ids, 16, tp)
+        if heads % tp:
+            report(got is None and "not divisible" in err,
+                   f"{name} tp={tp}: refused ({heads} heads): {err.strip().splitlines()[-1] if err.strip() else ''}")
+            continue
+        if got is None:
+            report(False, f"{name} tp={tp}: failed: {err[-600:]}")
+            continue
+        e = float(np.max(np.abs(got.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+        report(got.size == ref.size and e <= TOL, f"{name} tp={tp}: prompt logits max|d|/max|ref| = {e:.3g} (tol {TOL:g})")
+        report(got_ids == ref_ids, f"{name} tp={tp}: 16 greedy ids identical")
+
+
+def main():
+    cache = os.path.join(ROOT, "build", "tiny-models")
+    names = ["llama3", "llama-bias", "mistral-sw", "qwen2", "qwen3", "qwen3-moe", "mixtral", "granitemoe"]
+    only = os.environ.get("SGLC_TP_MODELS")
+    if only:
+        names = only.split(",")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_model.py"),
+                        "--out", cache, "--only", ",".join(names)], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stdout[-2000:], p.stderr[-2000:])
+        report(False, "make_tiny_model.py failed")
+        return 1
+    for n in names:
+        d = os.path.join(cache, n, "f32")
+        c = json.load(open(os.path.join(d, "config.json")))
+        check_model(n, d, c["num_attention_heads"], c["vocab_size"])
+    ts = os.path.join(SHARED, "models", "TinyStories-656K")
+    if os.path.exists(os.path.join(ts, "config.json")):
+        c = json.load(open(os.path.join(ts, "config.json")))
+        check_model("TinyStories-656K", ts, c["num_attention_heads"], c["vocab_size"])
+    else:
+        report(False, f"{ts} not found")
+    print(f"{fails} failure(s)")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
