@@ -28,12 +28,6 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
-    if (!cmd->no_server_args && a->dp_size > 1 && strcmp(name, "serve") && strcmp(name, "server-args")) {
-        fprintf(stderr, "sglc %s: --dp-size %d: data parallelism (replicas behind one front) is served by "
-                        "`sglc serve` only; this command drives one scheduler\n", name, (int)a->dp_size);
-        args_server_free(a);
-        return 2;
-    }
     if (!cmd->no_server_args && a->dp_size > 1 && a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
         fprintf(stderr, "sglc %s: --dp-size %d with --tp-size %d is not supported yet: each data-parallel replica "
                         "would need its own tensor-parallel rank group; use --dp-size or --tp-size\n", name,
