@@ -367,6 +367,41 @@ static void test_dp_two_replicas(void **state)
     dp_destroy(d); /* frees replica 1's run state; g_model stays */
 }
 
+/* Without --max-total-tokens the memory budget is the machine's: split
+ * between the replicas, not taken by each. */
+static void test_dp_kv_split(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a;
+    sched_args_init(&a);
+    a.mem_fraction_static = 0.0005; /* tens of thousands of tokens of this tiny model */
+    a.threads = 1;
+    char err[512];
+    sched *one = sched_create(g_model, &a, err, sizeof err);
+    if (!one) {
+        print_message("no KV budget here (%s): skipped\n", err);
+        skip();
+    }
+    sched_stats st;
+    sched_get_stats(one, &st);
+    sched_destroy(one);
+    int64_t whole = st.max_total_num_tokens;
+    dp_opts o = {.dp_size = 2, .method = DP_LB_TOTAL_TOKENS, .threads = 2};
+    dp *d = dp_create(g_model, &a, &o, err, sizeof err);
+    assert_non_null(d);
+    int64_t sum = 0;
+    for (int r = 0; r < 2; r++) {
+        sched_get_stats(dp_sched(d, r), &st);
+        assert_true(st.max_total_num_tokens > 0);
+        sum += st.max_total_num_tokens;
+    }
+    /* MemAvailable moves a little between the two measurements */
+    assert_true(sum > whole * 9 / 10 && sum < whole * 11 / 10);
+    assert_int_equal(dp_method(d), DP_LB_TOTAL_TOKENS);
+    dp_destroy(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_lb_total_requests), cmocka_unit_test(test_lb_total_tokens),
         cmocka_unit_test(test_lb_bootstrap_room), cmocka_unit_test(test_lb_cache_aware),
         cmocka_unit_test(test_dp_errors),        cmocka_unit_test(test_dp_two_replicas),
+        cmocka_unit_test(test_dp_kv_split),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
