@@ -73,6 +73,10 @@ server_stop
 
 # ------------------------------------------------------------ round_robin (+ the shared checks)
 start rr --dp-size 2 --load-balance-method round_robin --enable-metrics
+if [ "$(nproc)" -ge 2 ]; then
+    aff=$(for t in /proc/$SERVER_PID/task/*; do [ "$(cat "$t/comm")" = sglc-sched ] && grep Cpus_allowed_list "$t/status" | cut -f2; done | sort | tr '\n' ' ')
+    check "each replica's scheduler thread pinned to a CPU of its own ($aff)" "[ \$(echo $aff | wc -w) = 2 ] && echo '$aff' | grep -Eq '^[0-9]+ [0-9]+ \$' && [ \"\$(echo $aff | tr ' ' '\\n' | sort -u | wc -l)\" = 2 ]"
+fi
 for i in "${!PROMPTS[@]}"; do
     gen_bg "$T/out$i" "{\"text\":\"${PROMPTS[$i]}\",\"sampling_params\":{\"max_new_tokens\":32,\"temperature\":0}}"
 done
