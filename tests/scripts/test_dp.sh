@@ -33,9 +33,14 @@ fails=0
 check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
 COMMON=(--model-path "$M" --threads 2 --max-total-tokens 4096)
 start() { # start NAME ARGS...
-    local name=$1; shift
-    server_start "$T/$name.log" "${COMMON[@]}" "$@" || server_fail "$T/$name.log"
+    NAME=$1; shift
+    server_start "$T/$NAME.log" "${COMMON[@]}" "$@" || server_fail "$T/$NAME.log"
     URL=$SERVER_URL
+}
+stop() { # SIGTERM, exit 0 (a sanitizer report would fail it), no leak reported
+    server_stop
+    check "$NAME: exit 0 after SIGTERM, no KV leak logged" "[ '$SERVER_RC' = 0 ] && ! grep -qi 'leak detected' $T/$NAME.log" ||
+        tail -20 "$T/$NAME.log"
 }
 req() { # req METHOD PATH [BODY] -> $T/body, prints the status
     if [ $# -ge 3 ]; then curl -s -m 60 -o "$T/body" -w '%{http_code}' -X "$1" -H 'Content-Type: application/json' --data-binary "$3" "$URL$2"
@@ -69,7 +74,7 @@ done
 waitgen
 req GET /get_load >/dev/null
 check "dp-size 1: /get_load has one entry, dp_rank 0" "[ \"\$(jq_ 'len(d) == 1 and d[0][\"dp_rank\"] == 0')\" = True ]"
-server_stop
+stop
 
 # ------------------------------------------------------------ round_robin (+ the shared checks)
 start rr --dp-size 2 --load-balance-method round_robin --enable-metrics
@@ -143,8 +148,7 @@ req POST /generate "$W0" >/dev/null; w0=$(jq_ 'd["output_ids"]')
 req POST /generate "$W1" >/dev/null; w1=$(jq_ 'd["output_ids"]')
 check "after the update: both replicas give the same greedy ids as before" "[ '$w_before' = '$w0' ] && [ '$w0' = '$w1' ] && [ -n '$w0' ]"
 check "idle: no KV token in use on either replica" "req GET /get_load >/dev/null && [ \"\$(jq_ '[e[\"num_tokens\"] for e in sorted(d, key=lambda e: e[\"dp_rank\"])]')\" = '[0, 0]' ]"
-server_stop
-check "round_robin: exit 0" "[ '$SERVER_RC' = 0 ]"
+stop
 check "shutdown log: each replica ran its leak check, no leak" "grep -Eq 'dp_rank 0: [0-9]+ requests finished, [1-9][0-9]* leak checks, 0 leaks' $T/rr.log && grep -Eq 'dp_rank 1: [0-9]+ requests finished, [1-9][0-9]* leak checks, 0 leaks' $T/rr.log && ! grep -qi 'leak detected' $T/rr.log"
 check "start log: the KV budget and the threads split per replica" "grep -q 'dp_rank 1: 1 compute threads' $T/rr.log"
 
@@ -158,7 +162,7 @@ gen_bg "$T/q3" "$(body 53 8 4)"; gen_bg "$T/q4" "$(body 54 8 4)"
 wait_sum 4
 check "total_requests: 2 pinned to rank 0 + 2 more -> 2/2" "[ \"\$(loads)\" = '2 2' ]"
 cont; waitgen
-server_stop
+stop
 
 # ------------------------------------------------------------ total_tokens
 start ttok --dp-size 2 --load-balance-method total_tokens
@@ -170,7 +174,7 @@ wait_sum 4
 l=$(loads)
 check "total_tokens: one 300-token prompt + three short ones -> 1/3 ($l)" "[ '$l' = '1 3' ] || [ '$l' = '3 1' ]"
 cont; waitgen
-server_stop
+stop
 
 # ------------------------------------------------------------ follow_bootstrap_room
 start room --dp-size 2 --load-balance-method follow_bootstrap_room
@@ -179,7 +183,7 @@ for k in 1 3 5; do gen_bg "$T/r$k" "$(body 7$k 8 2 "\"bootstrap_room\":$k")"; do
 wait_sum 3
 check "follow_bootstrap_room: rooms 1, 3, 5 -> all on rank 1" "[ \"\$(loads)\" = '0 3' ]"
 cont; waitgen
-server_stop
+stop
 
 # ------------------------------------------------------------ cache_aware
 start cache --dp-size 2 --load-balance-method cache_aware
@@ -189,7 +193,7 @@ check "cache_aware: the repeated prompt hits its replica every time (cached:$c)"
 OTHER=$(body 99 96 2)
 req POST /generate "$OTHER" >/dev/null
 check "cache_aware: a new prompt is a miss (cached $(jq_ 'd["meta_info"]["cached_tokens"]'))" "[ \"\$(jq_ 'd[\"meta_info\"][\"cached_tokens\"]')\" = 0 ]"
-server_stop
+stop
 
 # ------------------------------------------------------------ refusals
 "$BIN" serve --model-path "$M" --dp-size 3 --threads 2 --port "$(freeport)" >"$T/big.log" 2>&1
