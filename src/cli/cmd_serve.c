@@ -513,7 +513,7 @@ static int serve(int argc, char **argv)
         exit_code = 2;
         goto out;
     }
-    if (cli_spec_setup(&spec, s)) goto out;
+    if (cli_spec_setup(&spec, s, m, &mo)) goto out;
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);

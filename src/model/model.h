@@ -109,6 +109,8 @@ typedef struct model_batch {
     const int32_t *const *seq_slots; /* (n_seqs) -> (seq_kv_len[s]) slot per position */
     int n_logits;
     const int32_t *logit_rows;  /* (n_logits) token rows whose logits are wanted */
+    const int32_t *rope_pos;    /* (n_tokens) or NULL (= positions): the position rope turns
+                                 * each row by (multi-item scoring's segments, multi_item.c) */
     const int32_t *seq_rope_len; /* (n_seqs) or NULL (= seq_kv_len): the length that picks
                                  * longrope's short or long table -- the whole prompt's
                                  * length while a prompt runs in chunks (see decoder.c) */

@@ -112,6 +112,11 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
                  c->intermediate_size);
         return -1;
     }
+    if (N > 1 && c->arch && (c->arch->mla || c->shared_inter > 0)) {
+        snprintf(err, errlen, "--tp-size %d: %s (%s) is not split across ranks yet", N,
+                 c->architecture, c->arch->mla ? "latent attention" : "shared experts");
+        return -1;
+    }
     if (N > 1 && c->moe_inter % N) {
         snprintf(err, errlen, "--tp-size %d: the expert width (%d) is not divisible by it", N, c->moe_inter);
         return -1;
