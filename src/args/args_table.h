@@ -136,7 +136,7 @@ X(enable_dynamic_chunking, BOOL, "--enable-dynamic-chunking", "false", NULL, MEM
 /* ---- Runtime options ---- */ \
 X(device, STR, "--device", NULL, NULL, RUNTIME, SUPPORTED, "The device to use. This build of sglc serves CPUs only: cpu (or leaving it out) is accepted, cuda, npu, xpu, hpu, mps, musa ... are refused.") \
 X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, SUPPORTED, "The tensor parallelism size.") \
-X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The pipeline parallelism size.") \
+X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, SUPPORTED, "The pipeline parallelism size.") \
 X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The attention context parallelism size.") \
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
 X(pp_max_micro_batch_size, INT, "--pp-max-micro-batch-size", NULL, NULL, RUNTIME, NOT_YET, "The maximum micro batch size in pipeline parallelism.") \

@@ -68,6 +68,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->download_dir = a->download_dir;
     mo->fp32_lm_head = a->enable_fp32_lm_head;
     mo->dist.tp_size = a->tp_size != ARGS_INT_NONE && a->tp_size > 0 ? (int)a->tp_size : 1;
+    mo->dist.pp_size = a->pp_size != ARGS_INT_NONE && a->pp_size > 1 ? (int)a->pp_size : 1;
     mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
     mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;
     mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;

@@ -144,13 +144,18 @@ static void pin_rank(const cli_dist_opts *o, int r, int tpr)
 int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)
 {
     *out = NULL;
-    int N = o->tp_size > 0 ? o->tp_size : 1;
+    int N = (o->tp_size > 0 ? o->tp_size : 1) * (o->pp_size > 1 ? o->pp_size : 1); /* ranks */
+    if (o->tp_size > 1 && o->pp_size > 1) {
+        snprintf(err, errlen, "--tp-size %d with --pp-size %d: tensor and pipeline parallelism together "
+                 "are not supported yet", o->tp_size, o->pp_size);
+        return -1;
+    }
     int tmo = (o->timeout_s > 0 ? o->timeout_s : 300) * 1000;
     int msize, mrank;
     if (dist_mpi_env(&msize, &mrank) && msize > 1) {
         if (msize != N) {
-            snprintf(err, errlen, "mpirun started %d processes but --tp-size is %d (sglc runs one "
-                     "rank per process: use -np %d)", msize, N, N);
+            snprintf(err, errlen, "mpirun started %d processes but --tp-size x --pp-size is %d (sglc "
+                     "runs one rank per process: use -np %d)", msize, N, N);
             return -1;
         }
         dist_group *g = dist_mpi_init(tmo, err, errlen);

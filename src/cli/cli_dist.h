@@ -36,6 +36,7 @@
  * rank is not pinned (a warning). */
 typedef struct cli_dist_opts {
     int tp_size;          /* 1 = one process */
+    int pp_size;          /* pipeline stages (1 = none); not combined with tp_size > 1 yet */
     int nnodes, node_rank;
     int timeout_s;        /* --dist-timeout; 0 = default (300 s) */
     int base_group, group_step;

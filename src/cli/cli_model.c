@@ -95,10 +95,11 @@ model *cli_model_load(const cli_model_opts *o)
     /* tensor parallelism: the group first (rank 0 starts the other ranks) */
     dist_group *dg = NULL;
     if (cli_dist_start(&o->dist, cli_threads(o), &dg, err, sizeof err)) {
-        fprintf(stderr, "error: --tp-size %d: %s\n", o->dist.tp_size, err);
+        fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
         return NULL;
     }
     lo.dist = dg;
+    lo.pp_size = o->dist.pp_size;
     model *m = model_load(&lo, err, sizeof err);
     if (!m) {
         fprintf(stderr, "error: %s\n", err);
@@ -196,6 +197,6 @@ int cli_threads(const cli_model_opts *o)
 {
     int n = o->threads > 0 ? o->threads : cpu_get()->n_cores;
     if (n < 1) n = 1;
-    int tp = o->dist.tp_size > 1 ? o->dist.tp_size : 1; /* the total is shared by the ranks */
+    int tp = (o->dist.tp_size > 1 ? o->dist.tp_size : 1) * (o->dist.pp_size > 1 ? o->dist.pp_size : 1); /* the total is shared by the ranks */
     return n / tp > 0 ? n / tp : 1;
 }

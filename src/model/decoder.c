@@ -278,7 +278,8 @@ static void fwd_task(void *vctx, int ith, int nth)
 
     /* embeddings and this forward's rope tables */
     for (int t = lo; t < hi; t++) {
-        model_embed_row(w, b->tokens[t], m->x + (size_t)t * H);
+        if (w->tp.layer0 == 0) /* pipeline stage > 0: x came from the previous stage */
+            model_embed_row(w, b->tokens[t], m->x + (size_t)t * H);
         const float *inv = w->inv_freq;
         if (c->rope.kind == MODEL_ROPE_DYNAMIC) {
             int s = m->tok_seq[t];
@@ -294,11 +295,11 @@ static void fwd_task(void *vctx, int ith, int nth)
                             b->rope_pos ? b->rope_pos[t] : b->positions[t], w->inv_freq_local, half, 1.0f);
     }
 
-    for (int il = 0; il < c->n_layer; il++) {
+    for (int il = w->tp.layer0; il < w->tp.layer1; il++) { /* this stage's layers (all without PP) */
         const model_layer *l = &w->layers[il];
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
-            if (il > 0) resid_add(x, m->xn + (size_t)t * H, H, rm);
+            if (il > w->tp.layer0) resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
@@ -395,6 +396,7 @@ static void fwd_task(void *vctx, int ith, int nth)
     /* last residual add, final norm of the rows that need logits */
     for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
     tpool_barrier(cx->pool);
+    if (w->tp.layer1 < c->n_layer) return; /* pipeline: a later stage goes on from x */
     int llo, lhi;
     rows_split(b->n_logits, ith, nth, &llo, &lhi);
     /* want_hidden (embedding models): the normed rows are the output;
@@ -512,7 +514,7 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
     int32_t *row_ad = NULL, *lrow_ad = NULL;
     if (model_lora_rows(b, m->tok_seq, &row_ad, &lrow_ad)) return -1;
     cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
-    if (model_tp_send_forward(m, kv, b)) {
+    if (model_tp_send_forward(m, kv, b) || model_pp_before(m, b)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         free(row_ad);
         return -1;
@@ -530,7 +532,7 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         tpool_destroy(one);
     }
     free(row_ad);
-    if (model_tp_gather_logits(m, b, logits) || model_tp_failed(m)) {
+    if (model_tp_gather_logits(m, b, logits) || model_pp_after(m, b, logits) || model_tp_failed(m)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
     }

@@ -455,8 +455,8 @@ static void load_mat(loader *L, linear_weight *w, const char *name, int n, int k
 static const float *load_vec_sel(loader *L, const char *name, int n, shard_sel sel)
 {
     const float *v = load_vec(L, name, n, 0);
-    if (!v || sel.kind == SH_FULL) return v;
-    if (sel.kind == SH_COLS) return L->m->tp.rank == 0 ? v : NULL;
+    if (!v || sel.kind == SH_FULL || L->m->tp.tp_n == 1) return v;
+    if (sel.kind == SH_COLS) return L->m->tp.tp_rank == 0 ? v : NULL;
     memmove((float *)v, v + sel.off, sizeof(float) * (size_t)sel.len);
     return v;
 }
@@ -535,8 +535,8 @@ static void load_packed_experts(loader *L, model_layer *l, int il)
     }
     int64_t mat = (int64_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
     const model_tp *tp = &m->tp; /* this rank's expert columns */
-    shard_sel col = sh_rows(tp->rank * tp->moe_inter, tp->moe_inter);
-    shard_sel row = sh_cols(tp->rank * tp->moe_inter, tp->moe_inter);
+    shard_sel col = sh_rows(tp->tp_rank * tp->moe_inter, tp->moe_inter);
+    shard_sel row = sh_cols(tp->tp_rank * tp->moe_inter, tp->moe_inter);
     for (int e = 0; e < E && !L->failed; e++) {
         wsrc_tensor v = wsrc_view2(&ts[0], (int64_t)e * 2 * mat, Ie, H);
         snprintf(name, sizeof name, "%s[%d] (gate)", nin, e);
@@ -649,7 +649,7 @@ static void load_moe(loader *L, model_layer *l, int il)
         fail(L, "out of memory");
         return;
     }
-    const int ie0 = m->tp.rank * m->tp.moe_inter, ien = m->tp.moe_inter; /* this rank's columns */
+    const int ie0 = m->tp.tp_rank * m->tp.moe_inter, ien = m->tp.moe_inter; /* this rank's columns */
     struct { const char *pat; linear_weight *w; int n, k; shard_sel sel; } p[3] = {
         {nm->expert_gate, l->egate, Ie, H, sh_rows(ie0, ien)},
         {nm->expert_up, l->eup, Ie, H, sh_rows(ie0, ien)},
@@ -895,10 +895,11 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
-    if (model_tp_setup(m, o->dist, err, errlen)) goto fail;
+    if (model_tp_setup(m, o->dist, o->pp_size, err, errlen)) goto fail;
     if (m->tp.size > 1 && (m->arch->mla || m->cfg.shared_inter > 0 || m->cfg.n_labels > 0)) {
-        errmsg_set(err, errlen, "--tp-size %d: tensor parallelism does not shard %s yet", m->tp.size,
-                   m->arch->mla ? "multi-head latent attention (DeepSeek)"
+        errmsg_set(err, errlen, m->tp.pp_n > 1 ? "--pp-size %d: pipeline parallelism does not split %s yet"
+                                               : "--tp-size %d: tensor parallelism does not shard %s yet",
+                   m->tp.size, m->arch->mla ? "multi-head latent attention (DeepSeek)"
                    : m->cfg.n_labels > 0 ? "a classifier's score head" : "shared experts");
         goto fail;
     }
@@ -940,6 +941,12 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     load_embeddings(&L);
     for (int il = 0; il < c->n_layer && !L.failed; il++) {
         model_layer *l = &m->layers[il];
+        /* pipeline parallelism: another stage's layer (a dummy source still
+         * makes every tensor, in order, so its values match one process) */
+        if ((il < m->tp.layer0 || il >= m->tp.layer1) && strcmp(m->src.ops->kind, "dummy weights")) {
+            l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
+            continue;
+        }
         l->attn_norm = load_layer_vec(&L, nm->attn_norm, il, H, 0);
         l->ffn_norm = load_layer_vec(&L, nm->ffn_norm, il, H, 0);
         l->post_attn_norm = load_layer_vec(&L, nm->post_attn_norm, il, H, 0);
@@ -953,7 +960,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         const model_tp *tp = &m->tp;
         shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
         shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
-        shard_sel mlp = sh_rows(tp->rank * tp->inter, tp->inter);
+        shard_sel mlp = sh_rows(tp->tp_rank * tp->inter, tp->inter);
         if (m->arch->mla) {
             load_mla(&L, l, il);
         } else {

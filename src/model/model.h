@@ -58,6 +58,8 @@ typedef struct model_load_opts {
     const char *quantization;   /* --quantization (SGLang's method name), or NULL: see model/hfq.h */
     struct dist_group *dist;    /* tensor parallelism: this rank's group (dist/dist.h), or NULL
                                  * (one process).  Borrowed; must outlive the model */
+    int pp_size;                /* > 1: the group's ranks are pipeline stages (layers split),
+                                 * not tensor-parallel shards */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
  * values rounded to f16 precision and stored as f32 (the kernels have no

@@ -64,6 +64,9 @@ typedef struct model_tp {
     int inter, moe_inter;              /* local MLP / expert widths */
     int vocab0, vocab_n, vocab_max;    /* LM head rows [vocab0, vocab0 + vocab_n); vocab_max =
                                         * the widest rank's (gather block) */
+    int tp_n, tp_rank;                 /* tensor-parallel ranks (the group size, or 1 under PP) */
+    int pp_n, stage;                   /* pipeline stages (1 = none) and this rank's */
+    int layer0, layer1;                /* this stage's layers [layer0, layer1) */
     int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
     int shut;                          /* rank 0: shutdown sent */
 } model_tp;
@@ -165,7 +168,13 @@ model *model_run_create(model_weights *w);
 
 /* model_tp.c: the local counts of w->tp from the config and group (all
  * 1/size checks; 0, or -1 with a message). */
-int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t errlen);
+int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *err, size_t errlen);
+/* Pipeline parallelism around the decoder pass: stage > 0 receives the
+ * previous stage's residual rows into m->x before it (model_pp_before);
+ * after it a stage sends them on and every rank takes the last stage's
+ * output rows into `out` (model_pp_after).  No-ops without PP.  0/-1. */
+int model_pp_before(model *m, const model_batch *b);
+int model_pp_after(model *m, const model_batch *b, float *out);
 /* Rank 0 before a checked forward of b: send it to the workers.  0/-1. */
 int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b);
 /* After the decoder: the LM head rows of every rank into logits (rank 0)

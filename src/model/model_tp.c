@@ -25,6 +25,15 @@
  * (blocks padded to vocab_max).  Workers wait for the next command without
  * a timeout (an idle server), every collective inside a command with the
  * group's (--dist-timeout); a dead peer ends either wait at once.
+ *
+ * Pipeline parallelism (--pp-size, not combined with TP yet) uses the same
+ * commands: the ranks are stages of whole layers [layer0, layer1) (an even
+ * split; each loads only its layers, except from a dummy source, which
+ * makes every tensor in order); stage 0 embeds, each stage runs its layers
+ * and broadcasts its residual rows to the next (model_pp_before /
+ * model_pp_after), the last one runs the final norm and LM head and
+ * broadcasts the output rows, which rank 0 returns.  One micro-batch: the
+ * stages run one after the other (no overlap yet).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +66,7 @@ static int is_shut(struct dist_group *g)
     return 0;
 }
 
-int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t errlen)
+int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *err, size_t errlen)
 {
     const model_config *c = &w->cfg;
     model_tp *t = &w->tp;
@@ -65,7 +74,18 @@ int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t err
     t->g = g && dist_size(g) > 1 ? g : NULL;
     t->size = t->g ? dist_size(g) : 1;
     t->rank = t->g ? dist_rank(g) : 0;
-    const int N = t->size, r = t->rank;
+    /* pipeline parallelism: the ranks are stages of whole layers */
+    t->pp_n = pp_size > 1 ? t->size : 1;
+    t->stage = t->pp_n > 1 ? t->rank : 0;
+    t->tp_n = t->pp_n > 1 ? 1 : t->size;
+    t->tp_rank = t->pp_n > 1 ? 0 : t->rank;
+    if (t->pp_n > 1 && c->n_layer < t->pp_n) {
+        snprintf(err, errlen, "--pp-size %d: the model has only %d layers", t->pp_n, c->n_layer);
+        return -1;
+    }
+    t->layer0 = c->n_layer * t->stage / t->pp_n; /* SGLang's even split */
+    t->layer1 = c->n_layer * (t->stage + 1) / t->pp_n;
+    const int N = t->tp_n, r = t->tp_rank;
     /* the architectures whose every weight and decoder step is sharded here
      * (tests/scripts/test_tp.sh); another one's extra parts would run whole */
     static const char *const fams[] = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
@@ -173,7 +193,7 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
 float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
 {
     model_tp *t = &m->w->tp;
-    if (t->size <= 1 || b->want_hidden || !b->n_logits) return logits;
+    if (t->tp_n <= 1 || b->want_hidden || !b->n_logits) return logits;
     size_t need = (size_t)b->n_logits * t->vocab_max;
     if (need > m->tp_cap) {
         float *a = realloc(m->tp_logits, need * sizeof(float));
@@ -192,7 +212,7 @@ float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
 int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
 {
     model_tp *t = &m->w->tp;
-    if (t->size <= 1 || b->want_hidden || !b->n_logits) return 0;
+    if (t->tp_n <= 1 || b->want_hidden || !b->n_logits) return 0;
     const int L = b->n_logits, vm = t->vocab_max, V = m->w->cfg.vocab_size;
     float *mine = m->tp_logits;
     if (t->vocab_n < vm) /* rows of vocab_n -> blocks of vocab_max (last rank) */
@@ -215,7 +235,7 @@ int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
 void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool)
 {
     model_tp *t = &m->w->tp;
-    if (t->size <= 1) return;
+    if (t->tp_n <= 1) return;
     if (ith == 0) {
         double t0 = time_now_sec();
         dist_allreduce(t->g, x, n, DIST_F32, DIST_TIMEOUT_DEFAULT); /* failure: the group is broken */
@@ -223,6 +243,34 @@ void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool)
         m->tp_n_allreduce++;
     }
     tpool_barrier(pool);
+}
+
+/* Pipeline boundaries of one forward, in the order every rank calls them:
+ * x after stage 0, 1, ..., pp_n - 2 (each broadcast from that stage), then
+ * the output rows from the last stage. */
+int model_pp_before(model *m, const model_batch *b)
+{
+    model_tp *t = &m->w->tp;
+    if (t->pp_n <= 1) return 0;
+    size_t bytes = sizeof(float) * (size_t)b->n_tokens * m->w->cfg.hidden_size;
+    for (int s = 0; s < t->stage; s++) /* the last one is this stage's input */
+        if (dist_bcast(t->g, m->x, bytes, s, DIST_TIMEOUT_DEFAULT)) return -1;
+    return 0;
+}
+
+int model_pp_after(model *m, const model_batch *b, float *out)
+{
+    model_tp *t = &m->w->tp;
+    if (t->pp_n <= 1) return 0;
+    const model_config *c = &m->w->cfg;
+    size_t bytes = sizeof(float) * (size_t)b->n_tokens * c->hidden_size;
+    for (int s = t->stage; s < t->pp_n - 1; s++) /* ours first (x is done), then pass-through */
+        if (dist_bcast(t->g, m->x, bytes, s, DIST_TIMEOUT_DEFAULT)) return -1;
+    size_t width = b->want_hidden ? (size_t)c->hidden_size : (size_t)c->vocab_size;
+    if (b->n_logits && dist_bcast(t->g, out, sizeof(float) * (size_t)b->n_logits * width, t->pp_n - 1,
+                                  DIST_TIMEOUT_DEFAULT))
+        return -1;
+    return 0;
 }
 
 int model_tp_kv_created(model *m, model_kv *kv)
@@ -337,7 +385,9 @@ int model_tp_worker_loop(model *m, tpool *pool)
         }
         free(slots);
         slots = malloc(sizeof *slots * (size_t)(h.n_seqs > 0 ? h.n_seqs : 1));
-        size_t out_need = (size_t)h.n_logits * (size_t)m->w->cfg.hidden_size + 1;
+        const model_config *mc = &m->w->cfg; /* PP: every rank takes the last stage's logits */
+        size_t out_need = (size_t)h.n_logits *
+                              (size_t)(mc->vocab_size > mc->hidden_size ? mc->vocab_size : mc->hidden_size) + 1;
         if (out_need > out_cap) {
             free(out);
             out = malloc(out_need * sizeof(float));

@@ -38,7 +38,7 @@ done
 # a world size other than --tp-size is refused with a message
 timeout 60 "${MPI[@]}" "$BIN" generate --model-path "$SHARED/models/TinyStories-656K" --input-ids 1,2,3 \
     --max-new-tokens 2 --tp-size 4 >/dev/null 2>"$T/np.err"
-if grep -q "mpirun started 2 processes but --tp-size is 4" "$T/np.err"; then echo "ok   -np 2 with --tp-size 4 refused"; else echo "FAIL no refusal"; tail -5 "$T/np.err"; fails=$((fails + 1)); fi
+if grep -q "mpirun started 2 processes but --tp-size x --pp-size is 4" "$T/np.err"; then echo "ok   -np 2 with --tp-size 4 refused"; else echo "FAIL no refusal"; tail -5 "$T/np.err"; fails=$((fails + 1)); fi
 timeout 60 "${MPI[@]}" "$BIN" bench-allreduce --iters 300 --warmup 30 >"$T/bar.txt" 2>"$T/bar.err"
 if grep -q "^mpi backend, 2 ranks" "$T/bar.txt"; then echo "ok   bench-allreduce over MPI: $(grep allreduce_f32 "$T/bar.txt")"; else echo "FAIL bench-allreduce over MPI"; cat "$T/bar.txt" "$T/bar.err" | tail -5; fails=$((fails + 1)); fi
 echo "$fails failure(s)"

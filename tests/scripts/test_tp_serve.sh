@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Tensor parallelism behind the HTTP front (issue 12), TinyStories-656K:
-#  1. `serve --tp-size 2`: 4 concurrent greedy /generate requests (batched
-#     decode across ranks) give the output_ids of a `--tp-size 1` server;
+#  1. `serve --tp-size 2` (and `--pp-size 2`): 4 concurrent greedy
+#     /generate requests (batched decode across ranks) give the output_ids
+#     of a `--tp-size 1` server;
 #  2. a rank that hangs (SIGSTOP) mid-request: the request is answered 503
 #     and the server exits non-zero within --dist-timeout, naming rank 1;
 #  3. a rank killed (SIGKILL) mid-request: 503 at once, exit non-zero,
@@ -44,6 +45,11 @@ if cmp -s "$T/ref" "$T/got" && ! grep -q bad "$T/got"; then ok "tp=2 serve: 4 co
 W=$(worker_of "$SERVER_PID")
 server_stop TERM
 [ "$SERVER_RC" = 0 ] && ok "tp=2 serve stops cleanly (rc 0)" || bad "tp=2 serve exit $SERVER_RC"
+# pipeline parallelism through the scheduler: the same outputs
+server_start "$T/pp2.log" --model-path "$M" --threads 2 --pp-size 2 || server_fail "$T/pp2.log"
+gen4 "$T/gotpp"
+if cmp -s "$T/ref" "$T/gotpp" && ! grep -q bad "$T/gotpp"; then ok "pp=2 serve: 4 concurrent greedy requests = tp=1"; else bad "pp=2 outputs differ"; diff "$T/ref" "$T/gotpp"; fi
+server_stop TERM
 sleep 0.3
 [ -n "$W" ] && ! kill -0 "$W" 2>/dev/null && ok "worker rank exited with the server" || bad "worker $W still running"
 

@@ -1,4 +1,6 @@
-"""Tensor parallelism against the one-process run (tests/scripts/test_tp.sh).
+"""Tensor and pipeline parallelism against the one-process run
+(tests/scripts/test_tp.sh).  Pipeline: --pp-size 2 (whole layers per
+stage) must give the same logits and ids too.
 
 For each tiny architecture model (tests/ref/make_tiny_model.py, cached in
 build/tiny-models) and TinyStories-656K, `sglc generate --tp-size N` for N
@@ -29,13 +31,13 @@ def report(ok, msg):
         fails += 1
 
 
-def run(model, ids, n_new, tp, dtype="float32", extra=()):
+def run(model, ids, n_new, tp, dtype="float32", extra=(), pp=1):
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "logits.f32")
         cmd = [BIN, "generate", "--model-path", model, "--input-ids", ",".join(map(str, ids)),
                "--max-new-tokens", str(n_new), "--temperature", "0", "--json", "--ignore-eos",
-               "--dtype", dtype, "--dump-logits", path, "--tp-size", str(tp),
-               "--threads", str(max(tp, 1)), "--dist-timeout", "60", *extra]
+               "--dtype", dtype, "--dump-logits", path, "--tp-size", str(tp), "--pp-size", str(pp),
+               "--threads", str(max(tp * pp, 1)), "--dist-timeout", "60", *extra]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         if p.returncode != 0:
             return None, None, p.stderr
@@ -61,6 +63,14 @@ def check_model(name, model, heads, vocab, extra=()):
         e = float(np.max(np.abs(got.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
         report(got.size == ref.size and e <= TOL, f"{name} tp={tp}: prompt logits max|d|/max|ref| = {e:.3g} (tol {TOL:g})")
         report(got_ids == ref_ids, f"{name} tp={tp}: 16 greedy ids identical")
+    # pipeline parallelism: 2 stages of whole layers
+    got_ids, got, err = run(model, ids, 16, 1, extra=extra, pp=2)
+    if got is None:
+        report(False, f"{name} pp=2: failed: {err[-600:]}")
+        return
+    e = float(np.max(np.abs(got.astype(np.float64) - ref)) / max(np.max(np.abs(ref)), 1e-30))
+    report(got.size == ref.size and e <= TOL and got_ids == ref_ids,
+           f"{name} pp=2: prompt logits max|d|/max|ref| = {e:.3g}, greedy ids {'identical' if got_ids == ref_ids else 'DIFFER'}")
 
 
 def main():
