@@ -14,6 +14,8 @@
 #   vocabulary give identical ids; another vocabulary or a missing path
 #   is a clear start-up error;
 # - a regex-constrained request and --tp-size 2: identical with NGRAM;
+# - longrope (phi3.5) and dynamic NTK: a self-draft crossing the length at
+#   which the rope tables switch keeps plain decoding's ids;
 # - bad arguments are usage errors (exit 2) with a clear message.
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -109,12 +111,33 @@ if "$PY" -c 'import torch, numpy' 2>/dev/null; then
     mkdir -p "$TM"
     names=$("$PY" "$ROOT/tests/ref/make_tiny_model.py" --list | awk '{print $1}' | grep -vE 'embed|tok|hfq|stories')
     for n in $names; do
-        "$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TM" --only "$n" >/dev/null 2>>"$T/err" || continue
-        d=$TM/$n/f32
-        [ -d "$d" ] || continue
+        "$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TM" --only "$n" >/dev/null 2>>"$T/err"
+    done
+    # the architectures with their own builders (Phi-3 longrope, DeepSeek MLA, Qwen2-MoE), when present
+    [ -f "$ROOT/tests/ref/phi3_ref.py" ] && "$PY" "$ROOT/tests/ref/phi3_ref.py" build --cache "$TM" >/dev/null 2>>"$T/err"
+    [ -f "$ROOT/tests/ref/make_tiny_ds.py" ] && "$PY" "$ROOT/tests/ref/make_tiny_ds.py" --out "$TM" >/dev/null 2>>"$T/err"
+    for d in "$TM"/*/f32 "$TM"/*/; do
+        [ -f "$d/config.json" ] || continue
+        n=$(basename "${d%/f32}")
+        case $n in *embed*|*tok*|hfq*|stories*) continue ;; esac
+        d=${d%/}
         gen "$d" "$T/tp.jsonl" || { echo "FAIL $n: plain run"; fails=$((fails + 1)); continue; }
         gen "$d" "$T/ts.jsonl" --speculative-algorithm NGRAM
         check "tiny $n: greedy ids identical with NGRAM" "'$PY' -c '$cmp_py' '$T/tp.jsonl' '$T/ts.jsonl'"
+    done
+    # ropes whose tables follow the forward's length: drafts that would cross
+    # the switch are held back (a self-draft always drafts, so it would cross)
+    for spec in "phi3.5-short 110 48" "llama-dynamic 20 40"; do
+        set -- $spec
+        d=$TM/$1/f32
+        [ -d "$d" ] || continue
+        "$PY" -c 'import json,sys; print(json.dumps({"input_ids": [1] + [((k % 7) * 37) % 240 + 3 for k in range(int(sys.argv[1]))], "sampling_params": {"max_new_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True}}))' "$2" "$3" >"$T/cross.jsonl"
+        for sp in "" "--speculative-algorithm STANDALONE --speculative-draft-model-path $d"; do
+            "$BIN" generate --model-path "$d" --requests "$T/cross.jsonl" --skip-tokenizer-init --threads 1 --log-level warning \
+                $sp >"$T/cross$([ -n "$sp" ] && echo 1 || echo 0).json" 2>>"$T/err"
+        done
+        check "tiny $1: a self-draft across the rope switch length keeps plain decoding's ids" \
+            "'$PY' -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a[\"output_ids\"]==b[\"output_ids\"]; assert b[\"meta_info\"][\"spec_accept_token_num\"]>0' '$T/cross0.json' '$T/cross1.json'"
     done
 else
     echo "skip tiny architecture models: no torch in $PY"
