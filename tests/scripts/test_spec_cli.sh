@@ -105,6 +105,11 @@ gen "$M" "$T/sd.jsonl" --speculative-algorithm STANDALONE --speculative-draft-mo
     --speculative-draft-load-format dummy --speculative-num-steps 5
 check "STANDALONE (dummy draft, 5 steps): identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/sd.jsonl'"
 
+gen "$M" "$T/sq.jsonl" --speculative-algorithm STANDALONE --speculative-draft-model-path "$M" \
+    --speculative-draft-model-quantization w8a8_int8
+check "STANDALONE (the target quantized w8a8_int8 at load: self-speculation): identical, accept length > 1" \
+    "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/sq.jsonl' need"
+
 # the tiny architecture models
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
     TM=$ROOT/build/tiny-models
@@ -181,6 +186,11 @@ bad "STANDALONE missing draft path" "no such file or directory" --speculative-al
     --speculative-draft-model-path /nonexistent/draft
 bad "STANDALONE with --tp-size 2" "STANDALONE with --tp-size > 1 is not supported" --speculative-algorithm STANDALONE \
     --speculative-draft-model-path "$M" --tp-size 2
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/bad.jsonl" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path "$M" --speculative-draft-model-quantization bogus >"$T/bad.out" 2>&1
+rc=$?
+check "bad args: unknown draft quantization (start-up error)" \
+    "[ $rc -ne 0 ] && grep -q 'the draft model did not load' '$T/bad.out'"
 bad "capacity" "speculative-ngram-capacity must be greater" --speculative-algorithm NGRAM --speculative-ngram-capacity 3
 "$BIN" serve --model-path "$M" --speculative-algorithm NEXTN >"$T/bad.out" 2>&1
 rc=$?
