@@ -153,8 +153,8 @@ X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, 
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
-X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
-X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, NOT_YET, "The delta between consecutive GPU IDs.") \
+X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, SUPPORTED, "The base GPU ID to start allocating GPUs from. (CPU: the core group of tensor-parallel rank 0; a group is threads-per-rank cores)") \
+X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, SUPPORTED, "The delta between consecutive GPU IDs. (CPU: between the core groups of consecutive ranks)") \
 X(sleep_on_idle, BOOL, "--sleep-on-idle", "false", NULL, RUNTIME, SUPPORTED, "Reduce CPU usage when the server is idle: compute workers sleep as soon as the scheduler has no work instead of spinning a few ms first.") \
 /* ---- Logging ---- */ \
 X(log_level, CHOICE, "--log-level", "info", "debug|info|warning|error|critical", LOGGING, SUPPORTED, "The logging level of all loggers.") \
@@ -200,8 +200,8 @@ X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3
 X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen25|qwen3_coder|mistral|hermes|deepseekv3|deepseekv31|gpt-oss|kimi_k2|glm45", API, SUPPORTED, "The tool-call parser of the model: tool_calls in chat answers, /parse_function_call.") \
 X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, SUPPORTED, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
 /* ---- Data parallelism ---- */ \
-X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, NOT_YET, "The data parallelism size.") \
-X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens", DP, NOT_YET, "The load balancing strategy for data parallelism.") \
+X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, SUPPORTED, "The data parallelism size: replicas of the scheduler in one process over one copy of the weights, the threads split between them (serve only).") \
+X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens|cache_aware", DP, SUPPORTED, "The load balancing strategy for data parallelism (auto = round_robin; cache_aware, sglc's: the replica holding the longest cached prefix).") \
 /* ---- Multi-node distributed serving ---- */ \
 X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, NOT_YET, "The host:port for initializing the distributed backend.") \
 X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, SUPPORTED, "The number of nodes.") \
@@ -211,7 +211,7 @@ X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVER
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
 X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, SUPPORTED, "Enable LoRA support (also on with --lora-paths).") \
-X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
+X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, SUPPORTED, "Overlap LoRA weight loading with compute: always so in sglc (adapters load on the HTTP worker of /load_lora_adapter while the scheduler keeps running), with or without this flag.") \
 X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, SUPPORTED, "The maximum rank of LoRA adapters.") \
 X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, SUPPORTED, "The modules adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj qkv_proj gate_up_proj lm_head, or 'all'); unset: any supported module. A limit on CPU (nothing to preallocate).") \
 X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, SUPPORTED, "LoRA adapters (PEFT folders) to load at start-up: PATH, NAME=PATH, or JSON {\"lora_name\":str,\"lora_path\":str,\"pinned\":bool}.") \
@@ -363,7 +363,7 @@ X(keep_mm_feature_on_device, BOOL, "--keep-mm-feature-on-device", "false", NULL,
 X(enable_return_hidden_states, BOOL, "--enable-return-hidden-states", "false", NULL, OPT, NOT_YET, "Enable returning hidden states with responses.") \
 X(enable_return_routed_experts, BOOL, "--enable-return-routed-experts", "false", NULL, OPT, NOT_YET, "Enable returning routed experts of each layer with responses.") \
 X(scheduler_recv_interval, INT, "--scheduler-recv-interval", "1", NULL, OPT, NOT_YET, "The interval to poll requests in the scheduler.") \
-X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, NOT_YET, "The NUMA node of each TP rank.") \
+X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, SUPPORTED, "The NUMA node of each TP rank. (CPU: rank r runs on the cores of node numa_node[r])") \
 X(enable_deterministic_inference, BOOL, "--enable-deterministic-inference", "false", NULL, OPT, NOT_YET, "Enable deterministic inference mode with batch invariant ops.") \
 X(rl_on_policy_target, CHOICE, "--rl-on-policy-target", NULL, "fsdp", OPT, NOT_YET, "The training system the RL rollout must match on-policy.") \
 X(enable_layerwise_nvtx_marker, BOOL, "--enable-layerwise-nvtx-marker", "false", NULL, OPT, IGNORED, "Enable layerwise NVTX profiling annotations. (no effect on CPU: NVTX markers are for NVIDIA Nsight)") \
