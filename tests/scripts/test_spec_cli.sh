@@ -118,9 +118,10 @@ if "$PY" -c 'import torch, numpy' 2>/dev/null; then
     for n in $names; do
         "$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TM" --only "$n" >/dev/null 2>>"$T/err"
     done
-    # the architectures with their own builders (Phi-3 longrope, DeepSeek MLA, Qwen2-MoE), when present
+    # the architectures with their own builders (Phi-3 longrope, DeepSeek MLA, Qwen2-MoE, Gemma 2/3), when present
     [ -f "$ROOT/tests/ref/phi3_ref.py" ] && "$PY" "$ROOT/tests/ref/phi3_ref.py" build --cache "$TM" >/dev/null 2>>"$T/err"
     [ -f "$ROOT/tests/ref/make_tiny_ds.py" ] && "$PY" "$ROOT/tests/ref/make_tiny_ds.py" --out "$TM" >/dev/null 2>>"$T/err"
+    [ -f "$ROOT/tests/ref/gemma_ref.py" ] && "$PY" "$ROOT/tests/ref/gemma_ref.py" --build gemma2,gemma3 --out "$TM" >/dev/null 2>>"$T/err"
     for d in "$TM"/*/f32 "$TM"/*/; do
         [ -f "$d/config.json" ] || continue
         n=$(basename "${d%/f32}")
