@@ -251,7 +251,7 @@ X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill",
 X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL, NULL, SPEC, NOT_YET, "MoE runner backend for the draft model.") \
 X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, NOT_YET, "MoE all-to-all backend for the draft model.") \
 X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, IGNORED, "Attention backend for the draft model. (no effect on CPU: the draft model runs the one CPU attention kernel)") \
-X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, NOT_YET, "Quantization method of the draft model.") \
+X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, SUPPORTED, "Quantization method of the draft model.") \
 X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \
 /* ---- Ngram speculative decoding ---- */ \
 X(speculative_ngram_min_match_window_size, INT, "--speculative-ngram-min-match-window-size", "1", NULL, NGRAM, SUPPORTED, "Minimum window size for pattern matching.") \

@@ -22,6 +22,7 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
     if (algo == SPEC_ALGO_STANDALONE) {
         c->draft_path = a->speculative_draft_model_path;
         c->draft_dummy = a->speculative_draft_load_format && !strcmp(a->speculative_draft_load_format, "dummy");
+        c->draft_quant = a->speculative_draft_model_quantization;
         if (a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
             fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE with --tp-size > 1 is not supported by sglc yet\n",
                     name);
@@ -91,7 +92,7 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
         dmo.load.load_format = c->draft_dummy ? MODEL_LOAD_DUMMY : MODEL_LOAD_AUTO;
         dmo.load.override_json = NULL;
         dmo.load.context_length = 0;
-        dmo.load.quantization = NULL;
+        dmo.load.quantization = c->draft_quant; /* e.g. w8a8_int8 of the target itself: self-speculation */
         dmo.revision = NULL;
         dmo.dist.tp_size = 1; /* the draft runs in this process only (tp > 1 refused above) */
         c->draft = cli_model_load(&dmo);

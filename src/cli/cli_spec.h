@@ -29,12 +29,14 @@
         ARG_ID_speculative_ngram_min_bfs_breadth, ARG_ID_speculative_ngram_max_bfs_breadth,     \
         ARG_ID_speculative_ngram_match_type, ARG_ID_speculative_ngram_max_trie_depth,           \
         ARG_ID_speculative_ngram_capacity, ARG_ID_speculative_draft_model_path,                  \
-        ARG_ID_speculative_draft_load_format, ARG_ID_speculative_num_steps
+        ARG_ID_speculative_draft_load_format, ARG_ID_speculative_num_steps,                      \
+        ARG_ID_speculative_draft_model_quantization
 
 typedef struct cli_spec {
     spec_args args;
     const char *draft_path;      /* STANDALONE: --speculative-draft-model-path (borrowed from the args) */
     bool draft_dummy;            /* --speculative-draft-load-format dummy */
+    const char *draft_quant;     /* --speculative-draft-model-quantization (borrowed), NULL = none */
     model *draft;                /* STANDALONE: owned draft model */
     spec_drafter *drafter;       /* owned, NULL = no speculative decoding */
 } cli_spec;

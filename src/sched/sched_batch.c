@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "lora/lora.h"
+#include "model/rope.h"
 #include "sched/sched_grammar.h"
 #include "sched/sched_kv.h"
 #include "sched/sched_policy.h"
@@ -307,12 +308,29 @@ int sched_batch_alloc_decode(sched *s)
     return 0;
 }
 
+/* Drafts a sequence of len tokens may carry without changing its rope
+ * tables: the tables of dynamic NTK (past max_position_embeddings) and
+ * longrope (short / long factors past the switch length) follow the
+ * forward's sequence length (transformers' semantics), so a verify
+ * forward reaching past that length would rotate its tokens unlike plain
+ * decoding.  No limit for the other ropes. */
+static int64_t rope_draft_limit(const sched *s, int64_t len)
+{
+    const model_config *c = s->eng.c;
+    if (c->rope.kind == MODEL_ROPE_DYNAMIC) return (int64_t)c->max_position_embeddings - len;
+    if (c->rope.kind == MODEL_ROPE_LONGROPE) {
+        int64_t sw = model_rope_longrope_switch(c);
+        return len <= sw ? sw - len : INT64_MAX / 4;
+    }
+    return INT64_MAX / 4;
+}
+
 /* Draft tokens for the decode rows of this step (speculative decoding):
  * the hook proposes up to max_draft tokens per running request, clipped to
  * what the request may still accept (max_new - out - 1) and to the pages
  * the pool can give now (a request gets none rather than forcing a
- * retraction), and, for a dynamic-NTK rope, to the positions below
- * max_position_embeddings.  Call after sched_batch_alloc_decode. */
+ * retraction), and to what keeps the rope tables of plain decoding
+ * (rope_draft_limit).  Call after sched_batch_alloc_decode. */
 void sched_batch_draft(sched *s)
 {
     for (int i = 0; i < s->q.n_running; i++) s->q.running[i]->spec.n_draft = 0;
@@ -321,12 +339,7 @@ void sched_batch_draft(sched *s)
         sreq *r = s->q.running[i];
         int64_t room = r->tok.max_new - (r->tok.len - r->tok.n_input) - 1;
         int max = (int)min64(s->hooks.max_draft, room);
-        /* dynamic NTK rope (transformers' semantics) picks its base from the
-         * forward's sequence length past max_position_embeddings: a verify
-         * forward there would change the rope of every token in it, so no
-         * drafts beyond that point (outputs stay those of plain decoding) */
-        if (s->eng.c->rope.kind == MODEL_ROPE_DYNAMIC)
-            max = (int)min64(max, (int64_t)s->eng.c->max_position_embeddings - r->tok.len);
+        max = (int)min64(max, rope_draft_limit(s, r->tok.len));
         if (max <= 0) continue;
         int64_t c = r->spec.cap_draft;
         if (sched_grow((void **)&r->spec.draft, &c, max, sizeof(int32_t))) continue;

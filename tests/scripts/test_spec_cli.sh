@@ -14,6 +14,8 @@
 #   vocabulary give identical ids; another vocabulary or a missing path
 #   is a clear start-up error;
 # - a regex-constrained request and --tp-size 2: identical with NGRAM;
+# - longrope (phi3.5) and dynamic NTK: a self-draft crossing the length at
+#   which the rope tables switch keeps plain decoding's ids;
 # - bad arguments are usage errors (exit 2) with a clear message.
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -103,18 +105,45 @@ gen "$M" "$T/sd.jsonl" --speculative-algorithm STANDALONE --speculative-draft-mo
     --speculative-draft-load-format dummy --speculative-num-steps 5
 check "STANDALONE (dummy draft, 5 steps): identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/sd.jsonl'"
 
+gen "$M" "$T/sq.jsonl" --speculative-algorithm STANDALONE --speculative-draft-model-path "$M" \
+    --speculative-draft-model-quantization w8a8_int8
+check "STANDALONE (the target quantized w8a8_int8 at load: self-speculation): identical, accept length > 1" \
+    "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/sq.jsonl' need"
+
 # the tiny architecture models
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
     TM=$ROOT/build/tiny-models
     mkdir -p "$TM"
     names=$("$PY" "$ROOT/tests/ref/make_tiny_model.py" --list | awk '{print $1}' | grep -vE 'embed|tok|hfq|stories')
     for n in $names; do
-        "$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TM" --only "$n" >/dev/null 2>>"$T/err" || continue
-        d=$TM/$n/f32
-        [ -d "$d" ] || continue
+        "$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TM" --only "$n" >/dev/null 2>>"$T/err"
+    done
+    # the architectures with their own builders (Phi-3 longrope, DeepSeek MLA, Qwen2-MoE, Gemma 2/3), when present
+    [ -f "$ROOT/tests/ref/phi3_ref.py" ] && "$PY" "$ROOT/tests/ref/phi3_ref.py" build --cache "$TM" >/dev/null 2>>"$T/err"
+    [ -f "$ROOT/tests/ref/make_tiny_ds.py" ] && "$PY" "$ROOT/tests/ref/make_tiny_ds.py" --out "$TM" >/dev/null 2>>"$T/err"
+    [ -f "$ROOT/tests/ref/gemma_ref.py" ] && "$PY" "$ROOT/tests/ref/gemma_ref.py" --build gemma2,gemma3 --out "$TM" >/dev/null 2>>"$T/err"
+    for d in "$TM"/*/f32 "$TM"/*/; do
+        [ -f "$d/config.json" ] || continue
+        n=$(basename "${d%/f32}")
+        case $n in *embed*|*tok*|hfq*|stories*) continue ;; esac
+        d=${d%/}
         gen "$d" "$T/tp.jsonl" || { echo "FAIL $n: plain run"; fails=$((fails + 1)); continue; }
         gen "$d" "$T/ts.jsonl" --speculative-algorithm NGRAM
         check "tiny $n: greedy ids identical with NGRAM" "'$PY' -c '$cmp_py' '$T/tp.jsonl' '$T/ts.jsonl'"
+    done
+    # ropes whose tables follow the forward's length: drafts that would cross
+    # the switch are held back (a self-draft always drafts, so it would cross)
+    for spec in "phi3.5-short 110 48" "llama-dynamic 20 40"; do
+        set -- $spec
+        d=$TM/$1/f32
+        [ -d "$d" ] || continue
+        "$PY" -c 'import json,sys; print(json.dumps({"input_ids": [1] + [((k % 7) * 37) % 240 + 3 for k in range(int(sys.argv[1]))], "sampling_params": {"max_new_tokens": int(sys.argv[2]), "temperature": 0, "ignore_eos": True}}))' "$2" "$3" >"$T/cross.jsonl"
+        for sp in "" "--speculative-algorithm STANDALONE --speculative-draft-model-path $d"; do
+            "$BIN" generate --model-path "$d" --requests "$T/cross.jsonl" --skip-tokenizer-init --threads 1 --log-level warning \
+                $sp >"$T/cross$([ -n "$sp" ] && echo 1 || echo 0).json" 2>>"$T/err"
+        done
+        check "tiny $1: a self-draft across the rope switch length keeps plain decoding's ids" \
+            "'$PY' -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a[\"output_ids\"]==b[\"output_ids\"]; assert b[\"meta_info\"][\"spec_accept_token_num\"]>0' '$T/cross0.json' '$T/cross1.json'"
     done
 else
     echo "skip tiny architecture models: no torch in $PY"
@@ -158,6 +187,11 @@ bad "STANDALONE missing draft path" "no such file or directory" --speculative-al
     --speculative-draft-model-path /nonexistent/draft
 bad "STANDALONE with --tp-size 2" "STANDALONE with --tp-size > 1 is not supported" --speculative-algorithm STANDALONE \
     --speculative-draft-model-path "$M" --tp-size 2
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/bad.jsonl" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path "$M" --speculative-draft-model-quantization bogus >"$T/bad.out" 2>&1
+rc=$?
+check "bad args: unknown draft quantization (start-up error)" \
+    "[ $rc -ne 0 ] && grep -q 'the draft model did not load' '$T/bad.out'"
 bad "capacity" "speculative-ngram-capacity must be greater" --speculative-algorithm NGRAM --speculative-ngram-capacity 3
 "$BIN" serve --model-path "$M" --speculative-algorithm NEXTN >"$T/bad.out" 2>&1
 rc=$?
