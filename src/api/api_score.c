@@ -246,7 +246,9 @@ void api_route_score(api_server *a, http_req *r, json_t *body)
             if (!a->cfg.tok || tok_decode(a->cfg.tok, &a->cfg.score.mi_delim, 1, &o, &dtext, NULL) || !dtext) {
                 free(dtext);
                 json_decref(state);
-                api_oai_error(r, 400, "Invalid combination of query/items types for score_request.");
+                api_oai_error(r, 400, a->cfg.tok ? "cannot decode the --multi-item-scoring-delimiter token"
+                                                 : "text needs the tokenizer, which --skip-tokenizer-init "
+                                                   "disabled: give token ids");
                 return;
             }
         }
