@@ -82,6 +82,18 @@ typedef struct fwd_ctx {
 /* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
 #define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
+/* Projections p[0..n) (n <= 3) of layer il on the same input: the base
+ * products, then (LoRA) one barrier for all their adapter passes. */
+static void proj_group(const fwd_ctx *cx, const linear_exec *ex, int il, int n, const model_proj *p,
+                       float *const *y, const float *x, int T, const linear_weight *const *w)
+{
+    linear_exec lx[3];
+    linear_adapter lb[3][MODEL_MAX_BATCH_ADAPTERS];
+    const linear_exec *e[3];
+    for (int i = 0; i < n; i++) e[i] = model_lora_exec(cx->b, cx->row_ad, ex, il, p[i], &lx[i], lb[i]);
+    model_lora_linear_group(n, y, x, T, w, e);
+}
+
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
 static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
@@ -267,9 +279,12 @@ static void fwd_task(void *vctx, int ith, int nth)
             goto attn_done;
         }
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
-        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
-        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
+        {
+            static const model_proj qkv[3] = {MODEL_PROJ_Q, MODEL_PROJ_K, MODEL_PROJ_V};
+            float *const y[3] = {m->q, m->k, m->v};
+            const linear_weight *const lw[3] = {&l->wq, &l->wk, &l->wv};
+            proj_group(cx, &ex, il, 3, qkv, y, xin, T, lw);
+        }
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -327,8 +342,12 @@ static void fwd_task(void *vctx, int ith, int nth)
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
-        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
+        {
+            static const model_proj gu[2] = {MODEL_PROJ_GATE, MODEL_PROJ_UP};
+            float *const y[2] = {m->gate, m->up};
+            const linear_weight *const lw[2] = {&l->wgate, &l->wup};
+            proj_group(cx, &ex, il, 2, gu, y, m->xn, T, lw);
+        }
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -387,7 +406,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len(c, m->w->tp.n_kv_head)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }

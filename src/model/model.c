@@ -1010,8 +1010,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     if (m->arch->mla) {
         int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
         log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
-                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c),
-                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c));
+                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c, c->n_kv_head),
+                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c, c->n_kv_head));
     }
     model *run = model_run_create(m);
     if (!run) {

@@ -204,8 +204,9 @@ int model_tp_worker_loop(model *m, tpool *pool);
  * broken group says which rank failed here. */
 const char *model_tp_error(const model *m);
 /* Seconds this rank spent in the forward's all-reduces so far (waiting for
- * the slowest rank included) and their count. */
-double model_tp_comm_seconds(const model *m, long *n_allreduce);
+ * the slowest rank included), their count, and of those seconds the ones
+ * spent waiting for the other ranks to arrive (*wait_s; 0 for MPI). */
+double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
  * inputs), or -1 when the model runs no such dense projection there (an
  * MoE layer's MLP).  Used to check adapters against the model. */
