@@ -28,6 +28,11 @@
  *     echoed unless return_documents is false.  The pair is the query's
  *     tokens (with the tokenizer's special tokens) followed by the
  *     document's (without): sglc's tokenizer has no text-pair template.
+ *     A generation model whose chat template says the answer can only be
+ *     "yes" or "no" (Qwen3-Reranker; SGLang's text_decoder backend)
+ *     instead renders that template per document (messages [query,
+ *     document], `instruct`) and scores p(yes) / (p(yes) + p(no)) through
+ *     the single-item /v1/score path.
  *   /v1/classify, /classify (OpenAIServingClassify): one embedding request
  *     per input; probs = softmax of the head's outputs, label =
  *     id2label[argmax].
@@ -40,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "util/log.h"
 
 /* ---- shared ------------------------------------------------------------------------------------ */
 
@@ -239,7 +246,9 @@ void api_route_score(api_server *a, http_req *r, json_t *body)
             if (!a->cfg.tok || tok_decode(a->cfg.tok, &a->cfg.score.mi_delim, 1, &o, &dtext, NULL) || !dtext) {
                 free(dtext);
                 json_decref(state);
-                api_oai_error(r, 400, "Invalid combination of query/items types for score_request.");
+                api_oai_error(r, 400, a->cfg.tok ? "cannot decode the --multi-item-scoring-delimiter token"
+                                                 : "text needs the tokenizer, which --skip-tokenizer-init "
+                                                   "disabled: give token ids");
                 return;
             }
         }
@@ -441,6 +450,92 @@ static bool blank(const char *s)
     return true;
 }
 
+/* SGLang's _is_qwen3_reranker_template: the chat template says the answer
+ * can only be "yes" or "no" (case-insensitive). */
+static bool reranker_template(const tmpl_chat *c)
+{
+    if (!c || !c->source) return false;
+    size_t n = strlen(c->source);
+    char *t = malloc(n + 1);
+    if (!t) return false;
+    for (size_t i = 0; i <= n; i++) t[i] = (char)((c->source[i] >= 'A' && c->source[i] <= 'Z') ? c->source[i] + 32 : c->source[i]);
+    bool yes = strstr(t, "answer can only be \"yes\" or \"no\"") ||
+               (strstr(t, "answer can only be") && strstr(t, "\"yes\"") && strstr(t, "\"no\""));
+    free(t);
+    return yes;
+}
+
+/* SGLang's _get_yes_no_token_ids: "yes" / "no" encoded without special
+ * tokens when each is one token, else the vocabulary's tokens, else
+ * Qwen3's ids (9693 / 2152, with a warning). */
+static void yes_no_ids(const tok_tokenizer *tok, int32_t *yes, int32_t *no)
+{
+    tok_ids y = {0}, n = {0};
+    bool one = tok_encode(tok, "yes", 3, false, &y) == 0 && tok_encode(tok, "no", 2, false, &n) == 0 && y.n == 1 &&
+               n.n == 1;
+    *yes = one ? y.ids[0] : tok_token_to_id(tok, "yes", 3);
+    *no = one ? n.ids[0] : tok_token_to_id(tok, "no", 2);
+    tok_ids_free(&y), tok_ids_free(&n);
+    if (*yes < 0 || *no < 0) {
+        log_warn("Using fallback token IDs for yes/no (9693/2152)");
+        *yes = 9693, *no = 2152;
+    }
+}
+
+/* The decoder-only reranker (Qwen3-Reranker): each document's prompt is
+ * the chat template rendered with messages [query, document] (both user)
+ * and `instruct` when given; score = p(yes) / (p(yes) + p(no)) of the
+ * next token (/v1/score's single-item path). */
+static void rerank_decoder(api_server *a, http_req *r, const json_t *q, const json_t *docs, const json_t *body,
+                           json_t *state)
+{
+    if (a->cfg.is_embedding) {
+        json_decref(state);
+        api_oai_error(r, 400, "Detected Qwen3 reranker chat template, but the server is not in generation mode. "
+                              "Please relaunch without --is-embedding for Qwen3-Reranker models.");
+        return;
+    }
+    int32_t yes, no;
+    yes_no_ids(a->cfg.tok, &yes, &no);
+    int64_t vocab = (int64_t)tok_vocab_size(a->cfg.tok);
+    if (yes >= vocab || no >= vocab) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "Token ID %d is out of vocabulary (vocab size: %lld)", yes >= vocab ? yes : no,
+                 (long long)vocab);
+        json_decref(state);
+        api_oai_error(r, 400, msg);
+        return;
+    }
+    const json_t *ins = json_object_get(body, "instruct");
+    json_t *kw = json_is_string(ins) && json_string_length(ins) ? json_pack("{s:O}", "instruct", ins) : NULL;
+    json_t *labels = json_pack("[i,i]", yes, no);
+    api_prompts ps = {0};
+    size_t i;
+    json_t *d;
+    json_array_foreach(docs, i, d) {
+        json_t *msgs = json_pack("[{s:s,s:O},{s:s,s:O}]", "role", "user", "content", q, "role", "user", "content", d);
+        char *out = NULL, *err = NULL;
+        size_t len = 0;
+        int rc = msgs ? tmpl_chat_render(a->cfg.chat, msgs, NULL, NULL, 0, kw, &out, &len, &err) : -1;
+        json_decref(msgs);
+        if (rc || add_text(a, r, &ps, out, len, true)) {
+            if (rc) api_oai_error(r, 400, err ? err : "cannot render the reranker template");
+            free(out), free(err);
+            json_decref(kw), json_decref(labels), json_decref(state);
+            api_prompts_free(&ps);
+            return;
+        }
+        free(out);
+    }
+    json_decref(kw);
+    json_object_set_new(state, "decoder", json_true());
+    json_object_set(state, "labels", labels);
+    score_ctx c = {.labels = labels, .mode = 1};
+    score_submit(a, r, JOB_RERANK, &ps, state, &c);
+    json_decref(labels);
+    api_prompts_free(&ps);
+}
+
 void api_route_rerank(api_server *a, http_req *r, json_t *body)
 {
     const json_t *q = json_object_get(body, "query"), *docs = json_object_get(body, "documents");
@@ -475,11 +570,21 @@ void api_route_rerank(api_server *a, http_req *r, json_t *body)
         api_oai_error(r, 400, err);
         return;
     }
-    if (need_classifier(a, r, "/v1/rerank")) return;
     if (!a->cfg.tok) {
         api_oai_error(r, 400, "text needs the tokenizer, which --skip-tokenizer-init disabled");
         return;
     }
+    if (reranker_template(a->cfg.chat)) { /* SGLang's text_decoder backend */
+        json_t *st = json_pack("{s:O,s:b}", "documents", docs, "return_documents", !rd || json_is_true(rd));
+        if (st && json_is_integer(top)) json_object_set_new(st, "top_n", json_integer(json_integer_value(top)));
+        if (!st) {
+            api_oai_error(r, 500, "Internal error: out of memory.");
+            return;
+        }
+        rerank_decoder(a, r, q, docs, body, st);
+        return;
+    }
+    if (need_classifier(a, r, "/v1/rerank")) return;
     /* the pair: query (with special tokens) then document (without) */
     tok_ids qi = {0};
     if (tok_encode(a->cfg.tok, json_string_value(q), json_string_length(q), true, &qi)) {
@@ -534,8 +639,20 @@ static void rerank_answer(api_job *j)
         job_fail(j, 500, "Internal error: out of memory.");
         return;
     }
+    bool dec = json_is_true(json_object_get(st, "decoder"));
     for (int s = 0; s < j->n_slots; s++) {
         api_slot *sl = &j->slots[s];
+        if (dec) { /* p(yes) / (p(yes) + p(no)), 0 when both vanish */
+            const sched_result *res = &sl->res;
+            if (!res->tid_lp || res->n < 1 || res->n_tid != 2) {
+                free(e);
+                job_fail(j, 500, "output_logprobs is empty for a rerank request.");
+                return;
+            }
+            double py = exp(res->tid_lp[0]), pn = exp(res->tid_lp[1]);
+            e[s].score = py + pn > 0 ? py / (py + pn) : 0.0, e[s].index = s;
+            continue;
+        }
         if (!sl->emb || sl->n_emb < 1) {
             free(e);
             job_fail(j, 500, "Invalid embedding score for rerank: the request returned no score.");
@@ -552,7 +669,7 @@ static void rerank_answer(api_job *j)
     for (int k = 0; k < n; k++) {
         api_slot *sl = &j->slots[e[k].index];
         json_t *o = json_pack("{s:f,s:i,s:o}", "score", e[k].score, "index", e[k].index, "meta_info",
-                              api_embed_meta(j, sl));
+                              dec ? json_null() : api_embed_meta(j, sl)); /* SGLang: none on the decoder path */
         if (rd) json_object_set(o, "document", json_array_get(docs, (size_t)e[k].index));
         json_array_append_new(out, o);
     }

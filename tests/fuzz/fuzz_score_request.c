@@ -1,7 +1,8 @@
 /* fuzz_score_request — /v1/score, /v1/rerank, /v1/classify and /classify
  * bodies (api_score.c) through api_handle in dry-run mode (no scheduler:
  * synthetic events answer every request), on two servers: a generation
- * model with --multi-item-scoring-delimiter (score's one-pass path) and an
+ * model with --multi-item-scoring-delimiter (score's one-pass path) and a
+ * Qwen3-Reranker-style chat template (rerank's decoder path), and an
  * embedding-mode classifier with 3 labels (rerank, classify).  Input:
  * byte 0 picks the route (low bits) and the server (bit 2), the rest is
  * the body.  Checks: no crash, no leak (ASan), exactly one answer with a
@@ -15,11 +16,17 @@
 
 #include "api/api.h"
 #include "http/http.h"
+#include "template/template.h"
 #include "tokenizer/tokenizer.h"
 #include "util/log.h"
 
 static api_server *g_gen, *g_cls;
 static tok_tokenizer *g_tok;
+static tmpl_chat g_chat; /* a Qwen3-Reranker-style template: the decoder rerank path */
+static const char RERANK_TMPL[] =
+    "<|im_start|>system\nNote that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<Instruct>: {{ instruct | default('find') }}\n<Query>: {{ messages[0]['content'] }}\n"
+    "<Document>: {{ messages[1]['content'] }}\n";
 static const char *const LABELS[] = {"negative", "neutral", "positive"};
 static const char *const ROUTES[] = {"/v1/score", "/v1/rerank", "/v1/classify", "/classify"};
 
@@ -31,10 +38,15 @@ static void setup(void)
     snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", sh ? sh : "../shared");
     g_tok = tok_load_dir(dir, NULL, err, sizeof err);
     int64_t V = g_tok ? (int64_t)tok_vocab_size(g_tok) : 2048;
-    api_config c = {.tok = g_tok, .served_model_name = "m", .model_path = "m", .architecture = "LlamaForCausalLM",
+    char *terr = NULL;
+    if (tmpl_compile(RERANK_TMPL, sizeof RERANK_TMPL - 1, &g_chat.tmpl, &terr)) abort();
+    g_chat.special = json_object();
+    g_chat.source = (char *)RERANK_TMPL;
+    api_config c = {.tok = g_tok, .chat = &g_chat, .served_model_name = "m", .model_path = "m", .architecture = "LlamaForCausalLM",
                     .context_length = 512, .vocab_size = V, .score = {.mi_on = true, .mi_delim = 13}};
     g_gen = api_create(&c, err, sizeof err);
     c.is_embedding = true;
+    c.chat = NULL;
     c.architecture = "Qwen3ForSequenceClassification";
     c.score = (api_score_model){.n_labels = 3, .labels = LABELS};
     g_cls = api_create(&c, err, sizeof err);

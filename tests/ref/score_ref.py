@@ -19,6 +19,10 @@ DESIGN
       token's final-normed hidden state times score.weight (num_labels, H);
       /v1/classify probs = softmax, label = id2label[argmax]; /v1/rerank
       score = the first output, sorted high to low, top_n, documents.
+    - decoder-only rerankers (a chat template saying the answer can only be
+      "yes" or "no", as Qwen3-Reranker's): p(yes) / (p(yes) + p(no)) of
+      the next token after the template rendered by hand for [query,
+      document] (+ instruct).
   Tiny classifiers (`build`): Qwen3ForSequenceClassification from the
   Qwen3-0.6B config (3 labels with names) and LlamaForSequenceClassification
   from Llama-3.2-1B (1 label, a cross-encoder reranker), shrunk like
@@ -30,6 +34,8 @@ DESIGN
 Usage: score_ref.py build OUT SHARED
        score_ref.py score URL MODEL_DIR [--multi D]   (a generation server)
        score_ref.py classify URL MODEL_DIR            (a classifier server)
+       score_ref.py template FILE                     (write a Qwen3-Reranker-style chat template)
+       score_ref.py rerank-decoder URL MODEL_DIR      (a generation server with that template)
 Prints ok/FAIL lines; exit 1 on any failure.
 """
 import copy
@@ -404,6 +410,54 @@ def cmd_classify(url, mdir):
     report(st == 400, f"/v1/score on a classifier (embedding mode): 400 ({st})")
 
 
+RERANK_TEMPLATE = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+    "Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n"
+    "<Instruct>: {{ instruct | default('Given a web search query, retrieve relevant passages that answer "
+    "the query') }}\n<Query>: {{ messages[0]['content'] }}\n<Document>: {{ messages[1]['content'] }}"
+    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def render_rerank(query, doc, instruct=None):
+    """RERANK_TEMPLATE rendered by hand (the reference does not use a Jinja
+    engine): Jinja drops the template's one trailing newline
+    (keep_trailing_newline=False, also in SGLang's jinja2.Environment)."""
+    ins = instruct or "Given a web search query, retrieve relevant passages that answer the query"
+    return ("<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and "
+            "the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+            f"<|im_start|>user\n<Instruct>: {ins}\n<Query>: {query}\n<Document>: {doc}<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n")
+
+
+def cmd_rerank_decoder(url, mdir):
+    """A generation model served with a Qwen3-Reranker-style chat template:
+    /v1/rerank scores p(yes) / (p(yes) + p(no)) of the next token after each
+    rendered [query, document] prompt (SGLang's text_decoder path)."""
+    m = torch_ref.Model(mdir, "float32")
+    st, t = post(url, "/tokenize", {"prompt": "yes", "add_special_tokens": False})
+    yes = t["tokens"]
+    st, t = post(url, "/tokenize", {"prompt": "no", "add_special_tokens": False})
+    no = t["tokens"]
+    report(len(yes) == 1 and len(no) == 1, f"yes/no are single tokens ({yes}, {no})")
+    q, docs = "what do cats eat", ["Cats eat fish and mice.", "The stock market fell.", "Dogs bark."]
+    for ins in (None, "Find the passage about animals"):
+        sc = []
+        for d in docs:
+            st, t = post(url, "/tokenize", {"prompt": render_rerank(q, d, ins)})
+            lp = next_logprobs(m, t["tokens"])
+            py, pn = math.exp(float(lp[yes[0]])), math.exp(float(lp[no[0]]))
+            sc.append(py / (py + pn))
+        order = sorted(range(len(docs)), key=lambda i: -sc[i])
+        body = {"query": q, "documents": docs}
+        if ins:
+            body["instruct"] = ins
+        st, o = post(url, "/v1/rerank", body)
+        err = max(abs(x["score"] - sc[x["index"]]) for x in o) if st == 200 else float("nan")
+        report(st == 200 and [x["index"] for x in o] == order and err <= 1e-4 and
+               all(x["document"] == docs[x["index"]] and x["meta_info"] is None for x in o),
+               f"decoder reranker (instruct {ins!r}): scores p(yes)/(p(yes)+p(no)) max |d| {err:.2g}, order")
+
+
 def main():
     a = sys.argv[1:]
     torch.set_num_threads(1)
@@ -413,6 +467,12 @@ def main():
         cmd_score(a[1], a[2], int(a[4]) if len(a) > 4 and a[3] == "--multi" else None)
     elif a[0] == "classify":
         cmd_classify(a[1], a[2])
+    elif a[0] == "template":
+        with open(a[1], "w") as f:
+            f.write(RERANK_TEMPLATE)
+        return 0
+    elif a[0] == "rerank-decoder":
+        cmd_rerank_decoder(a[1], a[2])
     if FAIL:
         print(f"{len(FAIL)} check(s) failed")
         return 1

@@ -10,6 +10,7 @@
 #    LlamaForSequenceClassification (1 label, a reranker): /v1/classify
 #    and /classify probs + labels, /v1/rerank scores / order / top_n /
 #    return_documents, the 400 messages, /v1/score refused (embedding mode).
+# The decoder-only reranker is test_rerank_decoder.sh.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=${SGLC_BIN:-$ROOT/build/sglc}
