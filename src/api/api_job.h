@@ -40,6 +40,7 @@
 #include "api/api_generate_json.h"
 #include "api/api_tokq.h"
 
+#include "dp/dp.h"
 #include "util/timeutil.h"
 
 enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED, JOB_RESP, JOB_SCORE, JOB_RERANK,
@@ -128,6 +129,8 @@ struct api_server {
     api_admin *admin;            /* owned: control routes (api_admin.c) */
     api_tokq *tokq;              /* owned or NULL (routes run on the polling thread) */
     api_resp_store *resps;       /* owned: stored /v1/responses answers (its own lock) */
+    dp *dp;                      /* cfg.dp, or owned (own_dp) around cfg.s; NULL = dry run */
+    bool own_dp;
 };
 
 
@@ -234,6 +237,16 @@ void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx);
 /* --log-requests: the raw OpenAI body, before it is adapted. */
 void api_ops_log_openai(api_server *a, http_req *r, const json_t *body);
 
+/* ---- api_dp.c: data parallelism at the front ------------------------------------- */
+
+/* A request's data_parallel_rank (SGLang's GenerateReqInput field: null,
+ * or an integer in [0, dp_size)) into *rank and bootstrap_room (null or a
+ * non-negative integer: follow_bootstrap_room) into *room; -1 = absent.
+ * 0, or -1 with the 400 message. */
+int api_dp_fields(api_server *a, const json_t *body, int *rank, int64_t *room, char *err, size_t errlen);
+/* /get_load: one object per dp_rank (new reference). */
+json_t *api_dp_load_json(api_server *a);
+
 /* ---- route families ------------------------------------------------------------ */
 
 /* api_native.c */
@@ -261,6 +274,16 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e);
  * params sp (json_schema, regex, ebnf, structural_tag); *strict for a
  * strict json_schema.  0, or -1 with a 400 message. */
 int api_oai_grammar_params(const json_t *body, json_t *sp, bool *strict, char *err, size_t errlen);
+/* LoRA (api_lora.c): /load_lora_adapter and /unload_lora_adapter
+ * (true when path is one of them: answered), the adapters' /v1/models
+ * cards appended to data (only the one called `only` when non-NULL), and
+ * the adapter an OpenAI body picks ("model": "BASE:ADAPTER", else
+ * "lora_path"): *out a reference or NULL; -1 with a message (400). */
+struct lora_adapter;
+bool api_lora_route(http_req *r, const char *method, const char *path, const char *body, size_t body_len);
+void api_lora_models(json_t *data, const char *served, const char *only);
+int api_lora_pick_openai(const json_t *body, struct lora_adapter **out, char *err, size_t errlen);
+
 /* The /v1/models entry of the served model. */
 json_t *api_models_entry(api_server *a);
 

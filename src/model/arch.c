@@ -23,10 +23,13 @@ static const model_arch *const registry[] = {
     &model_arch_qwen3_moe,
     &model_arch_mixtral,
     &model_arch_granitemoe,
+    &model_arch_gemma2,
+    &model_arch_gemma3,
+    &model_arch_gemma3_mm,
+    &model_arch_phi3,
     &model_arch_qwen2_moe,
     &model_arch_deepseek_v2,
     &model_arch_deepseek_v3,
-    &model_arch_phi3,
 };
 
 const model_arch *model_arch_find(const char *hf_name)

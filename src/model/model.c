@@ -477,7 +477,8 @@ static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int 
 
 /* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
  * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
- * tensor, read in order (a source without bytes makes them in that order). */
+ * tensor, read in order (a source without bytes makes them in that order),
+ * each cut to this rank's slice sel[j] of its rows. */
 static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
                        const int *rows, const char *const *part_names, const shard_sel *sel, int k)
 {
@@ -753,7 +754,13 @@ static void load_embeddings(loader *L)
         /* as before the weight-source split: an untied dummy lm_head kept
          * the kernels' default activation rounding */
         if (have && !te.data) x_exact = 0;
-        load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
+        if (c->n_labels > 0) { /* classifier: the score head instead of lm_head */
+            L->no_quant = 1;
+            load_mat_as(L, &m->score, "score.weight", c->n_labels, H, DTYPE_F32, SH_ALL);
+            L->no_quant = 0;
+        } else {
+            load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
+        }
         if (!have) return;
     }
     if (L->failed) return;
@@ -838,6 +845,7 @@ void model_weights_free(model_weights *m)
     free(m->blocks);
     free(m->vecs);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     free(m->inv_freq_long);
     wsrc_close(&m->src);
     free(m);
@@ -888,6 +896,12 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     if (model_tp_setup(m, o->dist, err, errlen)) goto fail;
+    if (m->tp.size > 1 && (m->arch->mla || m->cfg.shared_inter > 0 || m->cfg.n_labels > 0)) {
+        errmsg_set(err, errlen, "--tp-size %d: tensor parallelism does not shard %s yet", m->tp.size,
+                   m->arch->mla ? "multi-head latent attention (DeepSeek)"
+                   : m->cfg.n_labels > 0 ? "a classifier's score head" : "shared experts");
+        goto fail;
+    }
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;
@@ -908,6 +922,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
     size_t per_layer = 2 * ((size_t)H + 16) + 2 * ((size_t)hd + 16) + (size_t)qd + 2 * (size_t)kvd +
                        (size_t)H + 2 * (size_t)I + (size_t)H + 16 * 8;
+    if (m->arch->names->post_attn_norm || m->arch->names->post_ffn_norm)
+        per_layer += 2 * ((size_t)H + 16); /* Gemma's post-norms */
     /* MLA norms (q_lora_rank, kv_lora_rank) and DeepSeek V3's router bias (E) */
     per_layer += (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + (size_t)c->n_expert + 16 * 3;
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
@@ -926,18 +942,21 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         model_layer *l = &m->layers[il];
         l->attn_norm = load_layer_vec(&L, nm->attn_norm, il, H, 0);
         l->ffn_norm = load_layer_vec(&L, nm->ffn_norm, il, H, 0);
+        l->post_attn_norm = load_layer_vec(&L, nm->post_attn_norm, il, H, 0);
+        l->post_ffn_norm = load_layer_vec(&L, nm->post_ffn_norm, il, H, 0);
+        l->rope_local = c->rope_local_theta > 0 && model_config_layer_sliding(c, il);
         if (m->arch->qk_norm) {
             l->q_norm = load_layer_vec(&L, nm->q_norm, il, hd, 0);
             l->k_norm = load_layer_vec(&L, nm->k_norm, il, hd, 0);
         }
         /* this rank's heads and MLP columns (all of them in one process) */
         const model_tp *tp = &m->tp;
+        shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
+        shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
         shard_sel mlp = sh_rows(tp->rank * tp->inter, tp->inter);
-        if (m->arch->mla) { /* (not split: model_tp_setup refuses --tp-size > 1) */
+        if (m->arch->mla) {
             load_mla(&L, l, il);
         } else {
-            shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
-            shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
             if (nm->qkv) { /* fused (Phi-3): no bias in the layouts that use it */
                 linear_weight *const o3[3] = {&l->wq, &l->wk, &l->wv};
                 const int r3[3] = {qd, kvd, kvd};
@@ -957,8 +976,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
             if (nm->gate_up) {
                 linear_weight *const o2[2] = {&l->wgate, &l->wup};
                 const int r2[2] = {I, I};
-                const char *const n2[2] = {"gate", "up"};
                 const shard_sel s2[2] = {mlp, mlp};
+                const char *const n2[2] = {"gate", "up"};
                 load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
             } else {
                 load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
@@ -985,11 +1004,13 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
-    if (m->arch->mla) {
-        int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
-        log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
-                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c, 1),
-                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c, 1));
+    if (c->rope_local_theta > 0) { /* Gemma 3: sliding layers' own rope */
+        m->inv_freq_local = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
+        if (!m->inv_freq_local) {
+            errmsg_set(err, errlen, "out of memory");
+            goto fail;
+        }
+        model_rope_local_inv_freq(c, m->inv_freq_local);
     }
     if (c->rope.kind == MODEL_ROPE_LONGROPE) {
         m->inv_freq_long = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
@@ -999,6 +1020,12 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         }
         model_rope_longrope_inv_freq(c, 1, m->inv_freq_long);
         m->rope_switch = model_rope_longrope_switch(c);
+    }
+    if (m->arch->mla) {
+        int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
+        log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
+                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c, c->n_kv_head),
+                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c, c->n_kv_head));
     }
     model *run = model_run_create(m);
     if (!run) {
