@@ -11,10 +11,10 @@ DESIGN
   MLA models also run the reference with the compressed ("latent") cache
   and must match the expanded one within 1e-5: sglc's cache holds only the
   latent + rope key, and its logits are compared with the expanded
-  (Hugging Face) formulation.  The bf16 check of MLA models compares with
-  the reference that rounds its latent cache to bf16 (what sglc's bf16
-  cache stores); bf16 weights with f32 compute and cache are checked at
-  1e-4 against the plain expanded reference.  Prints ok / FAIL lines; exit 1 on a failure.
+  (Hugging Face) formulation.  The bf16 check compares with the reference
+  that rounds what it caches to bf16 (what sglc's bf16 cache stores: the
+  latent row, or K/V); bf16 weights with f32 compute and cache are checked
+  at 1e-4 against the plain reference.  Prints ok / FAIL lines; exit 1 on a failure.
 
 Usage: golden_ds.py [--only a,b] [--sglc BIN] [--cache DIR] [--ref-only]
 """
@@ -153,15 +153,14 @@ def main():
         try:
             m = ds_ref.DSModel(f32_dir, "float32")
             ref_logits, ref_ids = m.generate(prompt, n_new)
-            ref_bf16, _ = ds_ref.DSModel(bf16_dir, "bfloat16").generate(prompt, 1)
-            if m.cfg.mla:
-                # sglc --dtype bfloat16 keeps a bf16 latent cache: the bf16
-                # reference rounds what it caches the same way (f32 weights
-                # with an f32 cache: "bf16-file f32-compute" below).  Without
-                # that the rounding flips expert choices near ties (up to
-                # 0.25 on deepseek-v3, 0.035 on deepseek-v2).
-                ref_bf16, _ = ds_ref.DSModel(bf16_dir, "bfloat16", mla_mode="latent",
-                                             kv_bf16=True).generate(prompt, 1)
+            # sglc --dtype bfloat16 keeps a bf16 KV cache (MLA: the latent
+            # row): the bf16 reference rounds what it caches the same way
+            # (bf16 weights with an f32 cache: "bf16-file f32-compute"
+            # below).  Without that the rounding flips expert choices near
+            # ties (0.25 on deepseek-v3, 0.035 on deepseek-v2, 0.015 on
+            # qwen2-moe-sparse2).
+            ref_bf16, _ = ds_ref.DSModel(bf16_dir, "bfloat16", mla_mode="latent" if m.cfg.mla else "expanded",
+                                         kv_bf16=True).generate(prompt, 1)
             ref_bf16_f32kv = ds_ref.DSModel(bf16_dir, "bfloat16").generate(prompt, 1)[0]
             if m.cfg.mla:
                 lat_logits, lat_ids = ds_ref.DSModel(f32_dir, "float32", mla_mode="latent").generate(prompt, n_new)
