@@ -518,12 +518,26 @@ static int walk_argv(args_server *a, int argc, char **argv, const args_cmd *cmd,
     return ARGS_OK;
 }
 
+/* Is this process a tensor-parallel rank other than 0?  Ranks re-parse
+ * the same command line (src/cli/cli_dist.c sets SGLC_DIST_RANK in the
+ * ranks it starts; mpirun sets OMPI_COMM_WORLD_RANK / PMI_RANK). */
+static bool secondary_rank(void)
+{
+    static const char *const vars[] = {"SGLC_DIST_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v && strcmp(v, "0")) return true;
+    }
+    return false;
+}
+
 /* One warning line naming every IGNORED argument given (command line or
- * --config), unless --log-level asks for errors only.  Their --help
- * entries say why each has no effect. */
+ * --config), unless --log-level asks for errors only; rank 0 alone says
+ * it.  Their --help entries say why each has no effect. */
 static void warn_ignored(const args_server *a)
 {
     if (a->log_level && (!strcmp(a->log_level, "error") || !strcmp(a->log_level, "critical"))) return;
+    if (secondary_rank()) return;
     char names[1024];
     size_t used = 0;
     int count = 0;

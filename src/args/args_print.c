@@ -155,7 +155,9 @@ void args_print_cmd_help(FILE *f, const args_cmd *cmd)
         print_wrapped(f,
                       "Server arguments follow SGLang's names, defaults and meaning. Arguments marked "
                       "(not yet) are not implemented by sglc: passing one with a value other than its "
-                      "default is an error. Arguments marked (ignored) are accepted and have no effect.",
+                      "default is an error. Arguments marked (ignored) are accepted and have no effect. "
+                      "As with SGLang's argparse parser, an option may be shortened to a unique prefix "
+                      "(--tp, --mem-frac).",
                       0);
     }
     print_extras(f, cmd->extra);

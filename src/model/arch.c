@@ -24,6 +24,9 @@ static const model_arch *const registry[] = {
     &model_arch_mixtral,
     &model_arch_granitemoe,
     &model_arch_phi3,
+    &model_arch_qwen2_moe,
+    &model_arch_deepseek_v2,
+    &model_arch_deepseek_v3,
 };
 
 const model_arch *model_arch_find(const char *hf_name)

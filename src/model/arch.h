@@ -1,7 +1,7 @@
 /* arch — the architecture registry: one descriptor per Hugging Face
  * architecture string, one source file per architecture (llama.c,
- * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c, phi3.c), all run by the
- * shared decoder core.
+ * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c, phi3.c,
+ * qwen2_moe.c, deepseek.c), all run by the shared decoder core.
  *
  * DESIGN: a descriptor states what differs between decoder-only models as
  * data, and decoder.c reads those flags instead of branching on names:
@@ -22,6 +22,14 @@
  *     embed_scale = 1 (x *= sqrt(hidden)), attn_softcap / final_softcap
  *     (kern_attn_args.softcap already exists), extra post-norms would be
  *     another optional tensor name like q_norm is today.
+ *   - Shared experts (Qwen2-MoE, DeepSeek): a dense gated MLP beside the
+ *     routed experts, its output added to theirs (Qwen2-MoE scales it by
+ *     sigmoid(x W_shared_expert_gate) first); DeepSeek's router options
+ *     (grouped top-k, sigmoid scores + correction bias, scaling) are
+ *     config values read into moe_route_cfg (moe.h).
+ *   - Attention slot: `mla` swaps q/k/v attention for DeepSeek's multi-head
+ *     latent attention (mla.c): the KV cache holds one compressed latent +
+ *     rope key per token (model_kv_row_len).
  *   - The `check` hook lets an architecture reject configs it cannot run.
  * Descriptors are static and immutable; model_config.arch borrows them.
  */
@@ -60,6 +68,13 @@ typedef struct model_tensor_names {
      * gate_up (2*I, H) = gate rows, then up rows.  Split into wq/wk/wv
      * and wgate/wup at load (views, no copy when the bytes are kept). */
     const char *qkv, *gate_up;
+    /* shared expert projection prefixes ("%d" = layer), the Qwen2-MoE
+     * shared_expert_gate (1, H) and DeepSeek V3's router correction bias
+     * (full names, "%d" = layer); NULL = none */
+    const char *shared_gate, *shared_up, *shared_down, *shared_sigmoid, *router_bias;
+    /* MLA (arch->mla): prefixes q_a_proj, q_b_proj, kv_a_proj_with_mqa,
+     * kv_b_proj and the full names of q_a_layernorm / kv_a_layernorm */
+    const char *q_a, *q_b, *kv_a, *kv_b, *q_a_norm, *kv_a_norm;
 } model_tensor_names;
 
 /* The Hugging Face Llama layout most architectures share: embeddings, final
@@ -99,6 +114,13 @@ typedef struct model_arch {
     /* Granite scalars from config.json: embedding_multiplier, attention_multiplier
      * (replaces 1/sqrt(head_dim)), residual_multiplier, logits_scaling */
     int granite_scalars;
+    /* MoE only: config key of the shared expert width (Qwen2-MoE
+     * "shared_expert_intermediate_size"); NULL = no shared expert, or
+     * DeepSeek's n_shared_experts * moe_intermediate_size */
+    const char *shared_inter_key;
+    int shared_sigmoid;         /* shared expert output * sigmoid(x Wg) (Qwen2-MoE) */
+    int deepseek;               /* 2 or 3: DeepSeek V2 / V3 config keys and routing rules */
+    int mla;                    /* multi-head latent attention (mla.c) */
     const model_tensor_names *names;
     /* optional extra validation after parsing; 0 ok, -1 with err set */
     int (*check)(const model_config *c, char *err, size_t errlen);
@@ -115,6 +137,9 @@ extern const model_arch model_arch_qwen3_moe;
 extern const model_arch model_arch_mixtral;
 extern const model_arch model_arch_granitemoe;
 extern const model_arch model_arch_phi3;
+extern const model_arch model_arch_qwen2_moe;
+extern const model_arch model_arch_deepseek_v2;
+extern const model_arch model_arch_deepseek_v3;
 
 /* Registry lookup by architectures[0]; NULL if unsupported. */
 const model_arch *model_arch_find(const char *hf_name);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "model/arch.h"
+#include "model/moe.h"
 #include "util/dtype.h"
 #include "util/log.h"
 #include <strings.h>
@@ -256,12 +257,17 @@ static int parse_moe(model_config *c, json_t *root, char *err, size_t errlen)
     const model_arch *ar = c->arch;
     getter g = {root, "config.json", err, errlen, 0};
     int qwen = ar->moe_inter_key != NULL;
+    /* Qwen2MoeConfig: 60 experts, top-4, width 1408, shared expert 5632 */
+    int q2 = ar->shared_inter_key != NULL;
+    c->moe_score = MOE_SCORE_SOFTMAX, c->moe_topk_method = MOE_TOPK_GREEDY;
+    c->n_group = c->topk_group = 1, c->routed_scale = 1.0f, c->moe_layer_freq = 1;
     if (qwen) {
-        c->n_expert = get_int(&g, "num_experts", 0, 4096, 128, 0);
-        c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, 8, 0);
-        c->moe_inter = get_int(&g, ar->moe_inter_key, 1, 1 << 20, 768, 0);
+        c->n_expert = get_int(&g, "num_experts", 0, 4096, q2 ? 60 : 128, 0);
+        c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, q2 ? 4 : 8, 0);
+        c->moe_inter = get_int(&g, ar->moe_inter_key, 1, 1 << 20, q2 ? 1408 : 768, 0);
         c->norm_topk_prob = get_bool(&g, "norm_topk_prob", 0);
         c->decoder_sparse_step = get_int(&g, "decoder_sparse_step", 1, 1 << 20, 1, 0);
+        if (q2) c->shared_inter = get_int(&g, ar->shared_inter_key, 0, 1 << 20, 5632, 0);
     } else {
         c->n_expert = get_int(&g, "num_local_experts", 1, 4096, 8, 0);
         c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, 2, 0);
@@ -299,10 +305,122 @@ static int parse_moe(model_config *c, json_t *root, char *err, size_t errlen)
     return 0;
 }
 
+/* DeepSeek V2 / V3 (DeepseekV2Config / DeepseekV3Config defaults; the
+ * V2 class has no experts unless n_routed_experts is given): routed and
+ * shared experts, dense first layers, the router's scoring, grouping,
+ * normalization and scale.  V2 applies routed_scaling_factor only to
+ * weights it does not renormalize, V3 always; both renormalize only when
+ * top-k > 1. */
+static int parse_deepseek_moe(model_config *c, json_t *root, char *err, size_t errlen)
+{
+    const int v3 = c->arch->deepseek == 3;
+    getter g = {root, "config.json", err, errlen, 0};
+    /* an explicit null is Python's None: no routed / shared experts (the
+     * defaults apply only to absent keys) */
+    c->n_expert = get_int(&g, "n_routed_experts", 0, 4096, v3 && !json_object_get(root, "n_routed_experts") ? 256 : 0, 0);
+    c->n_expert_used = get_int(&g, "num_experts_per_tok", 1, 4096, v3 ? 8 : 0, 0);
+    c->moe_inter = get_int(&g, "moe_intermediate_size", 1, 1 << 20, v3 ? 2048 : 1407, 0);
+    int n_shared = get_int(&g, "n_shared_experts", 0, 1024, v3 && !json_object_get(root, "n_shared_experts") ? 1 : 0, 0);
+    c->first_k_dense = get_int(&g, "first_k_dense_replace", 0, 1 << 20, v3 ? 3 : 0, 0);
+    c->moe_layer_freq = get_int(&g, "moe_layer_freq", 1, 1 << 20, 1, 0);
+    c->n_group = get_int(&g, "n_group", 1, MOE_MAX_GROUPS, v3 ? 8 : 1, 0);
+    c->topk_group = get_int(&g, "topk_group", 1, MOE_MAX_GROUPS, v3 ? 4 : 1, 0);
+    c->norm_topk_prob = get_bool(&g, "norm_topk_prob", v3);
+    double rsf = get_num(&g, "routed_scaling_factor", 1e-6, 1e6, v3 ? 2.5 : 1.0, 0);
+    if (g.bad) return -1;
+    json_t *sf = get(&g, "scoring_func"), *tm = get(&g, "topk_method");
+    const char *sfn = json_is_string(sf) ? json_string_value(sf) : v3 ? "sigmoid" : "softmax";
+    const char *tmn = json_is_string(tm) ? json_string_value(tm) : v3 ? "noaux_tc" : "greedy";
+    if (!strcmp(sfn, "softmax")) c->moe_score = MOE_SCORE_SOFTMAX;
+    else if (!strcmp(sfn, "sigmoid")) c->moe_score = MOE_SCORE_SIGMOID;
+    else {
+        errmsg_set(err, errlen, "config.json: scoring_func '%.32s' is not supported (softmax, sigmoid)", sfn);
+        return -1;
+    }
+    if (!strcmp(tmn, "greedy")) c->moe_topk_method = MOE_TOPK_GREEDY;
+    else if (!strcmp(tmn, "group_limited_greedy")) c->moe_topk_method = MOE_TOPK_GROUP_MAX;
+    else if (!strcmp(tmn, "noaux_tc")) c->moe_topk_method = MOE_TOPK_GROUP_TOP2;
+    else {
+        errmsg_set(err, errlen, "config.json: topk_method '%.32s' is not supported (greedy, "
+                                "group_limited_greedy, noaux_tc)", tmn);
+        return -1;
+    }
+    c->shared_inter = n_shared * c->moe_inter;
+    c->moe_layer_rule = 1;
+    c->decoder_sparse_step = 1;
+    memset(c->mlp_only, 0, sizeof c->mlp_only);
+    if (c->n_expert == 0) return 0; /* dense */
+    if (c->n_expert_used < 1) {
+        errmsg_set(err, errlen, "config.json: n_routed_experts is set but num_experts_per_tok is not");
+        return -1;
+    }
+    if (c->n_expert_used > c->n_expert) {
+        errmsg_set(err, errlen, "config.json: num_experts_per_tok (%d) exceeds n_routed_experts (%d)",
+                   c->n_expert_used, c->n_expert);
+        return -1;
+    }
+    if (c->moe_topk_method != MOE_TOPK_GREEDY) {
+        int gs = c->n_expert / c->n_group;
+        if (c->n_expert % c->n_group || c->topk_group > c->n_group ||
+            c->n_expert_used > c->topk_group * gs ||
+            (c->moe_topk_method == MOE_TOPK_GROUP_TOP2 && gs < 2)) {
+            errmsg_set(err, errlen, "config.json: grouped top-k needs n_routed_experts (%d) a "
+                       "multiple of n_group (%d), topk_group (%d) <= n_group, "
+                       "num_experts_per_tok (%d) <= topk_group x experts per group%s",
+                       c->n_expert, c->n_group, c->topk_group, c->n_expert_used,
+                       c->moe_topk_method == MOE_TOPK_GROUP_TOP2 ? " and >= 2 experts per group" : "");
+            return -1;
+        }
+    }
+    if (c->n_expert_used == 1) c->norm_topk_prob = 0;
+    c->routed_scale = (!v3 && c->norm_topk_prob) ? 1.0f : (float)rsf;
+    return 0;
+}
+
+/* Multi-head latent attention (DeepSeek): the low-rank sizes, head_dim =
+ * qk_rope_head_dim (the rotary part, what rope.c works on), one KV "head"
+ * (the latent), and the softmax scale with YaRN's mscale(factor,
+ * mscale_all_dim)^2 as modeling_deepseek.py's DeepseekV2Attention. */
+static int parse_mla(model_config *c, json_t *root, char *err, size_t errlen)
+{
+    getter g = {root, "config.json", err, errlen, 0};
+    /* null (V2-Lite, Moonlight) = plain q_proj; absent = the class default */
+    int v3 = c->arch->deepseek == 3 && !json_object_get(root, "q_lora_rank");
+    c->q_lora_rank = get_int(&g, "q_lora_rank", 0, 1 << 16, v3 ? 1536 : 0, 0);
+    c->kv_lora_rank = get_int(&g, "kv_lora_rank", 1, 1 << 16, 512, 0);
+    c->qk_nope_dim = get_int(&g, "qk_nope_head_dim", 1, 4096, 128, 0);
+    c->qk_rope_dim = get_int(&g, "qk_rope_head_dim", 2, 4096, 64, 0);
+    c->v_head_dim = get_int(&g, "v_head_dim", 1, 4096, 128, 0);
+    if (g.bad) return -1;
+    if (c->qk_rope_dim % 2) {
+        errmsg_set(err, errlen, "config.json: qk_rope_head_dim (%d) must be even", c->qk_rope_dim);
+        return -1;
+    }
+    if (c->attention_bias) {
+        errmsg_set(err, errlen, "config.json: attention_bias is not supported for %s",
+                   c->architecture);
+        return -1;
+    }
+    c->head_dim = c->qk_rope_dim;
+    c->n_kv_head = 1;
+    double scale = 1.0 / sqrt((double)(c->qk_nope_dim + c->qk_rope_dim));
+    json_t *rs = json_object_get(root, "rope_scaling");
+    json_t *ma = json_is_object(rs) ? json_object_get(rs, "mscale_all_dim") : NULL;
+    if (c->rope.kind != MODEL_ROPE_DEFAULT && json_is_number(ma) && json_number_value(ma) != 0.0 &&
+        c->rope.factor > 1.0) {
+        double ms = 0.1 * json_number_value(ma) * log(c->rope.factor) + 1.0;
+        scale *= ms * ms;
+    }
+    c->mla_scale = (float)scale;
+    return 0;
+}
+
 int model_config_layer_moe(const model_config *c, int il)
 {
     if (!c->arch || c->arch->mlp != MODEL_MLP_MOE || c->n_expert <= 0) return 0;
     if (il < 0 || il >= c->n_layer) return 0;
+    if (c->moe_layer_rule == 1)
+        return il >= c->first_k_dense && il % (c->moe_layer_freq > 0 ? c->moe_layer_freq : 1) == 0;
     if (c->mlp_only[il / 8] & (1u << (il % 8))) return 0;
     return (il + 1) % c->decoder_sparse_step == 0;
 }
@@ -459,13 +577,15 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     }
     if (c->mlp_bias && ar->mlp_bias == 0) c->mlp_bias = 0; /* the class ignores it */
     if (parse_rope(c, root, err, errlen)) goto out;
+    if (ar->mla && parse_mla(c, root, err, errlen)) goto out;
     int rot = (int)(c->head_dim * c->rope.partial_rotary_factor);
     if (rot < 2 || rot % 2) {
         errmsg_set(err, errlen, "config.json: rotary dimension %d (head_dim x partial_rotary_factor) "
                             "must be even and >= 2", rot);
         goto out;
     }
-    if (ar->mlp == MODEL_MLP_MOE && parse_moe(c, root, err, errlen)) goto out;
+    if (ar->mlp == MODEL_MLP_MOE &&
+        (ar->deepseek ? parse_deepseek_moe : parse_moe)(c, root, err, errlen)) goto out;
     c->embed_mult = 1.0f, c->attn_mult = 0.0f, c->resid_mult = 1.0f, c->logits_scaling = 1.0f;
     if (ar->granite_scalars) {
         getter gs = {root, "config.json", err, errlen, 0};

@@ -84,6 +84,19 @@ typedef struct model_config {
     int norm_topk_prob;           /* renormalize the top-k weights (Mixtral: always 1) */
     int decoder_sparse_step;      /* Qwen3-MoE: layer il is sparse if (il+1) % step == 0 */
     unsigned char mlp_only[128];  /* bitmap of layers forced dense (mlp_only_layers) */
+    int shared_inter;             /* shared expert width (Qwen2-MoE, DeepSeek); 0 = none */
+    int moe_score;                /* moe_score_fn: softmax, or sigmoid (DeepSeek V3) */
+    int moe_topk_method;          /* moe_topk_method: greedy / group_limited_greedy / noaux_tc */
+    int n_group, topk_group;      /* DeepSeek grouped top-k (1, 1 = no groups) */
+    float routed_scale;           /* routed_scaling_factor as applied (V2: only unnormalized) */
+    int moe_layer_rule;           /* 0: Qwen (decoder_sparse_step, mlp_only_layers);
+                                   * 1: DeepSeek (layer >= first_k_dense_replace and
+                                   *    layer % moe_layer_freq == 0) */
+    int first_k_dense, moe_layer_freq;
+    /* multi-head latent attention (arch->mla; head_dim = qk_rope_dim, n_kv_head = 1) */
+    int q_lora_rank;              /* 0 = plain q_proj (DeepSeek-V2-Lite) */
+    int kv_lora_rank, qk_nope_dim, qk_rope_dim, v_head_dim;
+    float mla_scale;              /* softmax scale: (nope + rope)^-1/2 * yarn mscale(mscale_all_dim)^2 */
     /* Granite scalars (arch->granite_scalars; 1, 0, 1, 1 otherwise) */
     float embed_mult;             /* embedding_multiplier: x = embed * m */
     float attn_mult;              /* attention_multiplier: softmax scale; 0 = 1/sqrt(head_dim) */

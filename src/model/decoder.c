@@ -82,6 +82,18 @@ typedef struct fwd_ctx {
 /* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
 #define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
+/* Projections p[0..n) (n <= 3) of layer il on the same input: the base
+ * products, then (LoRA) one barrier for all their adapter passes. */
+static void proj_group(const fwd_ctx *cx, const linear_exec *ex, int il, int n, const model_proj *p,
+                       float *const *y, const float *x, int T, const linear_weight *const *w)
+{
+    linear_exec lx[3];
+    linear_adapter lb[3][MODEL_MAX_BATCH_ADAPTERS];
+    const linear_exec *e[3];
+    for (int i = 0; i < n; i++) e[i] = model_lora_exec(cx->b, cx->row_ad, ex, il, p[i], &lx[i], lb[i]);
+    model_lora_linear_group(n, y, x, T, w, e);
+}
+
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
 static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
@@ -109,15 +121,22 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
+    const int Is = l->has_shared ? c->shared_inter : 0;
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
+    if (l->has_ssig) linear(m->ssig, m->xn, T, &l->wssig, ex); /* (T, 1) */
     tpool_barrier(cx->pool);
+    const moe_route_cfg rc = {
+        .E = E, .K = K, .score = (moe_score_fn)c->moe_score,
+        .method = (moe_topk_method)c->moe_topk_method,
+        .n_group = c->n_group, .topk_group = c->topk_group, .bias = l->router_bias,
+        .renorm = c->norm_topk_prob, .scale = c->routed_scale > 0.0f ? c->routed_scale : 1.0f,
+    };
     /* routing and grouping are O(T * E * K): one thread, one barrier less;
      * small batches (decode) gather on that thread too, another one less */
     const int small = A <= MOE_SERIAL_GATHER;
     if (ith == 0) {
         for (int t = 0; t < T; t++)
-            moe_route_row(m->rlog + (size_t)t * E, E, K, c->norm_topk_prob,
-                          m->esel + (size_t)t * K, m->ew + (size_t)t * K);
+            moe_route(&rc, m->rlog + (size_t)t * E, m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
         for (int e = 0; e < E; e++)
             if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
@@ -142,12 +161,19 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
         linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
     }
+    if (Is) { /* the shared expert runs beside the routed ones, same phases */
+        linear(m->sg, m->xn, T, &l->wsgate, ex);
+        linear(m->su, m->xn, T, &l->wsup, ex);
+    }
     tpool_barrier(cx->pool);
     for (int p = alo; p < ahi; p++) {
         float *g = m->eg + (size_t)p * Ie;
         kern_silu_mul(g, g, m->eu + (size_t)p * Ie, Ie);
     }
+    for (int t = lo; Is && t < hi; t++)
+        kern_silu_mul(m->sg + (size_t)t * Is, m->sg + (size_t)t * Is, m->su + (size_t)t * Is, Is);
     tpool_barrier(cx->pool);
+    if (Is) linear(m->sout, m->sg, T, &l->wsdown, ex);
     for (int e = 0; e < E; e++) {
         int n = m->ecnt[e];
         if (!n) continue;
@@ -162,6 +188,11 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
             float w = m->ew[(size_t)t * K + k];
             const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
             for (int i = 0; i < H; i++) y[i] += w * src[i];
+        }
+        if (Is) { /* + shared expert, Qwen2-MoE: * sigmoid(x Wsg) */
+            const float *so = m->sout + (size_t)t * H;
+            float g = l->has_ssig ? 1.0f / (1.0f + expf(-m->ssig[t])) : 1.0f;
+            for (int i = 0; i < H; i++) y[i] += g * so[i];
         }
     }
     tpool_barrier(cx->pool);
@@ -231,8 +262,8 @@ static void fwd_task(void *vctx, int ith, int nth)
         } else if (w->inv_freq_long) {
             inv = longrope_table(w, b, m->tok_seq[t]);
         }
-        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
-                        inv, half, w->attn_factor);
+        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half,
+                        b->rope_pos ? b->rope_pos[t] : b->positions[t], inv, half, w->attn_factor);
     }
 
     for (int il = 0; il < c->n_layer; il++) {
@@ -243,10 +274,17 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
         tpool_barrier(cx->pool);
+        if (ar->mla) { /* DeepSeek: latent attention, o_proj output in xn (mla.c) */
+            mla_attention(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            goto attn_done;
+        }
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
-        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
-        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
+        {
+            static const model_proj qkv[3] = {MODEL_PROJ_Q, MODEL_PROJ_K, MODEL_PROJ_V};
+            float *const y[3] = {m->q, m->k, m->v};
+            const linear_weight *const lw[3] = {&l->wq, &l->wk, &l->wv};
+            proj_group(cx, &ex, il, 3, qkv, y, xin, T, lw);
+        }
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -289,6 +327,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         linear(m->xn, m->att, T, &l->wo, LX(MODEL_PROJ_O)); /* (T, H) */
+    attn_done:
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
         for (int t = lo; t < hi; t++) {
@@ -303,8 +342,12 @@ static void fwd_task(void *vctx, int ith, int nth)
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
-        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
+        {
+            static const model_proj gu[2] = {MODEL_PROJ_GATE, MODEL_PROJ_UP};
+            float *const y[2] = {m->gate, m->up};
+            const linear_weight *const lw[2] = {&l->wgate, &l->wup};
+            proj_group(cx, &ex, il, 2, gu, y, m->xn, T, lw);
+        }
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -363,7 +406,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != m->w->tp.n_kv_head * c->head_dim) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len(c, m->w->tp.n_kv_head)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -514,7 +557,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)

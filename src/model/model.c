@@ -44,6 +44,7 @@
 #include "model/gguf_model.h"
 #include "model/hfq.h"
 #include "model/model_impl.h"
+#include "model/moe.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
 #include "model/rope.h"
@@ -76,6 +77,7 @@ typedef struct loader {
     size_t errlen;
     int failed;          /* a hard error is in err */
     int no_quant;        /* the matrix being loaded is wanted as float even from a block type */
+    int keep_f32;        /* the vector being loaded keeps its f32 values (not rounded to --dtype) */
     int n_quant;         /* block-quantized matrices kept in their type */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
@@ -197,7 +199,8 @@ static const float *load_vec(loader *L, const char *name, int n, int optional)
         fail(L, "out of memory reading '%s'", name);
         return NULL;
     }
-    for (int i = 0; i < n; i++) v[i] = dtype_round(v[i], prec_dtype(m->prec));
+    if (!L->keep_f32)
+        for (int i = 0; i < n; i++) v[i] = dtype_round(v[i], prec_dtype(m->prec));
     return v;
 }
 
@@ -474,7 +477,8 @@ static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int 
 
 /* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
  * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
- * tensor, read in order (a source without bytes makes them in that order). */
+ * tensor, read in order (a source without bytes makes them in that order),
+ * each cut to this rank's slice sel[j] of its rows. */
 static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
                        const int *rows, const char *const *part_names, const shard_sel *sel, int k)
 {
@@ -546,6 +550,81 @@ static void load_packed_experts(loader *L, model_layer *l, int il)
     }
 }
 
+static const float *load_layer_vec(loader *L, const char *pat, int il, int n, int optional);
+
+/* The parts of MoE layer il beside the routed experts: the shared expert
+ * (read every step, so counted as a dense weight), Qwen2-MoE's
+ * shared_expert_gate (1, H; f32 like the router) and DeepSeek V3's router
+ * correction bias (noaux_tc). */
+static void load_moe_shared(loader *L, model_layer *l, int il)
+{
+    model_weights *m = L->m;
+    const model_config *c = &m->cfg;
+    const model_tensor_names *nm = m->arch->names;
+    int H = c->hidden_size, Is = c->shared_inter;
+    if (Is > 0 && nm->shared_gate) {
+        l->has_shared = 1;
+        load_proj(L, &l->wsgate, nm->shared_gate, il, Is, H, 0, SH_ALL);
+        load_proj(L, &l->wsup, nm->shared_up, il, Is, H, 0, SH_ALL);
+        load_proj(L, &l->wsdown, nm->shared_down, il, H, Is, 0, SH_ALL);
+        if (m->arch->shared_sigmoid && nm->shared_sigmoid) {
+            char name[256];
+            snprintf(name, sizeof name, nm->shared_sigmoid, il);
+            l->has_ssig = 1;
+            L->no_quant = 1;
+            load_mat_as(L, &l->wssig, name, 1, H, DTYPE_F32, SH_ALL);
+            L->no_quant = 0;
+        }
+    }
+    /* the correction bias stays f32 (V3 checkpoints store it so; it only
+     * orders near-equal sigmoid scores, where bf16 rounding would decide) */
+    if (c->moe_topk_method == MOE_TOPK_GROUP_TOP2 && nm->router_bias) {
+        L->keep_f32 = 1;
+        l->router_bias = load_layer_vec(L, nm->router_bias, il, c->n_expert, 0);
+        L->keep_f32 = 0;
+    }
+}
+
+/* Multi-head latent attention weights of layer il (mla.c runs them):
+ * q_proj, or q_a_proj + q_a_layernorm + q_b_proj; kv_a_proj_with_mqa,
+ * kv_a_layernorm; kv_b_proj read as f32 and split per head (its k_nope
+ * rows transposed for the absorbed query, its v rows); o_proj. */
+static void load_mla(loader *L, model_layer *l, int il)
+{
+    model_weights *m = L->m;
+    const model_config *c = &m->cfg;
+    const model_tensor_names *nm = m->arch->names;
+    int H = c->hidden_size, nh = c->n_head, qr = c->q_lora_rank, kvr = c->kv_lora_rank;
+    int nope = c->qk_nope_dim, rope = c->qk_rope_dim, vd = c->v_head_dim;
+    if (qr) {
+        load_proj(L, &l->wq_a, nm->q_a, il, qr, H, 0, SH_ALL);
+        l->q_a_norm = load_layer_vec(L, nm->q_a_norm, il, qr, 0);
+        load_proj(L, &l->wq_b, nm->q_b, il, nh * (nope + rope), qr, 0, SH_ALL);
+    } else {
+        load_proj(L, &l->wq, nm->q, il, nh * (nope + rope), H, 0, SH_ALL);
+    }
+    load_proj(L, &l->wkv_a, nm->kv_a, il, kvr + rope, H, 0, SH_ALL);
+    l->kv_a_norm = load_layer_vec(L, nm->kv_a_norm, il, kvr, 0);
+    load_proj(L, &l->wo, nm->o, il, H, nh * vd, 0, SH_ALL);
+    if (L->failed) return;
+    char name[256];
+    snprintf(name, sizeof name, nm->kv_b, il);
+    strcat(name, ".weight");
+    wsrc_tensor t;
+    if (!find_tensor(L, name, (int64_t)nh * (nope + vd), kvr, 0, &t)) return;
+    size_t n = (size_t)nh * (nope + vd) * kvr;
+    float *buf = malloc(n * sizeof(float));
+    if (!buf || wsrc_read(L->src, &t, buf, DTYPE_F32)) {
+        free(buf);
+        fail(L, "cannot read weight '%s'", name);
+        return;
+    }
+    if (m->prec != MODEL_PREC_F32)
+        for (size_t i = 0; i < n; i++) buf[i] = dtype_round(buf[i], prec_dtype(m->prec));
+    if (mla_split_kv_b(l, c, buf, m->wdt, &m->weight_bytes)) fail(L, "out of memory for '%s'", name);
+    free(buf);
+}
+
 /* Load the router and the E experts of MoE layer il. */
 static void load_moe(loader *L, model_layer *l, int il)
 {
@@ -592,6 +671,7 @@ static void load_moe(loader *L, model_layer *l, int il)
         m->expert_bytes =
             linear_bytes(&l->egate[0]) + linear_bytes(&l->eup[0]) + linear_bytes(&l->edown[0]);
     }
+    load_moe_shared(L, l, il);
 }
 
 static const float *load_layer_vec(loader *L, const char *pat, int il, int n, int optional)
@@ -674,7 +754,13 @@ static void load_embeddings(loader *L)
         /* as before the weight-source split: an untied dummy lm_head kept
          * the kernels' default activation rounding */
         if (have && !te.data) x_exact = 0;
-        load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
+        if (c->n_labels > 0) { /* classifier: the score head instead of lm_head */
+            L->no_quant = 1;
+            load_mat_as(L, &m->score, "score.weight", c->n_labels, H, DTYPE_F32, SH_ALL);
+            L->no_quant = 0;
+        } else {
+            load_mat(L, &m->lm_head, nm->lm_head, V, H, lm_sel);
+        }
         if (!have) return;
     }
     if (L->failed) return;
@@ -742,6 +828,14 @@ void model_weights_free(model_weights *m)
                 if (l->edown) linear_free(&l->edown[e]);
             }
             free(l->egate), free(l->eup), free(l->edown);
+            linear_free(&l->wsgate), linear_free(&l->wsup), linear_free(&l->wsdown);
+            linear_free(&l->wssig);
+            linear_free(&l->wq_a), linear_free(&l->wq_b), linear_free(&l->wkv_a);
+            for (int h = 0; h < m->cfg.n_head; h++) {
+                if (l->wkb_t) linear_free(&l->wkb_t[h]);
+                if (l->wvb) linear_free(&l->wvb[h]);
+            }
+            free(l->wkb_t), free(l->wvb);
         }
     }
     linear_free(&m->lm_head);
@@ -801,6 +895,12 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     if (model_tp_setup(m, o->dist, err, errlen)) goto fail;
+    if (m->tp.size > 1 && (m->arch->mla || m->cfg.shared_inter > 0 || m->cfg.n_labels > 0)) {
+        errmsg_set(err, errlen, "--tp-size %d: tensor parallelism does not shard %s yet", m->tp.size,
+                   m->arch->mla ? "multi-head latent attention (DeepSeek)"
+                   : m->cfg.n_labels > 0 ? "a classifier's score head" : "shared experts");
+        goto fail;
+    }
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;
@@ -821,6 +921,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
     size_t per_layer = 2 * ((size_t)H + 16) + 2 * ((size_t)hd + 16) + (size_t)qd + 2 * (size_t)kvd +
                        (size_t)H + 2 * (size_t)I + (size_t)H + 16 * 8;
+    /* MLA norms (q_lora_rank, kv_lora_rank) and DeepSeek V3's router bias (E) */
+    per_layer += (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + (size_t)c->n_expert + 16 * 3;
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
     m->vecs = aligned_alloc(64, ((m->vecs_cap * 4) + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
@@ -846,26 +948,30 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
         shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
         shard_sel mlp = sh_rows(tp->rank * tp->inter, tp->inter);
-        if (nm->qkv) { /* fused (Phi-3): no bias in the layouts that use it */
-            linear_weight *const o3[3] = {&l->wq, &l->wk, &l->wv};
-            const int r3[3] = {qd, kvd, kvd};
-            const char *const n3[3] = {"q", "k", "v"};
-            const shard_sel s3[3] = {qs, kvs, kvs};
-            load_fused(&L, nm->qkv, il, 3, o3, r3, n3, s3, H);
+        if (m->arch->mla) {
+            load_mla(&L, l, il);
         } else {
-            load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias, qs);
-            load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias, kvs);
-            load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias, kvs);
+            if (nm->qkv) { /* fused (Phi-3): no bias in the layouts that use it */
+                linear_weight *const o3[3] = {&l->wq, &l->wk, &l->wv};
+                const int r3[3] = {qd, kvd, kvd};
+                const char *const n3[3] = {"q", "k", "v"};
+                const shard_sel s3[3] = {qs, kvs, kvs};
+                load_fused(&L, nm->qkv, il, 3, o3, r3, n3, s3, H);
+            } else {
+                load_proj(&L, &l->wq, nm->q, il, qd, H, qkv_bias, qs);
+                load_proj(&L, &l->wk, nm->k, il, kvd, H, qkv_bias, kvs);
+                load_proj(&L, &l->wv, nm->v, il, kvd, H, qkv_bias, kvs);
+            }
+            load_proj(&L, &l->wo, nm->o, il, H, qd, o_bias, sh_cols(qs.off, qs.len));
         }
-        load_proj(&L, &l->wo, nm->o, il, H, qd, o_bias, sh_cols(qs.off, qs.len));
         if (model_config_layer_moe(c, il)) {
             load_moe(&L, l, il);
         } else {
             if (nm->gate_up) {
                 linear_weight *const o2[2] = {&l->wgate, &l->wup};
                 const int r2[2] = {I, I};
-                const char *const n2[2] = {"gate", "up"};
                 const shard_sel s2[2] = {mlp, mlp};
+                const char *const n2[2] = {"gate", "up"};
                 load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
             } else {
                 load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
@@ -900,6 +1006,12 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         }
         model_rope_longrope_inv_freq(c, 1, m->inv_freq_long);
         m->rope_switch = model_rope_longrope_switch(c);
+    }
+    if (m->arch->mla) {
+        int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
+        log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
+                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c, c->n_kv_head),
+                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c, c->n_kv_head));
     }
     model *run = model_run_create(m);
     if (!run) {

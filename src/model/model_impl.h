@@ -34,6 +34,16 @@ typedef struct model_layer {
     int moe;
     linear_weight wrouter;             /* (E, H) */
     linear_weight *egate, *eup, *edown; /* (E) owned arrays: (Ie, H) (Ie, H) (H, Ie) */
+    int has_shared;                    /* shared expert (Qwen2-MoE, DeepSeek), width Is */
+    linear_weight wsgate, wsup, wsdown; /* (Is, H) (Is, H) (H, Is) */
+    int has_ssig;                      /* Qwen2-MoE shared_expert_gate */
+    linear_weight wssig;               /* (1, H), f32 */
+    const float *router_bias;          /* (E) DeepSeek V3 e_score_correction_bias, or NULL */
+    /* MLA layers (arch->mla): wq = q_proj when q_lora_rank is 0; wo = o_proj */
+    linear_weight wq_a, wq_b, wkv_a;   /* (qr, H) (nh*(nope+rope), qr) (kvr+rope, H) */
+    const float *q_a_norm, *kv_a_norm; /* (qr) (kvr) */
+    linear_weight *wkb_t, *wvb;        /* (nh) owned, from kv_b_proj: per head its k_nope rows
+                                        * transposed (kvr, nope), its v rows (v, kvr) */
 } model_layer;
 
 /* Tensor parallelism (model_tp.c): this rank's part of the model.  With
@@ -118,6 +128,10 @@ struct model {
     int32_t *ecnt, *eoff;              /* (E), (E+1) */
     float *ex;                         /* (A, H) gathered inputs, then expert outputs */
     float *eg, *eu;                    /* (A, Ie) */
+    float *sg, *su;                    /* (cap_tokens, Is) shared expert gate / up */
+    float *sout;                       /* (cap_tokens, H) shared expert output */
+    float *ssig;                       /* (cap_tokens) Qwen2-MoE shared gate logits */
+    float *mla;                        /* MLA scratch (mla_scratch_floats), NULL otherwise */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
     /* tensor parallelism (model_tp.c): local logits and the gather buffer */
@@ -129,7 +143,8 @@ struct model {
 
 /* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
 typedef struct model_mi_buf {
-    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    int32_t *start, *kvl, *rl;         /* (n_seqs + 1), (n_seqs), (n_seqs) */
+    int32_t *pos, *rpos;               /* (n_tokens): kv positions, rope positions */
     const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
     int32_t *slot_mem;                 /* the segments' slot lists */
 } model_mi_buf;
@@ -165,6 +180,24 @@ int model_tp_kv_created(model *m, model_kv *kv);
 void model_tp_kv_destroyed(model_kv *kv);
 /* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
 void model_tp_shutdown(model_weights *w);
+/* model_run.c: values per slot per layer in a KV cache of the model's
+ * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
+ * row per slot, no separate V). */
+int model_kv_row_len(const model_config *c, int n_kv_head);
+
+/* mla.c: multi-head latent attention of layer il over the rows of b
+ * (xn normed input in, xn = o_proj(attention) out), run by all nth
+ * threads of the forward like the rest of fwd_task; stores each new
+ * token's latent + rope key into kv->k[il] at its slot. */
+struct tpool;
+void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
+                   const linear_exec *ex, struct tpool *pool, int lo, int hi);
+/* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
+size_t mla_scratch_floats(const model_config *c, size_t T);
+/* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),
+ * kvr), stored as wdt.  Adds their bytes to *bytes.  0, or -1 (OOM). */
+int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtype wdt,
+                   size_t *bytes);
 
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);
@@ -185,5 +218,11 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
 const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
                                    const linear_exec *ex, int il, int p, linear_exec *buf,
                                    linear_adapter *abuf);
+/* n projections of the same input x (q/k/v, gate/up): every base product
+ * first, then, when any has adapters, one barrier and their adapter passes
+ * (one barrier for the group instead of one per projection).  Same
+ * threading contract as linear(). */
+void model_lora_linear_group(int n, float *const *y, const float *x, int m, const linear_weight *const *w,
+                             const linear_exec *const *ex);
 
 #endif

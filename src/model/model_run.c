@@ -33,6 +33,10 @@ model *model_run_create(model_weights *w)
  * quantize as the first one does). */
 model *model_share(model *m)
 {
+    if (m && m->w->tp.size > 1) { /* the workers mirror one driver's commands */
+        log_error("a tensor-parallel model has one run state: replicas over it are not supported yet");
+        return NULL;
+    }
     model *s = m ? model_run_create(m->w) : NULL;
     if (!s) return NULL;
     s->chunk_tokens = m->chunk_tokens;
@@ -81,12 +85,20 @@ int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, in
     return 0;
 }
 
+int model_kv_row_len(const model_config *c, int n_kv_head)
+{
+    if (c->arch && c->arch->mla) return c->kv_lora_rank + c->qk_rope_dim;
+    return n_kv_head * c->head_dim;
+}
+
+/* K and V rows per slot per layer: 2, or 1 for MLA's latent row. */
+static int kv_rows(const model_config *c) { return c->arch && c->arch->mla ? 1 : 2; }
+
 size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
-    /* this rank's KV heads (tensor parallelism: its share) */
-    return 2 * (size_t)c->n_layer *
-           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)m->w->tp.n_kv_head * c->head_dim);
+    return (size_t)kv_rows(c) * (size_t)c->n_layer *
+           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len(c, m->w->tp.n_kv_head));
 }
 
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
@@ -101,10 +113,11 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->n_layer = c->n_layer;
     kv->n_slots = n_slots;
     kv->dt = kv_dt;
-    kv->row_len = m->w->tp.n_kv_head * c->head_dim; /* this rank's KV heads */
+    kv->row_len = model_kv_row_len(c, m->w->tp.n_kv_head);
+    const int rows = kv_rows(c);
     size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
                  ~(size_t)63;
-    kv->bytes = per * 2 * (size_t)c->n_layer;
+    kv->bytes = per * (size_t)rows * (size_t)c->n_layer;
     kv->k = calloc((size_t)c->n_layer, sizeof(void *));
     kv->v = calloc((size_t)c->n_layer, sizeof(void *));
     kv->k_scale = malloc(sizeof(float) * (size_t)(c->n_layer > 0 ? c->n_layer : 1));
@@ -123,8 +136,9 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
         return NULL;
     }
     for (int l = 0; l < c->n_layer; l++) {
-        kv->k[l] = (char *)kv->mem + per * (2 * (size_t)l);
-        kv->v[l] = (char *)kv->mem + per * (2 * (size_t)l + 1);
+        kv->k[l] = (char *)kv->mem + per * ((size_t)rows * l);
+        /* MLA: no V rows; the latent row is both (mla.c) */
+        kv->v[l] = rows == 2 ? (char *)kv->mem + per * (2 * (size_t)l + 1) : kv->k[l];
     }
     if (model_tp_kv_created(m, kv)) { /* rank 0: the workers make theirs */
         kv->tp_w = NULL;
@@ -171,11 +185,21 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         else any_dense = 1;
     }
     int Id = any_dense ? I : 0; /* dense MLP width the scratch must hold */
-    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? w->tp.moe_inter : 0;
+    int Is = any_moe ? c->shared_inter : 0; /* shared expert width */
+    int mla = w->arch->mla;
+    if (mla) { /* q holds (nh, nope + rope), att (nh, v); the attention runs at kvr + rope */
+        int mq = c->n_head * (c->qk_nope_dim + c->qk_rope_dim), mv = c->n_head * c->v_head_dim;
+        qd = mq > mv ? mq : mv;
+        hd = c->kv_lora_rank + c->qk_rope_dim;
+    }
+    int E = any_moe ? c->n_expert : 0, Ie = any_moe ? w->tp.moe_inter : 0; /* this rank's expert width */
     size_t A = any_moe ? T * (size_t)c->n_expert_used : 0; /* expert assignments */
     int maxk = H > qd ? H : qd;
     if (Id > maxk) maxk = Id;
     if (Ie > maxk) maxk = Ie;
+    if (Is > maxk) maxk = Is;
+    if (mla && c->kv_lora_rank > maxk) maxk = c->kv_lora_rank;
+    if (mla && c->q_lora_rank > maxk) maxk = c->q_lora_rank;
     size_t ts = kern_matmul_scratch(max_tokens, maxk);
     size_t as = kern_attention_scratch(max_kv, hd);
     if (as > ts) ts = as;
@@ -187,6 +211,9 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         /* MoE: rlog, ew, ex, eg, eu (floats) */
         al64(T * E * 4),        al64(A * 4),         al64(A * H * 4),   al64(A * Ie * 4),
         al64(A * Ie * 4),
+        /* shared expert: sg, su, sout, ssig; MLA arena */
+        al64(T * Is * 4),       al64(T * Is * 4),    al64(T * H * 4),   al64(T * 4),
+        al64(mla_scratch_floats(c, T) * 4),
         /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
         al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
         al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
@@ -204,7 +231,8 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     m->scratch_mem = mem;
     float **slots[] = {&m->x,     &m->xn,    &m->q,  &m->k,    &m->v,  &m->att,
                        &m->gate,  &m->up,    &m->cos_t, &m->sin_t, &m->lrows,
-                       &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu};
+                       &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu,
+                       &m->sg,    &m->su,    &m->sout, &m->ssig, &m->mla};
     int32_t **islots[] = {&m->tok_seq, &m->esel, &m->eorder, &m->einv, &m->ecnt, &m->eoff};
     size_t off = 0, i = 0;
     for (size_t j = 0; j < sizeof slots / sizeof slots[0]; j++, i++) {

@@ -84,6 +84,8 @@ static int swap_compatible(const sched *s, model *nm, char *msg, size_t len)
     SWAP_CHECK(n_expert)
     SWAP_CHECK(n_expert_used)
     SWAP_CHECK(moe_inter)
+    SWAP_CHECK(shared_inter)
+    SWAP_CHECK(kv_lora_rank) /* MLA: the latent KV row */
 #undef SWAP_CHECK
     if (model_weight_dtype(nm) != model_weight_dtype(s->eng.m)) {
         snprintf(msg, len, "The new model is not compatible with the running one: weight dtype %s != %s.",

@@ -3,8 +3,11 @@
  * with every kind of option (string with choices, flag, bounded int and
  * float, int list) plus the server arguments, then as a client without
  * server arguments, then as a tool taking only two of them.  Must return a status (never crash, leak or
- * overflow a buffer); an int list never holds more than its capacity.
- * --config is dropped (it would read files). */
+ * overflow a buffer); an int list never holds more than its capacity;
+ * an "ambiguous option" message lists its candidates in full (the
+ * ARGS_ERR_MAX buffer).  --config and every abbreviation of it are
+ * dropped (they would read files). */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +32,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *q = p;
         while (q < end && *q && *q != '\n') q++;
         *q = 0;
-        if (strncmp(p, "--config", 8) != 0) argv[argc++] = p;
+        size_t nl = strcspn(p, "=");
+        bool config_prefix = nl >= 3 && nl <= 8 && !strncmp(p, "--config", nl);
+        if (strncmp(p, "--config", 8) != 0 && !config_prefix) argv[argc++] = p;
         p = q + 1;
     }
     argv[argc] = NULL;
@@ -51,13 +56,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         {0},
     };
     static const int shown[] = {ARG_ID_tokenizer_path, ARG_ID_tokenizer_mode, ARG_COUNT};
-    char err[256];
+    char err[ARGS_ERR_MAX];
     for (int pass = 0; pass < 3; pass++) {
         args_cmd cmd = {.extra = ex, .no_server_args = pass == 1, .shown = pass == 2 ? shown : NULL,
                         .only_shown = pass == 2};
         args_server a;
         int rc = args_parse_cmd(&a, &cmd, argc, argv, err, sizeof err);
         if (rc == ARGS_OK && (n_list < 0 || n_list > 4)) abort();
+        if (rc == ARGS_EUSAGE && !strncmp(err, "ambiguous option: ", 18) && !strstr(err, " could match ")) abort();
+        if (rc == ARGS_EUSAGE && !memchr(err, 0, sizeof err)) abort();
         args_server_free(&a);
     }
     free(buf);

@@ -44,7 +44,7 @@ cat >"$TMP/probes" <<'EOF'
 --en
 --enable-mixed
 --enable-lo
---enable-lora
+--enable-metrics
 --disable-r
 --disable|x
 --h

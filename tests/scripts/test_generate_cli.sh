@@ -109,7 +109,7 @@ printf 'model-path: %s\ndtype: float32\n' "$M" >"$T/c.yaml"
     --json --ignore-eos --threads 2 >"$T/cfg.json" 2>"$T/err"
 check "generate --config FILE (model path from YAML) = command line" "$PY -c \"import json; a=json.load(open('$T/cfg.json')); b=json.load(open('$T/g.json')); assert a['output_ids']==b['output_ids']\""
 expect_rc "unknown key in --config" 2 "threads_not_an_arg_here" generate --config "$T/bad.yaml" --input-ids 1
-expect_rc "server arg bench-one-batch does not use (--tp-size)" 2 "--tp-size is a server argument this command does not use" bench-one-batch --model-path "$M" --tp-size 2
+expect_rc "server arg bench-one-batch does not use (--enable-metrics)" 2 "--enable-metrics is a server argument this command does not use" bench-one-batch --model-path "$M" --enable-metrics
 expect_rc "server arg an offline command has no use for: refused, not ignored" 2 "--api-key is a server argument this command does not use" generate --model-path "$M" --api-key k
 expect_rc "--is-embedding is a serve-only argument" 2 "--is-embedding is a server argument this command does not use" bench-offline --model-path "$M" --is-embedding
 expect_rc "bad server arg value in bench-offline" 2 "--schedule-policy: invalid choice 'xyz'" bench-offline --model-path "$M" --schedule-policy xyz
@@ -118,7 +118,7 @@ expect_rc "list option bound" 2 "--batch-size must be in" bench-one-batch --mode
 for c in generate bench-one-batch bench-offline; do
     "$BIN" $c --help >"$T/h" 2>&1
     check "$c --help: own options, used server args, pointer to serve --help" \
-        "grep -q -- '--threads N' $T/h && grep -q -- ' --model-path, --model STR' $T/h && grep -q 'sglc serve --help' $T/h && ! grep -q -- '--tp-size' $T/h"
+        "grep -q -- '--threads N' $T/h && grep -q -- ' --model-path, --model STR' $T/h && grep -q 'sglc serve --help' $T/h && ! grep -q -- '--enable-metrics' $T/h"
 done
 "$BIN" bench-offline --help >"$T/h" 2>&1
 check "bench-offline --help lists the scheduler args" "grep -q -- ' --schedule-policy {fcfs,lpm,dfs-weight,lof,random}' $T/h && grep -q -- '--gsp-num-groups N' $T/h"

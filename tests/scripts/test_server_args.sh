@@ -29,7 +29,7 @@ check "bool flag true" [ "$(jget disable_radix_cache)" = true ]
 check "random seed drawn" bash -c "[ \"\$(/usr/bin/python3 -c 'import json;print(type(json.load(open(\"$TMP/out\"))[\"random_seed\"]).__name__)')\" = int ]"
 
 check "not-yet arg: exit 2 + message" expect_err "--enable-multimodal is not supported by sglc yet" --enable-multimodal
-check "not-yet valued arg" expect_err "--tp-size is not supported by sglc yet" --tp-size 2
+check "not-yet valued arg" expect_err "--attn-cp-size is not supported by sglc yet" --attn-cp-size 2
 check "unknown arg + suggestion" expect_err "unrecognized argument '--max-totl-tokens'; did you mean '--max-total-tokens'?" --max-totl-tokens 5
 run --max-total-token 5
 check "unique prefix accepted (argparse)" [ "$RC" -eq 0 -a "$(jget max_total_tokens)" = 5 ]

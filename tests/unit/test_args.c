@@ -196,11 +196,11 @@ static void test_not_yet_and_ignored(void **state)
     (void)state;
     args_server a;
     char err[256];
-    assert_int_equal(PARSE(&a, err, "--tp-size", "2"), ARGS_EUSAGE);
-    assert_string_equal(err, "--tp-size is not supported by sglc yet");
+    assert_int_equal(PARSE(&a, err, "--attn-cp-size", "2"), ARGS_EUSAGE);
+    assert_string_equal(err, "--attn-cp-size is not supported by sglc yet");
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--tensor-parallel-size", "4"), ARGS_EUSAGE);
-    assert_string_equal(err, "--tensor-parallel-size is not supported by sglc yet");
+    assert_int_equal(PARSE(&a, err, "--attention-context-parallel-size", "4"), ARGS_EUSAGE);
+    assert_string_equal(err, "--attention-context-parallel-size is not supported by sglc yet");
     args_server_free(&a);
     assert_int_equal(PARSE(&a, err, "--enable-multimodal"), ARGS_EUSAGE);
     assert_string_equal(err, "--enable-multimodal is not supported by sglc yet");
@@ -248,19 +248,25 @@ static void test_abbreviations(void **state)
     assert_int_equal(a.max_total_tokens, 64);
     assert_true(a.disable_radix_cache);
     args_server_free(&a);
-    /* a refusal names the whole option argparse matched */
-    assert_int_equal(PARSE(&a, err, "--tp", "2"), ARGS_EUSAGE);
-    assert_string_equal(err, "--tp-size is not supported by sglc yet");
+    /* SGLang's docs write --tp */
+    assert_int_equal(PARSE(&a, err, "--tp", "2"), ARGS_OK);
+    assert_int_equal(a.tp_size, 2);
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--tensor", "2"), ARGS_EUSAGE);
-    assert_string_equal(err, "--tensor-parallel-size is not supported by sglc yet");
+    /* a refusal names the whole option argparse matched */
+    assert_int_equal(PARSE(&a, err, "--attn-cp", "2"), ARGS_EUSAGE);
+    assert_string_equal(err, "--attn-cp-size is not supported by sglc yet");
+    args_server_free(&a);
+    assert_int_equal(PARSE(&a, err, "--attention-context", "2"), ARGS_EUSAGE);
+    assert_string_equal(err, "--attention-context-parallel-size is not supported by sglc yet");
     args_server_free(&a);
     /* exact spellings win over the options they are a prefix of */
     assert_int_equal(PARSE(&a, err, "--model", "/m", "--ep", "1"), ARGS_OK);
     assert_string_equal(a.model_path, "/m");
     args_server_free(&a);
-    assert_int_equal(PARSE(&a, err, "--enable-lora"), ARGS_EUSAGE);
-    assert_string_equal(err, "--enable-lora is not supported by sglc yet");
+    /* --enable-metrics is also a prefix of --enable-metrics-for-all-schedulers */
+    assert_int_equal(PARSE(&a, err, "--enable-metrics"), ARGS_OK);
+    assert_true(a.enable_metrics);
+    assert_false(a.enable_metrics_for_all_schedulers);
     args_server_free(&a);
     /* ambiguity: argparse's words, candidates in table order, the token as typed */
     assert_int_equal(PARSE(&a, err, "--enable-lo"), ARGS_EUSAGE);
@@ -464,7 +470,7 @@ static void test_config_errors(void **state)
     struct {
         const char *yaml, *msg;
     } cases[] = {
-        {"tp-size: 2\n", "--tp-size is not supported by sglc yet (in t.yaml)"},
+        {"attn-cp-size: 2\n", "--attn-cp-size is not supported by sglc yet (in t.yaml)"},
         {"enable-multimodal: true\n", "--enable-multimodal is not supported by sglc yet (in t.yaml)"},
         {"port: abc\n", "--port: invalid int value 'abc' (in t.yaml)"},
         {"dtype: int4\n", "--dtype: invalid choice 'int4' (choose from {auto,float32,float16,bfloat16}) (in t.yaml)"},
@@ -533,7 +539,7 @@ static void test_help(void **state)
     assert_non_null(strstr(buf, "\nModel and tokenizer:\n"));
     assert_non_null(strstr(buf, "\nMemory and scheduling:\n"));
     assert_non_null(strstr(buf, "--model-path, --model STR\n"));
-    assert_non_null(strstr(buf, "--tp-size, --tensor-parallel-size INT  (not yet)\n"));
+    assert_non_null(strstr(buf, "--attn-cp-size, --attention-context-parallel-size INT  (not yet)\n"));
     assert_non_null(strstr(buf, "--trust-remote-code  (ignored)\n"));
     assert_non_null(strstr(buf, "--dtype {auto,float32,float16,bfloat16}\n"));
     assert_non_null(strstr(buf, "--prompt TEXT\n"));

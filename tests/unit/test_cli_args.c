@@ -114,8 +114,8 @@ static void test_typed_extras(void **state)
     assert_string_equal(err, "--flag takes no value");
     args_server_free(&a);
     /* the server arguments keep their own checks next to the extras */
-    assert_int_equal(P(&a, &cmd, err, "--n", "3", "--tp-size", "2"), ARGS_EUSAGE);
-    assert_string_equal(err, "--tp-size is not supported by sglc yet");
+    assert_int_equal(P(&a, &cmd, err, "--n", "3", "--attn-cp-size", "2"), ARGS_EUSAGE);
+    assert_string_equal(err, "--attn-cp-size is not supported by sglc yet");
     args_server_free(&a);
     assert_int_equal(P(&a, &cmd, err, "--flg"), ARGS_EUSAGE);
     assert_string_equal(err, "unrecognized argument '--flg'; did you mean '--flag'?");
@@ -218,7 +218,7 @@ static void test_cmd_help(void **state)
     assert_non_null(strstr(h, " --dtype {auto,float32,float16,bfloat16}\n"));
     assert_non_null(strstr(h, " --config STR\n"));
     assert_non_null(strstr(h, "sglc serve --help"));
-    assert_null(strstr(h, "--tp-size")); /* accepted, but not listed */
+    assert_null(strstr(h, "--attn-cp-size")); /* accepted, but not listed */
     free(h);
     cmd.no_server_args = true;
     h = help_of(&cmd);
@@ -230,7 +230,7 @@ static void test_cmd_help(void **state)
     cmd.shown = NULL; /* serve: every argument by group */
     h = help_of(&cmd);
     assert_non_null(strstr(h, "\nMemory and scheduling:\n"));
-    assert_non_null(strstr(h, "--tp-size"));
+    assert_non_null(strstr(h, "--attn-cp-size"));
     free(h);
 }
 
