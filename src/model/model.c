@@ -845,6 +845,7 @@ void model_weights_free(model_weights *m)
     free(m->blocks);
     free(m->vecs);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     free(m->inv_freq_long);
     wsrc_close(&m->src);
     free(m);
@@ -921,6 +922,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
     size_t per_layer = 2 * ((size_t)H + 16) + 2 * ((size_t)hd + 16) + (size_t)qd + 2 * (size_t)kvd +
                        (size_t)H + 2 * (size_t)I + (size_t)H + 16 * 8;
+    if (m->arch->names->post_attn_norm || m->arch->names->post_ffn_norm)
+        per_layer += 2 * ((size_t)H + 16); /* Gemma's post-norms */
     /* MLA norms (q_lora_rank, kv_lora_rank) and DeepSeek V3's router bias (E) */
     per_layer += (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + (size_t)c->n_expert + 16 * 3;
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
@@ -939,6 +942,9 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         model_layer *l = &m->layers[il];
         l->attn_norm = load_layer_vec(&L, nm->attn_norm, il, H, 0);
         l->ffn_norm = load_layer_vec(&L, nm->ffn_norm, il, H, 0);
+        l->post_attn_norm = load_layer_vec(&L, nm->post_attn_norm, il, H, 0);
+        l->post_ffn_norm = load_layer_vec(&L, nm->post_ffn_norm, il, H, 0);
+        l->rope_local = c->rope_local_theta > 0 && model_config_layer_sliding(c, il);
         if (m->arch->qk_norm) {
             l->q_norm = load_layer_vec(&L, nm->q_norm, il, hd, 0);
             l->k_norm = load_layer_vec(&L, nm->k_norm, il, hd, 0);
@@ -998,6 +1004,14 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
+    if (c->rope_local_theta > 0) { /* Gemma 3: sliding layers' own rope */
+        m->inv_freq_local = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
+        if (!m->inv_freq_local) {
+            errmsg_set(err, errlen, "out of memory");
+            goto fail;
+        }
+        model_rope_local_inv_freq(c, m->inv_freq_local);
+    }
     if (c->rope.kind == MODEL_ROPE_LONGROPE) {
         m->inv_freq_long = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
         if (!m->inv_freq_long) {

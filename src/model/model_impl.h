@@ -26,6 +26,8 @@ typedef enum model_prec { MODEL_PREC_F32 = 0, MODEL_PREC_BF16 = 1, MODEL_PREC_F1
 typedef struct model_layer {
     const float *attn_norm, *ffn_norm; /* (hidden) f32; in weights.vecs */
     const float *q_norm, *k_norm;      /* (head_dim) f32, or NULL */
+    const float *post_attn_norm, *post_ffn_norm; /* (hidden) f32, or NULL (Gemma) */
+    int rope_local;                    /* rotate with inv_freq_local (Gemma 3 sliding layers) */
     /* projections (bias, when present, inside: (n) f32 in weights.vecs) */
     linear_weight wq, wk, wv, wo;      /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
     linear_weight wgate, wup, wdown;   /* (I, H) (I, H) (H, I) */
@@ -96,6 +98,7 @@ typedef struct model_weights {
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
     float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
     int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
+    float *inv_freq_local;             /* (rot_dim/2) owned, or NULL: layers with rope_local */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 } model_weights;
@@ -119,6 +122,7 @@ struct model {
     float *att;                        /* (cap_tokens, n_head*hd) */
     float *gate, *up;                  /* (cap_tokens, I) */
     float *cos_t, *sin_t;              /* (cap_tokens, rot_dim/2) */
+    float *cos_l, *sin_l;              /* the same for inv_freq_local, or NULL */
     float *lrows;                      /* (cap_tokens, H) normed rows that need logits */
     int32_t *tok_seq;                  /* (cap_tokens) sequence of each row */
     /* MoE scratch (NULL when the model has no MoE layer); A = cap_tokens * K */

@@ -179,6 +179,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     /* this rank's heads and widths (tensor parallelism) */
     int H = c->hidden_size, I = w->tp.inter, hd = c->head_dim;
     int qd = w->tp.n_head * hd, kvd = w->tp.n_kv_head * hd, half = w->rot_dim / 2;
+    size_t nrope = w->inv_freq_local ? 2 : 1; /* rope tables per row: global (+ local) */
     int any_moe = 0, any_dense = 0;
     for (int il = 0; il < c->n_layer; il++) {
         if (w->layers[il].moe) any_moe = 1;
@@ -207,7 +208,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     size_t sizes[] = {
         al64(T * H * 4),        al64(T * H * 4),     al64(T * qd * 4),  al64(T * kvd * 4),
         al64(T * kvd * 4),      al64(T * qd * 4),    al64(T * Id * 4),  al64(T * Id * 4),
-        al64(T * half * 4),     al64(T * half * 4),  al64(T * H * 4),
+        al64(T * half * 4 * nrope), al64(T * half * 4 * nrope), al64(T * H * 4),
         /* MoE: rlog, ew, ex, eg, eu (floats) */
         al64(T * E * 4),        al64(A * 4),         al64(A * H * 4),   al64(A * Ie * 4),
         al64(A * Ie * 4),
@@ -243,6 +244,8 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         *islots[j] = (int32_t *)(mem + off);
         off += sizes[i];
     }
+    m->cos_l = w->inv_freq_local ? m->cos_t + T * (size_t)half : NULL;
+    m->sin_l = w->inv_freq_local ? m->sin_t + T * (size_t)half : NULL;
     m->tscratch = mem + off;
     m->tstride = ts;
     m->cap_tokens = max_tokens;
