@@ -93,6 +93,8 @@ for i in "${!PROMPTS[@]}"; do
     [ -n "$a" ] && [ "$a" = "$b" ] || same=0
 done
 check "dp-size 2: the same greedy texts as dp-size 1 (6 concurrent prompts)" "[ $same = 1 ]"
+req GET /get_server_info >/dev/null
+check "/get_server_info: dp_size 2, internal_states one per replica (the Gateway's DP discovery)" "[ \"\$(jq_ 'd[\"dp_size\"] == 2 and len(d[\"internal_states\"]) == 2')\" = True ]"
 req GET /get_load >/dev/null
 check "/get_load: one entry per dp_rank (0, 1) with SGLang's fields" "[ \"\$(jq_ 'sorted(e[\"dp_rank\"] for e in d) == [0, 1] and all(set([\"num_reqs\",\"num_waiting_reqs\",\"num_tokens\"]) <= set(e) for e in d)')\" = True ]"
 pause
