@@ -201,6 +201,9 @@ stop
 "$BIN" serve --model-path "$M" --dp-size 3 --threads 2 --port "$(freeport)" >"$T/big.log" 2>&1
 rc=$?
 check "--dp-size 3 with 2 threads: refused (exit $rc) naming why" "[ $rc != 0 ] && grep -q 'dp-size 3 needs at least 3 compute threads' $T/big.log"
+"$BIN" serve --model-path "$M" --dp-size 0 --threads 2 --port "$(freeport)" >"$T/zero.log" 2>&1
+rc=$?
+check "--dp-size 0: refused (exit $rc)" "[ $rc != 0 ] && grep -q 'dp-size must be at least 1, got 0' $T/zero.log"
 "$BIN" generate --model-path "$M" --dp-size 2 --prompt hi >"$T/gen.log" 2>&1
 rc=$?
 check "generate --dp-size 2: exit 2, pointing to sglc serve" "[ $rc = 2 ] && grep -q 'dp-size' $T/gen.log && grep -q 'sglc serve' $T/gen.log"
