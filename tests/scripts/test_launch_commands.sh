@@ -12,7 +12,8 @@
 # with one compute thread on this shared machine.
 #
 # Parallelism is being built: --tp N runs N ranks now (docs/notes/tp.md),
-# --dp and --dist-init-addr are still refused.  Each case's expectation is
+# --dp N runs N replicas (docs/notes/dp.md; not yet combined with --tp),
+# --dist-init-addr is still refused.  Each case's expectation is
 # on its own `launch` line (or in the variables below), so a feature that
 # lands changes that line only (to `start`, or to the new message).
 set -u
