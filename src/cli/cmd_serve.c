@@ -522,7 +522,7 @@ static int serve(int argc, char **argv)
             exit_code = 2;
             goto out;
         }
-        if (cli_spec_setup(&spec[r], dp_sched(d, r), m, &mo)) goto out;
+        if (cli_spec_setup(&spec[r], dp_sched(d, r), m, &mo)) goto out; /* STANDALONE: a draft model each */
     }
     if (dp_start(d)) goto out;
     for (int r = 0; r < n_dp; r++)

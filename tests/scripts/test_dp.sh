@@ -93,6 +93,8 @@ for i in "${!PROMPTS[@]}"; do
     [ -n "$a" ] && [ "$a" = "$b" ] || same=0
 done
 check "dp-size 2: the same greedy texts as dp-size 1 (6 concurrent prompts)" "[ $same = 1 ]"
+req GET /get_server_info >/dev/null
+check "/get_server_info: dp_size 2, internal_states one per replica (the Gateway's DP discovery)" "[ \"\$(jq_ 'd[\"dp_size\"] == 2 and len(d[\"internal_states\"]) == 2')\" = True ]"
 req GET /get_load >/dev/null
 check "/get_load: one entry per dp_rank (0, 1) with SGLang's fields" "[ \"\$(jq_ 'sorted(e[\"dp_rank\"] for e in d) == [0, 1] and all(set([\"num_reqs\",\"num_waiting_reqs\",\"num_tokens\"]) <= set(e) for e in d)')\" = True ]"
 pause
@@ -199,6 +201,9 @@ stop
 "$BIN" serve --model-path "$M" --dp-size 3 --threads 2 --port "$(freeport)" >"$T/big.log" 2>&1
 rc=$?
 check "--dp-size 3 with 2 threads: refused (exit $rc) naming why" "[ $rc != 0 ] && grep -q 'dp-size 3 needs at least 3 compute threads' $T/big.log"
+"$BIN" serve --model-path "$M" --dp-size 0 --threads 2 --port "$(freeport)" >"$T/zero.log" 2>&1
+rc=$?
+check "--dp-size 0: refused (exit $rc)" "[ $rc != 0 ] && grep -q 'dp-size must be at least 1, got 0' $T/zero.log"
 "$BIN" generate --model-path "$M" --dp-size 2 --prompt hi >"$T/gen.log" 2>&1
 rc=$?
 check "generate --dp-size 2: exit 2, pointing to sglc serve" "[ $rc = 2 ] && grep -q 'dp-size' $T/gen.log && grep -q 'sglc serve' $T/gen.log"
