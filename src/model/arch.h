@@ -18,10 +18,15 @@
  *     model_tensor_names.router / expert_*; decoder.c groups the batch's
  *     rows by expert (moe.h).  Qwen3-MoE layers listed in mlp_only_layers
  *     or off the decoder_sparse_step grid stay dense.
- *   - Gemma: norm_offset = 1 (weights stored as w - 1), act = GELU_TANH,
- *     embed_scale = 1 (x *= sqrt(hidden)), attn_softcap / final_softcap
- *     (kern_attn_args.softcap already exists), extra post-norms would be
- *     another optional tensor name like q_norm is today.
+ *   - Gemma 2 / 3 (gemma.c): norm_offset = 1 (weights stored as w - 1),
+ *     act = GELU_TANH, embed_scale (x *= sqrt(hidden) rounded to the
+ *     model dtype), softcaps read from config.json (softcap_keys),
+ *     query_pre_attn_scalar as the softmax scale (qpas_default), the
+ *     post-attention / post-feedforward norms as optional tensor names
+ *     (post_attn_norm / post_ffn_norm: the block output is normed before
+ *     the residual add), sliding layers from layer_types or every
+ *     window_pattern-th layer full (MODEL_WINDOW_LAYER_TYPES), and
+ *     sliding layers rotating with rope_local_base_freq (rope_local).
  *   - Shared experts (Qwen2-MoE, DeepSeek): a dense gated MLP beside the
  *     routed experts, its output added to theirs (Qwen2-MoE scales it by
  *     sigmoid(x W_shared_expert_gate) first); DeepSeek's router options
@@ -48,6 +53,10 @@ typedef enum model_window_rule {
     MODEL_WINDOW_NONE = 0,  /* never (Llama) */
     MODEL_WINDOW_ALL = 1,   /* every layer when sliding_window is set (Mistral) */
     MODEL_WINDOW_QWEN2 = 2, /* use_sliding_window && layer >= max_window_layers */
+    /* Gemma: config.layer_types[il] == "sliding_attention"; without the list,
+     * layer il is full when (il + 1) % pattern == 0 (pattern =
+     * sliding_window_pattern, else the descriptor's window_pattern) */
+    MODEL_WINDOW_LAYER_TYPES = 3,
 } model_window_rule;
 
 /* Tensor names; "%d" is the layer index.  Projection entries are prefixes:
@@ -56,6 +65,9 @@ typedef struct model_tensor_names {
     const char *embed, *final_norm, *lm_head;
     const char *attn_norm, *q, *k, *v, *o, *q_norm, *k_norm;
     const char *ffn_norm, *gate, *up, *down;
+    /* Gemma: norms applied to the attention / MLP output before the
+     * residual add (full names, "%d" = layer); NULL = none */
+    const char *post_attn_norm, *post_ffn_norm;
     /* MoE layers: router matrix (full name, "%d" = layer) and expert
      * projection prefixes ("%d" twice: layer, expert). */
     const char *router, *expert_gate, *expert_up, *expert_down;
@@ -114,6 +126,22 @@ typedef struct model_arch {
     /* Granite scalars from config.json: embedding_multiplier, attention_multiplier
      * (replaces 1/sqrt(head_dim)), residual_multiplier, logits_scaling */
     int granite_scalars;
+    /* Gemma: */
+    int tie_default;            /* tie_word_embeddings when config.json omits it */
+    const char *act_key;        /* config key naming the activation; NULL = hidden_act */
+    int softcap_keys;           /* 1: attn_logit_softcapping, 2: final_logit_softcapping read
+                                 * from config.json (null = none); else the fields above */
+    float qpas_default;         /* > 0: softmax scale = query_pre_attn_scalar^-0.5, this
+                                 * value when absent */
+    int window_pattern;         /* MODEL_WINDOW_LAYER_TYPES without layer_types or
+                                 * sliding_window_pattern */
+    int rope_local;             /* sliding layers rotate with rope_local_base_freq
+                                 * (default 10000), unscaled; global ones with rope_theta
+                                 * and rope_scaling (Gemma 3) */
+    /* Gemma3ForConditionalGeneration: config.json nests the text model in
+     * "text_config"; the keys it omits take these defaults (a JSON object,
+     * the transformers text config class's), NULL = not nested */
+    const char *text_config_defaults;
     /* MoE only: config key of the shared expert width (Qwen2-MoE
      * "shared_expert_intermediate_size"); NULL = no shared expert, or
      * DeepSeek's n_shared_experts * moe_intermediate_size */
@@ -136,6 +164,9 @@ extern const model_arch model_arch_qwen3;
 extern const model_arch model_arch_qwen3_moe;
 extern const model_arch model_arch_mixtral;
 extern const model_arch model_arch_granitemoe;
+extern const model_arch model_arch_gemma2;
+extern const model_arch model_arch_gemma3;
+extern const model_arch model_arch_gemma3_mm;
 extern const model_arch model_arch_phi3;
 extern const model_arch model_arch_qwen2_moe;
 extern const model_arch model_arch_deepseek_v2;

@@ -425,6 +425,108 @@ int model_config_layer_moe(const model_config *c, int il)
     return (il + 1) % c->decoder_sparse_step == 0;
 }
 
+/* A soft-cap key: absent -> def, null -> 0 (none, as transformers' None),
+ * else a positive number. */
+static float get_softcap(getter *g, const char *key, float def)
+{
+    json_t *v = json_object_get(g->obj, key);
+    if (!v) return def;
+    if (json_is_null(v)) return 0.0f;
+    if (!json_is_number(v) || !(json_number_value(v) > 0.0 && json_number_value(v) < 1e9)) {
+        if (!g->bad) errmsg_set(g->err, g->errlen, "%s: '%s' must be a positive number or null",
+                                g->where, key);
+        g->bad = 1;
+        return def;
+    }
+    return (float)json_number_value(v);
+}
+
+/* Gemma's fields (arch flags in arch.h): soft-caps, query_pre_attn_scalar
+ * as the softmax scale, rope_local_base_freq, and the sliding layers from
+ * layer_types (each "sliding_attention" or "full_attention") or, without
+ * it, transformers' rule: layer il is full when (il + 1) % pattern == 0. */
+static int parse_gemma(model_config *c, json_t *root, char *err, size_t errlen)
+{
+    const model_arch *ar = c->arch;
+    getter g = {root, "config.json", err, errlen, 0};
+    c->attn_softcap = ar->softcap_keys & 1 ? get_softcap(&g, "attn_logit_softcapping",
+                                                         ar->attn_softcap)
+                                           : ar->attn_softcap;
+    c->final_softcap = ar->softcap_keys & 2 ? get_softcap(&g, "final_logit_softcapping",
+                                                          ar->final_softcap)
+                                            : ar->final_softcap;
+    if (ar->qpas_default > 0.0f) {
+        double q = get_num(&g, "query_pre_attn_scalar", 1e-6, 1e9, ar->qpas_default, 0);
+        c->attn_mult = (float)pow(q, -0.5); /* query_pre_attn_scalar**-0.5 */
+    }
+    if (ar->rope_local)
+        c->rope_local_theta = get_num(&g, "rope_local_base_freq", 1e-3, 1e12, 10000.0, 0);
+    if (ar->qpas_default > 0.0f && get_bool(&g, "use_bidirectional_attention", 0)) {
+        errmsg_set(err, errlen, "config.json: use_bidirectional_attention (EmbeddingGemma) is "
+                                "not supported");
+        return -1;
+    }
+    if (g.bad) return -1;
+    memset(c->swa_layers, 0, sizeof c->swa_layers);
+    if (ar->window != MODEL_WINDOW_LAYER_TYPES) return 0;
+    json_t *lt = json_object_get(root, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || json_array_size(lt) != (size_t)c->n_layer) {
+            errmsg_set(err, errlen, "config.json: layer_types must be a list of %d layer types "
+                                    "(num_hidden_layers)", c->n_layer);
+            return -1;
+        }
+        for (int il = 0; il < c->n_layer; il++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)il));
+            int sl = t && !strcmp(t, "sliding_attention");
+            if (!sl && (!t || strcmp(t, "full_attention"))) {
+                errmsg_set(err, errlen, "config.json: layer_types[%d] must be "
+                                        "\"sliding_attention\" or \"full_attention\"", il);
+                return -1;
+            }
+            if (sl) c->swa_layers[il / 8] |= (unsigned char)(1u << (il % 8));
+        }
+        return 0;
+    }
+    const char *pk = json_object_get(root, "sliding_window_pattern") ? "sliding_window_pattern"
+                                                                     : "_sliding_window_pattern";
+    int pat = get_int(&g, pk, 1, 1 << 20, ar->window_pattern > 0 ? ar->window_pattern : 1, 0);
+    if (g.bad) return -1;
+    for (int il = 0; il < c->n_layer; il++)
+        if ((il + 1) % pat) c->swa_layers[il / 8] |= (unsigned char)(1u << (il % 8));
+    return 0;
+}
+
+/* Gemma3ForConditionalGeneration: the text model's config (a new object):
+ * text_config (or the top level when absent) over `defaults`, with the
+ * top level's token ids and dtype where text_config has none.  NULL with
+ * err set on bad input. */
+static json_t *nested_text_config(json_t *root, const char *defaults, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *tc = json_object_get(root, "text_config");
+    if (tc && !json_is_null(tc) && !json_is_object(tc)) {
+        errmsg_set(err, errlen, "config.json: text_config must be an object");
+        return NULL;
+    }
+    json_t *text = json_deep_copy(tc && json_is_object(tc) ? tc : root);
+    json_t *def = json_loads(defaults, 0, &jerr);
+    if (!text || !def) {
+        json_decref(text), json_decref(def);
+        errmsg_set(err, errlen, "out of memory");
+        return NULL;
+    }
+    static const char *const up[] = {"eos_token_id", "bos_token_id", "pad_token_id",
+                                     "torch_dtype", "dtype", "architectures"};
+    for (size_t i = 0; i < sizeof up / sizeof up[0]; i++) {
+        json_t *v = json_object_get(root, up[i]);
+        if (v && !json_object_get(text, up[i])) json_object_set(text, up[i], v);
+    }
+    json_object_update_missing(text, def);
+    json_decref(def);
+    return text;
+}
+
 /* architectures[0] "<Family>ForSequenceClassification": the decoder of
  * "<Family>ForCausalLM" with HF's GenericForSequenceClassification head
  * (`score`, no bias).  Labels: id2label when present (HF's num_labels is
@@ -530,6 +632,12 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
                json_string_value(a0), supported);
         goto out;
     }
+    if (c->arch->text_config_defaults) {
+        json_t *text = nested_text_config(root, c->arch->text_config_defaults, err, errlen);
+        if (!text) goto out;
+        json_decref(root);
+        root = text;
+    }
     getter g = {root, "config.json", err, errlen, 0};
     c->hidden_size = get_int(&g, "hidden_size", 1, 1 << 16, 0, 1);
     c->intermediate_size = get_int(&g, "intermediate_size", 1, 1 << 20, 0, 1);
@@ -542,7 +650,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     c->head_dim = get_int(&g, "head_dim", 2, 1024, def_hd, 0);
     c->rms_norm_eps = (float)get_num(&g, "rms_norm_eps", 0.0, 1.0, 1e-6, 0);
     c->max_position_embeddings = get_int(&g, "max_position_embeddings", 1, 1 << 30, 2048, 0);
-    c->tie_word_embeddings = get_bool(&g, "tie_word_embeddings", 0);
+    c->tie_word_embeddings = get_bool(&g, "tie_word_embeddings", c->arch->tie_default);
     c->sliding_window = get_int(&g, "sliding_window", 0, 1 << 30, 0, 0);
     c->use_sliding_window = get_bool(&g, "use_sliding_window", 0);
     c->max_window_layers = get_int(&g, "max_window_layers", 0, 1 << 20, 0, 0);
@@ -550,9 +658,10 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     c->mlp_bias = get_bool(&g, "mlp_bias", 0);
     c->bos_token_id = get_int(&g, "bos_token_id", 0, 0x7fffffff, -1, 0);
     if (g.bad) goto out;
-    json_t *act = json_object_get(root, "hidden_act");
+    json_t *act = json_object_get(root, c->arch->act_key ? c->arch->act_key : "hidden_act");
+    const char *act_def = c->arch->act == MODEL_ACT_GELU_TANH ? "gelu_pytorch_tanh" : "silu";
     snprintf(c->hidden_act, sizeof c->hidden_act, "%s",
-             json_is_string(act) ? json_string_value(act) : "silu");
+             json_is_string(act) ? json_string_value(act) : act_def);
     json_t *tdt = json_object_get(root, "torch_dtype");
     if (!tdt || json_is_null(tdt)) tdt = json_object_get(root, "dtype");
     c->torch_dtype = json_is_string(tdt) ? dtype_parse(json_string_value(tdt)) : -1;
@@ -573,6 +682,12 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
     if (ar->act == MODEL_ACT_SILU && strcmp(c->hidden_act, "silu") != 0) {
         errmsg_set(err, errlen, "config.json: hidden_act '%s' is not supported for %s (expected silu)",
                c->hidden_act, c->architecture);
+        goto out;
+    }
+    if (ar->act == MODEL_ACT_GELU_TANH && strcmp(c->hidden_act, "gelu_pytorch_tanh") != 0) {
+        errmsg_set(err, errlen, "config.json: %s '%s' is not supported for %s (expected "
+                   "gelu_pytorch_tanh)", ar->act_key ? ar->act_key : "hidden_act", c->hidden_act,
+                   c->architecture);
         goto out;
     }
     if (c->mlp_bias && ar->mlp_bias == 0) c->mlp_bias = 0; /* the class ignores it */
@@ -602,6 +717,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
             goto out;
         }
     }
+    if (parse_gemma(c, root, err, errlen)) goto out;
     if (ar->check && ar->check(c, err, errlen)) goto out;
     int derived = derive_context_length(c, root);
     if (context_length > 0) {
@@ -667,6 +783,14 @@ int model_config_layer_window(const model_config *c, int il)
     switch (c->arch->window) {
     case MODEL_WINDOW_ALL: return 1;
     case MODEL_WINDOW_QWEN2: return c->use_sliding_window && il >= c->max_window_layers;
+    case MODEL_WINDOW_LAYER_TYPES: return model_config_layer_sliding(c, il);
     default: return 0;
     }
+}
+
+int model_config_layer_sliding(const model_config *c, int il)
+{
+    if (!c->arch || c->arch->window != MODEL_WINDOW_LAYER_TYPES || il < 0 || il >= c->n_layer)
+        return 0;
+    return (c->swa_layers[il / 8] >> (il % 8)) & 1;
 }

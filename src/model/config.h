@@ -102,6 +102,12 @@ typedef struct model_config {
     float attn_mult;              /* attention_multiplier: softmax scale; 0 = 1/sqrt(head_dim) */
     float resid_mult;             /* residual_multiplier: x += block_out * m */
     float logits_scaling;         /* logits = lm_head(x) / s */
+    /* Gemma (0 = none): score / logit soft-caps, the local rope base of
+     * sliding layers, and which layers slide (MODEL_WINDOW_LAYER_TYPES) */
+    float attn_softcap;           /* scores = cap * tanh(scores / cap) */
+    float final_softcap;          /* logits = cap * tanh(logits / cap) */
+    double rope_local_theta;      /* rope_local_base_freq; 0 = every layer uses rope */
+    unsigned char swa_layers[128];/* bitmap of sliding layers */
     /* *ForSequenceClassification (architectures[0] names the base model's
      * family: Qwen3ForSequenceClassification runs Qwen3's decoder): a
      * `score` head (n_labels, H) on the last token replaces lm_head */
@@ -126,6 +132,11 @@ int model_config_load(model_config *c, const char *dir, const char *override_jso
 
 /* Does layer il use the sliding window (per the architecture's rule)? */
 int model_config_layer_window(const model_config *c, int il);
+
+/* Is layer il a sliding-attention layer by config.layer_types or the
+ * pattern (MODEL_WINDOW_LAYER_TYPES architectures only; 0 otherwise)?
+ * Gemma 3 rotates those with rope_local_theta. */
+int model_config_layer_sliding(const model_config *c, int il);
 
 /* Does layer il use the MoE block (else the dense gated MLP)? */
 int model_config_layer_moe(const model_config *c, int il);

@@ -1,5 +1,6 @@
 /* decoder — the shared decoder-only forward pass (Llama, Mistral, Qwen2,
- * Qwen3 today), driven by the architecture descriptor's flags.
+ * Qwen3, the MoE families, Gemma 2/3), driven by the architecture
+ * descriptor's flags.
  *
  * DESIGN: one tpool_run per forward.  Every thread runs fwd_task over the
  * whole network and the threads meet at tpool_barrier between ops, so a
@@ -17,11 +18,12 @@
  *   [q,k = headnorm(q,k)]; rope(q,k); store k,v at their slots   rows | barrier
  *   att = attention(q, cache)         (seq, q, head) | barrier
  *   xn = att Wo                       columns       | barrier
- *   x += xn; xn = norm(x)             rows          | barrier
+ *   [xn = postnorm(xn)] x += xn; xn = norm(x)  rows | barrier
+ *   (Gemma's post-norms: post_norm_rows, on the rows the add reads next)
  *   gate,up = xn Wg, Wu               columns       | barrier
  *   gate = act(gate) * up             rows          | barrier
  *   xn = gate Wd                      columns       | barrier
- *   x += xn                           rows (fused into the next layer's norm)
+ *   [xn = postnorm(xn)]; x += xn      rows (fused into the next layer's norm)
  * The MLP block is the slot where MoE plugs in: MoE layers run moe_block
  * (router, top-k, rows grouped by expert; see its comment and moe.h).
  */
@@ -50,7 +52,11 @@ void model_embed_row(const model_weights *w, int token, float *out)
     else if (w->prec == MODEL_PREC_F16 && et != KERN_TYPE_F16)
         for (int i = 0; i < H; i++) out[i] = f16_to_f32(f32_to_f16(out[i]));
     if (w->arch->embed_scale) {
+        /* Gemma: sqrt(hidden) cast to the model dtype first, as transformers
+         * does (sqrt(1152) = 33.94 becomes 34 in bf16) */
         float s = sqrtf((float)H);
+        if (w->prec == MODEL_PREC_BF16) s = bf16_to_f32(f32_to_bf16(s));
+        else if (w->prec == MODEL_PREC_F16) s = f16_to_f32(f32_to_f16(s));
         for (int i = 0; i < H; i++) out[i] *= s;
     }
     if (w->cfg.embed_mult != 1.0f)
@@ -97,6 +103,25 @@ static void proj_group(const fwd_ctx *cx, const linear_exec *ex, int il, int n, 
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
 static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
+
+/* Gemma's post-norms: rows [lo, hi) of y (T, H) normed in place by w (the
+ * attention or MLP output, before its residual add); nothing when w is
+ * NULL. */
+static void post_norm_rows(float *y, const float *w, int lo, int hi, int H, float eps, float noff)
+{
+    if (!w) return;
+    for (int t = lo; t < hi; t++) kern_rmsnorm(y + (size_t)t * H, y + (size_t)t * H, w, H, eps, noff);
+}
+
+/* The cos/sin tables of layer l for row t: the local ones (Gemma 3 sliding
+ * layers) or the global ones. */
+static void rope_tables(const model *m, const model_layer *l, int t, int half, const float **ct,
+                        const float **st)
+{
+    const int loc = l->rope_local && m->cos_l;
+    *ct = (loc ? m->cos_l : m->cos_t) + (size_t)t * half;
+    *st = (loc ? m->sin_l : m->sin_t) + (size_t)t * half;
+}
 
 /* The MoE MLP slot: xn (T, H) normed rows in, xn (T, H) = sum over each
  * row's top-k experts of w * down(act(gate(x)) * up(x)) out.
@@ -264,8 +289,11 @@ static void fwd_task(void *vctx, int ith, int nth)
         } else if (w->inv_freq_long) {
             inv = longrope_table(w, b, m->tok_seq[t]);
         }
-        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
-                        inv, half, w->attn_factor);
+        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half,
+                        b->rope_pos ? b->rope_pos[t] : b->positions[t], inv, half, w->attn_factor);
+        if (m->cos_l)
+            kern_rope_cache(m->cos_l + (size_t)t * half, m->sin_l + (size_t)t * half,
+                            b->rope_pos ? b->rope_pos[t] : b->positions[t], w->inv_freq_local, half, 1.0f);
     }
 
     for (int il = 0; il < c->n_layer; il++) {
@@ -294,7 +322,8 @@ static void fwd_task(void *vctx, int ith, int nth)
                 for (int h = 0; h < nh; h++) kern_rmsnorm(q + h * hd, q + h * hd, l->q_norm, hd, eps, noff);
                 for (int h = 0; h < nkv; h++) kern_rmsnorm(k + h * hd, k + h * hd, l->k_norm, hd, eps, noff);
             }
-            const float *ct = m->cos_t + (size_t)t * half, *st = m->sin_t + (size_t)t * half;
+            const float *ct, *st;
+            rope_tables(m, l, t, half, &ct, &st);
             kern_rope_apply(q, nh, hd, w->rot_dim, ct, st, ar->rope_neox);
             kern_rope_apply(k, nkv, hd, w->rot_dim, ct, st, ar->rope_neox);
             int s = m->tok_seq[t];
@@ -321,7 +350,7 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .slots = b->seq_slots[s],
                 .sliding_window = l->window,
                 .scale = attn_scale,
-                .softcap = ar->attn_softcap,
+                .softcap = c->attn_softcap,
                 .out = m->att + (size_t)r0 * qd,
                 .out_stride = (size_t)qd,
             };
@@ -332,6 +361,7 @@ static void fwd_task(void *vctx, int ith, int nth)
     attn_done:
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel o */
+        post_norm_rows(m->xn, l->post_attn_norm, lo, hi, H, eps, noff);
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
             resid_add(x, m->xn + (size_t)t * H, H, rm);
@@ -361,6 +391,8 @@ static void fwd_task(void *vctx, int ith, int nth)
         linear(m->xn, m->gate, T, &l->wdown, LX(MODEL_PROJ_DOWN));
         tpool_barrier(cx->pool);
         model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel down */
+        /* same rows as the residual add that reads them next: no barrier */
+        post_norm_rows(m->xn, l->post_ffn_norm, lo, hi, H, eps, noff);
     }
     /* last residual add, final norm of the rows that need logits */
     for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
@@ -390,11 +422,11 @@ static void fwd_task(void *vctx, int ith, int nth)
         float inv = 1.0f / c->logits_scaling;
         for (size_t i = a0; i < a1; i++) lg[i] *= inv;
     }
-    if (ar->final_softcap > 0.0f) {
+    if (c->final_softcap > 0.0f) {
         tpool_barrier(cx->pool);
         size_t n = (size_t)b->n_logits * w->tp.vocab_n;
         size_t per = (n + nth - 1) / nth, a0 = per * ith, a1 = a0 + per > n ? n : a0 + per;
-        float cap = ar->final_softcap;
+        float cap = c->final_softcap;
         for (size_t i = a0; i < a1; i++) lg[i] = cap * tanhf(lg[i] / cap);
     }
 }
@@ -408,7 +440,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len(c, m->w->tp.n_kv_head)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -559,7 +591,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)

@@ -477,7 +477,8 @@ static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int 
 
 /* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
  * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
- * tensor, read in order (a source without bytes makes them in that order). */
+ * tensor, read in order (a source without bytes makes them in that order),
+ * each cut to this rank's slice sel[j] of its rows. */
 static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
                        const int *rows, const char *const *part_names, const shard_sel *sel, int k)
 {
@@ -844,6 +845,7 @@ void model_weights_free(model_weights *m)
     free(m->blocks);
     free(m->vecs);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     free(m->inv_freq_long);
     wsrc_close(&m->src);
     free(m);
@@ -920,6 +922,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
     size_t per_layer = 2 * ((size_t)H + 16) + 2 * ((size_t)hd + 16) + (size_t)qd + 2 * (size_t)kvd +
                        (size_t)H + 2 * (size_t)I + (size_t)H + 16 * 8;
+    if (m->arch->names->post_attn_norm || m->arch->names->post_ffn_norm)
+        per_layer += 2 * ((size_t)H + 16); /* Gemma's post-norms */
     /* MLA norms (q_lora_rank, kv_lora_rank) and DeepSeek V3's router bias (E) */
     per_layer += (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + (size_t)c->n_expert + 16 * 3;
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
@@ -938,6 +942,9 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         model_layer *l = &m->layers[il];
         l->attn_norm = load_layer_vec(&L, nm->attn_norm, il, H, 0);
         l->ffn_norm = load_layer_vec(&L, nm->ffn_norm, il, H, 0);
+        l->post_attn_norm = load_layer_vec(&L, nm->post_attn_norm, il, H, 0);
+        l->post_ffn_norm = load_layer_vec(&L, nm->post_ffn_norm, il, H, 0);
+        l->rope_local = c->rope_local_theta > 0 && model_config_layer_sliding(c, il);
         if (m->arch->qk_norm) {
             l->q_norm = load_layer_vec(&L, nm->q_norm, il, hd, 0);
             l->k_norm = load_layer_vec(&L, nm->k_norm, il, hd, 0);
@@ -969,8 +976,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
             if (nm->gate_up) {
                 linear_weight *const o2[2] = {&l->wgate, &l->wup};
                 const int r2[2] = {I, I};
-                const char *const n2[2] = {"gate", "up"};
                 const shard_sel s2[2] = {mlp, mlp};
+                const char *const n2[2] = {"gate", "up"};
                 load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
             } else {
                 load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
@@ -997,6 +1004,14 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     m->attn_factor = model_rope_inv_freq(c, 0, m->inv_freq);
+    if (c->rope_local_theta > 0) { /* Gemma 3: sliding layers' own rope */
+        m->inv_freq_local = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
+        if (!m->inv_freq_local) {
+            errmsg_set(err, errlen, "out of memory");
+            goto fail;
+        }
+        model_rope_local_inv_freq(c, m->inv_freq_local);
+    }
     if (c->rope.kind == MODEL_ROPE_LONGROPE) {
         m->inv_freq_long = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
         if (!m->inv_freq_long) {
@@ -1009,8 +1024,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     if (m->arch->mla) {
         int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
         log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
-                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c),
-                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c));
+                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c, c->n_kv_head),
+                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c, c->n_kv_head));
     }
     model *run = model_run_create(m);
     if (!run) {

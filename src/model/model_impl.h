@@ -26,6 +26,8 @@ typedef enum model_prec { MODEL_PREC_F32 = 0, MODEL_PREC_BF16 = 1, MODEL_PREC_F1
 typedef struct model_layer {
     const float *attn_norm, *ffn_norm; /* (hidden) f32; in weights.vecs */
     const float *q_norm, *k_norm;      /* (head_dim) f32, or NULL */
+    const float *post_attn_norm, *post_ffn_norm; /* (hidden) f32, or NULL (Gemma) */
+    int rope_local;                    /* rotate with inv_freq_local (Gemma 3 sliding layers) */
     /* projections (bias, when present, inside: (n) f32 in weights.vecs) */
     linear_weight wq, wk, wv, wo;      /* (n_head*hd, H) (n_kv*hd, H) (n_kv*hd, H) (H, n_head*hd) */
     linear_weight wgate, wup, wdown;   /* (I, H) (I, H) (H, I) */
@@ -96,6 +98,7 @@ typedef struct model_weights {
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
     float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
     int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
+    float *inv_freq_local;             /* (rot_dim/2) owned, or NULL: layers with rope_local */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
 } model_weights;
@@ -119,6 +122,7 @@ struct model {
     float *att;                        /* (cap_tokens, n_head*hd) */
     float *gate, *up;                  /* (cap_tokens, I) */
     float *cos_t, *sin_t;              /* (cap_tokens, rot_dim/2) */
+    float *cos_l, *sin_l;              /* the same for inv_freq_local, or NULL */
     float *lrows;                      /* (cap_tokens, H) normed rows that need logits */
     int32_t *tok_seq;                  /* (cap_tokens) sequence of each row */
     /* MoE scratch (NULL when the model has no MoE layer); A = cap_tokens * K */
@@ -143,7 +147,8 @@ struct model {
 
 /* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
 typedef struct model_mi_buf {
-    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    int32_t *start, *kvl, *rl;         /* (n_seqs + 1), (n_seqs), (n_seqs) */
+    int32_t *pos, *rpos;               /* (n_tokens): kv positions, rope positions */
     const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
     int32_t *slot_mem;                 /* the segments' slot lists */
 } model_mi_buf;
@@ -182,9 +187,7 @@ void model_tp_shutdown(model_weights *w);
 /* model_run.c: values per slot per layer in a KV cache of the model's
  * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
  * row per slot, no separate V). */
-int model_kv_row_len(const model_config *c);
-/* The same for this rank's share of the heads (tensor parallelism). */
-int model_kv_row_len_w(const model_weights *w);
+int model_kv_row_len(const model_config *c, int n_kv_head);
 
 /* mla.c: multi-head latent attention of layer il over the rows of b
  * (xn normed input in, xn = o_proj(attention) out), run by all nth

@@ -28,7 +28,24 @@ model *model_run_create(model_weights *w)
     return m;
 }
 
-model *model_share(model *m) { return m ? model_run_create(m->w) : NULL; }
+/* The new run state keeps m's settings that are not scratch: its chunk
+ * size and its KV scales (fp8 KV caches of a data-parallel replica must
+ * quantize as the first one does). */
+model *model_share(model *m)
+{
+    if (m && m->w->tp.size > 1) { /* the workers mirror one driver's commands */
+        log_error("a tensor-parallel model has one run state: replicas over it are not supported yet");
+        return NULL;
+    }
+    model *s = m ? model_run_create(m->w) : NULL;
+    if (!s) return NULL;
+    s->chunk_tokens = m->chunk_tokens;
+    if (m->kv_k_scale && m->kv_v_scale && model_set_kv_scales(s, m->kv_k_scale, m->kv_v_scale, m->cfg->n_layer)) {
+        model_free(s);
+        return NULL;
+    }
+    return s;
+}
 
 void model_free(model *m)
 {
@@ -68,17 +85,10 @@ int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, in
     return 0;
 }
 
-int model_kv_row_len(const model_config *c)
+int model_kv_row_len(const model_config *c, int n_kv_head)
 {
     if (c->arch && c->arch->mla) return c->kv_lora_rank + c->qk_rope_dim;
-    return c->n_kv_head * c->head_dim;
-}
-
-int model_kv_row_len_w(const model_weights *w)
-{
-    const model_config *c = &w->cfg;
-    if (c->arch && c->arch->mla) return model_kv_row_len(c);
-    return w->tp.n_kv_head * c->head_dim; /* this rank's KV heads (tensor parallelism: its share) */
+    return n_kv_head * c->head_dim;
 }
 
 /* K and V rows per slot per layer: 2, or 1 for MLA's latent row. */
@@ -88,7 +98,7 @@ size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
     return (size_t)kv_rows(c) * (size_t)c->n_layer *
-           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len_w(m->w));
+           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len(c, m->w->tp.n_kv_head));
 }
 
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
@@ -103,7 +113,7 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->n_layer = c->n_layer;
     kv->n_slots = n_slots;
     kv->dt = kv_dt;
-    kv->row_len = model_kv_row_len_w(m->w);
+    kv->row_len = model_kv_row_len(c, m->w->tp.n_kv_head);
     const int rows = kv_rows(c);
     size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
                  ~(size_t)63;
@@ -169,6 +179,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     /* this rank's heads and widths (tensor parallelism) */
     int H = c->hidden_size, I = w->tp.inter, hd = c->head_dim;
     int qd = w->tp.n_head * hd, kvd = w->tp.n_kv_head * hd, half = w->rot_dim / 2;
+    size_t nrope = w->inv_freq_local ? 2 : 1; /* rope tables per row: global (+ local) */
     int any_moe = 0, any_dense = 0;
     for (int il = 0; il < c->n_layer; il++) {
         if (w->layers[il].moe) any_moe = 1;
@@ -197,7 +208,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     size_t sizes[] = {
         al64(T * H * 4),        al64(T * H * 4),     al64(T * qd * 4),  al64(T * kvd * 4),
         al64(T * kvd * 4),      al64(T * qd * 4),    al64(T * Id * 4),  al64(T * Id * 4),
-        al64(T * half * 4),     al64(T * half * 4),  al64(T * H * 4),
+        al64(T * half * 4 * nrope), al64(T * half * 4 * nrope), al64(T * H * 4),
         /* MoE: rlog, ew, ex, eg, eu (floats) */
         al64(T * E * 4),        al64(A * 4),         al64(A * H * 4),   al64(A * Ie * 4),
         al64(A * Ie * 4),
@@ -233,6 +244,8 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         *islots[j] = (int32_t *)(mem + off);
         off += sizes[i];
     }
+    m->cos_l = w->inv_freq_local ? m->cos_t + T * (size_t)half : NULL;
+    m->sin_l = w->inv_freq_local ? m->sin_t + T * (size_t)half : NULL;
     m->tscratch = mem + off;
     m->tstride = ts;
     m->cap_tokens = max_tokens;

@@ -140,3 +140,8 @@ float model_rope_inv_freq(const model_config *c, int seq_len, float *inv)
     default_inv_freq(base, dim, inv);
     return 1.0f;
 }
+
+void model_rope_local_inv_freq(const model_config *c, float *inv)
+{
+    default_inv_freq(c->rope_local_theta, model_rope_dim(c), inv);
+}

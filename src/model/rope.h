@@ -26,6 +26,11 @@ int model_rope_dim(const model_config *c);
  * longrope). */
 float model_rope_inv_freq(const model_config *c, int seq_len, float *inv_freq);
 
+/* Gemma 3's sliding layers: the default rope of base c->rope_local_theta
+ * (rope_local_base_freq), never scaled (transformers builds that rotary
+ * embedding with rope_scaling {"rope_type": "default"}).  Fills
+ * model_rope_dim(c)/2 values. */
+void model_rope_local_inv_freq(const model_config *c, float *inv_freq);
 /* longrope (Phi-3 / Phi-4), as transformers' _compute_longrope_parameters:
  * inv_freq[i] = 1 / (ext[i] * base^(2i/rot_dim)) with ext the long factors
  * when use_long, else the short ones.  The model picks the long table for

@@ -31,11 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         float *inv = malloc(sizeof(float) * (size_t)(dim / 2 + 1));
         if (inv) {
             model_rope_inv_freq(&c, c.context_length, inv);
+            if (c.rope_local_theta > 0) model_rope_local_inv_freq(&c, inv);
             free(inv);
         }
         for (int l = 0; l < c.n_layer; l++) {
             (void)model_config_layer_window(&c, l);
             (void)model_config_layer_moe(&c, l);
+            (void)model_config_layer_sliding(&c, l);
         }
     }
     free(buf);

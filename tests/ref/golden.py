@@ -24,6 +24,9 @@ DESIGN
                  that switching the model's feature off in the reference
                  moves the logits far more than the tolerance, so the test
                  can fail when an engine ignores the feature.
+    gemma        the tiny Gemma 2 / Gemma 3 models of gemma_ref.py (--only a,b
+                 to pick), checked as `arch` does against gemma_ref.Model,
+                 with every feature in gemma_ref.ABLATIONS shown to matter.
     stories260k  converts llama2.c stories260K with tools/llama2c_to_hf.py,
                  compares 256 greedy ids from BOS with the reference and the
                  decoded text with llama2.c's documented output.
@@ -257,6 +260,78 @@ def cmd_arch(a):
         guard(name, go)
 
 
+def cmd_gemma(a):
+    import gemma_ref
+    names = a.only.split(",") if a.only else list(gemma_ref.SPECS)
+    n_prompt, n_new = 64, 32
+    for name in names:
+        d, _ = gemma_ref.build(name, a.cache)
+        f32_dir, bf16_dir = os.path.join(d, "f32"), os.path.join(d, "bf16")
+        rng = np.random.RandomState(1234)
+        prompt = [int(x) for x in rng.randint(3, gemma_ref.VOCAB, size=n_prompt)]
+        ref_logits, ref_ids = gemma_ref.Model(f32_dir).generate(prompt, n_new)
+        # bf16 weights: as --dtype bfloat16 (sqrt(hidden) rounded to bf16
+        # too, as transformers casts it) and as --dtype float32 (f32 scale)
+        ref_bf16, _ = gemma_ref.Model(bf16_dir, "bfloat16").generate(prompt, 1)
+        ref_bf16w, _ = gemma_ref.Model(bf16_dir, "float32").generate(prompt, 1)
+        e_norm = rel_err(ref_bf16, ref_bf16w)
+        print(f"     {name}: bf16-rounded sqrt(hidden) moves the bf16-weight logits by {e_norm:.3g}")
+        for feat, override, text_override, fn in gemma_ref.ABLATIONS.get(name, []):
+            am = gemma_ref.Model(f32_dir, config_override=override, text_override=text_override)
+            if fn:
+                fn(am)
+            abl, _ = am.generate(prompt, 1)
+            e = rel_err(abl, ref_logits)
+            report(e > 100 * F32_TOL, f"{name}: reference {feat} differs by {e:.3g} "
+                                      f"(> {100 * F32_TOL:g} needed for the test to bite)")
+        if a.ref_only:
+            print(f"     {name}: ref ids {ref_ids[:12]}...")
+            continue
+
+        def go():
+            ids, lg = run_sglc(a.sglc, f32_dir, prompt, n_new, "float32")
+            check_logits(f"{name} f32", lg, ref_logits, F32_TOL)
+            check_ids(f"{name} f32", ids, ref_ids)
+            _, lg = run_sglc(a.sglc, bf16_dir, prompt, 1, "float32")
+            check_logits(f"{name} bf16-file f32-compute", lg, ref_bf16w, F32_TOL)
+            _, lg = run_sglc(a.sglc, bf16_dir, prompt, 1, "bfloat16")
+            check_logits(f"{name} bf16", lg, ref_bf16, BF16_TOL)
+            if e_norm > 0 and lg is not None and lg.size == ref_bf16.size:
+                g = lg.reshape(ref_bf16.shape)
+                print(f"     {name} bf16: max|d|/max|ref| {rel_err(g, ref_bf16):.3g} against the "
+                      f"bf16-scale reference, {rel_err(g, ref_bf16w):.3g} against the f32-scale one")
+            # several sequences at once through the scheduler, prefill in
+            # chunks of 16 rows: per-row rope tables (local and global) and
+            # windows with batched decode
+            m = gemma_ref.Model(f32_dir)
+            prompts = [prompt, prompt[:41], prompt[20:43], prompt[5:12]]
+            want = [m.generate(p_, 16)[1] for p_ in prompts]
+            got = run_requests(a.sglc, f32_dir, prompts, 16, ["--chunked-prefill-size", "16"])
+            for i, (g_, w_) in enumerate(zip(got, want)):
+                check_ids(f"{name} f32 batch of {len(prompts)}, request {i} "
+                          f"({len(prompts[i])}-token prompt)", g_, w_)
+        guard(name, go)
+
+
+def run_requests(sglc, model_dir, prompts, n_new, extra, timeout=300):
+    """sglc generate --requests (greedy, ignore_eos): output ids per prompt."""
+    with tempfile.TemporaryDirectory() as td:
+        path = os.path.join(td, "req.jsonl")
+        with open(path, "w") as f:
+            for p in prompts:
+                f.write(json.dumps({"input_ids": p, "sampling_params": {
+                    "temperature": 0, "max_new_tokens": n_new, "ignore_eos": True}}) + "\n")
+        cmd = [sglc, "generate", "--model-path", model_dir, "--requests", path,
+               "--skip-tokenizer-init", "--dtype", "float32"] + extra
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            raise SglcError(f"exit {p.returncode}: {p.stderr.strip()[-800:]}")
+        rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+        if len(rows) != len(prompts):
+            raise SglcError(f"{len(rows)} response lines for {len(prompts)} requests")
+        return [[int(x) for x in r["output_ids"]] for r in rows]
+
+
 def cmd_stories260k(a):
     import llama2c_to_hf
     src = os.path.join(a.shared, "models", "stories260K-llama2c")
@@ -288,7 +363,7 @@ def cmd_stories260k(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("command", choices=["tinystories", "arch", "stories260k"])
+    ap.add_argument("command", choices=["tinystories", "arch", "gemma", "stories260k"])
     ap.add_argument("--sglc", default=os.environ.get("SGLC_BIN", os.path.join(ROOT, "build", "sglc")))
     ap.add_argument("--shared", default=os.environ.get("SGLC_SHARED", os.path.join(ROOT, "..", "shared")))
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "tiny-models"))
@@ -296,7 +371,8 @@ def main():
     ap.add_argument("--ref-only", action="store_true", help="arch: only run the reference side")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    {"tinystories": cmd_tinystories, "arch": cmd_arch, "stories260k": cmd_stories260k}[a.command](a)
+    {"tinystories": cmd_tinystories, "arch": cmd_arch, "gemma": cmd_gemma,
+     "stories260k": cmd_stories260k}[a.command](a)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
