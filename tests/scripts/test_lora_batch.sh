@@ -82,6 +82,18 @@ if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokeniz
     --lora-paths "x=$TMP/a4" --max-lora-rank 4 >/dev/null 2>"$TMP/errr"; then echo "FAIL rank above --max-lora-rank loaded"; fail=1
 elif grep -q "exceeds --max-lora-rank 4" "$TMP/errr"; then echo "ok   rank above --max-lora-rank refused"
 else echo "FAIL rank message: $(cat "$TMP/errr")"; fail=1; fi
+# --lora-target-modules bounds the adapters; --max-loaded-loras >= --max-loras-per-batch
+if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+    --lora-paths "x=$TMP/a0" --lora-target-modules q_proj v_proj >/dev/null 2>"$TMP/errt"; then
+    echo "FAIL an adapter outside --lora-target-modules loaded"; fail=1
+elif grep -q "are not in --lora-target-modules (q_proj,v_proj)" "$TMP/errt"; then echo "ok   --lora-target-modules limit"
+else echo "FAIL target message: $(cat "$TMP/errt")"; fail=1; fi
+if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+    --lora-paths "x=$TMP/a0" --lora-target-modules all --max-loaded-loras 2 >/dev/null 2>"$TMP/errl"; then
+    echo "FAIL --max-loaded-loras 2 < --max-loras-per-batch 8 accepted"; fail=1
+elif grep -q "max_loaded_loras (2) should be greater than or equal to max_loras_per_batch (8)" "$TMP/errl"; then
+    echo "ok   --max-loaded-loras below --max-loras-per-batch refused"
+else echo "FAIL max-loaded message: $(cat "$TMP/errl")"; fail=1; fi
 # a target the model lacks: an MLP adapter on an MoE layer (experts there)
 MOE=$("$PY" - "$ROOT" "$TMP" <<'PY'
 import json, os, sys
