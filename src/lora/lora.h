@@ -10,6 +10,7 @@
  *   base_model.model.model.layers.N.self_attn.{q,k,v,o}_proj.lora_{A,B}.weight
  *   base_model.model.model.layers.N.mlp.{gate,up,down}_proj.lora_{A,B}.weight
  *   base_model.model.lm_head.lora_{A,B}.weight
+ *   base_model.model.model.embed_tokens.lora_embedding_{A,B}   (r, vocab) / (hidden, r)
  *
  * lora_A (r, in), lora_B (out, r), f32/bf16/f16; each pair is checked
  * against the base model's projection shape and converted once: A as is

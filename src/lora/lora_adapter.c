@@ -23,7 +23,8 @@
 
 #define CONFIG_MAX (1u << 20)
 
-/* One tensor's role: slot = layer * MODEL_NPROJ + proj, or -1 for lm_head. */
+/* One tensor's role: slot = layer * MODEL_NPROJ + proj, -1 for lm_head, -2
+ * for embed_tokens. */
 typedef struct tinfo {
     int slot;
     int is_b;
@@ -45,10 +46,15 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
         errmsg_set(err, errlen, "tensor %s: DoRA adapters are not supported", name);
         return -1;
     }
-    if (strstr(p, "lora_embedding_")) {
-        errmsg_set(err, errlen, "tensor %s: embedding (embed_tokens) adapters are not supported",
-                   name);
-        return -1;
+    static const char emb[] = "model.embed_tokens.lora_embedding_";
+    if (!strncmp(p, emb, sizeof emb - 1)) { /* (r, vocab) / (hidden, r), no ".weight" */
+        const char *q = p + sizeof emb - 1;
+        if ((*q == 'A' || *q == 'B') && (!q[1] || !strcmp(q + 1, ".weight"))) {
+            ti->slot = -2;
+            ti->is_b = *q == 'B';
+            return 0;
+        }
+        goto unknown;
     }
     const char *suf = strstr(p, ".lora_A.weight");
     int is_b = 0;
@@ -164,11 +170,6 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                    max_rank);
         return NULL;
     }
-    if (cfg.targets & (1u << LORA_T_EMBED)) {
-        errmsg_set(err, errlen, "LoRA adapter %s: embedding (embed_tokens) adapters are not supported",
-                   name);
-        return NULL;
-    }
     if (lim && lim->allowed && (cfg.targets & ~lim->allowed)) {
         char want[256], have[256];
         lora_targets_str(cfg.targets & ~lim->allowed, want, sizeof want);
@@ -194,7 +195,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         return NULL;
     }
     lora_adapter *a = NULL;
-    const int nslot = L * MODEL_NPROJ + 1; /* + the LM head, last */
+    const int nslot = L * MODEL_NPROJ + 2; /* + the LM head, + embed_tokens (last) */
+    const int s_head = nslot - 2, s_emb = nslot - 1;
     const st_tensor **ta = calloc((size_t)nslot * 2, sizeof *ta);
     linear_adapter *proj = calloc((size_t)L * MODEL_NPROJ, sizeof *proj);
     if (!ta || !proj) {
@@ -210,8 +212,10 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
             goto fail;
         }
-        int slot = ti.slot < 0 ? nslot - 1 : ti.slot;
-        unsigned bit = ti.slot < 0 ? (1u << LORA_T_LM_HEAD) : (1u << (ti.slot % MODEL_NPROJ));
+        int slot = ti.slot == -1 ? s_head : ti.slot == -2 ? s_emb : ti.slot;
+        unsigned bit = ti.slot == -1   ? (1u << LORA_T_LM_HEAD)
+                       : ti.slot == -2 ? (1u << LORA_T_EMBED)
+                                       : (1u << (ti.slot % MODEL_NPROJ));
         if (!(cfg.targets & bit)) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s is for a module not in target_modules",
                        name, t->name);
@@ -239,8 +243,10 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             goto fail;
         }
         int n, k;
-        if (s == nslot - 1) {
+        if (s == s_head) {
             model_lm_head_shape(m, &n, &k);
+        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r) */
+            n = mc->hidden_size, k = mc->vocab_size;
         } else if (model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &n, &k)) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets a projection this model does "
                        "not have (layer %d runs experts there)", name, have->name, s / MODEL_NPROJ);
@@ -259,7 +265,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        B->ndim > 1 ? (long long)B->shape[1] : -1LL, n, r);
             goto fail;
         }
-        size_t es = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 ? 2 : 4;
+        size_t es = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb ? 2 : 4;
         floats += es * (size_t)r * ((size_t)k + (size_t)n);
         n_pairs++;
     }
@@ -281,10 +287,29 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A) continue;
         const int r = cfg.r, k = (int)A->shape[1], n = (int)B->shape[0];
-        const bool bf = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16;
-        linear_adapter *la = s == nslot - 1 ? &a->ma.lm_head : &proj[s];
+        const bool bf = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb;
+        linear_adapter *la = s == s_head ? &a->ma.lm_head : s == s_emb ? &a->ma.embed : &proj[s];
         la->rank = r, la->scale = scale, la->a = p, la->dt = bf ? DTYPE_BF16 : DTYPE_F32;
-        if (bf) {
+        if (s == s_emb) { /* Aᵀ (vocab, r): a token's r values in a row */
+            float *q = (float *)p, *col = malloc(sizeof(float) * (size_t)k);
+            if (!col) {
+                errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
+                goto fail_a;
+            }
+            for (int j = 0; j < r; j++) {
+                row_f32(A, (size_t)j * k, (size_t)k, col);
+                for (int t = 0; t < k; t++) q[(size_t)t * r + j] = col[t];
+            }
+            free(col);
+            q += (size_t)r * k;
+            la->bt = q;
+            float brow[LINEAR_MAX_RANK];
+            for (int o = 0; o < n; o++) {
+                row_f32(B, (size_t)o * r, (size_t)r, brow);
+                for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
+            }
+            p = (char *)(q + (size_t)r * n);
+        } else if (bf) {
             uint16_t *q = (uint16_t *)p;
             memcpy(q, A->data, (size_t)r * k * 2);
             q += (size_t)r * k;
@@ -315,6 +340,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     st_close(&ar);
     a->load_ms = (time_now_sec() - t0) * 1e3;
     return a;
+fail_a:
 fail:
     if (a) {
         free(a->mem), free(a->name), free(a->path), free(a);

@@ -164,7 +164,7 @@ int lora_config_parse(const char *text, size_t len, lora_config *out, char *err,
             if (!b || !strcmp(json_string_value(e), "all")) {
                 errmsg_set(err, errlen,
                            "adapter_config.json: target module \"%.64s\" is not supported (q_proj, "
-                           "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head)",
+                           "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, embed_tokens)",
                            json_string_value(e));
                 goto out;
             }

@@ -240,8 +240,8 @@ int lora_parse_path_arg(const char *s, char **name, char **path, bool *pinned, c
         json_t *n = json_object_get(o, "lora_name"), *pa = json_object_get(o, "lora_path");
         json_t *pi = json_object_get(o, "pinned");
         int rc = -1;
-        if (!json_is_string(n) || !json_is_string(pa)) {
-            errmsg_set(err, errlen, "--lora-paths: a JSON entry needs string lora_name and lora_path");
+        if (!json_is_string(n) || !json_is_string(pa) || !json_string_length(n) || !json_string_length(pa)) {
+            errmsg_set(err, errlen, "--lora-paths: a JSON entry needs non-empty string lora_name and lora_path");
         } else if (pi && !json_is_boolean(pi)) {
             errmsg_set(err, errlen, "--lora-paths: pinned must be true or false");
         } else {

@@ -278,8 +278,11 @@ static void fwd_task(void *vctx, int ith, int nth)
 
     /* embeddings and this forward's rope tables */
     for (int t = lo; t < hi; t++) {
-        if (w->tp.layer0 == 0) /* pipeline stage > 0: x came from the previous stage */
+        if (w->tp.layer0 == 0) { /* pipeline stage > 0: x came from the previous stage */
             model_embed_row(w, b->tokens[t], m->x + (size_t)t * H);
+            if (cx->row_ad && cx->row_ad[t] >= 0) /* LoRA on embed_tokens */
+                model_lora_embed(w, b->adapters[cx->row_ad[t]], b->tokens[t], m->x + (size_t)t * H);
+        }
         const float *inv = w->inv_freq;
         if (c->rope.kind == MODEL_ROPE_DYNAMIC) {
             int s = m->tok_seq[t];

@@ -97,6 +97,9 @@ typedef struct model_adapter {
     const linear_adapter *proj; /* (n_layer * MODEL_NPROJ), [layer * MODEL_NPROJ + p];
                                  * rank 0 = that projection is unchanged; borrowed */
     linear_adapter lm_head;     /* rank 0 = none */
+    linear_adapter embed;       /* embed_tokens, rank 0 = none: a = Aᵀ (vocab, r) f32 (row = a
+                                 * token's r values), bt = Bᵀ (r, hidden) f32; the row of token t
+                                 * gains scale · a[t] · bt before the model's embedding scaling */
 } model_adapter;
 
 typedef struct model_batch {

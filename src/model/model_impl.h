@@ -216,6 +216,9 @@ int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtyp
 void model_embed_row(const model_weights *w, int token, float *out);
 
 /* model_lora.c: LoRA per batch (model.h's model_batch adapters). */
+/* Add adapter `ad`'s embedding delta for token `tok` to the embedded row
+ * out (H values, already scaled as model_embed_row scales). */
+void model_lora_embed(const model_weights *w, const model_adapter *ad, int tok, float *out);
 #define MODEL_MAX_BATCH_ADAPTERS 64
 /* 0, or -1 after logging a malformed adapter part of b. */
 int model_lora_check(const model *m, const model_batch *b);

@@ -9,6 +9,7 @@
  * adapter's index in the batch) and the per-row adapter ids: a batch with
  * no adapter gets the exec back unchanged, so base-only batches run the
  * same code as before. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "model/model_impl.h"
@@ -75,6 +76,21 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
     *lrow_ad = *row_ad + b->n_tokens;
     for (int i = 0; i < b->n_logits; i++) (*lrow_ad)[i] = (*row_ad)[b->logit_rows[i]];
     return 0;
+}
+
+void model_lora_embed(const model_weights *w, const model_adapter *ad, int tok, float *out)
+{
+    const linear_adapter *e = &ad->embed;
+    if (e->rank <= 0) return;
+    const int H = w->cfg.hidden_size, r = e->rank;
+    const float *u = (const float *)e->a + (size_t)tok * r, *bt = e->bt;
+    /* the model scales the embedding module's output (Gemma's sqrt(H), Granite's multiplier) */
+    float f = e->scale * (w->arch->embed_scale ? sqrtf((float)H) : 1.0f) * w->cfg.embed_mult;
+    for (int c = 0; c < H; c++) {
+        float s = 0;
+        for (int j = 0; j < r; j++) s += u[j] * bt[(size_t)j * H + c];
+        out[c] += f * s;
+    }
 }
 
 void model_lora_linear_group(int n, float *const *y, const float *x, int m, const linear_weight *const *w,

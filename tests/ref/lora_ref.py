@@ -48,6 +48,7 @@ VARIANTS = [
     (8, 16, False, "F32", ATTN + MLP),
     (3, 5, True, "BF16", ["q_proj", "v_proj", "down_proj"]),
     (16, 8, False, "F16", ["k_proj", "o_proj", "up_proj", "gate_proj", "lm_head"]),
+    (4, 12, False, "BF16", ["embed_tokens", "v_proj"]),
 ]
 
 
@@ -106,6 +107,16 @@ def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets)
             tensors[pre + ".lora_B.weight"] = stored(B, tag)
             merged[wname] = W + scale * (B @ A)
             used.add(mod)
+    if "embed_tokens" in targets:
+        # PEFT's Embedding LoRA: row t of the embedding gains scale * (B @ A[:, t])
+        E = base_state["model.embed_tokens.weight"].numpy().astype(np.float64)
+        V, H = E.shape
+        A = round_to(rng.standard_normal((r, V)), tag)
+        B = round_to(rng.standard_normal((H, r)) * 0.05 / (np.sqrt(r) * scale), tag)
+        tensors["base_model.model.model.embed_tokens.lora_embedding_A"] = stored(A, tag)
+        tensors["base_model.model.model.embed_tokens.lora_embedding_B"] = stored(B, tag)
+        merged["model.embed_tokens.weight"] = E + scale * (B @ A).T
+        used.add("embed_tokens")
     if "lm_head" in targets:
         W = base_state["lm_head.weight"].numpy().astype(np.float64)
         n, k = W.shape
@@ -135,8 +146,9 @@ def write_merged(out_dir, f32_dir, base_state, merged):
     st = {k: v.numpy().astype(np.float32) for k, v in base_state.items()}
     for k, v in merged.items():
         st[k] = v.astype(np.float32)
-    if "lm_head.weight" in merged and cfg.get("tie_word_embeddings"):
-        cfg["tie_word_embeddings"] = False  # the adapted head no longer equals the embedding
+    if cfg.get("tie_word_embeddings") and ("lm_head.weight" in merged or
+                                           "model.embed_tokens.weight" in merged):
+        cfg["tie_word_embeddings"] = False  # head and embedding differ now (lm_head written as is)
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     safetensors_np.write(os.path.join(out_dir, "model.safetensors"), st, dtype="F32",
@@ -206,7 +218,10 @@ def main():
             prompt = [int(x) for x in rng.randint(3, make_tiny_model.VOCAB, size=n_prompt)]
             base_logits, _ = torch_ref.Model(f32_dir, "float32").generate(prompt, 1)
             vi = mi % len(VARIANTS)  # one variant per model, all variants over the models
-            for v in sorted({vi, (vi + 1) % len(VARIANTS)}):
+            vs = {vi, (vi + 1) % len(VARIANTS)}
+            if cfg.get("embedding_multiplier", 1.0) != 1.0:
+                vs.add(3)  # the embedding delta goes through the model's embedding multiplier too
+            for v in sorted(vs):
                 r, alpha, rslora, tag, targets = VARIANTS[v]
                 tag_s = f"{name} r={r} {tag}{' rslora' if rslora else ''} {'+'.join(targets)}"
                 ad = os.path.join(work, f"{name}-{v}", "adapter")

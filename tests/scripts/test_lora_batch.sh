@@ -5,7 +5,9 @@
 # (`generate --lora-path`), with --max-loras-per-batch 9 (one prefill of all)
 # and 3 (admission holds requests back: no prefill batch takes more than 3
 # adapters, the base counting as one) alike.  An unknown adapter is that
-# line's error with SGLang's message; a bad --lora-paths entry stops start-up.
+# line's error with SGLang's message; a bad --lora-paths entry (DoRA, rank
+# above --max-lora-rank) stops start-up; an MLP adapter on an MoE layer is
+# refused.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/configs/meta-llama__Llama-3.2-1B-Instruct/config.json
@@ -80,4 +82,39 @@ if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokeniz
     --lora-paths "x=$TMP/a4" --max-lora-rank 4 >/dev/null 2>"$TMP/errr"; then echo "FAIL rank above --max-lora-rank loaded"; fail=1
 elif grep -q "exceeds --max-lora-rank 4" "$TMP/errr"; then echo "ok   rank above --max-lora-rank refused"
 else echo "FAIL rank message: $(cat "$TMP/errr")"; fail=1; fi
+# --lora-target-modules bounds the adapters; --max-loaded-loras >= --max-loras-per-batch
+if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+    --lora-paths "x=$TMP/a0" --lora-target-modules q_proj v_proj >/dev/null 2>"$TMP/errt"; then
+    echo "FAIL an adapter outside --lora-target-modules loaded"; fail=1
+elif grep -q "are not in --lora-target-modules (q_proj,v_proj)" "$TMP/errt"; then echo "ok   --lora-target-modules limit"
+else echo "FAIL target message: $(cat "$TMP/errt")"; fail=1; fi
+if "$BIN" generate --model-path "$M" --requests "$TMP/reqs.jsonl" --skip-tokenizer-init \
+    --lora-paths "x=$TMP/a0" --lora-target-modules all --max-loaded-loras 2 >/dev/null 2>"$TMP/errl"; then
+    echo "FAIL --max-loaded-loras 2 < --max-loras-per-batch 8 accepted"; fail=1
+elif grep -q "max_loaded_loras (2) should be greater than or equal to max_loras_per_batch (8)" "$TMP/errl"; then
+    echo "ok   --max-loaded-loras below --max-loras-per-batch refused"
+else echo "FAIL max-loaded message: $(cat "$TMP/errl")"; fail=1; fi
+# a target the model lacks: an MLP adapter on an MoE layer (experts there)
+MOE=$("$PY" - "$ROOT" "$TMP" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "tests", "ref"))
+sys.path.insert(0, os.path.join(sys.argv[1], "tools"))
+import numpy as np, make_tiny_model, safetensors_np
+d, _ = make_tiny_model.build("qwen3-moe", os.path.join(sys.argv[1], "build", "tiny-models"),
+                             os.environ.get("SGLC_SHARED", os.path.join(sys.argv[1], "..", "shared")))
+cfg = json.load(open(os.path.join(d, "f32", "config.json")))
+H, r, ad = cfg["hidden_size"], 4, os.path.join(sys.argv[2], "moe")
+os.makedirs(ad)
+json.dump({"r": r, "lora_alpha": 8, "target_modules": ["gate_proj"]}, open(ad + "/adapter_config.json", "w"))
+p = "base_model.model.model.layers.1.mlp.gate_proj."
+safetensors_np.write(ad + "/adapter_model.safetensors",
+                     {p + "lora_A.weight": np.zeros((r, H), np.float32), p + "lora_B.weight": np.zeros((16, r), np.float32)})
+print(os.path.join(d, "f32"))
+PY
+)
+if "$BIN" generate --model-path "$MOE" --input-ids 1,2,3 --max-new-tokens 1 --lora-path "$TMP/moe" \
+    >/dev/null 2>"$TMP/errm"; then echo "FAIL an MLP adapter loaded on an MoE layer"; fail=1
+elif grep -q "targets a projection this model does not have (layer 1 runs experts there)" "$TMP/errm"; then
+    echo "ok   MLP adapter on an MoE layer refused"
+else echo "FAIL MoE message: $(cat "$TMP/errm")"; fail=1; fi
 exit $fail

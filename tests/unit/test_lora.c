@@ -128,6 +128,9 @@ static void test_path_arg(void **state)
     assert_int_equal(lora_parse_path_arg("{\"lora_name\":\"x\"}", &n, &p, &pin, err, sizeof err), -1);
     assert_non_null(strstr(err, "lora_path"));
     assert_int_equal(lora_parse_path_arg("=x", &n, &p, &pin, err, sizeof err), -1);
+    /* an empty name in the JSON form (found by fuzz_lora_config) */
+    assert_int_equal(lora_parse_path_arg("{\"lora_name\":\"\",\"lora_path\":\"/p\"}", &n, &p, &pin, err, sizeof err), -1);
+    assert_null(n);
     assert_int_equal(lora_target_bits("all"), LORA_T_ALL_LINEAR | (1u << LORA_T_LM_HEAD) | (1u << LORA_T_EMBED));
     assert_int_equal(lora_target_bits("gate_up_proj"), (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP));
     assert_int_equal(lora_target_bits("nope"), 0);
