@@ -640,6 +640,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     }
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
     if (api_admin_handle(a->admin, r, method, path, body, body_len, starting)) return;
+    if (api_lora_route(r, method, path, body, body_len)) return;
     if (!strcmp(path, "/health") || !strcmp(path, "/v1/health") || !strcmp(path, "/ping")) {
         void (*errf)(http_req *, int, const char *) = is_v1 ? api_oai_error : api_native_error;
         if (draining) errf(r, 503, "The server is shutting down.");
@@ -668,11 +669,20 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     }
     if (!strcmp(path, "/v1/models") && get) {
         json_t *o = json_pack("{s:s,s:[o]}", "object", "list", "data", api_models_entry(a));
+        if (o) api_lora_models(json_object_get(o, "data"), a->served, NULL); /* + the LoRA adapters */
         api_respond_json(r, 200, o);
         return;
     }
     if (!strncmp(path, "/v1/models/", 11) && get) {
         const char *id = path + 11;
+        json_t *ad = json_array();
+        api_lora_models(ad, a->served, id); /* a LoRA adapter's card */
+        if (strcmp(id, a->served) && json_array_size(ad)) {
+            api_respond_json(r, 200, json_incref(json_array_get(ad, 0)));
+            json_decref(ad);
+            return;
+        }
+        json_decref(ad);
         if (strcmp(id, a->served)) {
             char msg[600];
             snprintf(msg, sizeof msg, "The model '%.500s' does not exist", id);

@@ -261,6 +261,16 @@ void api_oai_stream_event(api_job *j, int si, const sched_event *e);
  * params sp (json_schema, regex, ebnf, structural_tag); *strict for a
  * strict json_schema.  0, or -1 with a 400 message. */
 int api_oai_grammar_params(const json_t *body, json_t *sp, bool *strict, char *err, size_t errlen);
+/* LoRA (api_lora.c): /load_lora_adapter and /unload_lora_adapter
+ * (true when path is one of them: answered), the adapters' /v1/models
+ * cards appended to data (only the one called `only` when non-NULL), and
+ * the adapter an OpenAI body picks ("model": "BASE:ADAPTER", else
+ * "lora_path"): *out a reference or NULL; -1 with a message (400). */
+struct lora_adapter;
+bool api_lora_route(http_req *r, const char *method, const char *path, const char *body, size_t body_len);
+void api_lora_models(json_t *data, const char *served, const char *only);
+int api_lora_pick_openai(const json_t *body, struct lora_adapter **out, char *err, size_t errlen);
+
 /* The /v1/models entry of the served model. */
 json_t *api_models_entry(api_server *a);
 

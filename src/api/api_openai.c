@@ -53,6 +53,7 @@ typedef struct oai_spec_ctx {
     json_t *priority;            /* borrowed, or NULL */
     bool json_strict;            /* response_format json_schema strict (api_grammar.c) */
     bool json_compact;           /* the json_schema is a forced tool call's: no whitespace */
+    const json_t *body;          /* borrowed: the request (LoRA: "model" / "lora_path") */
 } oai_spec_ctx;
 
 /* api_spec_fn of the OpenAI routes: the GenerateReqInput fields SGLang's
@@ -82,6 +83,7 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
         goto fail;
     }
     if (sampling_params_from_json(&spec->params, c->sp, err, errlen)) goto fail;
+    if (api_lora_pick_openai(c->body, &spec->lora, err, errlen)) goto fail; /* "BASE:ADAPTER" */
     spec->params.json_strict = c->json_strict;
     spec->params.json_compact = c->json_compact;
     if (rid && !(spec->rid = api_strdup(rid))) {
@@ -311,7 +313,7 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
     }
     oai_spec_ctx c = {.j = j, .ps = &ps, .sp = sp, .stream = stream, .logprob = logprob, .top = top,
                       .priority = json_object_get(body, "priority"), .json_strict = json_strict,
-                      .json_compact = json_compact};
+                      .json_compact = json_compact, .body = body};
     api_job_submit(a, j, oai_spec, &c); /* j may be answered and freed from here on */
     json_decref(sp);
     api_prompts_free(&ps);

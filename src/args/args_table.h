@@ -153,8 +153,8 @@ X(soft_watchdog_timeout, FLOAT, "--soft-watchdog-timeout", NULL, NULL, RUNTIME, 
 X(dist_timeout, INT, "--dist-timeout", NULL, NULL, RUNTIME, SUPPORTED, "Timeout for distributed initialization.") \
 X(download_dir, STR, "--download-dir", NULL, NULL, RUNTIME, SUPPORTED, "Model download directory (the hub cache folder; default $HF_HOME/hub).") \
 X(model_checksum, STR, "--model-checksum", NULL, NULL, RUNTIME, NOT_YET, "Model file integrity verification.") \
-X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, NOT_YET, "The base GPU ID to start allocating GPUs from.") \
-X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, NOT_YET, "The delta between consecutive GPU IDs.") \
+X(base_gpu_id, INT, "--base-gpu-id", "0", NULL, RUNTIME, SUPPORTED, "The base GPU ID to start allocating GPUs from. (CPU: the core group of tensor-parallel rank 0; a group is threads-per-rank cores)") \
+X(gpu_id_step, INT, "--gpu-id-step", "1", NULL, RUNTIME, SUPPORTED, "The delta between consecutive GPU IDs. (CPU: between the core groups of consecutive ranks)") \
 X(sleep_on_idle, BOOL, "--sleep-on-idle", "false", NULL, RUNTIME, SUPPORTED, "Reduce CPU usage when the server is idle: compute workers sleep as soon as the scheduler has no work instead of spinning a few ms first.") \
 /* ---- Logging ---- */ \
 X(log_level, CHOICE, "--log-level", "info", "debug|info|warning|error|critical", LOGGING, SUPPORTED, "The logging level of all loggers.") \
@@ -211,7 +211,7 @@ X(json_model_override_args, JSON, "--json-model-override-args", "{}", NULL, OVER
 X(preferred_sampling_params, JSON, "--preferred-sampling-params", NULL, NULL, OVERRIDE, SUPPORTED, "JSON object of default sampling parameters.") \
 /* ---- LoRA ---- */ \
 X(enable_lora, BOOL, "--enable-lora", "false", NULL, LORA, SUPPORTED, "Enable LoRA support (also on with --lora-paths).") \
-X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, NOT_YET, "Overlap LoRA weight loading with compute.") \
+X(enable_lora_overlap_loading, BOOL, "--enable-lora-overlap-loading", "false", NULL, LORA, SUPPORTED, "Overlap LoRA weight loading with compute: always so in sglc (adapters load on the HTTP worker of /load_lora_adapter while the scheduler keeps running), with or without this flag.") \
 X(max_lora_rank, INT, "--max-lora-rank", NULL, NULL, LORA, SUPPORTED, "The maximum rank of LoRA adapters.") \
 X(lora_target_modules, LIST_STR, "--lora-target-modules", NULL, NULL, LORA, SUPPORTED, "The modules adapters may target (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj qkv_proj gate_up_proj lm_head, or 'all'); unset: any supported module. A limit on CPU (nothing to preallocate).") \
 X(lora_paths, LIST_STR, "--lora-paths", NULL, NULL, LORA, SUPPORTED, "LoRA adapters (PEFT folders) to load at start-up: PATH, NAME=PATH, or JSON {\"lora_name\":str,\"lora_path\":str,\"pinned\":bool}.") \
@@ -238,19 +238,19 @@ X(linear_attn_prefill_backend, STR, "--linear-attn-prefill-backend", NULL, NULL,
 X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", NULL, KERNEL, IGNORED, "Disable FlashInfer autotuning. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 /* ---- Speculative decoding ---- */ \
 X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, SUPPORTED, "The speculative decoding algorithm.") \
-X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, NOT_YET, "The path of the draft model weights.") \
+X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, SUPPORTED, "The path of the draft model weights.") \
 X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, NOT_YET, "The draft model version: branch, tag or commit id.") \
-X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, NOT_YET, "The format of the draft model weights.") \
-X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, NOT_YET, "The number of steps sampled from the draft model.") \
+X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, SUPPORTED, "The format of the draft model weights.") \
+X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, SUPPORTED, "The number of steps sampled from the draft model.") \
 X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model per step.") \
 X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, SUPPORTED, "The number of tokens verified per step, the sampled one included (NGRAM default: the max match window).") \
 X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this.") \
 X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1.") \
 X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table.") \
-X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill", "prefill|decode", SPEC, NOT_YET, "Attention backend mode for speculative verification.") \
+X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill", "prefill|decode", SPEC, IGNORED, "Attention backend mode for speculative verification. (no effect on CPU: the verify forward runs the one CPU attention kernel, causal over the drafted rows)") \
 X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL, NULL, SPEC, NOT_YET, "MoE runner backend for the draft model.") \
 X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, NOT_YET, "MoE all-to-all backend for the draft model.") \
-X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, NOT_YET, "Attention backend for the draft model.") \
+X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, IGNORED, "Attention backend for the draft model. (no effect on CPU: the draft model runs the one CPU attention kernel)") \
 X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, NOT_YET, "Quantization method of the draft model.") \
 X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \
 /* ---- Ngram speculative decoding ---- */ \
@@ -363,7 +363,7 @@ X(keep_mm_feature_on_device, BOOL, "--keep-mm-feature-on-device", "false", NULL,
 X(enable_return_hidden_states, BOOL, "--enable-return-hidden-states", "false", NULL, OPT, NOT_YET, "Enable returning hidden states with responses.") \
 X(enable_return_routed_experts, BOOL, "--enable-return-routed-experts", "false", NULL, OPT, NOT_YET, "Enable returning routed experts of each layer with responses.") \
 X(scheduler_recv_interval, INT, "--scheduler-recv-interval", "1", NULL, OPT, NOT_YET, "The interval to poll requests in the scheduler.") \
-X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, NOT_YET, "The NUMA node of each TP rank.") \
+X(numa_node, LIST_INT, "--numa-node", NULL, NULL, OPT, SUPPORTED, "The NUMA node of each TP rank. (CPU: rank r runs on the cores of node numa_node[r])") \
 X(enable_deterministic_inference, BOOL, "--enable-deterministic-inference", "false", NULL, OPT, NOT_YET, "Enable deterministic inference mode with batch invariant ops.") \
 X(rl_on_policy_target, CHOICE, "--rl-on-policy-target", NULL, "fsdp", OPT, NOT_YET, "The training system the RL rollout must match on-policy.") \
 X(enable_layerwise_nvtx_marker, BOOL, "--enable-layerwise-nvtx-marker", "false", NULL, OPT, IGNORED, "Enable layerwise NVTX profiling annotations. (no effect on CPU: NVTX markers are for NVIDIA Nsight)") \

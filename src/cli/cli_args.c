@@ -64,6 +64,10 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
     mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;
     mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;
+    mo->dist.base_group = a->base_gpu_id != ARGS_INT_NONE && a->base_gpu_id > 0 ? (int)a->base_gpu_id : 0;
+    mo->dist.group_step = a->gpu_id_step != ARGS_INT_NONE ? (int)a->gpu_id_step : 1;
+    for (size_t i = 0; a->numa_node && i < json_array_size(a->numa_node) && i < CLI_DIST_MAX_RANKS; i++)
+        mo->dist.numa[mo->dist.n_numa++] = (int)json_integer_value(json_array_get(a->numa_node, i));
     /* SGLang's DefaultModelLoader keys (checked by args_validate):
      * enable_multithread_load (false = one thread), num_threads (default 8) */
     json_t *xc = a->model_loader_extra_config ? json_loads(a->model_loader_extra_config, 0, NULL) : NULL;

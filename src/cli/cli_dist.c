@@ -90,20 +90,55 @@ static char **self_argv(void)
     return argv; /* buf lives as long as the child needs it (exec) */
 }
 
-/* Cores [first, first + n) of the ones this process may use. */
-static void pin_to(int first, int n)
+/* Pin this process (rank r, tpr threads) per o's placement (see
+ * cli_dist.h).  SGLC_TP_PIN=0: leave it to the kernel. */
+static void pin_rank(const cli_dist_opts *o, int r, int tpr)
 {
     const char *p = getenv("SGLC_TP_PIN");
     if (p && !strcmp(p, "0")) return;
     cpu_set_t have, want;
     if (sched_getaffinity(0, sizeof have, &have)) return;
-    int ids[CPU_SETSIZE], nc = 0;
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &have)) ids[nc++] = c;
-    if (first + n > nc) return; /* oversubscribed: leave it to the kernel */
     CPU_ZERO(&want);
-    for (int i = 0; i < n; i++) CPU_SET(ids[first + i], &want);
-    sched_setaffinity(0, sizeof want, &want);
+    int n = 0;
+    if (o->n_numa > 0) {
+        if (r >= o->n_numa) {
+            log_warn("--numa-node names %d nodes for %d ranks: rank %d is not pinned", o->n_numa, o->tp_size, r);
+            return;
+        }
+        char path[96], list[4096];
+        snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", o->numa[r]);
+        FILE *f = fopen(path, "r");
+        size_t got = f ? fread(list, 1, sizeof list - 1, f) : 0;
+        if (f) fclose(f);
+        list[got] = 0;
+        for (char *s = list; *s && *s != '\n';) { /* "0-3,8-11" */
+            char *e;
+            long a = strtol(s, &e, 10), b = a;
+            if (e == s) break;
+            if (*e == '-') b = strtol(e + 1, &e, 10);
+            for (long c = a; c <= b && c < CPU_SETSIZE; c++)
+                if (c >= 0 && CPU_ISSET(c, &have)) CPU_SET(c, &want), n++;
+            s = *e == ',' ? e + 1 : e;
+        }
+        if (!n) {
+            log_warn("--numa-node %d: no usable cores on that node; rank %d is not pinned", o->numa[r], r);
+            return;
+        }
+    } else {
+        int ids[CPU_SETSIZE], nc = 0;
+        for (int c = 0; c < CPU_SETSIZE; c++)
+            if (CPU_ISSET(c, &have)) ids[nc++] = c;
+        long first = ((long)o->base_group + (long)r * o->group_step) * tpr;
+        if (first < 0 || first + tpr > nc) {
+            /* oversubscribed (more ranks x threads than cores) or a group past the end */
+            if (o->base_group || o->group_step != 1)
+                log_warn("core group %ld of rank %d is outside the %d cores: not pinned",
+                         (long)o->base_group + (long)r * o->group_step, r, nc);
+            return;
+        }
+        for (int i = 0; i < tpr; i++) CPU_SET(ids[first + i], &want), n++;
+    }
+    if (sched_setaffinity(0, sizeof want, &want) == 0) log_info("tensor-parallel rank %d pinned to %d core(s)", r, n);
 }
 
 int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)
@@ -139,7 +174,7 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
     const char *shm = getenv("SGLC_DIST_SHM"), *rs = getenv("SGLC_DIST_RANK");
     if (shm && rs) { /* a worker rank started by rank 0 */
         int r = atoi(rs);
-        pin_to(r * tpr, tpr);
+        pin_rank(o, r, tpr);
         dist_group *g = dist_shm_create(shm, N, r, 0, tmo, err, errlen);
         if (!g) return -1;
         *out = g;
@@ -180,7 +215,7 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
     free(argv[0]);
     free(argv);
     atexit(reap_children);
-    pin_to(0, tpr);
+    pin_rank(o, 0, tpr);
     dist_group *g = dist_shm_create(name, N, 0, 0, tmo, err, errlen);
     if (!g) return -1;
     log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
@@ -201,6 +236,8 @@ static void *watch_main(void *arg)
         sleep(1);
         fflush(stdout), fflush(stderr);
         for (int i = 0; i < g_n_child; i++) kill(g_child[i], SIGKILL);
+        /* Open MPI: MPI_Abort ends every rank of the job (a hung one too) */
+        if (!strcmp(dist_backend(g), "mpi")) dist_abort(g, "tensor parallelism failed");
         _exit(1);
     }
 }

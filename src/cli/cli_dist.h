@@ -26,10 +26,20 @@
 
 #include "dist/dist.h"
 
+#define CLI_DIST_MAX_RANKS 64
+
+/* Placement of the ranks on this machine's cores (the allowed set, in
+ * order): --numa-node gives each rank a NUMA node (all its cores);
+ * otherwise rank r takes core group base_group + r * group_step, a group
+ * being threads-per-rank consecutive cores (SGLang's --base-gpu-id /
+ * --gpu-id-step read as core groups).  A group outside the machine: that
+ * rank is not pinned (a warning). */
 typedef struct cli_dist_opts {
     int tp_size;          /* 1 = one process */
     int nnodes, node_rank;
     int timeout_s;        /* --dist-timeout; 0 = default (300 s) */
+    int base_group, group_step;
+    int numa[CLI_DIST_MAX_RANKS], n_numa;
 } cli_dist_opts;
 
 /* Make this process's group: 0 with *out = NULL (tp_size 1), 0 with the

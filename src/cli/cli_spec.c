@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/log.h"
 
@@ -12,12 +13,48 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
     spec_args_init(&c->args);
     if (!a->speculative_algorithm) return 0;
     int algo = spec_algo_parse(a->speculative_algorithm);
-    if (algo < 0 || algo == SPEC_ALGO_STANDALONE) {
-        fprintf(stderr, "sglc %s: --speculative-algorithm %s is not supported by sglc yet (NGRAM is)\n", name,
-                a->speculative_algorithm);
+    if (algo < 0) {
+        fprintf(stderr, "sglc %s: --speculative-algorithm %s is not supported by sglc yet (NGRAM and STANDALONE are)\n",
+                name, a->speculative_algorithm);
         return -1;
     }
     c->args.algo = (spec_algo)algo;
+    if (algo == SPEC_ALGO_STANDALONE) {
+        c->draft_path = a->speculative_draft_model_path;
+        c->draft_dummy = a->speculative_draft_load_format && !strcmp(a->speculative_draft_load_format, "dummy");
+        if (a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
+            fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE with --tp-size > 1 is not supported by sglc yet\n",
+                    name);
+            return -1;
+        }
+        if (!c->draft_path) {
+            fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE needs --speculative-draft-model-path\n", name);
+            return -1;
+        }
+        if ((c->draft_path[0] == '/' || c->draft_path[0] == '.') && access(c->draft_path, R_OK) != 0) {
+            fprintf(stderr, "sglc %s: --speculative-draft-model-path %s: no such file or directory\n", name,
+                    c->draft_path);
+            return -1;
+        }
+        /* SGLang (topk 1): num_draft_tokens = num_steps + 1; default 3 steps */
+        int steps = a->speculative_num_steps != ARGS_INT_NONE ? a->speculative_num_steps : 3;
+        if (steps < 1 || steps > 63) {
+            fprintf(stderr, "sglc %s: --speculative-num-steps must be between 1 and 63 (got %d)\n", name, steps);
+            return -1;
+        }
+        if (a->speculative_num_draft_tokens != ARGS_INT_NONE && a->speculative_num_draft_tokens != steps + 1 &&
+            a->speculative_num_steps != ARGS_INT_NONE)
+            log_warn("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 (%d)", steps + 1);
+        c->args.num_draft_tokens = a->speculative_num_steps == ARGS_INT_NONE && a->speculative_num_draft_tokens != ARGS_INT_NONE
+                                       ? a->speculative_num_draft_tokens
+                                       : steps + 1;
+        if (c->args.num_draft_tokens < 1 || c->args.num_draft_tokens > 64) {
+            fprintf(stderr, "sglc %s: --speculative-num-draft-tokens must be between 1 and 64 (got %d)\n", name,
+                    c->args.num_draft_tokens);
+            return -1;
+        }
+        return 0;
+    }
     spec_ngram_params *p = &c->args.ngram;
     if (a->speculative_ngram_min_match_window_size != ARGS_INT_NONE)
         p->min_match_window = a->speculative_ngram_min_match_window_size;
@@ -44,16 +81,43 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
     return 0;
 }
 
-int cli_spec_setup(cli_spec *c, sched *s)
+int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
 {
     if (c->args.algo == SPEC_ALGO_NONE) return 0;
     char err[512];
+    if (c->args.algo == SPEC_ALGO_STANDALONE) {
+        cli_model_opts dmo = *mo;
+        dmo.load.model_path = c->draft_path;
+        dmo.load.load_format = c->draft_dummy ? MODEL_LOAD_DUMMY : MODEL_LOAD_AUTO;
+        dmo.load.override_json = NULL;
+        dmo.load.context_length = 0;
+        dmo.load.quantization = NULL;
+        dmo.revision = NULL;
+        dmo.dist.tp_size = 1; /* the draft runs in this process only (tp > 1 refused above) */
+        c->draft = cli_model_load(&dmo);
+        if (!c->draft) {
+            fprintf(stderr, "error: --speculative-draft-model-path %s: the draft model did not load\n", c->draft_path);
+            return -1;
+        }
+        sched_stats st;
+        sched_get_stats(s, &st);
+        c->args.draft_model = c->draft;
+        c->args.target_vocab = model_get_config(m)->vocab_size;
+        c->args.draft_kv_tokens = st.max_total_num_tokens < 65536 ? st.max_total_num_tokens : 65536;
+        c->args.draft_threads = 1;
+    }
     c->drafter = spec_drafter_create(&c->args, err, sizeof err);
     if (!c->drafter) {
         fprintf(stderr, "error: speculative decoding: %s\n", err);
         return -1;
     }
     spec_drafter_attach(c->drafter, s);
+    if (c->args.algo == SPEC_ALGO_STANDALONE) {
+        log_info("speculative decoding: STANDALONE, draft model %s, %d draft tokens per step (greedy), draft KV %lld "
+                 "tokens",
+                 c->draft_path, c->args.num_draft_tokens - 1, (long long)c->args.draft_kv_tokens);
+        return 0;
+    }
     log_info("speculative decoding: NGRAM, %d draft tokens per step (match window %d..%d, %s, trie depth %d, "
              "capacity %lld)",
              c->args.num_draft_tokens - 1, c->args.ngram.min_match_window, c->args.ngram.max_match_window,
@@ -66,4 +130,6 @@ void cli_spec_free(cli_spec *c)
 {
     spec_drafter_destroy(c->drafter);
     c->drafter = NULL;
+    model_free(c->draft);
+    c->draft = NULL;
 }

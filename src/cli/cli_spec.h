@@ -6,8 +6,11 @@
  * DESIGN: cli_spec_args_from_args checks the arguments before anything
  * is loaded (a bad value is a usage error, exit 2); cli_spec_setup builds
  * the drafter (src/spec) and installs it as the scheduler's draft hook
- * before sched_start.  EAGLE / EAGLE3 / NEXTN are refused with a clear
- * message (not implemented).
+ * before sched_start; STANDALONE loads the draft model
+ * (--speculative-draft-model-path, --speculative-draft-load-format) with
+ * the target's dtype and threads and refuses one of another vocabulary.
+ * EAGLE / EAGLE3 / NEXTN are refused with a clear message (not
+ * implemented).
  *
  * Ownership: cli_spec owns the drafter; free it after the scheduler
  * (which borrows it). */
@@ -25,19 +28,24 @@
         ARG_ID_speculative_ngram_min_match_window_size, ARG_ID_speculative_ngram_max_match_window_size, \
         ARG_ID_speculative_ngram_min_bfs_breadth, ARG_ID_speculative_ngram_max_bfs_breadth,     \
         ARG_ID_speculative_ngram_match_type, ARG_ID_speculative_ngram_max_trie_depth,           \
-        ARG_ID_speculative_ngram_capacity
+        ARG_ID_speculative_ngram_capacity, ARG_ID_speculative_draft_model_path,                  \
+        ARG_ID_speculative_draft_load_format, ARG_ID_speculative_num_steps
 
 typedef struct cli_spec {
     spec_args args;
+    const char *draft_path;      /* STANDALONE: --speculative-draft-model-path (borrowed from the args) */
+    bool draft_dummy;            /* --speculative-draft-load-format dummy */
+    model *draft;                /* STANDALONE: owned draft model */
     spec_drafter *drafter;       /* owned, NULL = no speculative decoding */
 } cli_spec;
 
 /* Fill c->args from a and check them.  0 (also when no algorithm is
  * given), or -1 with "sglc NAME: ..." printed (a usage error). */
 int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name);
-/* Build the drafter of c->args and install it on s.  0, or -1 with the
- * reason printed. */
-int cli_spec_setup(cli_spec *c, sched *s);
+/* Build the drafter of c->args (STANDALONE: load the draft model with
+ * target m's options mo) and install it on s.  0, or -1 with the reason
+ * printed. */
+int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo);
 void cli_spec_free(cli_spec *c);
 
 #endif

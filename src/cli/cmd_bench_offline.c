@@ -141,7 +141,7 @@ int cmd_bench_offline(int argc, char **argv)
         }
     }
     s = cli_sched_create(m, &mo, &sa);
-    if (!s || cli_spec_setup(&spec, s)) goto done;
+    if (!s || cli_spec_setup(&spec, s, m, &mo)) goto done;
     if (schema_file || regex) { /* constrained decoding: tokenizer bytes + the grammar thread */
         const char *tp = a.tokenizer_path ? a.tokenizer_path : mo.load.model_path;
         if (schema_file && !(schema_text = fileio_read(schema_file, 1 << 24, NULL))) {

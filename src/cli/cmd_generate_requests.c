@@ -215,7 +215,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
         }
     }
     if (tk) api_install_output_hook(s);
-    if (cli_grammar_setup(&gram, a, tk, s, m) || cli_spec_setup(&spec, s)) goto done_model;
+    if (cli_grammar_setup(&gram, a, tk, s, m) || cli_spec_setup(&spec, s, m, &mo)) goto done_model;
     /* requests with stop strings get output stages (the hook matches them
      * in the decoded text); the response text is decoded below */
     for (int k = 0; tk && k < n_lines; k++) {

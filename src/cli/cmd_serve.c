@@ -125,6 +125,10 @@ typedef struct serve_loader {
 static model *serve_load_model(void *ctx, const char *path, const char *load_format, char *err, size_t errlen)
 {
     const serve_loader *L = ctx;
+    if (L->mo.dist.tp_size > 1) { /* every rank would have to load its new shard */
+        snprintf(err, errlen, "updating weights with --tp-size %d is not supported yet", L->mo.dist.tp_size);
+        return NULL;
+    }
     model_load_opts lo = L->mo.load;
     if (load_format && !strcmp(load_format, "dummy")) lo.load_format = MODEL_LOAD_DUMMY;
     else if (load_format && !strcmp(load_format, "safetensors")) lo.load_format = MODEL_LOAD_SAFETENSORS;
@@ -509,7 +513,7 @@ static int serve(int argc, char **argv)
         exit_code = 2;
         goto out;
     }
-    if (cli_spec_setup(&spec, s)) goto out;
+    if (cli_spec_setup(&spec, s, m, &mo)) goto out;
     if (sched_start(s)) goto out;
     wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
                             args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);

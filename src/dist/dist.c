@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -32,11 +33,30 @@ int dist_failed_rank(const dist_group *g) { return dist_broken(g) ? g->failed_ra
 
 static int tmo(const dist_group *g, int t) { return t < 0 ? g->timeout_ms : t; }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 int dist_allreduce(dist_group *g, void *buf, size_t n, dist_dtype dt, int timeout_ms)
 {
     if (dist_broken(g)) return -1;
     if (g->size == 1 || n == 0) return 0;
-    return g->ops->allreduce(g, buf, n, dt, tmo(g, timeout_ms));
+    double t0 = now_s(), w0 = g->wait_s;
+    int rc = g->ops->allreduce(g, buf, n, dt, tmo(g, timeout_ms));
+    g->ar_total_s += now_s() - t0;
+    g->ar_wait_s += g->wait_s - w0;
+    g->ar_calls++;
+    return rc;
+}
+
+void dist_allreduce_stats(const dist_group *g, double *total_s, double *wait_s, long *calls)
+{
+    if (total_s) *total_s = g->ar_total_s;
+    if (wait_s) *wait_s = g->ar_wait_s;
+    if (calls) *calls = g->ar_calls;
 }
 
 int dist_bcast(dist_group *g, void *buf, size_t bytes, int root, int timeout_ms)

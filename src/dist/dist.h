@@ -90,6 +90,11 @@ int dist_check_peers(dist_group *g);
  * error); shm peers see it at their next wait. */
 void dist_abort(dist_group *g, const char *msg);
 
+/* Seconds this rank spent in all-reduces (total) and, of that, waiting for
+ * other ranks to arrive (shm backend; 0 for MPI), and the number of calls
+ * (the driving thread's counters). */
+void dist_allreduce_stats(const dist_group *g, double *total_s, double *wait_s, long *calls);
+
 /* Internal: the backend vtable (dist.c, dist_shm.c, dist_mpi.c). */
 typedef struct dist_ops {
     const char *name;
@@ -111,6 +116,8 @@ struct dist_group {
     int failed_rank;
     char err[512];
     void *impl;
+    double ar_total_s, ar_wait_s, wait_s; /* all-reduce time, its waits; waits of any call */
+    long ar_calls;
 };
 
 /* Internal: record the first failure (thread-safe; later ones are kept out). */

@@ -94,7 +94,11 @@ static int wait_req(dist_group *g, MPI_Request *rq, int timeout_ms, const char *
         if (spins < 2000) continue;
         double t = now_ms();
         if (timeout_ms > 0 && t - t0 > timeout_ms) {
-            if (root >= 0 && root != g->rank)
+            if (g->size == 2 && root < 0) /* the one peer */
+                dist_fail(g, 1 - g->rank, "rank %d: %s with rank %d did not complete within %.1f s "
+                          "(rank %d hung or gone)", g->rank, what, 1 - g->rank, timeout_ms / 1e3,
+                          1 - g->rank);
+            else if (root >= 0 && root != g->rank)
                 dist_fail(g, root, "rank %d: %s from rank %d did not complete within %.1f s (rank %d "
                           "hung or gone)", g->rank, what, root, timeout_ms / 1e3, root);
             else

@@ -179,7 +179,7 @@ static int wait_counter(dist_group *g, line32 *arr, int only, uint32_t e, int ti
 {
     shm_impl *S = g->impl;
     int spins = 0, lag = -1;
-    double t0 = 0, last_check = 0;
+    double t0 = 0, last_check = 0, tw = 0;
     for (;;) {
         lag = -1;
         for (int r = only < 0 ? 0 : only; r < (only < 0 ? g->size : only + 1); r++)
@@ -187,7 +187,11 @@ static int wait_counter(dist_group *g, line32 *arr, int only, uint32_t e, int ti
                 lag = r;
                 break;
             }
-        if (lag < 0) return 0;
+        if (lag < 0) {
+            if (tw > 0) g->wait_s += (now_ms() - tw) / 1e3;
+            return 0;
+        }
+        if (tw == 0) tw = now_ms(); /* the time spent waiting for others (statistics) */
         if (spins < SPIN_PAUSE) {
             spins++;
             _mm_pause();

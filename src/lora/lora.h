@@ -12,9 +12,10 @@
  *   base_model.model.lm_head.lora_{A,B}.weight
  *
  * lora_A (r, in), lora_B (out, r), f32/bf16/f16; each pair is checked
- * against the base model's projection shape and converted once to f32:
- * A as is (r, k), B transposed (r, n) so the expand step is a run of
- * contiguous row updates (linear.c).  scale = lora_alpha / r, or
+ * against the base model's projection shape and converted once: A as is
+ * (r, k), B transposed (r, n) so the expand step is a run of contiguous
+ * row updates (linear.c); a pair stored in BF16 stays bf16 (exact, half
+ * the bytes a decode step reads), F32 and F16 pairs become f32.  scale = lora_alpha / r, or
  * lora_alpha / sqrt(r) with use_rslora.  The result is a model_adapter
  * (model.h), what model_forward takes per batch.
  *
@@ -79,7 +80,7 @@ typedef struct lora_adapter {
     bool pinned;
     lora_config cfg;
     model_adapter ma;           /* proj (n_layer * MODEL_NPROJ) owned */
-    float *mem;                 /* owned: every A and Bᵀ */
+    void *mem;                  /* owned: every A and Bᵀ (f32, or bf16 for pairs stored so) */
     size_t bytes;               /* of mem */
     double load_ms;
     /* registry bookkeeping */

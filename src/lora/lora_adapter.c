@@ -5,7 +5,8 @@
  * tensor (layer, projection, A or B; anything else is an error naming the
  * tensor) and checks its shape against the model, so a bad adapter fails
  * before any allocation; the second converts all pairs into one f32
- * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n).  The
+ * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n), bf16
+ * pairs kept bf16, others as f32.  The
  * safetensors file is closed afterwards: nothing is borrowed from it. */
 #include <errno.h>
 #include <math.h>
@@ -89,16 +90,23 @@ unknown:
     return -1;
 }
 
-static float elem_f32(const st_tensor *t, size_t i)
+/* Elements [i0, i0 + n) of t as f32 into out (one loop per dtype). */
+static void row_f32(const st_tensor *t, size_t i0, size_t n, float *out)
 {
+    const char *p = t->data;
     if (t->dt == DTYPE_F32) {
-        float f;
-        memcpy(&f, (const char *)t->data + i * 4, 4);
-        return f;
+        memcpy(out, p + i0 * 4, n * 4);
+        return;
     }
-    uint16_t h;
-    memcpy(&h, (const char *)t->data + i * 2, 2);
-    return t->dt == DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    uint16_t h[256];
+    for (size_t o = 0; o < n; o += 256) {
+        size_t m = n - o < 256 ? n - o : 256;
+        memcpy(h, p + (i0 + o) * 2, m * 2);
+        if (t->dt == DTYPE_BF16)
+            for (size_t i = 0; i < m; i++) out[o + i] = bf16_to_f32(h[i]);
+        else
+            for (size_t i = 0; i < m; i++) out[o + i] = f16_to_f32(h[i]);
+    }
 }
 
 static int is_file(const char *p)
@@ -194,7 +202,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         goto fail;
     }
     /* pass 1: name, shape-check */
-    size_t floats = 0;
+    size_t floats = 0; /* bytes of the converted pairs */
     for (int i = 0; i < ar.n_tensors; i++) {
         const st_tensor *t = &ar.tensors[i];
         tinfo ti;
@@ -251,7 +259,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        B->ndim > 1 ? (long long)B->shape[1] : -1LL, n, r);
             goto fail;
         }
-        floats += (size_t)r * ((size_t)k + (size_t)n);
+        size_t es = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 ? 2 : 4;
+        floats += es * (size_t)r * ((size_t)k + (size_t)n);
         n_pairs++;
     }
     if (!n_pairs) {
@@ -259,7 +268,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         goto fail;
     }
     a = calloc(1, sizeof *a);
-    if (!a || !(a->mem = malloc(sizeof(float) * floats)) || !(a->name = strdup(name)) ||
+    if (!a || !(a->mem = malloc(floats)) || !(a->name = strdup(name)) ||
         !(a->path = strdup(path))) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
@@ -267,21 +276,36 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     /* pass 2: convert */
     const float scale = (float)(cfg.use_rslora ? cfg.alpha / sqrt((double)cfg.r)
                                                : cfg.alpha / (double)cfg.r);
-    float *p = a->mem;
+    char *p = a->mem;
     for (int s = 0; s < nslot; s++) {
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A) continue;
         const int r = cfg.r, k = (int)A->shape[1], n = (int)B->shape[0];
+        const bool bf = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16;
         linear_adapter *la = s == nslot - 1 ? &a->ma.lm_head : &proj[s];
-        la->rank = r, la->scale = scale, la->a = p;
-        for (size_t i = 0; i < (size_t)r * k; i++) p[i] = elem_f32(A, i);
-        p += (size_t)r * k;
-        la->bt = p;
-        for (int o = 0; o < n; o++)
-            for (int j = 0; j < r; j++) p[(size_t)j * n + o] = elem_f32(B, (size_t)o * r + j);
-        p += (size_t)r * n;
+        la->rank = r, la->scale = scale, la->a = p, la->dt = bf ? DTYPE_BF16 : DTYPE_F32;
+        if (bf) {
+            uint16_t *q = (uint16_t *)p;
+            memcpy(q, A->data, (size_t)r * k * 2);
+            q += (size_t)r * k;
+            la->bt = q;
+            const uint16_t *bs = B->data;
+            for (int o = 0; o < n; o++)
+                for (int j = 0; j < r; j++) memcpy(&q[(size_t)j * n + o], &bs[(size_t)o * r + j], 2);
+            p = (char *)(q + (size_t)r * n);
+        } else {
+            float *q = (float *)p, brow[LINEAR_MAX_RANK];
+            row_f32(A, 0, (size_t)r * k, q);
+            q += (size_t)r * k;
+            la->bt = q;
+            for (int o = 0; o < n; o++) {
+                row_f32(B, (size_t)o * r, (size_t)r, brow);
+                for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
+            }
+            p = (char *)(q + (size_t)r * n);
+        }
     }
-    a->bytes = sizeof(float) * floats;
+    a->bytes = floats;
     a->ma.n_layer = L;
     a->ma.proj = proj;
     a->cfg = cfg;

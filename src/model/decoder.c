@@ -88,6 +88,18 @@ typedef struct fwd_ctx {
 /* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
 #define LX(p) model_lora_exec(b, cx->row_ad, &ex, il, (p), &lx, lbuf)
 
+/* Projections p[0..n) (n <= 3) of layer il on the same input: the base
+ * products, then (LoRA) one barrier for all their adapter passes. */
+static void proj_group(const fwd_ctx *cx, const linear_exec *ex, int il, int n, const model_proj *p,
+                       float *const *y, const float *x, int T, const linear_weight *const *w)
+{
+    linear_exec lx[3];
+    linear_adapter lb[3][MODEL_MAX_BATCH_ADAPTERS];
+    const linear_exec *e[3];
+    for (int i = 0; i < n; i++) e[i] = model_lora_exec(cx->b, cx->row_ad, ex, il, p[i], &lx[i], lb[i]);
+    model_lora_linear_group(n, y, x, T, w, e);
+}
+
 static void fwd_barrier(void *pool) { tpool_barrier(pool); }
 
 static void rows_split(int total, int ith, int nth, int *lo, int *hi) { kern_split(total, ith, nth, lo, hi); }
@@ -275,11 +287,11 @@ static void fwd_task(void *vctx, int ith, int nth)
         } else if (w->inv_freq_long) {
             inv = longrope_table(w, b, m->tok_seq[t]);
         }
-        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half, b->positions[t],
-                        inv, half, w->attn_factor);
+        kern_rope_cache(m->cos_t + (size_t)t * half, m->sin_t + (size_t)t * half,
+                        b->rope_pos ? b->rope_pos[t] : b->positions[t], inv, half, w->attn_factor);
         if (m->cos_l)
             kern_rope_cache(m->cos_l + (size_t)t * half, m->sin_l + (size_t)t * half,
-                            b->positions[t], w->inv_freq_local, half, 1.0f);
+                            b->rope_pos ? b->rope_pos[t] : b->positions[t], w->inv_freq_local, half, 1.0f);
     }
 
     for (int il = 0; il < c->n_layer; il++) {
@@ -295,9 +307,12 @@ static void fwd_task(void *vctx, int ith, int nth)
             goto attn_done;
         }
         const float *xin = m->xn;
-        linear(m->q, xin, T, &l->wq, LX(MODEL_PROJ_Q));
-        linear(m->k, xin, T, &l->wk, LX(MODEL_PROJ_K));
-        linear(m->v, xin, T, &l->wv, LX(MODEL_PROJ_V));
+        {
+            static const model_proj qkv[3] = {MODEL_PROJ_Q, MODEL_PROJ_K, MODEL_PROJ_V};
+            float *const y[3] = {m->q, m->k, m->v};
+            const linear_weight *const lw[3] = {&l->wq, &l->wk, &l->wv};
+            proj_group(cx, &ex, il, 3, qkv, y, xin, T, lw);
+        }
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *q = m->q + (size_t)t * qd, *k = m->k + (size_t)t * kvd;
@@ -357,8 +372,12 @@ static void fwd_task(void *vctx, int ith, int nth)
             continue;
         }
         /* MLP slot (dense gated) */
-        linear(m->gate, m->xn, T, &l->wgate, LX(MODEL_PROJ_GATE));
-        linear(m->up, m->xn, T, &l->wup, LX(MODEL_PROJ_UP));
+        {
+            static const model_proj gu[2] = {MODEL_PROJ_GATE, MODEL_PROJ_UP};
+            float *const y[2] = {m->gate, m->up};
+            const linear_weight *const lw[2] = {&l->wgate, &l->wup};
+            proj_group(cx, &ex, il, 2, gu, y, m->xn, T, lw);
+        }
         tpool_barrier(cx->pool);
         for (int t = lo; t < hi; t++) {
             float *g = m->gate + (size_t)t * I, *u = m->up + (size_t)t * I;
@@ -419,7 +438,7 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
         log_error("malformed batch (empty or missing arrays)");
         return -1;
     }
-    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len_w(m->w)) {
+    if (!kv || kv->n_layer != c->n_layer || kv->row_len != model_kv_row_len(c, m->w->tp.n_kv_head)) {
         log_error("KV cache does not belong to this model");
         return -1;
     }
@@ -570,7 +589,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
         model_batch sub = {.n_tokens = c1 - c0, .tokens = b->tokens + c0,
                            .positions = b->positions + c0, .n_seqs = ns, .seq_start = start,
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
-                           .seq_rope_len = rl, .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                           .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
+                           .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)

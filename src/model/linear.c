@@ -17,10 +17,10 @@
 
 #include "util/cpu.h"
 
-/* AVX2 variants (linear_lora_avx2.c) */
-void linear_lora_shrink_avx2(float *u, const float *const *xr, int nr, const float *a, int r,
+/* AVX2 variants (linear_lora_avx2.c); bf16: a / bt hold bf16 bits */
+void linear_lora_shrink_avx2(float *u, const float *const *xr, int nr, const void *a, int bf16, int r,
                              int k);
-void linear_lora_expand_avx2(float *y, const float *u, const float *bt, int r, int n, int c0,
+void linear_lora_expand_avx2(float *y, const float *u, const void *bt, int bf16, int r, int n, int c0,
                              int c1, float scale);
 
 enum { LIN_TILE = 4 };
@@ -49,31 +49,37 @@ void linear_free(linear_weight *w)
     memset(w, 0, sizeof *w);
 }
 
+static inline float ld(const void *p, int bf16, size_t i)
+{
+    return bf16 ? bf16_to_f32(((const uint16_t *)p)[i]) : ((const float *)p)[i];
+}
+
 /* Scalar shrink: u[i * r + j] = A[j, :] · xr[i] for the nr rows of a tile
  * (4 partial sums per dot, combined in a fixed order). */
-static void shrink_ref(float *u, const float *const *xr, int nr, const float *a, int r, int k)
+static void shrink_ref(float *u, const float *const *xr, int nr, const void *a, int bf16, int r, int k)
 {
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < r; j++) {
-            const float *aj = a + (size_t)j * k, *x = xr[i];
+            const size_t o = (size_t)j * k;
+            const float *x = xr[i];
             float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
             int c = 0;
             for (; c + 4 <= k; c += 4) {
-                s0 += aj[c] * x[c], s1 += aj[c + 1] * x[c + 1];
-                s2 += aj[c + 2] * x[c + 2], s3 += aj[c + 3] * x[c + 3];
+                s0 += ld(a, bf16, o + c) * x[c], s1 += ld(a, bf16, o + c + 1) * x[c + 1];
+                s2 += ld(a, bf16, o + c + 2) * x[c + 2], s3 += ld(a, bf16, o + c + 3) * x[c + 3];
             }
-            for (; c < k; c++) s0 += aj[c] * x[c];
+            for (; c < k; c++) s0 += ld(a, bf16, o + c) * x[c];
             u[i * r + j] = (s0 + s1) + (s2 + s3);
         }
 }
 
 /* Scalar expand: y[c] += scale · Σ_j u[j] bt[j, c] for c in [c0, c1). */
-static void expand_ref(float *y, const float *u, const float *bt, int r, int n, int c0, int c1,
+static void expand_ref(float *y, const float *u, const void *bt, int bf16, int r, int n, int c0, int c1,
                        float scale)
 {
     for (int c = c0; c < c1; c++) {
         float s = 0;
-        for (int j = 0; j < r; j++) s += u[j] * bt[(size_t)j * n + c];
+        for (int j = 0; j < r; j++) s += u[j] * ld(bt, bf16, (size_t)j * n + c);
         y[c] += scale * s;
     }
 }
@@ -98,14 +104,15 @@ void linear_adapters_apply(float *y, const float *x, int m, int n, int k,
             if (nr == LIN_TILE || (t == m && nr)) {
                 const float *xr[LIN_TILE];
                 for (int i = 0; i < nr; i++) xr[i] = x + (size_t)rows[i] * k;
-                if (simd) linear_lora_shrink_avx2(u, xr, nr, a->a, a->rank, k);
-                else shrink_ref(u, xr, nr, a->a, a->rank, k);
+                const int bf = a->dt == DTYPE_BF16;
+                if (simd) linear_lora_shrink_avx2(u, xr, nr, a->a, bf, a->rank, k);
+                else shrink_ref(u, xr, nr, a->a, bf, a->rank, k);
                 for (int i = 0; i < nr; i++) {
                     float *yt = y + (size_t)rows[i] * n;
                     if (simd)
-                        linear_lora_expand_avx2(yt, u + i * a->rank, a->bt, a->rank, n, c0, c1,
+                        linear_lora_expand_avx2(yt, u + i * a->rank, a->bt, bf, a->rank, n, c0, c1,
                                                 a->scale);
-                    else expand_ref(yt, u + i * a->rank, a->bt, a->rank, n, c0, c1, a->scale);
+                    else expand_ref(yt, u + i * a->rank, a->bt, bf, a->rank, n, c0, c1, a->scale);
                 }
                 nr = 0;
             }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "kernels/kern_types.h"
+#include "util/dtype.h"
 #include "kernels/kernels.h"
 
 /* Which part of the full (full_rows, full_cols) matrix a weight holds:
@@ -45,8 +46,10 @@ typedef struct linear_adapter {
     int id;             /* the value linear_exec.row_adapter uses for it */
     int rank;           /* r, 1..LINEAR_MAX_RANK */
     float scale;        /* lora_alpha / r (or / sqrt(r) for rsLoRA) */
-    const float *a;     /* (r, k) f32, borrowed */
-    const float *bt;    /* (r, n) f32 = Bᵀ, borrowed (n = the shard's rows): the expand
+    dtype dt;           /* storage of a and bt: DTYPE_F32 or DTYPE_BF16 (bf16 halves the bytes
+                         * a decode step reads; used when the file holds bf16) */
+    const void *a;      /* (r, k) of dt, borrowed */
+    const void *bt;     /* (r, n) of dt = Bᵀ, borrowed (n = the shard's rows): the expand
                          * step adds scale · u[j] · bt[j, :] per rank j, contiguous rows */
 } linear_adapter;
 

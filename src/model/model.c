@@ -477,7 +477,8 @@ static void load_proj(loader *L, linear_weight *w, const char *pat, int il, int 
 
 /* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
  * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
- * tensor, read in order (a source without bytes makes them in that order). */
+ * tensor, read in order (a source without bytes makes them in that order),
+ * each cut to this rank's slice sel[j] of its rows. */
 static void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
                        const int *rows, const char *const *part_names, const shard_sel *sel, int k)
 {
@@ -982,8 +983,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
             if (nm->gate_up) {
                 linear_weight *const o2[2] = {&l->wgate, &l->wup};
                 const int r2[2] = {I, I};
-                const char *const n2[2] = {"gate", "up"};
                 const shard_sel s2[2] = {mlp, mlp};
+                const char *const n2[2] = {"gate", "up"};
                 load_fused(&L, nm->gate_up, il, 2, o2, r2, n2, s2, H);
             } else {
                 load_proj(&L, &l->wgate, nm->gate, il, I, H, mlp_bias, mlp);
@@ -1030,8 +1031,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     if (m->arch->mla) {
         int full = c->n_head * (c->qk_nope_dim + c->qk_rope_dim + c->v_head_dim);
         log_info("MLA: the KV cache keeps %d values per token per layer (latent %d + rope key "
-                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c),
-                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c));
+                 "%d) where full attention would keep %d (%.1fx)", model_kv_row_len(c, c->n_kv_head),
+                 c->kv_lora_rank, c->qk_rope_dim, full, (double)full / model_kv_row_len(c, c->n_kv_head));
     }
     model *run = model_run_create(m);
     if (!run) {

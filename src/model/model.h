@@ -107,6 +107,8 @@ typedef struct model_batch {
     const int32_t *const *seq_slots; /* (n_seqs) -> (seq_kv_len[s]) slot per position */
     int n_logits;
     const int32_t *logit_rows;  /* (n_logits) token rows whose logits are wanted */
+    const int32_t *rope_pos;    /* (n_tokens) or NULL (= positions): the position rope turns
+                                 * each row by (multi-item scoring's segments, multi_item.c) */
     const int32_t *seq_rope_len; /* (n_seqs) or NULL (= seq_kv_len): the length that picks
                                  * longrope's short or long table -- the whole prompt's
                                  * length while a prompt runs in chunks (see decoder.c) */
@@ -202,8 +204,9 @@ int model_tp_worker_loop(model *m, tpool *pool);
  * broken group says which rank failed here. */
 const char *model_tp_error(const model *m);
 /* Seconds this rank spent in the forward's all-reduces so far (waiting for
- * the slowest rank included) and their count. */
-double model_tp_comm_seconds(const model *m, long *n_allreduce);
+ * the slowest rank included), their count, and of those seconds the ones
+ * spent waiting for the other ranks to arrive (*wait_s; 0 for MPI). */
+double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
  * inputs), or -1 when the model runs no such dense projection there (an
  * MoE layer's MLP).  Used to check adapters against the model. */

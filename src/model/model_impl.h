@@ -147,7 +147,8 @@ struct model {
 
 /* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
 typedef struct model_mi_buf {
-    int32_t *start, *kvl, *rl, *pos;   /* (n_seqs + 1), (n_seqs), (n_seqs), (n_tokens) */
+    int32_t *start, *kvl, *rl;         /* (n_seqs + 1), (n_seqs), (n_seqs) */
+    int32_t *pos, *rpos;               /* (n_tokens): kv positions, rope positions */
     const int32_t **slots;             /* (n_seqs): the batch's lists or into slot_mem */
     int32_t *slot_mem;                 /* the segments' slot lists */
 } model_mi_buf;
@@ -186,9 +187,7 @@ void model_tp_shutdown(model_weights *w);
 /* model_run.c: values per slot per layer in a KV cache of the model's
  * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
  * row per slot, no separate V). */
-int model_kv_row_len(const model_config *c);
-/* The same for this rank's share of the heads (tensor parallelism). */
-int model_kv_row_len_w(const model_weights *w);
+int model_kv_row_len(const model_config *c, int n_kv_head);
 
 /* mla.c: multi-head latent attention of layer il over the rows of b
  * (xn normed input in, xn = o_proj(attention) out), run by all nth
@@ -223,5 +222,11 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
 const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
                                    const linear_exec *ex, int il, int p, linear_exec *buf,
                                    linear_adapter *abuf);
+/* n projections of the same input x (q/k/v, gate/up): every base product
+ * first, then, when any has adapters, one barrier and their adapter passes
+ * (one barrier for the group instead of one per projection).  Same
+ * threading contract as linear(). */
+void model_lora_linear_group(int n, float *const *y, const float *x, int m, const linear_weight *const *w,
+                             const linear_exec *const *ex);
 
 #endif

@@ -30,7 +30,7 @@ int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
     case MODEL_PROJ_DOWN: lw = l->moe ? NULL : &l->wdown; break;
     default: break;
     }
-    if (!lw) return -1;
+    if (!lw || lw->mat.n <= 0 || lw->mat.k <= 0) return -1; /* none there (MoE MLP, MLA attention) */
     *n = lw->mat.n, *k = lw->mat.k;
     return 0;
 }
@@ -75,6 +75,25 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
     *lrow_ad = *row_ad + b->n_tokens;
     for (int i = 0; i < b->n_logits; i++) (*lrow_ad)[i] = (*row_ad)[b->logit_rows[i]];
     return 0;
+}
+
+void model_lora_linear_group(int n, float *const *y, const float *x, int m, const linear_weight *const *w,
+                             const linear_exec *const *ex)
+{
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        linear_exec e = *ex[i];
+        any |= e.n_adapters > 0 && e.row_adapter;
+        e.n_adapters = 0, e.adapters = NULL, e.row_adapter = NULL; /* base product only */
+        linear(y[i], x, m, w[i], &e);
+    }
+    if (!any) return;
+    /* the base products' column split may differ from kern_split's */
+    if (ex[0]->barrier) ex[0]->barrier(ex[0]->barrier_arg);
+    for (int i = 0; i < n; i++)
+        if (ex[i]->n_adapters > 0 && ex[i]->row_adapter)
+            linear_adapters_apply(y[i], x, m, w[i]->mat.n, w[i]->mat.k, ex[i]->adapters, ex[i]->n_adapters,
+                                  ex[i]->row_adapter, ex[i]->ith, ex[i]->nth, 0);
 }
 
 const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,

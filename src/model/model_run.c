@@ -28,7 +28,14 @@ model *model_run_create(model_weights *w)
     return m;
 }
 
-model *model_share(model *m) { return m ? model_run_create(m->w) : NULL; }
+model *model_share(model *m)
+{
+    if (m && m->w->tp.size > 1) { /* the workers mirror one driver's commands */
+        log_error("a tensor-parallel model has one run state: replicas over it are not supported yet");
+        return NULL;
+    }
+    return m ? model_run_create(m->w) : NULL;
+}
 
 void model_free(model *m)
 {
@@ -68,17 +75,10 @@ int model_set_kv_scales(model *m, const float *k_scale, const float *v_scale, in
     return 0;
 }
 
-int model_kv_row_len(const model_config *c)
+int model_kv_row_len(const model_config *c, int n_kv_head)
 {
     if (c->arch && c->arch->mla) return c->kv_lora_rank + c->qk_rope_dim;
-    return c->n_kv_head * c->head_dim;
-}
-
-int model_kv_row_len_w(const model_weights *w)
-{
-    const model_config *c = &w->cfg;
-    if (c->arch && c->arch->mla) return model_kv_row_len(c);
-    return w->tp.n_kv_head * c->head_dim; /* this rank's KV heads (tensor parallelism: its share) */
+    return n_kv_head * c->head_dim;
 }
 
 /* K and V rows per slot per layer: 2, or 1 for MLA's latent row. */
@@ -88,7 +88,7 @@ size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
     return (size_t)kv_rows(c) * (size_t)c->n_layer *
-           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len_w(m->w));
+           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len(c, m->w->tp.n_kv_head));
 }
 
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
@@ -103,7 +103,7 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->n_layer = c->n_layer;
     kv->n_slots = n_slots;
     kv->dt = kv_dt;
-    kv->row_len = model_kv_row_len_w(m->w);
+    kv->row_len = model_kv_row_len(c, m->w->tp.n_kv_head);
     const int rows = kv_rows(c);
     size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
                  ~(size_t)63;

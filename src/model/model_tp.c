@@ -66,6 +66,18 @@ int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t err
     t->size = t->g ? dist_size(g) : 1;
     t->rank = t->g ? dist_rank(g) : 0;
     const int N = t->size, r = t->rank;
+    /* the architectures whose every weight and decoder step is sharded here
+     * (tests/scripts/test_tp.sh); another one's extra parts would run whole */
+    static const char *const fams[] = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
+                                       "mixtral", "granitemoe", "phi3"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++)
+        if (w->arch && w->arch->family && !strcmp(w->arch->family, fams[i])) known = 1;
+    if (N > 1 && !known) {
+        snprintf(err, errlen, "--tp-size %d: tensor parallelism is not supported for %s yet", N,
+                 c->architecture);
+        return -1;
+    }
     if (N > 1 && c->n_head % N) {
         snprintf(err, errlen, "--tp-size %d: num_attention_heads (%d) is not divisible by it", N, c->n_head);
         return -1;
@@ -78,6 +90,11 @@ int model_tp_setup(model_weights *w, struct dist_group *g, char *err, size_t err
     if (N > 1 && c->intermediate_size % N) {
         snprintf(err, errlen, "--tp-size %d: intermediate_size (%d) is not divisible by it", N,
                  c->intermediate_size);
+        return -1;
+    }
+    if (N > 1 && c->arch && (c->arch->mla || c->shared_inter > 0)) {
+        snprintf(err, errlen, "--tp-size %d: %s (%s) is not split across ranks yet", N,
+                 c->architecture, c->arch->mla ? "latent attention" : "shared experts");
         return -1;
     }
     if (N > 1 && c->moe_inter % N) {
@@ -257,9 +274,11 @@ int model_tp_group_shut(const struct dist_group *g)
     return 0;
 }
 
-double model_tp_comm_seconds(const model *m, long *n_allreduce)
+double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s)
 {
     if (n_allreduce) *n_allreduce = m->tp_n_allreduce;
+    if (wait_s) *wait_s = 0;
+    if (wait_s && m->w->tp.g) dist_allreduce_stats(m->w->tp.g, NULL, wait_s, NULL);
     return m->tp_comm_s;
 }
 

@@ -15,15 +15,14 @@
  *     (the last one: the final delimiter alone) -- as a sequence whose
  *     slot list is the query's slots followed by the segment's own, so its
  *     rows attend to the whole query and, causally, their own segment.
- * Rows, tokens, logit rows and the KV slots written are unchanged; the
- * segment rows get positions d0, d0 + 1, ... (the query's length plus
- * their offset in the segment: what the sub-sequence's kv length says),
- * so rope and the kv contract hold.  SGLang's FlashInfer path gives the
- * delimiter position d0 - 1 and items d0 ...; here every segment row sits
- * one position later (the same relative positions inside the segment, one
- * more from the query).  The scores SGLang reads are the logits of the row
- * before each delimiter: item k's last token, which sees the query,
- * delimiter k and item k.
+ * Rows, tokens, logit rows and the KV slots written are unchanged; in
+ * its sub-sequence a segment row's kv position is d0 + j (j = its offset
+ * in the segment: what the sub-sequence's kv length says), and rope turns
+ * it by d0 - 1 + j (model_batch.rope_pos), as SGLang's FlashInfer path
+ * rewrites the positions: each delimiter at the query's last position,
+ * the item's tokens from d0 on.  The scores SGLang reads are the logits
+ * of the row before each delimiter: item k's last token, which sees the
+ * query, delimiter k and item k.
  * The slots of the whole prompt keep its K/V; a request that then decodes
  * past the prompt attends to all of it causally (scoring requests do not:
  * max_new_tokens 0). */
@@ -41,7 +40,7 @@ void model_set_multi_item_delimiter(model *m, int32_t id)
 void model_mi_buf_free(model_mi_buf *mb)
 {
     if (!mb) return;
-    free(mb->start), free(mb->kvl), free(mb->rl), free(mb->pos), free(mb->slot_mem);
+    free(mb->start), free(mb->kvl), free(mb->rl), free(mb->pos), free(mb->rpos), free(mb->slot_mem);
     free((void *)mb->slots);
     memset(mb, 0, sizeof *mb);
 }
@@ -84,12 +83,14 @@ int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_
     mb->rl = malloc(sizeof(int32_t) * (size_t)n_seq);
     mb->slots = malloc(sizeof(int32_t *) * (size_t)n_seq);
     mb->pos = malloc(sizeof(int32_t) * (size_t)b->n_tokens);
+    mb->rpos = malloc(sizeof(int32_t) * (size_t)b->n_tokens);
     mb->slot_mem = malloc(sizeof(int32_t) * (n_slot ? n_slot : 1));
-    if (!mb->start || !mb->kvl || !mb->rl || !mb->slots || !mb->pos || !mb->slot_mem) {
+    if (!mb->start || !mb->kvl || !mb->rl || !mb->slots || !mb->pos || !mb->rpos || !mb->slot_mem) {
         model_mi_buf_free(mb);
         return -1;
     }
     memcpy(mb->pos, b->positions, sizeof(int32_t) * (size_t)b->n_tokens);
+    for (int t = 0; t < b->n_tokens; t++) mb->rpos[t] = b->rope_pos ? b->rope_pos[t] : b->positions[t];
     int ns = 0;
     size_t used = 0;
     for (int s = 0; s < b->n_seqs; s++) {
@@ -111,7 +112,10 @@ int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_
             memcpy(sl, b->seq_slots[s], sizeof(int32_t) * (size_t)d0);
             memcpy(sl + d0, b->seq_slots[s] + i, sizeof(int32_t) * (size_t)(e - i));
             used += (size_t)d0 + (size_t)(e - i);
-            for (int j = 0; j < e - i; j++) mb->pos[r0 + i + j] = d0 + j;
+            for (int j = 0; j < e - i; j++) {
+                mb->pos[r0 + i + j] = d0 + j;
+                mb->rpos[r0 + i + j] = d0 - 1 + j; /* SGLang's: the delimiter at the query's end */
+            }
             mb->start[ns] = r0 + i;
             mb->kvl[ns] = d0 + (e - i);
             mb->rl[ns] = rope;
@@ -121,6 +125,7 @@ int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_
     mb->start[ns] = b->n_tokens;
     *out = *b;
     out->positions = mb->pos;
+    out->rope_pos = mb->rpos;
     out->n_seqs = ns;
     out->seq_start = mb->start;
     out->seq_kv_len = mb->kvl;

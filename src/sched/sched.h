@@ -277,7 +277,11 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
  * too, and the process-results stage verifies them in order: each token is
  * sampled as usual and the next draft is used only when it equals the
  * sampled token, so outputs are the same with or without drafts (only the
- * number of forwards changes).  Set before sched_start; NULL removes it. */
+ * number of forwards changes).  With a hook set every decode forward
+ * counts as a verify (sched_event.spec_*, sched_stats.spec_*; SGLang's
+ * spec_verify_ct); on a dynamic-NTK rope model no drafts reach past
+ * max_position_embeddings (the forward's length would change the rope).
+ * The drafters are src/spec.  Set before sched_start; NULL removes it. */
 typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                               int max_draft);
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);

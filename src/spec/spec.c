@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spec/spec_draft.h"
 #include "util/log.h"
 
 #define GC_EVERY 4096
@@ -18,7 +19,7 @@
 typedef struct spec_req {
     uint64_t id;                 /* 0 = empty slot */
     int index;
-    int64_t seen;                /* tokens of the sequence already in the trie */
+    spec_ngram_cursor cur;       /* NGRAM: the sequence's place in the trie (tokens already inserted) */
     int64_t draft_len;           /* sequence length when `last` was proposed */
     int32_t *last;               /* (k) owned: the last draft */
     int n_last;
@@ -26,12 +27,14 @@ typedef struct spec_req {
     int skip;                    /* calls left without drafting */
     int backoff;                 /* the next skip */
     uint64_t tick;               /* the last call */
+    spec_draft_req dr;           /* STANDALONE: the draft model's KV of this request */
 } spec_req;
 
 struct spec_drafter {
     spec_args a;
     int k;                       /* num_draft_tokens - 1 */
     spec_ngram *trie;            /* NGRAM: owned */
+    spec_draft *draft;           /* STANDALONE: owned (the model is borrowed) */
     spec_req *tab;               /* (cap) */
     uint64_t cap, n;
     uint64_t tick;
@@ -56,11 +59,13 @@ int spec_algo_parse(const char *name)
 
 spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
 {
-    if (a->algo != SPEC_ALGO_NGRAM) {
-        snprintf(err, errlen, "speculative algorithm %d is not available", (int)a->algo);
+    if (a->algo != SPEC_ALGO_NGRAM && !(a->algo == SPEC_ALGO_STANDALONE && a->draft_model)) {
+        snprintf(err, errlen, "speculative algorithm %d is not available (STANDALONE needs a draft model)", (int)a->algo);
         return NULL;
     }
-    int ndt = a->num_draft_tokens > 0 ? a->num_draft_tokens : a->ngram.max_match_window;
+    int ndt = a->num_draft_tokens > 0                ? a->num_draft_tokens
+              : a->algo == SPEC_ALGO_STANDALONE ? 4 /* SGLang's num_steps 3 + 1 */
+                                                 : a->ngram.max_match_window;
     if (ndt < 1 || ndt > 64) {
         snprintf(err, errlen, "--speculative-num-draft-tokens must be between 1 and 64 (got %d)", ndt);
         return NULL;
@@ -73,11 +78,15 @@ spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
     d->a = *a;
     d->a.num_draft_tokens = ndt;
     d->k = ndt - 1;
-    d->trie = spec_ngram_create(&a->ngram, err, errlen);
+    bool ok;
+    if (a->algo == SPEC_ALGO_NGRAM) ok = (d->trie = spec_ngram_create(&a->ngram, err, errlen)) != NULL;
+    else
+        ok = (d->draft = spec_draft_create(a->draft_model, a->target_vocab, a->draft_kv_tokens > 0 ? a->draft_kv_tokens : 65536,
+                                           a->draft_threads, err, errlen)) != NULL;
     d->cap = 64;
     d->tab = calloc(d->cap, sizeof(spec_req));
-    if (!d->trie || !d->tab) {
-        if (d->trie && !d->tab) snprintf(err, errlen, "out of memory");
+    if (!ok || !d->tab) {
+        if (ok) snprintf(err, errlen, "out of memory");
         spec_drafter_destroy(d);
         return NULL;
     }
@@ -87,9 +96,14 @@ spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
 void spec_drafter_destroy(spec_drafter *d)
 {
     if (!d) return;
-    for (uint64_t i = 0; i < d->cap && d->tab; i++) free(d->tab[i].last);
+    for (uint64_t i = 0; i < d->cap && d->tab; i++) {
+        free(d->tab[i].last);
+        spec_ngram_cursor_free(&d->tab[i].cur);
+        if (d->draft && d->tab[i].id) spec_draft_req_release(d->draft, &d->tab[i].dr);
+    }
     free(d->tab);
     spec_ngram_destroy(d->trie);
+    spec_draft_destroy(d->draft);
     free(d);
 }
 
@@ -100,6 +114,7 @@ void spec_drafter_get_stats(const spec_drafter *d, spec_drafter_stats *st)
     *st = d->st;
     st->tracked = (int64_t)d->n;
     st->trie_nodes = d->trie ? spec_ngram_size(d->trie) : 0;
+    st->draft_slots = d->draft ? spec_draft_slots_used(d->draft) : 0;
 }
 
 /* ---- the per-request table ------------------------------------------------ */
@@ -129,6 +144,8 @@ static int rebuild(spec_drafter *d, uint64_t new_cap, bool keep_all)
         if (!e->id) continue;
         if (!keep_all && d->tick - e->tick > stale) {
             free(e->last);
+            spec_ngram_cursor_free(&e->cur);
+            if (d->draft) spec_draft_req_release(d->draft, &e->dr);
             continue;
         }
         *slot_of(nt, new_cap, e->id, e->index) = *e;
@@ -149,7 +166,13 @@ static spec_req *req_get(spec_drafter *d, uint64_t id, int index)
     if (!e->id) {
         int32_t *last = malloc(sizeof(int32_t) * (size_t)(d->k > 0 ? d->k : 1));
         if (!last) return NULL;
-        *e = (spec_req){.id = id, .index = index, .last = last, .k_cap = d->k < K_START ? d->k : K_START, .backoff = 1};
+        spec_ngram_cursor cur = {0};
+        if (d->trie && spec_ngram_cursor_init(d->trie, &cur)) {
+            free(last);
+            return NULL;
+        }
+        *e = (spec_req){.id = id, .index = index, .last = last, .cur = cur, .k_cap = d->k < K_START ? d->k : K_START,
+                        .backoff = 1};
         d->n++;
     }
     e->tick = d->tick;
@@ -189,8 +212,7 @@ int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, in
     d->st.calls++;
     spec_req *e = req_get(d, id, index);
     if (!e) return 0;
-    if (e->seen > len) e->seen = len; /* cannot happen: sequences only grow */
-    if (spec_ngram_insert(d->trie, seq, len, e->seen) == 0) e->seen = len;
+    if (d->trie) spec_ngram_advance(d->trie, &e->cur, seq, len);
     adapt(d, e, seq, len);
     if (e->skip > 0) {
         e->skip--;
@@ -200,7 +222,8 @@ int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, in
     int k = max_draft < e->k_cap ? max_draft : e->k_cap;
     if (k > d->k) k = d->k;
     if (k <= 0) return 0;
-    int n = spec_ngram_draft(d->trie, seq, len, draft, k);
+    int n = d->trie ? spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k)
+                    : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
     if (n > 0) {
         memcpy(e->last, draft, sizeof(int32_t) * (size_t)n);
         e->n_last = n;

@@ -13,7 +13,8 @@
  *   spec_drafter ── per-request table (id, sibling) -> { tokens already
  *        │            inserted in the trie, the last draft, back-off }
  *        ├── NGRAM       spec_ngram: one trie over every prompt and output
- *        └── STANDALONE  spec_draft: greedy tokens of a draft model
+ *        └── STANDALONE  spec_draft: greedy tokens of a draft model (its own
+ *                        run state, KV and pool; spec_draft.h)
  *
  * Each call: (NGRAM) insert the tokens of the sequence not yet in the
  * trie; measure how many tokens of this request's previous draft came
@@ -58,7 +59,9 @@ typedef struct spec_args {
     spec_ngram_params ngram;     /* --speculative-ngram-* */
     bool adaptive;               /* the back-off above (default on) */
     model *draft_model;          /* STANDALONE: borrowed, must outlive the drafter */
-    int draft_threads;           /* STANDALONE: compute threads of the draft runner (0 = all) */
+    int target_vocab;            /* STANDALONE: the target's vocabulary size (must equal the draft's) */
+    int64_t draft_kv_tokens;     /* STANDALONE: draft KV slots over all requests (0 = 65536) */
+    int draft_threads;           /* STANDALONE: compute threads of the draft runner (0 = 1) */
 } spec_args;
 
 void spec_args_init(spec_args *a);
@@ -85,6 +88,7 @@ typedef struct spec_drafter_stats {
     int64_t skipped;             /* calls answered 0 by the back-off */
     int64_t tracked;             /* requests in the table now */
     int64_t trie_nodes;          /* NGRAM: nodes in the trie */
+    int64_t draft_slots;         /* STANDALONE: draft KV slots in use */
 } spec_drafter_stats;
 void spec_drafter_get_stats(const spec_drafter *d, spec_drafter_stats *st);
 

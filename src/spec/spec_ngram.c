@@ -23,6 +23,7 @@ typedef struct ng_node {
     uint32_t sib_next, sib_prev;
     uint32_t lru_prev, lru_next;
     uint32_t freq;              /* insertions through this node */
+    uint32_t gen;               /* bumped when the node is freed: a cursor's (node, gen) is stale after */
     uint64_t stamp;             /* clock at the last insertion through it */
 } ng_node;
 
@@ -234,20 +235,31 @@ static uint32_t node_alloc(spec_ngram *t)
         t->nodes = a;
         t->cap_nodes = (uint32_t)nc;
     }
+    t->nodes[t->n_nodes].gen = 0;
     return t->n_nodes++;
 }
 
-/* Evict the LRU tail (a leaf: every node stands before its descendants). */
+/* Evict the least recently touched leaf.  The LRU tail is a leaf when
+ * every touched path was moved whole (spec_ngram_insert); a cursor moves
+ * only the node it touched, so a tail that still has children goes back
+ * to the head (a second chance) and the next is tried. */
 static int evict_one(spec_ngram *t)
 {
     uint32_t x = t->lru_tail;
-    if (x == NIL || t->nodes[x].child != NIL) return -1; /* cannot happen (invariant) */
+    for (int64_t tries = 0; x != NIL && t->nodes[x].child != NIL; tries++) {
+        if (tries > t->used) return -1; /* cannot happen: a non-empty trie has a leaf */
+        lru_unlink(t, x);
+        lru_push_front(t, x);
+        x = t->lru_tail;
+    }
+    if (x == NIL) return -1;
     ng_node *n = &t->nodes[x];
     lru_unlink(t, x);
     if (n->sib_prev != NIL) t->nodes[n->sib_prev].sib_next = n->sib_next;
     else t->nodes[n->parent].child = n->sib_next;
     if (n->sib_next != NIL) t->nodes[n->sib_next].sib_prev = n->sib_prev;
     ht_del(t, x);
+    n->gen++;
     n->sib_next = t->free_head;
     t->free_head = x;
     t->used--;
@@ -297,6 +309,30 @@ int64_t spec_ngram_evictions(const spec_ngram *t) { return t->evictions; }
 
 /* ---- insertion ------------------------------------------------------------ */
 
+/* A new child of parent for token (freq 1, at the LRU head); NIL when out
+ * of memory.  The caller made room (capacity) first. */
+static uint32_t node_new(spec_ngram *t, uint32_t parent, int32_t token)
+{
+    if ((t->ht_n + 1) * 2 > t->ht_cap && ht_grow(t)) return NIL;
+    uint32_t c = node_alloc(t);
+    if (c == NIL) return NIL;
+    ng_node *nn = &t->nodes[c];
+    uint32_t gen = nn->gen; /* node_alloc: 0 for a fresh slot, kept (bumped at free) for a reused one */
+    *nn = (ng_node){.token = token, .parent = parent, .child = NIL, .sib_next = NIL, .sib_prev = NIL,
+                    .lru_prev = NIL, .lru_next = NIL, .freq = 1, .gen = gen};
+    /* link as the parent's first child (order is irrelevant: top_children ranks) */
+    uint32_t f = t->nodes[parent].child;
+    if (f != NIL) {
+        nn->sib_next = f;
+        t->nodes[f].sib_prev = c;
+    }
+    t->nodes[parent].child = c;
+    ht_put(t, c);
+    lru_push_front(t, c);
+    t->used++;
+    return c;
+}
+
 /* Insert path seq[0..n), counting only depths >= counted. */
 static int insert_path(spec_ngram *t, const int32_t *seq, int n, int counted)
 {
@@ -309,22 +345,8 @@ static int insert_path(spec_ngram *t, const int32_t *seq, int n, int counted)
         uint32_t c = ht_find(t, cur, seq[d]);
         if (c == NIL) {
             if ((t->ht_n + 1) * 2 > t->ht_cap && ht_grow(t)) break;
-            c = node_alloc(t);
+            c = node_new(t, cur, seq[d]);
             if (c == NIL) break;
-            ng_node *nn = &t->nodes[c];
-            *nn = (ng_node){.token = seq[d], .parent = cur, .child = NIL, .sib_next = NIL, .sib_prev = NIL,
-                            .lru_prev = NIL, .lru_next = NIL, .freq = 1};
-            /* link as the parent's first child (order is irrelevant: top_children ranks) */
-            uint32_t f = t->nodes[cur].child;
-            if (f == NIL) t->nodes[cur].child = c;
-            else {
-                nn->sib_next = f;
-                t->nodes[f].sib_prev = c;
-                t->nodes[cur].child = c;
-            }
-            ht_put(t, c);
-            lru_push_front(t, c);
-            t->used++;
         } else if (d >= counted) {
             t->nodes[c].freq++;
         }
@@ -355,6 +377,80 @@ int spec_ngram_insert(spec_ngram *t, const int32_t *seq, int64_t len, int64_t se
         if (insert_path(t, seq + i, (int)(end - i), (int)old)) return -1;
     }
     return 0;
+}
+
+/* ---- cursors --------------------------------------------------------------- */
+
+int spec_ngram_cursor_init(const spec_ngram *t, spec_ngram_cursor *c)
+{
+    int D = t->p.max_trie_depth;
+    c->node = malloc(sizeof(uint32_t) * (size_t)D);
+    c->gen = malloc(sizeof(uint32_t) * (size_t)D);
+    c->len = 0;
+    if (!c->node || !c->gen) {
+        spec_ngram_cursor_free(c);
+        return -1;
+    }
+    for (int i = 0; i < D; i++) c->node[i] = NIL, c->gen[i] = 0;
+    return 0;
+}
+
+void spec_ngram_cursor_free(spec_ngram_cursor *c)
+{
+    free(c->node);
+    free(c->gen);
+    c->node = c->gen = NULL;
+    c->len = 0;
+}
+
+static bool ref_ok(const spec_ngram *t, uint32_t x, uint32_t gen) { return x != NIL && t->nodes[x].gen == gen; }
+
+int spec_ngram_advance(spec_ngram *t, spec_ngram_cursor *c, const int32_t *seq, int64_t len)
+{
+    int64_t D = t->p.max_trie_depth;
+    if (len < c->len) { /* cannot happen (sequences only grow): start over */
+        for (int64_t i = 0; i < D; i++) c->node[i] = NIL;
+        c->len = 0;
+    }
+    for (int64_t p = c->len; p < len; p++) {
+        int64_t lo = p - D + 1 < 0 ? 0 : p - D + 1;
+        /* room for one new node per path first: no eviction inside the loop */
+        for (int64_t k = (p - lo + 1) - (t->p.capacity - t->used); k > 0; k--)
+            if (evict_one(t)) return -1;
+        int32_t tok = seq[p];
+        for (int64_t i = lo; i <= p; i++) {
+            int64_t r = i % D;
+            uint32_t parent = 0;
+            if (i < p) {
+                if (!ref_ok(t, c->node[r], c->gen[r])) {
+                    c->node[r] = NIL; /* its end was evicted: this path is dropped */
+                    continue;
+                }
+                parent = c->node[r];
+            }
+            uint32_t ch = ht_find(t, parent, tok);
+            if (ch == NIL) ch = node_new(t, parent, tok);
+            else t->nodes[ch].freq++;
+            if (ch == NIL) {
+                c->node[r] = NIL;
+                continue;
+            }
+            t->nodes[ch].stamp = ++t->clock;
+            c->node[r] = ch;
+            c->gen[r] = t->nodes[ch].gen;
+            lru_unlink(t, ch); /* to the LRU head (its ancestors get a second chance at eviction) */
+            lru_push_front(t, ch);
+        }
+    }
+    c->len = len;
+    return 0;
+}
+
+uint32_t spec_ngram_freq(const spec_ngram *t, const int32_t *path, int n)
+{
+    uint32_t cur = 0;
+    for (int i = 0; i < n && cur != NIL; i++) cur = ht_find(t, cur, path[i]);
+    return cur == NIL || n == 0 ? 0 : t->nodes[cur].freq;
 }
 
 /* ---- drafting ------------------------------------------------------------- */
@@ -456,7 +552,8 @@ static int add_children(spec_ngram *t, int *nh, int pos, uint32_t x, double prob
     return 0;
 }
 
-int spec_ngram_draft(spec_ngram *t, const int32_t *seq, int64_t len, int32_t *draft, int max_draft)
+static int draft_impl(spec_ngram *t, const spec_ngram_cursor *cu, const int32_t *seq, int64_t len, int32_t *draft,
+                      int max_draft)
 {
     if (max_draft <= 0 || len <= 0) return 0;
     if (tree_reserve(t, max_draft + 1)) return 0;
@@ -466,8 +563,15 @@ int spec_ngram_draft(spec_ngram *t, const int32_t *seq, int64_t len, int32_t *dr
     int depth[256], n_anchor = 0;
     int wmax = (int)(len < p->max_match_window ? len : p->max_match_window);
     for (int w = wmax; w >= p->min_match_window && n_anchor < 256; w--) {
-        uint32_t cur = 0;
-        for (int64_t i = len - w; i < len && cur != NIL; i++) cur = ht_find(t, cur, seq[i]);
+        uint32_t cur = NIL;
+        if (cu && cu->len == len) { /* the path from position len - w ends at the window's node */
+            int64_t r = (len - w) % p->max_trie_depth;
+            if (ref_ok(t, cu->node[r], cu->gen[r])) cur = cu->node[r];
+        }
+        if (cur == NIL) {
+            cur = 0;
+            for (int64_t i = len - w; i < len && cur != NIL; i++) cur = ht_find(t, cur, seq[i]);
+        }
         if (cur != NIL && t->nodes[cur].child != NIL) {
             anchor[n_anchor] = cur;
             depth[n_anchor++] = w;
@@ -513,4 +617,15 @@ int spec_ngram_draft(spec_ngram *t, const int32_t *seq, int64_t len, int32_t *dr
     int n = 0;
     for (int pos = t->tree[0].first; pos >= 0 && n < max_draft; pos = t->tree[pos].first) draft[n++] = t->tree[pos].token;
     return n;
+}
+
+int spec_ngram_draft(spec_ngram *t, const int32_t *seq, int64_t len, int32_t *draft, int max_draft)
+{
+    return draft_impl(t, NULL, seq, len, draft, max_draft);
+}
+
+int spec_ngram_draft_cursor(spec_ngram *t, const spec_ngram_cursor *c, const int32_t *seq, int64_t len,
+                            int32_t *draft, int max_draft)
+{
+    return draft_impl(t, c, seq, len, draft, max_draft);
 }

@@ -18,7 +18,9 @@ DESIGN
   greedy ids.  Before that, the adapter must move the reference logits by
   far more than the tolerance (so the check would catch an ignored delta).
   MoE models take attention adapters only (their MLP is experts), except
-  a dense layer's MLP (mlp_only_layers).  Exit 1 when a check fails.
+  a dense layer's MLP (mlp_only_layers); modules fused in the checkpoint
+  (qkv_proj / gate_up_proj) get none; MLA models are skipped.  Exit 1 when
+  a check fails.
 """
 import argparse
 import json
@@ -72,7 +74,7 @@ def is_moe_layer(cfg, i):
     arch = cfg["architectures"][0]
     if arch in ("MixtralForCausalLM", "GraniteMoeForCausalLM"):
         return True
-    if arch == "Qwen3MoeForCausalLM":
+    if arch in ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"):
         return (cfg.get("num_experts", 128) > 0 and i not in (cfg.get("mlp_only_layers") or [])
                 and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
     return False
@@ -92,6 +94,8 @@ def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets)
                 continue
             grp = "self_attn" if mod in ATTN else "mlp"
             wname = f"model.layers.{i}.{grp}.{mod}.weight"
+            if wname not in base_state:
+                continue  # fused in the checkpoint (qkv_proj / gate_up_proj): not a PEFT target here
             W = base_state[wname].numpy().astype(np.float64)
             n, k = W.shape
             A = round_to(rng.standard_normal((r, k)) / np.sqrt(k), tag)
@@ -162,11 +166,14 @@ def main():
                     help="only write random adapters for the --only model (its f32 folder first "
                          "line of stdout, then one adapter folder per line) and exit")
     ap.add_argument("--n", type=int, default=8, help="adapters for --write-adapters")
+    ap.add_argument("--model-dir", help="--write-adapters for this HF folder instead of a tiny model")
     a = ap.parse_args()
     if a.write_adapters:
-        name = a.only or "llama3"
-        d, _ = make_tiny_model.build(name, a.cache, a.shared)
-        f32_dir = os.path.join(d, "f32")
+        if a.model_dir:
+            f32_dir = a.model_dir
+        else:
+            d, _ = make_tiny_model.build(a.only or "llama3", a.cache, a.shared)
+            f32_dir = os.path.join(d, "f32")
         with open(os.path.join(f32_dir, "config.json")) as f:
             cfg = json.load(f)
         state = torch_ref.load_state(f32_dir)
@@ -188,6 +195,9 @@ def main():
             f32_dir = os.path.join(d, "f32")
             with open(os.path.join(f32_dir, "config.json")) as f:
                 cfg = json.load(f)
+            if cfg.get("kv_lora_rank"):
+                print(f"skip {name}: multi-head latent attention (no q/k/v_proj adapters on MLA)")
+                continue
             state = torch_ref.load_state(f32_dir)
             if "lm_head.weight" not in state:
                 state["lm_head.weight"] = state["model.embed_tokens.weight"]

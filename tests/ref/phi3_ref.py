@@ -408,9 +408,32 @@ def cmd_check(a):
         golden.guard(name, go)
 
 
+def cmd_chunked(a):
+    """A running server (--chunked-prefill-size below the prompt and below
+    original_max_position_embeddings): the prompt's input logprobs must
+    be the reference's, all chunks rotated with the long factors."""
+    import urllib.request
+    d = os.path.join(build(a.only, a.cache, a.shared), "f32")
+    rng = np.random.RandomState(1234)
+    prompt = [int(x) for x in rng.randint(3, VOCAB, size=64)]
+    ref, _ = Phi3(d).generate(prompt, 1)
+    lsm = torch.log_softmax(torch.from_numpy(ref).double(), -1).numpy()
+    body = {"input_ids": prompt, "sampling_params": {"max_new_tokens": 1, "temperature": 0},
+            "return_logprob": True, "logprob_start_len": 0}
+    req = urllib.request.Request(a.url + "/generate", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        out = json.loads(r.read())
+    got = out["meta_info"]["input_token_logprobs"]
+    err = max(abs(got[k][0] - lsm[k - 1][prompt[k]]) for k in range(1, len(prompt)))
+    golden.report(len(got) == len(prompt) and err < 1e-3,
+                  f"{a.only}: chunked prefill (server), input logprobs max |d| {err:.2g} vs the reference")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("command", choices=["check", "build"])
+    ap.add_argument("command", choices=["check", "build", "chunked"])
+    ap.add_argument("--url")
     ap.add_argument("--sglc", default=os.environ.get("SGLC_BIN", os.path.join(ROOT, "build", "sglc")))
     ap.add_argument("--shared", default=os.environ.get("SGLC_SHARED", os.path.join(ROOT, "..", "shared")))
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "tiny-models"))
@@ -422,7 +445,10 @@ def main():
         for n in SPECS:
             print(build(n, a.cache, a.shared))
         return 0
-    cmd_check(a)
+    if a.command == "chunked":
+        cmd_chunked(a)
+    else:
+        cmd_check(a)
     if golden.failures:
         print(f"{len(golden.failures)} check(s) failed")
         return 1

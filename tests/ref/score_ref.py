@@ -8,11 +8,13 @@ DESIGN
     - /v1/score: next-token log_softmax after query + item (item + query
       with item_first) at the label ids; exp, or a softmax over the
       labels' logprobs (apply_softmax).  Multi-item (the server runs with
-      --multi-item-scoring-delimiter D): item k's scores are those of
-      query + [D] + item_k alone (each item sees the query and itself;
-      positions run on from the query, see src/model/multi_item.c), and the
-      check first shows that the plain causal pass over the whole
-      query D item1 D ... D itemN D sequence would score differently.
+      --multi-item-scoring-delimiter D): one pass over
+      query D item1 D ... D itemN D as SGLang's FlashInfer path runs it
+      (forward_masked: a segment -- a delimiter and its item -- attends to
+      the query and itself; each delimiter at the query's last position,
+      item tokens from the query's length on), item k's scores at the row
+      before delimiter k+1; the check first shows that a plain causal pass,
+      and each query+D+item scored alone, would both score differently.
     - sequence classifiers (HF GenericForSequenceClassification): the last
       token's final-normed hidden state times score.weight (num_labels, H);
       /v1/classify probs = softmax, label = id2label[argmax]; /v1/rerank
@@ -151,6 +153,62 @@ def next_logprobs(m, ids):
     return torch.log_softmax(lg, -1)
 
 
+@torch.no_grad()
+def forward_masked(m, ids, pos, allowed):
+    """torch_ref.Model's forward (Llama: no biases, qk-norm or window) over
+    the whole sequence with explicit rope positions pos (n,) and attention
+    mask allowed (n, n) -- SGLang's multi-item scoring pass.  log_softmax
+    rows (n, V)."""
+    cfg = m.cfg
+    n = len(ids)
+    cos, sin = torch_ref.rope_cos_sin(cfg, torch.tensor(pos), max(pos) + 1)
+    cos, sin = cos[:, None, :].to(m.cdt), sin[:, None, :].to(m.cdt)
+    x = m.embed[torch.tensor(ids, dtype=torch.long)]
+    NH, KV, D = cfg.n_heads, cfg.n_kv, cfg.head_dim
+    for L in m.layers:
+        h = m.rmsnorm(x, L["in_norm"])
+        q, k, v = (h @ L["wq"].T).view(n, NH, D), (h @ L["wk"].T).view(n, KV, D), (h @ L["wv"].T).view(n, KV, D)
+        q = q * cos + torch_ref.rotate_half(q) * sin
+        k = k * cos + torch_ref.rotate_half(k) * sin
+        K, V = k.repeat_interleave(NH // KV, dim=1), v.repeat_interleave(NH // KV, dim=1)
+        sc = torch.einsum("qhd,khd->hqk", q, K) / math.sqrt(D)
+        sc = sc.masked_fill(~allowed[None], float("-inf"))
+        att = torch.einsum("hqk,khd->qhd", torch.softmax(sc, -1), V).reshape(n, NH * D)
+        x = x + att @ L["wo"].T
+        h = m.rmsnorm(x, L["post_norm"])
+        x = x + (torch.nn.functional.silu(h @ L["gate"].T) * (h @ L["up"].T)) @ L["down"].T
+    x = m.rmsnorm(x, m.norm)
+    return torch.log_softmax((x @ m.lm_head.T).double(), -1)
+
+
+def multi_item_ref(m, ids, d, labels, sgl=True):
+    """Scores of items 1..N of query D item1 D ... itemN D.  sgl: SGLang's
+    pass (FlashInfer multi-item mask: a segment -- a delimiter and the item
+    after it -- sees the query and itself; positions rewritten: each
+    delimiter at the query's last position, item tokens from the query's
+    length on); else a plain causal pass with natural positions."""
+    n = len(ids)
+    dp = [i for i, t in enumerate(ids) if t == d]
+    q = dp[0]
+    seg = [-1] * n
+    pos = list(range(n))
+    for k, p0 in enumerate(dp):
+        end = dp[k + 1] if k + 1 < len(dp) else n
+        for j in range(p0, end):
+            seg[j] = k
+            if sgl:
+                pos[j] = q - 1 + (j - p0)
+    i = torch.arange(n)
+    causal = i[None, :] <= i[:, None]
+    if sgl:
+        s = torch.tensor(seg)
+        allowed = causal & ((i[None, :] < q) | (s[None, :] == s[:, None]))
+    else:
+        allowed = causal
+    lg = forward_masked(m, ids, pos, allowed)
+    return [[math.exp(float(lg[p - 1][t])) for t in labels] for p in dp[1:]]
+
+
 def to_scores(lp, labels, softmax):
     v = torch.tensor([float(lp[t]) for t in labels], dtype=torch.float64)
     return (torch.softmax(v, 0) if softmax else v.exp()).tolist()
@@ -219,19 +277,27 @@ def cmd_score(url, mdir, multi):
         report(st == 400, f"/v1/classify on a generation model: 400 ({st})")
         return
     d = multi
-    ref = [to_scores(next_logprobs(m, query + [d] + it), labels, False) for it in items]
     comb = list(query)
     for it in items:
         comb += [d] + it
     comb += [d]
-    # the mask must matter: scores read off one plain causal pass differ
+    ref = multi_item_ref(m, comb, d, labels)
+    # the reference's own check: with a plain causal mask and natural
+    # positions, forward_masked is torch_ref's forward
     m.reset()
     lg = torch.log_softmax(m.forward(comb).double(), -1)
     pos = [i for i, t in enumerate(comb) if t == d]
     plain = [[math.exp(float(lg[p - 1][t])) for t in labels] for p in pos[1:]]
+    report(worst(multi_item_ref(m, comb, d, labels, sgl=False), plain) < 1e-9,
+           "reference: forward_masked with a causal mask = torch_ref's forward")
+    # each feature must matter: the mask, and SGLang's positions
     report(worst(plain, ref) > 100 * TOL,
-           f"multi-item: plain causal scoring differs from per-item by {worst(plain, ref):.2g} relative "
+           f"multi-item: plain causal scoring differs from SGLang's pass by {worst(plain, ref):.2g} relative "
            f"(> {100 * TOL:g} needed for the test to bite)")
+    alone = [to_scores(next_logprobs(m, query + [d] + it), labels, False) for it in items]
+    report(worst(alone, ref) > 100 * TOL,
+           f"multi-item: each query+D+item alone (natural positions) differs from SGLang's pass by "
+           f"{worst(alone, ref):.2g} relative (> {100 * TOL:g} needed)")
     st, o = post(url, "/v1/score", {"query": query, "items": items, "label_token_ids": labels})
     report(st == 200 and close(o.get("scores"), ref),
            f"/v1/score multi-item ids, one pass: max rel |d| {worst(o.get('scores') if st == 200 else None, ref):.2g} "
@@ -240,6 +306,19 @@ def cmd_score(url, mdir, multi):
                                      "apply_softmax": True})
     sref = [torch.softmax(torch.log(torch.tensor(r, dtype=torch.float64)), 0).tolist() for r in ref]
     report(st == 200 and close(o2.get("scores"), sref), "/v1/score multi-item apply_softmax")
+    # text: query D item1 D ... with D's text; the reference splits the
+    # server's tokenization of that text at the delimiters
+    q, its = "Once upon a time", [" there was a cat", " the sun", " a big red ball"]
+    st, t = post(url, "/detokenize", {"tokens": [d], "skip_special_tokens": False})
+    dtext = t.get("text", "") if st == 200 else ""
+    st, t = post(url, "/tokenize", {"prompt": q + dtext + dtext.join(its) + dtext})
+    ids = t["tokens"]
+    dp = [i for i, x in enumerate(ids) if x == d]
+    tref = multi_item_ref(m, ids, d, labels) if len(dp) == len(its) + 1 else []
+    st, o = post(url, "/v1/score", {"query": q, "items": its, "label_token_ids": labels})
+    report(len(tref) == len(its) and st == 200 and close(o.get("scores"), tref),
+           f"/v1/score multi-item text (delimiter text {dtext!r}): max rel |d| "
+           f"{worst(o.get('scores') if st == 200 else None, tref):.2g} (status {st})")
     st, o = post(url, "/v1/score", {"query": query, "items": [[5, d, 6]], "label_token_ids": labels})
     report(st == 500 and "Expected 2 input_token_ids_logprobs" in (o or {}).get("message", ""),
            f"/v1/score multi-item: an item holding the delimiter is refused ({st})")

@@ -13,4 +13,15 @@ set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/configs/microsoft__Phi-3-mini-4k-instruct/config.json
 mkdir -p "$ROOT/build/tiny-models"
-exec "$PY" "$ROOT/tests/ref/phi3_ref.py" check --cache "$ROOT/build/tiny-models"
+"$PY" "$ROOT/tests/ref/phi3_ref.py" check --cache "$ROOT/build/tiny-models" || exit 1
+# The scheduler's chunked prefill (16-token chunks, each shorter than
+# original_max_position_embeddings 32) of a 64-token prompt: every chunk
+# must take the long factors (model_batch.seq_rope_len = the prompt's
+# length), as HF does for the whole prompt.
+. "$ROOT/tests/scripts/lib_server.sh"
+T=$(mktemp -d)
+trap server_cleanup EXIT
+server_start "$T/log" --model-path "$ROOT/build/tiny-models/phi3.5-long/f32" --chunked-prefill-size 16 \
+    --threads 2 --disable-radix-cache --skip-tokenizer-init || server_fail "$T/log"
+"$PY" "$ROOT/tests/ref/phi3_ref.py" chunked --only phi3.5-long --url "$SERVER_URL" \
+    --cache "$ROOT/build/tiny-models"

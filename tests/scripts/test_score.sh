@@ -35,7 +35,7 @@ run() { # run LOG ARGS... -- REFARGS...: a server, then the reference checks
     server_stop
 }
 run gen.log --model-path "$TS" -- score "$TS"
-run mi.log --model-path "$TS" --multi-item-scoring-delimiter 13 -- score "$TS" --multi 13
+run mi.log --model-path "$TS" --multi-item-scoring-delimiter 3 -- score "$TS" --multi 3
 grep -q "Radix cache is disabled because --multi-item-scoring-delimiter" "$T/mi.log" &&
     echo "ok   multi-item: radix cache and chunked prefill turned off (logged)" ||
     { echo "FAIL multi-item: no log line about the radix cache"; FAIL=1; }

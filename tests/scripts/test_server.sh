@@ -45,7 +45,7 @@ check "/v1 unknown route 404 body: detail + error object" "[ \$(req GET /v1/nope
 head -c 100001 /dev/zero >"$T/big" # one byte over --max-payload-size
 check "/v1 413 body: SGLang fields + error object" "[ \$(curl -s -m 60 -o $T/body -w '%{http_code}' \"\${A[@]}\" -H 'Content-Type: application/json' --data-binary @$T/big $URL/v1/completions) = 413 ] && [ \"\$(jq_ \"$OAIERR\")\" = 'Request body too large (limit 100000 bytes).' ]"
 rm -f "$T/big"
-check "SGLang route not served yet: 404 naming it" "[ \$(req POST /v1/score '{}') = 404 ] && [ \"\$(jq_ \"$OAIERR\")\" = '/v1/score is an SGLang route that sglc does not serve yet (scoring routes, issue 15).' ]"
+check "/v1/score (api_score.c) 400 in the /v1 error shape" "[ \$(req POST /v1/score '{}') = 400 ] && [ \"\$(jq_ \"$OAIERR\")\" = 'label_token_ids must be provided' ]"
 check "unknown stored response: 404 naming it" "[ \$(req GET /v1/responses/resp_1) = 404 ] && [ \"\$(jq_ \"$OAIERR\")\" = \"Response with id 'resp_1' not found.\" ]"
 check "native route not served yet: 404 naming it" "[ \$(req POST /open_session '{}') = 404 ] && grep -q 'sessions are not implemented' $T/body"
 check "/ping (SageMaker) = health" "[ \$(req GET /ping) = 200 ]"

@@ -10,6 +10,10 @@
 # - `sglc bench-offline` prints the accept length and writes it in its JSON;
 # - `sglc serve` with NGRAM: /generate meta_info and /metrics
 #   sglang:spec_accept_length;
+# - STANDALONE: the target as its own draft and a dummy draft of the same
+#   vocabulary give identical ids; another vocabulary or a missing path
+#   is a clear start-up error;
+# - a regex-constrained request and --tp-size 2: identical with NGRAM;
 # - bad arguments are usage errors (exit 2) with a clear message.
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -79,6 +83,26 @@ gen "$M" "$T/s2.jsonl" --speculative-algorithm NGRAM --speculative-ngram-match-t
 gen "$M" "$T/p2.jsonl" --page-size 16
 check "TinyStories: identical with PROB, 4 drafts, breadth 3, page 16" "'$PY' -c '$cmp_py' '$T/p2.jsonl' '$T/s2.jsonl' need"
 
+# a grammar (regex) with drafts: the mask trims drafts the grammar forbids
+printf '%s\n' '{"text": "the cat the cat the cat the cat", "sampling_params": {"temperature": 0, "max_new_tokens": 40, "regex": "( the cat){2,12}\\."}}' >"$T/gram.jsonl"
+"$BIN" generate --model-path "$M" --requests "$T/gram.jsonl" --output "$T/g0.jsonl" --threads 1 --log-level warning 2>>"$T/err"
+"$BIN" generate --model-path "$M" --requests "$T/gram.jsonl" --output "$T/g1.jsonl" --threads 1 --log-level warning \
+    --speculative-algorithm NGRAM 2>>"$T/err"
+check "regex-constrained output identical with NGRAM, drafts accepted" \
+    "'$PY' -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a[\"output_ids\"]==b[\"output_ids\"] and a[\"text\"].endswith(\".\"), (a, b); assert b[\"meta_info\"][\"spec_accept_token_num\"]>0, b' '$T/g0.jsonl' '$T/g1.jsonl'"
+
+# tensor parallelism: the verify forwards run on both ranks
+gen "$M" "$T/tp.jsonl" --speculative-algorithm NGRAM --tp-size 2
+check "TinyStories --tp-size 2: identical with NGRAM, drafts accepted" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/tp.jsonl' need"
+
+# STANDALONE: the target as its own draft (drafts right), a dummy-weight
+# draft of the same vocabulary (mostly wrong): identical ids either way
+gen "$M" "$T/sa.jsonl" --speculative-algorithm STANDALONE --speculative-draft-model-path "$M"
+check "STANDALONE (self draft): identical, accept length > 1" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/sa.jsonl' need"
+gen "$M" "$T/sd.jsonl" --speculative-algorithm STANDALONE --speculative-draft-model-path "$M" \
+    --speculative-draft-load-format dummy --speculative-num-steps 5
+check "STANDALONE (dummy draft, 5 steps): identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/sd.jsonl'"
+
 # the tiny architecture models
 if "$PY" -c 'import torch, numpy' 2>/dev/null; then
     TM=$ROOT/build/tiny-models
@@ -111,6 +135,7 @@ bad() {  # bad NAME PATTERN ARGS...
     check "bad args: $name (exit 2, message)" "[ $rc -eq 2 ] && grep -q -- '$pat' '$T/bad.out'"
 }
 bad "EAGLE" "speculative-algorithm EAGLE is not supported by sglc yet" --speculative-algorithm EAGLE
+bad "EAGLE3" "speculative-algorithm EAGLE3 is not supported by sglc yet" --speculative-algorithm EAGLE3
 bad "unknown algorithm" "speculative-algorithm" --speculative-algorithm FOO
 bad "min window > max window" "min-match-window-size (13) must be less than or equal" \
     --speculative-algorithm NGRAM --speculative-ngram-min-match-window-size 13
@@ -121,6 +146,18 @@ bad "num draft tokens 0" "num-draft-tokens must be between 1 and 64" \
 bad "min breadth 0" "min-bfs-breadth must be greater than 0" \
     --speculative-algorithm NGRAM --speculative-ngram-min-bfs-breadth 0
 bad "match type" "match-type" --speculative-algorithm NGRAM --speculative-ngram-match-type DFS
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/bad.jsonl" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path "$ROOT/build/tiny-models/llama3/f32" >"$T/bad.out" 2>&1
+rc=$?
+if [ -d "$ROOT/build/tiny-models/llama3/f32" ]; then
+    check "bad args: STANDALONE draft of another vocabulary (start-up error)" \
+        "[ $rc -ne 0 ] && grep -q 'vocabulary (512 tokens) differs from the target' '$T/bad.out'"
+fi
+bad "STANDALONE without a draft path" "STANDALONE needs --speculative-draft-model-path" --speculative-algorithm STANDALONE
+bad "STANDALONE missing draft path" "no such file or directory" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path /nonexistent/draft
+bad "STANDALONE with --tp-size 2" "STANDALONE with --tp-size > 1 is not supported" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path "$M" --tp-size 2
 bad "capacity" "speculative-ngram-capacity must be greater" --speculative-algorithm NGRAM --speculative-ngram-capacity 3
 "$BIN" serve --model-path "$M" --speculative-algorithm NEXTN >"$T/bad.out" 2>&1
 rc=$?

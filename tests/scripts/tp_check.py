@@ -43,14 +43,14 @@ def run(model, ids, n_new, tp, dtype="float32", extra=()):
         return [int(x) for x in obj["output_ids"]], np.fromfile(path, dtype="<f4"), p.stderr
 
 
-def check_model(name, model, heads, vocab):
+def check_model(name, model, heads, vocab, extra=()):
     ids = [(i * 37) % (vocab - 3) + 3 for i in range(40)]
-    ref_ids, ref, err = run(model, ids, 16, 1)
+    ref_ids, ref, err = run(model, ids, 16, 1, extra=extra)
     if ref is None:
         report(False, f"{name}: one-process run failed: {err[-400:]}")
         return
     for tp in (2, 4):
-        got_ids, got, err = run(model, ids, 16, tp)
+        got_ids, got, err = run(model, ids, 16, tp, extra=extra)
         if heads % tp:
             report(got is None and "not divisible" in err,
                    f"{name} tp={tp}: refused ({heads} heads): {err.strip().splitlines()[-1] if err.strip() else ''}")
@@ -79,6 +79,19 @@ def main():
         d = os.path.join(cache, n, "f32")
         c = json.load(open(os.path.join(d, "config.json")))
         check_model(n, d, c["num_attention_heads"], c["vocab_size"])
+    # dummy weights of real configs, shrunk (--json-model-override-args):
+    # Phi-3's fused qkv / gate_up split at load, Llama-3.2's tied dummy LM
+    # head (rows made on lookup) sliced by vocabulary, a vocabulary that
+    # does not divide by the ranks
+    small = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 512,
+             "num_attention_heads": 8, "num_key_value_heads": 4, "vocab_size": 1001, "head_dim": 32}
+    for cfg in ("microsoft__Phi-3-mini-4k-instruct", "meta-llama__Llama-3.2-1B-Instruct"):
+        d = os.path.join(SHARED, "models", "configs", cfg)
+        if not os.path.exists(os.path.join(d, "config.json")):
+            report(False, f"{d} not found")
+            continue
+        check_model(cfg + " (dummy, shrunk)", d, 8, 1001,
+                    extra=("--load-format", "dummy", "--json-model-override-args", json.dumps(small)))
     ts = os.path.join(SHARED, "models", "TinyStories-656K")
     if os.path.exists(os.path.join(ts, "config.json")):
         c = json.load(open(os.path.join(ts, "config.json")))

@@ -185,7 +185,7 @@ static void test_configs(void **state)
     assert_false(model_config_layer_moe(&c, 0));
     for (int il = 1; il < 27; il++) assert_true(model_config_layer_moe(&c, il));
     /* latent row: 512 + 64 per layer, vs 16 heads x (192 + 128) */
-    assert_int_equal(model_kv_row_len(&c), 576);
+    assert_int_equal(model_kv_row_len(&c, c.n_kv_head), 576);
     /* softmax scale: 192^-1/2 * (0.1 * 0.707 * ln 40 + 1)^2 */
     double ms = 0.1 * 0.707 * log(40.0) + 1.0;
     assert_true(fabs(c.mla_scale - ms * ms / sqrt(192.0)) < 1e-6);
@@ -210,7 +210,7 @@ static void test_configs(void **state)
     assert_int_equal(c.shared_inter, 2048);
     assert_false(model_config_layer_moe(&c, 2));
     assert_true(model_config_layer_moe(&c, 3));
-    assert_int_equal(model_kv_row_len(&c), 576);
+    assert_int_equal(model_kv_row_len(&c, c.n_kv_head), 576);
     ms = 0.1 * 1.0 * log(40.0) + 1.0;
     assert_true(fabs(c.mla_scale - ms * ms / sqrt(192.0)) < 1e-6);
     /* V3 with top-1: no renormalization (HF: only when top_k > 1), scale kept */
@@ -253,7 +253,7 @@ static void test_configs(void **state)
     assert_int_equal(c.moe_inter, 1408);
     assert_int_equal(c.shared_inter, 5632);
     assert_int_equal(c.norm_topk_prob, 0);
-    assert_int_equal(model_kv_row_len(&c), 16 * 128);
+    assert_int_equal(model_kv_row_len(&c, c.n_kv_head), 16 * 128);
     assert_true(c.routed_scale == 1.0f);
     /* Qwen2MoeConfig defaults */
     assert_int_equal(load_cfg(&c, "Qwen__Qwen1.5-MoE-A2.7B.json", "{\"num_experts\":null,"

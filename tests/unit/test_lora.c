@@ -3,7 +3,8 @@
  *     (DoRA, rank/alpha patterns, biases, modules_to_save, fan_in_fan_out,
  *     regex targets) with a message; --lora-paths entry forms;
  *   - the shrink / expand kernels: AVX2 against the scalar reference over
- *     odd sizes, several adapters, rows without one, thread splits;
+ *     odd sizes, several adapters (f32 and bf16), rows without one, thread
+ *     splits;
  *   - PEFT folders written here by hand against TinyStories-656K: shape,
  *     rank, name, missing-file and pickle checks, each with its message;
  *     the whole forward against merged weights
@@ -140,6 +141,7 @@ static void test_kernels(void **state)
     const int M = 11, N = 77, K = 45;
     const int ranks[3] = {5, 16, 1};
     float *a[3], *bt[3];
+    uint16_t *a16 = malloc(2 * (size_t)ranks[1] * K), *b16 = malloc(2 * (size_t)ranks[1] * N);
     linear_adapter ads[3];
     for (int i = 0; i < 3; i++) {
         a[i] = malloc(sizeof(float) * (size_t)ranks[i] * K);
@@ -148,6 +150,10 @@ static void test_kernels(void **state)
         for (int j = 0; j < ranks[i] * N; j++) bt[i][j] = frand();
         ads[i] = (linear_adapter){.id = 10 + i, .rank = ranks[i], .scale = 0.5f + (float)i, .a = a[i], .bt = bt[i]};
     }
+    /* adapter 11 is stored bf16: the reference uses the same rounded values */
+    for (int j = 0; j < ranks[1] * K; j++) a[1][j] = bf16_to_f32(a16[j] = f32_to_bf16(a[1][j]));
+    for (int j = 0; j < ranks[1] * N; j++) bt[1][j] = bf16_to_f32(b16[j] = f32_to_bf16(bt[1][j]));
+    ads[1].dt = DTYPE_BF16, ads[1].a = a16, ads[1].bt = b16;
     float x[11 * 45], y0[11 * 77], want[11 * 77], y1[11 * 77], y2[11 * 77];
     for (int i = 0; i < M * K; i++) x[i] = frand();
     for (int i = 0; i < M * N; i++) y0[i] = frand();
@@ -188,6 +194,7 @@ static void test_kernels(void **state)
         assert_memory_equal(ya, y1 + 4 * N, sizeof ya);
     }
     for (int i = 0; i < 3; i++) free(a[i]), free(bt[i]);
+    free(a16), free(b16);
 }
 
 /* ---- PEFT folders on TinyStories-656K ---------------------------------- */

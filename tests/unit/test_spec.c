@@ -94,6 +94,7 @@ typedef struct {
 } sched_cfg;
 
 static double g_temperature = 1.0;
+static model *g_draft; /* STANDALONE runs: the draft model (NULL = NGRAM) */
 
 static void fill_prompt(const req_cfg *c, int i, int32_t *ids)
 {
@@ -208,8 +209,11 @@ static void run(const req_cfg *cfg, int n, const sched_cfg *sc, bool with_spec, 
     if (with_spec) {
         spec_args a;
         spec_args_init(&a);
-        a.algo = SPEC_ALGO_NGRAM;
+        a.algo = g_draft ? SPEC_ALGO_STANDALONE : SPEC_ALGO_NGRAM;
         a.ngram.match_type = mt;
+        a.draft_model = g_draft;
+        a.target_vocab = model_get_config(g_model)->vocab_size;
+        a.draft_kv_tokens = 8192;
         char err[256];
         d = spec_drafter_create(&a, err, sizeof err);
         if (!d) fail_msg("%s", err);
@@ -445,9 +449,65 @@ static void test_aborts_no_leak(void **state)
     }
 }
 
+/* STANDALONE with the target itself as the draft (its own run state):
+ * greedy drafts of the same model are right (up to the rounding of
+ * multi-row forwards), outputs identical, alone and batched, sampling
+ * too; a dummy-weight draft of the same vocabulary (drafts mostly wrong):
+ * identical; a draft of another vocabulary: refused. */
+static void test_standalone(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    req_cfg cfg[6] = {
+        {0, 40, 60, false, 0, true, false, -1}, {1, 12, 50, false, 0, true, true, -1},
+        {2, 30, 40, true, 9, true, false, -1},  {1, 20, 1, false, 0, false, false, -1},
+        {0, 25, 33, true, 4, false, true, -1},  {2, 18, 45, false, 0, false, false, -1},
+    };
+    static result ref[6], got[6];
+    sched_stats st_ref, st;
+    spec_drafter_stats dst;
+    sched_cfg sc = {.page_size = 1};
+    model *self = model_share(g_model);
+    assert_non_null(self);
+    const model_config *c = model_get_config(g_model);
+    char dir[512], err[512];
+    const char *sh = getenv("SGLC_SHARED");
+    snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", sh && *sh ? sh : "../shared");
+    model_load_opts o = {.model_path = dir, .dtype = -1, .load_format = MODEL_LOAD_DUMMY, .random_seed = 5};
+    model *dummy = model_load(&o, err, sizeof err);
+    assert_non_null(dummy);
+    for (int alone = 0; alone < 2; alone++) {
+        run(cfg, 6, &sc, false, SPEC_MATCH_BFS, alone, ref, &st_ref, NULL);
+        g_draft = self;
+        run(cfg, 6, &sc, true, SPEC_MATCH_BFS, alone, got, &st, &dst);
+        expect_same(ref, got, 6, alone ? "standalone self, alone" : "standalone self, batch");
+        assert_true(st.spec_draft_tokens > 0);
+        assert_true(st.spec_accepted_tokens * 2 > st.spec_draft_tokens); /* mostly right */
+        /* request rows of verify forwards vs plain decode rows (one per token past the prefill) */
+        assert_true(st.spec_verify_ct * 2 < st_ref.generated_tokens - 6);
+        assert_true(dst.tracked > 0);
+        g_draft = dummy;
+        run(cfg, 6, &sc, true, SPEC_MATCH_BFS, alone, got, &st, NULL);
+        expect_same(ref, got, 6, "standalone dummy draft");
+        assert_true(st.spec_draft_tokens > 0);
+        g_draft = NULL;
+    }
+    /* another vocabulary: a clear error */
+    spec_args a;
+    spec_args_init(&a);
+    a.algo = SPEC_ALGO_STANDALONE;
+    a.draft_model = self;
+    a.target_vocab = c->vocab_size + 1;
+    assert_null(spec_drafter_create(&a, err, sizeof err));
+    assert_non_null(strstr(err, "differs from the target model's"));
+    model_free(dummy);
+    model_free(self);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_stop_token),
         cmocka_unit_test(test_sampling_distribution),

@@ -202,6 +202,78 @@ static void test_capacity_eviction(void **state)
     }
 }
 
+/* The cursor (one lookup per open path per token) against the reference
+ * insertion (every path re-walked from the root): the same n-grams with
+ * the same counts; the cursor's anchors give the same drafts as looking
+ * the windows up; under a small capacity it stays within it and drafts. */
+static void test_cursor_matches_reference(void **state)
+{
+    (void)state;
+    for (int mt = 0; mt < 2; mt++) {
+        spec_ngram *ref = mk((spec_match_type)mt, 1000000), *cur = mk((spec_match_type)mt, 1000000);
+        uint64_t r = 0x1234567ULL + (uint64_t)mt;
+        enum { NSEQ = 12, LEN = 150 };
+        static int32_t seqs[NSEQ][LEN];
+        spec_ngram_cursor cs[NSEQ];
+        int64_t seen[NSEQ], len[NSEQ];
+        for (int q = 0; q < NSEQ; q++) {
+            /* a small vocabulary and repeated phrases: many shared n-grams */
+            for (int i = 0; i < LEN; i++)
+                seqs[q][i] = (rnd(&r) % 3 == 0) ? (int32_t)(rnd(&r) % 12) : seqs[q][i >= 7 ? i - 7 : 0] + (i < 7 ? i : 0);
+            assert_int_equal(spec_ngram_cursor_init(cur, &cs[q]), 0);
+            seen[q] = 0;
+            len[q] = 1 + (int64_t)(rnd(&r) % 20);
+        }
+        /* the sequences grow interleaved, a few tokens at a time */
+        for (int round = 0; round < 60; round++)
+            for (int q = 0; q < NSEQ; q++) {
+                if (len[q] > LEN) continue;
+                assert_int_equal(spec_ngram_insert(ref, seqs[q], len[q], seen[q]), 0);
+                seen[q] = len[q];
+                assert_int_equal(spec_ngram_advance(cur, &cs[q], seqs[q], len[q]), 0);
+                int32_t d1[16], d2[16];
+                int n1 = spec_ngram_draft(cur, seqs[q], len[q], d1, 11);
+                int n2 = spec_ngram_draft_cursor(cur, &cs[q], seqs[q], len[q], d2, 11);
+                assert_int_equal(n1, n2);
+                assert_memory_equal(d1, d2, sizeof(int32_t) * (size_t)n1);
+                len[q] += 1 + (int64_t)(rnd(&r) % 3);
+            }
+        assert_int_equal(spec_ngram_size(ref), spec_ngram_size(cur));
+        /* every n-gram of every sequence: the same count */
+        int checked = 0;
+        for (int q = 0; q < NSEQ; q++)
+            for (int64_t i = 0; i < seen[q]; i++)
+                for (int n = 1; n <= 18 && i + n <= seen[q]; n++) {
+                    uint32_t a = spec_ngram_freq(ref, seqs[q] + i, n), b = spec_ngram_freq(cur, seqs[q] + i, n);
+                    if (a != b) fail_msg("seq %d pos %lld n %d: freq %u vs %u", q, (long long)i, n, a, b);
+                    assert_true(a > 0);
+                    checked++;
+                }
+        assert_true(checked > 1000);
+        for (int q = 0; q < NSEQ; q++) spec_ngram_cursor_free(&cs[q]);
+        spec_ngram_destroy(ref);
+        spec_ngram_destroy(cur);
+    }
+    /* small capacity: evictions drop cursor paths; drafts still work */
+    spec_ngram *t = mk(SPEC_MATCH_BFS, 200);
+    uint64_t r = 99;
+    spec_ngram_cursor c;
+    assert_int_equal(spec_ngram_cursor_init(t, &c), 0);
+    int32_t seq[3000];
+    for (int i = 0; i < 3000; i++) seq[i] = i % 37 == 0 ? (int32_t)(rnd(&r) % 1000) : (int32_t)(i % 9);
+    int drafted = 0;
+    for (int64_t l = 1; l <= 3000; l++) {
+        assert_int_equal(spec_ngram_advance(t, &c, seq, l), 0);
+        assert_true(spec_ngram_size(t) <= 200);
+        int32_t d[16];
+        drafted += spec_ngram_draft_cursor(t, &c, seq, l, d, 4) > 0;
+    }
+    assert_true(spec_ngram_evictions(t) > 0);
+    assert_true(drafted > 1000);
+    spec_ngram_cursor_free(&c);
+    spec_ngram_destroy(t);
+}
+
 static void test_params(void **state)
 {
     (void)state;
@@ -291,7 +363,7 @@ int main(void)
         cmocka_unit_test(test_repeat_chain),      cmocka_unit_test(test_recency_vs_frequency),
         cmocka_unit_test(test_windows),           cmocka_unit_test(test_breadth),
         cmocka_unit_test(test_capacity_eviction), cmocka_unit_test(test_params),
-        cmocka_unit_test(test_drafter_backoff),
+        cmocka_unit_test(test_drafter_backoff),   cmocka_unit_test(test_cursor_matches_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
