@@ -127,7 +127,7 @@ static void job_on_close(void *arg)
     atomic_store(&j->gone, true);
     if (atomic_load(&j->submitted))
         for (int i = 0; i < j->n_prompt; i++)
-            if (j->sub_ids[i]) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
+            if (j->sub_ids[i]) dp_abort_id(j->api->dp, j->sub_ids[i]);
 }
 
 /* Write one SSE event of a job; a client that cannot take it (gone, or
@@ -358,7 +358,7 @@ static void reap_gone_clients(api_server *a)
             if (j->stream || atomic_load(&j->gone) || !http_req_peer_gone(j->hr)) continue;
             atomic_store(&j->gone, true);
             for (int i = 0; i < j->n_prompt; i++)
-                if (j->sub_ids[i]) sched_abort_id(a->cfg.s, j->sub_ids[i]);
+                if (j->sub_ids[i]) dp_abort_id(a->dp, j->sub_ids[i]);
         }
     pthread_mutex_unlock(&a->mu);
 }
@@ -368,7 +368,7 @@ static void *dispatcher_main(void *arg)
     api_server *a = arg;
     double last_reap = time_now_sec();
     while (!atomic_load(&a->stop)) {
-        sched_event *e = sched_wait(a->cfg.s, 0.2);
+        sched_event *e = dp_wait(a->dp, 0.2, NULL);
         if (e) {
             handle_event(a, e);
             sched_event_free(e);
@@ -474,6 +474,12 @@ static void dry_run(api_server *a, api_job *j, sched_req_spec *specs)
     free(ids);
 }
 
+/* data_parallel_rank / bootstrap_room of the request being routed on this
+ * thread: api_route reads them from the body (with_dp_fields) around the
+ * route call and api_job_submit hands them to the controller, so the
+ * route files build their jobs without knowing about replicas.  -1 = none. */
+static _Thread_local struct { int rank; int64_t room; } tl_dp = {-1, -1};
+
 /* Build, check, log and submit every prompt of a job (api_job.h). */
 void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
 {
@@ -537,14 +543,14 @@ void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx)
     pthread_mutex_lock(&a->mu);
     a->n_jobs++;
     for (int k = 0; k < j->n_prompt; k++) {
-        uint64_t id = sched_submit(a->cfg.s, &specs[k]);
+        uint64_t id = dp_submit(a->dp, &specs[k], tl_dp.rank, tl_dp.room, NULL);
         j->sub_ids[k] = id;
         reg_add(a, id, j, k * j->n_per, j->n_per);
         a->n_reqs++;
     }
     atomic_store(&j->submitted, true);
     if (atomic_load(&j->gone)) /* the client left meanwhile (see job_on_close) */
-        for (int k = 0; k < j->n_prompt; k++) sched_abort_id(a->cfg.s, j->sub_ids[k]);
+        for (int k = 0; k < j->n_prompt; k++) dp_abort_id(a->dp, j->sub_ids[k]);
     pthread_mutex_unlock(&a->mu); /* from here on the dispatcher may free j */
     free(specs);
 }
@@ -598,6 +604,22 @@ static bool encode_ahead(api_server *a, http_req *r, const char *path, const jso
     if (!st) return false;
     if (oai) api_oai_error(r, st, err);
     else api_native_error(r, st, err);
+    return true;
+}
+
+/* data_parallel_rank and bootstrap_room of a request body into tl_dp
+ * (api_dp_fields checks them).  false after answering 400. */
+static bool with_dp_fields(api_server *a, http_req *r, const json_t *j, bool oai)
+{
+    char err[300];
+    int rank = -1;
+    int64_t room = -1;
+    if (api_dp_fields(a, j, &rank, &room, err, sizeof err)) {
+        if (oai) api_oai_error(r, 400, err);
+        else api_native_error(r, 400, err);
+        return false;
+    }
+    tl_dp.rank = rank, tl_dp.room = room;
     return true;
 }
 
@@ -655,16 +677,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         return;
     }
     if (!strcmp(path, "/get_load")) {
-        pthread_mutex_lock(&a->mu);
-        int64_t n = a->n_reqs;
-        pthread_mutex_unlock(&a->mu);
-        sched_stats st;
-        memset(&st, 0, sizeof st);
-        if (a->cfg.s) sched_get_stats_snapshot(a->cfg.s, &st);
-        int64_t used = st.max_total_num_tokens - st.free_tokens - st.evictable_tokens;
-        api_respond_json(r, 200, json_pack("[{s:i,s:I,s:i,s:i,s:I}]", "dp_rank", 0, "num_reqs", (json_int_t)n,
-                                       "num_running_reqs", st.n_running, "num_waiting_reqs", st.n_waiting,
-                                       "num_tokens", (json_int_t)(used > 0 ? used : 0)));
+        api_respond_json(r, 200, api_dp_load_json(a));
         return;
     }
     if (!strcmp(path, "/v1/models") && get) {
@@ -721,13 +734,15 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         }
         json_t *j = parse_body(r, body, body_len, oai, false);
         if (!j) return;
-        if (encode_ahead(a, r, path, j, oai)) {
+        if (!with_dp_fields(a, r, j, oai)) {
+        } else if (encode_ahead(a, r, path, j, oai)) {
         } else if (is_gen) api_route_generate(a, r, j);
         else {
             api_ops_log_openai(a, r, j);
             api_route_openai(a, r, j, is_compl ? JOB_COMPL : JOB_CHAT);
         }
         api_tokq_pre_clear();
+        tl_dp.rank = -1, tl_dp.room = -1;
         json_decref(j);
         return;
     }
@@ -742,8 +757,11 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         }
         json_t *j = parse_body(r, body, body_len, true, false);
         if (!j) return;
-        api_ops_log_openai(a, r, j);
-        api_route_responses(a, r, j);
+        if (with_dp_fields(a, r, j, true)) {
+            api_ops_log_openai(a, r, j);
+            api_route_responses(a, r, j);
+        }
+        tl_dp.rank = -1, tl_dp.room = -1;
         json_decref(j);
         return;
     }
@@ -763,10 +781,11 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         }
         json_t *j = parse_body(r, body, body_len, is_emb, false);
         if (!j) return;
-        if (!encode_ahead(a, r, path, j, is_emb)) {
+        if (with_dp_fields(a, r, j, is_emb) && !encode_ahead(a, r, path, j, is_emb)) {
             if (is_emb) api_ops_log_openai(a, r, j);
             api_route_embed(a, r, j, is_emb);
         }
+        tl_dp.rank = -1, tl_dp.room = -1;
         api_tokq_pre_clear();
         json_decref(j);
         return;
@@ -816,11 +835,11 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         json_t *j = parse_body(r, body, body_len, false, true);
         if (!j) return;
         json_t *rid = json_object_get(j, "rid");
-        if (!a->cfg.s) {
+        if (!a->dp) {
         } else if (json_is_true(json_object_get(j, "abort_all"))) {
-            sched_abort(a->cfg.s, NULL);
+            dp_abort(a->dp, NULL); /* every replica */
         } else if (json_is_string(rid)) {
-            sched_abort(a->cfg.s, json_string_value(rid));
+            dp_abort(a->dp, json_string_value(rid));
         }
         json_decref(j);
         http_respond(r, 200, "text/plain", "", 0, NULL);
@@ -837,10 +856,12 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         return;
     }
     if (!strcmp(path, "/metrics") && get && a->cfg.metrics) {
-        sched_stats st;
-        memset(&st, 0, sizeof st);
-        if (a->cfg.s) sched_get_stats_snapshot(a->cfg.s, &st);
-        char *txt = api_metrics_render(a->cfg.metrics, &st);
+        int n = a->dp ? dp_size(a->dp) : 1;
+        sched_stats *st = calloc((size_t)n, sizeof *st);
+        for (int k = 0; st && a->dp && k < n; k++) sched_get_stats_snapshot(dp_sched(a->dp, k), &st[k]);
+        /* one scheduler gauge line per dp_rank with --dp-size > 1 (SGLang labels them dp_rank) */
+        char *txt = st ? api_metrics_render_dp(a->cfg.metrics, st, n) : NULL;
+        free(st);
         if (!txt) api_native_error(r, 500, "Internal error: out of memory.");
         else http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), NULL);
         free(txt);
@@ -888,7 +909,6 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     a->arch = api_strdup(cfg->architecture ? cfg->architecture : "");
     a->api_key = cfg->api_key && *cfg->api_key ? api_strdup(cfg->api_key) : NULL;
     a->admin_api_key = cfg->admin_api_key && *cfg->admin_api_key ? api_strdup(cfg->admin_api_key) : NULL;
-    a->max_req_input_len = cfg->s ? sched_max_req_input_len(cfg->s) : cfg->context_length - 6;
     /* "/prefix/" and "/prefix" both mean the prefix "/prefix" */
     if (cfg->root_path && *cfg->root_path && strcmp(cfg->root_path, "/")) {
         a->root_path = api_strdup(cfg->root_path);
@@ -900,6 +920,22 @@ api_server *api_create(const api_config *cfg, char *err, size_t errlen)
     clock_gettime(CLOCK_REALTIME, &ts);
     a->rid_salt = ((uint64_t)ts.tv_sec * 1000000007ull) ^ ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)(uintptr_t)a;
     pthread_mutex_init(&a->mu, NULL);
+    /* one path for one scheduler or many: a lone scheduler gets a
+     * controller of size 1; the admin routes see it as cfg.dp */
+    if (cfg->dp) {
+        a->dp = cfg->dp;
+        if (!a->cfg.s) a->cfg.s = dp_sched(a->dp, 0);
+    } else if (cfg->s) {
+        a->dp = dp_wrap(cfg->s);
+        a->own_dp = true;
+        if (!a->dp) {
+            snprintf(err, errlen, "out of memory");
+            api_destroy(a);
+            return NULL;
+        }
+    }
+    a->cfg.dp = a->dp;
+    a->max_req_input_len = a->cfg.s ? sched_max_req_input_len(a->cfg.s) : cfg->context_length - 6;
     a->admin = api_admin_create(&a->cfg);
     a->resps = api_resp_store_new();
     if (!a->admin || !a->resps) {
@@ -951,6 +987,7 @@ void api_destroy(api_server *a)
     free(a->served), free(a->model_path), free(a->tok_path), free(a->arch), free(a->api_key), free(a->admin_api_key);
     free(a->root_path), free(a->weight_version);
     api_resp_store_free(a->resps);
+    if (a->own_dp) dp_destroy(a->dp);
     free(a);
 }
 

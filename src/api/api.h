@@ -29,6 +29,13 @@
  * {"error": "Forbidden"} by SGLang's --api-key / --admin-api-key rules
  * (api_ops.h).
  *
+ * Data parallelism (--dp-size): requests go to the replica the controller
+ * picks (or the one a request's data_parallel_rank names: 400 when out of
+ * range); the dispatcher reads every replica's outbox through it; aborts,
+ * /abort_request, the control routes reach every replica; /get_load has
+ * one entry per dp_rank and /metrics one scheduler gauge line per dp_rank
+ * (label dp_rank, as SGLang's scheduler metrics).
+ *
  * Ownership: api_server borrows the scheduler, tokenizer, chat template
  * and args (all must outlive it) and owns its jobs and its thread. */
 #ifndef SGLC_API_H
@@ -47,8 +54,13 @@
 #include "template/template.h"
 #include "tokenizer/tokenizer.h"
 
+struct dp;
+
 typedef struct api_config {
     sched *s;                        /* borrowed, started by the caller */
+    struct dp *dp;                   /* borrowed or NULL: the data-parallel controller (dp/dp.h,
+                                      * --dp-size); every request goes through it (s is then its
+                                      * replica 0); NULL = s alone (api_create wraps it) */
     const tok_tokenizer *tok;        /* borrowed; NULL = --skip-tokenizer-init */
     const tmpl_chat *chat;           /* borrowed; NULL = no chat template */
     const tmpl_completion *completion; /* borrowed; NULL = no --completion-template (suffix -> 400) */

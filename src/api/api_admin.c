@@ -21,9 +21,14 @@
  * scheduler, swapped in between steps, the radix cache flushed, and the
  * old model freed.  One update at a time.
  *
+ * With --dp-size > 1 every control message goes to every replica
+ * (dp_control: a flush succeeds only when each replica flushed; a weight
+ * update loads once and each replica runs the same weights).
+ *
  * Ownership: api_admin borrows the api_config (scheduler, callbacks) and
  * owns its strings, its threads' jobs and the lock that guards them. */
 #include "api/api_impl.h"
+#include "dp/dp.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -129,7 +134,7 @@ static int send_ctl(api_admin *ad, sched_ctl *c)
                                                  : "Cache flushed.");
         return 0;
     }
-    return sched_control(ad->cfg->s, c);
+    return dp_control(ad->cfg->dp, c); /* every replica (dp.h) */
 }
 
 static void run_update(admin_job *j)
@@ -141,7 +146,7 @@ static void run_update(admin_job *j)
     double t0 = time_now_sec();
     log_info("Start update_weights. Load format=%s, model_path=%s", j->load_format ? j->load_format : "(as at start-up)",
              j->model_path);
-    if (j->abort_all && cfg->s) sched_abort(cfg->s, NULL);
+    if (j->abort_all && cfg->dp) dp_abort(cfg->dp, NULL);
     char err[768] = "";
     model *nm = cfg->load_model && cfg->s ? cfg->load_model(cfg->load_ctx, j->model_path, j->load_format, err, sizeof err) : NULL;
     if (!nm) {
@@ -154,7 +159,7 @@ static void run_update(admin_job *j)
         c.new_model = nm;
         c.keep_cache = !j->flush;
         c.stay_paused = j->keep_pause;
-        if (sched_control(cfg->s, &c) == 0) {
+        if (dp_control(cfg->dp, &c) == 0) { /* each replica: the new weights, one copy */
             ok = true;
             snprintf(msg, sizeof msg, "%s", c.msg);
             if (c.old_model) cfg->free_model(cfg->load_ctx, c.old_model);
@@ -446,10 +451,16 @@ static void route_server_info(api_admin *ad, http_req *r)
         sched_get_stats_snapshot(ad->cfg->s, &st);
         json_object_set_new(o, "max_total_num_tokens", json_integer(st.max_total_num_tokens));
         json_object_set_new(o, "max_req_input_len", json_integer(sched_max_req_input_len(ad->cfg->s)));
-        json_object_set_new(o, "internal_states",
-                            json_pack("[{s:{s:I},s:i,s:i}]", "memory_usage", "token_capacity",
-                                      (json_int_t)st.max_total_num_tokens, "#running-req", st.n_running,
-                                      "#queue-req", st.n_waiting));
+        /* one entry per dp_rank, as SGLang's list of schedulers' states */
+        json_t *states = json_array();
+        int n = ad->cfg->dp ? dp_size(ad->cfg->dp) : 1;
+        for (int k = 0; k < n; k++) {
+            if (k > 0) sched_get_stats_snapshot(dp_sched(ad->cfg->dp, k), &st);
+            json_array_append_new(states, json_pack("{s:{s:I},s:i,s:i}", "memory_usage", "token_capacity",
+                                                    (json_int_t)st.max_total_num_tokens, "#running-req",
+                                                    st.n_running, "#queue-req", st.n_waiting));
+        }
+        json_object_set_new(o, "internal_states", states);
     }
     json_object_set_new(o, "version", json_string(SGLC_VERSION));
     api_respond_json(r, 200, o);
@@ -460,7 +471,7 @@ bool api_admin_handle(api_admin *ad, http_req *r, const char *method, const char
 {
     bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     bool post = !strcmp(method, "POST") || !strcmp(method, "PUT");
-    bool paused = ad->cfg->s && sched_is_paused(ad->cfg->s);
+    bool paused = ad->cfg->dp && dp_is_paused(ad->cfg->dp);
     if (!strcmp(path, "/get_server_info") || !strcmp(path, "/server_info")) {
         route_server_info(ad, r);
         return true;

@@ -74,6 +74,9 @@ int api_gen_req_from_json_ids(const json_t *obj, int32_t *ids, int64_t n_ids, sc
         } else if (!strcmp(key, "text")) {
             if (json_is_null(v)) continue;
             have_text = true;
+        } else if (!strcmp(key, "data_parallel_rank") || !strcmp(key, "bootstrap_room") ||
+                   !strcmp(key, "bootstrap_host") || !strcmp(key, "bootstrap_port")) {
+            continue; /* the replica of --dp-size: the server's front reads and checks them (api_dp.c) */
         } else if (!strcmp(key, "sampling_params")) {
             if (sampling_params_from_json(&sp->params, v, err, errlen)) goto fail;
         } else if (!strcmp(key, "rid")) {

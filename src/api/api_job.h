@@ -40,6 +40,7 @@
 #include "api/api_generate_json.h"
 #include "api/api_tokq.h"
 
+#include "dp/dp.h"
 #include "util/timeutil.h"
 
 enum { JOB_NATIVE = 0, JOB_COMPL, JOB_CHAT, JOB_HEALTH, JOB_ENCODE, JOB_EMBED, JOB_RESP, JOB_SCORE, JOB_RERANK,
@@ -128,6 +129,8 @@ struct api_server {
     api_admin *admin;            /* owned: control routes (api_admin.c) */
     api_tokq *tokq;              /* owned or NULL (routes run on the polling thread) */
     api_resp_store *resps;       /* owned: stored /v1/responses answers (its own lock) */
+    dp *dp;                      /* cfg.dp, or owned (own_dp) around cfg.s; NULL = dry run */
+    bool own_dp;
 };
 
 
@@ -233,6 +236,16 @@ typedef int (*api_spec_fn)(void *ctx, int i, sched_req_spec *spec, bool *max_new
 void api_job_submit(api_server *a, api_job *j, api_spec_fn build, void *ctx);
 /* --log-requests: the raw OpenAI body, before it is adapted. */
 void api_ops_log_openai(api_server *a, http_req *r, const json_t *body);
+
+/* ---- api_dp.c: data parallelism at the front ------------------------------------- */
+
+/* A request's data_parallel_rank (SGLang's GenerateReqInput field: null,
+ * or an integer in [0, dp_size)) into *rank and bootstrap_room (null or a
+ * non-negative integer: follow_bootstrap_room) into *room; -1 = absent.
+ * 0, or -1 with the 400 message. */
+int api_dp_fields(api_server *a, const json_t *body, int *rank, int64_t *room, char *err, size_t errlen);
+/* /get_load: one object per dp_rank (new reference). */
+json_t *api_dp_load_json(api_server *a);
 
 /* ---- route families ------------------------------------------------------------ */
 

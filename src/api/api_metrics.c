@@ -184,7 +184,8 @@ static void hist_observe(hist *h, double v, uint64_t n)
 }
 
 /* Labels sglc sets itself: an extra label may not repeat one. */
-static const char *const own_labels[] = {"model_name", "engine_type", "tp_rank", "pp_rank", "le", "cache_source", NULL};
+static const char *const own_labels[] = {"model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank", "le", "cache_source",
+                                         NULL};
 
 /* --extra-metric-labels -> m->extra.  -1 with a message on a bad object. */
 static int extra_labels_init(api_metrics *m, const json_t *o, char *err, size_t errlen)
@@ -397,45 +398,77 @@ static void histogram(strbuf *b, const char *name, const char *help, const char 
     strbuf_printf(b, "%s_sum{%s} %s\n", name, labels, t);
 }
 
-char *api_metrics_render(api_metrics *m, const sched_stats *st)
+/* One gauge over the replicas: line r has labels slab[r] and value v[r]. */
+static void gauge_n(strbuf *b, const char *name, const char *help, char **slab, const double *v, int n)
+{
+    char t[64];
+    metric_head(b, name, "gauge", help);
+    for (int r = 0; r < n; r++) {
+        fmt_num(t, sizeof t, v[r]);
+        strbuf_printf(b, "%s{%s} %s\n", name, slab[r], t);
+    }
+}
+
+char *api_metrics_render(api_metrics *m, const sched_stats *st) { return api_metrics_render_dp(m, st, 1); }
+
+char *api_metrics_render_dp(api_metrics *m, const sched_stats *sts, int n)
 {
     sched_stats z;
     memset(&z, 0, sizeof z);
-    if (!st) st = &z;
+    if (!sts || n < 1) sts = &z, n = 1;
     strbuf b = {0};
-    size_t lcap = strlen(m->model) + strlen(m->extra) + 128;
-    char *lab = malloc(lcap), *slab = malloc(lcap), *clab = malloc(lcap);
-    if (!lab || !slab || !clab) {
-        free(lab), free(slab), free(clab);
+    size_t lcap = strlen(m->model) + strlen(m->extra) + 160;
+    char *lab = malloc(lcap), *clab = malloc(lcap);
+    char **slab = calloc((size_t)n, sizeof *slab);
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int r = 0; slab && r < n; r++) slab[r] = malloc(lcap);
+    bool ok = lab && clab && slab && v;
+    for (int r = 0; ok && r < n; r++) ok = slab[r] != NULL;
+    if (!ok) {
+        for (int r = 0; slab && r < n; r++) free(slab[r]);
+        free(lab), free(clab), free(slab), free(v);
         return NULL;
     }
     snprintf(lab, lcap, "model_name=\"%s\"%s", m->model, m->extra);
-    snprintf(slab, lcap, "engine_type=\"unified\",model_name=\"%s\",pp_rank=\"0\",tp_rank=\"0\"%s", m->model,
-             m->extra);
-    /* scheduler gauges */
-    int64_t used = st->max_total_num_tokens - st->free_tokens - st->evictable_tokens;
-    if (used < 0) used = 0;
-    double usage = st->max_total_num_tokens > 0 ? (double)used / (double)st->max_total_num_tokens : 0.0;
-    simple(&b, "sglang:num_running_reqs", "gauge", "The number of running requests.", slab, st->n_running);
-    simple(&b, "sglang:num_used_tokens", "gauge", "The number of used tokens.", slab, (double)used);
-    simple(&b, "sglang:token_usage", "gauge", "The token usage.", slab, usage);
-    simple(&b, "sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", slab,
-           st->n_waiting);
-    simple(&b, "sglang:num_grammar_queue_reqs", "gauge", "The number of requests in the grammar waiting queue.",
-           slab, st->n_grammar_queue);
+    /* the scheduler gauges: with --dp-size > 1 one line per replica,
+     * labelled dp_rank (SGLang adds the label when dp_rank is set) */
+    for (int r = 0; r < n; r++) {
+        char dl[32] = "";
+        if (n > 1) snprintf(dl, sizeof dl, "dp_rank=\"%d\",", r);
+        snprintf(slab[r], lcap, "%sengine_type=\"unified\",model_name=\"%s\",pp_rank=\"0\",tp_rank=\"0\"%s", dl, m->model,
+                 m->extra);
+    }
+#define GAUGE(name, help, expr)                                                                                       \
+    do {                                                                                                              \
+        for (int r = 0; r < n; r++) {                                                                                 \
+            const sched_stats *st = &sts[r];                                                                          \
+            int64_t used = st->max_total_num_tokens - st->free_tokens - st->evictable_tokens;                        \
+            if (used < 0) used = 0;                                                                                   \
+            (void)used;                                                                                               \
+            v[r] = (double)(expr);                                                                                    \
+        }                                                                                                             \
+        gauge_n(&b, name, help, slab, v, n);                                                                          \
+    } while (0)
+    GAUGE("sglang:num_running_reqs", "The number of running requests.", st->n_running);
+    GAUGE("sglang:num_used_tokens", "The number of used tokens.", used);
+    GAUGE("sglang:token_usage", "The token usage.",
+          st->max_total_num_tokens > 0 ? (double)used / (double)st->max_total_num_tokens : 0.0);
+    GAUGE("sglang:num_queue_reqs", "The number of requests in the waiting queue.", st->n_waiting);
+    GAUGE("sglang:num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.", st->n_grammar_queue);
     pthread_mutex_lock(&m->mu);
-    double hit = m->prompt_tokens > 0 ? m->cached_tokens / m->prompt_tokens : 0.0;
-    simple(&b, "sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", slab, hit);
-    simple(&b, "sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache pool.",
-           slab, (double)st->max_total_num_tokens);
-    simple(&b, "sglang:num_retracted_reqs", "gauge", "The number of retracted requests.", slab,
-           (double)st->num_retractions);
+    /* one replica: the front's totals (as before); several: each replica's own finished requests */
+    double hit1 = m->prompt_tokens > 0 ? m->cached_tokens / m->prompt_tokens : 0.0;
+    GAUGE("sglang:cache_hit_rate", "The prefix cache hit rate.",
+          n == 1 ? hit1 : st->prompt_tokens > 0 ? (double)st->cached_tokens / (double)st->prompt_tokens : 0.0);
+    GAUGE("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", st->max_total_num_tokens);
+    GAUGE("sglang:num_retracted_reqs", "The number of retracted requests.", st->num_retractions);
     /* speculative decoding (SGLang's spec_accept_length / spec_accept_rate gauges; here the means since
      * start: tokens per request per verify forward, accepted / verified draft tokens) */
-    simple(&b, "sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", slab,
-           st->spec_verify_ct > 0 ? (double)st->spec_verify_tokens / (double)st->spec_verify_ct : 0.0);
-    simple(&b, "sglang:spec_accept_rate", "gauge", "The average acceptance rate of speculative decoding.", slab,
-           st->spec_draft_tokens > 0 ? (double)st->spec_accepted_tokens / (double)st->spec_draft_tokens : 0.0);
+    GAUGE("sglang:spec_accept_length", "The average acceptance length of speculative decoding.",
+          st->spec_verify_ct > 0 ? (double)st->spec_verify_tokens / (double)st->spec_verify_ct : 0.0);
+    GAUGE("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.",
+          st->spec_draft_tokens > 0 ? (double)st->spec_accepted_tokens / (double)st->spec_draft_tokens : 0.0);
+#undef GAUGE
     /* tokenizer-manager metrics */
     simple(&b, "sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", lab,
            m->prompt_tokens);
@@ -461,6 +494,7 @@ char *api_metrics_render(api_metrics *m, const sched_stats *st)
                   &m->gen_h);
     }
     pthread_mutex_unlock(&m->mu);
-    free(lab), free(slab), free(clab);
+    for (int r = 0; r < n; r++) free(slab[r]);
+    free(lab), free(slab), free(clab), free(v);
     return strbuf_take(&b);
 }

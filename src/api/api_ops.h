@@ -191,5 +191,8 @@ void api_metrics_finished(api_metrics *m, int64_t prompt_tokens, int64_t generat
 /* The Prometheus text exposition (malloc'd), gauges from `st` (may be
  * NULL: zeros). */
 char *api_metrics_render(api_metrics *m, const sched_stats *st);
+/* The same over n replicas (--dp-size): sts (n) one per dp_rank; n > 1
+ * gives each scheduler gauge one line per replica, labelled dp_rank. */
+char *api_metrics_render_dp(api_metrics *m, const sched_stats *sts, int n);
 
 #endif

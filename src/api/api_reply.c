@@ -118,7 +118,7 @@ void api_job_sse_event(api_job *j, const char *event, json_t *o)
 {
     if (!sse_write_json(j->hr, event, o) && !atomic_exchange(&j->gone, true))
         for (int i = 0; i < j->n_prompt; i++)
-            if (j->sub_ids[i] && j->api->cfg.s) sched_abort_id(j->api->cfg.s, j->sub_ids[i]);
+            if (j->sub_ids[i] && j->api->dp) dp_abort_id(j->api->dp, j->sub_ids[i]);
 }
 
 /* ---- text ------------------------------------------------------------------------ */

@@ -28,6 +28,13 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
+    if (!cmd->no_server_args && a->dp_size > 1 && a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
+        fprintf(stderr, "sglc %s: --dp-size %d with --tp-size %d is not supported yet: each data-parallel replica "
+                        "would need its own tensor-parallel rank group; use --dp-size or --tp-size\n", name,
+                (int)a->dp_size, (int)a->tp_size);
+        args_server_free(a);
+        return 2;
+    }
     if (!cmd->no_server_args && a->log_level && log_level_parse(a->log_level) >= 0)
         log_set_level(log_level_parse(a->log_level));
     return -1;

@@ -17,6 +17,24 @@ sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa)
     return s;
 }
 
+dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args_server *a)
+{
+    sa->kv_cache_dtype = (int)cli_kv_dtype(mo, m);
+    sa->threads = cli_threads(mo);
+    sa->random_seed = mo->load.random_seed;
+    int method = dp_lb_parse(a->load_balance_method ? a->load_balance_method : "auto");
+    if (method < 0) {
+        fprintf(stderr, "error: unknown --load-balance-method '%s'\n", a->load_balance_method);
+        return NULL;
+    }
+    dp_opts o = {.dp_size = a->dp_size > 0 ? (int)a->dp_size : 1, .method = (dp_lb_method)method,
+                 .threads = sa->threads, .pin = true};
+    char err[768];
+    dp *d = dp_create(m, sa, &o, err, sizeof err);
+    if (!d) fprintf(stderr, "error: %s\n", err);
+    return d;
+}
+
 int cli_results_init(cli_results *r, int n_req, const uint64_t *ids, const int *n_per, const bool *logprob)
 {
     memset(r, 0, sizeof *r);

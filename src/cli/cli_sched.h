@@ -9,13 +9,20 @@
 #ifndef SGLC_CLI_SCHED_H
 #define SGLC_CLI_SCHED_H
 
+#include "args/args.h"
 #include "cli/cli_model.h"
+#include "dp/dp.h"
 #include "sched/sched.h"
 #include "sched/sched_result.h"
 
 /* Scheduler for m with the command's options (kv dtype, threads, seed
  * from mo); NULL after printing "error: ..." on failure. */
 sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa);
+/* The data-parallel controller of `serve` (--dp-size replicas, threads
+ * split between them, --load-balance-method) with the same scheduler
+ * options; dp_size 1 is one scheduler.  NULL after printing
+ * "error: ..." on failure. */
+dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args_server *a);
 
 /* results[k] for the request with submit id first_id + k ... : the caller
  * passes ids[] (n_req, ascending) and n_per[] (results per request); the

@@ -359,12 +359,15 @@ static int serve(int argc, char **argv)
         }
     }
 
-    /* scheduler */
+    /* scheduler: --dp-size replicas behind one front (dp/dp.h); s is
+     * replica 0, the one the single-scheduler paths read */
     sched_args sa;
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
     sa.is_embedding = a.is_embedding;
-    sched *s = cli_lora_setup(&a, m, &sa) ? NULL : cli_sched_create(m, &mo, &sa);
+    dp *d = cli_lora_setup(&a, m, &sa) ? NULL : cli_dp_create(m, &mo, &sa, &a);
+    sched *s = d ? dp_sched(d, 0) : NULL;
+    int n_dp = d ? dp_size(d) : 0;
     if (!s) {
         cli_lora_teardown();
         if (have_chat) tmpl_chat_free(&chat);
@@ -380,7 +383,7 @@ static int serve(int argc, char **argv)
         if (!json_is_object(preferred)) {
             fprintf(stderr, "sglc serve: --preferred-sampling-params must be a JSON object\n");
             json_decref(preferred);
-            sched_destroy(s);
+            dp_destroy(d);
             cli_lora_teardown();
             if (have_chat) tmpl_chat_free(&chat);
             tok_destroy(tok);
@@ -466,6 +469,7 @@ static int serve(int argc, char **argv)
     serve_loader loader = {.mo = mo, .mi_delim = mi_delim};
     api_config ac = {
         .s = s,
+        .dp = d,
         .tok = tok,
         .chat = have_chat ? &chat : NULL,
         .completion = have_completion ? &completion : NULL,
@@ -501,22 +505,29 @@ static int serve(int argc, char **argv)
         .load_ctx = &loader,
     };
     int exit_code = 1;
-    cli_grammar gram = {0}; /* set up before sched_start; freed after sched_destroy */
-    cli_spec spec = {0};    /* the same */
+    /* set up before the replicas start; freed after they are destroyed */
+    cli_grammar *gram = calloc((size_t)n_dp, sizeof *gram);
+    cli_spec *spec = calloc((size_t)n_dp, sizeof *spec);
+    cli_watchdog **wd = calloc((size_t)n_dp, sizeof *wd);
     api_server *api = NULL;
     http_server *hs = NULL;
-    cli_watchdog *wd = NULL;
     char *tls_pem[3] = {NULL, NULL, NULL}; /* --ssl-certfile, --ssl-keyfile, --ssl-ca-certs contents */
-    if (tok) api_install_output_hook(s);
-    if (cli_grammar_setup(&gram, &a, tok, s, m)) goto out;
-    if (cli_spec_args_from_args(&spec, &a, "serve")) {
-        exit_code = 2;
-        goto out;
+    if (!gram || !spec || !wd) goto out;
+    /* each replica: the output stage's hook, its grammar queue (a queue
+     * wakes one scheduler), its drafter (per-scheduler state), its watchdog */
+    for (int r = 0; r < n_dp; r++) {
+        if (tok) api_install_output_hook(dp_sched(d, r));
+        if (cli_grammar_setup(&gram[r], &a, tok, dp_sched(d, r), m)) goto out;
+        if (cli_spec_args_from_args(&spec[r], &a, "serve")) {
+            exit_code = 2;
+            goto out;
+        }
+        if (cli_spec_setup(&spec[r], dp_sched(d, r), m, &mo)) goto out;
     }
-    if (cli_spec_setup(&spec, s, m, &mo)) goto out;
-    if (sched_start(s)) goto out;
-    wd = cli_watchdog_start(s, args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
-                            args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
+    if (dp_start(d)) goto out;
+    for (int r = 0; r < n_dp; r++)
+        wd[r] = cli_watchdog_start(dp_sched(d, r), args_float_is_none(a.watchdog_timeout) ? 0 : a.watchdog_timeout,
+                                   args_float_is_none(a.soft_watchdog_timeout) ? 0 : a.soft_watchdog_timeout);
     /* listen first, answering 503 "starting" while the warm-ups run (as
      * SGLang's ServerStatus.Starting); the warm-ups read the outbox
      * themselves, so the dispatcher starts only after them */
@@ -554,11 +565,14 @@ static int serve(int argc, char **argv)
         fprintf(stderr, "sglc serve: %s\n", err);
         goto out;
     }
-    if (!a.skip_server_warmup && warmup(s, tok)) goto out;
-    /* --warmups: SGLang runs them whether or not the standard warm-up ran */
-    if (a.warmups && cli_warmups_run(s, a.warmups, mc->vocab_size, mo.load.random_seed)) {
-        fprintf(stderr, "sglc serve: --warmups failed\n");
-        goto out;
+    /* every replica warms up (its own outbox: the dispatcher is not started) */
+    for (int r = 0; r < n_dp; r++) {
+        if (!a.skip_server_warmup && warmup(dp_sched(d, r), tok)) goto out;
+        /* --warmups: SGLang runs them whether or not the standard warm-up ran */
+        if (a.warmups && cli_warmups_run(dp_sched(d, r), a.warmups, mc->vocab_size, mo.load.random_seed)) {
+            fprintf(stderr, "sglc serve: --warmups failed\n");
+            goto out;
+        }
     }
     if (api_set_ready(api, err, sizeof err)) {
         fprintf(stderr, "sglc serve: %s\n", err);
@@ -583,8 +597,8 @@ static int serve(int argc, char **argv)
     bool aborted = false;
     while (api_active(api) > 0 || http_inflight(hs) > 0) {
         /* paused requests cannot finish: abort them at once */
-        if (!aborted && (time_now_sec() - t0 > 60.0 || sched_is_paused(s))) {
-            sched_abort(s, NULL);
+        if (!aborted && (time_now_sec() - t0 > 60.0 || dp_is_paused(d))) {
+            dp_abort(d, NULL);
             aborted = true;
         }
         if (time_now_sec() - t0 > 90.0) break;
@@ -600,14 +614,17 @@ out:
         if (tls_pem[i]) explicit_bzero(tls_pem[i], strlen(tls_pem[i]));
         free(tls_pem[i]);
     }
-    cli_watchdog_stop(wd);
-    sched_stop(s);
+    for (int r = 0; wd && r < n_dp; r++) cli_watchdog_stop(wd[r]);
+    dp_stop(d);
     if (api) api_destroy(api);
-    m = sched_model(s); /* a weight update may have replaced the model loaded here */
-    sched_destroy(s);
-    cli_spec_free(&spec);
+    m = dp_model(d); /* a weight update may have replaced the model loaded here */
+    dp_destroy(d);   /* and the other replicas' run states */
+    for (int r = 0; spec && r < n_dp; r++) cli_spec_free(&spec[r]);
     cli_lora_teardown();
-    cli_grammar_free(&gram);
+    for (int r = 0; gram && r < n_dp; r++) cli_grammar_free(&gram[r]);
+    free(gram);
+    free(spec);
+    free(wd);
     json_decref(info);
     free(model_type);
     json_decref(gen_defaults);

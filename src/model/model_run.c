@@ -28,13 +28,23 @@ model *model_run_create(model_weights *w)
     return m;
 }
 
+/* The new run state keeps m's settings that are not scratch: its chunk
+ * size and its KV scales (fp8 KV caches of a data-parallel replica must
+ * quantize as the first one does). */
 model *model_share(model *m)
 {
     if (m && m->w->tp.size > 1) { /* the workers mirror one driver's commands */
         log_error("a tensor-parallel model has one run state: replicas over it are not supported yet");
         return NULL;
     }
-    return m ? model_run_create(m->w) : NULL;
+    model *s = m ? model_run_create(m->w) : NULL;
+    if (!s) return NULL;
+    s->chunk_tokens = m->chunk_tokens;
+    if (m->kv_k_scale && m->kv_v_scale && model_set_kv_scales(s, m->kv_k_scale, m->kv_v_scale, m->cfg->n_layer)) {
+        model_free(s);
+        return NULL;
+    }
+    return s;
 }
 
 void model_free(model *m)

@@ -12,7 +12,8 @@
 # with one compute thread on this shared machine.
 #
 # Parallelism is being built: --tp N runs N ranks now (docs/notes/tp.md),
-# --dp and --dist-init-addr are still refused.  Each case's expectation is
+# --dp N runs N replicas (docs/notes/dp.md; not yet combined with --tp),
+# --dist-init-addr is still refused.  Each case's expectation is
 # on its own `launch` line (or in the variables below), so a feature that
 # lands changes that line only (to `start`, or to the new message).
 set -u
@@ -24,7 +25,7 @@ server_require "$M/model.safetensors"
 T=$(mktemp -d /tmp/sglc_launch.XXXXXX)
 trap server_cleanup EXIT
 
-DP_EXPECT="refuse:--dp-size is not supported by sglc yet"
+DP_EXPECT="refuse:--dp-size 2 with --tp-size 2 is not supported yet"
 MULTINODE_EXPECT="refuse:--dist-init-addr is not supported by sglc yet"
 # TinyStories-656K has 8 attention heads: --tp 6 does not divide them
 TP6_EXPECT="fail:--tp-size 6: num_attention_heads (8) is not divisible by it"
