@@ -142,6 +142,10 @@ typedef struct model_arch {
      * "text_config"; the keys it omits take these defaults (a JSON object,
      * the transformers text config class's), NULL = not nested */
     const char *text_config_defaults;
+    /* the same architecture under other tensor names (Gemma 3 multimodal
+     * saved by transformers >= 4.52: model.language_model.*, lm_head),
+     * used when the checkpoint lacks this one's embedding tensor */
+    const struct model_arch *alt_layout;
     /* MoE only: config key of the shared expert width (Qwen2-MoE
      * "shared_expert_intermediate_size"); NULL = no shared expert, or
      * DeepSeek's n_shared_experts * moe_intermediate_size */

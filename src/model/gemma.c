@@ -28,8 +28,9 @@
  * Gemma3ForConditionalGeneration (gemma-3-4b-it and larger): config.json
  * nests the text model in "text_config" with most keys omitted (they take
  * Gemma3TextConfig's defaults, listed below); the checkpoint stores the
- * text weights under "language_model.model." next to the vision tower,
- * which is not loaded: only text prompts run.
+ * text weights under "language_model.model." (the hub's files) or
+ * "model.language_model." (saved by transformers >= 4.52) next to the
+ * vision tower, which is not loaded: only text prompts run.
  */
 #include "model/arch.h"
 
@@ -55,6 +56,17 @@ static const model_tensor_names gemma3_names = {
     GEMMA_LAYER_NAMES("model."),
     .q_norm = "model.layers.%d.self_attn.q_norm.weight",
     .k_norm = "model.layers.%d.self_attn.k_norm.weight",
+};
+
+/* transformers >= 4.52 saves Gemma3ForConditionalGeneration with the text
+ * model under model.language_model. and the head as lm_head */
+static const model_tensor_names gemma3_mm_v2_names = {
+    .embed = "model.language_model.embed_tokens.weight",
+    .final_norm = "model.language_model.norm.weight",
+    .lm_head = "lm_head.weight",
+    GEMMA_LAYER_NAMES("model.language_model."),
+    .q_norm = "model.language_model.layers.%d.self_attn.q_norm.weight",
+    .k_norm = "model.language_model.layers.%d.self_attn.k_norm.weight",
 };
 
 static const model_tensor_names gemma3_mm_names = {
@@ -125,25 +137,23 @@ static const char gemma3_text_defaults[] =
     " \"rope_scaling\": null, \"rope_local_base_freq\": 10000.0,"
     " \"sliding_window_pattern\": 6}";
 
+/* the text model of Gemma3ForConditionalGeneration: the same descriptor in
+ * both checkpoint layouts (alt_layout picks the one the files hold) */
+#define GEMMA3_MM_FIELDS                                                   \
+    .hf_name = "Gemma3ForConditionalGeneration", .family = "gemma3", .qkv_bias = -1, \
+    .o_bias = -1, .mlp_bias = 0, .qk_norm = 1, .window = MODEL_WINDOW_LAYER_TYPES, \
+    .window_pattern = 6, .norm_offset = 1.0f, .act = MODEL_ACT_GELU_TANH,   \
+    .act_key = "hidden_activation", .embed_scale = 1, .softcap_keys = 2,    \
+    .qpas_default = 256.0f, .tie_default = 1, .rope_local = 1,              \
+    .text_config_defaults = gemma3_text_defaults, .mlp = MODEL_MLP_DENSE, .rope_neox = 1
+
+static const model_arch gemma3_mm_v2 = {
+    GEMMA3_MM_FIELDS,
+    .names = &gemma3_mm_v2_names,
+};
+
 const model_arch model_arch_gemma3_mm = {
-    .hf_name = "Gemma3ForConditionalGeneration",
-    .family = "gemma3",
-    .qkv_bias = -1,
-    .o_bias = -1,
-    .mlp_bias = 0,
-    .qk_norm = 1,
-    .window = MODEL_WINDOW_LAYER_TYPES,
-    .window_pattern = 6,
-    .norm_offset = 1.0f,
-    .act = MODEL_ACT_GELU_TANH,
-    .act_key = "hidden_activation",
-    .embed_scale = 1,
-    .softcap_keys = 2,
-    .qpas_default = 256.0f,
-    .tie_default = 1,
-    .rope_local = 1,
-    .text_config_defaults = gemma3_text_defaults,
-    .mlp = MODEL_MLP_DENSE,
-    .rope_neox = 1,
+    GEMMA3_MM_FIELDS,
     .names = &gemma3_mm_names,
+    .alt_layout = &gemma3_mm_v2,
 };

@@ -934,6 +934,13 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         errmsg_set(err, errlen, "out of memory");
         goto fail;
     }
+    if (m->arch->alt_layout) { /* the same architecture saved with other tensor names */
+        wsrc_tensor t;
+        const int64_t es[2] = {c->vocab_size, H};
+        if (!wsrc_find(&m->src, m->arch->names->embed, 2, es, &t) &&
+            wsrc_find(&m->src, m->arch->alt_layout->names->embed, 2, es, &t))
+            m->arch = m->cfg.arch = m->arch->alt_layout;
+    }
     const model_tensor_names *nm = m->arch->names;
     int qkv_bias = m->arch->qkv_bias < 0 ? c->attention_bias : m->arch->qkv_bias;
     int o_bias = m->arch->o_bias < 0 ? c->attention_bias : m->arch->o_bias;

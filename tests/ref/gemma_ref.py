@@ -179,6 +179,10 @@ class Model:
         self.cfg = cfg = GemmaConfig(raw)
         self.dtype = dtype
         st = torch_ref.load_state(model_dir)
+        if cfg.prefix == "language_model.model." and cfg.prefix + "embed_tokens.weight" not in st \
+                and "model.language_model.embed_tokens.weight" in st:
+            # saved by transformers >= 4.52 (its _checkpoint_conversion_mapping)
+            cfg.prefix, cfg.head_name = "model.language_model.", "lm_head.weight"
         P = cfg.prefix
         emb = P + "embed_tokens.weight"
         used = set()
@@ -381,6 +385,8 @@ ABLATIONS = {
         ("with rope_scaling on the local layers too", None, None, _cfg("rope_scaling_local", True)),
     ],
 }
+# the same model in the other checkpoint layout: the loader must find it
+ABLATIONS["gemma3-mm-v2"] = ABLATIONS["gemma3-mm"][-4:]
 
 
 # ----------------------------------------------------------------------------
@@ -415,6 +421,9 @@ SPECS = {
                        query_pre_attn_scalar=48),
                   "nested text_config, rope_scaling linear 8 on global layers"),
 }
+# gemma3-mm's weights under transformers >= 4.52's names (model.language_model.*)
+SPECS["gemma3-mm-v2"] = SPECS["gemma3-mm"][:2] + ("gemma3-mm saved as model.language_model.*",)
+NEW_LAYOUT = {"gemma3-mm-v2"}
 
 
 def tiny_config(base, overrides):
@@ -462,6 +471,9 @@ def make_weights(name, cfg):
     t[P + "norm.weight"] = norm(H)
     if not c.tie:
         t[c.head_name] = lin(V, H)
+    if name in NEW_LAYOUT:
+        t = {("model.language_model." + k[len(P):] if k.startswith(P) else
+              "lm_head.weight" if k == c.head_name else k): v for k, v in t.items()}
     return t
 
 
