@@ -485,10 +485,14 @@ static void load_moe_shared(loader *L, model_layer *l, int il)
     const model_tensor_names *nm = m->arch->names;
     int H = c->hidden_size, Is = c->shared_inter;
     if (Is > 0 && nm->shared_gate) {
+        /* tensor parallelism: sharded like the dense MLP (gate/up by output
+         * rows, down by input columns); its partial output joins the MoE
+         * block's all-reduce.  The sigmoid gate below is replicated. */
+        const int s0 = m->tp.tp_rank * m->tp.shared_inter, sn = m->tp.shared_inter;
         l->has_shared = 1;
-        load_proj(L, &l->wsgate, nm->shared_gate, il, Is, H, 0, SH_ALL);
-        load_proj(L, &l->wsup, nm->shared_up, il, Is, H, 0, SH_ALL);
-        load_proj(L, &l->wsdown, nm->shared_down, il, H, Is, 0, SH_ALL);
+        load_proj(L, &l->wsgate, nm->shared_gate, il, Is, H, 0, sh_rows(s0, sn));
+        load_proj(L, &l->wsup, nm->shared_up, il, Is, H, 0, sh_rows(s0, sn));
+        load_proj(L, &l->wsdown, nm->shared_down, il, H, Is, 0, sh_cols(s0, sn));
         if (m->arch->shared_sigmoid && nm->shared_sigmoid) {
             char name[256];
             snprintf(name, sizeof name, nm->shared_sigmoid, il);
