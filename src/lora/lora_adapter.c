@@ -140,6 +140,12 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     double t0 = time_now_sec();
     const model_config *mc = model_get_config(m);
     const int L = mc->n_layer;
+    if (model_tp_size(m) > 1) { /* the worker ranks would run without the adapter */
+        errmsg_set(err, errlen, "LoRA adapter %s: adapters are not sharded across the %d "
+                   "tensor/pipeline-parallel ranks yet (load it with --tp-size 1)", name,
+                   model_tp_size(m));
+        return NULL;
+    }
     char dir[4096], fpath[4200];
     snprintf(dir, sizeof dir, "%s", path);
     size_t dl = strlen(dir);

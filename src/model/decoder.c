@@ -146,7 +146,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const int ith = ex->ith, nth = ex->nth;
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
-    const int Is = l->has_shared ? c->shared_inter : 0;
+    const int Is = l->has_shared ? w->tp.shared_inter : 0; /* this rank's shared-expert width */
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
     if (l->has_ssig) linear(m->ssig, m->xn, T, &l->wssig, ex); /* (T, 1) */
     tpool_barrier(cx->pool);

@@ -62,6 +62,7 @@ typedef struct model_tp {
     int n_head, n_kv_head;             /* local heads */
     int head0, kv_head0;               /* first local q / kv head */
     int inter, moe_inter;              /* local MLP / expert widths */
+    int shared_inter;                  /* local shared-expert width (0: none) */
     int vocab0, vocab_n, vocab_max;    /* LM head rows [vocab0, vocab0 + vocab_n); vocab_max =
                                         * the widest rank's (gather block) */
     int tp_n, tp_rank;                 /* tensor-parallel ranks (the group size, or 1 under PP) */

@@ -88,7 +88,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
     const int N = t->tp_n, r = t->tp_rank;
     /* the architectures whose every weight and decoder step is sharded here
      * (tests/scripts/test_tp.sh); another one's extra parts would run whole */
-    static const char *const fams[] = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe",
+    static const char *const fams[] = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe",
                                        "mixtral", "granitemoe", "phi3"};
     int known = 0;
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++)
@@ -112,9 +112,14 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
                  c->intermediate_size);
         return -1;
     }
-    if (N > 1 && c->arch && (c->arch->mla || c->shared_inter > 0)) {
-        snprintf(err, errlen, "--tp-size %d: %s (%s) is not split across ranks yet", N,
-                 c->architecture, c->arch->mla ? "latent attention" : "shared experts");
+    if (N > 1 && c->arch && c->arch->mla) {
+        snprintf(err, errlen, "--tp-size %d: %s (latent attention) is not split across ranks yet", N,
+                 c->architecture);
+        return -1;
+    }
+    if (N > 1 && c->shared_inter % N) {
+        snprintf(err, errlen, "--tp-size %d: the shared expert width (%d) is not divisible by it", N,
+                 c->shared_inter);
         return -1;
     }
     if (N > 1 && c->moe_inter % N) {
@@ -132,6 +137,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
     }
     t->inter = c->intermediate_size / N;
     t->moe_inter = c->moe_inter / N;
+    t->shared_inter = c->shared_inter > 0 ? c->shared_inter / N : 0;
     t->vocab_max = (c->vocab_size + N - 1) / N;
     t->vocab0 = r * t->vocab_max;
     t->vocab_n = c->vocab_size - t->vocab0 < t->vocab_max ? c->vocab_size - t->vocab0 : t->vocab_max;

@@ -73,21 +73,77 @@ def check_model(name, model, heads, vocab, extra=()):
            f"{name} pp=2: prompt logits max|d|/max|ref| = {e:.3g}, greedy ids {'identical' if got_ids == ref_ids else 'DIFFER'}")
 
 
+def check_lora_refused(model):
+    """A LoRA adapter is refused under --tp-size 2 with a message saying
+    adapters are not sharded (the worker ranks would run without it), and
+    the same adapter loads and changes the logits with --tp-size 1."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import safetensors_np
+    c = json.load(open(os.path.join(model, "config.json")))
+    H = c["hidden_size"]
+    qd = c["num_attention_heads"] * c.get("head_dim", H // c["num_attention_heads"])
+    rng = np.random.RandomState(7)
+    ids = [(i * 37) % (c["vocab_size"] - 3) + 3 for i in range(12)]
+    with tempfile.TemporaryDirectory() as td:
+        pre = "base_model.model.model.layers.0.self_attn.q_proj"
+        t = {pre + ".lora_A.weight": rng.standard_normal((2, H)).astype(np.float32),
+             pre + ".lora_B.weight": rng.standard_normal((qd, 2)).astype(np.float32)}
+        safetensors_np.write(os.path.join(td, "adapter_model.safetensors"), t, metadata={"format": "pt"})
+        json.dump({"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["q_proj"],
+                   "bias": "none", "use_dora": False}, open(os.path.join(td, "adapter_config.json"), "w"))
+        _, base, _ = run(model, ids, 1, 1)
+        _, one, err1 = run(model, ids, 1, 1, extra=("--lora-path", td))
+        report(one is not None and base is not None and one.size == base.size and
+               float(np.max(np.abs(one - base))) > 1e-3,
+               "lora tp=1: the adapter loads and moves the logits" + ("" if one is not None else ": " + err1[-300:]))
+        _, got, err = run(model, ids, 1, 2, extra=("--lora-path", td))
+        last = err.strip().splitlines()[-1] if err.strip() else ""
+        report(got is None and "not sharded across" in err, f"lora tp=2: refused: {last}")
+
+
+DS_NAMES = ("qwen2-moe", "qwen2-moe-sparse2", "deepseek-v2-lite")
+
+
 def main():
     cache = os.path.join(ROOT, "build", "tiny-models")
     names = ["llama3", "llama-bias", "mistral-sw", "qwen2", "qwen3", "qwen3-moe", "mixtral", "granitemoe"]
     only = os.environ.get("SGLC_TP_MODELS")
     if only:
-        names = only.split(",")
+        names = [n for n in only.split(",") if n not in DS_NAMES and n != "lora"]
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_model.py"),
-                        "--out", cache, "--only", ",".join(names)], capture_output=True, text=True)
-    if p.returncode != 0:
+                        "--out", cache, "--only", ",".join(names)], capture_output=True,
+                       text=True) if names else None
+    if p and p.returncode != 0:
         print(p.stdout[-2000:], p.stderr[-2000:])
         report(False, "make_tiny_model.py failed")
         return 1
     for n in names:
         d = os.path.join(cache, n, "f32")
         c = json.load(open(os.path.join(d, "config.json")))
+        check_model(n, d, c["num_attention_heads"], c["vocab_size"])
+    # shared experts (tests/ref/make_tiny_ds.py): Qwen2-MoE's shared expert
+    # sharded like the dense MLP, its sigmoid gate replicated; sparse2 mixes
+    # dense and MoE layers and has 2 KV heads (replicated at tp=4).  DeepSeek
+    # V2-Lite's latent attention stays refused with its message.
+    ds = [n for n in DS_NAMES
+          if not only or n in only.split(",")]
+    if ds:
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_ds.py"),
+                            "--out", cache, "--only", ",".join(ds)], capture_output=True, text=True)
+        if p.returncode != 0:
+            print(p.stdout[-2000:], p.stderr[-2000:])
+            report(False, "make_tiny_ds.py failed")
+            return 1
+    for n in ds:
+        d = os.path.join(cache, n, "f32")
+        c = json.load(open(os.path.join(d, "config.json")))
+        if n.startswith("deepseek"):
+            ids = [(i * 37) % (c["vocab_size"] - 3) + 3 for i in range(8)]
+            got_ids, got, err = run(d, ids, 2, 2)
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            report(got is None and ("latent attention" in err or "not supported for Deepseek" in err),
+                   f"{n} tp=2: refused: {last}")
+            continue
         check_model(n, d, c["num_attention_heads"], c["vocab_size"])
     # dummy weights of real configs, shrunk (--json-model-override-args):
     # Phi-3's fused qkv / gate_up split at load, Llama-3.2's tied dummy LM
@@ -102,6 +158,8 @@ def main():
             continue
         check_model(cfg + " (dummy, shrunk)", d, 8, 1001,
                     extra=("--load-format", "dummy", "--json-model-override-args", json.dumps(small)))
+    if not only or "lora" in only.split(","):
+        check_lora_refused(os.path.join(cache, "llama3", "f32"))
     ts = os.path.join(SHARED, "models", "TinyStories-656K")
     if os.path.exists(os.path.join(ts, "config.json")):
         c = json.load(open(os.path.join(ts, "config.json")))
