@@ -27,7 +27,7 @@ dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args
         fprintf(stderr, "error: unknown --load-balance-method '%s'\n", a->load_balance_method);
         return NULL;
     }
-    dp_opts o = {.dp_size = cli_dp_size(a), .method = (dp_lb_method)method,
+    dp_opts o = {.dp_size = a->dp_size == ARGS_INT_NONE ? 1 : (int)a->dp_size, .method = (dp_lb_method)method,
                  .threads = sa->threads, .pin = true};
     char err[768];
     dp *d = dp_create(m, sa, &o, err, sizeof err);
