@@ -42,7 +42,19 @@ int cli_results_init(cli_results *r, int n_req, const uint64_t *ids, const int *
     r->ids = ids;
     r->n_per = n_per;
     r->offset = malloc(sizeof(int) * (size_t)(n_req ? n_req : 1));
-    if (!r->offset) return -1;
+    r->order = malloc(sizeof(int) * (size_t)(n_req ? n_req : 1));
+    if (!r->offset || !r->order) return -1;
+    for (int k = 0; k < n_req; k++) r->order[k] = k;
+    /* insertion sort by id: the ids come nearly sorted (round robin, one
+     * scheduler), so this is about linear */
+    for (int k = 1; k < n_req; k++) {
+        int v = r->order[k], j = k - 1;
+        while (j >= 0 && ids[r->order[j]] > ids[v]) {
+            r->order[j + 1] = r->order[j];
+            j--;
+        }
+        r->order[j + 1] = v;
+    }
     int t = 0;
     for (int k = 0; k < n_req; k++) {
         r->offset[k] = t;
@@ -62,6 +74,7 @@ void cli_results_free(cli_results *r)
         for (int k = 0; k < r->total; k++) sched_result_free(&r->res[k]);
     free(r->res);
     free(r->offset);
+    free(r->order);
     memset(r, 0, sizeof *r);
 }
 
@@ -70,8 +83,9 @@ static int find_req(const cli_results *r, uint64_t id)
     int lo = 0, hi = r->n_req - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (r->ids[mid] == id) return mid;
-        if (r->ids[mid] < id) lo = mid + 1;
+        uint64_t v = r->ids[r->order[mid]];
+        if (v == id) return r->order[mid];
+        if (v < id) lo = mid + 1;
         else hi = mid - 1;
     }
     return -1;
@@ -93,4 +107,61 @@ int cli_sched_collect(sched *s, cli_results *r)
         sched_event_free(e);
     }
     return rc;
+}
+
+int cli_dp_size(const args_server *a)
+{
+    return a->dp_size == ARGS_INT_NONE || a->dp_size < 1 ? 1 : (int)a->dp_size;
+}
+
+int cli_dp_check(const args_server *a, const char *name)
+{
+    if (a->dp_size == ARGS_INT_NONE || a->dp_size >= 1) return 0;
+    fprintf(stderr, "sglc %s: --dp-size must be at least 1, got %lld\n", name, (long long)a->dp_size);
+    return -1;
+}
+
+int cli_dp_collect(dp *d, cli_results *r, double timeout_s)
+{
+    int rc = 0, left = r->total;
+    while (left > 0) {
+        sched_event *e = dp_wait(d, timeout_s, NULL);
+        if (!e) {
+            log_error("no event from any replica in %.0f s with %d results unfinished", timeout_s, left);
+            return -1;
+        }
+        int k = find_req(r, e->id);
+        if (k < 0 || e->index < 0 || e->index >= r->n_per[k]) {
+            log_error("event for unknown request %llu/%d", (unsigned long long)e->id, e->index);
+            rc = -1;
+        } else {
+            sched_result *res = &r->res[r->offset[k] + e->index];
+            bool was_done = res->done;
+            if (sched_result_add(res, e)) {
+                log_error("out of memory collecting results");
+                rc = -1;
+            }
+            if (e->kind == SCHED_EV_FINISH && !was_done) left--;
+        }
+        sched_event_free(e);
+    }
+    return rc;
+}
+
+void cli_dp_stats(dp *d, bool snapshot, sched_stats *sum)
+{
+    memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < dp_size(d); i++) {
+        sched_stats st;
+        if (snapshot) sched_get_stats_snapshot(dp_sched(d, i), &st);
+        else sched_get_stats(dp_sched(d, i), &st);
+#define ADD(f) sum->f += st.f
+        ADD(max_total_num_tokens), ADD(n_finished), ADD(prompt_tokens), ADD(cached_tokens);
+        ADD(generated_tokens), ADD(num_retractions), ADD(num_preemptions), ADD(n_prefill_steps);
+        ADD(n_decode_steps), ADD(n_mixed_steps), ADD(leak_checks), ADD(leak_failures), ADD(forward_s);
+        ADD(sched_s), ADD(spec_verify_ct), ADD(spec_verify_tokens), ADD(spec_draft_tokens);
+        ADD(spec_accepted_tokens), ADD(n_running), ADD(n_waiting), ADD(n_grammar_queue), ADD(free_tokens);
+        ADD(evictable_tokens), ADD(protected_tokens);
+#undef ADD
+    }
 }

@@ -14,7 +14,14 @@
  * Greedy, ignore_eos (unless --disable-ignore-eos), as SGLang's benchmark.
  * A short warm-up runs first (--skip-warmup to skip) and the radix cache
  * is flushed after it.  Results print like SGLang's and --result-filename
- * appends one JSON line. */
+ * appends one JSON line.
+ *
+ * --dp-size N > 1: the N replicas of the data-parallel controller (dp/dp.h,
+ * --load-balance-method) on their own threads; the warm-up runs on every
+ * replica, the requests are submitted to the controller at once and the
+ * clock stops when the last one finishes; throughput and the step
+ * counters are over all replicas (max_total_num_tokens: the pools
+ * together).  N = 1 keeps the synchronous driver in this thread. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +64,7 @@ int cmd_bench_offline(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_SCHED_ARG_IDS, CLI_GRAMMAR_ARG_IDS, CLI_SPEC_ARG_IDS, ARG_ID_tokenizer_path,
-                                ARG_ID_config, ARG_COUNT};
+                                ARG_ID_dp_size, ARG_ID_load_balance_method, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-offline --model-path DIR [options]",
         .about = "Offline throughput through the scheduler (sglang.bench_offline_throughput): a "
@@ -73,11 +80,25 @@ int cmd_bench_offline(int argc, char **argv)
     cli_model_opts_from_args(&mo, &a, threads);
     sched_args sa;
     cli_sched_args_from_args(&sa, &a);
-    cli_spec spec;
-    if (cli_spec_args_from_args(&spec, &a, "bench-offline")) {
+    if (cli_dp_check(&a, "bench-offline")) {
         args_server_free(&a);
         return 2;
     }
+    int n_dp = cli_dp_size(&a);
+    cli_spec *specs = calloc((size_t)n_dp, sizeof *specs);     /* one drafter per replica */
+    cli_grammar *grams = calloc((size_t)n_dp, sizeof *grams);  /* one grammar queue per replica */
+    if (!specs || !grams) {
+        free(specs), free(grams);
+        args_server_free(&a);
+        return 1;
+    }
+    for (int r = 0; r < n_dp; r++)
+        if (cli_spec_args_from_args(&specs[r], &a, "bench-offline")) {
+            free(specs), free(grams);
+            args_server_free(&a);
+            return 2;
+        }
+    cli_spec spec = specs[0]; /* the arguments, for the report */
     const char *dataset = d.name;
     long long num_prompts = d.num_prompts, rin = d.random_input_len, rout = d.random_output_len,
               g_groups = d.gsp_num_groups, g_per = d.gsp_prompts_per_group, g_sys = d.gsp_system_prompt_len,
@@ -86,6 +107,7 @@ int cmd_bench_offline(int argc, char **argv)
     int ignore_eos = !d.disable_ignore_eos, warmup = !skip_warmup;
     model *m = cli_model_load(&mo);
     if (!m) {
+        free(specs), free(grams);
         args_server_free(&a);
         return 1;
     }
@@ -98,8 +120,8 @@ int cmd_bench_offline(int argc, char **argv)
     int *n_per = malloc(sizeof *n_per * (size_t)n_req);
     cli_results res = {0};
     sched *s = NULL;
+    dp *dpc = NULL; /* n_dp > 1 */
     tok_tokenizer *tk = NULL;
-    cli_grammar gram = {0};
     char *schema_text = NULL;
     if (!items || !ids || !n_per) goto done;
     uint64_t st = (uint64_t)seed * 0x2545F4914F6CDD1Dull + 7;
@@ -140,21 +162,32 @@ int cmd_bench_offline(int argc, char **argv)
             for (int64_t t = 0; t < it->n_in; t++) it->ids[t] = (int32_t)rng_range(&st, 0, V - 1);
         }
     }
-    s = cli_sched_create(m, &mo, &sa);
-    if (!s || cli_spec_setup(&spec, s, m, &mo)) goto done;
+    if (n_dp > 1) {
+        if (!(dpc = cli_dp_create(m, &mo, &sa, &a))) goto done;
+        s = dp_sched(dpc, 0);
+    } else {
+        s = cli_sched_create(m, &mo, &sa);
+    }
+    if (!s) goto done;
+    for (int r = 0; r < n_dp; r++)
+        if (cli_spec_setup(&specs[r], dpc ? dp_sched(dpc, r) : s, m, &mo)) goto done;
+    spec.drafter = specs[0].drafter;
     if (schema_file || regex) { /* constrained decoding: tokenizer bytes + the grammar thread */
         const char *tp = a.tokenizer_path ? a.tokenizer_path : mo.load.model_path;
         if (schema_file && !(schema_text = fileio_read(schema_file, 1 << 24, NULL))) {
             fprintf(stderr, "error: cannot read --json-schema %s\n", schema_file);
             goto done;
         }
-        if (cli_tokenizer_load(tp, true, &tk) || !tk || cli_grammar_setup(&gram, &a, tk, s, m)) goto done;
-        if (!gram.queue) {
+        if (cli_tokenizer_load(tp, true, &tk) || !tk) goto done;
+        for (int r = 0; r < n_dp; r++)
+            if (cli_grammar_setup(&grams[r], &a, tk, dpc ? dp_sched(dpc, r) : s, m)) goto done;
+        if (!grams[0].queue) {
             fprintf(stderr, "error: --json-schema / --regex need constrained decoding (not --grammar-backend none)\n");
             goto done;
         }
     }
-    if (warmup) {
+    if (dpc && dp_start(dpc)) goto done;
+    for (int r = 0; warmup && r < n_dp; r++) { /* one warm-up request per replica */
         sched_req_spec sp;
         sched_req_spec_init(&sp);
         sp.n_input = 16;
@@ -165,14 +198,34 @@ int cmd_bench_offline(int argc, char **argv)
         sp.params.max_new_tokens = 8;
         sp.params.top_k = 1;
         sp.params.ignore_eos = true;
-        sched_submit(s, &sp);
-        sched_run_until_idle(s);
-        sched_event *e;
-        while ((e = sched_poll(s))) sched_event_free(e);
-        sched_flush_cache(s);
+        if (!dpc) {
+            sched_submit(s, &sp);
+            sched_run_until_idle(s);
+            sched_event *e;
+            while ((e = sched_poll(s))) sched_event_free(e);
+            sched_flush_cache(s);
+            break;
+        }
+        dp_submit(dpc, &sp, r, -1, NULL);
+        if (r < n_dp - 1) continue;
+        for (int fin = 0; fin < n_dp;) { /* every replica's FINISH, then flush them all */
+            sched_event *e = dp_wait(dpc, 600, NULL);
+            if (!e) {
+                fprintf(stderr, "error: the warm-up did not finish\n");
+                goto done;
+            }
+            fin += e->kind == SCHED_EV_FINISH;
+            sched_event_free(e);
+        }
+        sched_ctl fc = {.kind = SCHED_CTL_FLUSH_CACHE};
+        if (dp_control(dpc, &fc)) {
+            fprintf(stderr, "error: cannot flush the replicas' caches after the warm-up: %s\n", fc.msg);
+            goto done;
+        }
     }
     sched_stats s0;
-    sched_get_stats(s, &s0);
+    if (dpc) cli_dp_stats(dpc, true, &s0); /* each replica is between two steps after the flush */
+    else sched_get_stats(s, &s0);
     int64_t total_in = 0;
     double t0 = time_now_sec();
     for (int64_t k = 0; k < n_req; k++) {
@@ -188,14 +241,19 @@ int cmd_bench_offline(int argc, char **argv)
         if (schema_text) sp.params.json_schema = strdup(schema_text);
         else if (regex) sp.params.regex = strdup(regex);
         total_in += items[k].n_in;
-        ids[k] = sched_submit(s, &sp);
+        ids[k] = dpc ? dp_submit(dpc, &sp, -1, -1, NULL) : sched_submit(s, &sp);
         n_per[k] = 1;
     }
     if (cli_results_init(&res, (int)n_req, ids, n_per, NULL)) goto done;
-    int crc = cli_sched_collect(s, &res);
+    int crc = dpc ? cli_dp_collect(dpc, &res, 600) : cli_sched_collect(s, &res);
     double dur = time_now_sec() - t0;
     sched_stats s1;
-    sched_get_stats(s, &s1);
+    if (dpc) {
+        dp_stop(dpc); /* the counters are read after the threads stop */
+        cli_dp_stats(dpc, false, &s1);
+    } else {
+        sched_get_stats(s, &s1);
+    }
     int64_t ok = 0, out_tok = 0, prompt = 0, cached = 0, failed = 0;
     for (int k = 0; k < res.total; k++) {
         sched_result *r = &res.res[k];
@@ -212,6 +270,7 @@ int cmd_bench_offline(int argc, char **argv)
     printf("\n====== Offline Throughput Benchmark Result =======\n");
     printf("%-40s %s\n", "Backend:", "sglc");
     printf("%-40s %s\n", "Dataset:", dataset);
+    if (dpc) printf("%-40s %d (%s)\n", "Data parallel replicas:", n_dp, dp_lb_name(dp_method(dpc)));
     printf("%-40s %lld\n", "Successful requests:", (long long)ok);
     if (failed) printf("%-40s %lld\n", "Failed requests:", (long long)failed);
     printf("%-40s %.2f\n", "Benchmark duration (s):", dur);
@@ -254,6 +313,9 @@ int cmd_bench_offline(int argc, char **argv)
         json_object_set_new(o, "schedule_policy", json_string(sched_policy_name(sa.schedule_policy)));
         json_object_set_new(o, "max_total_num_tokens", json_integer(s1.max_total_num_tokens));
         json_object_set_new(o, "threads", json_integer(sa.threads));
+        json_object_set_new(o, "dp_size", json_integer(n_dp));
+        json_object_set_new(o, "load_balance_method",
+                            dpc ? json_string(dp_lb_name(dp_method(dpc))) : json_null());
         json_object_set_new(o, "constraint", schema_file ? json_pack("{s:s}", "json_schema", schema_file)
                                              : regex      ? json_pack("{s:s}", "regex", regex)
                                                           : json_null());
@@ -285,9 +347,12 @@ int cmd_bench_offline(int argc, char **argv)
     rc = (crc == 0 && failed == 0 && s1.leak_failures == 0) ? 0 : 1;
 done:
     cli_results_free(&res);
-    sched_destroy(s);
-    cli_spec_free(&spec);
-    cli_grammar_free(&gram);
+    if (dpc) dp_destroy(dpc);
+    else sched_destroy(s);
+    for (int r = 0; r < n_dp; r++) cli_spec_free(&specs[r]);
+    for (int r = 0; r < n_dp; r++) cli_grammar_free(&grams[r]);
+    free(specs);
+    free(grams);
     if (tk) tok_destroy(tk);
     free(schema_text);
     if (items)

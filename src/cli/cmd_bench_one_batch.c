@@ -141,7 +141,7 @@ int cmd_bench_one_batch(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_config, ARG_COUNT};
+    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_dp_size, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-one-batch --model-path DIR --batch-size B [B ...] --input-len I [I ...]\n"
                  "                            --output-len O [O ...] [options]",
@@ -154,6 +154,15 @@ int cmd_bench_one_batch(int argc, char **argv)
     args_server a;
     int prc = cli_args_parse("bench-one-batch", &cmd, true, &a, argc, argv);
     if (prc >= 0) return prc;
+    if (a.dp_size != ARGS_INT_NONE && a.dp_size > 1) {
+        /* taken only to say why: one static batch through the model, no
+         * scheduler to replicate (docs/notes/dp.md) */
+        fprintf(stderr, "sglc bench-one-batch: --dp-size %lld is not supported: this command runs one static batch "
+                        "straight through the model (no scheduler to replicate); use bench-offline --dp-size %lld "
+                        "for data-parallel throughput\n", (long long)a.dp_size, (long long)a.dp_size);
+        args_server_free(&a);
+        return 2;
+    }
     cli_model_opts mo;
     cli_model_opts_from_args(&mo, &a, threads);
     int warmup = !no_warmup;

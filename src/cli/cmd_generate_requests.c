@@ -6,7 +6,15 @@
  * idle, then write one response line per request in input order: SGLang's
  * response object, or a list of n objects when sampling_params.n > 1, or
  * {"error": {"message": ..., "line": N}} for a line that could not be
- * parsed.  Scheduler arguments use SGLang's names. */
+ * parsed.  Scheduler arguments use SGLang's names.
+ *
+ * --dp-size N > 1: the requests go through the data-parallel controller
+ * (dp/dp.h: N scheduler replicas over one copy of the weights, each on its
+ * own threads, --load-balance-method); a line's data_parallel_rank (0 to
+ * N-1) pins it to a replica and bootstrap_room feeds
+ * follow_bootstrap_room, as on the server.  The responses are still
+ * written in input order; the log line sums every replica's counters.
+ * N = 1 keeps the synchronous driver in this thread. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +42,8 @@ typedef struct line_req {
     bool logprob;
     bool skip_special, spaces_special; /* detokenization options of the request */
     bool no_stop_trim;
+    int dp_rank;      /* data_parallel_rank, -1 = the load balancer's choice */
+    int64_t room;     /* bootstrap_room, -1 = none */
     api_output *outs; /* (n) owned or NULL: output stages for the stop strings (api_output.h) */
 } line_req;
 
@@ -67,6 +77,36 @@ static void set_text(json_t *o, const tok_tokenizer *tk, const tok_decode_opts *
 static int cmd_generate_requests_run(const args_server *a, long long threads, const char *req_path,
                                      const char *out_path);
 
+/* A line's data_parallel_rank and bootstrap_room (absent or null: -1),
+ * with the server's messages (api_dp.c).  0, or -1 with err set. */
+static int line_dp_fields(const json_t *obj, int n_dp, int *rank, int64_t *room, char *err, size_t errlen)
+{
+    *rank = -1, *room = -1;
+    const json_t *v = json_object_get(obj, "data_parallel_rank");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v)) {
+            snprintf(err, errlen, "data_parallel_rank must be an integer or null");
+            return -1;
+        }
+        json_int_t x = json_integer_value(v);
+        if (x < 0 || x >= n_dp) {
+            snprintf(err, errlen, "data_parallel_rank %lld is out of range: --dp-size is %d (ranks 0 to %d)",
+                     (long long)x, n_dp, n_dp - 1);
+            return -1;
+        }
+        *rank = (int)x;
+    }
+    v = json_object_get(obj, "bootstrap_room");
+    if (v && !json_is_null(v)) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0) {
+            snprintf(err, errlen, "bootstrap_room must be a non-negative integer or null");
+            return -1;
+        }
+        *room = (int64_t)json_integer_value(v);
+    }
+    return 0;
+}
+
 int cmd_generate_requests(int argc, char **argv)
 {
     const char *req_path = NULL, *out_path = NULL;
@@ -80,7 +120,8 @@ int cmd_generate_requests(int argc, char **argv)
         {0},
     };
     static const int shown[] = {CLI_MODEL_ARG_IDS, CLI_GRAMMAR_ARG_IDS, ARG_ID_tokenizer_path, ARG_ID_skip_tokenizer_init,
-                                CLI_SCHED_ARG_IDS, CLI_SPEC_ARG_IDS, CLI_LORA_ARG_IDS, ARG_ID_config, ARG_COUNT};
+                                CLI_SCHED_ARG_IDS, CLI_SPEC_ARG_IDS, CLI_LORA_ARG_IDS, ARG_ID_dp_size,
+                                ARG_ID_load_balance_method, ARG_ID_config, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc generate --model-path DIR --requests FILE.jsonl [--output FILE] [options]",
         .about = "Run every line of FILE.jsonl (a /generate body: input_ids or text, sampling_params, "
@@ -111,7 +152,9 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     cli_model_opts_from_args(&mo, a, threads);
     sched_args sa;
     cli_sched_args_from_args(&sa, a);
-    cli_spec spec;
+    if (cli_dp_check(a, "generate")) return 2;
+    int n_dp = cli_dp_size(a);
+    cli_spec spec; /* the arguments, checked before anything loads */
     if (cli_spec_args_from_args(&spec, a, "generate")) return 2;
     bool skip_tok = a->skip_tokenizer_init;
     const char *tok_path = a->tokenizer_path;
@@ -176,6 +219,8 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
             L->error = strdup(err);
         } else if (prc) {
             L->error = strdup(err);
+        } else if (line_dp_fields(obj, n_dp, &L->dp_rank, &L->room, err, sizeof err)) {
+            L->error = strdup(err);
         } else {
             L->n = specs[n_lines].params.n > 1 ? (int)specs[n_lines].params.n : 1;
             L->logprob = specs[n_lines].return_logprob;
@@ -196,14 +241,24 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
 
     model *m = cli_model_load(&mo);
     if (!m) goto done_lines;
-    sched *s = cli_lora_setup(a, m, &sa) ? NULL : cli_sched_create(m, &mo, &sa);
+    dp *d = NULL; /* n_dp > 1: the controller; s is its replica 0 */
+    sched *s = NULL;
+    if (!cli_lora_setup(a, m, &sa)) {
+        if (n_dp > 1) {
+            d = cli_dp_create(m, &mo, &sa, a);
+            s = d ? dp_sched(d, 0) : NULL;
+        } else {
+            s = cli_sched_create(m, &mo, &sa);
+        }
+    }
+    cli_spec *drafts = calloc((size_t)n_dp, sizeof *drafts);  /* a drafter per replica */
+    cli_grammar *grams = calloc((size_t)n_dp, sizeof *grams); /* a grammar queue per replica */
     FILE *out = NULL;
     uint64_t *ids = NULL;
     int *n_per = NULL;
     bool *lps = NULL;
     cli_results res = {0};
-    cli_grammar gram = {0}; /* sampling_params json_schema / regex / ebnf / structural_tag lines */
-    if (!s) goto done_model;
+    if (!s || !drafts || !grams) goto done_model;
     /* LoRA: each line's lora_path names an adapter of --lora-paths (an
      * unknown one is that line's error, SGLang's message) */
     for (int k = 0; k < n_lines; k++) {
@@ -214,8 +269,14 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
             sched_req_spec_free(&specs[k]);
         }
     }
-    if (tk) api_install_output_hook(s);
-    if (cli_grammar_setup(&gram, a, tk, s, m) || cli_spec_setup(&spec, s, m, &mo)) goto done_model;
+    /* each replica: the output hook, the grammar queue of sampling_params
+     * json_schema / regex / ebnf / structural_tag lines, the drafter */
+    for (int r = 0; r < n_dp; r++) {
+        sched *sr = d ? dp_sched(d, r) : s;
+        if (tk) api_install_output_hook(sr);
+        drafts[r] = spec;
+        if (cli_grammar_setup(&grams[r], a, tk, sr, m) || cli_spec_setup(&drafts[r], sr, m, &mo)) goto done_model;
+    }
     /* requests with stop strings get output stages (the hook matches them
      * in the decoded text); the response text is decoded below */
     for (int k = 0; tk && k < n_lines; k++) {
@@ -230,10 +291,11 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     n_per = malloc(sizeof *n_per * (size_t)n_lines);
     lps = malloc(sizeof *lps * (size_t)n_lines);
     if (!ids || !n_per || !lps) goto done_model;
+    if (d && dp_start(d)) goto done_model;
     double t0 = time_now_sec();
     for (int k = 0; k < n_lines; k++) {
         if (lines[k].error) continue;
-        lines[k].id = sched_submit(s, &specs[k]);
+        lines[k].id = d ? dp_submit(d, &specs[k], lines[k].dp_rank, lines[k].room, NULL) : sched_submit(s, &specs[k]);
         ids[n_ok] = lines[k].id;
         n_per[n_ok] = lines[k].n;
         lps[n_ok] = lines[k].logprob;
@@ -243,10 +305,17 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
         fprintf(stderr, "error: out of memory\n");
         goto done_model;
     }
-    if (cli_sched_collect(s, &res)) fprintf(stderr, "warning: the scheduler reported an internal error\n");
+    if (d ? cli_dp_collect(d, &res, 600) : cli_sched_collect(s, &res))
+        fprintf(stderr, "warning: the scheduler reported an internal error\n");
     double dt = time_now_sec() - t0;
     sched_stats st;
-    sched_get_stats(s, &st);
+    if (d) {
+        dp_stop(d); /* the counters are read after the threads stop */
+        cli_dp_stats(d, false, &st);
+    } else {
+        sched_get_stats(s, &st);
+    }
+    if (d) log_info("dp: %d replicas (%s)", n_dp, dp_lb_name(dp_method(d)));
     log_info("%d requests in %.3f s: %lld prompt tokens (%lld cached), %lld generated, %lld retractions, "
              "%lld prefill / %lld decode / %lld mixed steps, leak checks %lld (%lld failed)",
              n_ok, dt, (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
@@ -311,10 +380,13 @@ done_model:
     free(ids);
     free(n_per);
     free(lps);
-    sched_destroy(s);
-    cli_spec_free(&spec);
+    if (d) dp_destroy(d);
+    else sched_destroy(s);
+    for (int r = 0; drafts && r < n_dp; r++) cli_spec_free(&drafts[r]);
+    free(drafts);
     cli_lora_teardown();
-    cli_grammar_free(&gram);
+    for (int r = 0; grams && r < n_dp; r++) cli_grammar_free(&grams[r]);
+    free(grams);
     model_free(m);
 done_lines:
     if (in && in != stdin) fclose(in);
