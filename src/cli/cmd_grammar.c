@@ -374,7 +374,8 @@ int cmd_bench_grammar(int argc, char **argv)
     const args_cmd c = {
         .usage = "usage: sglc bench-grammar --tokenizer-path DIR --schemas DIR [--result-filename F] [--limit N]",
         .about = "Compile time and per-token mask time over a folder of schemas, one thread; prints and appends "
-                 "{schemas, compiled, compile_ms_p50, compile_ms_p99, mask_us_p50, mask_us_p99, mask_us_p999}.",
+                 "{schemas, compiled, compile_ms_p50, compile_ms_p99, mask_us_p50, mask_us_p99, mask_us_p999, mask_cpu_us_p50, "
+                 "mask_cpu_us_p99, mask_cpu_us_p999} (wall and thread-CPU µs per mask).",
         .extra = extra,
         .shown = shown,
         .only_shown = true,

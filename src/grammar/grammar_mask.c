@@ -6,7 +6,14 @@
  * only steps its own remaining bytes.  When a prefix kills every stack, all
  * following tokens with that prefix are settled without stepping (in a
  * full walk they are skipped by binary search).  Frames made by the walk
- * are released LIFO as depth unwinds.
+ * are released LIFO as depth unwinds.  The identity cache: the set at the
+ * walk's start depth (the anchor) is remembered per byte: a byte that
+ * steps the anchor to exactly itself (same hash-consed frames, same order
+ * — a JSON string's plain characters) is stepped once per walk; later
+ * tokens alias the anchor's slice of the scratch instead of calling
+ * gm_step, so the long all-plain tokens of a string classification cost
+ * a flag test per byte.  tests/unit/test_grammar_fast.c checks it against
+ * brute force on random states.
  *
  * The cache (xgrammar's "context-independent tokens", computed lazily): a
  * top frame f = (node, parent) accepts a token either within node's rule
