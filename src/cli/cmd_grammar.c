@@ -17,7 +17,10 @@
  *       instance, a seeded random walk through the mask (a random-weight
  *       model, at most 256 tokens, ending as soon as the mask allows after
  *       64) is timed.  Prints and appends one JSON line with schemas,
- *       compiled, compile_ms_p50/p99, mask_us_p50/p99/p999. */
+ *       compiled, compile_ms_p50/p99, mask_us_p50/p99/p999 (wall clock)
+ *       and mask_cpu_us_p50/p99/p999 (the thread's CPU time: on a shared
+ *       machine the wall tail is mostly preemption).  SGLC_BENCH_STEPS=F
+ *       writes one line per mask to F: schema index, step, wall µs, CPU µs. */
 #include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -36,6 +39,13 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -290,18 +300,31 @@ static void list_dir(const char *dir, int depth, slist *out)
     closedir(d);
 }
 
-/* Walk one instance (text != NULL) or a random walk; mask times into mt. */
+static FILE *steps_f; /* SGLC_BENCH_STEPS */
+static size_t steps_schema;
+
+/* One timed mask: wall µs into mt, CPU µs into mc. */
+static void timed_mask(grammar_matcher *m, uint32_t *mask, dvec *mt, dvec *mc, int step)
+{
+    double c0 = cpu_s(), t0 = now_s();
+    grammar_matcher_fill_mask(m, mask);
+    double t1 = now_s(), c1 = cpu_s();
+    dpush(mt, (t1 - t0) * 1e6);
+    dpush(mc, (c1 - c0) * 1e6);
+    if (steps_f) fprintf(steps_f, "%zu %d %.1f %.1f\n", steps_schema, step, (t1 - t0) * 1e6, (c1 - c0) * 1e6);
+}
+
+/* Walk one instance (text != NULL) or a random walk; mask times into
+ * mt (wall) and mc (CPU). */
 static void bench_walk(grammar_matcher *m, const gvocab *gv, uint32_t *mask, const char *text, size_t tl,
-                       dvec *mt, unsigned *seed)
+                       dvec *mt, dvec *mc, unsigned *seed)
 {
     int32_t V = grammar_vocab_size(gv->v);
     if (text) {
         tok_ids ids = {0};
         if (tok_encode(gv->t, text, tl, false, &ids) == 0)
             for (size_t i = 0; i < ids.n; i++) {
-                double t0 = now_s();
-                grammar_matcher_fill_mask(m, mask);
-                dpush(mt, (now_s() - t0) * 1e6);
+                timed_mask(m, mask, mt, mc, (int)i);
                 if (!grammar_matcher_accept_token(m, ids.ids[i])) break;
             }
         tok_ids_free(&ids);
@@ -310,9 +333,7 @@ static void bench_walk(grammar_matcher *m, const gvocab *gv, uint32_t *mask, con
     const int32_t *eos;
     size_t n_eos = tok_eos_ids(gv->t, &eos);
     for (int step = 0; step < 256; step++) {
-        double t0 = now_s();
-        grammar_matcher_fill_mask(m, mask);
-        dpush(mt, (now_s() - t0) * 1e6);
+        timed_mask(m, mask, mt, mc, step);
         if (step >= 64 && n_eos && mask_has(mask, eos[0])) break;
         /* a uniformly random allowed token (the k-th set bit), skipping
          * the end token before step 64 when anything else is allowed */
@@ -353,7 +374,8 @@ int cmd_bench_grammar(int argc, char **argv)
     const args_cmd c = {
         .usage = "usage: sglc bench-grammar --tokenizer-path DIR --schemas DIR [--result-filename F] [--limit N]",
         .about = "Compile time and per-token mask time over a folder of schemas, one thread; prints and appends "
-                 "{schemas, compiled, compile_ms_p50, compile_ms_p99, mask_us_p50, mask_us_p99, mask_us_p999}.",
+                 "{schemas, compiled, compile_ms_p50, compile_ms_p99, mask_us_p50, mask_us_p99, mask_us_p999, mask_cpu_us_p50, "
+                 "mask_cpu_us_p99, mask_cpu_us_p999} (wall and thread-CPU µs per mask).",
         .extra = extra,
         .shown = shown,
         .only_shown = true,
@@ -379,7 +401,9 @@ int cmd_bench_grammar(int argc, char **argv)
         for (size_t i = (size_t)limit; i < files.n; i++) free(files.p[i]);
         files.n = (size_t)limit;
     }
-    dvec ct = {0}, mt = {0};
+    dvec ct = {0}, mt = {0}, mc = {0};
+    const char *steps_path = getenv("SGLC_BENCH_STEPS");
+    steps_f = steps_path ? fopen(steps_path, "w") : NULL;
     size_t compiled = 0;
     uint32_t *mask = calloc(grammar_mask_words(gv.v), sizeof *mask);
     unsigned seed = 1234;
@@ -425,7 +449,10 @@ int cmd_bench_grammar(int argc, char **argv)
             grammar_matcher *m = grammar_matcher_new(g, gv.v);
             size_t n0 = mt.n;
             double w0 = now_s();
-            if (m) bench_walk(m, &gv, mask, inst, inst_len, &mt, &seed);
+            if (m) {
+                steps_schema = i;
+                bench_walk(m, &gv, mask, inst, inst_len, &mt, &mc, &seed);
+            }
             if (verbose)
                 fprintf(stderr, "%s: compile %.3f ms, %zu masks, walk %.1f ms, grammar %zu bytes\n", files.p[i], dt * 1e3,
                         mt.n - n0, (now_s() - w0) * 1e3, grammar_bytes(g));
@@ -439,11 +466,16 @@ int cmd_bench_grammar(int argc, char **argv)
     }
     qsort(ct.p, ct.n, sizeof *ct.p, cmp_d);
     qsort(mt.p, mt.n, sizeof *mt.p, cmp_d);
+    qsort(mc.p, mc.n, sizeof *mc.p, cmp_d);
+    if (steps_f) fclose(steps_f);
+    steps_f = NULL;
     char line[1024];
     snprintf(line, sizeof line,
              "{\"schemas\":%zu,\"compiled\":%zu,\"compile_ms_p50\":%.3f,\"compile_ms_p99\":%.3f,"
-             "\"mask_us_p50\":%.1f,\"mask_us_p99\":%.1f,\"mask_us_p999\":%.1f,\"masks\":%zu,\"vocab\":%d}",
-             files.n, compiled, pct(&ct, 0.5), pct(&ct, 0.99), pct(&mt, 0.5), pct(&mt, 0.99), pct(&mt, 0.999), mt.n,
+             "\"mask_us_p50\":%.1f,\"mask_us_p99\":%.1f,\"mask_us_p999\":%.1f,\"mask_cpu_us_p50\":%.1f,"
+             "\"mask_cpu_us_p99\":%.1f,\"mask_cpu_us_p999\":%.1f,\"masks\":%zu,\"vocab\":%d}",
+             files.n, compiled, pct(&ct, 0.5), pct(&ct, 0.99), pct(&mt, 0.5), pct(&mt, 0.99), pct(&mt, 0.999), pct(&mc, 0.5),
+             pct(&mc, 0.99), pct(&mc, 0.999), mt.n,
              grammar_vocab_size(gv.v));
     puts(line);
     if (result) {
@@ -457,6 +489,7 @@ int cmd_bench_grammar(int argc, char **argv)
     free(files.p);
     free(ct.p);
     free(mt.p);
+    free(mc.p);
     free(mask);
     gvocab_free(&gv);
     args_server_free(&a);

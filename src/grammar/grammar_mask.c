@@ -6,7 +6,14 @@
  * only steps its own remaining bytes.  When a prefix kills every stack, all
  * following tokens with that prefix are settled without stepping (in a
  * full walk they are skipped by binary search).  Frames made by the walk
- * are released LIFO as depth unwinds.
+ * are released LIFO as depth unwinds.  The identity cache: the set at the
+ * walk's start depth (the anchor) is remembered per byte: a byte that
+ * steps the anchor to exactly itself (same hash-consed frames, same order
+ * — a JSON string's plain characters) is stepped once per walk; later
+ * tokens alias the anchor's slice of the scratch instead of calling
+ * gm_step, so the long all-plain tokens of a string classification cost
+ * a flag test per byte.  tests/unit/test_grammar_fast.c checks it against
+ * brute force on random states.
  *
  * The cache (xgrammar's "context-independent tokens", computed lazily): a
  * top frame f = (node, parent) accepts a token either within node's rule
@@ -38,6 +45,9 @@ typedef struct walk {
     gm_ibuf *unc;    /* ci: "depends" ranks */
     int32_t *doff, *dn, *dmark; /* (max_len + 1) per depth: top set, frame mark */
     uint8_t *dfl, *dcum;        /* flags at depth, GM_POPPED seen at depths 1..d */
+    uint8_t *disa;              /* the set at depth is the anchor (the start depth's set) */
+    uint64_t idk[4], idno[4];   /* bytes known to step the anchor to itself / not */
+    uint8_t idfl[256];          /* the flags of those steps */
 } walk;
 
 static void classify(walk *w, int32_t r, int32_t tl, int32_t D)
@@ -70,6 +80,13 @@ static void run_walk(walk *w, const int32_t *list, int32_t idx0, int32_t count, 
     w->dfl[0] = 0;
     w->dcum[0] = 0;
     if (!start) w->dmark[0] = m->n_frames;
+    /* the identity cache: the set at the start depth is the anchor; a
+     * byte that steps it to itself (a string's plain characters) is
+     * stepped once per walk, later tokens alias the set */
+    memset(w->idk, 0, sizeof w->idk);
+    memset(w->idno, 0, sizeof w->idno);
+    w->disa[0] = !start;
+    w->disa[1] = (uint8_t)(start != 0);
     int32_t valid = 0, dead = -1, prevlen = 0;
     const uint8_t *prev = NULL;
     if (start && idx0 < count) {
@@ -109,9 +126,35 @@ static void run_walk(walk *w, const int32_t *list, int32_t idx0, int32_t count, 
         sc->n = w->doff[k] + w->dn[k];
         dead = -1;
         for (int32_t d = k; d < tl; d++) {
-            w->doff[d + 1] = sc->n;
-            int fl = gm_step(m, sc, w->doff[d], w->dn[d], tb[d], sc);
-            w->dn[d + 1] = sc->n - w->doff[d + 1];
+            uint8_t c = tb[d];
+            int fl;
+            if (w->disa[d] && (w->idk[c >> 6] >> (c & 63) & 1)) {
+                /* the anchor set steps to itself on c: alias it */
+                w->doff[d + 1] = w->doff[d];
+                w->dn[d + 1] = w->dn[d];
+                w->disa[d + 1] = 1;
+                fl = w->idfl[c];
+            } else {
+                w->doff[d + 1] = sc->n;
+                fl = gm_step(m, sc, w->doff[d], w->dn[d], c, sc);
+                w->dn[d + 1] = sc->n - w->doff[d + 1];
+                w->disa[d + 1] = 0;
+                if (w->disa[d] && !(w->idno[c >> 6] >> (c & 63) & 1)) {
+                    /* first time c is stepped from the anchor: remember
+                     * whether the set came back unchanged (same frames,
+                     * same order; frames are hash-consed, so this is a
+                     * property of the set's contents) */
+                    if (w->dn[d + 1] == w->dn[d] &&
+                        !memcmp(sc->p + w->doff[d + 1], sc->p + w->doff[d], (size_t)w->dn[d] * sizeof *sc->p)) {
+                        w->idk[c >> 6] |= 1ull << (c & 63);
+                        w->idfl[c] = (uint8_t)fl;
+                        sc->n = w->doff[d + 1];
+                        w->doff[d + 1] = w->doff[d];
+                        w->disa[d + 1] = 1;
+                    } else
+                        w->idno[c >> 6] |= 1ull << (c & 63);
+                }
+            }
             w->dfl[d + 1] = (uint8_t)fl;
             w->dcum[d + 1] = w->dcum[d] | (uint8_t)(fl & GM_POPPED);
             w->dmark[d + 1] = m->n_frames;
@@ -143,7 +186,8 @@ static int walk_init(walk *w, grammar_matcher *m, int ci, uint32_t *mask, gm_ibu
     w->dmark = malloc(d * sizeof *w->dmark);
     w->dfl = malloc(d);
     w->dcum = malloc(d);
-    if (!w->doff || !w->dn || !w->dmark || !w->dfl || !w->dcum) return -1;
+    w->disa = calloc(d, 1);
+    if (!w->doff || !w->dn || !w->dmark || !w->dfl || !w->dcum || !w->disa) return -1;
     return 0;
 }
 
@@ -154,6 +198,7 @@ static void walk_free(walk *w)
     free(w->dmark);
     free(w->dfl);
     free(w->dcum);
+    free(w->disa);
 }
 
 static void set_end(const grammar_matcher *m, uint32_t *mask)
