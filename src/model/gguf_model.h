@@ -33,6 +33,16 @@
  * index for a slice of a 3-D *_exps tensor, else -1), 0 no GGUF name. */
 int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert);
 
+/* The same for GGUF architecture `garch` (general.architecture; NULL =
+ * "llama"): gemma2 / gemma3 (post_attention_norm, ffn_norm = the pre-MLP
+ * norm, post_ffw_norm), phi3 (attn_qkv, ffn_up = fused gate_up), qwen2moe
+ * (ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp) have their own rows. */
+int gguf_name_from_hf_arch(const char *garch, const char *hf, char *out, size_t n, int *expert);
+
+/* Does llama.cpp store this GGUF tensor of architecture garch as the HF
+ * weight + 1 (Gemma's RMSNorm (1 + w) weights: every *norm.weight)? */
+int gguf_norm_plus_one(const char *garch, const char *gguf_name);
+
 /* Is `path` a GGUF model: a file whose name ends in .gguf, or a folder
  * holding exactly one .gguf file (and, unless `force`, no config.json)?
  * 1 with the file's path in out, 0 no, -1 with a message (a folder with
