@@ -404,8 +404,12 @@ static int write_meta(gguf_writer *w, const model_config *c, json_t *raw, const 
     if (c->rope.kind == MODEL_ROPE_LONGROPE) {
         if (c->rope.original_max_pos > 0)
             rc |= gguf_writer_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->rope.original_max_pos);
-        if (c->rope.attention_factor >= 0)
-            rc |= gguf_writer_f32(w, KEY("rope.scaling.attn_factor"), (float)c->rope.attention_factor);
+        /* llama.cpp's converter always writes it: the config's, else
+         * sqrt(1 + ln s / ln orig) for s = context / original > 1, else 1 */
+        double af = c->rope.attention_factor, sc = c->rope.original_max_pos > 0 ?
+            (double)c->max_position_embeddings / c->rope.original_max_pos : 1.0;
+        if (af < 0) af = sc > 1.0 ? sqrt(1.0 + log(sc) / log((double)c->rope.original_max_pos)) : 1.0;
+        rc |= gguf_writer_f32(w, KEY("rope.scaling.attn_factor"), (float)af);
     }
     if (c->rope.kind == MODEL_ROPE_LINEAR || c->rope.kind == MODEL_ROPE_YARN) {
         rc |= gguf_writer_str(w, KEY("rope.scaling.type"), c->rope.kind == MODEL_ROPE_LINEAR ? "linear" : "yarn");

@@ -98,8 +98,53 @@ def main(model_dir, path):
         got = g.kv.get(f"{arch}.{k}")
         if got is None or abs(got - v) > 1e-6 * abs(v):
             return f"{arch}.{k} = {got!r}, config.json says {v}"
-    print(f"{len(want)} tensors under llama.cpp's names with their values, {len(keys)} {arch} keys")
+    err, extra = gguf_py_check(g, hf, arch, path)
+    if err:
+        return "llama.cpp's gguf-py: " + err
+    print(f"{len(want)} tensors under llama.cpp's names with their values, {len(keys)} {arch} keys"
+          + (f"; {extra}" if extra else ""))
     return None
+
+
+def gguf_py_check(g, hf, arch, path):
+    """With llama.cpp's gguf-py ($LLAMA_CPP_DIR/gguf-py): each tensor is
+    where its TensorNameMap puts the HF name and is one of the
+    architecture's MODEL_TENSORS; every {arch}.* key is one gguf.Keys
+    defines; GGUFReader reads the file.  Returns (error or None, note)."""
+    d = os.path.join(os.environ.get("LLAMA_CPP_DIR", "/work/llama.cpp"), "gguf-py")
+    if not os.path.isdir(os.path.join(d, "gguf")):
+        return None, "no gguf-py: llama.cpp cross-check skipped"
+    sys.path.insert(0, d)
+    import gguf
+    ma = {"gemma2": gguf.MODEL_ARCH.GEMMA2, "gemma3": gguf.MODEL_ARCH.GEMMA3, "phi3": gguf.MODEL_ARCH.PHI3,
+          "qwen2moe": gguf.MODEL_ARCH.QWEN2MOE}[arch]
+    nl = g.kv[f"{arch}.block_count"]
+    tm = gguf.get_tensor_name_map(ma, nl)
+    allowed = set()
+    for t in gguf.MODEL_TENSORS[ma]:
+        name = gguf.TENSOR_NAMES[t]
+        allowed.update({name.format(bid=i) + ".weight" for i in range(nl)} if "{bid}" in name else {name + ".weight"})
+        allowed.update({name.format(bid=i) + ".bias" for i in range(nl)} if "{bid}" in name else set())
+    for n in hf:
+        if ".experts." in n or n == "lm_head.weight" and "output.weight" not in g.tensors:
+            continue
+        want = tm.get_name(n, try_suffixes=(".weight", ".bias"))
+        if want not in g.tensors:
+            return f"{n}: gguf-py names it {want}, not in the file", None
+    for n in g.tensors:
+        if n not in allowed:
+            return f"{n} is not one of llama.cpp's {arch} tensors", None
+    known = set()
+    for cls in vars(gguf.Keys).values():
+        if isinstance(cls, type):
+            known.update(v.replace("{arch}", arch) for k, v in vars(cls).items() if isinstance(v, str) and not k.startswith("_"))
+    for k in g.kv:
+        if k.startswith(arch + ".") and k not in known:
+            return f"key {k} is not one gguf-py defines", None
+    r = gguf.GGUFReader(path)
+    if len(r.tensors) != len(g.tensors):
+        return "GGUFReader sees a different tensor count", None
+    return None, "gguf-py agrees (names, keys, reader)"
 
 
 if __name__ == "__main__":
