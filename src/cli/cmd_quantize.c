@@ -5,7 +5,10 @@
  * DESIGN: three passes over the checkpoint, nothing held in memory but
  * one row:
  *   1. plan: every safetensors tensor is mapped to its GGUF name
- *      (gguf_model.h); the experts of a layer are stacked into one 3-D
+ *      (gguf_model.h, per architecture: llama, qwen2, qwen3, qwen3moe,
+ *      qwen2moe, gemma2, gemma3, phi3); Gemma norms get + 1 as llama.cpp's
+ *      converter stores them; Phi-3 longrope factors become
+ *      rope_factors_{long,short}.weight; the experts of a layer are stacked into one 3-D
  *      blk.N.ffn_*_exps tensor; each output tensor gets a type from the
  *      preset (below);
  *   2. the header: llama.cpp's metadata keys for the architecture, the

@@ -18,7 +18,15 @@
  *     1/4 and original context 8192 (or rope.scaling.original_context_length)
  *     first, then power-of-two originals 16 .. 2^20 and low/high in
  *     {0.5, 1, 2, 4} x {2, 4, 8, 16}; a rope_freqs that matches nothing is
- *     refused rather than run with the wrong rope.
+ *     refused rather than run with the wrong rope;
+ *   - gemma2 / gemma3: soft-caps (absent = none), sliding_window, the
+ *     local rope base (rope.freq_base_swa, else llama.cpp's 10000), the
+ *     query scale (attention.scale, else llama.cpp's size rule), gelu-tanh;
+ *     sliding layers by the architecture's pattern (llama.cpp's too);
+ *   - phi3: longrope from rope_factors_long / _short.weight,
+ *     rope.scaling.original_context_length and attn_factor;
+ *   - qwen2moe: expert_shared_feed_forward_length; norm_topk_prob only
+ *     from expert_weights_norm (llama.cpp's Qwen2-MoE does not renormalize).
  */
 #include <dirent.h>
 #include <jansson.h>

@@ -15,6 +15,11 @@
 #     numpy reader, tests/ref/gguf_np.py): Gemma norms stored as w + 1,
 #     post_attention_norm / post_ffw_norm, Phi-3 attn_qkv and fused ffn_up,
 #     rope_factors_long/short, Qwen2-MoE *_shexp and ffn_gate_inp_shexp;
+#   - with llama.cpp's gguf-py ($LLAMA_CPP_DIR, default /work/llama.cpp):
+#     a file its GGUFWriter writes as convert_hf_to_gguf.py would
+#     (tests/ref/gguf_arch_write.py: no sglc keys) loads to the HF logits
+#     within 1e-5 (Gemma with query_pre_attn_scalar = head_dim, which is
+#     what llama.cpp assumes);
 #   - an architecture without a GGUF mapping (DeepSeek-V2) is refused by
 #     quantize naming it.
 set -u
@@ -40,9 +45,11 @@ ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fails=$((fails + 1)); }
 IDS=$(seq -s, 3 66)
 
-gen() {   # MODEL OUT [N]
-    "$BIN" generate --model-path "$1" --input-ids "$IDS" --max-new-tokens "${3:-32}" --temperature 0 \
-        --ignore-eos --json --dtype float32 --threads 1 --dump-logits "$2.f32" >"$2.json" 2>"$2.err"
+gen() {   # MODEL OUT [EXTRA ARGS...]
+    local m=$1 o=$2
+    shift 2
+    "$BIN" generate --model-path "$m" --input-ids "$IDS" --max-new-tokens 32 --temperature 0 \
+        --ignore-eos --json --dtype float32 --threads 1 --dump-logits "$o.f32" "$@" >"$o.json" 2>"$o.err"
 }
 
 # cmp_logits A B TOL_KIND: exact (1e-5 relative to max(1, max|logit|)) or q (0.15 per position)
@@ -85,6 +92,22 @@ for m in gemma2 gemma3 phi3-mini-4k phi3.5-long qwen2-moe; do
         kind=exact; [ $v = q8_0 ] && kind=q
         if msg=$(cmp_logits "$T/$m.hf" "$T/$m.$v" $kind); then ok "$m $v: $msg"; else bad "$m $v: $msg"; fi
     done
+    # a file written by llama.cpp's gguf-py as its converter would (no
+    # sglc keys): Gemma's query scale is then llama.cpp's (head_dim), so
+    # the HF side runs with that override
+    if "$PY" "$ROOT/tests/ref/gguf_arch_write.py" "$hf" "$T/$m-ggufpy.gguf" >"$T/w.log" 2>&1; then
+        ov=()
+        case $m in gemma*) ov=(--json-model-override-args "{\"query_pre_attn_scalar\": $("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["head_dim"])' "$hf/config.json")}") ;; esac
+        if gen "$hf" "$T/$m.hfo" "${ov[@]}" && gen "$T/$m-ggufpy.gguf" "$T/$m.gp"; then
+            if msg=$(cmp_logits "$T/$m.hfo" "$T/$m.gp" exact); then ok "$m gguf-py-written: $msg"; else bad "$m gguf-py-written: $msg"; fi
+        else
+            bad "$m gguf-py-written: generate: $(tail -2 "$T/$m.gp.err")"
+        fi
+    elif grep -q "no gguf-py" "$T/w.log"; then
+        echo "note $m: no llama.cpp gguf-py, gguf-py-written file not checked"
+    else
+        bad "$m: gguf_arch_write.py: $(tail -2 "$T/w.log")"
+    fi
     # names, shapes and keys as llama.cpp writes them, read independently
     if msg=$("$PY" "$ROOT/tests/ref/gguf_arch_check.py" "$hf" "$T/$m-plain.gguf" 2>&1); then
         ok "$m: $msg"
