@@ -402,7 +402,7 @@ static int arch_extras_gemma(cfgb *b, json_t *o, int64_t H, int64_t nh, int64_t 
     if (!g2) json_object_set_new(o, "rope_local_base_freq",
                                  json_real(ak_float(b, "rope.freq_base_swa", &v) ? v : 10000.0));
     int big = nl == (g2 ? 46 : 62);
-    if (ak_float(b, "attention.scale", &v) && v > 0) /* sglc quantize writes it */
+    if (ak_float(b, "attention.scale", &v) && v > 1e-4 && v < 1e4) /* sglc quantize writes it */
         json_object_set_new(o, "query_pre_attn_scalar", json_real(1.0 / (v * v)));
     else
         json_object_set_new(o, "query_pre_attn_scalar", json_integer(big && nh > 0 ? H / nh : hd));
