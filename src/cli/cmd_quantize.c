@@ -5,7 +5,10 @@
  * DESIGN: three passes over the checkpoint, nothing held in memory but
  * one row:
  *   1. plan: every safetensors tensor is mapped to its GGUF name
- *      (gguf_model.h); the experts of a layer are stacked into one 3-D
+ *      (gguf_model.h, per architecture: llama, qwen2, qwen3, qwen3moe,
+ *      qwen2moe, gemma2, gemma3, phi3); Gemma norms get + 1 as llama.cpp's
+ *      converter stores them; Phi-3 longrope factors become
+ *      rope_factors_{long,short}.weight; the experts of a layer are stacked into one 3-D
  *      blk.N.ffn_*_exps tensor; each output tensor gets a type from the
  *      preset (below);
  *   2. the header: llama.cpp's metadata keys for the architecture, the
@@ -83,6 +86,7 @@ typedef struct qt {
     int n_src;
     const st_tensor **src;   /* (n_src) experts in index order, or the one tensor; borrowed */
     int permute_heads;       /* > 0: llama q/k row permutation over this many heads */
+    int plus_one;            /* Gemma norms: stored as the HF weight + 1 (llama.cpp's converter) */
     float *f32;              /* rope_freqs values (owned), else NULL */
 } qt;
 
@@ -172,6 +176,10 @@ static const char *gguf_arch_of(const char *hf)
     if (!strcmp(hf, "Qwen2ForCausalLM")) return "qwen2";
     if (!strcmp(hf, "Qwen3ForCausalLM")) return "qwen3";
     if (!strcmp(hf, "Qwen3MoeForCausalLM")) return "qwen3moe";
+    if (!strcmp(hf, "Gemma2ForCausalLM")) return "gemma2";
+    if (!strcmp(hf, "Gemma3ForCausalLM")) return "gemma3";
+    if (!strcmp(hf, "Phi3ForCausalLM")) return "phi3";
+    if (!strcmp(hf, "Qwen2MoeForCausalLM")) return "qwen2moe";
     return NULL;
 }
 
@@ -215,7 +223,7 @@ static int make_plan(plan *p, const st_archive *a, const model_config *c, const 
         const st_tensor *s = &a->tensors[i];
         char gn[128];
         int expert;
-        if (!gguf_name_from_hf(s->name, gn, sizeof gn, &expert)) {
+        if (!gguf_name_from_hf_arch(garch, s->name, gn, sizeof gn, &expert)) {
             fprintf(stderr, "sglc quantize: skipping tensor '%s' (no GGUF name)\n", s->name);
             continue;
         }
@@ -250,6 +258,7 @@ static int make_plan(plan *p, const st_archive *a, const model_config *c, const 
                 t->src = calloc(1, sizeof *t->src);
             }
             if (!t->src) return -1;
+            t->plus_one = s->ndim == 1 && gguf_norm_plus_one(garch, gn);
             if (llama && (has(gn, ".attn_q.") || has(gn, ".attn_k.")))
                 t->permute_heads = has(gn, ".attn_q.") ? c->n_head : c->n_kv_head;
         }
@@ -290,6 +299,17 @@ static int make_plan(plan *p, const st_archive *a, const model_config *c, const 
     if (!emb) {
         fprintf(stderr, "sglc quantize: the checkpoint has no embedding table\n");
         return -1;
+    }
+    for (int lf = 0; lf < 2 && c->rope.kind == MODEL_ROPE_LONGROPE && c->rope.n_factors > 0; lf++) {
+        qt *t = plan_add(p);
+        if (!t) return -1;
+        snprintf(t->name, sizeof t->name, lf ? "rope_factors_short.weight" : "rope_factors_long.weight");
+        t->layer = -1;
+        t->order = 1 + lf;
+        t->ndim = 1;
+        t->ne[0] = c->rope.n_factors;
+        if (!(t->f32 = malloc(sizeof(float) * (size_t)c->rope.n_factors))) return -1;
+        memcpy(t->f32, lf ? c->rope.short_factor : c->rope.long_factor, sizeof(float) * (size_t)c->rope.n_factors);
     }
     if (llama && c->rope.kind == MODEL_ROPE_LLAMA3) {
         qt *t = plan_add(p);
@@ -357,10 +377,42 @@ static int write_meta(gguf_writer *w, const model_config *c, json_t *raw, const 
     if (c->n_expert > 0) {
         rc |= gguf_writer_u32(w, KEY("expert_count"), (uint32_t)c->n_expert);
         rc |= gguf_writer_u32(w, KEY("expert_used_count"), (uint32_t)c->n_expert_used);
-        if (!strcmp(garch, "qwen3moe")) {
+        if (!strcmp(garch, "qwen3moe") || !strcmp(garch, "qwen2moe")) {
             rc |= gguf_writer_u32(w, KEY("expert_feed_forward_length"), (uint32_t)c->moe_inter);
             rc |= gguf_writer_bool(w, KEY("expert_weights_norm"), c->norm_topk_prob);
         }
+        if (!strcmp(garch, "qwen2moe") && c->shared_inter > 0)
+            rc |= gguf_writer_u32(w, KEY("expert_shared_feed_forward_length"), (uint32_t)c->shared_inter);
+    }
+    /* Gemma: llama.cpp's keys (the local rope base of Gemma 3's sliding
+     * layers is 10000 in llama.cpp unless rope.freq_base_swa says otherwise) */
+    if (!strcmp(garch, "gemma2") || !strcmp(garch, "gemma3")) {
+        if (c->sliding_window > 0)
+            rc |= gguf_writer_u32(w, KEY("attention.sliding_window"), (uint32_t)c->sliding_window);
+        if (c->attn_softcap > 0 && !strcmp(garch, "gemma2"))
+            rc |= gguf_writer_f32(w, KEY("attn_logit_softcapping"), c->attn_softcap);
+        if (c->final_softcap > 0)
+            rc |= gguf_writer_f32(w, KEY("final_logit_softcapping"), c->final_softcap);
+        /* llama.cpp infers Gemma's query scale from the model size; the
+         * key (llama.cpp's attention.scale, which its Gemma loader does not
+         * read) keeps query_pre_attn_scalar for readers that do */
+        if (c->attn_mult > 0)
+            rc |= gguf_writer_f32(w, KEY("attention.scale"), c->attn_mult);
+        if (!strcmp(garch, "gemma3") && c->rope_local_theta > 0)
+            rc |= gguf_writer_f32(w, KEY("rope.freq_base_swa"), (float)c->rope_local_theta);
+    }
+    /* Phi-3 longrope: the factors go in rope_factors_{long,short}.weight
+     * tensors (make_plan); the keys say the original context and the
+     * cos/sin scale */
+    if (c->rope.kind == MODEL_ROPE_LONGROPE) {
+        if (c->rope.original_max_pos > 0)
+            rc |= gguf_writer_u32(w, KEY("rope.scaling.original_context_length"), (uint32_t)c->rope.original_max_pos);
+        /* llama.cpp's converter always writes it: the config's, else
+         * sqrt(1 + ln s / ln orig) for s = context / original > 1, else 1 */
+        double af = c->rope.attention_factor, sc = c->rope.original_max_pos > 0 ?
+            (double)c->max_position_embeddings / c->rope.original_max_pos : 1.0;
+        if (af < 0) af = sc > 1.0 ? sqrt(1.0 + log(sc) / log((double)c->rope.original_max_pos)) : 1.0;
+        rc |= gguf_writer_f32(w, KEY("rope.scaling.attn_factor"), (float)af);
     }
     if (c->rope.kind == MODEL_ROPE_LINEAR || c->rope.kind == MODEL_ROPE_YARN) {
         rc |= gguf_writer_str(w, KEY("rope.scaling.type"), c->rope.kind == MODEL_ROPE_LINEAR ? "linear" : "yarn");
@@ -401,6 +453,7 @@ static int write_tensor(gguf_writer *w, FILE *f, const qt *t, float *row, void *
                     src = h * d + (jj % 2 ? jj / 2 + d / 2 : jj / 2);
                 }
                 dtype_to_f32(row + j, (const char *)s->data + (size_t)src * eb, (dtype)s->dt, 1);
+                if (t->plus_one) row[j] += 1.0f;
             }
             tr->row_from_f32(qrow, row, k);
             if (gguf_writer_write_data(w, f, qrow, rb)) return -1;
@@ -501,7 +554,7 @@ int cmd_quantize(int argc, char **argv)
     const char *garch = have_cfg ? gguf_arch_of(c.architecture) : "llama";
     if (!garch) {
         fprintf(stderr, "sglc quantize: architecture %s has no GGUF mapping yet (Llama, Mistral, "
-                        "Mixtral, Qwen2, Qwen3, Qwen3-MoE do)\n", c.architecture);
+                        "Mixtral, Qwen2, Qwen3, Qwen3-MoE, Qwen2-MoE, Gemma 2, Gemma 3, Phi-3 do)\n", c.architecture);
         return 1;
     }
     json_t *raw = have_cfg ? json_load_file(cpath, 0, NULL) : json_object();

@@ -18,7 +18,15 @@
  *     1/4 and original context 8192 (or rope.scaling.original_context_length)
  *     first, then power-of-two originals 16 .. 2^20 and low/high in
  *     {0.5, 1, 2, 4} x {2, 4, 8, 16}; a rope_freqs that matches nothing is
- *     refused rather than run with the wrong rope.
+ *     refused rather than run with the wrong rope;
+ *   - gemma2 / gemma3: soft-caps (absent = none), sliding_window, the
+ *     local rope base (rope.freq_base_swa, else llama.cpp's 10000), the
+ *     query scale (attention.scale, else llama.cpp's size rule), gelu-tanh;
+ *     sliding layers by the architecture's pattern (llama.cpp's too);
+ *   - phi3: longrope from rope_factors_long / _short.weight,
+ *     rope.scaling.original_context_length and attn_factor;
+ *   - qwen2moe: expert_shared_feed_forward_length; norm_topk_prob only
+ *     from expert_weights_norm (llama.cpp's Qwen2-MoE does not renormalize).
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -65,15 +73,45 @@ static const struct { const char *hf, *gg; } k_expert_names[] = {
     {"block_sparse_moe.experts.%d.w2.weight", "ffn_down_exps.weight"},
 };
 
+/* per-architecture names that differ from (or are absent in) the table:
+ * llama.cpp's Gemma 2/3 call HF's post_attention_layernorm (the norm on
+ * the attention output) post_attention_norm and the pre-MLP norm ffn_norm;
+ * Phi-3 keeps HF's fused projections (attn_qkv; ffn_up = gate rows then
+ * up rows); Qwen2-MoE's one shared expert is *_shexp and its sigmoid gate
+ * ffn_gate_inp_shexp. */
+static const struct { const char *arch, *hf, *gg; } k_arch_names[] = {
+    {"gemma2", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"gemma2", "pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"gemma2", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"gemma3", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"gemma3", "pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"gemma3", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    {"phi3", "self_attn.qkv_proj.weight", "attn_qkv.weight"},
+    {"phi3", "mlp.gate_up_proj.weight", "ffn_up.weight"},
+    {"qwen2moe", "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"qwen2moe", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"qwen2moe", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"qwen2moe", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+};
+
 int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert)
 {
+    return gguf_name_from_hf_arch("llama", hf, out, n, expert);
+}
+
+int gguf_name_from_hf_arch(const char *garch, const char *hf, char *out, size_t n, int *expert)
+{
     *expert = -1;
+    if (!garch) garch = "llama";
     if (!strcmp(hf, "model.embed_tokens.weight")) return snprintf(out, n, "token_embd.weight") > 0;
     if (!strcmp(hf, "lm_head.weight")) return snprintf(out, n, "output.weight") > 0;
     if (!strcmp(hf, "model.norm.weight")) return snprintf(out, n, "output_norm.weight") > 0;
     int il, used = 0;
     if (sscanf(hf, "model.layers.%d.%n", &il, &used) != 1 || used == 0 || il < 0) return 0;
     const char *rest = hf + used;
+    for (size_t i = 0; i < sizeof k_arch_names / sizeof k_arch_names[0]; i++)
+        if (!strcmp(garch, k_arch_names[i].arch) && !strcmp(rest, k_arch_names[i].hf))
+            return snprintf(out, n, "blk.%d.%s", il, k_arch_names[i].gg) > 0;
     for (size_t i = 0; i < sizeof k_layer_names / sizeof k_layer_names[0]; i++)
         if (!strcmp(rest, k_layer_names[i].hf))
             return snprintf(out, n, "blk.%d.%s", il, k_layer_names[i].gg) > 0;
@@ -344,6 +382,72 @@ static char *hf_config_json(const gguf_file *g, gguf_str hc, char *err, size_t e
     return text;
 }
 
+/* Gemma 2 / 3 keys: soft-caps (absent = none: null, so Gemma2Config's
+ * 50 / 30 defaults do not apply), window, the local rope base (llama.cpp:
+ * rope.freq_base_swa, 10000 when absent), and the query scale:
+ * attention.scale when present (sglc quantize writes it), else what
+ * llama.cpp infers from the model size (the 27B models, 46 / 62 layers,
+ * scale by hidden / heads, the others by head_dim). */
+static int arch_extras_gemma(cfgb *b, json_t *o, int64_t H, int64_t nh, int64_t nl, int64_t hd)
+{
+    double v;
+    int64_t w;
+    int g2 = !strcmp(b->arch, "gemma2");
+    json_object_set_new(o, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(o, "attn_logit_softcapping",
+                        ak_float(b, "attn_logit_softcapping", &v) ? json_real(v) : json_null());
+    json_object_set_new(o, "final_logit_softcapping",
+                        ak_float(b, "final_logit_softcapping", &v) ? json_real(v) : json_null());
+    if (ak_int(b, "attention.sliding_window", &w) && w > 0) json_object_set_new(o, "sliding_window", json_integer(w));
+    if (!g2) json_object_set_new(o, "rope_local_base_freq",
+                                 json_real(ak_float(b, "rope.freq_base_swa", &v) ? v : 10000.0));
+    int big = nl == (g2 ? 46 : 62);
+    if (ak_float(b, "attention.scale", &v) && v > 1e-4 && v < 1e4) /* sglc quantize writes it */
+        json_object_set_new(o, "query_pre_attn_scalar", json_real(1.0 / (v * v)));
+    else
+        json_object_set_new(o, "query_pre_attn_scalar", json_integer(big && nh > 0 ? H / nh : hd));
+    return b->bad ? -1 : 0;
+}
+
+/* F32 1-D tensor `name` of n values as a JSON array, or NULL (message set) */
+static json_t *f32_array(cfgb *b, const char *name, int n)
+{
+    const gguf_tensor *t = gguf_find_tensor(b->g, name);
+    if (!t || t->ggml_type != 0 || t->ndim != 1 || t->ne[0] != n) {
+        errmsg_set(b->err, b->errlen, "%s: %s must be %d F32 values", b->g->path ? b->g->path : "gguf", name, n);
+        return NULL;
+    }
+    json_t *a = json_array();
+    const float *f = t->data;
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(f[i]));
+    return a;
+}
+
+/* Phi-3: window; longrope from rope_factors_long / _short.weight (one
+ * value per rotary pair), rope.scaling.original_context_length and
+ * rope.scaling.attn_factor */
+static int arch_extras_phi3(cfgb *b, json_t *o, int64_t hd)
+{
+    int64_t w, orig = 0, rd = hd;
+    double af;
+    if (ak_int(b, "attention.sliding_window", &w) && w > 0) json_object_set_new(o, "sliding_window", json_integer(w));
+    int has_long = has_tensor(b->g, "rope_factors_long.weight"), has_short = has_tensor(b->g, "rope_factors_short.weight");
+    if (!has_long && !has_short) return b->bad ? -1 : 0;
+    ak_int(b, "rope.dimension_count", &rd);
+    if (ak_int(b, "rope.scaling.original_context_length", &orig) && orig > 0)
+        json_object_set_new(o, "original_max_position_embeddings", json_integer(orig));
+    json_t *lf = f32_array(b, "rope_factors_long.weight", (int)(rd / 2));
+    json_t *sf = lf ? f32_array(b, "rope_factors_short.weight", (int)(rd / 2)) : NULL;
+    if (!lf || !sf) {
+        json_decref(lf);
+        return -1;
+    }
+    json_t *rs = json_pack("{s:s,s:o,s:o}", "rope_type", "longrope", "long_factor", lf, "short_factor", sf);
+    if (ak_float(b, "rope.scaling.attn_factor", &af)) json_object_set_new(rs, "attention_factor", json_real(af));
+    json_object_set_new(o, "rope_scaling", rs);
+    return b->bad ? -1 : 0;
+}
+
 char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen)
 {
     const char *fn = g->path ? g->path : "gguf";
@@ -365,10 +469,15 @@ char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen)
     else if (!strcmp(arch, "qwen2")) hf = "Qwen2ForCausalLM";
     else if (!strcmp(arch, "qwen3")) hf = "Qwen3ForCausalLM";
     else if (!strcmp(arch, "qwen3moe")) hf = "Qwen3MoeForCausalLM";
+    else if (!strcmp(arch, "qwen2moe")) hf = "Qwen2MoeForCausalLM";
+    else if (!strcmp(arch, "gemma2")) hf = "Gemma2ForCausalLM";
+    else if (!strcmp(arch, "gemma3")) hf = "Gemma3ForCausalLM";
+    else if (!strcmp(arch, "phi3")) hf = "Phi3ForCausalLM";
     if (!hf || b.bad) {
         if (!b.bad)
             errmsg_set(err, errlen, "%s: unsupported GGUF architecture '%s' (supported: llama, "
-                       "including Mistral and Mixtral files, qwen2, qwen3, qwen3moe)", fn, arch);
+                       "including Mistral and Mixtral files, qwen2, qwen3, qwen3moe, qwen2moe, "
+                       "gemma2, gemma3, phi3)", fn, arch);
         return NULL;
     }
     json_t *o = json_object();
@@ -407,7 +516,10 @@ char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen)
     json_object_set_new(o, "tie_word_embeddings", json_boolean(!has_tensor(g, "output.weight")));
     json_object_set_new(o, "attention_bias", json_boolean(has_tensor(g, "blk.0.attn_q.bias")));
     json_object_set_new(o, "mlp_bias", json_boolean(has_tensor(g, "blk.0.ffn_up.bias")));
-    json_object_set_new(o, "hidden_act", json_string("silu"));
+    int gemma = !strcmp(arch, "gemma2") || !strcmp(arch, "gemma3");
+    json_object_set_new(o, "hidden_act", json_string(gemma ? "gelu_pytorch_tanh" : "silu"));
+    if (gemma && arch_extras_gemma(&b, o, H, nh, nl, hd)) goto fail;
+    if (!strcmp(arch, "phi3") && arch_extras_phi3(&b, o, hd)) goto fail;
     json_object_set_new(o, "torch_dtype", json_string(torch_dtype_of(g)));
     int64_t id;
     if (gguf_get_int(g, "tokenizer.ggml.bos_token_id", &id, NULL, 0) > 0)
@@ -416,10 +528,12 @@ char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen)
     if (n_expert > 0) {
         int64_t used = 0;
         ak_int(&b, "expert_used_count", &used);
-        if (!strcmp(arch, "qwen3moe")) {
+        if (!strcmp(arch, "qwen3moe") || !strcmp(arch, "qwen2moe")) {
             json_object_set_new(o, "num_experts", json_integer(n_expert));
             json_object_set_new(o, "moe_intermediate_size", json_integer(have_eff ? eff : ff));
-            int64_t norm = 1;
+            int64_t norm = !strcmp(arch, "qwen3moe"), sh = 0; /* llama.cpp: Qwen2-MoE does not renormalize */
+            if (!strcmp(arch, "qwen2moe") && ak_int(&b, "expert_shared_feed_forward_length", &sh))
+                json_object_set_new(o, "shared_expert_intermediate_size", json_integer(sh));
             ak_int(&b, "expert_weights_norm", &norm);
             json_object_set_new(o, "norm_topk_prob", json_boolean(norm != 0));
             json_t *dense = json_array();
@@ -458,4 +572,9 @@ int gguf_model_config(const gguf_file *g, const char *override_json, int context
         return -1;
     }
     return 0;
+}
+
+int gguf_norm_plus_one(const char *garch, const char *gguf_name)
+{
+    return garch && (!strcmp(garch, "gemma2") || !strcmp(garch, "gemma3")) && ends_with(gguf_name, "norm.weight");
 }

@@ -17,6 +17,18 @@
  *   ...mlp.experts.E.{gate,up,down}_proj.weight  expert E of
  *   ...block_sparse_moe.experts.E.{w1,w3,w2}     blk.N.ffn_{gate,up,down}_exps.weight
  *
+ * Per architecture (gguf_name_from_hf_arch), as llama.cpp's llama-arch.cpp
+ * and convert_hf_to_gguf.py name them:
+ *   gemma2/3: post_attention_layernorm   blk.N.post_attention_norm.weight
+ *             pre_feedforward_layernorm  blk.N.ffn_norm.weight
+ *             post_feedforward_layernorm blk.N.post_ffw_norm.weight
+ *             every *norm.weight stored as HF's w + 1 (gguf_norm_plus_one)
+ *   phi3:     self_attn.qkv_proj         blk.N.attn_qkv.weight (fused, as HF)
+ *             mlp.gate_up_proj           blk.N.ffn_up.weight (gate rows, up rows)
+ *             longrope factors           rope_factors_{long,short}.weight
+ *   qwen2moe: mlp.shared_expert.X_proj   blk.N.ffn_X_shexp.weight
+ *             mlp.shared_expert_gate     blk.N.ffn_gate_inp_shexp.weight
+ *
  * The config is built as the config.json a Hugging Face export of the
  * same model would have and parsed by model_config_parse, so GGUF models
  * get the same validation, defaults and --json-model-override-args.
@@ -33,6 +45,16 @@
  * index for a slice of a 3-D *_exps tensor, else -1), 0 no GGUF name. */
 int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert);
 
+/* The same for GGUF architecture `garch` (general.architecture; NULL =
+ * "llama"): gemma2 / gemma3 (post_attention_norm, ffn_norm = the pre-MLP
+ * norm, post_ffw_norm), phi3 (attn_qkv, ffn_up = fused gate_up), qwen2moe
+ * (ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp) have their own rows. */
+int gguf_name_from_hf_arch(const char *garch, const char *hf, char *out, size_t n, int *expert);
+
+/* Does llama.cpp store this GGUF tensor of architecture garch as the HF
+ * weight + 1 (Gemma's RMSNorm (1 + w) weights: every *norm.weight)? */
+int gguf_norm_plus_one(const char *garch, const char *gguf_name);
+
 /* Is `path` a GGUF model: a file whose name ends in .gguf, or a folder
  * holding exactly one .gguf file (and, unless `force`, no config.json)?
  * 1 with the file's path in out, 0 no, -1 with a message (a folder with
@@ -40,7 +62,8 @@ int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert);
 int gguf_model_path(const char *path, int force, char *out, size_t n, char *err, size_t errlen);
 
 /* The model config from the file's metadata (architectures llama, qwen2,
- * qwen3, qwen3moe; llama with experts = Mixtral).  0, or -1 with err. */
+ * qwen3, qwen3moe, qwen2moe, gemma2, gemma3, phi3; llama with experts =
+ * Mixtral; others refused naming the architecture).  0, or -1 with err. */
 int gguf_model_config(const gguf_file *g, const char *override_json, int context_length,
                       model_config *c, char *err, size_t errlen);
 

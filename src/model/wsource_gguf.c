@@ -26,6 +26,12 @@
  * this is exact for quantized rows too) and the copies are what find()
  * returns; they live until close.  qwen2 / qwen3 / qwen3moe files are not
  * permuted.
+ *
+ * Gemma 2 / 3 files (llama.cpp's converter, and sglc quantize, store every
+ * *norm.weight as the HF weight + 1, the (1 + w) of Gemma's RMSNorm): those
+ * 1-D tensors are read once into an owned F32 copy with 1 subtracted, so
+ * the loader sees HF's centred weights (exact: |w| < 1 makes (1+w)-1 and
+ * 1+((1+w)-1) exact in f32).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +52,7 @@ typedef struct gg_src {
     gguf_file g;
     gg_rec *rec;            /* (g.n_tensors), by file index */
     int permute;            /* llama: q/k rows interleaved */
+    char arch[32];          /* general.architecture */
     int n_head, n_kv_head;
     int dequant;            /* SGLC_GGUF_DEQUANT=1: block types through row_to_f32 (tests) */
 } gg_src;
@@ -98,6 +105,19 @@ static int rec_prepare(gg_src *s, int64_t i)
         snprintf(r->type_name, sizeof r->type_name, "%s", gn);
     }
     r->bytes = t->data;
+    if (gguf_norm_plus_one(s->arch, t->name) && t->ndim == 1 && r->kt >= 0 &&
+        r->kt < KERN_TYPE_FLOAT_COUNT) {
+        float *f = aligned_alloc(64, ((size_t)t->ne[0] * sizeof(float) + 63) & ~(size_t)63);
+        if (!f || wsrc_convert(f, DTYPE_F32, t->data, r->kt, (size_t)t->ne[0])) {
+            free(f);
+            return -1;
+        }
+        for (int64_t j = 0; j < t->ne[0]; j++) f[j] -= 1.0f;
+        r->owned = f;
+        r->bytes = r->owned;
+        r->kt = KERN_TYPE_F32;
+        snprintf(r->type_name, sizeof r->type_name, "F32");
+    }
     if (s->permute && r->kt >= 0 &&
         (ends_with(t->name, ".attn_q.weight") || ends_with(t->name, ".attn_q.bias") ||
          ends_with(t->name, ".attn_k.weight") || ends_with(t->name, ".attn_k.bias"))) {
@@ -117,7 +137,7 @@ static int g_find(void *self, const char *name, int ndim, const int64_t *expect,
     int expert;
     /* an HF name, or a GGUF name (the names find() hands out are GGUF's,
      * and the loader may ask for one again) */
-    if (!gguf_name_from_hf(name, gn, sizeof gn, &expert)) snprintf(gn, sizeof gn, "%s", name);
+    if (!gguf_name_from_hf_arch(s->arch, name, gn, sizeof gn, &expert)) snprintf(gn, sizeof gn, "%s", name);
     const gguf_tensor *t = gguf_find_tensor(&s->g, gn);
     if (!t && expert >= 0) {
         /* older Mixtral files: one tensor per expert, blk.N.ffn_gate.E.weight */
@@ -248,7 +268,11 @@ int wsrc_open_gguf(wsrc *w, const char *path, char *err, size_t errlen)
     const char *dq = getenv("SGLC_GGUF_DEQUANT");
     s->dequant = dq && *dq && strcmp(dq, "0");
     gguf_str arch = {0};
-    if (gguf_get_str(&s->g, "general.architecture", &arch, NULL, 0) > 0 && arch.len == 5 &&
+    if (gguf_get_str(&s->g, "general.architecture", &arch, NULL, 0) > 0)
+        snprintf(s->arch, sizeof s->arch, "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.s);
+    else
+        snprintf(s->arch, sizeof s->arch, "llama");
+    if (arch.len == 5 &&
         !memcmp(arch.s, "llama", 5)) {
         int64_t nh = 0, nkv = 0;
         gguf_get_int(&s->g, "llama.attention.head_count", &nh, NULL, 0);

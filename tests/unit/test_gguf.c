@@ -391,6 +391,30 @@ static void test_names(void **state)
     assert_int_equal(gguf_name_from_hf("model.layers.0.self_attn.rotary_emb.inv_freq", out, sizeof out, &e), 0);
     assert_int_equal(gguf_name_from_hf("model.layers.x.mlp.up_proj.weight", out, sizeof out, &e), 0);
     assert_int_equal(gguf_name_from_hf("model.layers.0.mlp.experts.x.up_proj.weight", out, sizeof out, &e), 0);
+    /* per architecture: the same HF name, llama.cpp's different GGUF names */
+    static const char *const arch_rows[][3] = {
+        {"llama", "model.layers.1.post_attention_layernorm.weight", "blk.1.ffn_norm.weight"},
+        {"gemma2", "model.layers.1.post_attention_layernorm.weight", "blk.1.post_attention_norm.weight"},
+        {"gemma3", "model.layers.2.pre_feedforward_layernorm.weight", "blk.2.ffn_norm.weight"},
+        {"gemma2", "model.layers.0.post_feedforward_layernorm.weight", "blk.0.post_ffw_norm.weight"},
+        {"gemma3", "model.layers.0.self_attn.q_norm.weight", "blk.0.attn_q_norm.weight"},
+        {"phi3", "model.layers.3.self_attn.qkv_proj.weight", "blk.3.attn_qkv.weight"},
+        {"phi3", "model.layers.3.mlp.gate_up_proj.weight", "blk.3.ffn_up.weight"},
+        {"qwen2moe", "model.layers.0.mlp.shared_expert.down_proj.weight", "blk.0.ffn_down_shexp.weight"},
+        {"qwen2moe", "model.layers.0.mlp.shared_expert_gate.weight", "blk.0.ffn_gate_inp_shexp.weight"},
+        {"qwen2moe", "model.layers.0.mlp.gate.weight", "blk.0.ffn_gate_inp.weight"},
+    };
+    for (size_t i = 0; i < sizeof arch_rows / sizeof arch_rows[0]; i++) {
+        assert_int_equal(gguf_name_from_hf_arch(arch_rows[i][0], arch_rows[i][1], out, sizeof out, &e), 1);
+        assert_string_equal(out, arch_rows[i][2]);
+    }
+    /* gemma-only rows do not leak into llama; qkv_proj has no llama name */
+    assert_int_equal(gguf_name_from_hf("model.layers.0.pre_feedforward_layernorm.weight", out, sizeof out, &e), 0);
+    assert_int_equal(gguf_name_from_hf("model.layers.0.self_attn.qkv_proj.weight", out, sizeof out, &e), 0);
+    assert_int_equal(gguf_norm_plus_one("gemma2", "blk.0.post_ffw_norm.weight"), 1);
+    assert_int_equal(gguf_norm_plus_one("gemma3", "output_norm.weight"), 1);
+    assert_int_equal(gguf_norm_plus_one("gemma3", "blk.0.attn_q.weight"), 0);
+    assert_int_equal(gguf_norm_plus_one("llama", "output_norm.weight"), 0);
 }
 
 /* ---- a tiny llama file through model_load --------------------------------------- */
