@@ -45,6 +45,21 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
     const char *p = name;
     static const char pre[] = "base_model.model.";
     if (!strncmp(p, pre, sizeof pre - 1)) p += sizeof pre - 1;
+    /* multimodal wrappers (Gemma3ForConditionalGeneration): the text model
+     * under language_model.model.* (older transformers) or
+     * model.language_model.* (>= 4.52), the head language_model.lm_head */
+    char norm[512];
+    static const char mm_old[] = "language_model.model.", mm_new[] = "model.language_model.",
+                      mm_head[] = "language_model.lm_head.";
+    const char *rest = !strncmp(p, mm_old, sizeof mm_old - 1)   ? p + sizeof mm_old - 1
+                       : !strncmp(p, mm_new, sizeof mm_new - 1) ? p + sizeof mm_new - 1
+                                                                : NULL;
+    if (rest && strlen(rest) < sizeof norm - 8) {
+        snprintf(norm, sizeof norm, "model.%s", rest);
+        p = norm;
+    } else if (!strncmp(p, mm_head, sizeof mm_head - 1)) {
+        p += sizeof "language_model." - 1;
+    }
     if (strstr(p, "lora_magnitude_vector")) {
         errmsg_set(err, errlen, "tensor %s: DoRA adapters are not supported", name);
         return -1;

@@ -88,11 +88,13 @@ def is_moe_layer(cfg, i):
     return False
 
 
-def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets):
-    """Writes the PEFT folder; returns {weight name: merged float64 weight}."""
+def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets, wp="model."):
+    """Writes the PEFT folder; returns {weight name: merged float64 weight}.
+    wp: the text model's prefix of the checkpoint's layer names (PEFT's
+    names are base_model.model. + the module's path)."""
     rng = np.random.RandomState(seed)
     scale = alpha / np.sqrt(r) if rslora else alpha / r
-    L = cfg["num_hidden_layers"]
+    L = cfg["num_hidden_layers"] if "num_hidden_layers" in cfg else cfg["text_config"]["num_hidden_layers"]
     tensors, merged, used = {}, {}, set()
     for i in range(L):
         for mod in targets:
@@ -101,7 +103,7 @@ def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets)
             if mod in MLP and is_moe_layer(cfg, i):
                 continue
             grp = "self_attn" if mod in ATTN else "mlp"
-            wname = f"model.layers.{i}.{grp}.{mod}.weight"
+            wname = f"{wp}layers.{i}.{grp}.{mod}.weight"
             if wname not in base_state:
                 continue  # fused in the checkpoint (qkv_proj / gate_up_proj): not a PEFT target here
             W = base_state[wname].numpy().astype(np.float64)
@@ -109,7 +111,7 @@ def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets)
             A = round_to(rng.standard_normal((r, k)) / np.sqrt(k), tag)
             # |scale B A x| ~ 0.3 |W x|: a clear change, logits stay O(1)
             B = round_to(rng.standard_normal((n, r)) * 0.3 / (np.sqrt(r) * scale), tag)
-            pre = f"base_model.model.model.layers.{i}.{grp}.{mod}"
+            pre = f"base_model.model.{wp}layers.{i}.{grp}.{mod}"
             tensors[pre + ".lora_A.weight"] = stored(A, tag)
             tensors[pre + ".lora_B.weight"] = stored(B, tag)
             merged[wname] = W + scale * (B @ A)
@@ -168,12 +170,12 @@ def write_merged(out_dir, f32_dir, base_state, merged, tied=None):
                          metadata={"format": "pt"})
 
 
-def run_sglc_lora(sglc, model_dir, lora_dir, ids, n_new):
-    """golden.run_sglc with --lora-path."""
+def run_sglc_lora(sglc, model_dir, lora_dir, ids, n_new, extra=()):
+    """golden.run_sglc with --lora-path (none when lora_dir is None) and extra arguments."""
     orig = golden.subprocess.run
 
     def run(cmd, **kw):
-        return orig(cmd + ["--lora-path", lora_dir], **kw)
+        return orig(cmd + (["--lora-path", lora_dir] if lora_dir else []) + list(extra), **kw)
     golden.subprocess.run = run
     try:
         return golden.run_sglc(sglc, model_dir, ids, n_new, "float32")
@@ -187,8 +189,7 @@ def check_family(a, family, work):
     reference being that family's own PyTorch model on the merged folder."""
     if family == "gemma":
         import gemma_ref as ref
-        # the multimodal layouts name their text weights language_model.*: not read here
-        names = [n for n in ref.SPECS if not n.startswith("gemma3-mm")]
+        names = list(ref.SPECS)
         build = lambda n: ref.build(n, a.cache)[0]  # noqa: E731
         model = lambda d: ref.Model(d)  # noqa: E731
         variants = VARIANTS
@@ -206,8 +207,12 @@ def check_family(a, family, work):
         with open(os.path.join(f32_dir, "config.json")) as f:
             cfg = json.load(f)
         state = torch_ref.load_state(f32_dir)
+        # Gemma3ForConditionalGeneration: the text model under language_model.model.*
+        # (model.language_model.* in the newer layout); adapters there on the layers only
+        wp = next((q for q in ("language_model.model.", "model.language_model.")
+                   if q + "embed_tokens.weight" in state), "model.")
         tied = "lm_head.weight" not in state
-        if tied:
+        if tied and wp == "model.":
             state["lm_head.weight"] = state["model.embed_tokens.weight"]
         rng = np.random.RandomState(500 + mi)
         prompt = [int(x) for x in rng.randint(3, ref.VOCAB, size=n_prompt)]
@@ -216,13 +221,15 @@ def check_family(a, family, work):
         # sqrt(hidden) with the embedding); Phi-3: all (fused qkv / gate_up in each but one)
         vs = sorted({mi % len(variants), (mi + 1) % len(variants), 3}) if family == "gemma" \
             else range(len(variants))
+        if wp != "model.":
+            vs = (0, 1)  # layers only (the embedding / head names of the wrapper are not written here)
         for v in vs:
             r, alpha, rslora, tag, targets = variants[v]
             tag_s = f"{name} r={r} {tag}{' rslora' if rslora else ''} {'+'.join(targets)}"
             ad = os.path.join(work, f"{name}-{v}", "adapter")
             mg = os.path.join(work, f"{name}-{v}", "merged")
             merged = make_adapter(ad, state, cfg, 3000 + 100 * mi + v, r, alpha, rslora, tag,
-                                  targets)
+                                  targets, wp)
             golden.report(bool(merged), f"{tag_s}: adapter written ({len(merged)} merged weights)")
             if not merged:
                 continue
@@ -312,27 +319,62 @@ def check_quant(a, work):
                 golden.check_ids(tag_s + " dequantized", ids, ref_ids)
             golden.guard(tag_s + " dequantized", deq_go)
 
-            def inplace_go():
-                _, lg = run_sglc_lora(a.sglc, gg, ad, prompt, n_new)
-                V = ref_logits.shape[-1]
-                got = lg.reshape(n_prompt, V)
-                ref = np.asarray(ref_logits).reshape(n_prompt, V)
-                d_s = got - q_base.reshape(n_prompt, V)
-                d_r = ref - np.asarray(base_logits).reshape(n_prompt, V)
-                # the base's own in-place error (int8 activations) against its decoded values
-                qerr = np.abs(q_base.reshape(n_prompt, V) - np.asarray(base_logits).reshape(n_prompt, V)).max()
-                ratio = np.abs(d_s - d_r).max() / qerr
-                golden.report(np.abs(d_r).max() / qerr > 2 * QUANT_EFFECT_RATIO,
-                              f"{tag_s}: an ignored adapter would be {np.abs(d_r).max() / qerr:.3g} x "
-                              f"the base's in-place error (> 2 x {QUANT_EFFECT_RATIO}: the bound can fail)")
-                moved = np.abs(d_s).max() / np.abs(ref).max()
-                agree = (got.argmax(1) == ref.argmax(1)).mean()
-                golden.report(moved > 100 * golden.F32_TOL and ratio <= QUANT_EFFECT_RATIO and agree >= 0.8,
-                              f"{tag_s} in place (int8 activations): max|effect - reference effect| = "
-                              f"{ratio:.3g} x the base's own in-place error {qerr:.3g} "
-                              f"(<= {QUANT_EFFECT_RATIO}), effect {moved:.3g} of max|logit|, "
-                              f"argmax agree {100 * agree:.0f}% (>= 80%)")
-            golden.guard(tag_s + " in place", inplace_go)
+            golden.guard(tag_s + " in place", lambda: check_effect(
+                tag_s + " in place (int8 activations)", run_sglc_lora(a.sglc, gg, ad, prompt, n_new)[1],
+                q_base, ref_logits, base_logits, n_prompt))
+
+    # --quantization w8a8_int8: the safetensors base quantized at load
+    # (per-channel int8 weights, per-token int8 activations); no decoded
+    # file to compare with, so the reference is the f32 base itself and
+    # the base's own error is against it
+    md = os.path.join(kq, "kq-llama")
+    with open(os.path.join(md, "config.json")) as f:
+        cfg = json.load(f)
+    state = torch_ref.load_state(md)
+    rng = np.random.RandomState(91)
+    prompt = [int(x) for x in rng.randint(3, cfg["vocab_size"], size=n_prompt)]
+    base_logits, _ = torch_ref.Model(md, "float32").generate(prompt, 1)
+    w8 = ["--quantization", "w8a8_int8"]
+    for v in (0, 1):
+        r, alpha, rslora, tag, targets = VARIANTS[v]
+        tag_s = f"kq-llama w8a8_int8 r={r} {tag}{' rslora' if rslora else ''} {'+'.join(targets)}"
+        ad = os.path.join(work, f"w8-{v}", "adapter")
+        mg = os.path.join(work, f"w8-{v}", "merged")
+        merged = make_adapter(ad, state, cfg, 5100 + v, r, alpha, rslora, tag, targets)
+        write_merged(mg, md, state, merged, tied=False)
+        ref_logits, _ = torch_ref.Model(mg, "float32").generate(prompt, 1)
+
+        def go():
+            _, q_base = run_sglc_lora(a.sglc, md, None, prompt, 1, w8)
+            _, lg = run_sglc_lora(a.sglc, md, ad, prompt, 1, w8)
+            check_effect(tag_s, lg, q_base, ref_logits, base_logits, n_prompt)
+        golden.guard(tag_s, go)
+
+
+def check_effect(tag_s, lg, q_base, ref_logits, base_logits, n_prompt):
+    """The in-place bound of check_quant: sglc's adapter effect (lg - q_base)
+    against the reference's (ref_logits - base_logits)."""
+    V = ref_logits.shape[-1]
+    if lg is None or q_base is None or lg.size != n_prompt * V or q_base.size != n_prompt * V:
+        golden.report(False, f"{tag_s}: logits missing or of the wrong size")
+        return
+    got = lg.reshape(n_prompt, V)
+    ref = np.asarray(ref_logits).reshape(n_prompt, V)
+    base = np.asarray(base_logits).reshape(n_prompt, V)
+    d_s = got - q_base.reshape(n_prompt, V)
+    d_r = ref - base
+    # the base's own quantized error against its reference
+    qerr = np.abs(q_base.reshape(n_prompt, V) - base).max()
+    golden.report(np.abs(d_r).max() / qerr > 2 * QUANT_EFFECT_RATIO,
+                  f"{tag_s}: an ignored adapter would be {np.abs(d_r).max() / qerr:.3g} x "
+                  f"the base's quantized error (> 2 x {QUANT_EFFECT_RATIO}: the bound can fail)")
+    ratio = np.abs(d_s - d_r).max() / qerr
+    moved = np.abs(d_s).max() / np.abs(ref).max()
+    agree = (got.argmax(1) == ref.argmax(1)).mean()
+    golden.report(moved > 100 * golden.F32_TOL and ratio <= QUANT_EFFECT_RATIO and agree >= 0.8,
+                  f"{tag_s}: max|effect - reference effect| = {ratio:.3g} x the base's own "
+                  f"quantized error {qerr:.3g} (<= {QUANT_EFFECT_RATIO}), effect {moved:.3g} of "
+                  f"max|logit|, argmax agree {100 * agree:.0f}% (>= 80%)")
 
 
 QUANT_EFFECT_RATIO = 2.0
