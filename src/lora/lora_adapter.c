@@ -6,7 +6,9 @@
  * tensor) and checks its shape against the model, so a bad adapter fails
  * before any allocation; the second converts all pairs into one f32
  * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n), bf16
- * pairs kept bf16, others as f32.  The
+ * pairs kept bf16, others as f32.  Fused pairs (qkv_proj, gate_up_proj)
+ * are set aside in pass 1 and become per-part views (A shared, B's rows
+ * offset) in the same slots, so pass 2 never sees them.  The
  * safetensors file is closed afterwards: nothing is borrowed from it. */
 #include <errno.h>
 #include <math.h>

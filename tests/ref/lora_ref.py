@@ -18,9 +18,14 @@ DESIGN
   greedy ids.  Before that, the adapter must move the reference logits by
   far more than the tolerance (so the check would catch an ignored delta).
   MoE models take attention adapters only (their MLP is experts), except
-  a dense layer's MLP (mlp_only_layers); modules fused in the checkpoint
-  (qkv_proj / gate_up_proj) get none; MLA models are skipped.  Exit 1 when
-  a check fails.
+  a dense layer's MLP (mlp_only_layers); MLA models are skipped.
+  --family gemma / phi3: the same check on gemma_ref.py's Gemma 2 / 3
+  models (reference gemma_ref.Model; the multimodal ones under their
+  language_model.* names) and phi3_ref.py's (reference phi3_ref.Phi3),
+  whose fused qkv_proj / gate_up_proj get fused adapters (one A, B over
+  all the fused rows) as PEFT writes them.  --family quant: check_quant
+  (adapters over a Q8_0 GGUF / w8a8_int8 base).  Exit 1 when a check
+  fails.
 """
 import argparse
 import json
