@@ -94,8 +94,13 @@ typedef struct lora_adapter {
  * for model m.  Checks: config as lora_config_parse, rank <= lim->max_rank,
  * targets within lim->allowed, every tensor named as PEFT names it and
  * shaped (r, k) / (n, r) for that projection of m, no projection of m
- * missing (a target the model lacks: an MoE layer's experts), no tensor
- * left unused.  adapter_model.bin is refused (pickle).  Returns the
+ * missing (a target the model lacks: an MoE layer's experts, an MLA
+ * layer's attention; the message names the module), no tensor left
+ * unused.  Fused modules (Phi-3's self_attn.qkv_proj, mlp.gate_up_proj):
+ * one A (r, k) shared, B (n_q + n_k + n_v, r) / (2 I, r) split by rows
+ * into the parts' pairs.  Multimodal wrappers' text names
+ * (language_model.model.*, model.language_model.*,
+ * language_model.lm_head) read as the plain ones.  adapter_model.bin is refused (pickle).  Returns the
  * adapter with refs = 1, or NULL with a message. */
 lora_adapter *lora_adapter_load(const char *name, const char *path, const model *m,
                                 const lora_limits *lim, char *err, size_t errlen);

@@ -6,7 +6,9 @@
  * tensor) and checks its shape against the model, so a bad adapter fails
  * before any allocation; the second converts all pairs into one f32
  * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n), bf16
- * pairs kept bf16, others as f32.  The
+ * pairs kept bf16, others as f32.  Fused pairs (qkv_proj, gate_up_proj)
+ * are set aside in pass 1 and become per-part views (A shared, B's rows
+ * offset) in the same slots, so pass 2 never sees them.  The
  * safetensors file is closed afterwards: nothing is borrowed from it. */
 #include <errno.h>
 #include <math.h>
@@ -28,7 +30,10 @@
 typedef struct tinfo {
     int slot;
     int is_b;
+    int fused; /* 0, FUSED_QKV (slot = layer's q) or FUSED_GATE_UP (slot = its gate) */
 } tinfo;
+
+enum { FUSED_QKV = 1, FUSED_GATE_UP = 2 };
 
 static const char *const PROJ_NAMES[MODEL_NPROJ] = {
     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -42,6 +47,21 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
     const char *p = name;
     static const char pre[] = "base_model.model.";
     if (!strncmp(p, pre, sizeof pre - 1)) p += sizeof pre - 1;
+    /* multimodal wrappers (Gemma3ForConditionalGeneration): the text model
+     * under language_model.model.* (older transformers) or
+     * model.language_model.* (>= 4.52), the head language_model.lm_head */
+    char norm[512];
+    static const char mm_old[] = "language_model.model.", mm_new[] = "model.language_model.",
+                      mm_head[] = "language_model.lm_head.";
+    const char *rest = !strncmp(p, mm_old, sizeof mm_old - 1)   ? p + sizeof mm_old - 1
+                       : !strncmp(p, mm_new, sizeof mm_new - 1) ? p + sizeof mm_new - 1
+                                                                : NULL;
+    if (rest && strlen(rest) < sizeof norm - 8) {
+        snprintf(norm, sizeof norm, "model.%s", rest);
+        p = norm;
+    } else if (!strncmp(p, mm_head, sizeof mm_head - 1)) {
+        p += sizeof "language_model." - 1;
+    }
     if (strstr(p, "lora_magnitude_vector")) {
         errmsg_set(err, errlen, "tensor %s: DoRA adapters are not supported", name);
         return -1;
@@ -83,6 +103,16 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
     }
     const char *mod = end + 1;
     size_t modlen = (size_t)(suf - mod);
+    ti->fused = 0;
+    static const char qkv[] = "self_attn.qkv_proj", gu[] = "mlp.gate_up_proj";
+    if (modlen == sizeof qkv - 1 && !strncmp(mod, qkv, modlen)) {
+        ti->slot = (int)layer * MODEL_NPROJ + MODEL_PROJ_Q, ti->fused = FUSED_QKV;
+        return 0;
+    }
+    if (modlen == sizeof gu - 1 && !strncmp(mod, gu, modlen)) {
+        ti->slot = (int)layer * MODEL_NPROJ + MODEL_PROJ_GATE, ti->fused = FUSED_GATE_UP;
+        return 0;
+    }
     for (int i = 0; i < MODEL_NPROJ; i++)
         if (strlen(PROJ_NAMES[i]) == modlen && !strncmp(mod, PROJ_NAMES[i], modlen)) {
             ti->slot = (int)layer * MODEL_NPROJ + i;
@@ -90,10 +120,30 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
         }
 unknown:
     errmsg_set(err, errlen,
-               "tensor %s is not a LoRA weight of a supported module (q/k/v/o_proj, "
-               "gate/up/down_proj, lm_head)",
+               "tensor %s is not a LoRA weight of a module sglc can adapt (q/k/v/o_proj, "
+               "qkv_proj, gate/up/down_proj, gate_up_proj, lm_head, embed_tokens; not MLA "
+               "projections nor MoE experts)",
                name);
     return -1;
+}
+
+/* The error for a projection model_proj_shape refused (rc), naming the
+ * module. */
+static void no_proj_msg(int rc, const char *name, const char *tname, int layer, model_proj p,
+                        char *err, size_t errlen)
+{
+    const char *mod = strchr(PROJ_NAMES[p], '.') + 1;
+    if (rc == -2)
+        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s of layer %d, whose MLP is "
+                   "mixture-of-experts: sglc cannot adapt experts (target attention only)",
+                   name, tname, mod, layer);
+    else if (rc == -3)
+        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s of layer %d, which uses "
+                   "multi-head latent attention (DeepSeek): sglc cannot adapt MLA projections",
+                   name, tname, mod, layer);
+    else
+        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s, which layer %d of this "
+                   "model does not have", name, tname, mod, layer);
 }
 
 /* Elements [i0, i0 + n) of t as f32 into out (one loop per dtype). */
@@ -205,7 +255,11 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     const int s_head = nslot - 2, s_emb = nslot - 1;
     const st_tensor **ta = calloc((size_t)nslot * 2, sizeof *ta);
     linear_adapter *proj = calloc((size_t)L * MODEL_NPROJ, sizeof *proj);
-    if (!ta || !proj) {
+    /* fused checkpoints (Phi-3): the qkv_proj / gate_up_proj pairs per layer
+     * [layer][group][is_b], and the per-part views of them put into ta */
+    const st_tensor **fta = calloc((size_t)L * 4, sizeof *fta);
+    st_tensor *views = calloc((size_t)L * 10, sizeof *views);
+    if (!ta || !proj || !fta || !views) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
     }
@@ -213,7 +267,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     size_t floats = 0; /* bytes of the converted pairs */
     for (int i = 0; i < ar.n_tensors; i++) {
         const st_tensor *t = &ar.tensors[i];
-        tinfo ti;
+        tinfo ti = {0};
         if (name_tensor(t->name, L, &ti, e2, sizeof e2)) {
             errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
             goto fail;
@@ -222,7 +276,10 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         unsigned bit = ti.slot == -1   ? (1u << LORA_T_LM_HEAD)
                        : ti.slot == -2 ? (1u << LORA_T_EMBED)
                                        : (1u << (ti.slot % MODEL_NPROJ));
-        if (!(cfg.targets & bit)) {
+        if (ti.fused == FUSED_QKV)
+            bit = (1u << MODEL_PROJ_Q) | (1u << MODEL_PROJ_K) | (1u << MODEL_PROJ_V);
+        else if (ti.fused == FUSED_GATE_UP) bit = (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP);
+        if ((cfg.targets & bit) != bit) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s is for a module not in target_modules",
                        name, t->name);
             goto fail;
@@ -232,11 +289,58 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        name, t->name, t->dtype_str);
             goto fail;
         }
-        if (ta[slot * 2 + ti.is_b]) {
+        const st_tensor **dst = ti.fused ? &fta[((slot / MODEL_NPROJ) * 2 + ti.fused - 1) * 2 +
+                                                ti.is_b]
+                                         : &ta[slot * 2 + ti.is_b];
+        if (*dst) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s appears twice", name, t->name);
             goto fail;
         }
-        ta[slot * 2 + ti.is_b] = t;
+        *dst = t;
+    }
+    /* fused pairs: A is shared by the parts, B's rows split (q, k, v rows;
+     * gate, up rows), each part then checked and stored as its own pair */
+    for (int f = 0; f < L * 2; f++) {
+        const st_tensor *A = fta[f * 2], *B = fta[f * 2 + 1];
+        if (!A && !B) continue;
+        if (!A || !B) {
+            errmsg_set(err, errlen, "LoRA adapter %s: %s has no lora_%s partner", name,
+                       (A ? A : B)->name, A ? "B" : "A");
+            goto fail;
+        }
+        const int layer = f / 2, np = f % 2 ? 2 : 3;
+        const model_proj p0 = f % 2 ? MODEL_PROJ_GATE : MODEL_PROJ_Q;
+        int rows[3], k = 0, total = 0;
+        for (int j = 0; j < np; j++) {
+            int rc = model_proj_shape(m, layer, (model_proj)(p0 + j), &rows[j], &k);
+            if (rc) {
+                no_proj_msg(rc, name, B->name, layer, (model_proj)(p0 + j), err, errlen);
+                goto fail;
+            }
+            total += rows[j];
+        }
+        if (B->ndim != 2 || B->shape[0] != total || B->shape[1] != cfg.r) {
+            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
+                       "[%d, %d] (out_features of the fused module, r)", name, B->name,
+                       (long long)B->shape[0], B->ndim > 1 ? (long long)B->shape[1] : -1LL, total,
+                       cfg.r);
+            goto fail;
+        }
+        const size_t es = B->dt == DTYPE_F32 ? 4 : 2;
+        for (int j = 0, off = 0; j < np; off += rows[j], j++) {
+            int s = layer * MODEL_NPROJ + p0 + j;
+            if (ta[s * 2] || ta[s * 2 + 1]) {
+                errmsg_set(err, errlen, "LoRA adapter %s: tensor %s and a %s tensor of layer %d both "
+                           "adapt %s", name, B->name, PROJ_NAMES[p0 + j], layer, PROJ_NAMES[p0 + j]);
+                goto fail;
+            }
+            st_tensor *va = &views[(layer * 5 + (f % 2) * 3 + j) * 2], *vb = va + 1;
+            *va = *A, *vb = *B;
+            vb->shape[0] = rows[j];
+            vb->data = (const char *)B->data + (size_t)off * cfg.r * es;
+            vb->nbytes = (size_t)rows[j] * cfg.r * es;
+            ta[s * 2] = va, ta[s * 2 + 1] = vb;
+        }
     }
     int n_pairs = 0;
     for (int s = 0; s < nslot; s++) {
@@ -253,10 +357,13 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             model_lm_head_shape(m, &n, &k);
         } else if (s == s_emb) { /* A (r, vocab), B (hidden, r) */
             n = mc->hidden_size, k = mc->vocab_size;
-        } else if (model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &n, &k)) {
-            errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets a projection this model does "
-                       "not have (layer %d runs experts there)", name, have->name, s / MODEL_NPROJ);
-            goto fail;
+        } else {
+            int rc = model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &n, &k);
+            if (rc) {
+                no_proj_msg(rc, name, have->name, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ),
+                            err, errlen);
+                goto fail;
+            }
         }
         const int r = cfg.r;
         if (A->ndim != 2 || A->shape[0] != r || A->shape[1] != k) {
@@ -343,6 +450,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     a->refs = 1;
     a->uid = __atomic_fetch_add(&next_uid, 1, __ATOMIC_RELAXED);
     free(ta);
+    free(fta);
+    free(views);
     st_close(&ar);
     a->load_ms = (time_now_sec() - t0) * 1e3;
     return a;
@@ -352,6 +461,8 @@ fail:
         free(a->mem), free(a->name), free(a->path), free(a);
     }
     free(ta);
+    free(fta);
+    free(views);
     free(proj);
     st_close(&ar);
     return NULL;

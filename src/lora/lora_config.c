@@ -163,8 +163,10 @@ int lora_config_parse(const char *text, size_t len, lora_config *out, char *err,
             unsigned b = lora_target_bits(json_string_value(e));
             if (!b || !strcmp(json_string_value(e), "all")) {
                 errmsg_set(err, errlen,
-                           "adapter_config.json: target module \"%.64s\" is not supported (q_proj, "
-                           "k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head, embed_tokens)",
+                           "adapter_config.json: target module \"%.64s\" is not a module sglc can "
+                           "adapt (q_proj, k_proj, v_proj, o_proj, qkv_proj, gate_proj, up_proj, "
+                           "down_proj, gate_up_proj, lm_head, embed_tokens; not multi-head latent "
+                           "attention projections nor MoE experts)",
                            json_string_value(e));
                 goto out;
             }

@@ -213,8 +213,10 @@ const char *model_tp_error(const model *m);
  * spent waiting for the other ranks to arrive (*wait_s; 0 for MPI). */
 double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
- * inputs), or -1 when the model runs no such dense projection there (an
- * MoE layer's MLP).  Used to check adapters against the model. */
+ * inputs); nonzero when the model runs no such adaptable dense projection
+ * there: -2 an MoE layer's MLP (experts), -3 attention of a multi-head
+ * latent attention layer (DeepSeek), -1 otherwise.  Used to check
+ * adapters against the model. */
 int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
 /* The LM head's (vocab, hidden). */
 void model_lm_head_shape(const model *m, int *n, int *k);

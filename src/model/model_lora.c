@@ -21,6 +21,8 @@ int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
     if (layer < 0 || layer >= w->cfg.n_layer || p < 0 || p >= MODEL_NPROJ) return -1;
     const model_layer *l = &w->layers[layer];
     const linear_weight *lw = NULL;
+    /* MLA (DeepSeek): wq / wo exist but mla.c runs them without adapters */
+    if (p <= MODEL_PROJ_O && l->wkv_a.mat.n > 0) return -3;
     switch (p) {
     case MODEL_PROJ_Q: lw = &l->wq; break;
     case MODEL_PROJ_K: lw = &l->wk; break;
@@ -31,7 +33,8 @@ int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
     case MODEL_PROJ_DOWN: lw = l->moe ? NULL : &l->wdown; break;
     default: break;
     }
-    if (!lw || lw->mat.n <= 0 || lw->mat.k <= 0) return -1; /* none there (MoE MLP, MLA attention) */
+    if (!lw) return -2; /* MoE MLP: experts */
+    if (lw->mat.n <= 0 || lw->mat.k <= 0) return -1;
     *n = lw->mat.n, *k = lw->mat.k;
     return 0;
 }

@@ -7,7 +7,11 @@
 # adapters, the base counting as one) alike.  An unknown adapter is that
 # line's error with SGLang's message; a bad --lora-paths entry (DoRA, rank
 # above --max-lora-rank) stops start-up; an MLP adapter on an MoE layer is
-# refused.
+# refused; on DeepSeek (tiny deepseek-v2-lite) adapters of q_proj / o_proj
+# (MLA layers), kv_a_proj_with_mqa (config), kv_b_proj and an expert's
+# gate_proj (tensor names) each stop start-up with a message naming the
+# module; a Phi-3 fused qkv_proj B of the wrong size, or fused + separate
+# q_proj pairs, are refused.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/configs/meta-llama__Llama-3.2-1B-Instruct/config.json
@@ -114,7 +118,78 @@ PY
 )
 if "$BIN" generate --model-path "$MOE" --input-ids 1,2,3 --max-new-tokens 1 --lora-path "$TMP/moe" \
     >/dev/null 2>"$TMP/errm"; then echo "FAIL an MLP adapter loaded on an MoE layer"; fail=1
-elif grep -q "targets a projection this model does not have (layer 1 runs experts there)" "$TMP/errm"; then
+elif grep -q "tensor base_model.model.model.layers.1.mlp.gate_proj.lora_A.weight targets gate_proj of layer 1, whose MLP is mixture-of-experts: sglc cannot adapt experts" "$TMP/errm"; then
     echo "ok   MLP adapter on an MoE layer refused"
 else echo "FAIL MoE message: $(cat "$TMP/errm")"; fail=1; fi
+# DeepSeek (tiny deepseek-v2-lite: MLA with q_proj, experts from layer 1):
+# each adapter is refused at start-up by a message naming the module it
+# targets.  TAG|target_modules|tensor module (layer.module)|expected message
+DS=$("$PY" - "$ROOT" "$TMP" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "tests", "ref"))
+sys.path.insert(0, os.path.join(sys.argv[1], "tools"))
+import numpy as np, make_tiny_ds, safetensors_np
+d, _ = make_tiny_ds.build("deepseek-v2-lite", os.path.join(sys.argv[1], "build", "tiny-models"))
+cfg = json.load(open(os.path.join(d, "f32", "config.json")))
+H, r = cfg["hidden_size"], 4
+for tag, targets, mod in (("q", ["q_proj"], "0.self_attn.q_proj"),
+                          ("o", ["o_proj"], "0.self_attn.o_proj"),
+                          ("kva", ["kv_a_proj_with_mqa"], "0.self_attn.kv_a_proj_with_mqa"),
+                          ("kvb", ["q_proj"], "0.self_attn.kv_b_proj"),
+                          ("exp", ["gate_proj"], "1.mlp.experts.0.gate_proj")):
+    ad = os.path.join(sys.argv[2], "ds-" + tag)
+    os.makedirs(ad)
+    json.dump({"r": r, "lora_alpha": 8, "target_modules": targets}, open(ad + "/adapter_config.json", "w"))
+    p = f"base_model.model.model.layers.{mod}."
+    safetensors_np.write(ad + "/adapter_model.safetensors",
+                         {p + "lora_A.weight": np.zeros((r, H), np.float32), p + "lora_B.weight": np.zeros((8, r), np.float32)})
+print(os.path.join(d, "f32"))
+PY
+)
+ds_case() { # TAG MESSAGE
+    if "$BIN" generate --model-path "$DS" --input-ids 1,2,3 --max-new-tokens 1 --lora-path "$TMP/ds-$1" \
+        >/dev/null 2>"$TMP/err-ds"; then echo "FAIL DeepSeek $1: the adapter loaded"; fail=1
+    elif grep -qF "$2" "$TMP/err-ds"; then echo "ok   DeepSeek $1 refused: $(grep -F "$2" "$TMP/err-ds" | head -1 | cut -c1-160)"
+    else echo "FAIL DeepSeek $1 message: $(cat "$TMP/err-ds")"; fail=1; fi
+}
+ds_case q "targets q_proj of layer 0, which uses multi-head latent attention (DeepSeek): sglc cannot adapt MLA projections"
+ds_case o "targets o_proj of layer 0, which uses multi-head latent attention (DeepSeek): sglc cannot adapt MLA projections"
+ds_case kva 'target module "kv_a_proj_with_mqa" is not a module sglc can adapt'
+ds_case kvb "tensor base_model.model.model.layers.0.self_attn.kv_b_proj.lora_A.weight is not a LoRA weight of a module sglc can adapt"
+ds_case exp "tensor base_model.model.model.layers.1.mlp.experts.0.gate_proj.lora_A.weight is not a LoRA weight of a module sglc can adapt"
+# Phi-3 (fused qkv_proj / gate_up_proj in the checkpoint and the adapter):
+# a fused B of the wrong row count, and a fused pair plus a separate q_proj
+# pair adapting the same rows, are refused by name
+PHI=$("$PY" - "$ROOT" "$TMP" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "tests", "ref"))
+sys.path.insert(0, os.path.join(sys.argv[1], "tools"))
+import numpy as np, phi3_ref, safetensors_np
+d = phi3_ref.build("phi3-mini-4k", os.path.join(sys.argv[1], "build", "tiny-models"),
+                   os.environ.get("SGLC_SHARED", os.path.join(sys.argv[1], "..", "shared")))
+cfg = json.load(open(os.path.join(d, "f32", "config.json")))
+H, r = cfg["hidden_size"], 4
+z = lambda *s: np.zeros(s, np.float32)
+pre = "base_model.model.model.layers.0.self_attn."
+for tag, targets, t in (("rows", ["qkv_proj"], {pre + "qkv_proj.lora_A.weight": z(r, H),
+                                                 pre + "qkv_proj.lora_B.weight": z(3 * H - 1, r)}),
+                        ("both", ["qkv_proj"], {pre + "qkv_proj.lora_A.weight": z(r, H),
+                                                 pre + "qkv_proj.lora_B.weight": z(3 * H, r),
+                                                 pre + "q_proj.lora_A.weight": z(r, H),
+                                                 pre + "q_proj.lora_B.weight": z(H, r)})):
+    ad = os.path.join(sys.argv[2], "phi-" + tag)
+    os.makedirs(ad)
+    json.dump({"r": r, "lora_alpha": 8, "target_modules": targets}, open(ad + "/adapter_config.json", "w"))
+    safetensors_np.write(ad + "/adapter_model.safetensors", t)
+print(os.path.join(d, "f32"))
+PY
+)
+phi_case() { # TAG MESSAGE
+    if "$BIN" generate --model-path "$PHI" --input-ids 1,2,3 --max-new-tokens 1 --lora-path "$TMP/phi-$1" \
+        >/dev/null 2>"$TMP/err-phi"; then echo "FAIL Phi-3 $1: the adapter loaded"; fail=1
+    elif grep -qF "$2" "$TMP/err-phi"; then echo "ok   Phi-3 $1 refused: $(grep -F "$2" "$TMP/err-phi" | head -1 | cut -c1-160)"
+    else echo "FAIL Phi-3 $1 message: $(cat "$TMP/err-phi")"; fail=1; fi
+}
+phi_case rows "self_attn.qkv_proj.lora_B.weight has shape [383, 4], expected [384, 4] (out_features of the fused module, r)"
+phi_case both "both adapt self_attn.q_proj"
 exit $fail
