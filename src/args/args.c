@@ -280,7 +280,12 @@ int args_apply_tval(args_server *a, const args_spec *sp, const char *disp, args_
         bool same = rc == ARGS_OK && tval_equal(sp, v, &d);
         tval_free(&d);
         if (!same) {
-            args_errf(err, errlen, "%s is not supported by sglc yet", disp);
+            /* a row whose help carries "(not yet: why)" says why */
+            const char *why = sp->help ? strstr(sp->help, "(not yet: ") : NULL;
+            if (why)
+                args_errf(err, errlen, "%s is not supported by sglc yet (%s", disp, why + strlen("(not yet: "));
+            else
+                args_errf(err, errlen, "%s is not supported by sglc yet", disp);
             tval_free(v);
             return ARGS_EUSAGE;
         }

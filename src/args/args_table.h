@@ -239,17 +239,17 @@ X(disable_flashinfer_autotune, BOOL, "--disable-flashinfer-autotune", "false", N
 /* ---- Speculative decoding ---- */ \
 X(speculative_algorithm, CHOICE, "--speculative-algorithm", NULL, "EAGLE|EAGLE3|NEXTN|STANDALONE|NGRAM", SPEC, SUPPORTED, "The speculative decoding algorithm.") \
 X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculative-draft-model", NULL, NULL, SPEC, SUPPORTED, "The path of the draft model weights.") \
-X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, NOT_YET, "The draft model version: branch, tag or commit id.") \
+X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, SUPPORTED, "The draft model version: branch, tag or commit id (resolved through the hub cache like --revision).") \
 X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, SUPPORTED, "The format of the draft model weights.") \
 X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, SUPPORTED, "The number of steps sampled from the draft model.") \
 X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model per step.") \
 X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, SUPPORTED, "The number of tokens verified per step, the sampled one included (NGRAM default: the max match window).") \
-X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this.") \
-X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1.") \
+X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this. (not yet: sglc verifies by sampling the target at each drafted position and comparing, which keeps the output distribution exact; a threshold below 1 would accept tokens the target did not sample)") \
+X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1. (not yet: sglc verifies by sampling the target at each drafted position and comparing, which keeps the output distribution exact; a threshold below 1 would accept tokens the target did not sample)") \
 X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table.") \
 X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill", "prefill|decode", SPEC, IGNORED, "Attention backend mode for speculative verification. (no effect on CPU: the verify forward runs the one CPU attention kernel, causal over the drafted rows)") \
-X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL, NULL, SPEC, NOT_YET, "MoE runner backend for the draft model.") \
-X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, NOT_YET, "MoE all-to-all backend for the draft model.") \
+X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL, NULL, SPEC, IGNORED, "MoE runner backend for the draft model. (no effect on CPU: the draft model runs sglc's own MoE kernels for this CPU; the backend name only picks GPU kernels)") \
+X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, IGNORED, "MoE all-to-all backend for the draft model. (no effect on CPU: the draft model runs in one process with all its experts, no all-to-all; the backend name only picks GPU communication kernels)") \
 X(speculative_draft_attention_backend, STR, "--speculative-draft-attention-backend", NULL, NULL, SPEC, IGNORED, "Attention backend for the draft model. (no effect on CPU: the draft model runs the one CPU attention kernel)") \
 X(speculative_draft_model_quantization, STR, "--speculative-draft-model-quantization", NULL, NULL, SPEC, SUPPORTED, "Quantization method of the draft model.") \
 X(enable_multi_layer_eagle, BOOL, "--enable-multi-layer-eagle", "false", NULL, SPEC, NOT_YET, "Enable multi-layer EAGLE drafts.") \

@@ -23,6 +23,7 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
         c->draft_path = a->speculative_draft_model_path;
         c->draft_dummy = a->speculative_draft_load_format && !strcmp(a->speculative_draft_load_format, "dummy");
         c->draft_quant = a->speculative_draft_model_quantization;
+        c->draft_revision = a->speculative_draft_model_revision; /* hub id: like --revision for the target */
         if (a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
             fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE with --tp-size > 1 is not supported by sglc yet\n",
                     name);
@@ -93,7 +94,7 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
         dmo.load.override_json = NULL;
         dmo.load.context_length = 0;
         dmo.load.quantization = c->draft_quant; /* e.g. w8a8_int8 of the target itself: self-speculation */
-        dmo.revision = NULL;
+        dmo.revision = c->draft_revision;
         dmo.dist.tp_size = 1; /* the draft runs in this process only (tp > 1 refused above) */
         c->draft = cli_model_load(&dmo);
         if (!c->draft) {

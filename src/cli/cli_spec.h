@@ -30,12 +30,17 @@
         ARG_ID_speculative_ngram_match_type, ARG_ID_speculative_ngram_max_trie_depth,           \
         ARG_ID_speculative_ngram_capacity, ARG_ID_speculative_draft_model_path,                  \
         ARG_ID_speculative_draft_load_format, ARG_ID_speculative_num_steps,                      \
-        ARG_ID_speculative_draft_model_quantization
+        ARG_ID_speculative_draft_model_quantization, ARG_ID_speculative_draft_model_revision,        \
+        ARG_ID_speculative_accept_threshold_single, ARG_ID_speculative_accept_threshold_acc,    \
+        ARG_ID_speculative_attention_mode, ARG_ID_speculative_draft_attention_backend,           \
+        ARG_ID_speculative_moe_runner_backend, ARG_ID_speculative_moe_a2a_backend,               \
+        ARG_ID_speculative_eagle_topk, ARG_ID_speculative_token_map
 
 typedef struct cli_spec {
     spec_args args;
     const char *draft_path;      /* STANDALONE: --speculative-draft-model-path (borrowed from the args) */
     bool draft_dummy;            /* --speculative-draft-load-format dummy */
+    const char *draft_revision;  /* --speculative-draft-model-revision (borrowed), NULL = main */
     const char *draft_quant;     /* --speculative-draft-model-quantization (borrowed), NULL = none */
     model *draft;                /* STANDALONE: owned draft model */
     spec_drafter *drafter;       /* owned, NULL = no speculative decoding */

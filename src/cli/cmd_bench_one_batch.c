@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/cli_args.h"
 #include "cli/cli_model.h"
+#include "cli/cli_spec.h"
 #include "kernels/kernels.h"
 #include "util/log.h"
 #include "util/threadpool.h"
@@ -141,7 +142,7 @@ int cmd_bench_one_batch(int argc, char **argv)
         CLI_EXTRA_THREADS(&threads),
         {0},
     };
-    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_dp_size, ARG_ID_config, ARG_COUNT};
+    static const int shown[] = {CLI_MODEL_ARG_IDS, ARG_ID_dp_size, ARG_ID_config, CLI_SPEC_ARG_IDS, ARG_COUNT};
     const args_cmd cmd = {
         .usage = "usage: sglc bench-one-batch --model-path DIR --batch-size B [B ...] --input-len I [I ...]\n"
                  "                            --output-len O [O ...] [options]",
@@ -160,6 +161,17 @@ int cmd_bench_one_batch(int argc, char **argv)
         fprintf(stderr, "sglc bench-one-batch: --dp-size %lld is not supported: this command runs one static batch "
                         "straight through the model (no scheduler to replicate); use bench-offline --dp-size %lld "
                         "for data-parallel throughput\n", (long long)a.dp_size, (long long)a.dp_size);
+        args_server_free(&a);
+        return 2;
+    }
+    if (a.speculative_algorithm) {
+        /* taken (the offline commands share serve's speculative arguments)
+         * only to say why: drafts are proposed and verified by the
+         * scheduler's decode hook, and this command has no scheduler */
+        fprintf(stderr, "sglc bench-one-batch: --speculative-algorithm %s is not supported: this command runs one "
+                        "static batch straight through the model (no scheduler, so no draft / verify step); use "
+                        "bench-offline --speculative-algorithm %s, which reports the accept length\n",
+                a.speculative_algorithm, a.speculative_algorithm);
         args_server_free(&a);
         return 2;
     }

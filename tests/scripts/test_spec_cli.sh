@@ -213,5 +213,30 @@ if command -v curl >/dev/null; then
     fi
 fi
 
+# session 5 arguments: thresholds at their default 1.0 keep the exact
+# output, below 1 refused with the reason; GPU-kernel rows accepted with
+# the no-effect warning and identical output; bench-one-batch refuses spec
+# with a pointer to bench-offline; the draft revision goes through the hub
+# cache (offline): the right ref loads, another one is a start-up error
+gen "$M" "$T/th.jsonl" --speculative-algorithm NGRAM --speculative-accept-threshold-single 1.0 \
+    --speculative-accept-threshold-acc 1.0 --speculative-attention-mode decode --speculative-moe-runner-backend triton \
+    --speculative-moe-a2a-backend deepep --speculative-draft-attention-backend fa3
+check "thresholds 1.0 + GPU-only rows: identical, accept length > 1" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/th.jsonl' need"
+check "GPU-only rows warned as no-effect" "grep -q 'no effect.*--speculative-moe-runner-backend' '$T/err'"
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/bad.jsonl" --speculative-algorithm NGRAM \
+    --speculative-accept-threshold-acc 0.5 >/dev/null 2>"$T/e1"; rc=$?
+check "threshold 0.5: exit 2 with the reason" "[ $rc -eq 2 ] && grep -q 'threshold-acc is not supported by sglc yet (sglc verifies by sampling' '$T/e1'"
+"$BIN" bench-one-batch --model-path "$M" --speculative-algorithm NGRAM >/dev/null 2>"$T/e2"; rc=$?
+check "bench-one-batch NGRAM: exit 2 pointing to bench-offline" "[ $rc -eq 2 ] && grep -q 'use bench-offline --speculative-algorithm NGRAM' '$T/e2'"
+S=0123456789abcdef0123456789abcdef01234567; HC=$T/hf/hub/models--t--ts
+mkdir -p "$HC/refs" "$HC/snapshots/$S" && cp "$M"/* "$HC/snapshots/$S/" && printf %s $S >"$HC/refs/myrev"
+for rev in myrev other; do
+    env -u HF_HUB_CACHE HF_HUB_OFFLINE=1 HF_HOME="$T/hf" "$BIN" generate --model-path "$M" --requests "$T/req.jsonl" \
+        --output "$T/rev.$rev.jsonl" --threads 1 --skip-tokenizer-init --log-level warning --speculative-algorithm STANDALONE \
+        --speculative-draft-model-path t/ts --speculative-draft-model-revision $rev >/dev/null 2>"$T/e.$rev"; eval rc_$rev=$?
+done
+check "draft revision myrev from the hub cache: identical, accept length > 1" "[ $rc_myrev -eq 0 ] && '$PY' -c '$cmp_py' '$T/p.jsonl' '$T/rev.myrev.jsonl' need"
+check "draft revision other: start-up error naming it" "[ $rc_other -ne 0 ] && grep -q \"revision 'other' is not in the cache\" '$T/e.other'"
+
 [ $fails -eq 0 ] || { echo "--- stderr:"; tail -20 "$T/err"; exit 1; }
 echo "all spec CLI checks passed"
