@@ -21,29 +21,7 @@
 #include "sched/sched_result.h"
 #include "util/log.h"
 
-static model *g_model;
-
-static int setup(void **state)
-{
-    (void)state;
-    kernels_init(NULL);
-    log_set_level(getenv("SGLC_TEST_DEBUG") ? LOG_DEBUG : LOG_WARNING);
-    const char *sh = getenv("SGLC_SHARED");
-    char dir[512], err[1024];
-    snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", sh && *sh ? sh : "../shared");
-    if (access(dir, R_OK) != 0) return 0;
-    model_load_opts o = {.model_path = dir, .dtype = -1};
-    g_model = model_load(&o, err, sizeof err);
-    if (!g_model) fprintf(stderr, "load failed: %s\n", err);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    model_free(g_model);
-    return 0;
-}
+#include "tinystories_fixture.h"
 
 /* ---- load balancer ------------------------------------------------------------ */
 
@@ -193,14 +171,6 @@ static void test_lb_cache_aware(void **state)
 }
 
 /* ---- replicas ---------------------------------------------------------------- */
-
-#define NEED_MODEL()                                                                 \
-    do {                                                                             \
-        if (!g_model) {                                                              \
-            print_message("TinyStories-656K not found under $SGLC_SHARED: skipped\n"); \
-            skip();                                                                  \
-        }                                                                            \
-    } while (0)
 
 static void args_small(sched_args *a)
 {
@@ -411,5 +381,5 @@ int main(void)
         cmocka_unit_test(test_dp_errors),        cmocka_unit_test(test_dp_two_replicas),
         cmocka_unit_test(test_dp_kv_split),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tiny_setup, tiny_teardown);
 }

@@ -30,37 +30,7 @@
 #include "sched/sched_output.h"
 #include "util/log.h"
 
-static model *g_model;
-
-static int setup(void **state)
-{
-    (void)state;
-    kernels_init(NULL);
-    log_set_level(getenv("SGLC_TEST_DEBUG") ? LOG_DEBUG : LOG_WARNING);
-    const char *sh = getenv("SGLC_SHARED");
-    char dir[512], err[1024];
-    snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", sh && *sh ? sh : "../shared");
-    if (access(dir, R_OK) != 0) return 0;
-    model_load_opts o = {.model_path = dir, .dtype = -1};
-    g_model = model_load(&o, err, sizeof err);
-    if (!g_model) fprintf(stderr, "load failed: %s\n", err);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    model_free(g_model);
-    return 0;
-}
-
-#define NEED_MODEL()                                                                   \
-    do {                                                                               \
-        if (!g_model) {                                                                \
-            print_message("TinyStories-656K not found under $SGLC_SHARED: skipped\n"); \
-            skip();                                                                    \
-        }                                                                              \
-    } while (0)
+#include "tinystories_fixture.h"
 
 static int64_t g_pool_tokens = 8192;
 static double g_conservativeness = 1.0;
@@ -494,5 +464,5 @@ int main(void)
         cmocka_unit_test(test_draft_stop_token),
         cmocka_unit_test(test_draft_tiny_pool),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tiny_setup, tiny_teardown);
 }
