@@ -180,13 +180,6 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     if (model_tp_setup(m, o->dist, o->pp_size, err, errlen)) goto fail;
-    if (m->tp.size > 1 && (m->arch->mla || m->cfg.n_labels > 0)) {
-        errmsg_set(err, errlen, m->tp.pp_n > 1 ? "--pp-size %d: pipeline parallelism does not split %s yet"
-                                               : "--tp-size %d: tensor parallelism does not shard %s yet",
-                   m->tp.size, m->arch->mla ? "multi-head latent attention (DeepSeek)"
-                   : "a classifier's score head");
-        goto fail;
-    }
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;

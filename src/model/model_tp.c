@@ -145,6 +145,14 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
         snprintf(err, errlen, "--tp-size %d: a vocabulary of %d leaves rank %d no rows", N, c->vocab_size, r);
         return -1;
     }
+    /* parts the ranks do not split yet (pipeline stages included) */
+    if (t->size > 1 && ((w->arch && w->arch->mla) || c->n_labels > 0)) {
+        snprintf(err, errlen, t->pp_n > 1 ? "--pp-size %d: pipeline parallelism does not split %s yet"
+                                          : "--tp-size %d: tensor parallelism does not shard %s yet",
+                 t->size, w->arch && w->arch->mla ? "multi-head latent attention (DeepSeek)"
+                                                  : "a classifier's score head");
+        return -1;
+    }
     return 0;
 }
 
