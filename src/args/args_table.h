@@ -286,11 +286,11 @@ X(elastic_ep_backend, CHOICE, "--elastic-ep-backend", NULL, "none|mooncake", EP,
 X(enable_elastic_expert_backup, BOOL, "--enable-elastic-expert-backup", "false", NULL, EP, NOT_YET, "Keep expert weight backups for elastic EP.") \
 X(mooncake_ib_device, STR, "--mooncake-ib-device", NULL, NULL, EP, NOT_YET, "InfiniBand devices for the Mooncake backend.") \
 /* ---- Mamba cache ---- */ \
-X(max_mamba_cache_size, INT, "--max-mamba-cache-size", NULL, NULL, MAMBA, NOT_YET, "The maximum size of the mamba cache.") \
-X(mamba_ssm_dtype, CHOICE, "--mamba-ssm-dtype", "float32", "float32|bfloat16|float16", MAMBA, NOT_YET, "The data type of the SSM states in the mamba cache.") \
-X(mamba_full_memory_ratio, FLOAT, "--mamba-full-memory-ratio", "0.9", NULL, MAMBA, NOT_YET, "Ratio of mamba state memory to full KV cache memory.") \
-X(mamba_scheduler_strategy, CHOICE, "--mamba-scheduler-strategy", "auto", "auto|no_buffer|extra_buffer", MAMBA, NOT_YET, "The mamba scheduler strategy.") \
-X(mamba_track_interval, INT, "--mamba-track-interval", "256", NULL, MAMBA, NOT_YET, "Interval (tokens) to track the mamba state during decode.") \
+X(max_mamba_cache_size, INT, "--max-mamba-cache-size", NULL, NULL, MAMBA, SUPPORTED, "The maximum size of the mamba cache.") \
+X(mamba_ssm_dtype, CHOICE, "--mamba-ssm-dtype", "float32", "float32|bfloat16|float16", MAMBA, SUPPORTED, "The data type of the SSM states in the mamba cache.") \
+X(mamba_full_memory_ratio, FLOAT, "--mamba-full-memory-ratio", "0.9", NULL, MAMBA, SUPPORTED, "Ratio of mamba state memory to full KV cache memory.") \
+X(mamba_scheduler_strategy, CHOICE, "--mamba-scheduler-strategy", "auto", "auto|no_buffer|extra_buffer", MAMBA, SUPPORTED, "The mamba scheduler strategy. (auto = no_buffer: no prefix caching; extra_buffer is refused for Mamba models)") \
+X(mamba_track_interval, INT, "--mamba-track-interval", "256", NULL, MAMBA, IGNORED, "Interval (tokens) to track the mamba state during decode. (no effect: only the extra_buffer strategy, which is refused, checkpoints states)") \
 /* ---- Hierarchical cache ---- */ \
 X(enable_hierarchical_cache, BOOL, "--enable-hierarchical-cache", "false", NULL, HICACHE, NOT_YET, "Enable the hierarchical (host memory) KV cache.") \
 X(hicache_ratio, FLOAT, "--hicache-ratio", "2.0", NULL, HICACHE, NOT_YET, "Ratio of the host KV cache pool size to the device pool size.") \

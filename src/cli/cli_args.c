@@ -118,4 +118,11 @@ void cli_sched_args_from_args(sched_args *sa, const args_server *a)
     sa->log_time_stats = a->enable_request_time_stats_logging;
     if (a->decode_log_interval != ARGS_INT_NONE) sa->decode_log_interval = a->decode_log_interval;
     if (a->stream_interval != ARGS_INT_NONE) sa->stream_interval = a->stream_interval;
+    /* hybrid Mamba2 models (kv/mamba_state.h; checked by sched_create when the model has them) */
+    if (a->max_mamba_cache_size != ARGS_INT_NONE) sa->max_mamba_cache_size = (int)a->max_mamba_cache_size;
+    if (a->mamba_ssm_dtype)
+        sa->mamba_ssm_dtype = !strcmp(a->mamba_ssm_dtype, "bfloat16") ? DTYPE_BF16
+                              : !strcmp(a->mamba_ssm_dtype, "float16") ? DTYPE_F16 : DTYPE_F32;
+    if (!args_float_is_none(a->mamba_full_memory_ratio)) sa->mamba_full_memory_ratio = a->mamba_full_memory_ratio;
+    sa->mamba_extra_buffer = a->mamba_scheduler_strategy && !strcmp(a->mamba_scheduler_strategy, "extra_buffer");
 }

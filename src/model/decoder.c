@@ -300,6 +300,10 @@ static void fwd_task(void *vctx, int ith, int nth)
 
     for (int il = w->tp.layer0; il < w->tp.layer1; il++) { /* this stage's layers (all without PP) */
         const model_layer *l = &w->layers[il];
+        if (l->kind) { /* hybrid block (NemotronH: Mamba2 / attention / MLP), nemotron_h.c */
+            nemotron_h_layer(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            continue;
+        }
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
             if (il > w->tp.layer0) resid_add(x, m->xn + (size_t)t * H, H, rm);
@@ -522,6 +526,10 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         free(row_ad);
         return -1;
     }
+    if (m->cfg->n_mamba && mamba2_begin(m, kv, b)) { /* recurrent states: check, reset */
+        free(row_ad);
+        return -1;
+    }
     if (pool) {
         tpool_run(pool, fwd_task, &cx);
     } else {
@@ -535,6 +543,7 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         tpool_destroy(one);
     }
     free(row_ad);
+    if (m->cfg->n_mamba) mamba2_end(kv, b);
     if (model_tp_gather_logits(m, b, logits) || model_pp_after(m, b, logits) || model_tp_failed(m)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
@@ -559,8 +568,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
     int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
+    int32_t *sst = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* Mamba state slot per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl || !sst) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -573,6 +583,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             sl[ns] = b->seq_slots[s];
             sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
             rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
+            sst[ns] = b->seq_state ? b->seq_state[s] : s;
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -596,7 +607,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
                            .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
                            .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
-                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
+                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL,
+                           .seq_state = sst};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -604,7 +616,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl), free(sst);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -629,6 +641,11 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
     int rc, sp = m->mi_on ? model_mi_split(b, m->mi_delim, &split, &mb) : 0;
     if (sp < 0) {
         log_error("out of memory splitting a multi-item scoring batch");
+        return -1;
+    }
+    if (sp && m->cfg->n_mamba) { /* the sub-sequences would need states of their own */
+        model_mi_buf_free(&mb);
+        log_error("multi-item scoring is not supported for %s (Mamba2 layers)", m->cfg->architecture);
         return -1;
     }
     if (sp) b = &split; /* same rows, query + item sub-sequences (multi_item.c) */

@@ -204,6 +204,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         per_layer += 2 * ((size_t)H + 16); /* Gemma's post-norms */
     /* MLA norms (q_lora_rank, kv_lora_rank) and DeepSeek V3's router bias (E) */
     per_layer += (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + (size_t)c->n_expert + 16 * 3;
+    per_layer += nemotron_h_layer_floats(c); /* hybrid Mamba2 layers' vectors */
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
     m->vecs = aligned_alloc(64, ((m->vecs_cap * 4) + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
@@ -229,6 +230,10 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
          * makes every tensor, in order, so its values match one process) */
         if ((il < m->tp.layer0 || il >= m->tp.layer1) && strcmp(m->src.ops->kind, "dummy weights")) {
             l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
+            continue;
+        }
+        if (m->arch->hybrid) { /* NemotronH: Mamba2 / attention / MLP blocks */
+            nemotron_h_load_layer(&L, l, il);
             continue;
         }
         l->attn_norm = load_layer_vec(&L, nm->attn_norm, il, H, 0);

@@ -80,6 +80,8 @@ typedef struct model_kv {
     void *mem;                  /* one owned allocation holding all of them */
     size_t bytes;
     int tp_id;                  /* tensor parallelism: the workers' copy of this cache (model_tp.c) */
+    struct mamba2_cache *ssm;   /* hybrid Mamba2 models: the per-request conv + SSM states
+                                 * (mamba2.c), owned; NULL for other models */
     void *tp_w;                 /* rank 0: the weights whose workers hold that copy; else NULL */
 } model_kv;
 
@@ -128,6 +130,13 @@ typedef struct model_batch {
     int n_adapters;
     const model_adapter *const *adapters; /* (n_adapters) borrowed */
     const int32_t *seq_adapter;  /* (n_seqs) index into adapters or -1; NULL = all base */
+    /* Hybrid Mamba2 models: the recurrent-state slot of each sequence
+     * (model_kv_mamba_states of them).  A sequence whose first new row is
+     * position 0 starts from a zero state; any other continues its slot,
+     * which must hold exactly the kv_len - n_new tokens before (checked:
+     * a recurrent state cannot be rolled back or shared like KV pages).
+     * NULL = sequence s uses slot s. */
+    const int32_t *seq_state;    /* (n_seqs) or NULL */
 } model_batch;
 
 /* Load per opts.  NULL on failure with a message in err (names the file
@@ -164,6 +173,18 @@ dtype model_weight_dtype(const model *m);
  * (the memory accounting unit of a KV pool; sized by the type-traits
  * table, so a block-quantized KV type fits). */
 size_t model_kv_token_bytes(const model *m, dtype kv_dt);
+
+/* Hybrid Mamba2 models (mamba2.c): bytes of one request's recurrent state
+ * (conv window + SSM state of every Mamba layer) with SSM states stored as
+ * ssm_dt (DTYPE_F32 or DTYPE_BF16); 0 for a model without Mamba layers. */
+size_t model_mamba_state_bytes(const model *m, dtype ssm_dt);
+/* Replace kv's recurrent states with n_states zeroed ones of ssm_dt (a
+ * new cache has MODEL_MAMBA_DEFAULT_STATES f32 ones).  0, or -1 (logged:
+ * not a Mamba model, bad dtype, out of memory). */
+#define MODEL_MAMBA_DEFAULT_STATES 8
+int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt);
+/* Recurrent-state slots of kv (0 for a model without Mamba layers). */
+int model_kv_mamba_states(const model_kv *kv);
 
 /* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);

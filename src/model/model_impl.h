@@ -46,6 +46,17 @@ typedef struct model_layer {
     const float *q_a_norm, *kv_a_norm; /* (qr) (kvr) */
     linear_weight *wkb_t, *wvb;        /* (nh) owned, from kv_b_proj: per head its k_nope rows
                                         * transposed (kvr, nope), its v rows (v, kvr) */
+    /* hybrid layers (arch->hybrid, nemotron_h.c): kind 'M' Mamba2 mixer
+     * (wq = in_proj (di + conv_dim + nh, H), wo = out_proj (H, di)), '*'
+     * attention without rope (wq wk wv wo), '-' MLP (wup, wdown); attn_norm
+     * is the block's pre-norm.  0 = a plain decoder layer */
+    char kind;
+    int ssm_idx;                       /* 'M': index among the Mamba layers (its state) */
+    const float *ssm_conv_w;           /* (conv_dim, conv_kernel) depthwise causal conv */
+    const float *ssm_conv_b;           /* (conv_dim) or NULL */
+    const float *ssm_a;                /* (nh) A = -exp(A_log) */
+    const float *ssm_d, *ssm_dt_bias;  /* (nh) */
+    const float *ssm_norm;             /* (di) gated RMSNorm weight (groups of di / G) */
 } model_layer;
 
 /* Tensor parallelism (model_tp.c): this rank's part of the model.  With
@@ -140,6 +151,7 @@ struct model {
     float *sout;                       /* (cap_tokens, H) shared expert output */
     float *ssig;                       /* (cap_tokens) Qwen2-MoE shared gate logits */
     float *mla;                        /* MLA scratch (mla_scratch_floats), NULL otherwise */
+    float *ssm;                        /* Mamba2 scratch (mamba2_scratch_floats), or unused */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
     /* tensor parallelism (model_tp.c): local logits and the gather buffer */
@@ -212,6 +224,33 @@ size_t mla_scratch_floats(const model_config *c, size_t T);
  * kvr), stored as wdt.  Adds their bytes to *bytes.  0, or -1 (OOM). */
 int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtype wdt,
                    size_t *bytes);
+
+/* nemotron_h.c / mamba2.c: hybrid Mamba2 models (see those files). */
+struct loader;
+/* Load hybrid layer il (kind per cfg.layer_kinds) through the loader. */
+void nemotron_h_load_layer(struct loader *L, model_layer *l, int il);
+/* f32 vectors the hybrid layers add to the loader's arena, per layer. */
+size_t nemotron_h_layer_floats(const model_config *c);
+/* One hybrid block of layer il over b's rows: x += xn (il > layer0);
+ * xn = mixer(norm(x)).  Run by all threads of fwd_task (as mla_attention). */
+void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
+                      const linear_exec *ex, struct tpool *pool, int lo, int hi);
+/* mamba2.c: floats of Mamba2 scratch for T rows on nth threads (0 when c
+ * has no Mamba layer). */
+size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth);
+/* mamba2.c: before a checked forward of b (thread of the caller): check
+ * each sequence's state slot and length, zero the states of sequences
+ * that start at position 0.  0, or -1 logged. */
+int mamba2_begin(const model *m, model_kv *kv, const model_batch *b);
+/* mamba2.c: after it: each sequence's slot now holds seq_kv_len tokens. */
+void mamba2_end(model_kv *kv, const model_batch *b);
+/* mamba2.c: the Mamba2 mixer of layer l on xn (T, H) normed rows ->
+ * xn = out_proj(y), all threads (as nemotron_h_layer). */
+void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_layer *l,
+                  const linear_exec *ex, struct tpool *pool, int lo, int hi);
+/* mamba2.c: a KV cache's recurrent states (model_kv.ssm). */
+struct mamba2_cache *mamba2_cache_create(const model_config *c, int n_states, dtype ssm_dt);
+void mamba2_cache_free(struct mamba2_cache *mc);
 
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);

@@ -130,7 +130,9 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
      * from --mem-fraction-static costs RAM only as pages get used */
     kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (kv->mem == MAP_FAILED) kv->mem = NULL;
-    if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale) {
+    if (c->n_mamba) /* hybrid Mamba2: per-request recurrent states (mamba2.c) */
+        kv->ssm = mamba2_cache_create(c, MODEL_MAMBA_DEFAULT_STATES, DTYPE_F32);
+    if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale || (c->n_mamba && !kv->ssm)) {
         log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
         model_kv_destroy(kv);
         return NULL;
@@ -156,6 +158,7 @@ void model_kv_destroy(model_kv *kv)
     free(kv->v);
     free(kv->k_scale);
     free(kv->v_scale);
+    mamba2_cache_free(kv->ssm);
     if (kv->mem) munmap(kv->mem, kv->bytes);
     free(kv);
 }
@@ -201,6 +204,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     if (Is > maxk) maxk = Is;
     if (mla && c->kv_lora_rank > maxk) maxk = c->kv_lora_rank;
     if (mla && c->q_lora_rank > maxk) maxk = c->q_lora_rank;
+    if (c->n_mamba && c->ssm_heads * c->ssm_head_dim > maxk) maxk = c->ssm_heads * c->ssm_head_dim;
     size_t ts = kern_matmul_scratch(max_tokens, maxk);
     size_t as = kern_attention_scratch(max_kv, hd);
     if (as > ts) ts = as;
@@ -214,7 +218,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         al64(A * Ie * 4),
         /* shared expert: sg, su, sout, ssig; MLA arena */
         al64(T * Is * 4),       al64(T * Is * 4),    al64(T * H * 4),   al64(T * 4),
-        al64(mla_scratch_floats(c, T) * 4),
+        al64(mla_scratch_floats(c, T) * 4), al64(mamba2_scratch_floats(c, T, n_threads) * 4),
         /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
         al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
         al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
@@ -233,7 +237,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     float **slots[] = {&m->x,     &m->xn,    &m->q,  &m->k,    &m->v,  &m->att,
                        &m->gate,  &m->up,    &m->cos_t, &m->sin_t, &m->lrows,
                        &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu,
-                       &m->sg,    &m->su,    &m->sout, &m->ssig, &m->mla};
+                       &m->sg,    &m->su,    &m->sout, &m->ssig, &m->mla,  &m->ssm};
     int32_t **islots[] = {&m->tok_seq, &m->esel, &m->eorder, &m->einv, &m->ecnt, &m->eoff};
     size_t off = 0, i = 0;
     for (size_t j = 0; j < sizeof slots / sizeof slots[0]; j++, i++) {

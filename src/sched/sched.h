@@ -127,6 +127,11 @@ typedef struct sched_args {
                                        * (prefill only, see "Embedding mode" above) */
     int max_loras_per_batch;          /* --max-loras-per-batch: distinct adapters (the base
                                        * counting as one, as SGLang) in a running batch; 0 = no limit */
+    /* hybrid Mamba2 models (kv/mamba_state.h): */
+    int max_mamba_cache_size;         /* --max-mamba-cache-size: states, 0 = derived */
+    int mamba_ssm_dtype;              /* --mamba-ssm-dtype: DTYPE_F32 (default) or DTYPE_BF16 */
+    double mamba_full_memory_ratio;   /* --mamba-full-memory-ratio: states / KV memory, default 0.9 */
+    bool mamba_extra_buffer;          /* --mamba-scheduler-strategy extra_buffer (refused) */
 } sched_args;
 
 void sched_args_init(sched_args *a);
