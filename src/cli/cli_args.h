@@ -45,7 +45,9 @@
         ARG_ID_enable_priority_scheduling, ARG_ID_schedule_low_priority_values_first,             \
         ARG_ID_priority_scheduling_preemption_threshold, ARG_ID_abort_on_priority_when_disabled,  \
         ARG_ID_disable_priority_preemption, ARG_ID_default_priority_value,                        \
-        ARG_ID_decode_log_interval, ARG_ID_enable_request_time_stats_logging, ARG_ID_stream_interval
+        ARG_ID_decode_log_interval, ARG_ID_enable_request_time_stats_logging, ARG_ID_stream_interval, \
+        ARG_ID_max_mamba_cache_size, ARG_ID_mamba_ssm_dtype, ARG_ID_mamba_full_memory_ratio,       \
+        ARG_ID_mamba_scheduler_strategy, ARG_ID_mamba_track_interval
 
 /* Parse the command line of command `name` ("generate": messages read
  * "sglc generate: ...").  Returns -1 to go on, the caller then owning *a

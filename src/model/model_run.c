@@ -94,10 +94,14 @@ int model_kv_row_len(const model_config *c, int n_kv_head)
 /* K and V rows per slot per layer: 2, or 1 for MLA's latent row. */
 static int kv_rows(const model_config *c) { return c->arch && c->arch->mla ? 1 : 2; }
 
+/* Layers with a KV cache: all, or a hybrid model's attention layers only. */
+static int kv_layers(const model_config *c) { return c->layer_kinds[0] ? c->n_attn : c->n_layer; }
+static int kv_layer_has(const model_config *c, int l) { return !c->layer_kinds[0] || c->layer_kinds[l] == '*'; }
+
 size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
-    return (size_t)kv_rows(c) * (size_t)c->n_layer *
+    return (size_t)kv_rows(c) * (size_t)kv_layers(c) *
            kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len(c, m->w->tp.n_kv_head));
 }
 
@@ -117,7 +121,8 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     const int rows = kv_rows(c);
     size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
                  ~(size_t)63;
-    kv->bytes = per * (size_t)rows * (size_t)c->n_layer;
+    kv->bytes = per * (size_t)rows * (size_t)kv_layers(c);
+    if (!kv->bytes) kv->bytes = 64; /* a hybrid model without attention layers */
     kv->k = calloc((size_t)c->n_layer, sizeof(void *));
     kv->v = calloc((size_t)c->n_layer, sizeof(void *));
     kv->k_scale = malloc(sizeof(float) * (size_t)(c->n_layer > 0 ? c->n_layer : 1));
@@ -137,10 +142,12 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
         model_kv_destroy(kv);
         return NULL;
     }
-    for (int l = 0; l < c->n_layer; l++) {
-        kv->k[l] = (char *)kv->mem + per * ((size_t)rows * l);
+    for (int l = 0, j = 0; l < c->n_layer; l++) {
+        if (!kv_layer_has(c, l)) continue; /* hybrid Mamba / MLP layer: no KV (NULL) */
+        kv->k[l] = (char *)kv->mem + per * ((size_t)rows * j);
         /* MLA: no V rows; the latent row is both (mla.c) */
-        kv->v[l] = rows == 2 ? (char *)kv->mem + per * (2 * (size_t)l + 1) : kv->k[l];
+        kv->v[l] = rows == 2 ? (char *)kv->mem + per * (2 * (size_t)j + 1) : kv->k[l];
+        j++;
     }
     if (model_tp_kv_created(m, kv)) { /* rank 0: the workers make theirs */
         kv->tp_w = NULL;

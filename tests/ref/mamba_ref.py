@@ -25,10 +25,23 @@ DESIGN
   inside) and shrinks the sizes; it has all three block kinds, several Mamba
   heads per group (G = 2), a conv kernel of 4 and a state size of 16.
 
+  The check (`check`): `sglc generate` prompt logits within 1e-4 relative
+  and 8 greedy ids identical; through the scheduler (`generate --requests`,
+  two requests of 24 and 13 tokens together) the prompt logprobs and the
+  output ids equal the reference with the prompt in one chunk, in chunks of
+  5 and token by token (--chunked-prefill-size 1), and with a single state
+  slot (--max-mamba-cache-size 1: the second request waits for the first
+  one's slot, which must come back clean); bf16 SSM states stay within
+  2e-2 (token by token, so each step's state is stored rounded) and must
+  differ from f32 ones.
+
 Usage: mamba_ref.py build DIR                 write the tiny model into DIR
        mamba_ref.py ref DIR IDS N OUT.json     reference: prompt logits
                                                (log-softmax) and N greedy ids
+       mamba_ref.py check SGLC CACHE_DIR       the golden check above
 """
+import subprocess
+import tempfile
 import json
 import math
 import os
@@ -183,7 +196,84 @@ def ref(d, ids, n_new, out_path):
                    "output_ids": gen, "output_logprobs": gen_lp}, f)
 
 
+def reference(d, ids, n_new):
+    with tempfile.TemporaryDirectory() as td:
+        ref(d, ids, n_new, os.path.join(td, "r.json"))
+        with open(os.path.join(td, "r.json")) as f:
+            return json.load(f)
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"exit {p.returncode}: {' '.join(cmd[:4])} ...: {p.stderr.strip()[-600:]}")
+    return p
+
+
+def check(sglc, cache):
+    d = os.path.join(cache, "nemotron_h")
+    build(d)
+    rng = np.random.RandomState(7)
+    prompts = [[int(t) for t in rng.randint(3, VOCAB, 24)], [int(t) for t in rng.randint(3, VOCAB, 13)]]
+    n_new = 8
+    refs = [reference(d, p, n_new) for p in prompts]
+    bad = 0
+
+    def report(ok, msg):
+        nonlocal bad
+        print(("ok   " if ok else "FAIL ") + msg)
+        bad += not ok
+
+    with tempfile.TemporaryDirectory() as td:
+        lg = os.path.join(td, "lg.f32")
+        p = run([sglc, "generate", "--model-path", d, "--input-ids", ",".join(map(str, prompts[0])),
+                 "--max-new-tokens", str(n_new), "--temperature", "0", "--json", "--ignore-eos",
+                 "--dtype", "float32", "--dump-logits", lg])
+        got = np.fromfile(lg, dtype="<f4").reshape(len(prompts[0]), VOCAB)
+        want = np.array(refs[0]["logits"])
+        rel = float(np.abs(got - want).max() / np.abs(want).max())
+        report(rel < 1e-4, f"generate: prompt logits max rel err {rel:.2e} (< 1e-4)")
+        ids = json.loads(p.stdout.strip().splitlines()[-1])["output_ids"]
+        report(ids == refs[0]["output_ids"], f"generate: greedy ids {ids} == reference")
+
+        req = os.path.join(td, "req.jsonl")
+        with open(req, "w") as f:
+            for pr in prompts:
+                f.write(json.dumps({"input_ids": pr, "return_logprob": True, "logprob_start_len": 0,
+                                    "sampling_params": {"temperature": 0, "max_new_tokens": n_new,
+                                                        "ignore_eos": True}}) + "\n")
+        modes = [("one chunk", [], 1e-4), ("chunks of 5", ["--chunked-prefill-size", "5"], 1e-4),
+                 ("token by token", ["--chunked-prefill-size", "1"], 1e-4),
+                 ("one state slot", ["--max-mamba-cache-size", "1", "--chunked-prefill-size", "7"], 1e-4),
+                 # token by token, so every step's state is stored (rounded) in bf16
+                 ("bf16 SSM states", ["--mamba-ssm-dtype", "bfloat16", "--chunked-prefill-size", "1"], 2e-2)]
+        for name, extra, tol in modes:
+            p = run([sglc, "generate", "--model-path", d, "--requests", req, "--skip-tokenizer-init",
+                     "--dtype", "float32", "--max-total-tokens", "512"] + extra)
+            rows = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+            for i, (row, r) in enumerate(zip(rows, refs)):
+                mi = row["meta_info"]
+                lp = [e[0] for e in mi["input_token_logprobs"][1:]]
+                want = [r["prompt_logprobs"][t][prompts[i][t + 1]] for t in range(len(prompts[i]) - 1)]
+                err = float(np.max(np.abs(np.array(lp) - np.array(want)) / np.maximum(1.0, np.abs(want))))
+                report(err < tol, f"{name}: request {i} prompt logprobs max err {err:.2e} (< {tol})")
+                if tol > 1e-4:  # the rounding must show: bf16 states are really stored as bf16
+                    report(err > 1e-6, f"{name}: request {i} differs from f32 states ({err:.2e} > 1e-6)")
+                if tol <= 1e-4:
+                    report(row["output_ids"] == r["output_ids"],
+                           f"{name}: request {i} output ids == reference alone")
+                olp = [e[0] for e in mi["output_token_logprobs"]]
+                err = float(np.max(np.abs(np.array(olp) - np.array(r["output_logprobs"]))))
+                if tol <= 1e-4:
+                    report(err < 1e-3, f"{name}: request {i} output logprobs max err {err:.2e}")
+            if len(rows) != len(prompts):
+                report(False, f"{name}: {len(rows)} responses for {len(prompts)} requests")
+    return bad
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "check":
+        sys.exit(1 if check(sys.argv[2], sys.argv[3]) else 0)
     if len(sys.argv) >= 3 and sys.argv[1] == "build":
         build(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "ref":
