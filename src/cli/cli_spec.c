@@ -86,6 +86,11 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
 int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
 {
     if (c->args.algo == SPEC_ALGO_NONE) return 0;
+    if (model_get_config(m)->n_mamba) { /* verification would need the state before the rejected drafts */
+        fprintf(stderr, "error: speculative decoding is not supported for %s: its Mamba2 states cannot be "
+                "rolled back to the accepted draft tokens\n", model_get_config(m)->architecture);
+        return -1;
+    }
     char err[512];
     if (c->args.algo == SPEC_ALGO_STANDALONE) {
         cli_model_opts dmo = *mo;
