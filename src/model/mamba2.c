@@ -24,6 +24,8 @@
  * into chunks (the scheduler's chunked prefill, the decoder's row chunks)
  * gives the same values as one pass because every chunk starts from the
  * state the previous one left.  config.chunk_size is therefore not used.
+ * The per-token step has a scalar body here and an AVX2 + FMA one in
+ * mamba2_avx2.c (used unless the kernels run scalar: SGLC_KERNELS=scalar).
  *
  * States: a mamba2_cache (one per model_kv) holds, per state slot and per
  * Mamba layer, the conv window (K-1 last xBC inputs, f32) and the SSM
@@ -39,7 +41,12 @@
 #include <string.h>
 
 #include "model/model_impl.h"
+#include "util/cpu.h"
 #include "util/log.h"
+
+/* mamba2_avx2.c: one token of one head (the loop body of scan_head). */
+void mamba2_step_avx2(float *S, int P, int N, const float *x, const float *B, const float *C,
+                      float dt, float dA, float D, float *y);
 
 struct mamba2_cache {
     int n_states, n_mamba;             /* slots, Mamba layers */
@@ -193,7 +200,8 @@ static float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
  * proj), y written into yo (rows of di). */
 static void scan_head(float *S, int P, int N, int r0, int r1, const float *xc, int cd,
                       const float *zx, int proj, int dt_off, float *yo, int di, int h, int xoff,
-                      int boff, int coff, float A, float D, float dt_bias, float lo, float hi)
+                      int boff, int coff, float A, float D, float dt_bias, float lo, float hi,
+                      int simd)
 {
     for (int t = r0; t < r1; t++) {
         float dt = softplus(zx[(size_t)t * proj + dt_off + h] + dt_bias);
@@ -203,6 +211,10 @@ static void scan_head(float *S, int P, int N, int r0, int r1, const float *xc, i
         const float *x = xc + (size_t)t * cd + xoff, *B = xc + (size_t)t * cd + boff,
                     *C = xc + (size_t)t * cd + coff;
         float *y = yo + (size_t)t * di + xoff;
+        if (simd) {
+            mamba2_step_avx2(S, P, N, x, B, C, dt, dA, D, y);
+            continue;
+        }
         for (int p = 0; p < P; p++) {
             float *st = S + (size_t)p * N;
             const float xd = x[p] * dt;
@@ -261,7 +273,9 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     }
     tpool_barrier(pool);
 
-    /* the scan, (sequence, head) pairs */
+    /* the scan, (sequence, head) pairs; AVX2 unless the kernels were forced scalar */
+    const cpu_features *cf = cpu_get();
+    const int simd = cf->avx2 && cf->fma && kernels_isa() != KERN_ISA_SCALAR;
     int p0, p1;
     kern_split(b->n_seqs * nh, ith, nth, &p0, &p1);
     for (int pr = p0; pr < p1; pr++) {
@@ -276,7 +290,7 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
         }
         scan_head(S, P, N, b->seq_start[s], b->seq_start[s + 1], xc, cd, zx, proj, di + cd, yo,
                   di, h, h * P, di + g * N, di + GN + g * N, l->ssm_a[h], l->ssm_d[h],
-                  l->ssm_dt_bias[h], c->ssm_dt_lo, c->ssm_dt_hi);
+                  l->ssm_dt_bias[h], c->ssm_dt_lo, c->ssm_dt_hi, simd);
         if (mc->ssm_dt == DTYPE_BF16) {
             uint16_t *bs = (uint16_t *)raw;
             for (int i = 0; i < P * N; i++) bs[i] = f32_to_bf16(tmp[i]);

@@ -38,7 +38,9 @@ DESIGN
 Usage: mamba_ref.py build DIR                 write the tiny model into DIR
        mamba_ref.py ref DIR IDS N OUT.json     reference: prompt logits
                                                (log-softmax) and N greedy ids
-       mamba_ref.py check SGLC CACHE_DIR       the golden check above
+       mamba_ref.py check SGLC CACHE_DIR [--quick]
+                                               the golden check above (--quick:
+                                               generate, one chunk, token by token)
 """
 import subprocess
 import tempfile
@@ -210,7 +212,7 @@ def run(cmd):
     return p
 
 
-def check(sglc, cache):
+def check(sglc, cache, quick=False):
     d = os.path.join(cache, "nemotron_h")
     build(d)
     rng = np.random.RandomState(7)
@@ -247,6 +249,8 @@ def check(sglc, cache):
                  ("one state slot", ["--max-mamba-cache-size", "1", "--chunked-prefill-size", "7"], 1e-4),
                  # token by token, so every step's state is stored (rounded) in bf16
                  ("bf16 SSM states", ["--mamba-ssm-dtype", "bfloat16", "--chunked-prefill-size", "1"], 2e-2)]
+        if quick:  # the other kernel path: one chunk and token by token only
+            modes = [modes[0], modes[2]]
         for name, extra, tol in modes:
             p = run([sglc, "generate", "--model-path", d, "--requests", req, "--skip-tokenizer-init",
                      "--dtype", "float32", "--max-total-tokens", "512"] + extra)
@@ -272,8 +276,8 @@ def check(sglc, cache):
 
 
 def main():
-    if len(sys.argv) == 4 and sys.argv[1] == "check":
-        sys.exit(1 if check(sys.argv[2], sys.argv[3]) else 0)
+    if len(sys.argv) in (4, 5) and sys.argv[1] == "check":
+        sys.exit(1 if check(sys.argv[2], sys.argv[3], quick=sys.argv[4:] == ["--quick"]) else 0)
     if len(sys.argv) >= 3 and sys.argv[1] == "build":
         build(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "ref":
