@@ -643,6 +643,11 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
         log_error("out of memory splitting a multi-item scoring batch");
         return -1;
     }
+    if (m->cfg->n_mamba && b->seq_adapter && b->n_adapters) { /* nemotron_h.c runs no adapter pass */
+        if (sp) model_mi_buf_free(&mb);
+        log_error("LoRA adapters are not supported for %s (Mamba2 layers)", m->cfg->architecture);
+        return -1;
+    }
     if (sp && m->cfg->n_mamba) { /* the sub-sequences would need states of their own */
         model_mi_buf_free(&mb);
         log_error("multi-item scoring is not supported for %s (Mamba2 layers)", m->cfg->architecture);

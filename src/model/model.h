@@ -179,9 +179,11 @@ size_t model_kv_token_bytes(const model *m, dtype kv_dt);
  * ssm_dt (DTYPE_F32 or DTYPE_BF16); 0 for a model without Mamba layers. */
 size_t model_mamba_state_bytes(const model *m, dtype ssm_dt);
 /* Replace kv's recurrent states with n_states zeroed ones of ssm_dt (a
- * new cache has MODEL_MAMBA_DEFAULT_STATES f32 ones).  0, or -1 (logged:
- * not a Mamba model, bad dtype, out of memory). */
-#define MODEL_MAMBA_DEFAULT_STATES 8
+ * new cache has min(n_slots, MODEL_MAMBA_DEFAULT_STATES) f32 ones, enough
+ * for the callers that pass no seq_state: generate, bench-one-batch; their
+ * memory is committed only as slots get used).  0, or -1 (logged: not a
+ * Mamba model, bad dtype, out of memory). */
+#define MODEL_MAMBA_DEFAULT_STATES 64
 int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt);
 /* Recurrent-state slots of kv (0 for a model without Mamba layers). */
 int model_kv_mamba_states(const model_kv *kv);

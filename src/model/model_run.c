@@ -136,7 +136,8 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (kv->mem == MAP_FAILED) kv->mem = NULL;
     if (c->n_mamba) /* hybrid Mamba2: per-request recurrent states (mamba2.c) */
-        kv->ssm = mamba2_cache_create(c, MODEL_MAMBA_DEFAULT_STATES, DTYPE_F32);
+        kv->ssm = mamba2_cache_create(c, n_slots < MODEL_MAMBA_DEFAULT_STATES ? n_slots : MODEL_MAMBA_DEFAULT_STATES,
+                                      DTYPE_F32);
     if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale || (c->n_mamba && !kv->ssm)) {
         log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
         model_kv_destroy(kv);
