@@ -187,10 +187,10 @@ size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth)
     if (!c->n_mamba) return 0;
     size_t di = (size_t)c->ssm_heads * c->ssm_head_dim, cd = (size_t)conv_dim_of(c);
     size_t proj = di + cd + (size_t)c->ssm_heads;
-    return T * (proj + cd + di) + (size_t)(nth > 0 ? nth : 1) * ((size_t)c->ssm_head_dim * c->ssm_state + 16);
+    size_t per = (size_t)c->ssm_head_dim * c->ssm_state; /* a bf16 state widened, or the conv's ones */
+    if (per < cd) per = cd;
+    return T * (proj + cd + di) + (size_t)(nth > 0 ? nth : 1) * (per + 16);
 }
-
-static float silu(float v) { return v / (1.0f + expf(-v)); }
 
 /* torch.nn.functional.softplus (beta 1, threshold 20). */
 static float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
@@ -238,37 +238,37 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     const int di = nh * P, GN = G * N, cd = di + 2 * GN, proj = di + cd + nh, K = c->ssm_conv,
               kc = K - 1;
     float *zx = m->ssm, *xc = zx + (size_t)T * proj, *yo = xc + (size_t)T * cd;
-    float *tmp = yo + (size_t)T * di + (size_t)ith * ((size_t)P * N + 16);
+    const size_t per = (size_t)P * N > (size_t)cd ? (size_t)P * N : (size_t)cd;
+    float *tmp = yo + (size_t)T * di + (size_t)ith * (per + 16);
 
     linear(zx, m->xn, T, &l->wq, ex); /* in_proj -> z | xBC | dt */
     tpool_barrier(pool);
 
-    /* causal depthwise conv + silu, channels [c0, c1) of every sequence */
+    /* causal depthwise conv + silu, channels [c0, c1) of every sequence,
+     * row by row (the rows of zx and of the window are contiguous) */
     int c0, c1;
     kern_split(cd, ith, nth, &c0, &c1);
-    for (int s = 0; s < b->n_seqs; s++) {
+    float *ones = tmp; /* (c1 - c0) for kern_silu_mul; the scan reuses tmp after the barrier */
+    for (int ch = 0; ch < c1 - c0; ch++) ones[ch] = 1.0f;
+    for (int s = 0; s < b->n_seqs && c0 < c1; s++) {
         const int r0 = b->seq_start[s], n = b->seq_start[s + 1] - r0;
         float *cs = conv_at(mc, l->ssm_idx, slot_of(b, s)); /* (kc, cd) */
-        for (int ch = c0; ch < c1; ch++) {
-            const float *w = l->ssm_conv_w + (size_t)ch * K;
-            const float bias = l->ssm_conv_b ? l->ssm_conv_b[ch] : 0.0f;
-            for (int i = 0; i < n; i++) {
-                float acc = bias;
-                for (int k = 0; k < K; k++) {
-                    int j = i - kc + k; /* input row; < 0: from the window */
-                    float v = j >= 0 ? zx[(size_t)(r0 + j) * proj + di + ch]
-                                     : cs[(size_t)(kc + j) * cd + ch];
-                    acc += w[k] * v;
-                }
-                xc[(size_t)(r0 + i) * cd + ch] = silu(acc);
+        for (int i = 0; i < n; i++) {
+            float *o = xc + (size_t)(r0 + i) * cd;
+            for (int ch = c0; ch < c1; ch++) o[ch] = l->ssm_conv_b ? l->ssm_conv_b[ch] : 0.0f;
+            for (int k = 0; k < K; k++) {
+                const int j = i - kc + k; /* input row; < 0: from the window */
+                const float *in = j >= 0 ? zx + (size_t)(r0 + j) * proj + di : cs + (size_t)(kc + j) * cd;
+                for (int ch = c0; ch < c1; ch++) o[ch] += l->ssm_conv_w[(size_t)ch * K + k] * in[ch];
             }
-            /* the window keeps the last kc inputs of (window ++ new rows);
-             * row q reads row n + q >= q + 1 before it is overwritten */
-            for (int q = 0; q < kc; q++) {
-                int e = n + q;
-                cs[(size_t)q * cd + ch] = e < kc ? cs[(size_t)e * cd + ch]
-                                                 : zx[(size_t)(r0 + e - kc) * proj + di + ch];
-            }
+            kern_silu_mul(o + c0, o + c0, ones, c1 - c0);
+        }
+        /* the window keeps the last kc inputs of (window ++ new rows); row
+         * q reads row n + q >= q + 1 before it is overwritten */
+        for (int q = 0; q < kc; q++) {
+            const int e = n + q;
+            const float *src = e < kc ? cs + (size_t)e * cd : zx + (size_t)(r0 + e - kc) * proj + di;
+            memmove(cs + (size_t)q * cd + c0, src + c0, sizeof(float) * (size_t)(c1 - c0));
         }
     }
     tpool_barrier(pool);
@@ -302,8 +302,7 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     const int gs = di / G;
     for (int t = lo; t < hi; t++) {
         float *y = yo + (size_t)t * di;
-        const float *z = zx + (size_t)t * proj;
-        for (int i = 0; i < di; i++) y[i] *= silu(z[i]);
+        kern_silu_mul(y, zx + (size_t)t * proj, y, di); /* y * silu(z) */
         for (int g0 = 0; g0 < di; g0 += gs) {
             float ss = 0.0f;
             for (int i = g0; i < g0 + gs; i++) ss += y[i] * y[i];
