@@ -282,6 +282,10 @@ int api_oai_grammar_params(const json_t *body, json_t *sp, bool *strict, char *e
 struct lora_adapter;
 bool api_lora_route(http_req *r, const char *method, const char *path, const char *body, size_t body_len);
 void api_lora_models(json_t *data, const char *served, const char *only);
+/* api_expert.c: the expert distribution routes (true when path is one:
+ * answered), and /metrics text txt (owned) with the expert lines added. */
+bool api_expert_route(http_req *r, const char *method, const char *path);
+char *api_expert_metrics_append(char *txt);
 int api_lora_pick_openai(const json_t *body, struct lora_adapter **out, char *err, size_t errlen);
 
 /* The /v1/models entry of the served model. */

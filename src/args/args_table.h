@@ -262,25 +262,25 @@ X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS",
 X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, SUPPORTED, "Maximum depth of the n-gram trie.") \
 X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, SUPPORTED, "Cache capacity of the n-gram trie.") \
 /* ---- Expert parallelism ---- */ \
-X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, NOT_YET, "The expert parallelism size.") \
-X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuseep", EP, NOT_YET, "The backend for MoE all-to-all communication.") \
+X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, SUPPORTED, "The expert parallelism size.") \
+X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuseep", EP, SUPPORTED, "The backend for MoE all-to-all communication (sglc: none, the all-reduce combines the experts' outputs; deepep / ascend_fuseep are GPU/NPU libraries and refused).") \
 X(moe_runner_backend, CHOICE, "--moe-runner-backend", "auto", "auto|deep_gemm|triton|triton_kernel|flashinfer_trtllm|experimental_sgl_trtllm|flashinfer_trtllm_routed|flashinfer_cutlass|flashinfer_mxfp4|flashinfer_cutedsl|cutlass|aiter|marlin|humming|experimental_sgl_marlin|hpc_ops|megamoe", EP, IGNORED, "The runner backend for MoE. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
 X(flashinfer_mxfp4_moe_precision, CHOICE, "--flashinfer-mxfp4-moe-precision", "default", "default|bf16", EP, IGNORED, "Computation precision of the FlashInfer MXFP4 MoE. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 X(enable_flashinfer_allreduce_fusion, BOOL, "--enable-flashinfer-allreduce-fusion", "false", NULL, EP, IGNORED, "Fuse allreduce with residual RMSNorm. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 X(enable_aiter_allreduce_fusion, BOOL, "--enable-aiter-allreduce-fusion", "false", NULL, EP, IGNORED, "Fuse allreduce with residual RMSNorm on AMD (aiter). (no effect on CPU: aiter is an AMD GPU kernel library)") \
 X(deepep_mode, CHOICE, "--deepep-mode", "auto", "normal|low_latency|auto", EP, NOT_YET, "The DeepEP mode.") \
 X(deepep_config, STR, "--deepep-config", NULL, NULL, EP, NOT_YET, "Tuned DeepEP config (JSON string or file).") \
-X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, NOT_YET, "Allocate this number of redundant experts.") \
+X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, SUPPORTED, "Allocate this number of redundant experts.") \
 X(ep_dispatch_algorithm, CHOICE, "--ep-dispatch-algorithm", NULL, "static|dynamic|fake", EP, NOT_YET, "The algorithm choosing ranks for redundant experts.") \
-X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, NOT_YET, "Initial location of EP experts.") \
-X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, NOT_YET, "Enable the EPLB algorithm.") \
-X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, NOT_YET, "The EPLB algorithm.") \
-X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, NOT_YET, "Iterations between automatic EPLB rebalances.") \
+X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, SUPPORTED, "Initial location of EP experts: trivial, or a JSON file / text with physical_to_logical_map (layers x physical experts) or logical_count (layers x experts).") \
+X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, SUPPORTED, "Enable the EPLB algorithm.") \
+X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, SUPPORTED, "The EPLB algorithm.") \
+X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, SUPPORTED, "Forward passes between automatic EPLB rebalances.") \
 X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, NOT_YET, "Layers to rebalance per forward pass.") \
 X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, NOT_YET, "Minimum GPU balancedness to trigger a rebalance.") \
-X(expert_distribution_recorder_mode, CHOICE, "--expert-distribution-recorder-mode", NULL, "stat|stat_approx|per_pass|per_token", EP, NOT_YET, "Mode of the expert distribution recorder.") \
-X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder-buffer-size", NULL, NULL, EP, NOT_YET, "Circular buffer size of the expert distribution recorder.") \
-X(enable_expert_distribution_metrics, BOOL, "--enable-expert-distribution-metrics", "false", NULL, EP, NOT_YET, "Enable logging metrics for expert balancedness.") \
+X(expert_distribution_recorder_mode, CHOICE, "--expert-distribution-recorder-mode", NULL, "stat|stat_approx|per_pass|per_token", EP, SUPPORTED, "Mode of the expert distribution recorder.") \
+X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder-buffer-size", NULL, NULL, EP, SUPPORTED, "Circular buffer size of the expert distribution recorder.") \
+X(enable_expert_distribution_metrics, BOOL, "--enable-expert-distribution-metrics", "false", NULL, EP, SUPPORTED, "Enable logging metrics for expert balancedness.") \
 X(moe_dense_tp_size, INT, "--moe-dense-tp-size", NULL, NULL, EP, NOT_YET, "TP size for MoE dense MLP layers.") \
 X(elastic_ep_backend, CHOICE, "--elastic-ep-backend", NULL, "none|mooncake", EP, NOT_YET, "Collective communication backend for elastic EP.") \
 X(enable_elastic_expert_backup, BOOL, "--enable-elastic-expert-backup", "false", NULL, EP, NOT_YET, "Keep expert weight backups for elastic EP.") \

@@ -35,6 +35,21 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
+    if (!cmd->no_server_args && a->moe_a2a_backend && strcmp(a->moe_a2a_backend, "none")) {
+        fprintf(stderr, "sglc %s: --moe-a2a-backend %s is not supported: it names a GPU all-to-all library; "
+                        "sglc's expert parallelism combines with the all-reduce (--moe-a2a-backend none)\n",
+                name, a->moe_a2a_backend);
+        args_server_free(a);
+        return 2;
+    }
+    if (!cmd->no_server_args && a->ep_size != ARGS_INT_NONE && a->ep_size > 1 &&
+        (a->tp_size == ARGS_INT_NONE || a->tp_size < a->ep_size || a->tp_size % a->ep_size)) {
+        fprintf(stderr, "sglc %s: --ep-size %d must divide --tp-size %d (the expert-parallel ranks are the "
+                        "tensor-parallel ones)\n", name, (int)a->ep_size,
+                a->tp_size == ARGS_INT_NONE ? 1 : (int)a->tp_size);
+        args_server_free(a);
+        return 2;
+    }
     if (!cmd->no_server_args && a->log_level && log_level_parse(a->log_level) >= 0)
         log_set_level(log_level_parse(a->log_level));
     return -1;
@@ -74,6 +89,18 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;
     mo->dist.base_group = a->base_gpu_id != ARGS_INT_NONE && a->base_gpu_id > 0 ? (int)a->base_gpu_id : 0;
     mo->dist.group_step = a->gpu_id_step != ARGS_INT_NONE ? (int)a->gpu_id_step : 1;
+    /* expert parallelism and the recorder (model_ep.h; combinations checked at load) */
+    mo->ep.ep_size = a->ep_size != ARGS_INT_NONE && a->ep_size > 1 ? (int)a->ep_size : 1;
+    mo->ep.n_redundant = a->ep_num_redundant_experts != ARGS_INT_NONE ? (int)a->ep_num_redundant_experts : 0;
+    mo->ep.init_location = a->init_expert_location;
+    mo->ep.eplb_every = !a->enable_eplb ? 0
+                        : a->eplb_rebalance_num_iterations != ARGS_INT_NONE && a->eplb_rebalance_num_iterations > 0
+                            ? (int)a->eplb_rebalance_num_iterations : 1000;
+    mo->ep.eplb_algorithm = a->eplb_algorithm;
+    mo->erec_mode = a->expert_distribution_recorder_mode;
+    mo->erec_buffer = a->expert_distribution_recorder_buffer_size != ARGS_INT_NONE
+                          ? (int)a->expert_distribution_recorder_buffer_size : 0;
+    mo->erec_metrics = a->enable_expert_distribution_metrics;
     for (size_t i = 0; a->numa_node && i < json_array_size(a->numa_node) && i < CLI_DIST_MAX_RANKS; i++)
         mo->dist.numa[mo->dist.n_numa++] = (int)json_integer_value(json_array_get(a->numa_node, i));
     /* SGLang's DefaultModelLoader keys (checked by args_validate):

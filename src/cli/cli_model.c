@@ -100,6 +100,12 @@ model *cli_model_load(const cli_model_opts *o)
     }
     lo.dist = dg;
     lo.pp_size = o->dist.pp_size;
+    lo.ep = &o->ep;
+    if (model_erec_configure(o->erec_mode, o->erec_buffer, o->erec_metrics, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        if (dg) dist_abort(dg, err);
+        return NULL;
+    }
     model *m = model_load(&lo, err, sizeof err);
     if (!m) {
         fprintf(stderr, "error: %s\n", err);

@@ -33,6 +33,7 @@
 
 #include "model/model_impl.h"
 #include "model/moe.h"
+#include "model/model_ep.h"
 #include "model/rope.h"
 #include "util/log.h"
 
@@ -147,6 +148,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert, K = c->n_expert_used;
     const int Ie = w->tp.moe_inter, A = T * K; /* this rank's expert width */
     const int Is = l->has_shared ? w->tp.shared_inter : 0; /* this rank's shared-expert width */
+    const int il = (int)(l - w->layers);
     linear(m->rlog, m->xn, T, &l->wrouter, ex); /* (T, E) */
     if (l->has_ssig) linear(m->ssig, m->xn, T, &l->wssig, ex); /* (T, 1) */
     tpool_barrier(cx->pool);
@@ -163,8 +165,9 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         for (int t = 0; t < T; t++)
             moe_route(&rc, m->rlog + (size_t)t * E, m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
+        model_ep_routed(m, il, T, K, m->esel, m->ew, m->eorder, m->eoff); /* recorder; EP: others' rows weigh 0 */
         for (int e = 0; e < E; e++)
-            if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
+            if (m->ecnt[e] && model_ep_holds(w, il, e)) m->touched_bytes += w->expert_bytes;
         if (small)
             for (int p = 0; p < A; p++)
                 memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
@@ -180,11 +183,11 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         tpool_barrier(cx->pool);
     }
     for (int e = 0; e < E; e++) {
-        int n = m->ecnt[e];
-        if (!n) continue;
-        size_t o = (size_t)m->eoff[e];
-        linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
-        linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
+        int p0, p1; /* expert parallelism: the rows this rank computes (all of them without) */
+        if (!model_ep_rows(w->ep, il, e, m->eoff[e], m->ecnt[e], &p0, &p1)) continue;
+        size_t o = (size_t)p0;
+        linear(m->eg + o * Ie, m->ex + o * H, p1 - p0, &l->egate[e], ex);
+        linear(m->eu + o * Ie, m->ex + o * H, p1 - p0, &l->eup[e], ex);
     }
     if (Is) { /* the shared expert runs beside the routed ones, same phases */
         linear(m->sg, m->xn, T, &l->wsgate, ex);
@@ -200,10 +203,10 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     tpool_barrier(cx->pool);
     if (Is) linear(m->sout, m->sg, T, &l->wsdown, ex);
     for (int e = 0; e < E; e++) {
-        int n = m->ecnt[e];
-        if (!n) continue;
-        size_t o = (size_t)m->eoff[e];
-        linear(m->ex + o * H, m->eg + o * Ie, n, &l->edown[e], ex);
+        int p0, p1;
+        if (!model_ep_rows(w->ep, il, e, m->eoff[e], m->ecnt[e], &p0, &p1)) continue;
+        size_t o = (size_t)p0;
+        linear(m->ex + o * H, m->eg + o * Ie, p1 - p0, &l->edown[e], ex);
     }
     tpool_barrier(cx->pool);
     for (int t = lo; t < hi; t++) {
@@ -211,6 +214,7 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         for (int i = 0; i < H; i++) y[i] = 0.0f;
         for (int k = 0; k < K; k++) {
             float w = m->ew[(size_t)t * K + k];
+            if (w == 0.0f) continue; /* another rank's expert (EP), or nothing to add */
             const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
             for (int i = 0; i < H; i++) y[i] += w * src[i];
         }
@@ -539,7 +543,7 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
     }
-    return 0;
+    return model_ep_after_forward(m); /* recorder pass; EPLB every N forwards (same point on every rank) */
 }
 
 /* Batches larger than chunk_tokens rows run as consecutive row ranges

@@ -60,6 +60,7 @@ typedef struct model_load_opts {
                                  * (one process).  Borrowed; must outlive the model */
     int pp_size;                /* > 1: the group's ranks are pipeline stages (layers split),
                                  * not tensor-parallel shards */
+    const struct model_ep_opts *ep; /* expert parallelism / EPLB (model_ep.h), or NULL; borrowed */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
  * values rounded to f16 precision and stored as f32 (the kernels have no

@@ -99,6 +99,7 @@ typedef struct model_weights {
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
 
     model_tp tp;                       /* tensor-parallel shard (size 1: the whole model) */
+    struct model_ep *ep;               /* owned; expert parallelism (model_ep.h), NULL = none */
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
     float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
     int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
