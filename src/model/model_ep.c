@@ -28,6 +28,7 @@ static struct {
     pthread_mutex_t mu;
     model_erec_mode mode;
     int cap;          /* ring size in passes */
+    int unbounded;    /* buffer size -1 (SGLang: keep every pass): the ring grows, never wraps */
     int metrics;      /* --enable-expert-distribution-metrics */
     int recording;
     int L, E, K;      /* shape, set by the first MoE layer recorded (0: none yet) */
@@ -56,7 +57,8 @@ int model_erec_configure(const char *mode, int buffer_size, int metrics, char *e
     }
     pthread_mutex_lock(&R.mu);
     R.mode = md;
-    R.cap = buffer_size > 0 ? buffer_size : 1000;
+    R.unbounded = buffer_size < 0;
+    R.cap = buffer_size > 0 ? buffer_size : R.unbounded ? 64 : 1000;
     R.metrics = metrics;
     R.recording = metrics && md != MODEL_EREC_OFF; /* SGLang auto-starts for the metrics */
     pthread_mutex_unlock(&R.mu);
@@ -245,6 +247,15 @@ static void erec_pass_end(void)
     pthread_mutex_lock(&R.mu);
     R.pass_id++;
     if (R.touched & 2) R.tot_passes++;
+    if ((R.touched & 1) && R.recording && R.unbounded && R.n_ring == R.cap) { /* grow (head == n_ring) */
+        erec_pass *g = realloc(R.ring, sizeof *g * (size_t)R.cap * 2);
+        if (g) {
+            memset(g + R.cap, 0, sizeof *g * (size_t)R.cap);
+            R.ring = g;
+            R.head = R.cap;
+            R.cap *= 2;
+        }
+    }
     if ((R.touched & 1) && R.recording) {
         erec_pass *p = &R.ring[R.head];
         free(p->cnt), free(p->ids);

@@ -46,7 +46,7 @@ typedef enum model_erec_mode {
 } model_erec_mode;
 
 /* Configure the recorder (once, at start-up): mode name (SGLang's, NULL =
- * off), ring size in forward passes (<= 0: 1000), metrics: count every
+ * off), ring size in forward passes (0: 1000, -1: every pass), metrics: count every
  * routed token for /metrics and start recording at once.  0, or -1 with a
  * message for an unknown mode. */
 int model_erec_configure(const char *mode, int buffer_size, int metrics, char *err, size_t errlen);

@@ -235,6 +235,14 @@ def check_recorder(model, cfg):
             report(tot[1] - tot[0] == tokens * K * L and "sglc:expert_balancedness{layer=" in metrics[1],
                    f"recorder {mode}: /metrics expert counters grew by {tot[1] - tot[0]} over the request "
                    f"(want {tokens * K * L}; {tot[0]} from the warm-up before), balancedness gauges present")
+        # the ring: --expert-distribution-recorder-buffer-size 2 keeps the last 2 passes, -1 every pass
+        for size, want in (("2", 2), ("-1", n_new)):
+            dump, _, _, _ = record(model, td, "ring" + size, "per_pass", n_prompt, n_new, "--threads", "1",
+                                   "--expert-distribution-recorder-buffer-size", size)
+            recs = dump["records"]
+            ids = [r["forward_pass_id"] for r in recs]
+            report(len(recs) == want and ids == sorted(ids) and all(r["num_tokens"] == 1 for r in recs[-2:]),
+                   f"recorder buffer size {size}: {len(recs)} passes kept (want {want}), ids {ids}")
         # expert parallelism: the same counts (routing is the same on every rank)
         dump, _, _, _ = record(model, td, "ep", "stat", n_prompt, n_new, "--threads", "2", "--tp-size", "2",
                                "--ep-size", "2")
