@@ -427,6 +427,29 @@ out:
     return rc;
 }
 
+int model_ep_parse_location(const model_config *c, int size, int n_redundant, const char *spec, int32_t **out,
+                            char *err, size_t errlen)
+{
+    *out = NULL;
+    model_ep ep = {.size = size, .E = c->n_expert, .n_layer = c->n_layer, .n_phys = c->n_expert + n_redundant};
+    if (size < 1 || ep.E < 1 || n_redundant < 0 || c->n_layer < 1 || ep.n_phys % size) {
+        errmsg_set(err, errlen, "%d experts + %d redundant do not divide over %d ranks", ep.E, n_redundant, size);
+        return -1;
+    }
+    ep.n_local = ep.n_phys / size;
+    ep.p2l = calloc((size_t)c->n_layer * ep.n_phys, sizeof(int32_t));
+    if (!ep.p2l) {
+        errmsg_set(err, errlen, "out of memory");
+        return -1;
+    }
+    if (init_location(&ep, c, spec, err, errlen)) {
+        free(ep.p2l);
+        return -1;
+    }
+    *out = ep.p2l;
+    return 0;
+}
+
 /* ---- setup --------------------------------------------------------------- */
 
 int model_ep_setup(model_weights *w, const model_ep_opts *o, char *err, size_t errlen)

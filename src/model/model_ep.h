@@ -87,6 +87,14 @@ typedef struct model_ep {
     long n_moved;               /* experts loaded by rebalances on this rank */
 } model_ep;
 
+/* The placement --init-expert-location `spec` gives config c over `size`
+ * EP ranks with n_redundant spare slots: *out (n_layer, n_experts +
+ * n_redundant) logical expert per physical slot, owned (free()).  0, or
+ * -1 with a message (also for sizes that do not divide).  Exposed for
+ * tests/fuzz/fuzz_expert_location.c. */
+struct model_config;
+int model_ep_parse_location(const struct model_config *c, int size, int n_redundant, const char *spec,
+                            int32_t **out, char *err, size_t errlen);
 /* After model_tp_setup: the EP layout of w from o (NULL: none).  Sets
  * w->ep (owned) and this rank's expert width in w->tp.moe_inter.  0, or
  * -1 with a message (bad combination, bad placement). */
