@@ -267,7 +267,7 @@ def main():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_model.py"), "--out", cache,
                         "--only", ",".join(names)], capture_output=True, text=True)
     q = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_ds.py"), "--out", cache,
-                        "--only", "qwen2-moe,qwen2-moe-sparse2"], capture_output=True, text=True)
+                        "--only", "qwen2-moe,qwen2-moe-sparse2,deepseek-v2-lite"], capture_output=True, text=True)
     if p.returncode or q.returncode:
         print(p.stderr[-2000:], q.stderr[-2000:])
         report(False, "tiny models could not be made")
@@ -305,6 +305,8 @@ def main():
         bad = {"physical_to_logical_map": [[0] * 64, list(range(64))]}
         refuse("a placement that drops experts", "places expert 1 nowhere",
                ["--tp-size", "2", "--ep-size", "2", "--init-expert-location", json.dumps(bad)], q3)
+        refuse("EP on DeepSeek (TP does not split it yet)", "tensor parallelism is not supported for DeepseekV2ForCausalLM yet",
+               ["--tp-size", "2", "--ep-size", "2"], d("deepseek-v2-lite"))
         refuse("a recorder mode SGLang does not have", "--expert-distribution-recorder-mode",
                ["--expert-distribution-recorder-mode", "per_layer"], q3)
     if "mpi" in only:
