@@ -274,7 +274,7 @@ def main():
         return 1
     d = lambda n: os.path.join(cache, n, "f32")
     conf = lambda n: json.load(open(os.path.join(d(n), "config.json")))
-    only = os.environ.get("SGLC_EP_PARTS", "gen,refuse,mpi,rec").split(",")
+    only = os.environ.get("SGLC_EP_PARTS", "gen,gguf,refuse,mpi,rec").split(",")
     if "gen" in only:
         # qwen3-moe: 64 experts top-8 (1 KV head); also 4 ranks: EP 2 x 2 ranks per expert, and EP 4
         check_model("qwen3-moe", d("qwen3-moe"), conf("qwen3-moe"), tps=((2, 2), (4, 2), (4, 4)))
@@ -283,6 +283,29 @@ def main():
         check_model("qwen2-moe (shared expert)", d("qwen2-moe"), conf("qwen2-moe"), extra_cases=False)
         check_model("qwen2-moe-sparse2 (dense + MoE layers)", d("qwen2-moe-sparse2"), conf("qwen2-moe-sparse2"),
                     extra_cases=False)
+    if "gguf" in only:
+        # a GGUF file (sglc quantize: experts packed per layer, read as views),
+        # F32 and Q8_0 blocks: EP and EPLB reloading experts from the file
+        with tempfile.TemporaryDirectory() as td:
+            for typ in ("F32", "Q8_0"):
+                g = os.path.join(td, f"qwen2-moe-{typ}.gguf")
+                q = subprocess.run([BIN, "quantize", "--model-path", d("qwen2-moe"), "--output", g, "--type", typ],
+                                   capture_output=True, text=True)
+                if q.returncode:
+                    report(False, f"quantize {typ}: {q.stderr[-300:]}")
+                    continue
+                ids = [(i * 37) % 500 + 3 for i in range(40)]
+                ref_ids, ref, err = run(g, ids, 16, 1)
+                if ref is None:
+                    report(False, f"gguf {typ} one process: {err[-300:]}")
+                    continue
+                got_ids, got, err = run(g, ids, 16, 2, ("--ep-size", "2"))
+                compare(f"qwen2-moe GGUF {typ} tp=2 ep=2", ref, ref_ids, got, got_ids, err)
+                got_ids, got, err = run(g, ids, 16, 2, ("--ep-size", "2", "--enable-eplb", "--eplb-rebalance-num-iterations",
+                                                        "2", "--ep-num-redundant-experts", "2"))
+                if compare(f"qwen2-moe GGUF {typ} EPLB every 2 forwards, 2 redundant", ref, ref_ids, got, got_ids, err):
+                    n_reb = len(re.findall(r"EPLB: rebalance \d+ on rank 0", err))
+                    report(n_reb == 8, f"qwen2-moe GGUF {typ}: {n_reb} rebalances on rank 0 (want 8 of 17 forwards)")
     if "refuse" in only:
         q3 = d("qwen3-moe")
         refuse("--ep-size 2 without --tp-size", "--ep-size 2 must divide --tp-size 1", ["--ep-size", "2"], q3)
