@@ -279,6 +279,15 @@ def main():
         # qwen3-moe: 64 experts top-8 (1 KV head); also 4 ranks: EP 2 x 2 ranks per expert, and EP 4
         check_model("qwen3-moe", d("qwen3-moe"), conf("qwen3-moe"), tps=((2, 2), (4, 2), (4, 4)))
         check_model("mixtral", d("mixtral"), conf("mixtral"))
+        # EPLB with 2 ranks per expert group (tp=4 ep=2): both ranks of a group load their slices
+        mx = d("mixtral")
+        ids = [(i * 37) % 500 + 3 for i in range(40)]
+        ref_ids, ref, _ = run(mx, ids, 16, 1)
+        got_ids, got, err = run(mx, ids, 16, 4, ("--ep-size", "2", "--enable-eplb", "--eplb-rebalance-num-iterations",
+                                                 "3", "--ep-num-redundant-experts", "2"))
+        if compare("mixtral tp=4 ep=2 EPLB every 3 forwards, 2 redundant", ref, ref_ids, got, got_ids, err):
+            ranks = set(re.findall(r"EPLB: rebalance 5 on rank (\d+)", err))
+            report(ranks == {"0", "1", "2", "3"}, f"mixtral tp=4 ep=2: rebalance 5 ran on ranks {sorted(ranks)}")
         check_model("granitemoe (packed experts)", d("granitemoe"), conf("granitemoe"), extra_cases=False)
         check_model("qwen2-moe (shared expert)", d("qwen2-moe"), conf("qwen2-moe"), extra_cases=False)
         check_model("qwen2-moe-sparse2 (dense + MoE layers)", d("qwen2-moe-sparse2"), conf("qwen2-moe-sparse2"),
