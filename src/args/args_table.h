@@ -271,13 +271,13 @@ X(enable_aiter_allreduce_fusion, BOOL, "--enable-aiter-allreduce-fusion", "false
 X(deepep_mode, CHOICE, "--deepep-mode", "auto", "normal|low_latency|auto", EP, NOT_YET, "The DeepEP mode.") \
 X(deepep_config, STR, "--deepep-config", NULL, NULL, EP, NOT_YET, "Tuned DeepEP config (JSON string or file).") \
 X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, SUPPORTED, "Allocate this number of redundant experts.") \
-X(ep_dispatch_algorithm, CHOICE, "--ep-dispatch-algorithm", NULL, "static|dynamic|fake", EP, NOT_YET, "The algorithm choosing ranks for redundant experts.") \
+X(ep_dispatch_algorithm, CHOICE, "--ep-dispatch-algorithm", NULL, "static|dynamic|fake", EP, SUPPORTED, "The algorithm choosing ranks for redundant experts (sglc: static, a fixed split of each expert's rows between its copies; dynamic / fake refused).") \
 X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, SUPPORTED, "Initial location of EP experts: trivial, or a JSON file / text with physical_to_logical_map (layers x physical experts) or logical_count (layers x experts).") \
 X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, SUPPORTED, "Enable the EPLB algorithm.") \
 X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, SUPPORTED, "The EPLB algorithm.") \
 X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, SUPPORTED, "Forward passes between automatic EPLB rebalances.") \
 X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, NOT_YET, "Layers to rebalance per forward pass.") \
-X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, NOT_YET, "Minimum GPU balancedness to trigger a rebalance.") \
+X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, SUPPORTED, "Rebalance only when the average balancedness (mean / max rank load per MoE layer) is at most this.") \
 X(expert_distribution_recorder_mode, CHOICE, "--expert-distribution-recorder-mode", NULL, "stat|stat_approx|per_pass|per_token", EP, SUPPORTED, "Mode of the expert distribution recorder.") \
 X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder-buffer-size", NULL, NULL, EP, SUPPORTED, "Circular buffer size of the expert distribution recorder.") \
 X(enable_expert_distribution_metrics, BOOL, "--enable-expert-distribution-metrics", "false", NULL, EP, SUPPORTED, "Enable logging metrics for expert balancedness.") \

@@ -42,6 +42,12 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
+    if (!cmd->no_server_args && a->ep_dispatch_algorithm && strcmp(a->ep_dispatch_algorithm, "static")) {
+        fprintf(stderr, "sglc %s: --ep-dispatch-algorithm %s is not supported yet: the copies of an expert "
+                        "split its rows in fixed parts (static)\n", name, a->ep_dispatch_algorithm);
+        args_server_free(a);
+        return 2;
+    }
     if (!cmd->no_server_args && a->ep_size != ARGS_INT_NONE && a->ep_size > 1 &&
         (a->tp_size == ARGS_INT_NONE || a->tp_size < a->ep_size || a->tp_size % a->ep_size)) {
         fprintf(stderr, "sglc %s: --ep-size %d must divide --tp-size %d (the expert-parallel ranks are the "
@@ -97,6 +103,8 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
                         : a->eplb_rebalance_num_iterations != ARGS_INT_NONE && a->eplb_rebalance_num_iterations > 0
                             ? (int)a->eplb_rebalance_num_iterations : 1000;
     mo->ep.eplb_algorithm = a->eplb_algorithm;
+    mo->ep.eplb_min_util = args_float_is_none(a->eplb_min_rebalancing_utilization_threshold)
+                               ? 1.0 : a->eplb_min_rebalancing_utilization_threshold;
     mo->erec_mode = a->expert_distribution_recorder_mode;
     mo->erec_buffer = a->expert_distribution_recorder_buffer_size != ARGS_INT_NONE
                           ? (int)a->expert_distribution_recorder_buffer_size : 0;

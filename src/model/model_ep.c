@@ -510,6 +510,7 @@ int model_ep_setup(model_weights *w, const model_ep_opts *o, char *err, size_t e
     ep->E = c->n_expert, ep->n_layer = c->n_layer;
     ep->n_phys = P, ep->n_local = P / ES;
     ep->every = o->eplb_every > 0 ? o->eplb_every : 0;
+    ep->min_util = o->eplb_min_util;
     ep->p2l = calloc((size_t)c->n_layer * P, sizeof(int32_t));
     ep->nhold = calloc((size_t)c->n_layer * c->n_expert, sizeof(int16_t));
     ep->myidx = calloc((size_t)c->n_layer * c->n_expert, sizeof(int16_t));
@@ -619,6 +620,31 @@ static int rebalance(model *m)
     const model_config *c = &w->cfg;
     size_t n = (size_t)c->n_layer * ep->E;
     if (w->tp.g && dist_bcast(w->tp.g, ep->cnt, n * sizeof(int64_t), 0, DIST_TIMEOUT_DEFAULT)) return -1;
+    /* SGLang's _check_rebalance_needed: the current placement's balancedness
+     * (per MoE layer: mean over max of the ranks' loads, an expert's count
+     * shared by its copies), averaged over the layers that routed tokens */
+    double util = 0.0;
+    int n_util = 0;
+    double *load = calloc((size_t)ep->size, sizeof(double));
+    for (int il = 0; load && il < c->n_layer; il++) {
+        if (!model_config_layer_moe(c, il)) continue;
+        memset(load, 0, sizeof(double) * (size_t)ep->size);
+        const int32_t *pl = ep->p2l + (size_t)il * ep->n_phys;
+        const int64_t *cl = ep->cnt + (size_t)il * ep->E;
+        for (int s = 0; s < ep->n_phys; s++) load[s / ep->n_local] += (double)cl[pl[s]] / ep->nhold[(size_t)il * ep->E + pl[s]];
+        double mx = 0.0, sum = 0.0;
+        for (int r = 0; r < ep->size; r++) sum += load[r], mx = load[r] > mx ? load[r] : mx;
+        if (mx > 0.0) util += sum / ep->size / mx, n_util++;
+    }
+    free(load);
+    if (n_util && util / n_util > ep->min_util) {
+        if (w->tp.rank == 0)
+            log_info("EPLB: skipped rebalancing: balancedness %.3f > --eplb-min-rebalancing-utilization-threshold %.3f",
+                     util / n_util, ep->min_util);
+        memset(ep->cnt, 0, n * sizeof(int64_t));
+        ep->iters = 0;
+        return 0;
+    }
     int32_t *p = malloc(sizeof(int32_t) * (size_t)ep->n_phys);
     char err[512] = "";
     int rc = p ? 0 : -1, moved0 = (int)ep->n_moved;

@@ -70,6 +70,8 @@ typedef struct model_ep_opts {
     const char *init_location;  /* --init-expert-location: NULL / "trivial", a JSON file or text */
     int eplb_every;             /* --enable-eplb: forwards between rebalances (0: off) */
     const char *eplb_algorithm; /* "auto" | "deepseek" */
+    double eplb_min_util;       /* --eplb-min-rebalancing-utilization-threshold: skip a rebalance when
+                                 * the placement's balancedness is above it (1.0: never skip) */
 } model_ep_opts;
 
 typedef struct model_ep {
@@ -82,6 +84,7 @@ typedef struct model_ep {
     int16_t *myidx;             /* (n_layer, E) this rank's index among them, -1: not held */
     int64_t *cnt;               /* (n_layer, E) EPLB: choices since the last rebalance */
     int every;                  /* EPLB period in forwards (0: off) */
+    double min_util;            /* rebalance only at or below this balancedness */
     long iters;                 /* forwards since the last rebalance */
     int n_rebalance;            /* rebalances done */
     long n_moved;               /* experts loaded by rebalances on this rank */

@@ -87,7 +87,8 @@ def check_model(name, model, cfg, tps=((2, 2),), extra_cases=True):
     if not extra_cases:
         return
     red = 2
-    got_ids, got, err = run(model, ids, 16, 2, ("--ep-size", "2", "--ep-num-redundant-experts", str(red)))
+    got_ids, got, err = run(model, ids, 16, 2, ("--ep-size", "2", "--ep-num-redundant-experts", str(red),
+                                                "--ep-dispatch-algorithm", "static"))
     compare(f"{name} ep=2 + {red} redundant experts", ref, ref_ids, got, got_ids, err)
     # a given placement: experts in reverse order over the ranks
     L = cfg["num_hidden_layers"]
@@ -105,6 +106,13 @@ def check_model(name, model, cfg, tps=((2, 2),), extra_cases=True):
         if compare(f"{name} ep=2 EPLB every 3 forwards, {r} redundant", ref, ref_ids, got, got_ids, err):
             report(n_reb == 5 and moved > 0, f"{name} EPLB: {n_reb} rebalances on rank 0 (want 5), "
                                              f"{moved} expert loads over the ranks (want > 0)")
+    # threshold 0: any routed placement is above it, every rebalance is skipped
+    got_ids, got, err = run(model, ids, 16, 2, ("--ep-size", "2", "--enable-eplb", "--eplb-rebalance-num-iterations", "3",
+                                                "--eplb-min-rebalancing-utilization-threshold", "0"))
+    if compare(f"{name} ep=2 EPLB threshold 0", ref, ref_ids, got, got_ids, err):
+        n_skip = len(re.findall(r"EPLB: skipped rebalancing: balancedness", err))
+        n_reb = len(re.findall(r"EPLB: rebalance \d+ on rank", err))
+        report(n_skip == 5 and n_reb == 0, f"{name} EPLB threshold 0: {n_skip} skipped (want 5), {n_reb} done (want 0)")
 
 
 def refuse(name, msg, args, model):
@@ -329,6 +337,8 @@ def main():
                 "--json-model-override-args", '{"num_local_experts": 7}'], d("mixtral"))
         refuse("--moe-a2a-backend deepep", "--moe-a2a-backend deepep is not supported",
                ["--tp-size", "2", "--ep-size", "2", "--moe-a2a-backend", "deepep"], q3)
+        refuse("--ep-dispatch-algorithm dynamic", "--ep-dispatch-algorithm dynamic is not supported yet",
+               ["--tp-size", "2", "--ep-size", "2", "--ep-dispatch-algorithm", "dynamic"], q3)
         refuse("--enable-eplb without --ep-size", "--enable-eplb needs --ep-size > 1", ["--enable-eplb"], q3)
         refuse("--enable-eplb with dummy weights", "--load-format dummy has none",
                ["--tp-size", "2", "--ep-size", "2", "--enable-eplb", "--load-format", "dummy"], q3)
