@@ -276,7 +276,7 @@ X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, SUPP
 X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, SUPPORTED, "Enable the EPLB algorithm.") \
 X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, SUPPORTED, "The EPLB algorithm.") \
 X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, SUPPORTED, "Forward passes between automatic EPLB rebalances.") \
-X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, NOT_YET, "Layers to rebalance per forward pass.") \
+X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, SUPPORTED, "Layers to rebalance per forward pass.") \
 X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, SUPPORTED, "Rebalance only when the average balancedness (mean / max rank load per MoE layer) is at most this.") \
 X(expert_distribution_recorder_mode, CHOICE, "--expert-distribution-recorder-mode", NULL, "stat|stat_approx|per_pass|per_token", EP, SUPPORTED, "Mode of the expert distribution recorder.") \
 X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder-buffer-size", NULL, NULL, EP, SUPPORTED, "Circular buffer size of the expert distribution recorder.") \

@@ -103,6 +103,9 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
                         : a->eplb_rebalance_num_iterations != ARGS_INT_NONE && a->eplb_rebalance_num_iterations > 0
                             ? (int)a->eplb_rebalance_num_iterations : 1000;
     mo->ep.eplb_algorithm = a->eplb_algorithm;
+    mo->ep.eplb_layers_per_chunk = a->eplb_rebalance_layers_per_chunk != ARGS_INT_NONE &&
+                                           a->eplb_rebalance_layers_per_chunk > 0
+                                       ? (int)a->eplb_rebalance_layers_per_chunk : 0;
     mo->ep.eplb_min_util = args_float_is_none(a->eplb_min_rebalancing_utilization_threshold)
                                ? 1.0 : a->eplb_min_rebalancing_utilization_threshold;
     mo->erec_mode = a->expert_distribution_recorder_mode;

@@ -511,11 +511,13 @@ int model_ep_setup(model_weights *w, const model_ep_opts *o, char *err, size_t e
     ep->n_phys = P, ep->n_local = P / ES;
     ep->every = o->eplb_every > 0 ? o->eplb_every : 0;
     ep->min_util = o->eplb_min_util;
+    ep->chunk = o->eplb_layers_per_chunk;
     ep->p2l = calloc((size_t)c->n_layer * P, sizeof(int32_t));
     ep->nhold = calloc((size_t)c->n_layer * c->n_expert, sizeof(int16_t));
     ep->myidx = calloc((size_t)c->n_layer * c->n_expert, sizeof(int16_t));
     ep->cnt = calloc((size_t)c->n_layer * c->n_expert, sizeof(int64_t));
-    if (!ep->p2l || !ep->nhold || !ep->myidx || !ep->cnt) {
+    ep->pending = ep->every ? calloc((size_t)c->n_layer * P, sizeof(int32_t)) : NULL;
+    if (!ep->p2l || !ep->nhold || !ep->myidx || !ep->cnt || (ep->every && !ep->pending)) {
         model_ep_free(ep);
         errmsg_set(err, errlen, "out of memory");
         return -1;
@@ -545,7 +547,7 @@ int model_ep_setup(model_weights *w, const model_ep_opts *o, char *err, size_t e
 void model_ep_free(model_ep *ep)
 {
     if (!ep) return;
-    free(ep->p2l), free(ep->nhold), free(ep->myidx), free(ep->cnt);
+    free(ep->p2l), free(ep->nhold), free(ep->myidx), free(ep->cnt), free(ep->pending);
     free(ep);
 }
 
@@ -612,6 +614,39 @@ static int apply_layer(model_weights *w, int il, const int32_t *p2l_new, char *e
     return rc;
 }
 
+/* Apply the pending placement to the next chunk of MoE layers (all of
+ * them when --eplb-rebalance-layers-per-chunk is unset).  0, or -1 after
+ * breaking the group with the rank's message. */
+static int apply_chunk(model *m)
+{
+    model_weights *w = m->w;
+    model_ep *ep = w->ep;
+    const model_config *c = &w->cfg;
+    char err[512] = "";
+    int done = 0, rc = 0;
+    while (ep->pend_layer < c->n_layer && (ep->chunk <= 0 || done < ep->chunk) && !rc) {
+        int il = ep->pend_layer++;
+        if (!model_config_layer_moe(c, il)) continue;
+        rc = apply_layer(w, il, ep->pending + (size_t)il * ep->n_phys, err, sizeof err);
+        done++;
+    }
+    ep->pend_steps++;
+    if (rc) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "EPLB rebalance failed on rank %d: %s", w->tp.rank, err[0] ? err : "out of memory");
+        log_error("%s", msg);
+        if (w->tp.g) dist_abort(w->tp.g, msg);
+        return -1;
+    }
+    while (ep->pend_layer < c->n_layer && !model_config_layer_moe(c, ep->pend_layer)) ep->pend_layer++;
+    if (ep->pend_layer < c->n_layer) return 0;
+    ep->pend_on = 0;
+    ep->n_rebalance++;
+    log_info("EPLB: rebalance %d on rank %d: %d experts loaded here, in %d step%s", ep->n_rebalance, w->tp.rank,
+             (int)(ep->n_moved - ep->pend_moved), ep->pend_steps, ep->pend_steps > 1 ? "s" : "");
+    return 0;
+}
+
 /* EPLB: rank 0's counts to every rank, the same new placement everywhere. */
 static int rebalance(model *m)
 {
@@ -645,28 +680,19 @@ static int rebalance(model *m)
         ep->iters = 0;
         return 0;
     }
-    int32_t *p = malloc(sizeof(int32_t) * (size_t)ep->n_phys);
-    char err[512] = "";
-    int rc = p ? 0 : -1, moved0 = (int)ep->n_moved;
-    for (int il = 0; il < c->n_layer && !rc; il++) {
-        if (!model_config_layer_moe(c, il)) continue;
-        rc = place_balanced(ep->cnt + (size_t)il * ep->E, ep->E, ep->size, ep->n_local, p) ||
-             apply_layer(w, il, p, err, sizeof err);
-    }
-    free(p);
-    if (rc) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "EPLB rebalance failed on rank %d: %s", w->tp.rank, err[0] ? err : "out of memory");
-        log_error("%s", msg);
-        if (w->tp.g) dist_abort(w->tp.g, msg);
-        return -1;
-    }
-    ep->n_rebalance++;
-    log_info("EPLB: rebalance %d on rank %d after %ld forwards: %d experts loaded here", ep->n_rebalance,
-             w->tp.rank, ep->iters, (int)ep->n_moved - moved0);
+    /* the new placement of every MoE layer now (same counts on every rank);
+     * applied --eplb-rebalance-layers-per-chunk layers per forward */
+    for (int il = 0; il < c->n_layer; il++)
+        if (model_config_layer_moe(c, il) &&
+            place_balanced(ep->cnt + (size_t)il * ep->E, ep->E, ep->size, ep->n_local,
+                           ep->pending + (size_t)il * ep->n_phys)) {
+            if (w->tp.g) dist_abort(w->tp.g, "EPLB: out of memory");
+            return -1;
+        }
+    ep->pend_on = 1, ep->pend_layer = 0, ep->pend_steps = 0, ep->pend_moved = ep->n_moved;
     memset(ep->cnt, 0, n * sizeof(int64_t));
     ep->iters = 0;
-    return 0;
+    return apply_chunk(m);
 }
 
 int model_ep_after_forward(model *m)
@@ -674,6 +700,7 @@ int model_ep_after_forward(model *m)
     if (m->w->tp.rank == 0) erec_pass_end();
     model_ep *ep = m->w->ep;
     if (!ep || !ep->every) return 0;
-    if (++ep->iters < ep->every) return 0;
+    int rc = ep->pend_on ? apply_chunk(m) : 0; /* a rebalance in chunks goes on */
+    if (++ep->iters < ep->every || ep->pend_on || rc) return rc;
     return rebalance(m);
 }

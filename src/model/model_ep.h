@@ -70,6 +70,7 @@ typedef struct model_ep_opts {
     const char *init_location;  /* --init-expert-location: NULL / "trivial", a JSON file or text */
     int eplb_every;             /* --enable-eplb: forwards between rebalances (0: off) */
     const char *eplb_algorithm; /* "auto" | "deepseek" */
+    int eplb_layers_per_chunk;  /* --eplb-rebalance-layers-per-chunk: MoE layers moved per forward (0: all) */
     double eplb_min_util;       /* --eplb-min-rebalancing-utilization-threshold: skip a rebalance when
                                  * the placement's balancedness is above it (1.0: never skip) */
 } model_ep_opts;
@@ -85,6 +86,10 @@ typedef struct model_ep {
     int64_t *cnt;               /* (n_layer, E) EPLB: choices since the last rebalance */
     int every;                  /* EPLB period in forwards (0: off) */
     double min_util;            /* rebalance only at or below this balancedness */
+    int chunk;                  /* MoE layers applied per forward (0: all at once) */
+    int32_t *pending;           /* (n_layer, n_phys) placement being applied, when pend_on */
+    int pend_on, pend_layer, pend_steps; /* a rebalance in progress: next layer, forwards so far */
+    long pend_moved;            /* n_moved when it began */
     long iters;                 /* forwards since the last rebalance */
     int n_rebalance;            /* rebalances done */
     long n_moved;               /* experts loaded by rebalances on this rank */

@@ -102,10 +102,19 @@ def check_model(name, model, cfg, tps=((2, 2),), extra_cases=True):
                                                     "--eplb-rebalance-num-iterations", "3",
                                                     "--ep-num-redundant-experts", str(r)))
         n_reb = len(re.findall(r"EPLB: rebalance \d+ on rank 0", err))
-        moved = sum(int(x) for x in re.findall(r"EPLB: rebalance \d+ on rank \d+ after \d+ forwards: (\d+) experts", err))
+        moved = sum(int(x) for x in re.findall(r"EPLB: rebalance \d+ on rank \d+: (\d+) experts", err))
         if compare(f"{name} ep=2 EPLB every 3 forwards, {r} redundant", ref, ref_ids, got, got_ids, err):
             report(n_reb == 5 and moved > 0, f"{name} EPLB: {n_reb} rebalances on rank 0 (want 5), "
                                              f"{moved} expert loads over the ranks (want > 0)")
+    # one MoE layer per forward (--eplb-rebalance-layers-per-chunk 1): each
+    # rebalance takes as many forwards as the model has MoE layers
+    n_moe = sum(1 for il in range(L) if il not in cfg.get("mlp_only_layers", []))
+    got_ids, got, err = run(model, ids, 16, 2, ("--ep-size", "2", "--enable-eplb", "--eplb-rebalance-num-iterations", "3",
+                                                "--eplb-rebalance-layers-per-chunk", "1"))
+    if compare(f"{name} ep=2 EPLB 1 layer per forward", ref, ref_ids, got, got_ids, err):
+        steps = re.findall(r"EPLB: rebalance \d+ on rank 0: \d+ experts loaded here, in (\d+) step", err)
+        report(len(steps) == 5 and all(int(x) == n_moe for x in steps),
+               f"{name} EPLB 1 layer per forward: {len(steps)} rebalances (want 5) in {steps} steps (want {n_moe} each)")
     # threshold 0: any routed placement is above it, every rebalance is skipped
     got_ids, got, err = run(model, ids, 16, 2, ("--ep-size", "2", "--enable-eplb", "--eplb-rebalance-num-iterations", "3",
                                                 "--eplb-min-rebalancing-utilization-threshold", "0"))
