@@ -108,7 +108,10 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
                                        ? (int)a->eplb_rebalance_layers_per_chunk : 0;
     mo->ep.eplb_min_util = args_float_is_none(a->eplb_min_rebalancing_utilization_threshold)
                                ? 1.0 : a->eplb_min_rebalancing_utilization_threshold;
-    mo->erec_mode = a->expert_distribution_recorder_mode;
+    /* SGLang: --enable-eplb sets the recorder mode to stat when none is given */
+    mo->erec_mode = a->expert_distribution_recorder_mode ? a->expert_distribution_recorder_mode
+                    : a->enable_eplb                      ? "stat"
+                                                          : NULL;
     mo->erec_buffer = a->expert_distribution_recorder_buffer_size != ARGS_INT_NONE
                           ? (int)a->expert_distribution_recorder_buffer_size : 0;
     mo->erec_metrics = a->enable_expert_distribution_metrics;
