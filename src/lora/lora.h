@@ -9,6 +9,11 @@
  *
  *   base_model.model.model.layers.N.self_attn.{q,k,v,o}_proj.lora_{A,B}.weight
  *   base_model.model.model.layers.N.mlp.{gate,up,down}_proj.lora_{A,B}.weight
+ *   base_model.model.model.layers.N.mlp.experts.E.{gate,up,down}_proj.lora_{A,B}.weight
+ *       (Mixtral: block_sparse_moe.experts.E.{w1,w3,w2}; shared experts:
+ *       mlp.shared_expert.* (Qwen2-MoE), mlp.shared_experts.* (DeepSeek))
+ *   base_model.model.model.layers.N.self_attn.{q_a_proj,q_b_proj,kv_a_proj_with_mqa,
+ *       kv_b_proj}.lora_{A,B}.weight  (DeepSeek MLA)
  *   base_model.model.lm_head.lora_{A,B}.weight
  *   base_model.model.model.embed_tokens.lora_embedding_{A,B}   (r, vocab) / (hidden, r)
  *
@@ -47,13 +52,20 @@
 /* target_modules bits (MODEL_PROJ_* of model.h, plus the LM head) */
 #define LORA_T_LM_HEAD MODEL_NPROJ
 #define LORA_T_EMBED (MODEL_NPROJ + 1)
-#define LORA_T_ALL_LINEAR ((1u << MODEL_NPROJ) - 1u) /* q k v o gate up down */
+/* DeepSeek MLA projections */
+#define LORA_T_Q_A (MODEL_NPROJ + 2)  /* q_a_proj */
+#define LORA_T_Q_B (MODEL_NPROJ + 3)  /* q_b_proj */
+#define LORA_T_KV_A (MODEL_NPROJ + 4) /* kv_a_proj_with_mqa */
+#define LORA_T_KV_B (MODEL_NPROJ + 5) /* kv_b_proj */
+/* q k v o gate up down + the MLA ones (experts are gate / up / down) */
+#define LORA_T_ALL_LINEAR (((1u << MODEL_NPROJ) - 1u) | (1u << LORA_T_Q_A) | (1u << LORA_T_Q_B) | \
+                           (1u << LORA_T_KV_A) | (1u << LORA_T_KV_B))
 
 typedef struct lora_config {
     int r;                      /* rank */
     double alpha;               /* lora_alpha (default 8, as PEFT) */
     bool use_rslora;
-    unsigned targets;           /* bits 1 << MODEL_PROJ_* / LORA_T_LM_HEAD / LORA_T_EMBED */
+    unsigned targets;           /* bits 1 << MODEL_PROJ_* / LORA_T_* */
     char base_model[256];       /* base_model_name_or_path, "" when absent */
 } lora_config;
 
