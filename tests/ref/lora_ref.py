@@ -107,23 +107,19 @@ def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets,
     scale = alpha / np.sqrt(r) if rslora else alpha / r
     L = cfg["num_hidden_layers"] if "num_hidden_layers" in cfg else cfg["text_config"]["num_hidden_layers"]
     tensors, merged, used = {}, {}, set()
-    leaves = {}
-    for mod in targets:
-        for lf in LEAF.get(mod, (mod,)):
-            leaves[lf] = mod
     # every 2-D layer weight whose module's last name is a target (as PEFT
     # matches target_modules): attention, dense MLPs, experts, shared experts;
-    # a checkpoint's fused qkv_proj / gate_up_proj only when targeted so
+    # a checkpoint's fused qkv_proj / gate_up_proj only when targeted so.
+    # Drawn per layer in target order, experts in numeric order.
     for i in range(L):
         lp = f"{wp}layers.{i}."
-        names = sorted(k for k in base_state if k.startswith(lp) and k.endswith(".weight")
-                       and base_state[k].dim() == 2)
-        # experts in numeric order (a stable draw order)
-        names.sort(key=lambda k: [int(x) if x.isdigit() else x for x in k.split(".")])
-        for wname in names:
+        names = sorted((k for k in base_state if k.startswith(lp) and k.endswith(".weight")
+                        and base_state[k].dim() == 2),
+                       key=lambda k: [int(x) if x.isdigit() else x for x in k.split(".")])
+        todo = [w for mod in targets for lf in LEAF.get(mod, (mod,))
+                for w in names if w.split(".")[-2] == lf]
+        for wname in todo:
             leaf = wname.split(".")[-2]
-            if leaf not in leaves:
-                continue
             W = base_state[wname].numpy().astype(np.float64)
             n, k = W.shape
             A = round_to(rng.standard_normal((r, k)) / np.sqrt(k), tag)
