@@ -106,9 +106,14 @@ typedef struct lora_adapter {
  * for model m.  Checks: config as lora_config_parse, rank <= lim->max_rank,
  * targets within lim->allowed, every tensor named as PEFT names it and
  * shaped (r, k) / (n, r) for that projection of m, no projection of m
- * missing (a target the model lacks: an MoE layer's experts, an MLA
- * layer's attention; the message names the module), no tensor left
- * unused.  Fused modules (Phi-3's self_attn.qkv_proj, mlp.gate_up_proj):
+ * missing (a target the model lacks: a dense gate_proj of an MoE layer,
+ * an expert of a dense layer or beyond n_experts, k_proj of an MLA layer,
+ * an MLA module without MLA; the message names tensor and module), no
+ * tensor left unused.  Experts (mlp.experts.E.*, Mixtral's
+ * block_sparse_moe.experts.E.w1/w3/w2) and shared experts become
+ * model_adapter.moe slots; q_a / q_b / kv_a_proj_with_mqa model_adapter.mla
+ * slots; kv_b_proj (n_head (nope + v), kvr) becomes per-head views on the
+ * absorbed matrices (model_adapter.kvb: A shared, B's rows per head), f32.  Fused modules (Phi-3's self_attn.qkv_proj, mlp.gate_up_proj):
  * one A (r, k) shared, B (n_q + n_k + n_v, r) / (2 I, r) split by rows
  * into the parts' pairs.  Multimodal wrappers' text names
  * (language_model.model.*, model.language_model.*,
