@@ -8,7 +8,10 @@
  * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n), bf16
  * pairs kept bf16, others as f32.  Fused pairs (qkv_proj, gate_up_proj)
  * are set aside in pass 1 and become per-part views (A shared, B's rows
- * offset) in the same slots, so pass 2 never sees them.  The
+ * offset) in the same slots, so pass 2 never sees them.  Slots beyond
+ * the dense projections (slot_map): DeepSeek's MLA modules and every
+ * expert / shared expert part of each layer; kv_b_proj is converted into
+ * per-head views on the absorbed matrices (see mla.c).  The
  * safetensors file is closed afterwards: nothing is borrowed from it. */
 #include <errno.h>
 #include <math.h>
@@ -29,7 +32,6 @@ static const char *const PROJ_NAMES[MODEL_NPROJ] = {
     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
     "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
 };
-#define PROJ_NAMES_(i) PROJ_NAMES[i]
 
 /* Slots of one adapter's pairs, in this order: the dense projections
  * (layer * MODEL_NPROJ + proj), the MLA ones (mla0 + layer * 4 + q_a /
@@ -82,7 +84,7 @@ static int expert_part(const char *s, size_t n)
 static void slot_name(const slot_map *sm, int s, char *buf, size_t len)
 {
     static const char *const part[3] = {"gate_proj", "up_proj", "down_proj"};
-    if (s < sm->mla0) snprintf(buf, len, "%s", PROJ_NAMES_(s % MODEL_NPROJ));
+    if (s < sm->mla0) snprintf(buf, len, "%s", PROJ_NAMES[s % MODEL_NPROJ]);
     else if (s < sm->moe0) snprintf(buf, len, "%s", MLA_NAMES[(s - sm->mla0) % 4]);
     else if (s < sm->head) {
         int i = (s - sm->moe0) / 3, e = i % (sm->E + 1);

@@ -230,8 +230,9 @@ const char *model_tp_error(const model *m);
 double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
  * inputs); nonzero when the model runs no such adaptable dense projection
- * there: -2 an MoE layer's MLP (experts), -3 attention of a multi-head
- * latent attention layer (DeepSeek), -1 otherwise.  Used to check
+ * there: -2 an MoE layer's dense MLP (its experts: model_expert_shape),
+ * -3 k_proj / v_proj of a multi-head latent attention layer (DeepSeek;
+ * its q_proj and o_proj are adaptable), -1 otherwise.  Used to check
  * adapters against the model. */
 int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
 /* The LM head's (vocab, hidden). */
