@@ -135,7 +135,11 @@ static void rope_tables(const model *m, const model_layer *l, int t, int half, c
  *   per used expert: down -> ex      columns        | barrier
  *   xn[t] = sum_k w[t,k] ex[inv[t,k]]  rows (fixed k order: deterministic)
  * Each used expert's weights are read once per forward, whatever the
- * number of rows routed to it. */
+ * number of rows routed to it.  LoRA on experts (only when an adapter of
+ * the batch changes this layer's): after the gate/up and the down
+ * products, a barrier and the adapter pass of each used expert over its
+ * rows (their adapters in erow_ad, expert order) and of the shared expert
+ * (moe_lora_pass). */
 /* Assignments (rows x top-k) up to which thread 0 gathers alone. */
 #define MOE_SERIAL_GATHER 64
 
