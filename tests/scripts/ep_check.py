@@ -209,6 +209,30 @@ def record(model, td, tag, mode, n_prompt, n_new, *args):
         s.stop()
 
 
+def check_serve_batch(model, td):
+    """4 concurrent greedy requests (batched decode) under --tp-size 2
+    --ep-size 2 with EPLB every 5 forwards = a one-process server."""
+    import concurrent.futures
+    outs = []
+    for tag, args in (("tp1", ("--threads", "1")),
+                      ("ep2", ("--threads", "2", "--tp-size", "2", "--ep-size", "2", "--enable-eplb",
+                               "--eplb-rebalance-num-iterations", "5", "--ep-num-redundant-experts", "2"))):
+        s = Server(model, os.path.join(td, tag + ".log"), *args)
+        try:
+            def one(i):
+                ids = [1, 100 + i * 37, 200 + i, 300 + i * 3]
+                st, body, _ = http(s.url + "/generate", {"input_ids": ids, "sampling_params": {
+                    "max_new_tokens": 24, "temperature": 0, "ignore_eos": True}})
+                return json.loads(body)["output_ids"] if st == 200 else body
+            with concurrent.futures.ThreadPoolExecutor(4) as ex:
+                outs.append(list(ex.map(one, range(4))))
+        finally:
+            s.stop()
+    reb = len(re.findall(r"EPLB: rebalance \d+ on rank 0", open(os.path.join(td, "ep2.log")).read()))
+    report(outs[0] == outs[1] and reb > 0,
+           f"serve tp=2 ep=2 + EPLB ({reb} rebalances): 4 concurrent greedy requests = tp=1")
+
+
 def check_recorder(model, cfg):
     E = cfg.get("num_experts", cfg.get("num_local_experts"))
     K = cfg["num_experts_per_tok"]
@@ -265,6 +289,7 @@ def check_recorder(model, cfg):
                                "--ep-size", "2")
         report(np.array_equal(np.array(dump["logical_count"]), stat_ref),
                "recorder under --tp-size 2 --ep-size 2: the counts of one process")
+        check_serve_batch(model, td)
         # recorder off: the routes say how to turn it on
         s = Server(model, os.path.join(td, "off.log"), "--threads", "1")
         try:
