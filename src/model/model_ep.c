@@ -460,6 +460,10 @@ int model_ep_setup(model_weights *w, const model_ep_opts *o, char *err, size_t e
     const int red = o && o->n_redundant > 0 ? o->n_redundant : 0;
     const int loc = o && o->init_location && strcmp(o->init_location, "trivial");
     if (ES == 1) {
+        if (T > 1 && c->n_expert > 0 && c->moe_inter % T) {
+            errmsg_set(err, errlen, "--tp-size %d: the expert width (%d) is not divisible by it", T, c->moe_inter);
+            return -1;
+        }
         if (red) {
             errmsg_set(err, errlen, "--ep-num-redundant-experts %d needs --ep-size > 1", red);
             return -1;

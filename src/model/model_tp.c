@@ -122,10 +122,8 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
                  c->shared_inter);
         return -1;
     }
-    if (N > 1 && c->moe_inter % N) {
-        snprintf(err, errlen, "--tp-size %d: the expert width (%d) is not divisible by it", N, c->moe_inter);
-        return -1;
-    }
+    /* the expert width is checked by model_ep_setup: under --ep-size only
+     * the ranks of an expert group slice it */
     t->n_head = c->n_head / N;
     t->head0 = r * t->n_head;
     if (c->n_kv_head % N == 0) {
@@ -136,7 +134,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
         t->kv_head0 = r / (N / c->n_kv_head);
     }
     t->inter = c->intermediate_size / N;
-    t->moe_inter = c->moe_inter / N;
+    t->moe_inter = c->moe_inter % N ? 0 : c->moe_inter / N;
     t->shared_inter = c->shared_inter > 0 ? c->shared_inter / N : 0;
     t->vocab_max = (c->vocab_size + N - 1) / N;
     t->vocab0 = r * t->vocab_max;

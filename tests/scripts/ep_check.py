@@ -383,6 +383,16 @@ def main():
                ["--tp-size", "2", "--ep-size", "2", "--init-expert-location", json.dumps(bad)], q3)
         refuse("EP on DeepSeek (TP does not split it yet)", "tensor parallelism is not supported for DeepseekV2ForCausalLM yet",
                ["--tp-size", "2", "--ep-size", "2"], d("deepseek-v2-lite"))
+        # an expert width (18) that 4 ranks cannot slice but 2 can: refused at
+        # tp=4, served at tp=4 ep=2 (dummy weights: the same values as one process)
+        ov = ("--load-format", "dummy", "--json-model-override-args", '{"moe_intermediate_size": 18}')
+        refuse("expert width 18 over --tp-size 4", "--tp-size 4: the expert width (18) is not divisible by it",
+               ["--tp-size", "4", *ov], q3)
+        ids = [(i * 37) % 500 + 3 for i in range(40)]
+        ref_ids, ref, _ = run(q3, ids, 16, 1, ov)
+        got_ids, got, err = run(q3, ids, 16, 4, ("--ep-size", "2", *ov))
+        compare("qwen3-moe (dummy, expert width 18) tp=4 ep=2 accepted and runs (dummy values: a weak check)", ref, ref_ids, got,
+                got_ids, err)
         refuse("a recorder mode SGLang does not have", "--expert-distribution-recorder-mode",
                ["--expert-distribution-recorder-mode", "per_layer"], q3)
     if "mpi" in only:
