@@ -349,14 +349,14 @@ spec_eagle *spec_eagle_create(const char *dir, int eagle3, model *target, int64_
     /* the capture store and the draft KV: lazily committed anonymous maps */
     e->cap_slots = target_slots;
     e->cap_bytes = (size_t)target_slots * (size_t)e->n_cap * (size_t)e->H * sizeof(float);
-    e->cap = mmap(NULL, e->cap_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    e->cap = mmap(NULL, e->cap_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (e->cap == MAP_FAILED) {
         e->cap = NULL;
         goto oom;
     }
     e->n_slots = kv_tokens;
     e->kv_bytes = (size_t)kv_tokens * (size_t)(e->nkv * e->hd) * sizeof(float);
-    e->kc = mmap(NULL, 2 * e->kv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    e->kc = mmap(NULL, 2 * e->kv_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (e->kc == MAP_FAILED) {
         e->kc = NULL;
         goto oom;
