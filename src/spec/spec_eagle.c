@@ -160,67 +160,72 @@ static char *read_text(const char *path, size_t *len)
 
 static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
-/* config.json: architecture, layer count, draft vocabulary, capture layers. */
-static int load_config(spec_eagle *e, const char *dir, const model_config *tc, int *at, char *err, size_t errlen)
+int spec_eagle_config_parse(const char *txt, size_t len, const model_config *tc, int eagle3, spec_eagle_config *out,
+                            char *err, size_t errlen)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len = 0;
-    char *txt = read_text(path, &len);
-    if (!txt) {
-        snprintf(err, errlen, "the EAGLE head %s has no readable config.json", dir);
-        return -1;
-    }
+    memset(out, 0, sizeof *out);
+    out->at[0] = MODEL_CAPTURE_FINAL_NORM;
+    out->n_at = eagle3 ? 3 : 1;
     int rc = -1;
     json_error_t je;
     json_t *root = json_loadb(txt, len, 0, &je);
     if (!json_is_object(root)) {
-        snprintf(err, errlen, "%s: not a JSON object (%s)", path, je.text);
+        snprintf(err, errlen, "config.json: not a JSON object (%s)", je.text);
         goto out;
     }
     json_t *archs = json_object_get(root, "architectures");
     const char *arch = json_string_value(json_array_get(archs, 0));
     int is3 = arch && strstr(arch, "Eagle3") != NULL;
     if (!arch || (!strstr(arch, "Eagle") && !strstr(arch, "EAGLE"))) {
-        snprintf(err, errlen, "%s: architectures[0] %s is not an EAGLE head (LlamaForCausalLMEagle / LlamaForCausalLMEagle3)",
-                 path, arch ? arch : "(none)");
+        snprintf(err, errlen,
+                 "config.json: architectures[0] %.64s is not an EAGLE head (LlamaForCausalLMEagle / LlamaForCausalLMEagle3)",
+                 arch ? arch : "(none)");
         goto out;
     }
-    if (is3 != e->eagle3) {
-        snprintf(err, errlen, "%s: the head is %s but --speculative-algorithm is %s", path, arch,
-                 e->eagle3 ? "EAGLE3" : "EAGLE");
+    if (is3 != eagle3) {
+        snprintf(err, errlen, "config.json: the head is %.64s but --speculative-algorithm is %s", arch,
+                 eagle3 ? "EAGLE3" : "EAGLE");
         goto out;
     }
     json_t *nl = json_object_get(root, "num_hidden_layers");
     if (nl && json_integer_value(nl) != 1) {
-        snprintf(err, errlen, "%s: num_hidden_layers %lld: sglc runs EAGLE heads of one layer", path,
+        snprintf(err, errlen, "config.json: num_hidden_layers %lld: sglc runs EAGLE heads of one layer",
                  (long long)json_integer_value(nl));
         goto out;
     }
-    if (model_config_parse(&e->cfg, txt, len, "{\"architectures\":[\"LlamaForCausalLM\"]}", 0, err, errlen))
+    if (model_config_parse(&out->cfg, txt, len, "{\"architectures\":[\"LlamaForCausalLM\"]}", 0, err, errlen))
         goto out;
     json_t *th = json_object_get(root, "target_hidden_size");
-    if (e->cfg.hidden_size != tc->hidden_size || (th && json_integer_value(th) != tc->hidden_size)) {
-        snprintf(err, errlen, "the EAGLE head's hidden size (%d) differs from the target model's (%d)",
-                 th ? (int)json_integer_value(th) : e->cfg.hidden_size, tc->hidden_size);
+    if (out->cfg.hidden_size != tc->hidden_size || (th && json_integer_value(th) != tc->hidden_size)) {
+        snprintf(err, errlen, "the EAGLE head's hidden size (%lld) differs from the target model's (%d)",
+                 th ? (long long)json_integer_value(th) : (long long)out->cfg.hidden_size, tc->hidden_size);
         goto out;
     }
-    if (e->cfg.vocab_size != tc->vocab_size) {
-        snprintf(err, errlen, "the EAGLE head's vocab_size (%d) differs from the target model's (%d)", e->cfg.vocab_size,
-                 tc->vocab_size);
+    if (out->cfg.vocab_size != tc->vocab_size) {
+        snprintf(err, errlen, "the EAGLE head's vocab_size (%d) differs from the target model's (%d)",
+                 out->cfg.vocab_size, tc->vocab_size);
         goto out;
     }
     json_t *dv = json_object_get(root, "draft_vocab_size");
-    e->Vd = json_is_integer(dv) ? (int)json_integer_value(dv) : 0; /* 0: decided by the lm_head tensor */
-    if (e->eagle3) {
+    if (json_is_integer(dv) && (json_integer_value(dv) < 1 || json_integer_value(dv) > tc->vocab_size)) {
+        snprintf(err, errlen, "config.json: draft_vocab_size %lld outside [1, %d]", (long long)json_integer_value(dv),
+                 tc->vocab_size);
+        goto out;
+    }
+    out->draft_vocab = json_is_integer(dv) ? (int)json_integer_value(dv) : 0; /* 0: decided by the lm_head tensor */
+    if (eagle3) {
         json_t *ids = json_object_get(json_object_get(root, "eagle_config"), "eagle_aux_hidden_state_layer_ids");
         int L = tc->n_layer;
+        int *at = out->at;
         if (json_is_array(ids)) {
             if (json_array_size(ids) != 3) {
-                snprintf(err, errlen, "%s: eagle_aux_hidden_state_layer_ids must list 3 layers", path);
+                snprintf(err, errlen, "config.json: eagle_aux_hidden_state_layer_ids must list 3 layers");
                 goto out;
             }
-            for (int i = 0; i < 3; i++) at[i] = (int)json_integer_value(json_array_get(ids, (size_t)i)) + 1;
+            for (int i = 0; i < 3; i++) {
+                json_int_t v = json_integer_value(json_array_get(ids, (size_t)i));
+                at[i] = v < -1 || v > L ? L : (int)v + 1;
+            }
         } else {
             at[0] = 2, at[1] = L / 2, at[2] = L - 3; /* SGLang's default */
         }
@@ -237,8 +242,28 @@ static int load_config(spec_eagle *e, const char *dir, const model_config *tc, i
     rc = 0;
 out:
     json_decref(root);
-    free(txt);
     return rc;
+}
+
+/* DIR/config.json into e (cfg, Vd) and the capture points at. */
+static int load_config(spec_eagle *e, const char *dir, const model_config *tc, int *at, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len = 0;
+    char *txt = read_text(path, &len);
+    if (!txt) {
+        snprintf(err, errlen, "the EAGLE head %s has no readable config.json", dir);
+        return -1;
+    }
+    spec_eagle_config hc;
+    int rc = spec_eagle_config_parse(txt, len, tc, e->eagle3, &hc, err, errlen);
+    free(txt);
+    if (rc) return -1;
+    e->cfg = hc.cfg;
+    e->Vd = hc.draft_vocab;
+    memcpy(at, hc.at, sizeof hc.at);
+    return 0;
 }
 
 static int load_weights(spec_eagle *e, const char *dir, char *err, size_t errlen)

@@ -50,10 +50,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/config.h"
 #include "model/model.h"
 #include "spec/spec_draft.h"
 
 typedef struct spec_eagle spec_eagle;
+
+/* What the head's config.json says (spec_eagle_config_parse). */
+typedef struct spec_eagle_config {
+    model_config cfg;            /* parsed as a Llama config (attention sizes, rope, eps) */
+    int draft_vocab;             /* draft_vocab_size, 0 = absent */
+    int at[3];                   /* capture points (model_set_capture) */
+    int n_at;                    /* 1 (EAGLE: the final-normed hidden) or 3 (EAGLE3) */
+} spec_eagle_config;
+
+/* Parse config.json text (len bytes) of a head for a target of config tc
+ * (eagle3: the algorithm asked for).  0, or -1 with the reason in err
+ * (not an EAGLE architecture, the other version, more than one layer,
+ * hidden size or vocabulary unlike the target's, capture layers outside
+ * the target).  The fuzz entry (tests/fuzz/fuzz_eagle_config.c). */
+int spec_eagle_config_parse(const char *txt, size_t len, const model_config *tc, int eagle3, spec_eagle_config *out,
+                            char *err, size_t errlen);
 
 /* Load the head in dir for target (borrowed) and install the capture on
  * it for target_slots KV slots.  eagle3: the algorithm asked for (the
