@@ -5,8 +5,9 @@
  *   the EAGLE layer over the target's own hidden states (1e-4 relative),
  *   and its greedy chain gives the same ids (a wrong head would otherwise
  *   pass: outputs are identical for any draft);
- * - greedy outputs identical with and without the drafter, alone and in
- *   one batch, page sizes 1 and 16, chunked prefill with mixed chunks;
+ * - greedy (and seeded temperature-1) outputs identical with and without
+ *   the drafter, alone and in one batch, page sizes 1 and 16, chunked
+ *   prefill with mixed chunks;
  *   the per-request counters add up; a stop token inside a drafted run;
  * - no KV page leaked (target pool) after a mixed workload with aborts;
  * - start-up errors: wrong hidden size, missing weights, a head of the
@@ -339,17 +340,19 @@ static void test_logits_vs_torch(void **state)
     logits_vs_torch("eagle3", 1);
 }
 
+/* Greedy and seeded sampling: the verify path keeps the outputs. */
 static void test_greedy_identical(void **state)
 {
     (void)state;
     NEED_HEADS();
-    req_cfg cfg[6] = {
+    req_cfg cfg[8] = {
         {0, 40, 70, false, 0, true, false, -1}, {2, 30, 60, false, 0, false, true, -1},
         {1, 12, 50, false, 0, true, false, -1}, {0, 25, 1, false, 0, false, false, -1},
         {2, 50, 64, false, 0, true, true, -1},  {1, 20, 48, false, 0, false, false, -1},
+        {2, 30, 40, true, 9, true, false, -1},  {0, 25, 33, true, 4, false, true, -1}, /* seeded sampling */
     };
-    const int n = 6;
-    static result ref[6], got[6];
+    const int n = 8;
+    static result ref[8], got[8];
     sched_stats st_ref, st;
     spec_drafter_stats dst;
     const sched_cfg scs[3] = {{.page_size = 1}, {.page_size = 16}, {.page_size = 1, .chunked = 16, .mixed = true}};
