@@ -3,10 +3,10 @@
 # with random heads for TinyStories-656K (tests/ref/eagle_ref.py make):
 # - `sglc generate --requests`: greedy output_ids identical with and without
 #   EAGLE, EAGLE3 and NEXTN (= EAGLE), a batch of 4; with chunked prefill
-#   (16) and mixed chunks; page 16; 5 steps; meta_info carries
+#   (16) and mixed chunks; page 16; 5 steps; --dp-size 2; meta_info carries
 #   spec_verify_ct / spec_accept_length / ... consistent with the output;
 # - a text prompt with a stop string: the same text and finish reason;
-# - `sglc serve` with EAGLE3: /generate meta_info spec fields;
+# - `sglc serve` with EAGLE3: /generate meta_info spec fields; bench-offline;
 # - start-up errors: a head of the wrong hidden size, a folder without
 #   weights, the other EAGLE version; usage errors (exit 2): topk 2,
 #   --speculative-token-map, no head path.
@@ -79,6 +79,12 @@ check "EAGLE3 with chunked prefill 16 + mixed chunks: identical" "'$PY' -c '$cmp
 gen "$T/pp.jsonl" --page-size 16
 gen "$T/ep.jsonl" --page-size 16 --speculative-algorithm EAGLE --speculative-draft-model-path "$H1"
 check "EAGLE with page 16: identical" "'$PY' -c '$cmp_py' '$T/pp.jsonl' '$T/ep.jsonl'"
+
+gen "$T/dp.jsonl" --threads 2 --dp-size 2 --speculative-algorithm EAGLE --speculative-draft-model-path "$H1"
+check "EAGLE under --dp-size 2 (a capture per replica): identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/dp.jsonl'"
+"$BIN" bench-offline --model-path "$M" --num-prompts 4 --random-input-len 16 --random-output-len 32 --threads 1 \
+    --speculative-algorithm EAGLE3 --speculative-draft-model-path "$H3" --log-level warning >"$T/bench.txt" 2>>"$T/err"
+check "bench-offline EAGLE3: accept length printed" "grep -q '^Accept length:' '$T/bench.txt'"
 
 # a stop string: text prompt, the stop taken from the plain output's middle
 printf '%s\n' '{"text": "Once upon a time", "sampling_params": {"temperature": 0, "max_new_tokens": 60}}' >"$T/t.jsonl"
