@@ -111,7 +111,8 @@ static int load_mat(const st_archive *a, const char *name, int n, int k, kern_ma
     snprintf(nm, sizeof nm, "%s.weight", name);
     const st_tensor *t = get(a, nm, n, k, 1, err, errlen);
     if (!t) return -1;
-    if (kern_mat_init(m, t->data, (dtype)t->dt, n, k, DTYPE_F32, 0)) {
+    /* a bf16 head stays bf16 (half the bytes a draft step reads); others run in f32 */
+    if (kern_mat_init(m, t->data, (dtype)t->dt, n, k, t->dt == DTYPE_BF16 ? DTYPE_BF16 : DTYPE_F32, 0)) {
         snprintf(err, errlen, "out of memory for EAGLE head tensor %s", nm);
         return -1;
     }

@@ -39,7 +39,8 @@
  * from the target's hidden states once verified).  Greedy drafts; the
  * scheduler's verification keeps outputs identical to plain decoding.
  *
- * One thread (the scheduler's), plain f32 matrices (kern_matmul).
+ * One thread (the scheduler's), kern_matmul over the head's matrices (bf16
+ * when the file holds bf16, else f32).
  *
  * Ownership: spec_eagle borrows the target model (it must outlive it) and
  * owns the head's weights, its KV, and the capture store it installs on

@@ -11,7 +11,8 @@ DESIGN
                     stream entering target layers (ids + 1, ascending),
                     `midlayer.*` with q/k/v over 2H = cat(input_layernorm(
                     embed), hidden_norm(hidden)), norm, lm_head over a
-                    512-token draft vocabulary and d2t offsets), OUT/wrong_h
+                    512-token draft vocabulary and d2t offsets),
+                    OUT/eagle1_bf16 (eagle1 stored as BF16), OUT/wrong_h
                     (hidden_size 64) and OUT/nofile (config only).  Seeded
                     numpy weights, N(0, 1/fan_in) matrices, norms 1 + 0.1 N.
   check HEAD TARGET DUMP
@@ -94,6 +95,11 @@ def make(out, target):
           "embed_tokens.weight": mat(V, H)}  # a decoy: SGLang uses the target's embeddings
     t1.update(layer("layers.0.", H, H, c1, False))
     write("eagle1", c1, t1)
+    d = os.path.join(out, "eagle1_bf16")  # the same head stored as BF16 (published heads are)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(dict(c1, torch_dtype="bfloat16"), f, indent=1)
+    safetensors_np.write(os.path.join(d, "model.safetensors"), t1, dtype="BF16")
 
     Vd = 512
     c3 = head_config(tcfg, "LlamaForCausalLMEagle3",

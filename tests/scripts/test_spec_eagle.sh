@@ -72,6 +72,9 @@ check "EAGLE3: greedy ids identical, spec_* meta_info consistent" "'$PY' -c '$cm
 gen "$T/nx.jsonl" --speculative-algorithm NEXTN --speculative-draft-model-path "$H1" --speculative-num-steps 5 \
     --speculative-eagle-topk 1 --speculative-num-draft-tokens 6
 check "NEXTN (= EAGLE), 5 steps, topk 1: identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/nx.jsonl'"
+gen "$T/eb.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "$T/h/eagle1_bf16"
+check "EAGLE with a BF16-stored head (bf16 matrices): identical" \
+    "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/eb.jsonl'"
 gen "$T/pc.jsonl" --chunked-prefill-size 16 --enable-mixed-chunk
 gen "$T/ec.jsonl" --chunked-prefill-size 16 --enable-mixed-chunk --speculative-algorithm EAGLE3 \
     --speculative-draft-model-path "$H3"

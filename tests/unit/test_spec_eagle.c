@@ -4,7 +4,8 @@
  * - the head's first-step logits equal an independent PyTorch reference of
  *   the EAGLE layer over the target's own hidden states (1e-4 relative),
  *   and its greedy chain gives the same ids (a wrong head would otherwise
- *   pass: outputs are identical for any draft);
+ *   pass: outputs are identical for any draft); also the EAGLE-1 head
+ *   stored as BF16 (run with bf16 matrices);
  * - greedy (and seeded temperature-1) outputs identical with and without
  *   the drafter, alone and in one batch, page sizes 1 and 16, chunked
  *   prefill with mixed chunks;
@@ -338,6 +339,7 @@ static void test_logits_vs_torch(void **state)
     NEED_HEADS();
     logits_vs_torch("eagle1", 0);
     logits_vs_torch("eagle3", 1);
+    logits_vs_torch("eagle1_bf16", 0);
 }
 
 /* Greedy and seeded sampling: the verify path keeps the outputs. */
