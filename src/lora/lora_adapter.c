@@ -9,7 +9,9 @@
  * pairs kept bf16, others as f32.  Fused pairs (qkv_proj, gate_up_proj)
  * are set aside in pass 1 and become per-part views (A shared, B's rows
  * offset) in the same slots, so pass 2 never sees them.  The
- * safetensors file is closed afterwards: nothing is borrowed from it. */
+ * safetensors file is closed afterwards: nothing is borrowed from it.
+ * Under tensor / pipeline parallelism each rank keeps its slice of every
+ * pair and rank 0 ships the load to the other ranks (lora_shard.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "lora/lora.h"
+#include "lora/lora_shard.h"
 #include "model/safetensors.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -176,6 +179,7 @@ void lora_adapter_ref(lora_adapter *a) { __atomic_add_fetch(&a->refs, 1, __ATOMI
 void lora_adapter_unref(lora_adapter *a)
 {
     if (!a || __atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    model_tp_lora_release(a->ma.tp_uid); /* rank 0: the workers' shards go too */
     free(a->name);
     free(a->path);
     free((void *)a->ma.proj);
@@ -190,12 +194,6 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     double t0 = time_now_sec();
     const model_config *mc = model_get_config(m);
     const int L = mc->n_layer;
-    if (model_tp_size(m) > 1) { /* the worker ranks would run without the adapter */
-        errmsg_set(err, errlen, "LoRA adapter %s: adapters are not sharded across the %d "
-                   "tensor/pipeline-parallel ranks yet (load it with --tp-size 1)", name,
-                   model_tp_size(m));
-        return NULL;
-    }
     char dir[4096], fpath[4200];
     snprintf(dir, sizeof dir, "%s", path);
     size_t dl = strlen(dir);
@@ -259,7 +257,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
      * [layer][group][is_b], and the per-part views of them put into ta */
     const st_tensor **fta = calloc((size_t)L * 4, sizeof *fta);
     st_tensor *views = calloc((size_t)L * 10, sizeof *views);
-    if (!ta || !proj || !fta || !views) {
+    linear_shard *shs = calloc((size_t)nslot, sizeof *shs); /* this rank's slice of each pair */
+    if (!ta || !proj || !fta || !views || !shs) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
     }
@@ -298,6 +297,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         }
         *dst = t;
     }
+    int n_pairs = 0;
     /* fused pairs: A is shared by the parts, B's rows split (q, k, v rows;
      * gate, up rows), each part then checked and stored as its own pair */
     for (int f = 0; f < L * 2; f++) {
@@ -310,14 +310,20 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         }
         const int layer = f / 2, np = f % 2 ? 2 : 3;
         const model_proj p0 = f % 2 ? MODEL_PROJ_GATE : MODEL_PROJ_Q;
-        int rows[3], k = 0, total = 0;
+        int rows[3], total = 0, here = 1;
         for (int j = 0; j < np; j++) {
-            int rc = model_proj_shape(m, layer, (model_proj)(p0 + j), &rows[j], &k);
-            if (rc) {
+            linear_shard sh = {0};
+            int rc = lora_shard_proj(m, layer, (model_proj)(p0 + j), &sh);
+            if (rc == 1) here = 0; /* another pipeline stage's layer: checked there */
+            else if (rc) {
                 no_proj_msg(rc, name, B->name, layer, (model_proj)(p0 + j), err, errlen);
                 goto fail;
             }
-            total += rows[j];
+            rows[j] = sh.full_rows, total += rows[j];
+        }
+        if (!here) {
+            n_pairs++;
+            continue;
         }
         if (B->ndim != 2 || B->shape[0] != total || B->shape[1] != cfg.r) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
@@ -342,7 +348,6 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             ta[s * 2] = va, ta[s * 2 + 1] = vb;
         }
     }
-    int n_pairs = 0;
     for (int s = 0; s < nslot; s++) {
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A && !B) continue;
@@ -352,19 +357,27 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        A ? "B" : "A");
             goto fail;
         }
-        int n, k;
+        int n, k, there = 0; /* there: another pipeline stage keeps (and checks) it */
         if (s == s_head) {
-            model_lm_head_shape(m, &n, &k);
-        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r) */
-            n = mc->hidden_size, k = mc->vocab_size;
+            there = lora_shard_lm_head(m, &shs[s]);
+        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r), replicated */
+            there = lora_shard_embed_elsewhere(m);
+            shs[s] = linear_shard_full(mc->hidden_size, mc->vocab_size);
         } else {
-            int rc = model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &n, &k);
-            if (rc) {
+            int rc = lora_shard_proj(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &shs[s]);
+            if (rc < 0) {
                 no_proj_msg(rc, name, have->name, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ),
                             err, errlen);
                 goto fail;
             }
+            there = rc == 1;
         }
+        n_pairs++;
+        if (there) {
+            ta[s * 2] = ta[s * 2 + 1] = NULL; /* not kept on this rank */
+            continue;
+        }
+        n = shs[s].full_rows, k = shs[s].full_cols; /* checked against the full projection */
         const int r = cfg.r;
         if (A->ndim != 2 || A->shape[0] != r || A->shape[1] != k) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
@@ -378,16 +391,14 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        B->ndim > 1 ? (long long)B->shape[1] : -1LL, n, r);
             goto fail;
         }
-        size_t es = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb ? 2 : 4;
-        floats += es * (size_t)r * ((size_t)k + (size_t)n);
-        n_pairs++;
+        floats += lora_shard_pair_bytes(&shs[s], r, A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb);
     }
     if (!n_pairs) {
         errmsg_set(err, errlen, "LoRA adapter %s: %s holds no LoRA weights", name, fpath);
         goto fail;
     }
     a = calloc(1, sizeof *a);
-    if (!a || !(a->mem = malloc(floats)) || !(a->name = strdup(name)) ||
+    if (!a || !(a->mem = malloc(floats ? floats : 1)) || !(a->name = strdup(name)) ||
         !(a->path = strdup(path))) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
@@ -399,7 +410,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     for (int s = 0; s < nslot; s++) {
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A) continue;
-        const int r = cfg.r, k = (int)A->shape[1], n = (int)B->shape[0];
+        const int r = cfg.r, k = (int)A->shape[1], n = (int)B->shape[0]; /* embed: whole */
         const bool bf = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb;
         linear_adapter *la = s == s_head ? &a->ma.lm_head : s == s_emb ? &a->ma.embed : &proj[s];
         la->rank = r, la->scale = scale, la->a = p, la->dt = bf ? DTYPE_BF16 : DTYPE_F32;
@@ -422,25 +433,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                 for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
             }
             p = (char *)(q + (size_t)r * n);
-        } else if (bf) {
-            uint16_t *q = (uint16_t *)p;
-            memcpy(q, A->data, (size_t)r * k * 2);
-            q += (size_t)r * k;
-            la->bt = q;
-            const uint16_t *bs = B->data;
-            for (int o = 0; o < n; o++)
-                for (int j = 0; j < r; j++) memcpy(&q[(size_t)j * n + o], &bs[(size_t)o * r + j], 2);
-            p = (char *)(q + (size_t)r * n);
-        } else {
-            float *q = (float *)p, brow[LINEAR_MAX_RANK];
-            row_f32(A, 0, (size_t)r * k, q);
-            q += (size_t)r * k;
-            la->bt = q;
-            for (int o = 0; o < n; o++) {
-                row_f32(B, (size_t)o * r, (size_t)r, brow);
-                for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
-            }
-            p = (char *)(q + (size_t)r * n);
+        } else { /* this rank's slice (all of it in one process) */
+            p = lora_shard_copy(A, B, r, &shs[s], bf, p, la);
         }
     }
     a->bytes = floats;
@@ -452,7 +446,12 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     free(ta);
     free(fta);
     free(views);
+    free(shs);
     st_close(&ar);
+    if (lora_shard_ship(a, m, lim, err, errlen)) { /* rank 0 of a group: the workers load theirs */
+        lora_adapter_unref(a);
+        return NULL;
+    }
     a->load_ms = (time_now_sec() - t0) * 1e3;
     return a;
 fail_a:
@@ -463,6 +462,7 @@ fail:
     free(ta);
     free(fta);
     free(views);
+    free(shs);
     free(proj);
     st_close(&ar);
     return NULL;
