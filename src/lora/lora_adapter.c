@@ -267,6 +267,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     for (int i = 0; i < ar.n_tensors; i++) {
         const st_tensor *t = &ar.tensors[i];
         tinfo ti = {0};
+        if (lora_shard_name_ok(m, name, t->name, err, errlen)) goto fail; /* TP / PP: unsliced kinds */
         if (name_tensor(t->name, L, &ti, e2, sizeof e2)) {
             errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
             goto fail;

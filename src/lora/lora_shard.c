@@ -43,6 +43,7 @@
 
 #include "model/model_impl.h"
 #include "util/errmsg.h"
+#include "util/log.h"
 
 static const linear_weight *proj_weight(const model_layer *l, model_proj p)
 {
@@ -127,6 +128,16 @@ char *lora_shard_copy(const st_tensor *A, const st_tensor *B, int r, const linea
     return (char *)(q + (size_t)r * nr);
 }
 
+int lora_shard_name_ok(const model *m, const char *aname, const char *tname, char *err, size_t errlen)
+{
+    const model_tp *t = &m->w->tp;
+    if (t->size <= 1 || (!strstr(tname, ".experts.") && !strstr(tname, "shared_expert"))) return 0;
+    errmsg_set(err, errlen, "LoRA adapter %s: tensor %s adapts an MoE expert, which sglc does not "
+               "shard across the %d %s-parallel ranks yet (load it with --tp-size 1 --pp-size 1, or "
+               "target attention only)", aname, tname, t->size, t->pp_n > 1 ? "pipeline" : "tensor");
+    return -1;
+}
+
 /* The load message: int32 max_rank, uint32 allowed, name NUL, path NUL. */
 int lora_shard_ship(lora_adapter *a, const model *m, const lora_limits *lim, char *err,
                     size_t errlen)
@@ -176,6 +187,8 @@ static const model_adapter *worker_load(model *m, const void *msg, size_t len, u
     lora_adapter *a = lora_adapter_load(name, path, m, &lim, err, errlen);
     if (!a) return NULL;
     a->uid = uid;
+    log_info("rank %d: LoRA adapter %s (id %llu): this rank's shard, %zu bytes", model_tp_rank(m), name,
+             (unsigned long long)uid, a->bytes);
     return &a->ma;
 }
 
@@ -183,6 +196,7 @@ static void worker_release(const model_adapter *ad)
 {
     if (!ad) return;
     lora_adapter *a = (lora_adapter *)((const char *)ad - offsetof(lora_adapter, ma));
+    log_info("worker rank: LoRA adapter %s (id %llu) freed", a->name, (unsigned long long)a->uid);
     lora_adapter_unref(a);
 }
 

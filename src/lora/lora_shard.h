@@ -23,6 +23,12 @@ int lora_shard_lm_head(const model *m, linear_shard *sh);
  * replicated, its adapter kept whole. */
 int lora_shard_embed_elsewhere(const model *m);
 
+/* Under TP / PP, an adapter tensor this file cannot slice (an MoE expert's
+ * or shared expert's, by name) is refused: -1 with a message naming it;
+ * else 0.  (Multi-head latent attention models are refused for TP and PP
+ * at model load, so their adapters never get here.) */
+int lora_shard_name_ok(const model *m, const char *aname, const char *tname, char *err, size_t errlen);
+
 /* Bytes of one pair sliced to sh: A (r, sh->cols), Bᵀ (r, sh->rows). */
 size_t lora_shard_pair_bytes(const linear_shard *sh, int r, bool bf16);
 /* Copy the pair A (r, full_cols), B (full_rows, r) of the file, sliced to

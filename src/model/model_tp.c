@@ -433,7 +433,13 @@ int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char
     tp_hdr h = {.cmd = TP_CMD_LORA_LOAD, .payload = (int64_t)(sizeof uid + len)};
     model_tp_lock(m);
     int rc = -1;
-    if (dist_broken(t->g) || send_cmd(t, &h, pay) ||
+    /* shards rank 0 freed since the last step go first (an eviction for this load) */
+    pthread_mutex_lock(&rel_mu);
+    tp_hdr f0 = {.cmd = TP_CMD_LORA_FREE, .n_free = rel_n, .payload = (int64_t)(sizeof(uint64_t) * (size_t)rel_n)};
+    int frc = rel_n && !dist_broken(t->g) ? send_cmd(t, &f0, rel_uid) : 0;
+    if (!frc) rel_n = 0;
+    pthread_mutex_unlock(&rel_mu);
+    if (frc || dist_broken(t->g) || send_cmd(t, &h, pay) ||
         dist_gather(t->g, mine, TP_STATUS, st, 0, DIST_TIMEOUT_DEFAULT)) {
         snprintf(err, errlen, "tensor parallelism: %s", dist_error(t->g));
     } else {
