@@ -9,7 +9,9 @@ gate_up_proj adapters, PHI3_VARIANTS).  For each adapter:
 
   - `generate --lora-path` at --tp-size 1 must move the prompt logits
     (max |d| > 1e-2 against the base: the adapter is not ignored);
-  - --tp-size 2 and --pp-size 2 give the prompt logits of --tp-size 1
+  - --tp-size 2 and --pp-size 2 (and, for llama3, `mpirun -np 2 ...
+    --tp-size 2` when mpirun and an Open MPI build are there) give the
+    prompt logits of --tp-size 1
     within TOL relative (max|d| / max|ref|; measured ~1e-6: the shards sum
     in another order) and identical greedy ids.
 
@@ -22,6 +24,7 @@ layer 1 refuses it) for the server part.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,10 +53,23 @@ def report(ok, msg):
         fails += 1
 
 
-def run(model, ids, lora, tp=1, pp=1, n_new=8):
+def mpi_cmd():
+    """mpirun -np 2 when mpirun exists and the binary links Open MPI, else None."""
+    if not shutil.which("mpirun"):
+        return None
+    p = subprocess.run(["ldd", BIN], capture_output=True, text=True)
+    if "libmpi" not in p.stdout:
+        return None
+    return ["mpirun", "--oversubscribe", "-np", "2"] + (["--allow-run-as-root"] if os.getuid() == 0 else [])
+
+
+MPI = mpi_cmd()
+
+
+def run(model, ids, lora, tp=1, pp=1, n_new=8, mpi=False):
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "logits.f32")
-        cmd = [BIN, "generate", "--model-path", model, "--input-ids", ",".join(map(str, ids)),
+        cmd = (MPI if mpi else []) + [BIN, "generate", "--model-path", model, "--input-ids", ",".join(map(str, ids)),
                "--max-new-tokens", str(n_new), "--temperature", "0", "--json", "--ignore-eos",
                "--dtype", "float32", "--dump-logits", path, "--tp-size", str(tp), "--pp-size", str(pp),
                "--threads", "2", "--dist-timeout", "60"]
@@ -86,7 +102,7 @@ def adapters_for(name, f32_dir, out, variants, n=None):
     return cfg, dirs
 
 
-def check_model(name, f32_dir, dirs, vocab):
+def check_model(name, f32_dir, dirs, vocab, mpi=False):
     ids = [(i * 37) % (vocab - 3) + 3 for i in range(24)]
     _, base, err = run(f32_dir, ids, None)
     if base is None:
@@ -100,9 +116,9 @@ def check_model(name, f32_dir, dirs, vocab):
             continue
         moved = float(np.max(np.abs(ref - base)))
         report(moved > 1e-2, f"{tag} tp=1: the adapter moves the logits by {moved:.3g}")
-        for tp, pp in ((2, 1), (1, 2)):
-            got_ids, got, err = run(f32_dir, ids, d, tp=tp, pp=pp)
-            what = f"tp={tp}" if tp > 1 else f"pp={pp}"
+        for tp, pp, over_mpi in ((2, 1, False), (1, 2, False)) + (((2, 1, True),) if mpi and MPI else ()):
+            got_ids, got, err = run(f32_dir, ids, d, tp=tp, pp=pp, mpi=over_mpi)
+            what = (f"tp={tp}" if tp > 1 else f"pp={pp}") + (" (mpirun)" if over_mpi else "")
             if got is None:
                 report(False, f"{tag} {what}: failed: {err[-500:]}")
                 continue
@@ -206,7 +222,9 @@ def main():
             with open(os.path.join(ldirs[0], "adapter_config.json")) as f, \
                     open(os.path.join(bad, "adapter_config.json"), "w") as g:
                 g.write(f.read())
-        check_model("llama3", llama, ldirs, cfg["vocab_size"])
+        if not MPI:
+            print("note: no mpirun / Open MPI build: the mpirun runs are skipped")
+        check_model("llama3", llama, ldirs, cfg["vocab_size"], mpi=True)
         check_mixed(llama, ldirs, td)
         import make_tiny_ds
         q, _ = make_tiny_ds.build("qwen2-moe", cache, SHARED)
