@@ -9,7 +9,8 @@
 # `serve --tp-size 2` with --lora-paths a0: /load_lora_adapter a1 at run
 # time, /generate with a0, a1 and the base in one batch list = the
 # one-process offline ids and logprobs, /unload_lora_adapter a1, and a
-# request naming a1 gets SGLang's 400.  A `serve --pp-size 2`: an adapter
+# request naming a1 gets SGLang's 400; loads / unloads while 24 requests
+# run lose none; rank 1's shard has the sliced size and is freed.  A `serve --pp-size 2`: an adapter
 # whose layer-1 tensor has the wrong shape passes rank 0 (layer 0) and is
 # refused by rank 1: the route's 400 names rank 1, the name stays unloaded
 # (400 on use) and a good adapter loads under it afterwards.
@@ -100,6 +101,27 @@ if mode == "tp":
     st, r = post("/generate", body("a0"))
     if st == 200: same(r, "a0", "tp=2 a0 after the unload")
     else: check(False, f"tp=2 a0 after the unload: {st} {r}")
+    # loads / unloads (HTTP threads) while requests run (the scheduler):
+    # rank 0's group lock puts each load between two steps
+    import threading
+    res, errs = [], []
+    def client(i):
+        for j in range(6):
+            name = "a0" if (i + j) % 2 else None
+            st, r = post("/generate", body(name))
+            res.append((name or "-", st, r))
+    th = [threading.Thread(target=client, args=(i,)) for i in range(4)]
+    for x in th: x.start()
+    for j in range(4):
+        st1, _ = post("/load_lora_adapter", {"lora_name": "a2", "lora_path": f"{tmp}/a2"})
+        st2, _ = post("/unload_lora_adapter", {"lora_name": "a2"})
+        if (st1, st2) != (200, 200): errs.append((j, st1, st2))
+    for x in th: x.join()
+    check(not errs, f"tp=2 4 load/unload cycles of a2 while 24 requests run: {errs or 'all 200'}")
+    refs = {n: json.loads(open(f"{tmp}/ref_{n}").read().splitlines()[0])["output_ids"] for n in ("a0", "-")}
+    bad = [(n, st) for n, st, r in res if st != 200 or r.get("output_ids") != refs[n]]
+    check(len(res) == 24 and not bad, f"tp=2 the 24 concurrent requests = one process: {len(res) - len(bad)}/24")
+    post("/generate", body(None))  # a step after the last unload: the workers free what rank 0 freed
     # rank 1 holds its slice only: column-parallel pairs A whole + half of
     # B's rows, row-parallel (o, down) half of A's columns + B whole
     sys.path.insert(0, root + "/tools")
@@ -121,6 +143,9 @@ if mode == "tp":
     check(got == want, f"tp=2 rank 1's shard of a0: {got} bytes (expected {want}; the whole adapter {full})")
     check(re.search(r"LoRA adapter a1 \(id \d+\) freed", text) is not None,
           "tp=2 rank 1 freed its shard of a1 after the unload")
+    n_in = len(re.findall(r"rank 1: LoRA adapter a2 \(id \d+\): this rank's shard", text))
+    n_out = len(re.findall(r"LoRA adapter a2 \(id \d+\) freed", text))
+    check(n_in == 4 and n_out == 4, f"tp=2 rank 1 loaded a2 {n_in} times and freed it {n_out} times (4 and 4)")
 else:
     st, r = post("/load_lora_adapter", {"lora_name": "x", "lora_path": f"{tmp}/bad"})
     msg = (r or {}).get("error_message", "")
