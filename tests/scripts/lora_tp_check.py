@@ -15,8 +15,10 @@ gate_up_proj adapters, PHI3_VARIANTS).  For each adapter:
     within TOL relative (max|d| / max|ref|; measured ~1e-6: the shards sum
     in another order) and identical greedy ids.
 
+llama3's first adapter also at --tp-size 4 (2 KV heads: replicated).
 Then a mixed batch (`generate --requests`, llama3: the four adapters and
-the base, return_logprob) at --tp-size 2 and --pp-size 2: every line's ids
+the base, return_logprob) at --tp-size 2 (also with the prompts cut into
+chunks of 8 by --chunked-prefill-size) and --pp-size 2: every line's ids
 equal the same line run alone at --tp-size 1, and its output logprobs
 within LP_TOL.  With --write DIR, the llama3 adapters stay in DIR (a0..a3)
 with a "bad" one (layer 1's q_proj B one row short: only the rank holding
@@ -102,7 +104,7 @@ def adapters_for(name, f32_dir, out, variants, n=None):
     return cfg, dirs
 
 
-def check_model(name, f32_dir, dirs, vocab, mpi=False):
+def check_model(name, f32_dir, dirs, vocab, mpi=False, tp4=False):
     ids = [(i * 37) % (vocab - 3) + 3 for i in range(24)]
     _, base, err = run(f32_dir, ids, None)
     if base is None:
@@ -116,7 +118,10 @@ def check_model(name, f32_dir, dirs, vocab, mpi=False):
             continue
         moved = float(np.max(np.abs(ref - base)))
         report(moved > 1e-2, f"{tag} tp=1: the adapter moves the logits by {moved:.3g}")
-        for tp, pp, over_mpi in ((2, 1, False), (1, 2, False)) + (((2, 1, True),) if mpi and MPI else ()):
+        runs = ((2, 1, False), (1, 2, False)) + (((2, 1, True),) if mpi and MPI else ())
+        if tp4 and d == dirs[0]:
+            runs += ((4, 1, False),)  # fewer KV heads than ranks: k/v (and their B rows) replicated
+        for tp, pp, over_mpi in runs:
             got_ids, got, err = run(f32_dir, ids, d, tp=tp, pp=pp, mpi=over_mpi)
             what = (f"tp={tp}" if tp > 1 else f"pp={pp}") + (" (mpirun)" if over_mpi else "")
             if got is None:
@@ -128,7 +133,7 @@ def check_model(name, f32_dir, dirs, vocab, mpi=False):
                    f"{'identical' if got_ids == ref_ids else 'DIFFER'}")
 
 
-def requests(model, lines, path, tp=1, pp=1, lora_paths=()):
+def requests(model, lines, path, tp=1, pp=1, lora_paths=(), extra=()):
     with open(path, "w") as f:
         for o in lines:
             f.write(json.dumps(o) + "\n")
@@ -137,6 +142,7 @@ def requests(model, lines, path, tp=1, pp=1, lora_paths=()):
            "--dist-timeout", "60"]
     if lora_paths:
         cmd += ["--lora-paths", *lora_paths, "--max-loras-per-batch", "8"]
+    cmd += list(extra)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
         return None, p.stderr
@@ -164,9 +170,11 @@ def check_mixed(f32_dir, dirs, td):
         alone.append(r[0] if r else None)
         if not r:
             report(False, f"line {i} alone at tp=1 failed: {err[-300:]}")
-    for tp, pp in ((2, 1), (1, 2)):
-        what = f"tp={tp}" if tp > 1 else f"pp={pp}"
-        got, err = requests(f32_dir, lines, os.path.join(td, "mixed.jsonl"), tp=tp, pp=pp, lora_paths=paths)
+    # the third run: prompts cut into chunks of 8 tokens by the scheduler
+    for tp, pp, ex in ((2, 1, ()), (1, 2, ()), (2, 1, ("--chunked-prefill-size", "8"))):
+        what = (f"tp={tp}" if tp > 1 else f"pp={pp}") + (" chunked 8" if ex else "")
+        got, err = requests(f32_dir, lines, os.path.join(td, "mixed.jsonl"), tp=tp, pp=pp, lora_paths=paths,
+                            extra=ex)
         if got is None:
             report(False, f"mixed batch {what}: failed: {err[-500:]}")
             continue
@@ -224,7 +232,7 @@ def main():
                 g.write(f.read())
         if not MPI:
             print("note: no mpirun / Open MPI build: the mpirun runs are skipped")
-        check_model("llama3", llama, ldirs, cfg["vocab_size"], mpi=True)
+        check_model("llama3", llama, ldirs, cfg["vocab_size"], mpi=True, tp4=True)
         check_mixed(llama, ldirs, td)
         import make_tiny_ds
         q, _ = make_tiny_ds.build("qwen2-moe", cache, SHARED)
