@@ -94,15 +94,15 @@ typedef enum model_proj {
  * while any batch names it. */
 typedef struct model_adapter {
     int n_layer;
+    uint64_t tp_uid;            /* rank 0 of a tensor/pipeline-parallel group: the id the worker
+                                 * ranks hold their shard of this adapter under (0 = not shipped;
+                                 * model_tp_lora_load) */
     const linear_adapter *proj; /* (n_layer * MODEL_NPROJ), [layer * MODEL_NPROJ + p];
                                  * rank 0 = that projection is unchanged; borrowed */
     linear_adapter lm_head;     /* rank 0 = none */
     linear_adapter embed;       /* embed_tokens, rank 0 = none: a = Aᵀ (vocab, r) f32 (row = a
                                  * token's r values), bt = Bᵀ (r, hidden) f32; the row of token t
                                  * gains scale · a[t] · bt before the model's embedding scaling */
-    uint64_t tp_uid;            /* rank 0 of a tensor/pipeline-parallel group: the id the worker
-                                 * ranks hold their shard of this adapter under (0 = not shipped;
-                                 * model_tp_lora_load) */
 } model_adapter;
 
 typedef struct model_batch {
@@ -215,14 +215,6 @@ const char *model_tp_error(const model *m);
  * the slowest rank included), their count, and of those seconds the ones
  * spent waiting for the other ranks to arrive (*wait_s; 0 for MPI). */
 double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
-/* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
- * inputs); nonzero when the model runs no such adaptable dense projection
- * there: -2 an MoE layer's MLP (experts), -3 attention of a multi-head
- * latent attention layer (DeepSeek), -1 otherwise.  Used to check
- * adapters against the model. */
-int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
-/* The LM head's (vocab, hidden). */
-void model_lm_head_shape(const model *m, int *n, int *k);
 /* LoRA under tensor / pipeline parallelism (model_tp.c; the adapter side is
  * lora/lora_shard.c).  Every rank holds its own shard of an adapter under
  * the id rank 0 gave it; rank 0's batches name adapters by that id
@@ -243,6 +235,14 @@ int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char
 /* Rank 0, any thread (never a collective): the adapter uid is gone; the
  * workers free their shards with the next step. */
 void model_tp_lora_release(uint64_t uid);
+/* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
+ * inputs); nonzero when the model runs no such adaptable dense projection
+ * there: -2 an MoE layer's MLP (experts), -3 attention of a multi-head
+ * latent attention layer (DeepSeek), -1 otherwise.  Used to check
+ * adapters against the model. */
+int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
+/* The LM head's (vocab, hidden). */
+void model_lm_head_shape(const model *m, int *n, int *k);
 
 /* VmRSS of this process in bytes (0 if unknown). */
 size_t model_rss_bytes(void);
