@@ -93,10 +93,11 @@ def adapters_for(name, f32_dir, out, variants, n=None):
     state = torch_ref.load_state(f32_dir)
     if "lm_head.weight" not in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    moe = any(lora_ref.is_moe_layer(cfg, i) for i in range(cfg["num_hidden_layers"]))
+    # an MoE model (experts cannot be sliced across ranks: refused under TP / PP)
+    moe = any(cfg.get(x, 0) for x in ("num_experts", "num_local_experts", "n_routed_experts"))
     dirs = []
     for i, (r, alpha, rslora, tag, targets) in enumerate(variants[:n] if n else variants):
-        if moe:  # experts cannot be adapted: attention (and lm_head / embed) only
+        if moe:  # attention (and lm_head / embed) only
             targets = [t for t in targets if t not in lora_ref.MLP]
         d = os.path.join(out, f"{name}-a{i}")
         lora_ref.make_adapter(d, state, cfg, 9100 + i, r + i, alpha, rslora, tag, targets)
