@@ -103,7 +103,23 @@ typedef struct model_adapter {
     linear_adapter embed;       /* embed_tokens, rank 0 = none: a = Aᵀ (vocab, r) f32 (row = a
                                  * token's r values), bt = Bᵀ (r, hidden) f32; the row of token t
                                  * gains scale · a[t] · bt before the model's embedding scaling */
+    /* DeepSeek MLA layers, NULL when the adapter has none: */
+    const linear_adapter *mla;  /* (n_layer * MODEL_NMLA), [layer * MODEL_NMLA + MODEL_MLA_*] */
+    const linear_adapter *kvb;  /* (n_layer * n_head * 2): kv_b_proj's delta on the absorbed
+                                 * per-head matrices, [(layer * n_head + h) * 2] on Wk[h]ᵀ
+                                 * (kvr, nope), + 1 on Wv[h] (v_head_dim, kvr) */
+    /* MoE layers, NULL when none: (n_layer * (n_expert + 1) * 3),
+     * [(layer * (n_expert + 1) + e) * 3 + MODEL_EXPERT_*], e = n_expert the shared expert */
+    const linear_adapter *moe;
+    int n_expert;
 } model_adapter;
+
+/* MLA-only projections (DeepSeek), model_adapter.mla's slots. */
+typedef enum model_mla_proj {
+    MODEL_MLA_Q_A = 0, MODEL_MLA_Q_B, MODEL_MLA_KV_A, MODEL_NMLA
+} model_mla_proj;
+/* An expert's parts, model_adapter.moe's slots. */
+enum { MODEL_EXPERT_GATE = 0, MODEL_EXPERT_UP, MODEL_EXPERT_DOWN };
 
 typedef struct model_batch {
     int n_tokens;
@@ -237,12 +253,22 @@ int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char
 void model_tp_lora_release(uint64_t uid);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
  * inputs); nonzero when the model runs no such adaptable dense projection
- * there: -2 an MoE layer's MLP (experts), -3 attention of a multi-head
- * latent attention layer (DeepSeek), -1 otherwise.  Used to check
+ * there: -2 an MoE layer's dense MLP (its experts: model_expert_shape),
+ * -3 k_proj / v_proj of a multi-head latent attention layer (DeepSeek;
+ * its q_proj and o_proj are adaptable), -1 otherwise.  Used to check
  * adapters against the model. */
 int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
 /* The LM head's (vocab, hidden). */
 void model_lm_head_shape(const model *m, int *n, int *k);
+/* LoRA on MLA: the (n, k) of layer `layer`'s q_a_proj / q_b_proj /
+ * kv_a_proj_with_mqa (which = MODEL_MLA_*) or, which = MODEL_NMLA,
+ * kv_b_proj (n_head * (nope + v), kv_lora_rank).  -3 when the layer is not
+ * MLA, -1 when it has no such projection (q_a / q_b without q_lora_rank). */
+int model_mla_shape(const model *m, int layer, int which, int *n, int *k);
+/* LoRA on experts: the (n, k) of part MODEL_EXPERT_* of expert e of layer
+ * `layer` (e = -1: the shared expert).  -2 when the layer is not MoE, -4 e
+ * >= the number of experts, -1 no shared expert (or a packed layout). */
+int model_expert_shape(const model *m, int layer, int e, int part, int *n, int *k);
 
 /* VmRSS of this process in bytes (0 if unknown). */
 size_t model_rss_bytes(void);

@@ -206,10 +206,12 @@ int model_kv_row_len(const model_config *c, int n_kv_head);
 /* mla.c: multi-head latent attention of layer il over the rows of b
  * (xn normed input in, xn = o_proj(attention) out), run by all nth
  * threads of the forward like the rest of fwd_task; stores each new
- * token's latent + rope key into kv->k[il] at its slot. */
+ * token's latent + rope key into kv->k[il] at its slot.  row_ad (LoRA,
+ * model_lora_rows; NULL = none): b's adapters on q / q_a / q_b / kv_a /
+ * o_proj and kv_b_proj (on the absorbed per-head matrices). */
 struct tpool;
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
-                   const linear_exec *ex, struct tpool *pool, int lo, int hi);
+                   const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
 /* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
 size_t mla_scratch_floats(const model_config *c, size_t T);
 /* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),
@@ -228,9 +230,11 @@ void model_lora_embed(const model_weights *w, const model_adapter *ad, int tok, 
 /* 0, or -1 after logging a malformed adapter part of b. */
 int model_lora_check(const model *m, const model_batch *b);
 /* Adapter index per token row (*row_ad, n_tokens) and per logit row
- * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it); both
+ * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it), with
+ * room after them for n_tokens * k_moe more (MoE: the adapter of each
+ * routed assignment in expert order, filled by the MoE block); both
  * NULL when no sequence has an adapter.  0 or -1 (OOM). */
-int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_ad,
+int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int k_moe, int32_t **row_ad,
                     int32_t **lrow_ad);
 /* The exec for projection p of layer il (il < 0: the LM head, rows =
  * logit rows) with b's adapters of it: ex itself when none applies, else
@@ -239,6 +243,19 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
 const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
                                    const linear_exec *ex, int il, int p, linear_exec *buf,
                                    linear_adapter *abuf);
+/* Slot kinds of model_lora_exec_at: p is a model_proj (il < 0: LM head),
+ * a model_mla_proj, the kv_b view index (h * 2 + 0 for Wk[h]ᵀ, + 1 for
+ * Wv[h]; nh = n_head) or the expert slot (e * 3 + MODEL_EXPERT_*, e =
+ * n_expert: shared). */
+enum { MODEL_LORA_PROJ = 0, MODEL_LORA_MLA, MODEL_LORA_KVB, MODEL_LORA_EXPERT };
+/* model_lora_exec for any slot kind (rows = row_ad). */
+const linear_exec *model_lora_exec_at(const model_batch *b, const int32_t *row_ad,
+                                      const linear_exec *ex, int kind, int il, int p, int nh,
+                                      linear_exec *buf, linear_adapter *abuf);
+/* Only the adapter pass of ex (none when ex carries no adapters) on y (m,
+ * n) from x (m, k); the base product must be complete (a barrier after
+ * it).  This thread's columns. */
+void model_lora_apply(float *y, const float *x, int m, int n, int k, const linear_exec *ex);
 /* n projections of the same input x (q/k/v, gate/up): every base product
  * first, then, when any has adapters, one barrier and their adapter passes
  * (one barrier for the group instead of one per projection).  Same
