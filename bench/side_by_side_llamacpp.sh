@@ -32,7 +32,7 @@
 #                 --model-path FILE.gguf` (so sglc reads llama.cpp-written files).
 #     batch       decode at batch BATCH (16): llama-batched-bench -npl BATCH vs
 #                 `sglc bench-one-batch --batch-size BATCH`, on the BF16 file and
-#                 each QUANT_TYPES file; BB_IN (128) / BB_OUT (64) per sequence.
+#                 each QUANT_TYPES file (BATCH_TYPES); BB_IN (128) / BB_OUT (64) per sequence.
 #     agree       the same GGUF file in both engines gives the same numbers:
 #                 llama-perplexity vs `sglc perplexity` (tests/data/ppl_stories.txt,
 #                 -c 256) and greedy text (llama-completion --temp 0 vs `sglc
@@ -84,6 +84,7 @@ B1_IN="${B1_IN:-256}"
 B1_OUT="${B1_OUT:-128}"
 QUANT_TYPES="${QUANT_TYPES:-Q8_0 Q4_0 Q4_K_M}"
 BATCH="${BATCH:-16}"
+BATCH_TYPES="${BATCH_TYPES:-BF16 $QUANT_TYPES}"
 BB_IN="${BB_IN:-128}"
 BB_OUT="${BB_OUT:-64}"
 AGREE_1B_CHUNKS="${AGREE_1B_CHUNKS:-4}"
@@ -267,7 +268,7 @@ for part in $PARTS; do
     batch)
         [ -x "$LLAMA_BIN/llama-batched-bench" ] || die "$LLAMA_BIN/llama-batched-bench not built"
         for ((r = 1; r <= REPS; r++)); do
-            for ty in BF16 $QUANT_TYPES; do
+            for ty in $BATCH_TYPES; do
                 if [ "$ty" = BF16 ]; then f=$B1_GGUF; sf=$B1_HF; else f=$(qfile l1b "$ty"); sf=$f; fi
                 [ -f "$f" ] || die "$f missing: run $0 --prepare"
                 load "batch $ty run $r"

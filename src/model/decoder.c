@@ -367,6 +367,7 @@ static void fwd_task(void *vctx, int ith, int nth)
             if (il > w->tp.layer0) resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
+        if (m->capture.store) model_capture_rows(m, b, il, lo, hi); /* EAGLE: layer il's input */
         tpool_barrier(cx->pool);
         if (ar->mla) { /* DeepSeek: latent attention, o_proj output in xn (mla.c) */
             mla_attention(m, kv, b, l, il, &ex, cx->row_ad, cx->pool, lo, hi);
@@ -460,6 +461,7 @@ static void fwd_task(void *vctx, int ith, int nth)
     }
     /* last residual add, final norm of the rows that need logits */
     for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
+    if (m->capture.store) model_capture_rows(m, b, c->n_layer, lo, hi); /* EAGLE: the last hidden state */
     tpool_barrier(cx->pool);
     if (w->tp.layer1 < c->n_layer) return; /* pipeline: a later stage goes on from x */
     int llo, lhi;

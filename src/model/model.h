@@ -214,6 +214,24 @@ void model_set_multi_item_delimiter(model *m, int32_t id);
  * KV cache is untouched when the batch is rejected. */
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool);
 
+/* ---- EAGLE speculative decoding (model_run.c) ------------------------------
+ * Hidden-state capture: after model_set_capture every forward writes, for
+ * each token row at KV slot s, n_at rows of hidden_size floats into
+ * store + s * n_at * H: for each capture point, the residual stream entering
+ * layer at[i] (0 = the embeddings), or (MODEL_CAPTURE_FINAL_NORM) the
+ * final-normed last hidden state (what the LM head reads).  The store
+ * mirrors the KV cache: a slot's rows are those of the token whose K/V the
+ * slot holds.  Slots >= n_slots are skipped.  store NULL turns it off.
+ * -1 (bad point, tensor / pipeline parallelism). */
+#define MODEL_CAPTURE_MAX 4
+#define MODEL_CAPTURE_FINAL_NORM (-1)
+int model_set_capture(model *m, float *store, int64_t n_slots, const int *at, int n_at);
+/* The embedding rows of tokens tok[0..n) (n x hidden_size, as the decoder's input). */
+void model_embed_tokens(const model *m, const int32_t *tok, int n, float *out);
+/* logits (n, vocab) = the LM head over x (n, hidden_size), one thread (no
+ * logit scaling / soft-cap: a draft's argmax only).  0, or -1 (OOM / TP). */
+int model_lm_head_rows(const model *m, const float *x, int n, float *logits);
+
 /* ---- tensor parallelism (model_tp.c; see model_impl.h) ------------------
  * A model loaded with opts.dist holds this rank's shard.  Rank 0 is driven
  * as usual (model_forward, model_kv_create ... broadcast what the other

@@ -147,7 +147,19 @@ struct model {
     size_t tp_cap;                     /* floats in tp_logits */
     double tp_comm_s;                  /* seconds thread 0 spent in all-reduces (waits included) */
     long tp_n_allreduce;
+    /* hidden-state capture for EAGLE drafters (model_set_capture): per
+     * token row, the rows at the capture points go to store[slot] */
+    struct {
+        float *store;                  /* (n_slots, n_at * H) borrowed, NULL = off */
+        int64_t n_slots;
+        int n_at;
+        int at[MODEL_CAPTURE_MAX];     /* layer whose input is captured, or MODEL_CAPTURE_FINAL_NORM */
+    } capture;
 };
+/* model_run.c: the decoder's capture hook: rows [lo, hi) of m->x at point
+ * `at` (a layer's input; n_layer = after the last layer, when the final
+ * norm is also applied for MODEL_CAPTURE_FINAL_NORM points). */
+void model_capture_rows(model *m, const model_batch *b, int at, int lo, int hi);
 
 /* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
 typedef struct model_mi_buf {

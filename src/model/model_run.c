@@ -9,6 +9,7 @@
  * thread; the last one frees the weights.  Nothing here touches weights
  * after load.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -251,5 +252,68 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     m->cap_tokens = max_tokens;
     m->cap_kv = max_kv;
     m->cap_threads = n_threads;
+    return 0;
+}
+
+/* ---- EAGLE: hidden-state capture, embeddings and LM head (model.h) ------- */
+
+int model_set_capture(model *m, float *store, int64_t n_slots, const int *at, int n_at)
+{
+    if (!store) {
+        m->capture.store = NULL;
+        m->capture.n_at = 0;
+        return 0;
+    }
+    if (m->w->tp.size > 1 || m->w->tp.layer0 != 0 || m->w->tp.layer1 != m->cfg->n_layer) {
+        log_error("hidden-state capture (EAGLE) is not supported with tensor or pipeline parallelism");
+        return -1;
+    }
+    if (n_at < 1 || n_at > MODEL_CAPTURE_MAX || n_slots < 1) return -1;
+    for (int i = 0; i < n_at; i++)
+        if (at[i] != MODEL_CAPTURE_FINAL_NORM && (at[i] < 0 || at[i] > m->cfg->n_layer)) {
+            log_error("hidden-state capture point %d outside [0, %d]", at[i], m->cfg->n_layer);
+            return -1;
+        }
+    memcpy(m->capture.at, at, sizeof(int) * (size_t)n_at);
+    m->capture.n_at = n_at;
+    m->capture.n_slots = n_slots;
+    m->capture.store = store;
+    return 0;
+}
+
+void model_capture_rows(model *m, const model_batch *b, int at, int lo, int hi)
+{
+    const int H = m->cfg->hidden_size, n = m->capture.n_at;
+    const model_weights *w = m->w;
+    for (int j = 0; j < n; j++) {
+        int p = m->capture.at[j];
+        bool fin = p == MODEL_CAPTURE_FINAL_NORM;
+        if (fin ? at != m->cfg->n_layer : p != at) continue;
+        for (int t = lo; t < hi; t++) {
+            int32_t slot = b->seq_slots[m->tok_seq[t]][b->positions[t]];
+            if (slot < 0 || slot >= m->capture.n_slots) continue;
+            float *dst = m->capture.store + ((size_t)slot * n + j) * H;
+            const float *x = m->x + (size_t)t * H;
+            if (fin) kern_rmsnorm(dst, x, w->final_norm, H, m->cfg->rms_norm_eps, w->arch->norm_offset);
+            else memcpy(dst, x, sizeof(float) * H);
+        }
+    }
+}
+
+void model_embed_tokens(const model *m, const int32_t *tok, int n, float *out)
+{
+    const int H = m->cfg->hidden_size;
+    for (int i = 0; i < n; i++) model_embed_row(m->w, tok[i], out + (size_t)i * H);
+}
+
+int model_lm_head_rows(const model *m, const float *x, int n, float *logits)
+{
+    const model_weights *w = m->w;
+    if (w->tp.size > 1 || n < 1) return -1;
+    void *scr = aligned_alloc(64, (kern_matmul_scratch(n, m->cfg->hidden_size) + 63) & ~(size_t)63);
+    if (!scr) return -1;
+    const linear_exec ex = {.ith = 0, .nth = 1, .scratch = scr};
+    linear(logits, x, n, &w->lm_head, &ex);
+    free(scr);
     return 0;
 }
