@@ -11,6 +11,7 @@
 #include "cli/cli_gguf.h"
 #include "hub/hub.h"
 #include "kernels/kernels.h"
+#include "lora/lora_shard.h"
 #include "model/gguf_model.h"
 #include "util/cpu.h"
 #include "util/log.h"
@@ -44,6 +45,7 @@ static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *
         return m;
     }
     tpool *pool = tpool_create(cli_threads(o));
+    lora_shard_install(); /* rank 0's LoRA loads reach this rank (lora/lora_shard.c) */
     int rc = pool ? model_tp_worker_loop(m, pool) : -1;
     tpool_destroy(pool);
     model_free(m);

@@ -12,7 +12,9 @@
  * the dense projections (slot_map): DeepSeek's MLA modules and every
  * expert / shared expert part of each layer; kv_b_proj is converted into
  * per-head views on the absorbed matrices (see mla.c).  The
- * safetensors file is closed afterwards: nothing is borrowed from it. */
+ * safetensors file is closed afterwards: nothing is borrowed from it.
+ * Under tensor / pipeline parallelism each rank keeps its slice of every
+ * pair and rank 0 ships the load to the other ranks (lora_shard.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "lora/lora.h"
+#include "lora/lora_shard.h"
 #include "model/safetensors.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -300,6 +303,7 @@ void lora_adapter_ref(lora_adapter *a) { __atomic_add_fetch(&a->refs, 1, __ATOMI
 void lora_adapter_unref(lora_adapter *a)
 {
     if (!a || __atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    model_tp_lora_release(a->ma.tp_uid); /* rank 0: the workers' shards go too */
     free(a->name);
     free(a->path);
     free((void *)a->ma.proj);
@@ -316,12 +320,6 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     const model_config *mc = model_get_config(m);
     const int L = mc->n_layer;
     const slot_map sm = slot_map_of(L, mc->n_expert > 0 ? mc->n_expert : 0);
-    if (model_tp_size(m) > 1) { /* the worker ranks would run without the adapter */
-        errmsg_set(err, errlen, "LoRA adapter %s: adapters are not sharded across the %d "
-                   "tensor/pipeline-parallel ranks yet (load it with --tp-size 1)", name,
-                   model_tp_size(m));
-        return NULL;
-    }
     char dir[4096], fpath[4200];
     snprintf(dir, sizeof dir, "%s", path);
     size_t dl = strlen(dir);
@@ -386,7 +384,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
      * [layer][group][is_b], and the per-part views of them put into ta */
     const st_tensor **fta = calloc((size_t)L * 4, sizeof *fta);
     st_tensor *views = calloc((size_t)L * 10, sizeof *views);
-    if (!ta || !proj || !fta || !views) {
+    linear_shard *shs = calloc((size_t)nslot, sizeof *shs); /* this rank's slice of each pair */
+    if (!ta || !proj || !fta || !views || !shs) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
     }
@@ -396,6 +395,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     for (int i = 0; i < ar.n_tensors; i++) {
         const st_tensor *t = &ar.tensors[i];
         tinfo ti = {0};
+        if (lora_shard_name_ok(m, name, t->name, err, errlen)) goto fail; /* TP / PP: unsliced kinds */
         if (name_tensor(t->name, &sm, &ti, e2, sizeof e2)) {
             errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
             goto fail;
@@ -421,6 +421,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         }
         *dst = t;
     }
+    int n_pairs = 0;
     /* fused pairs: A is shared by the parts, B's rows split (q, k, v rows;
      * gate, up rows), each part then checked and stored as its own pair */
     for (int f = 0; f < L * 2; f++) {
@@ -433,14 +434,20 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         }
         const int layer = f / 2, np = f % 2 ? 2 : 3;
         const model_proj p0 = f % 2 ? MODEL_PROJ_GATE : MODEL_PROJ_Q;
-        int rows[3], k = 0, total = 0;
+        int rows[3], total = 0, here = 1;
         for (int j = 0; j < np; j++) {
-            int rc = model_proj_shape(m, layer, (model_proj)(p0 + j), &rows[j], &k);
-            if (rc) {
+            linear_shard sh = {0};
+            int rc = lora_shard_proj(m, layer, (model_proj)(p0 + j), &sh);
+            if (rc == 1) here = 0; /* another pipeline stage's layer: checked there */
+            else if (rc) {
                 no_proj_msg(rc, name, B->name, layer, PROJ_NAMES[p0 + j], err, errlen);
                 goto fail;
             }
-            total += rows[j];
+            rows[j] = sh.full_rows, total += rows[j];
+        }
+        if (!here) {
+            n_pairs++;
+            continue;
         }
         if (B->ndim != 2 || B->shape[0] != total || B->shape[1] != cfg.r) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
@@ -465,7 +472,6 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             ta[s * 2] = va, ta[s * 2 + 1] = vb;
         }
     }
-    int n_pairs = 0;
     for (int s = 0; s < nslot; s++) {
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A && !B) continue;
@@ -475,18 +481,22 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        A ? "B" : "A");
             goto fail;
         }
-        int n, k;
+        int n, k, there = 0; /* there: another pipeline stage keeps (and checks) it */
         if (s == s_head) {
-            model_lm_head_shape(m, &n, &k);
-        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r) */
-            n = mc->hidden_size, k = mc->vocab_size;
+            there = lora_shard_lm_head(m, &shs[s]);
+        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r), replicated */
+            there = lora_shard_embed_elsewhere(m);
+            shs[s] = linear_shard_full(mc->hidden_size, mc->vocab_size);
         } else {
-            int rc = slot_shape(m, &sm, s, &n, &k);
-            if (rc) {
+            int rc = s < sm.mla0 ? lora_shard_proj(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &shs[s])
+                                 : slot_shape(m, &sm, s, &n, &k);
+            if (rc < 0) {
                 slot_name(&sm, s, mname, sizeof mname);
                 no_proj_msg(rc, name, have->name, slot_layer(&sm, s), mname, err, errlen);
                 goto fail;
             }
+            if (s >= sm.mla0) shs[s] = linear_shard_full(n, k); /* MLA / experts: whole (refused under TP / PP) */
+            there = rc == 1;
             if (s >= sm.mla0 && s < sm.moe0 && !mla &&
                 !(mla = calloc((size_t)L * MODEL_NMLA, sizeof *mla))) goto oom;
             if (s >= sm.mla0 && s < sm.moe0 && (s - sm.mla0) % 4 == 3 && !kvb &&
@@ -494,6 +504,12 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             if (s >= sm.moe0 && s < sm.head && !moe &&
                 !(moe = calloc((size_t)L * (sm.E + 1) * 3, sizeof *moe))) goto oom;
         }
+        n_pairs++;
+        if (there) {
+            ta[s * 2] = ta[s * 2 + 1] = NULL; /* not kept on this rank */
+            continue;
+        }
+        n = shs[s].full_rows, k = shs[s].full_cols; /* checked against the full projection */
         const int r = cfg.r;
         if (A->ndim != 2 || A->shape[0] != r || A->shape[1] != k) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
@@ -508,16 +524,14 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             goto fail;
         }
         const int is_kvb = s >= sm.mla0 && s < sm.moe0 && (s - sm.mla0) % 4 == 3;
-        size_t es = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb && !is_kvb ? 2 : 4;
-        floats += es * (size_t)r * ((size_t)k + (size_t)n);
-        n_pairs++;
+        floats += lora_shard_pair_bytes(&shs[s], r, A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb && !is_kvb);
     }
     if (!n_pairs) {
         errmsg_set(err, errlen, "LoRA adapter %s: %s holds no LoRA weights", name, fpath);
         goto fail;
     }
     a = calloc(1, sizeof *a);
-    if (!a || !(a->mem = malloc(floats)) || !(a->name = strdup(name)) ||
+    if (!a || !(a->mem = malloc(floats ? floats : 1)) || !(a->name = strdup(name)) ||
         !(a->path = strdup(path))) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
@@ -585,25 +599,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                 for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
             }
             p = (char *)(q + (size_t)r * n);
-        } else if (bf) {
-            uint16_t *q = (uint16_t *)p;
-            memcpy(q, A->data, (size_t)r * k * 2);
-            q += (size_t)r * k;
-            la->bt = q;
-            const uint16_t *bs = B->data;
-            for (int o = 0; o < n; o++)
-                for (int j = 0; j < r; j++) memcpy(&q[(size_t)j * n + o], &bs[(size_t)o * r + j], 2);
-            p = (char *)(q + (size_t)r * n);
-        } else {
-            float *q = (float *)p, brow[LINEAR_MAX_RANK];
-            row_f32(A, 0, (size_t)r * k, q);
-            q += (size_t)r * k;
-            la->bt = q;
-            for (int o = 0; o < n; o++) {
-                row_f32(B, (size_t)o * r, (size_t)r, brow);
-                for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
-            }
-            p = (char *)(q + (size_t)r * n);
+        } else { /* this rank's slice (all of it in one process) */
+            p = lora_shard_copy(A, B, r, &shs[s], bf, p, la);
         }
     }
     a->bytes = floats;
@@ -617,7 +614,12 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     free(ta);
     free(fta);
     free(views);
+    free(shs);
     st_close(&ar);
+    if (lora_shard_ship(a, m, lim, err, errlen)) { /* rank 0 of a group: the workers load theirs */
+        lora_adapter_unref(a);
+        return NULL;
+    }
     a->load_ms = (time_now_sec() - t0) * 1e3;
     return a;
 oom:
@@ -630,6 +632,7 @@ fail:
     free(ta);
     free(fta);
     free(views);
+    free(shs);
     free(proj);
     free(mla), free(kvb), free(moe);
     st_close(&ar);

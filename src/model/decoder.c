@@ -571,8 +571,8 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
 }
 
 /* Run one already-checked batch of at most chunk_tokens rows. */
-static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
-                           tpool *pool)
+static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
+                               tpool *pool)
 {
     int nth = pool ? tpool_size(pool) : 1;
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
@@ -609,6 +609,17 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         return -1;
     }
     return model_ep_after_forward(m); /* recorder pass; EPLB every N forwards (same point on every rank) */
+}
+
+/* As forward_checked_run, holding the tensor-parallel group (rank 0: a
+ * LoRA load from another thread waits for the step). */
+static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
+                           tpool *pool)
+{
+    model_tp_lock(m);
+    int rc = forward_checked_run(m, kv, b, max_kv, logits, pool);
+    model_tp_unlock(m);
+    return rc;
 }
 
 /* Batches larger than chunk_tokens rows run as consecutive row ranges

@@ -95,6 +95,9 @@ typedef enum model_proj {
  * while any batch names it. */
 typedef struct model_adapter {
     int n_layer;
+    uint64_t tp_uid;            /* rank 0 of a tensor/pipeline-parallel group: the id the worker
+                                 * ranks hold their shard of this adapter under (0 = not shipped;
+                                 * model_tp_lora_load) */
     const linear_adapter *proj; /* (n_layer * MODEL_NPROJ), [layer * MODEL_NPROJ + p];
                                  * rank 0 = that projection is unchanged; borrowed */
     linear_adapter lm_head;     /* rank 0 = none */
@@ -247,6 +250,26 @@ const char *model_tp_error(const model *m);
  * the slowest rank included), their count, and of those seconds the ones
  * spent waiting for the other ranks to arrive (*wait_s; 0 for MPI). */
 double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
+/* LoRA under tensor / pipeline parallelism (model_tp.c; the adapter side is
+ * lora/lora_shard.c).  Every rank holds its own shard of an adapter under
+ * the id rank 0 gave it; rank 0's batches name adapters by that id
+ * (model_adapter.tp_uid), which the workers map to their copies.
+ * Worker ranks: load(m, msg, len, uid) makes this rank's shard of the
+ * adapter rank 0 described in msg (NULL with a message); release frees
+ * one.  Set before model_tp_worker_loop. */
+typedef struct model_tp_lora_hooks {
+    const model_adapter *(*load)(model *m, const void *msg, size_t len, uint64_t uid, char *err,
+                                 size_t errlen);
+    void (*release)(const model_adapter *ad);
+} model_tp_lora_hooks;
+void model_tp_set_lora_hooks(const model_tp_lora_hooks *h);
+/* Rank 0 (after loading its own shard): every worker loads its shard of
+ * the adapter msg describes as uid (waits for the running step).  0, or
+ * -1 with the first failing rank's message; then no worker keeps it. */
+int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char *err, size_t errlen);
+/* Rank 0, any thread (never a collective): the adapter uid is gone; the
+ * workers free their shards with the next step. */
+void model_tp_lora_release(uint64_t uid);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
  * inputs); nonzero when the model runs no such adaptable dense projection
  * there: -2 an MoE layer's dense MLP (its experts: model_expert_shape),

@@ -207,6 +207,10 @@ int model_tp_kv_created(model *m, model_kv *kv);
 void model_tp_kv_destroyed(model_kv *kv);
 /* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
 void model_tp_shutdown(model_weights *w);
+/* Rank 0: hold the group for one command sequence (a forward, a LoRA load)
+ * against another thread's (recursive; no-ops in one process). */
+void model_tp_lock(const model *m);
+void model_tp_unlock(const model *m);
 /* model_run.c: values per slot per layer in a KV cache of the model's
  * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
  * row per slot, no separate V). */
