@@ -19,7 +19,9 @@
 # tokens (--ignore-eos): agreement = tokens before the first divergence /
 # all tokens, >= 0.6 (measured 0.79: 303 of 384).  Then: --help names
 # int8 as sglc's own, a scales file is refused for int8, and `serve` with
-# an int8 cache answers and logs the dtype.
+# an int8 cache answers and logs the dtype.  MLA: the tiny DeepSeek-V2-Lite
+# (tests/ref/make_tiny_ds.py) with its latent row as one int8 head against
+# tests/ref/ds_ref.py rounding that row the same way (1e-4, 16 greedy ids).
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -93,6 +95,43 @@ for isa in scalar avx2 avx512; do
         "awk 'BEGIN{exit !(${3:-1} < 2e-2 && ${4:-1} < 0.01)}'"
 done
 check "at least one kernel path ran" "[ $n_isa -ge 1 ]"
+# MLA (DeepSeek-V2-Lite, tiny random weights): the latent row is one head with one scale per
+# token; tests/ref/ds_ref.py (latent cache, kv_int8) rounds it the same way
+cat >"$T/ds.py" <<'PYEOF'
+import json, os, sys, numpy as np
+root, t = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, 'tests', 'ref'))
+import make_tiny_ds, ds_ref, torch
+torch.set_num_threads(1)
+d, _ = make_tiny_ds.build('deepseek-v2-lite', os.path.join(root, 'build', 'tiny-models'))
+f32 = os.path.join(d, 'f32')
+if sys.argv[3] == 'build':
+    rng = np.random.RandomState(7)
+    print(f32, ','.join(str(int(x)) for x in rng.randint(3, make_tiny_ds.VOCAB, size=40)))
+    sys.exit(0)
+ids = [int(x) for x in sys.argv[4].split(',')]
+ref, out = ds_ref.DSModel(f32, 'float32', mla_mode='latent', kv_int8=True).generate(ids, 16)
+raw, _ = ds_ref.DSModel(f32, 'float32', mla_mode='latent').generate(ids, 1)
+x = np.fromfile(t + '/ds_i8.bin', dtype=np.float32).reshape(ref.shape)
+got = json.load(open(t + '/ds_i8.json'))['output_ids']
+rel = lambda a, b: float(np.linalg.norm(a - b) / np.linalg.norm(b))
+print('%.3g %.3g %d' % (rel(x, ref), rel(x, raw), int(got == out)))
+PYEOF
+read -r DSM DSIDS < <($PY "$T/ds.py" "$ROOT" "$T" build 2>"$T/dse")
+if [ -n "${DSM:-}" ]; then
+    "$BIN" generate --model-path "$DSM" --threads 2 --input-ids "$DSIDS" --max-new-tokens 1 --kv-cache-dtype int8 \
+        --dump-logits "$T/ds_i8.bin" >/dev/null 2>"$T/e" || cat "$T/e"
+    "$BIN" generate --model-path "$DSM" --threads 2 --input-ids "$DSIDS" --max-new-tokens 16 --ignore-eos --temperature 0 \
+        --kv-cache-dtype int8 --json >"$T/ds_i8.json" 2>"$T/e" || cat "$T/e"
+    r=$($PY "$T/ds.py" "$ROOT" "$T" cmp "$DSIDS" 2>&1 | tail -1)
+    echo "MLA int8: rel to ds_ref with the same rounding, rel to unrounded, greedy ids equal: $r"
+    set -- $r
+    check "MLA latent cache as int8 = ds_ref with the same rounding (rel < 1e-4)" "awk 'BEGIN{exit !(${1:-1} < 1e-4)}'"
+    check "MLA: 16 greedy tokens over the int8 latent cache = ds_ref's" "[ '${3:-0}' = 1 ]"
+    check "MLA: the rounding is really applied (rel to unrounded > 1e-4)" "awk 'BEGIN{exit !(${2:-0} > 1e-4)}'"
+else
+    echo "FAIL build the tiny DeepSeek model"; cat "$T/dse"; fails=$((fails + 1))
+fi
 # greedy agreement with bf16 KV
 : >"$T/pairs"
 i=0
