@@ -22,6 +22,7 @@
 # an int8 cache answers and logs the dtype.  MLA: the tiny DeepSeek-V2-Lite
 # (tests/ref/make_tiny_ds.py) with its latent row as one int8 head against
 # tests/ref/ds_ref.py rounding that row the same way (1e-4, 16 greedy ids).
+# --tp-size 2 (KV heads split over ranks) gives one rank's greedy ids.
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -131,6 +132,17 @@ if [ -n "${DSM:-}" ]; then
     check "MLA: the rounding is really applied (rel to unrounded > 1e-4)" "awk 'BEGIN{exit !(${2:-0} > 1e-4)}'"
 else
     echo "FAIL build the tiny DeepSeek model"; cat "$T/dse"; fails=$((fails + 1))
+fi
+# tensor parallelism: each rank holds its KV heads with their own scales, so --tp-size 2 must
+# give the same ids as one rank
+if "$BIN" generate --model-path "$M" --threads 2 --tp-size 2 --input-ids "$IDS" --max-new-tokens 24 --ignore-eos \
+    --temperature 0 --kv-cache-dtype int8 --json >"$T/tp2.json" 2>"$T/e"; then
+    "$BIN" generate --model-path "$M" --threads 2 --input-ids "$IDS" --max-new-tokens 24 --ignore-eos --temperature 0 \
+        --kv-cache-dtype int8 --json >"$T/tp1.json" 2>/dev/null
+    check "--tp-size 2 with int8 KV: same greedy ids as one rank" \
+        "$PY -c \"import json,sys; sys.exit(json.load(open('$T/tp1.json'))['output_ids'] != json.load(open('$T/tp2.json'))['output_ids'])\""
+else
+    echo "skip --tp-size 2 check: $(tail -1 "$T/e")"
 fi
 # greedy agreement with bf16 KV
 : >"$T/pairs"
