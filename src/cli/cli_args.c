@@ -82,6 +82,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
                    : !strcmp(kd, "fp8_e4m3")               ? DTYPE_F8_E4M3
                    : !strcmp(kd, "fp8_e5m2")               ? DTYPE_F8_E5M2
                    : !strcmp(kd, "float32")                ? DTYPE_F32
+                   : !strcmp(kd, "int8")                   ? DTYPE_I8 /* sglc's own */
                                                           : -2; /* fp4_e2m1: refused at load */
     mo->kv_scales_path = a->quantization_param_path;
     mo->threads = threads > 0 ? (int)threads : 0;

@@ -94,6 +94,11 @@ model *cli_model_load(const cli_model_opts *o)
                         "use fp8_e4m3, fp8_e5m2 or bfloat16\n");
         return NULL;
     }
+    if (o->kv_dtype == DTYPE_I8 && o->kv_scales_path) {
+        fprintf(stderr, "error: --kv-cache-dtype int8 computes its scales per token and KV head when it "
+                        "writes them; --quantization-param-path (per-layer fp8 scales) does not apply\n");
+        return NULL;
+    }
     /* tensor parallelism: the group first (rank 0 starts the other ranks) */
     dist_group *dg = NULL;
     if (cli_dist_start(&o->dist, cli_threads(o), &dg, err, sizeof err)) {

@@ -396,8 +396,9 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rope_apply(k, nkv, hd, w->rot_dim, ct, st, ar->rope_neox);
             int s = m->tok_seq[t];
             int32_t slot = b->seq_slots[s][b->positions[t]];
-            kern_kv_store_scaled(kv->k[il], kv->dt, slot, kvd, k, kv->k_scale[il]);
-            kern_kv_store_scaled(kv->v[il], kv->dt, slot, kvd, m->v + (size_t)t * kvd, kv->v_scale[il]);
+            kern_kv_store_tok(kv->k[il], kv->k_tok ? kv->k_tok[il] : NULL, kv->dt, slot, nkv, hd, k, kv->k_scale[il]);
+            kern_kv_store_tok(kv->v[il], kv->v_tok ? kv->v_tok[il] : NULL, kv->dt, slot, nkv, hd,
+                              m->v + (size_t)t * kvd, kv->v_scale[il]);
         }
         tpool_barrier(cx->pool);
         for (int s = 0; s < b->n_seqs; s++) {
@@ -415,6 +416,8 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .kv_dt = kv->dt,
                 .k_scale = kv->k_scale[il],
                 .v_scale = kv->v_scale[il],
+                .k_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL,
+                .v_tok_scale = kv->v_tok ? kv->v_tok[il] : NULL,
                 .slots = b->seq_slots[s],
                 .sliding_window = l->window,
                 .scale = attn_scale,

@@ -174,7 +174,7 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
         kern_rmsnorm(kr, kr, l->kv_a_norm, kvr, eps, 0.0f);
         kern_rope_apply(kr + kvr, 1, rope, rope, ct, st, 0);
         int32_t slot = b->seq_slots[m->tok_seq[t]][b->positions[t]];
-        kern_kv_store_scaled(kv->k[il], kv->dt, slot, dl, kr, kv->k_scale[il]);
+        kern_kv_store_tok(kv->k[il], kv->k_tok ? kv->k_tok[il] : NULL, kv->dt, slot, 1, dl, kr, kv->k_scale[il]);
         float *qt = q + (size_t)t * qst, *qa = B.qabs + (size_t)t * ast;
         for (int h = 0; h < nh; h++) {
             float *qpe = qt + (size_t)h * qhd + nope;
@@ -218,6 +218,8 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
             .kv_dt = kv->dt,
             .k_scale = kv->k_scale[il],
             .v_scale = kv->k_scale[il],
+            .k_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL,
+            .v_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL, /* the latent row is K and V */
             .slots = b->seq_slots[s],
             .scale = c->mla_scale,
             .out = B.aout + (size_t)r0 * ast,

@@ -73,11 +73,14 @@ typedef struct model model;
 typedef struct model_kv {
     int n_layer;
     int n_slots;
-    dtype dt;                   /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3 or DTYPE_F8_E5M2 */
+    dtype dt;                   /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3, DTYPE_F8_E5M2 or DTYPE_I8 */
     int row_len;                /* n_kv_head * head_dim */
     void **k, **v;              /* (n_layer) -> (n_slots, n_kv_head, head_dim) of dt; owned */
     float *k_scale, *v_scale;   /* (n_layer) 8-bit caches: stored value * scale (1 unless
                                  * model_set_kv_scales gave others); owned */
+    int n_tok_head;             /* DTYPE_I8: scales per token (n_kv_head of this rank; 1 for MLA) */
+    float **k_tok, **v_tok;     /* DTYPE_I8: (n_layer) -> (n_slots, n_tok_head) f32 scales, in
+                                 * mem (MLA: v_tok = k_tok); NULL for the other types */
     void *mem;                  /* one owned allocation holding all of them */
     size_t bytes;
     int tp_id;                  /* tensor parallelism: the workers' copy of this cache (model_tp.c) */
