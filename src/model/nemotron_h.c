@@ -271,8 +271,10 @@ static void attn_block(model *m, model_kv *kv, const model_batch *b, const model
     tpool_barrier(pool);
     for (int t = lo; t < hi; t++) {
         int32_t slot = b->seq_slots[m->tok_seq[t]][b->positions[t]];
-        kern_kv_store_scaled(kv->k[il], kv->dt, slot, kvd, m->k + (size_t)t * kvd, kv->k_scale[il]);
-        kern_kv_store_scaled(kv->v[il], kv->dt, slot, kvd, m->v + (size_t)t * kvd, kv->v_scale[il]);
+        kern_kv_store_tok(kv->k[il], kv->k_tok ? kv->k_tok[il] : NULL, kv->dt, slot, nkv, hd,
+                          m->k + (size_t)t * kvd, kv->k_scale[il]);
+        kern_kv_store_tok(kv->v[il], kv->v_tok ? kv->v_tok[il] : NULL, kv->dt, slot, nkv, hd,
+                          m->v + (size_t)t * kvd, kv->v_scale[il]);
     }
     tpool_barrier(pool);
     for (int s = 0; s < b->n_seqs; s++) {
@@ -281,7 +283,9 @@ static void attn_block(model *m, model_kv *kv, const model_batch *b, const model
             .n_q = b->seq_start[s + 1] - r0, .n_kv = b->seq_kv_len[s], .n_head = nh, .n_kv_head = nkv,
             .head_dim = hd, .q = m->q + (size_t)r0 * qd, .q_stride = (size_t)qd,
             .k_cache = kv->k[il], .v_cache = kv->v[il], .kv_dt = kv->dt,
-            .k_scale = kv->k_scale[il], .v_scale = kv->v_scale[il], .slots = b->seq_slots[s],
+            .k_scale = kv->k_scale[il], .v_scale = kv->v_scale[il],
+            .k_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL, .v_tok_scale = kv->v_tok ? kv->v_tok[il] : NULL,
+            .slots = b->seq_slots[s],
             .sliding_window = l->window, .scale = 1.0f / sqrtf((float)hd),
             .out = m->att + (size_t)r0 * qd, .out_stride = (size_t)qd,
         };
