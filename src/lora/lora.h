@@ -57,6 +57,10 @@
 #define LORA_T_Q_B (MODEL_NPROJ + 3)  /* q_b_proj */
 #define LORA_T_KV_A (MODEL_NPROJ + 4) /* kv_a_proj_with_mqa */
 #define LORA_T_KV_B (MODEL_NPROJ + 5) /* kv_b_proj */
+/* Mamba2 mixer projections (NemotronH in_proj / out_proj): accepted in
+ * target_modules so that the adapter's tensors are refused by name at
+ * load (lora_adapter.c); never adaptable */
+#define LORA_T_MIXER (MODEL_NPROJ + 6)
 /* q k v o gate up down + the MLA ones (experts are gate / up / down) */
 #define LORA_T_ALL_LINEAR (((1u << MODEL_NPROJ) - 1u) | (1u << LORA_T_Q_A) | (1u << LORA_T_Q_B) | \
                            (1u << LORA_T_KV_A) | (1u << LORA_T_KV_B))

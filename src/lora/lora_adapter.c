@@ -42,6 +42,7 @@ static const char *const PROJ_NAMES[MODEL_NPROJ] = {
  * gate / up / down, e = E the shared expert), the LM head, embed_tokens. */
 typedef struct slot_map {
     int L, E, mla0, moe0, head, emb, n;
+    const char *kinds; /* hybrid models (NemotronH): each layer's block, 'M' / '*' / '-'; else NULL */
 } slot_map;
 
 static slot_map slot_map_of(int L, int E)
@@ -105,6 +106,45 @@ static int slot_layer(const slot_map *sm, int s)
 }
 
 
+/* NemotronH: the module mod[0, modlen) after backbone.layers.N. ("mixer.q_proj").
+ * Attention layers ('*') adapt q/k/v/o_proj, MLP layers ('-') up/down_proj;
+ * anything else (the Mamba2 mixer's in_proj / out_proj, a projection the
+ * layer's block does not have) is refused naming the tensor, the layer
+ * and why. */
+static int name_mixer(const char *name, const slot_map *sm, int layer, const char *mod, size_t modlen,
+                      tinfo *ti, char *err, size_t errlen)
+{
+    static const char *const nm[MODEL_NPROJ] = {"mixer.q_proj", "mixer.k_proj", "mixer.v_proj",
+                                                "mixer.o_proj", NULL, "mixer.up_proj", "mixer.down_proj"};
+    const char kind = sm->kinds ? sm->kinds[layer] : 0;
+    const char *what = kind == 'M' ? "a Mamba2 layer ('M')" : kind == '*' ? "an attention layer ('*')"
+                       : kind == '-' ? "an MLP layer ('-')" : "not a hybrid (NemotronH) layer";
+    for (int i = 0; i < MODEL_NPROJ; i++) {
+        if (!nm[i] || strlen(nm[i]) != modlen || strncmp(mod, nm[i], modlen)) continue;
+        int attn = i <= MODEL_PROJ_O;
+        if (kind != (attn ? '*' : '-')) {
+            errmsg_set(err, errlen, "tensor %s targets %s of layer %d, which is %s: only attention "
+                       "layers ('*') have q/k/v/o_proj and only MLP layers ('-') up/down_proj", name,
+                       nm[i], layer, what);
+            return -1;
+        }
+        ti->slot = layer * MODEL_NPROJ + i;
+        ti->bit = 1u << i;
+        return 0;
+    }
+    const int inout = (modlen == sizeof "mixer.in_proj" - 1 && !strncmp(mod, "mixer.in_proj", modlen)) ||
+                      (modlen == sizeof "mixer.out_proj" - 1 && !strncmp(mod, "mixer.out_proj", modlen));
+    if (inout || (kind == 'M' && modlen > 6 && !strncmp(mod, "mixer.", 6)))
+        errmsg_set(err, errlen, "tensor %s targets %.*s of layer %d, which is %s: LoRA on the Mamba2 "
+                   "mixer (in_proj, out_proj) is not supported yet (adapt the attention layers' q/k/v/o_proj "
+                   "and the MLP layers' up/down_proj)", name, (int)modlen, mod, layer, what);
+    else
+        errmsg_set(err, errlen, "tensor %s is not a LoRA weight of a module sglc can adapt on "
+                   "NemotronH (mixer.q/k/v/o_proj of attention layers, mixer.up/down_proj of MLP "
+                   "layers, backbone.embeddings, lm_head)", name);
+    return -1;
+}
+
 /* Name a tensor.  0 ok; -1 with a message (unknown name, unsupported
  * variant). */
 static int name_tensor(const char *name, const slot_map *sm, tinfo *ti, char *err, size_t errlen)
@@ -132,9 +172,13 @@ static int name_tensor(const char *name, const slot_map *sm, tinfo *ti, char *er
         errmsg_set(err, errlen, "tensor %s: DoRA adapters are not supported", name);
         return -1;
     }
-    static const char emb[] = "model.embed_tokens.lora_embedding_";
-    if (!strncmp(p, emb, sizeof emb - 1)) { /* (r, vocab) / (hidden, r), no ".weight" */
-        const char *q = p + sizeof emb - 1;
+    static const char emb[] = "model.embed_tokens.lora_embedding_",
+                      nemb[] = "backbone.embeddings.lora_embedding_"; /* NemotronH */
+    const char *eq = !strncmp(p, emb, sizeof emb - 1)     ? p + sizeof emb - 1
+                     : !strncmp(p, nemb, sizeof nemb - 1) ? p + sizeof nemb - 1
+                                                          : NULL;
+    if (eq) { /* (r, vocab) / (hidden, r), no ".weight" */
+        const char *q = eq;
         if ((*q == 'A' || *q == 'B') && (!q[1] || !strcmp(q + 1, ".weight"))) {
             ti->slot = sm->emb;
             ti->bit = 1u << LORA_T_EMBED;
@@ -157,9 +201,10 @@ static int name_tensor(const char *name, const slot_map *sm, tinfo *ti, char *er
         ti->bit = 1u << LORA_T_LM_HEAD;
         return 0;
     }
-    static const char lpre[] = "model.layers.";
-    if (strncmp(p, lpre, sizeof lpre - 1)) goto unknown;
-    const char *q = p + sizeof lpre - 1;
+    static const char lpre[] = "model.layers.", bpre[] = "backbone.layers.";
+    const int hyb = !strncmp(p, bpre, sizeof bpre - 1); /* NemotronH: backbone.layers.N.mixer.* */
+    if (!hyb && strncmp(p, lpre, sizeof lpre - 1)) goto unknown;
+    const char *q = hyb ? p + sizeof bpre - 1 : p + sizeof lpre - 1;
     char *end;
     errno = 0;
     long layer = strtol(q, &end, 10);
@@ -172,6 +217,9 @@ static int name_tensor(const char *name, const slot_map *sm, tinfo *ti, char *er
     const char *mod = end + 1;
     size_t modlen = (size_t)(suf - mod);
     ti->fused = 0;
+    /* NemotronH: backbone.layers.N.mixer.* (transformers) or model.layers.N.mixer.* (SGLang's remap) */
+    if (hyb || (sm->kinds && !strncmp(mod, "mixer.", 6)))
+        return name_mixer(name, sm, (int)layer, mod, modlen, ti, err, errlen);
     static const char qkv[] = "self_attn.qkv_proj", gu[] = "mlp.gate_up_proj";
     if (modlen == sizeof qkv - 1 && !strncmp(mod, qkv, modlen)) {
         ti->slot = (int)layer * MODEL_NPROJ + MODEL_PROJ_Q, ti->fused = FUSED_QKV;
@@ -319,7 +367,8 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     double t0 = time_now_sec();
     const model_config *mc = model_get_config(m);
     const int L = mc->n_layer;
-    const slot_map sm = slot_map_of(L, mc->n_expert > 0 ? mc->n_expert : 0);
+    slot_map sm = slot_map_of(L, mc->n_expert > 0 ? mc->n_expert : 0);
+    if (mc->layer_kinds[0]) sm.kinds = mc->layer_kinds;
     char dir[4096], fpath[4200];
     snprintf(dir, sizeof dir, "%s", path);
     size_t dl = strlen(dir);
@@ -350,7 +399,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                    max_rank);
         return NULL;
     }
-    if (lim && lim->allowed && (cfg.targets & ~lim->allowed)) {
+    if (lim && lim->allowed && (cfg.targets & ~lim->allowed & ~(1u << LORA_T_MIXER))) {
         char want[256], have[256];
         lora_targets_str(cfg.targets & ~lim->allowed, want, sizeof want);
         lora_targets_str(lim->allowed, have, sizeof have);

@@ -47,6 +47,8 @@ static const tname TNAMES[] = {
     /* SGLang's fused names */
     {"qkv_proj", (1u << MODEL_PROJ_Q) | (1u << MODEL_PROJ_K) | (1u << MODEL_PROJ_V)},
     {"gate_up_proj", (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP)},
+    /* NemotronH's embedding module (backbone.embeddings) */
+    {"embeddings", 1u << LORA_T_EMBED},
     {"all-linear", LORA_T_ALL_LINEAR},
     {"all", LORA_T_ALL_LINEAR | (1u << LORA_T_LM_HEAD) | (1u << LORA_T_EMBED)},
 };
@@ -171,6 +173,8 @@ int lora_config_parse(const char *text, size_t len, lora_config *out, char *err,
                 goto out;
             }
             unsigned b = lora_target_bits(json_string_value(e));
+            if (!strcmp(json_string_value(e), "in_proj") || !strcmp(json_string_value(e), "out_proj"))
+                b = 1u << LORA_T_MIXER; /* Mamba2: refused per tensor at load, naming the layer */
             if (!b || !strcmp(json_string_value(e), "all")) {
                 errmsg_set(err, errlen,
                            "adapter_config.json: target module \"%.64s\" is not a module sglc can "

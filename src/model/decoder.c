@@ -366,7 +366,7 @@ static void fwd_task(void *vctx, int ith, int nth)
     for (int il = w->tp.layer0; il < w->tp.layer1; il++) { /* this stage's layers (all without PP) */
         const model_layer *l = &w->layers[il];
         if (l->kind) { /* hybrid block (NemotronH: Mamba2 / attention / MLP), nemotron_h.c */
-            nemotron_h_layer(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            nemotron_h_layer(m, kv, b, l, il, &ex, cx->row_ad, cx->pool, lo, hi);
             continue;
         }
         for (int t = lo; t < hi; t++) {
@@ -724,11 +724,6 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
     int rc, sp = m->mi_on ? model_mi_split(b, m->mi_delim, &split, &mb) : 0;
     if (sp < 0) {
         log_error("out of memory splitting a multi-item scoring batch");
-        return -1;
-    }
-    if (m->cfg->n_mamba && b->seq_adapter && b->n_adapters) { /* nemotron_h.c runs no adapter pass */
-        if (sp) model_mi_buf_free(&mb);
-        log_error("LoRA adapters are not supported for %s (Mamba2 layers)", m->cfg->architecture);
         return -1;
     }
     if (sp && m->cfg->n_mamba) { /* the sub-sequences would need states of their own */

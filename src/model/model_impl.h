@@ -251,9 +251,11 @@ void nemotron_h_load_layer(struct loader *L, model_layer *l, int il);
 /* f32 vectors the hybrid layers add to the loader's arena, per layer. */
 size_t nemotron_h_layer_floats(const model_config *c);
 /* One hybrid block of layer il over b's rows: x += xn (il > layer0);
- * xn = mixer(norm(x)).  Run by all threads of fwd_task (as mla_attention). */
+ * xn = mixer(norm(x)).  row_ad: LoRA, the adapter of each row or NULL
+ * (attention and MLP blocks; Mamba2 mixers take none, refused at load).
+ * Run by all threads of fwd_task (as mla_attention). */
 void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
-                      const linear_exec *ex, struct tpool *pool, int lo, int hi);
+                      const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
 /* mamba2.c: floats of Mamba2 scratch for T rows on nth threads (0 when c
  * has no Mamba layer). */
 size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth);

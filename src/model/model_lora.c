@@ -15,6 +15,16 @@
 #include "model/model_impl.h"
 #include "util/log.h"
 
+/* Hybrid (NemotronH) layers: the projections an adapter may target on a
+ * block of kind `kind` (attention q/k/v/o, MLP up/down; none on Mamba2,
+ * whose wq / wo hold in_proj / out_proj). */
+static int hybrid_proj_ok(char kind, int p)
+{
+    if (kind == '*') return p <= MODEL_PROJ_O;
+    if (kind == '-') return p == MODEL_PROJ_UP || p == MODEL_PROJ_DOWN;
+    return 0;
+}
+
 int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
 {
     const model_weights *w = m->w;
@@ -24,6 +34,7 @@ int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k)
     /* MLA (DeepSeek): q_proj (without q_lora_rank) and o_proj run through
      * mla.c's adapter hooks; k_proj / v_proj do not exist there */
     if ((p == MODEL_PROJ_K || p == MODEL_PROJ_V) && l->wkv_a.mat.n > 0) return -3;
+    if (l->kind && !hybrid_proj_ok(l->kind, p)) return -1; /* NemotronH: wq / wo of 'M' are in/out_proj */
     switch (p) {
     case MODEL_PROJ_Q: lw = &l->wq; break;
     case MODEL_PROJ_K: lw = &l->wk; break;
@@ -99,6 +110,14 @@ int model_lora_check(const model *m, const model_batch *b)
             log_error("adapter %d of the batch does not belong to this model", i);
             return -1;
         }
+        /* hybrid layers: lora_adapter_load refuses these (model_proj_shape); never reached */
+        for (int il = 0; il < a->n_layer && m->cfg->layer_kinds[0]; il++)
+            for (int p = 0; p < MODEL_NPROJ; p++)
+                if (a->proj[il * MODEL_NPROJ + p].rank > 0 && !hybrid_proj_ok(m->cfg->layer_kinds[il], p)) {
+                    log_error("adapter %d of the batch adapts projection %d of layer %d ('%c' block), "
+                              "which takes no adapter", i, p, il, m->cfg->layer_kinds[il]);
+                    return -1;
+                }
     }
     for (int s = 0; s < b->n_seqs; s++)
         if (b->seq_adapter[s] < -1 || b->seq_adapter[s] >= b->n_adapters) {

@@ -20,6 +20,10 @@
  * is set to nemotron_h_layer; its residual add of the previous block and
  * the final norm stay the decoder's.  MoE blocks ('E', Nemotron 3) and
  * tensor / pipeline parallelism are refused.
+ * LoRA: the attention blocks' q/k/v/o_proj and the MLP blocks' up/down_proj
+ * take the batch's per-row adapters (model_lora_exec, as decoder.c; the
+ * embedding and LM head adapters are the decoder's); adapters on a Mamba2
+ * mixer are refused when they load (lora_adapter.c, model_proj_shape).
  */
 #include <jansson.h>
 #include <math.h>
@@ -260,14 +264,21 @@ void nemotron_h_load_layer(loader *L, model_layer *l, int il)
 
 /* Attention without rope: q/k/v, store k/v at the slots, attend, o. */
 static void attn_block(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
-                       const linear_exec *ex, struct tpool *pool, int lo, int hi)
+                       const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi)
 {
     const model_config *c = m->cfg;
     const int T = b->n_tokens, hd = c->head_dim, nh = c->n_head, nkv = c->n_kv_head;
     const int qd = nh * hd, kvd = nkv * hd;
-    linear(m->q, m->xn, T, &l->wq, ex);
-    linear(m->k, m->xn, T, &l->wk, ex);
-    linear(m->v, m->xn, T, &l->wv, ex);
+    linear_exec lx[3];
+    linear_adapter lb[3][MODEL_MAX_BATCH_ADAPTERS];
+    {   /* q, k, v: the base products, then one barrier for their adapter passes */
+        const model_proj p[3] = {MODEL_PROJ_Q, MODEL_PROJ_K, MODEL_PROJ_V};
+        float *const y[3] = {m->q, m->k, m->v};
+        const linear_weight *const w[3] = {&l->wq, &l->wk, &l->wv};
+        const linear_exec *e[3];
+        for (int i = 0; i < 3; i++) e[i] = model_lora_exec(b, row_ad, ex, il, p[i], &lx[i], lb[i]);
+        model_lora_linear_group(3, y, m->xn, T, w, e);
+    }
     tpool_barrier(pool);
     for (int t = lo; t < hi; t++) {
         int32_t slot = b->seq_slots[m->tok_seq[t]][b->positions[t]];
@@ -292,28 +303,30 @@ static void attn_block(model *m, model_kv *kv, const model_batch *b, const model
         kern_attention(&a, ex->ith, ex->nth, ex->scratch);
     }
     tpool_barrier(pool);
-    linear(m->xn, m->att, T, &l->wo, ex);
+    linear(m->xn, m->att, T, &l->wo, model_lora_exec(b, row_ad, ex, il, MODEL_PROJ_O, &lx[0], lb[0]));
     tpool_barrier(pool);
 }
 
 /* The non-gated MLP: down(relu(up x)^2). */
-static void mlp_block(model *m, const model_batch *b, const model_layer *l, const linear_exec *ex,
-                      struct tpool *pool, int lo, int hi)
+static void mlp_block(model *m, const model_batch *b, const model_layer *l, int il, const linear_exec *ex,
+                      const int32_t *row_ad, struct tpool *pool, int lo, int hi)
 {
     const int T = b->n_tokens, I = m->cfg->intermediate_size;
-    linear(m->up, m->xn, T, &l->wup, ex);
+    linear_exec lx;
+    linear_adapter lb[MODEL_MAX_BATCH_ADAPTERS];
+    linear(m->up, m->xn, T, &l->wup, model_lora_exec(b, row_ad, ex, il, MODEL_PROJ_UP, &lx, lb));
     tpool_barrier(pool);
     for (int t = lo; t < hi; t++) {
         float *u = m->up + (size_t)t * I;
         for (int i = 0; i < I; i++) u[i] = u[i] > 0.0f ? u[i] * u[i] : 0.0f;
     }
     tpool_barrier(pool);
-    linear(m->xn, m->up, T, &l->wdown, ex);
+    linear(m->xn, m->up, T, &l->wdown, model_lora_exec(b, row_ad, ex, il, MODEL_PROJ_DOWN, &lx, lb));
     tpool_barrier(pool);
 }
 
 void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
-                      const linear_exec *ex, struct tpool *pool, int lo, int hi)
+                      const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi)
 {
     const int H = m->cfg->hidden_size;
     for (int t = lo; t < hi; t++) {
@@ -323,8 +336,8 @@ void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_
     }
     tpool_barrier(pool);
     if (l->kind == 'M') mamba2_mixer(m, kv, b, l, ex, pool, lo, hi);
-    else if (l->kind == '*') attn_block(m, kv, b, l, il, ex, pool, lo, hi);
-    else mlp_block(m, b, l, ex, pool, lo, hi);
+    else if (l->kind == '*') attn_block(m, kv, b, l, il, ex, row_ad, pool, lo, hi);
+    else mlp_block(m, b, l, il, ex, row_ad, pool, lo, hi);
 }
 
 const model_arch model_arch_nemotron_h = {

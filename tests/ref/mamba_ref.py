@@ -35,9 +35,23 @@ DESIGN
   2e-2 (token by token, so each step's state is stored rounded) and must
   differ from f32 ones.
 
+  LoRA (`lora`): random PEFT adapters in NemotronH's module names
+  (base_model.model.backbone.layers.N.mixer.{q,k,v,o,up,down}_proj,
+  backbone.embeddings, lm_head), the reference on the merged weights
+  (W + scale B A; the embedding E + scale (B A)^T): `generate --lora-path`
+  prompt logits within 1e-4 relative and greedy ids equal per adapter; one
+  `generate --requests` batch of three adapters + the base equal to the
+  reference and to each request alone; adapters on a Mamba2 mixer
+  (in_proj, out_proj) or a q_proj on a Mamba2 layer refused at start-up
+  and by /load_lora_adapter (400) naming the tensor and the layer, the
+  server serving on afterwards.
+
 Usage: mamba_ref.py build DIR                 write the tiny model into DIR
-       mamba_ref.py ref DIR IDS N OUT.json     reference: prompt logits
+       mamba_ref.py ref DIR IDS N OUT.json [ADAPTER_DIR]
+                                               reference: prompt logits
                                                (log-softmax) and N greedy ids
+                                               (on the merged weights of ADAPTER_DIR)
+       mamba_ref.py lora SGLC CACHE_DIR         the LoRA check above
        mamba_ref.py check SGLC CACHE_DIR [--quick]
                                                the golden check above (--quick:
                                                generate, one chunk, token by token)
@@ -175,11 +189,61 @@ def forward(W, cfg, ids):
     return rmsnorm(x, W["backbone.norm_f.weight"], eps) @ W["lm_head.weight"].T
 
 
-def ref(d, ids, n_new, out_path):
+LORA_PRE = "base_model.model."
+
+
+def write_adapter(d, out, targets, layers, r, alpha, seed, rslora=False):
+    """A random PEFT folder adapting `targets` (mixer module names, "lm_head",
+    "embeddings") on `layers` of the tiny model in d (a dict: per target)."""
+    W = safetensors_np.read(os.path.join(d, "model.safetensors"))[0]
+    rng = np.random.RandomState(seed)
+    os.makedirs(out, exist_ok=True)
+    t = {}
+    for mod in targets:
+        if mod == "embeddings":
+            V, H = W["backbone.embeddings.weight"].shape
+            t[LORA_PRE + "backbone.embeddings.lora_embedding_A"] = rng.standard_normal((r, V)).astype(np.float32) * 0.3
+            t[LORA_PRE + "backbone.embeddings.lora_embedding_B"] = rng.standard_normal((H, r)).astype(np.float32) * 0.3
+            continue
+        ls = layers[mod] if isinstance(layers, dict) else layers
+        names = ["lm_head"] if mod == "lm_head" else [f"backbone.layers.{i}.mixer.{mod}" for i in ls]
+        for nm in names:
+            w = W.get(nm + ".weight")
+            n, k = w.shape if w is not None else (8, 8)  # a module the layer lacks: any shape
+            t[LORA_PRE + nm + ".lora_A.weight"] = (rng.standard_normal((r, k)) / np.sqrt(k)).astype(np.float32)
+            t[LORA_PRE + nm + ".lora_B.weight"] = (0.3 * rng.standard_normal((n, r))).astype(np.float32)
+    with open(os.path.join(out, "adapter_config.json"), "w") as f:
+        json.dump({"peft_type": "LORA", "r": r, "lora_alpha": alpha, "use_rslora": rslora,
+                   "target_modules": sorted(set(targets)), "bias": "none"}, f)
+    safetensors_np.write(os.path.join(out, "adapter_model.safetensors"), t)
+
+
+def merge(W, adir):
+    """W with the adapter of adir merged in (float64)."""
+    with open(os.path.join(adir, "adapter_config.json")) as f:
+        ac = json.load(f)
+    r = ac["r"]
+    scale = ac["lora_alpha"] / (math.sqrt(r) if ac.get("use_rslora") else r)
+    T = {k: torch.from_numpy(np.asarray(v, dtype=np.float64))
+         for k, v in safetensors_np.read(os.path.join(adir, "adapter_model.safetensors"))[0].items()}
+    W = dict(W)
+    for k, a in T.items():
+        if k.endswith(".lora_A.weight"):
+            base = k[len(LORA_PRE):-len(".lora_A.weight")] + ".weight"
+            W[base] = W[base] + scale * (T[k.replace("lora_A", "lora_B")] @ a)
+        elif k.endswith("lora_embedding_A"):
+            W["backbone.embeddings.weight"] = W["backbone.embeddings.weight"] + \
+                scale * (T[k.replace("_A", "_B")] @ a).T
+    return W
+
+
+def ref(d, ids, n_new, out_path, adir=None):
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
     W = {k: torch.from_numpy(np.asarray(v, dtype=np.float64))
          for k, v in safetensors_np.read(os.path.join(d, "model.safetensors"))[0].items()}
+    if adir:
+        W = merge(W, adir)
     with torch.no_grad():
         lg = forward(W, cfg, ids)
         prompt_lp = torch.log_softmax(lg, -1)
@@ -198,9 +262,9 @@ def ref(d, ids, n_new, out_path):
                    "output_ids": gen, "output_logprobs": gen_lp}, f)
 
 
-def reference(d, ids, n_new):
+def reference(d, ids, n_new, adir=None):
     with tempfile.TemporaryDirectory() as td:
-        ref(d, ids, n_new, os.path.join(td, "r.json"))
+        ref(d, ids, n_new, os.path.join(td, "r.json"), adir)
         with open(os.path.join(td, "r.json")) as f:
             return json.load(f)
 
@@ -275,13 +339,160 @@ def check(sglc, cache, quick=False):
     return bad
 
 
+def lora_check(sglc, cache):
+    d = os.path.join(cache, "nemotron_h")
+    build(d)
+    kinds = tiny_config()["hybrid_override_pattern"]
+    att = [i for i, k in enumerate(kinds) if k == "*"]
+    mlp = [i for i, k in enumerate(kinds) if k == "-"]
+    bad = 0
+
+    def report(ok, msg):
+        nonlocal bad
+        print(("ok   " if ok else "FAIL ") + msg, flush=True)
+        bad += not ok
+
+    rng = np.random.RandomState(11)
+    prompts = [[int(t) for t in rng.randint(3, VOCAB, n)] for n in (19, 11, 15, 9)]
+    n_new = 6
+    with tempfile.TemporaryDirectory() as td:
+        ads = {"a0": (["q_proj", "k_proj", "v_proj", "o_proj"], att, 4, 8, False),
+               "a1": (["up_proj", "down_proj", "lm_head", "embeddings"], mlp, 8, 16, True),
+               "a2": (["q_proj", "v_proj", "down_proj"], {"q_proj": att, "v_proj": att, "down_proj": mlp},
+                      2, 4, False)}
+        for i, (name, (tg, ls, r, al, rs)) in enumerate(ads.items()):
+            write_adapter(d, os.path.join(td, name), tg, ls, r, al, 100 + i, rs)
+        order = ["a0", "a1", "a2", None]
+        refs = [reference(d, p, n_new, os.path.join(td, a) if a else None) for p, a in zip(prompts, order)]
+        # --lora-path alone: prompt logits and greedy ids
+        for a, p, rf in zip(order[:3], prompts, refs):
+            lg = os.path.join(td, a + ".f32")
+            out = run([sglc, "generate", "--model-path", d, "--input-ids", ",".join(map(str, p)),
+                       "--max-new-tokens", str(n_new), "--temperature", "0", "--json", "--ignore-eos",
+                       "--dtype", "float32", "--dump-logits", lg, "--lora-path", os.path.join(td, a)])
+            got = np.fromfile(lg, dtype="<f4").reshape(len(p), VOCAB)
+            want = np.array(rf["logits"])
+            rel = float(np.abs(got - want).max() / np.abs(want).max())
+            report(rel < 1e-4, f"{a} ({','.join(ads[a][0])}): prompt logits max rel err {rel:.2e} (< 1e-4)")
+            ids = json.loads(out.stdout.strip().splitlines()[-1])["output_ids"]
+            report(ids == rf["output_ids"], f"{a}: greedy ids {ids} == merged-weight reference")
+        base = reference(d, prompts[0], n_new)
+        report(np.abs(np.array(base["logits"]) - np.array(refs[0]["logits"])).max() > 1e-2,
+               "a0 changes the logits (the reference differs from the base)")
+
+        # one --requests batch: three adapters + the base, each == the reference and == alone
+        def reqline(p, a):
+            o = {"input_ids": p, "return_logprob": True, "logprob_start_len": 0,
+                 "sampling_params": {"temperature": 0, "max_new_tokens": n_new, "ignore_eos": True}}
+            if a:
+                o["lora_path"] = a
+            return json.dumps(o) + "\n"
+
+        def batch(lines):
+            f = os.path.join(td, "req.jsonl")
+            with open(f, "w") as fh:
+                fh.writelines(lines)
+            out = run([sglc, "generate", "--model-path", d, "--requests", f, "--skip-tokenizer-init",
+                       "--dtype", "float32", "--max-total-tokens", "512", "--max-loras-per-batch", "3",
+                       "--lora-paths"] + [f"{a}={td}/{a}" for a in order[:3]])
+            return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+
+        rows = batch([reqline(p, a) for p, a in zip(prompts, order)])
+        report(len(rows) == len(prompts), f"batch: {len(rows)} responses for {len(prompts)} requests")
+        for i, (row, rf, a) in enumerate(zip(rows, refs, order)):
+            alone = batch([reqline(prompts[i], a)])[0]
+            lp = [e[0] for e in row["meta_info"]["input_token_logprobs"][1:]]
+            lpa = [e[0] for e in alone["meta_info"]["input_token_logprobs"][1:]]
+            want = [rf["prompt_logprobs"][t][prompts[i][t + 1]] for t in range(len(prompts[i]) - 1)]
+            err = float(np.max(np.abs(np.array(lp) - np.array(want)) / np.maximum(1.0, np.abs(want))))
+            erra = float(np.max(np.abs(np.array(lp) - np.array(lpa))))
+            report(err < 1e-4 and row["output_ids"] == rf["output_ids"],
+                   f"batch line {i} ({a or 'base'}): prompt logprobs max err {err:.2e} vs reference, ids equal")
+            report(erra < 1e-5 and row["output_ids"] == alone["output_ids"],
+                   f"batch line {i} ({a or 'base'}): == alone (logprobs max diff {erra:.1e}, ids equal)")
+
+        # refusals: the Mamba2 mixer, a q_proj on a Mamba2 layer, up_proj on an attention layer
+        mam = kinds.index("M")
+        cases = [("mix_in", ["in_proj"], [mam], f"mixer.in_proj of layer {mam}, which is a Mamba2 layer"),
+                 ("mix_out", ["out_proj"], [mam], f"mixer.out_proj of layer {mam}, which is a Mamba2 layer"),
+                 ("q_on_m", ["q_proj"], [mam], f"mixer.q_proj of layer {mam}, which is a Mamba2 layer"),
+                 ("up_on_att", ["up_proj"], [att[0]], f"mixer.up_proj of layer {att[0]}, which is an attention layer")]
+        for tag, tg, ls, msg in cases:
+            write_adapter(d, os.path.join(td, tag), tg, ls, 4, 8, 5)
+            p = subprocess.run([sglc, "generate", "--model-path", d, "--input-ids", "5,6,7", "--max-new-tokens",
+                                "1", "--lora-path", os.path.join(td, tag)], capture_output=True, text=True, timeout=60)
+            report(p.returncode != 0 and msg in p.stderr and "tensor base_model.model.backbone.layers." in p.stderr,
+                   f"start-up refuses {tag}: '{msg}'" + ("" if msg in p.stderr else f" (got: {p.stderr.strip()[-300:]})"))
+        bad += serve_refusal(sglc, d, td, cases[0][3], report)
+    return bad
+
+
+def serve_refusal(sglc, d, td, msg, report):
+    """sglc serve: /load_lora_adapter of the mixer adapter is a 400 naming it;
+    a good adapter loads after it and serves (== generate --lora-path)."""
+    import socket
+    import time
+    import urllib.error
+    import urllib.request
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    url = f"http://127.0.0.1:{port}"
+    log = open(os.path.join(td, "serve.log"), "w")
+    srv = subprocess.Popen([sglc, "serve", "--model-path", d, "--host", "127.0.0.1", "--port", str(port),
+                            "--threads", "2", "--dtype", "float32", "--skip-server-warmup",
+                            "--skip-tokenizer-init", "--max-loras-per-batch", "2", "--enable-lora",
+                            "--max-lora-rank", "8", "--lora-target-modules", "all"],
+                           stdout=log, stderr=subprocess.STDOUT)
+
+    def post(path, body):
+        req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except Exception:  # noqa: BLE001 -- not up yet
+                if srv.poll() is not None:
+                    break
+                time.sleep(0.1)
+        st, o = post("/load_lora_adapter", {"lora_name": "mix", "lora_path": os.path.join(td, "mix_in")})
+        report(st == 400 and msg in json.dumps(o), f"/load_lora_adapter of the mixer adapter: {st}, "
+               f"names it ({json.dumps(o)[:200]})")
+        st, o = post("/load_lora_adapter", {"lora_name": "a0", "lora_path": os.path.join(td, "a0")})
+        report(st == 200, f"/load_lora_adapter of an attention adapter after it: {st}")
+        body = {"input_ids": [5, 6, 7, 8], "sampling_params": {"temperature": 0, "max_new_tokens": 4,
+                                                               "ignore_eos": True}}
+        st, o = post("/generate", dict(body, lora_path="a0"))
+        off = run([sglc, "generate", "--model-path", d, "--input-ids", "5,6,7,8", "--max-new-tokens", "4",
+                   "--temperature", "0", "--json", "--ignore-eos", "--dtype", "float32",
+                   "--lora-path", os.path.join(td, "a0")])
+        want = json.loads(off.stdout.strip().splitlines()[-1])["output_ids"]
+        report(st == 200 and o.get("output_ids") == want, f"/generate with a0 == generate --lora-path ({st})")
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+        log.close()
+    return 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "lora":
+        sys.exit(1 if lora_check(sys.argv[2], sys.argv[3]) else 0)
     if len(sys.argv) in (4, 5) and sys.argv[1] == "check":
         sys.exit(1 if check(sys.argv[2], sys.argv[3], quick=sys.argv[4:] == ["--quick"]) else 0)
     if len(sys.argv) >= 3 and sys.argv[1] == "build":
         build(sys.argv[2])
-    elif len(sys.argv) == 6 and sys.argv[1] == "ref":
-        ref(sys.argv[2], [int(t) for t in sys.argv[3].split(",")], int(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "ref":
+        ref(sys.argv[2], [int(t) for t in sys.argv[3].split(",")], int(sys.argv[4]), sys.argv[5],
+            sys.argv[6] if len(sys.argv) == 7 else None)
     else:
         print(__doc__)
         sys.exit(2)

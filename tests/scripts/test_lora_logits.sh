@@ -11,7 +11,11 @@
 # mixtral's w1/w3/w2); --family ds: Qwen2-MoE (experts + shared expert)
 # and DeepSeek V2-Lite / V2 / V3 (MLA: q_proj or q_a/q_b_proj,
 # kv_a_proj_with_mqa, kv_b_proj on the absorbed path, o_proj; routed and
-# shared experts) against tests/ref/ds_ref.py.
+# shared experts) against tests/ref/ds_ref.py.  NemotronH (hybrid Mamba2,
+# tests/ref/mamba_ref.py lora): adapters on the attention / MLP blocks,
+# embeddings and lm_head against the merged weights, a mixed batch of
+# three adapters + base == each alone, and adapters on the Mamba2 mixer
+# refused at start-up and by /load_lora_adapter (400).
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/TinyStories-656K/config.json \
@@ -29,4 +33,5 @@ rc=0
 "$PY" "$ROOT/tests/ref/lora_ref.py" --family gemma --cache "$ROOT/build/tiny-models" || rc=1
 "$PY" "$ROOT/tests/ref/lora_ref.py" --family phi3 --cache "$ROOT/build/tiny-models" || rc=1
 "$PY" "$ROOT/tests/ref/lora_ref.py" --family ds --cache "$ROOT/build/tiny-models" || rc=1
+"$PY" "$ROOT/tests/ref/mamba_ref.py" lora "$BIN" "$ROOT/build/tiny-models" || rc=1
 exit $rc
