@@ -148,6 +148,14 @@ static void test_path_arg(void **state)
     static const char mla[] = "{\"r\": 4, \"target_modules\": [\"q_a_proj\", \"kv_b_proj\", \"w2\"]}";
     assert_int_equal(lora_config_parse(mla, strlen(mla), &c, err, sizeof err), 0);
     assert_int_equal(c.targets, (1u << LORA_T_Q_A) | (1u << LORA_T_KV_B) | (1u << MODEL_PROJ_DOWN));
+    /* NemotronH: "embeddings" is the embedding; the Mamba2 mixer's in_proj /
+     * out_proj parse (their tensors are refused at load, by name) but are no
+     * --lora-target-modules name */
+    static const char nh[] = "{\"r\": 4, \"target_modules\": [\"embeddings\", \"in_proj\", \"out_proj\", \"q_proj\"]}";
+    assert_int_equal(lora_config_parse(nh, strlen(nh), &c, err, sizeof err), 0);
+    assert_int_equal(c.targets, (1u << LORA_T_EMBED) | (1u << LORA_T_MIXER) | (1u << MODEL_PROJ_Q));
+    assert_int_equal(lora_target_bits("in_proj"), 0);
+    assert_int_equal(lora_target_bits("embeddings"), 1u << LORA_T_EMBED);
 }
 
 /* ---- kernels ----------------------------------------------------------- */
