@@ -151,6 +151,8 @@ static const char *other_key(gjs *c, json_t *names)
     return r;
 }
 
+const char *gjs_string_not_in(gjs *c, json_t *names) { return other_key(c, names); }
+
 static bool in_array(json_t *a, const char *s)
 {
     size_t i;
