@@ -24,6 +24,9 @@
 /* Key of an internal string schema: a string that is none of the listed
  * ones (an array; from `not` of an enum, grammar_json_not.c). */
 #define GJS_NOTIN_KEY "\x01" "notin"
+/* Key of an internal number schema: a number that is not an integer
+ * (from `not` of type integer; generated without an exponent, a subset). */
+#define GJS_NONINT_KEY "\x01" "nonint"
 
 /* One translation.  Owns bodies/refs/rules; borrows root and opts. */
 typedef struct gjs {

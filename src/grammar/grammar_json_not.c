@@ -7,8 +7,9 @@
  *     not S  =  anyOf [ neg(k) for each keyword group k of S ]
  * where each group's negation is exact or the whole `not` is refused with
  * an error naming the keyword (never a superset):
- *   type T             the other types ("integer" without "number": refused,
- *                      the non-integer numbers are not expressible)
+ *   type T             the other types ("integer" without "number": the
+ *                      numbers with a non-zero fraction digit and no
+ *                      exponent, GJS_NONINT_KEY: a subset)
  *   enum / const E     per type, the values not in E: null / true / false
  *                      left out, strings "none of E's strings" (GJS_NOTIN_KEY,
  *                      the key trie of objects), numbers / objects / arrays
@@ -144,14 +145,12 @@ json_t *gjs_negate(gjs *c, json_t *n0, int depth)
         } else if (!strcmp(k, "type")) {
             json_t *a = json_array();
             bool num = gjs_type_has(v, "number"), integer = gjs_type_has(v, "integer");
-            if (integer && !num) {
-                json_decref(a);
-                gjs_fail(c, "'not' of type integer is not supported (the non-integer numbers)");
-                goto out;
-            }
             for (int i = 0; all_types[i]; i++)
-                if (!gjs_type_has(v, all_types[i])) json_array_append_new(a, json_string(all_types[i]));
+                if (!gjs_type_has(v, all_types[i]) && !(integer && !strcmp(all_types[i], "number")))
+                    json_array_append_new(a, json_string(all_types[i]));
             x = json_array_size(a) ? json_pack("{s:o}", "type", a) : (json_decref(a), json_false());
+            if (integer && !num) /* the numbers that are not integers (no exponent forms: a subset) */
+                x = json_pack("{s:[o,{s:s,s:b}]}", "anyOf", x, "type", "number", GJS_NONINT_KEY, 1);
         } else if (!strcmp(k, "enum") || !strcmp(k, "const")) {
             if (!strcmp(k, "enum") && !json_is_array(v)) {
                 gjs_fail(c, "'enum' must be an array");

@@ -220,7 +220,7 @@ static bool is_language(const char *k)
         "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "anyOf", "oneOf", "allOf", "not", "$ref",
         "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
         "multipleOf", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies",
-        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", GJS_FALSE_KEY, GJS_NOTIN_KEY, NULL};
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", GJS_FALSE_KEY, GJS_NOTIN_KEY, GJS_NONINT_KEY, NULL};
     for (int i = 0; kw[i]; i++)
         if (!strcmp(k, kw[i])) return true;
     return false;
@@ -560,6 +560,14 @@ static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
 
 static const char *gen_type(gjs *c, json_t *s, const char *t)
 {
+    if (json_object_get(s, GJS_NONINT_KEY) && (!strcmp(t, "number") || !strcmp(t, "integer"))) {
+        /* from not {type: integer}: a fraction with a non-zero digit, no exponent (a subset) */
+        if (!strcmp(t, "integer")) return gjs_unsat(c, "an integer that is not an integer"), NULL;
+        static const char *const kw[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL};
+        for (int i = 0; kw[i]; i++)
+            if (json_object_get(s, kw[i])) return gjs_fail(c, "'not' of type integer together with '%s' is not supported", kw[i]), NULL;
+        return gjs_rule(c, "nonint", "\"-\"? (\"0\" | [1-9] [0-9]*) \".\" [0-9]* [1-9] [0-9]*");
+    }
     if (!strcmp(t, "string")) return gjs_string(c, s);
     if (!strcmp(t, "integer")) return gjs_number(c, s, true);
     if (!strcmp(t, "number")) return gjs_number(c, s, false);
@@ -670,8 +678,8 @@ static const char *gen_inner(gjs *c, json_t *s)
     json_t *type = json_object_get(s, "type");
     if (type && !json_is_string(type) && !json_is_array(type)) return gjs_fail(c, "'type' must be a string or an array"), NULL;
     json_t *cv = json_object_get(s, "const");
-    json_t *notin = json_object_get(s, GJS_NOTIN_KEY);
-    if (notin && (cv || json_is_array(json_object_get(s, "enum")))) {
+    json_t *notin = json_object_get(s, GJS_NOTIN_KEY), *nonint = json_object_get(s, GJS_NONINT_KEY);
+    if ((notin || nonint) && (cv || json_is_array(json_object_get(s, "enum")))) {
         /* values and "none of these strings": the values without them */
         json_t *m = json_copy(s), *vals = cv ? json_pack("[O]", cv) : json_copy(json_object_get(s, "enum"));
         json_t *keep = json_array();
@@ -680,11 +688,13 @@ static const char *gen_inner(gjs *c, json_t *s)
         json_array_foreach(vals, i, v)
         {
             bool out = false;
-            if (json_is_string(v)) json_array_foreach(notin, j, x) if (json_equal(v, x)) out = true;
+            if (json_is_string(v) && notin) json_array_foreach(notin, j, x) if (json_equal(v, x)) out = true;
+            if (nonint && (json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v))))
+                out = true;
             if (!out) json_array_append(keep, v);
         }
         json_decref(vals);
-        json_object_del(m, "const"), json_object_del(m, GJS_NOTIN_KEY);
+        json_object_del(m, "const"), json_object_del(m, GJS_NOTIN_KEY), json_object_del(m, GJS_NONINT_KEY);
         json_object_set_new(m, "enum", keep);
         json_array_append_new(c->keep, m);
         return gjs_gen(c, m);

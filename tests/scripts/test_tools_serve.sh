@@ -229,6 +229,54 @@ check(len(rs2) == 1 and rs2[0] == m["reasoning_content"], "stream_reasoning fals
 _, resp = post("/v1/chat/completions", {**base, "tools": tools, "chat_template_kwargs": {"enable_thinking": False}})
 ch = resp["choices"][0]
 check(ch["message"]["tool_calls"] is None and ch["finish_reason"] == "length", "auto, random output: no tool_calls", ch)
+
+# tool_choice auto with a strict tool: SGLang's structural tag (free text; a call, once the model starts
+# one, follows its tool's schema: strict tools their parameters, the others any JSON)
+import jsonschema
+strict_tools = [{"type": "function", "function": {**tools[0]["function"], "strict": True}}, tools[1]]
+sb = {"model": "m", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": strict_tools,
+      "max_tokens": 160, "temperature": 0, "separate_reasoning": False}
+code, resp = post("/v1/chat/completions", {**sb, "rid": "t-strict-auto"})
+obj = logged("t-strict-auto")
+st = obj and obj["sampling_params"].get("structural_tag")
+stj = json.loads(st) if st else {}
+check(code == 200 and stj.get("triggers") == ["<tool_call>"] and len(stj.get("structures", [])) == 2 and
+      stj["structures"][0]["schema"] == tools[0]["function"]["parameters"] and stj["structures"][1]["schema"] == {} and
+      stj["structures"][0]["begin"] == '<tool_call>\n{"name": "get_weather", "arguments": ',
+      "strict auto: the request carries the tools' structural tag", (code, st))
+def calls_valid(resp, need):
+    ch = resp["choices"][0]
+    calls = ch["message"]["tool_calls"] or []
+    ok = len(calls) >= need and (not calls or ch["finish_reason"] == "tool_calls")
+    for c in calls:
+        try:
+            args = json.loads(c["function"]["arguments"])
+            if c["function"]["name"] == "get_weather":
+                jsonschema.validate(args, tools[0]["function"]["parameters"])
+            else:
+                ok = ok and c["function"]["name"] == "get_time"
+        except (ValueError, jsonschema.ValidationError):
+            ok = False
+    return ok, len(calls), ch
+ok, n, ch = calls_valid(resp, 0)
+check(code == 200 and ok, f"strict auto, random output: {n} call(s), each valid", ch)
+# a call that must happen: logit_bias puts <tool_call> first, the grammar takes over after the trigger
+tc = tokenize("<tool_call>")
+for tool_name in ("get_weather", None):
+    msgs = [{"role": "user", "content": "Weather in Paris?" if tool_name else "What time is it?"}]
+    code, resp = post("/v1/chat/completions", {**sb, "messages": msgs, "logit_bias": {str(tc[0]): 100}})
+    ok, n, ch = calls_valid(resp, 1) if code == 200 else (False, 0, resp)
+    check(len(tc) == 1 and ok, f"strict auto, a forced start: {n} call(s), each valid against its schema", ch)
+# the request's own constraint wins (SGLang: a warning, no tool constraint)
+code, resp = post("/v1/chat/completions", {**sb, "rid": "t-strict-own", "max_tokens": 4,
+                  "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}})
+obj = logged("t-strict-own")
+check(code == 200 and obj and "structural_tag" not in obj["sampling_params"] and "json_schema" in obj["sampling_params"],
+      "strict auto + response_format: the request's json_schema is kept", obj and obj["sampling_params"])
+# not strict: no constraint (as SGLang)
+code, resp = post("/v1/chat/completions", {**sb, "tools": tools, "rid": "t-loose-auto", "max_tokens": 2})
+obj = logged("t-loose-auto")
+check(code == 200 and obj and "structural_tag" not in obj["sampling_params"], "auto without strict tools: no structural tag")
 sys.exit(1 if bad else 0)
 PYEOF
 $PY "$T/check.py" "$SERVER_URL" "$T/log" "$BIN" "$TOK" full

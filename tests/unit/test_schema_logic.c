@@ -94,13 +94,16 @@ static void test_not(void **state)
         {"{\"type\":\"integer\",\"not\":{\"minimum\":5}}", {"4", "-10", "0"}, {"5", "6", "100"}},
         {"{\"type\":\"array\",\"not\":{\"maxItems\":1}}", {"[1,2]", "[1,2,3]"}, {"[]", "[1]"}},
         {"{\"not\":{\"not\":{\"type\":\"null\"}}}", {"null"}, {"1", "\"a\""}},
+        /* not integer: the numbers with a non-zero fraction digit (no exponent forms: a subset) */
+        {"{\"not\":{\"type\":\"integer\"}}", {"1.5", "-0.25", "null", "\"a\"", "10.010"}, {"1", "-3", "0", "2.0", "1.00"}},
+        {"{\"enum\":[1,1.5,\"x\"],\"not\":{\"type\":\"integer\"}}", {"1.5", "\"x\""}, {"1", "1.0"}},
         {"{\"type\":\"integer\",\"not\":false}", {"1"}, {"\"a\""}},
         {"{\"$defs\":{\"n\":{\"type\":\"null\"}},\"not\":{\"$ref\":\"#/$defs/n\"}}", {"1", "\"a\""}, {"null"}},
     };
     run(cs, sizeof cs / sizeof *cs);
     refused("{\"not\":{}}", "cannot be satisfied");
     refused("{\"not\":{\"pattern\":\"^a\"}}", "'not' of a schema with 'pattern'");
-    refused("{\"not\":{\"type\":\"integer\"}}", "'not' of type integer");
+    refused("{\"type\":\"number\",\"minimum\":1,\"not\":{\"type\":\"integer\"}}", "'not' of type integer together");
     refused("{\"not\":{\"enum\":[1,2]}}", "number values");
     refused("{\"type\":\"string\",\"minLength\":2,\"not\":{\"const\":\"ab\"}}", "'not' of string values");
 }
@@ -126,11 +129,37 @@ static void test_if_then_else(void **state)
     refused("{\"if\":{\"pattern\":\"x\"},\"then\":{\"type\":\"string\"}}", "'if'/'then'/'else'");
 }
 
+static void test_contains_unique(void **state)
+{
+    (void)state;
+    static const scase cs[] = {
+        {"{\"type\":\"array\",\"contains\":{\"const\":5}}", {"[5]", "[1,5]", "[5,5,2]", "[1,2,3,5]"}, {"[]", "[1]", "[4,6]"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":10},\"minContains\":2}",
+         {"[10,11]", "[1,10,2,20,3]", "[10,10,10]"},
+         {"[10]", "[1,2,3]", "[10,\"x\",11]", "[]"}},
+        {"{\"type\":\"array\",\"contains\":{\"type\":\"string\"},\"minContains\":0}", {"[]", "[1]"}, {"{}"}},
+        {"{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"enum\":[\"a\",\"b\",\"c\"]}}",
+         {"[]", "[\"a\"]", "[\"b\",\"a\"]", "[\"c\",\"a\",\"b\"]"},
+         {"[\"a\",\"a\"]", "[\"a\",\"b\",\"a\"]", "[\"d\"]"}},
+        {"{\"type\":\"array\",\"uniqueItems\":true,\"minItems\":2,\"items\":{\"type\":\"boolean\"}}",
+         {"[true,false]", "[false,true]"},
+         {"[true]", "[true,true]", "[]"}},
+        {"{\"type\":\"array\",\"uniqueItems\":true,\"maxItems\":2,\"items\":{\"enum\":[1,1.0,2,3]}}",
+         {"[1,2]", "[3]", "[2,3]"},
+         {"[1,1]", "[1,1.0]", "[1,2,3]"}},
+    };
+    run(cs, sizeof cs / sizeof *cs);
+    refused("{\"type\":\"array\",\"contains\":{\"const\":1},\"maxContains\":2}", "maxContains");
+    refused("{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"string\"}}", "uniqueItems");
+    refused("{\"type\":\"array\",\"prefixItems\":[{}],\"contains\":{\"const\":1}}", "contains");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_not),
         cmocka_unit_test(test_if_then_else),
+        cmocka_unit_test(test_contains_unique),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
