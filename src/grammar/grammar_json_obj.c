@@ -416,7 +416,7 @@ static const char *array_contains(gjs *c, json_t *s, json_t *cont, long long k)
 {
     const char *w = c->ws;
     json_t *items = json_object_get(s, "items");
-    if (json_object_get(s, "maxContains")) return gjs_fail(c, "'maxContains' is not supported"), NULL;
+    json_t *mxc = json_object_get(s, "maxContains");
     if (json_object_get(s, "prefixItems") || json_is_array(items))
         return gjs_fail(c, "'contains' together with prefixItems is not supported"), NULL;
     if (json_object_get(s, "maxItems") || json_object_get(s, "unevaluatedItems"))
@@ -432,7 +432,47 @@ static const char *array_contains(gjs *c, json_t *s, json_t *cont, long long k)
     json_t *ic = json_pack("{s:[OO]}", "allOf", items ? items : json_true(), cont);
     json_array_append_new(c->keep, ic);
     const char *IC = gjs_try_gen(c, ic, &dropped);
-    if (!IC) return dropped ? gjs_unsat(c, "'contains': no item matches"), NULL : NULL;
+    if (!IC && !(dropped && k == 0)) return dropped ? gjs_unsat(c, "'contains': no item matches"), NULL : NULL;
+    if (mxc) {
+        /* maxContains K: every item is IC or N = items and not contains (grammar_json_not.c),
+         * and the IC count is in [k, K]:
+         *   [ N Ns (, IC Ns){k,K} | IC Ns (, IC Ns){k-1,K-1} ]   Ns = (, N)*   (+ [] when k = 0) */
+        long long K = gjs_count(mxc, 0);
+        if (K < k) return gjs_unsat(c, "array schema cannot be satisfied (minContains > maxContains)"), NULL;
+        if (K > 16) return gjs_fail(c, "'maxContains' %lld is over the limit 16", K), NULL;
+        json_t *nc = gjs_negate(c, cont, 0);
+        if (!nc) return NULL;
+        json_t *ni = json_pack("{s:[Oo]}", "allOf", items ? items : json_true(), nc);
+        json_array_append_new(c->keep, ni);
+        bool nd = false;
+        const char *N = gjs_try_gen(c, ni, &nd);
+        if (!N && !nd) return NULL;
+        strbuf ns = {0}, b = {0};
+        if (N) strbuf_printf(&ns, "(%s\",\"%s%s)*", w, w, N);
+        const char *NS = N ? gjs_rule(c, "ancs", ns.p) : NULL;
+        free(ns.p);
+        if (N && !NS) return NULL;
+        bool alt = false;
+        if (k == 0) strbuf_printf(&b, "\"[\"%s\"]\"", w), alt = true;
+        if (N) {
+            strbuf_printf(&b, "%s\"[\"%s%s %s", alt ? " | " : "", w, N, NS);
+            if (IC && K > 0) strbuf_printf(&b, " (%s\",\"%s%s %s){%lld,%lld}", w, w, IC, NS, k, K);
+            strbuf_printf(&b, "%s\"]\"", w);
+            alt = true;
+        }
+        if (IC && K > 0) {
+            strbuf_printf(&b, "%s\"[\"%s%s%s%s", alt ? " | " : "", w, IC, NS ? " " : "", NS ? NS : "");
+            if (K > 1)
+                strbuf_printf(&b, " (%s\",\"%s%s%s%s){%lld,%lld}", w, w, IC, NS ? " " : "", NS ? NS : "",
+                              k > 0 ? k - 1 : 0, K - 1);
+            strbuf_printf(&b, "%s\"]\"", w);
+            alt = true;
+        }
+        const char *r = alt ? gjs_rule(c, "acont", b.p) : (gjs_unsat(c, "'contains': no array can be written"), NULL);
+        free(b.p);
+        return r;
+    }
+    if (!IC) return gjs_unsat(c, "'contains': no item matches"), NULL;
     strbuf b = {0};
     strbuf_printf(&b, "\"[\"%s(%s%s\",\"%s)* %s", w, R, w, w, IC);
     if (k > 1) strbuf_printf(&b, " ((%s\",\"%s%s)*%s\",\"%s%s){%lld}", w, w, R, w, w, IC, k - 1);

@@ -351,7 +351,7 @@ static void test_errors_name_the_keyword(void **state)
         {"{\"not\":{\"pattern\":\"a\"}}", "not"}, /* not of a type, enum, bound ...: test_schema_logic */
         {"{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems"},
         {"{\"if\":{\"format\":\"date\"},\"then\":{\"minLength\":1}}", "if"},
-        {"{\"type\":\"array\",\"contains\":{\"type\":\"integer\"},\"maxContains\":1}", "maxContains"},
+        {"{\"type\":\"array\",\"contains\":{\"pattern\":\"a\"},\"maxContains\":1}", "not"},
         {"{\"type\":\"number\",\"multipleOf\":0.01}", "multipleOf"},
         {"{\"$ref\":\"other.json#/a\"}", "remote"},
         {"{\"$ref\":\"#/$defs/missing\"}", "not found"},

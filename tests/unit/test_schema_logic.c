@@ -149,7 +149,20 @@ static void test_contains_unique(void **state)
          {"[1,1]", "[1,1.0]", "[1,2,3]"}},
     };
     run(cs, sizeof cs / sizeof *cs);
-    refused("{\"type\":\"array\",\"contains\":{\"const\":1},\"maxContains\":2}", "maxContains");
+    static const scase mx[] = {
+        {"{\"type\":\"array\",\"contains\":{\"const\":\"x\"},\"maxContains\":2}",
+         {"[\"x\"]", "[\"x\",\"x\"]", "[2,\"x\",3,\"x\"]", "[\"x\",\"y\"]"},
+         {"[]", "[2]", "[\"x\",\"x\",\"x\"]", "[\"x\",2,\"x\",\"x\"]"}},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"contains\":{\"minimum\":5},\"minContains\":0,"
+         "\"maxContains\":1}",
+         {"[]", "[1]", "[1,7,2]", "[9]"},
+         {"[5,6]", "[1,5,2,8]", "[\"a\"]"}},
+        {"{\"type\":\"array\",\"contains\":{\"type\":\"string\"},\"minContains\":2,\"maxContains\":3}",
+         {"[\"a\",\"b\"]", "[1,\"a\",2,\"b\",\"c\"]"},
+         {"[\"a\"]", "[\"a\",\"b\",\"c\",\"d\"]", "[1,2]"}},
+    };
+    run(mx, sizeof mx / sizeof *mx);
+    refused("{\"type\":\"array\",\"contains\":{\"pattern\":\"a\"},\"maxContains\":2}", "'not'");
     refused("{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"string\"}}", "uniqueItems");
     refused("{\"type\":\"array\",\"prefixItems\":[{}],\"contains\":{\"const\":1}}", "contains");
 }
