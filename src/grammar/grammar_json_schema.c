@@ -445,6 +445,14 @@ static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
 {
     json_t *a = gjs_flatten(c, a0, depth), *b = a ? gjs_flatten(c, b0, depth) : NULL;
     if (!a || !b) { json_decref(a); json_decref(b); return NULL; }
+    if (json_object_get(a, "if") && json_object_get(b, "if")) {
+        /* two if/then/else (allOf of conditionals): b's as its anyOf form (grammar_json_not.c) */
+        json_t *rb = gjs_rewrite_logic(c, b);
+        json_decref(b);
+        b = rb ? gjs_flatten(c, rb, depth) : NULL;
+        json_decref(rb);
+        if (!b) { json_decref(a); return NULL; }
+    }
     json_t *r = json_copy(a);
     /* properties: union; a key in both meets both; a key only one side
      * lists meets the other side's additionalProperties */

@@ -122,6 +122,13 @@ static void test_if_then_else(void **state)
         {"{\"if\":{\"type\":\"number\",\"minimum\":10},\"else\":{\"type\":\"string\"}}",
          {"10", "11", "\"x\""},
          {"9", "null", "true"}},
+        /* two conditionals in an allOf */
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":\"boolean\"},"
+         "\"x\":{\"type\":\"integer\"},\"y\":{\"type\":\"integer\"}},\"allOf\":["
+         "{\"if\":{\"properties\":{\"a\":{\"const\":true}},\"required\":[\"a\"]},\"then\":{\"required\":[\"x\"]}},"
+         "{\"if\":{\"properties\":{\"b\":{\"const\":true}},\"required\":[\"b\"]},\"then\":{\"required\":[\"y\"]}}]}",
+         {"{}", "{\"a\":true,\"x\":1}", "{\"a\":false,\"b\":true,\"y\":2}", "{\"a\":true,\"b\":true,\"x\":1,\"y\":2}"},
+         {"{\"a\":true}", "{\"b\":true,\"x\":1}", "{\"a\":true,\"b\":true,\"x\":1}"}},
         /* if without then/else: no constraint */
         {"{\"type\":\"integer\",\"if\":{\"minimum\":3}}", {"1", "5"}, {"\"a\""}},
     };
