@@ -12,8 +12,9 @@
  *                      exponent, GJS_NONINT_KEY: a subset)
  *   enum / const E     per type, the values not in E: null / true / false
  *                      left out, strings "none of E's strings" (GJS_NOTIN_KEY,
- *                      the key trie of objects), numbers / objects / arrays
- *                      only when E holds none of that type
+ *                      the key trie of objects), numbers the open intervals
+ *                      between E's numbers (exclusive bounds), objects /
+ *                      arrays only when E holds none of that type
  *   required R         an object without one of R (that key's property false)
  *   properties P       an object where some key of P is present and fails
  *                      its schema (neg of that schema)
@@ -102,12 +103,33 @@ static json_t *neg_values(gjs *c, json_t *vals)
         else if (json_is_number(v)) has[4] = true;
         else if (json_is_string(v)) json_array_append(strs, v);
     }
-    const char *kind = has[2] ? "object" : has[3] ? "array" : has[4] ? "number" : NULL;
+    const char *kind = has[2] ? "object" : has[3] ? "array" : NULL;
     if (kind) {
         json_decref(strs);
         return gjs_fail(c, "'not' of an enum/const holding %s values is not supported", kind), NULL;
     }
+    /* numbers other than the listed ones: the open intervals between them (bounds are exact decimals) */
+    json_t *nums = json_array();
+    json_array_foreach(vals, i, v) if (json_is_number(v))
+    {
+        size_t j = 0;
+        while (j < json_array_size(nums) && json_number_value(json_array_get(nums, j)) < json_number_value(v)) j++;
+        if (j < json_array_size(nums) && json_number_value(json_array_get(nums, j)) == json_number_value(v)) continue;
+        json_array_insert(nums, j, v);
+    }
+    if (json_array_size(nums) > 32) {
+        json_decref(strs), json_decref(nums);
+        return gjs_fail(c, "'not' of an enum holding more than 32 numbers is not supported"), NULL;
+    }
     json_t *alt = json_array();
+    size_t nn = json_array_size(nums);
+    for (size_t k = 0; k <= nn && nn; k++) {
+        json_t *iv = json_pack("{s:s}", "type", "number");
+        if (k > 0) json_object_set(iv, "exclusiveMinimum", json_array_get(nums, k - 1));
+        if (k < nn) json_object_set(iv, "exclusiveMaximum", json_array_get(nums, k));
+        json_array_append_new(alt, iv);
+    }
+    json_decref(nums);
     if (!has[0]) json_array_append_new(alt, json_pack("{s:s}", "type", "null"));
     if (!t || !f) {
         if (!t && !f) json_array_append_new(alt, json_pack("{s:s}", "type", "boolean"));
@@ -115,7 +137,7 @@ static json_t *neg_values(gjs *c, json_t *vals)
     }
     json_array_append_new(alt, json_pack("{s:s}", "type", "object"));
     json_array_append_new(alt, json_pack("{s:s}", "type", "array"));
-    json_array_append_new(alt, json_pack("{s:s}", "type", "number"));
+    if (!has[4]) json_array_append_new(alt, json_pack("{s:s}", "type", "number"));
     if (json_array_size(strs)) json_array_append_new(alt, json_pack("{s:s,s:o}", "type", "string", GJS_NOTIN_KEY, strs));
     else json_decref(strs), json_array_append_new(alt, json_pack("{s:s}", "type", "string"));
     return json_pack("{s:o}", "anyOf", alt);

@@ -94,6 +94,9 @@ static void test_not(void **state)
         {"{\"type\":\"integer\",\"not\":{\"minimum\":5}}", {"4", "-10", "0"}, {"5", "6", "100"}},
         {"{\"type\":\"array\",\"not\":{\"maxItems\":1}}", {"[1,2]", "[1,2,3]"}, {"[]", "[1]"}},
         {"{\"not\":{\"not\":{\"type\":\"null\"}}}", {"null"}, {"1", "\"a\""}},
+        /* numbers other than some: the intervals between them */
+        {"{\"type\":\"number\",\"not\":{\"enum\":[1,2.5]}}", {"0", "1.5", "2", "2.51", "-7", "3"}, {"1", "1.0", "2.5", "2.50"}},
+        {"{\"type\":\"integer\",\"not\":{\"const\":0}}", {"1", "-1", "10"}, {"0", "-0"}},
         /* not integer: the numbers with a non-zero fraction digit (no exponent forms: a subset) */
         {"{\"not\":{\"type\":\"integer\"}}", {"1.5", "-0.25", "null", "\"a\"", "10.010"}, {"1", "-3", "0", "2.0", "1.00"}},
         {"{\"enum\":[1,1.5,\"x\"],\"not\":{\"type\":\"integer\"}}", {"1.5", "\"x\""}, {"1", "1.0"}},
@@ -104,7 +107,7 @@ static void test_not(void **state)
     refused("{\"not\":{}}", "cannot be satisfied");
     refused("{\"not\":{\"pattern\":\"^a\"}}", "'not' of a schema with 'pattern'");
     refused("{\"type\":\"number\",\"minimum\":1,\"not\":{\"type\":\"integer\"}}", "'not' of type integer together");
-    refused("{\"not\":{\"enum\":[1,2]}}", "number values");
+    refused("{\"not\":{\"enum\":[{},2]}}", "object values");
     refused("{\"type\":\"string\",\"minLength\":2,\"not\":{\"const\":\"ab\"}}", "'not' of string values");
 }
 
