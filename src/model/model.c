@@ -49,6 +49,7 @@
 #include "model/hfq.h"
 #include "model/model_impl.h"
 #include "model/model_load.h"
+#include "model/model_ep.h"
 #include "model/moe.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -125,6 +126,7 @@ void model_weights_free(model_weights *m)
     linear_free(&m->lm_head);
     linear_free(&m->score);
     free(m->layers);
+    model_ep_free(m->ep);
     for (int i = 0; i < m->n_blocks; i++) free(m->blocks[i]);
     free(m->blocks);
     free(m->vecs);
@@ -180,6 +182,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     if (model_tp_setup(m, o->dist, o->pp_size, err, errlen)) goto fail;
+    if (model_ep_setup(m, o->ep, err, errlen)) goto fail; /* experts split over the TP ranks */
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;
@@ -194,6 +197,11 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         } else if (wsrc_open_hfq(&m->src, o->model_path, o->quantization, err, errlen)) {
             goto fail;
         }
+    }
+    if (m->ep && m->ep->every && !strcmp(m->src.ops->kind, "dummy weights")) {
+        errmsg_set(err, errlen, "--enable-eplb reloads the experts it moves from the checkpoint; "
+                                "--load-format dummy has none");
+        goto fail;
     }
 
     /* vector arena: norms, biases, q/k norms (+ padding per vector) */

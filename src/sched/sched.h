@@ -285,6 +285,10 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                               int max_draft);
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);
+/* Inside a draft hook call only (else NULL): the KV slots of the request
+ * being drafted, one per position of seq (the last one's K/V not computed
+ * yet).  EAGLE reads the target's hidden states of those slots. */
+const int32_t *sched_draft_slots(const sched *s);
 
 /* Constrained decoding (sampling_params json_schema / regex / ebnf /
  * structural_tag).  q compiles the grammars on its own thread(s) (its

@@ -344,7 +344,9 @@ void sched_batch_draft(sched *s)
         int64_t c = r->spec.cap_draft;
         if (sched_grow((void **)&r->spec.draft, &c, max, sizeof(int32_t))) continue;
         r->spec.cap_draft = (int)c;
+        s->hooks.draft_slots = r->kv.slots; /* sched_draft_slots */
         int n = s->hooks.draft_fn(s->hooks.draft_ctx, r->who.id, r->who.index, r->tok.seq, r->tok.len, r->spec.draft, max);
+        s->hooks.draft_slots = NULL;
         if (n <= 0) continue;
         if (n > max) n = max;
         bool ok = true;

@@ -286,6 +286,7 @@ struct sched {
         sched_draft_fn draft_fn; /* speculative decoding seam */
         void *draft_ctx;        /* borrowed */
         int max_draft;
+        const int32_t *draft_slots; /* during a draft hook call: that request's KV slots (EAGLE) */
     } hooks;
     struct {                    /* outbox (out.mu) */
         pthread_mutex_t mu;     /* guards this group and stats.st_pub */
