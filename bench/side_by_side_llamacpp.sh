@@ -305,7 +305,7 @@ for part in $PARTS; do
             "$LLAMA_BIN/llama-perplexity" -m "$f" -f "$TXT" -c 256 -b 256 -t "$THREADS" --chunks "$chunks" \
                 > "$OUT/logs/agree-llama-ppl-$b.log" 2>&1 || die "llama-perplexity $b failed"
             "$SGLC" perplexity --model-path "$f" --file "$TXT" --ctx-size 256 --chunks "$chunks" \
-                --threads "$THREADS" --quiet --run-name "$b" --result-filename "$OUT/agree-sglc-ppl.jsonl" \
+                --threads "$THREADS" --run-name "$b" --result-filename "$OUT/agree-sglc-ppl.jsonl" \
                 > "$OUT/logs/agree-sglc-ppl-$b.log" 2>&1 || die "sglc perplexity $b failed"
             case "$b" in l1b-*) continue ;; esac  # random weights: greedy text is noise
             "$LLAMA_BIN/llama-completion" -m "$f" -p "Once upon a time" -n "$AGREE_TOKENS" --temp 0 -no-cnv \
