@@ -13,11 +13,17 @@
  *   - Q8_0 for 8-bit codes with one zero per block (compressed-tensors /
  *     w8a8_int8 int8, GPTQ 8-bit symmetric): qs = c - z, d = f16(s);
  * each needing the group size and `in` to be multiples of 32 and the
- * scales within f16's normal range; otherwise (and for act-order g_idx,
- * 2-bit, asymmetric 8-bit, fp8) the hfquant.c dequantization, stored in
- * the checkpoint's torch_dtype.  At-load quantization of an unquantized
- * checkpoint: w8a8_int8 -> Q8_0 through the type's own quantizer; fp8 ->
- * e4m3 codes with a per-row scale amax / 448, dequantized (weight-only).
+ * scales within f16's normal range;
+ *   - fp8 (per tensor, per channel, 128 x 128 blocks): KERN_TYPE_F8_B128,
+ *     the codes as stored with the f32 scale of each 128 inputs
+ *     (kernels/quant_fp8.h, weight-only f32 kernels), when `in` % 128 == 0
+ *     and the scale blocks do not cut a 128-block;
+ * otherwise (and for act-order g_idx, 2-bit, asymmetric 8-bit) the
+ * hfquant.c dequantization, stored in the checkpoint's torch_dtype.
+ * At-load quantization of an unquantized checkpoint: w8a8_int8 -> Q8_0
+ * through the type's own quantizer; fp8 -> e4m3 codes with a per-row
+ * scale amax / 448, kept as KERN_TYPE_F8_B128 (dequantized when `in` %
+ * 128 != 0).
  * A malformed module (missing scales, wrong shapes or dtypes) is returned
  * with type -1 and the reason as its type name, which the loader reports
  * with the tensor's name. */
@@ -29,6 +35,7 @@
 #include <string.h>
 
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_fp8.h"
 #include "model/hfq.h"
 #include "model/hfquant.h"
 #include "util/errmsg.h"
@@ -49,6 +56,8 @@ typedef struct hfq_src {
     hfq_ent **ents;
     int n_ents, cap_ents;
     int n_block, n_deq; /* counts for the load log */
+    size_t block_bytes;  /* bytes of the weights kept block-quantized / as fp8 */
+    size_t block_ckpt;   /* bytes of the checkpoint tensors they were made from */
 } hfq_src;
 
 /* ---- the code grid ------------------------------------------------------ */
@@ -139,7 +148,19 @@ typedef struct job {
     const char *base;  /* module name */
     hfq_ent *e;        /* e->why gets the first problem */
     const char *origin;
+    const void *seen[8]; /* data of the checkpoint tensors counted in ckpt */
+    int n_seen;
+    size_t ckpt;         /* their bytes */
 } job;
+
+/* Count t's bytes once into j->ckpt. */
+static void count(job *j, const wsrc_tensor *t)
+{
+    for (int i = 0; i < j->n_seen; i++)
+        if (j->seen[i] == t->data) return;
+    if (j->n_seen < 8) j->seen[j->n_seen++] = t->data;
+    j->ckpt += t->nbytes;
+}
 
 static int bad(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(job *j, const char *fmt, ...)
@@ -158,7 +179,9 @@ static int get(job *j, const char *suffix, wsrc_tensor *t)
 {
     char nm[300];
     snprintf(nm, sizeof nm, "%s.%s", j->base, suffix);
-    return wsrc_find(&j->h->inner, nm, 0, NULL, t);
+    int found = wsrc_find(&j->h->inner, nm, 0, NULL, t);
+    if (found) count(j, t);
+    return found;
 }
 
 /* Required tensor base.suffix of safetensors dtype `dt` (NULL: a float
@@ -313,6 +336,29 @@ static int scale_grid(job *j, const wsrc_tensor *ts, int64_t out, int64_t in, in
     return 0;
 }
 
+/* fp8 codes (out, in) with the scale grid s (blocks bo x bi) as
+ * KERN_TYPE_F8_B128 rows (one f32 scale per 128 inputs, codes as stored);
+ * NULL when in is not a multiple of 128, a scale column would cut a
+ * 128-block (bi < in and bi % 128 != 0), a scale is not finite and
+ * positive-or-zero below 2^120 (the AVX2 decode multiplies it by 2^8), or
+ * out of memory: the caller dequantizes instead. */
+static void *fp8_blocks(const uint8_t *qb, int64_t out, int64_t in, const float *s, int64_t bo, int64_t bi)
+{
+    if (in % QK_F8B || (bi < in && bi % QK_F8B)) return NULL;
+    int64_t cols = (in + bi - 1) / bi, nb = in / QK_F8B;
+    for (int64_t i = 0, ns = ((out + bo - 1) / bo) * cols; i < ns; i++)
+        if (!(fabsf(s[i]) < 0x1p120f)) return NULL;
+    block_f8b *b = malloc(sizeof(block_f8b) * (size_t)(out * nb));
+    if (!b) return NULL;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t k = 0; k < nb; k++) {
+            block_f8b *d = b + o * nb + k;
+            d->d = s[(o / bo) * cols + (k * QK_F8B) / bi];
+            memcpy(d->q, qb + o * in + k * QK_F8B, QK_F8B);
+        }
+    return b;
+}
+
 /* int8 (compressed-tensors int-quantized, w8a8_int8), fp8 and
  * pack-quantized weights on a scale grid. */
 static void *do_grid(job *j, const wsrc_tensor *tw, int packed, int64_t out, int64_t in, int *type)
@@ -362,6 +408,10 @@ static void *do_grid(job *j, const wsrc_tensor *tw, int packed, int64_t out, int
             goto done;
         }
     }
+    if (fp8 && (res = fp8_blocks(qb, out, in, s, bo, bi))) {
+        *type = KERN_TYPE_F8_B128;
+        goto done;
+    }
     float *w = malloc(sizeof(float) * (size_t)(out * in));
     if (!w) goto done;
     int rc = fp8 ? hfquant_fp8_dequant(w, qb, out, in, &sc)
@@ -400,7 +450,31 @@ static void *do_at_load(job *j, const wsrc_tensor *t, int64_t out, int64_t in, i
         *type = KERN_TYPE_Q8_0;
         return b;
     }
-    /* fp8: per-row scale amax / 448, e4m3 codes, the dequantized values */
+    /* fp8: per-row scale amax / 448, e4m3 codes: kept as codes
+     * (KERN_TYPE_F8_B128, the row's scale in each block) when in % 128
+     * == 0, else the dequantized values */
+    if (in % QK_F8B == 0) {
+        int64_t nb = in / QK_F8B;
+        block_f8b *b = malloc(sizeof(block_f8b) * (size_t)(out * nb));
+        if (!b) {
+            free(w);
+            return NULL;
+        }
+        for (int64_t o = 0; o < out; o++) {
+            const float *r = w + o * in;
+            float amax = 0.0f;
+            for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
+            float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+            for (int64_t k = 0; k < nb; k++) {
+                block_f8b *d = b + o * nb + k;
+                d->d = sc;
+                for (int i = 0; i < QK_F8B; i++) d->q[i] = f32_to_f8e4m3(r[k * QK_F8B + i] / sc);
+            }
+        }
+        free(w);
+        *type = KERN_TYPE_F8_B128;
+        return b;
+    }
     for (int64_t o = 0; o < out; o++) {
         float *r = w + o * in, amax = 0.0f;
         for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
@@ -465,7 +539,7 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
     int have = wsrc_find(&h->inner, name, ndim, expect, &t);
     const hfq_config *q = &h->q;
     int kind = 0; /* 1 awq/gptq, 2 int8/fp8 grid, 3 packed, 4 at load */
-    job j = {h, base, NULL, NULL};
+    job j = {h, base, NULL, NULL, {0}, 0, 0};
     if (q->method == HFQ_AWQ || q->method == HFQ_GPTQ) {
         if (!have && wsrc_find(&h->inner, (snprintf(base + ln - 7, 16, ".qweight"), base), 0, NULL, &aux)) {
             kind = 1;
@@ -493,6 +567,7 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
         if (have) *out = t;
         return have;
     }
+    if (kind != 1) count(&j, &t); /* the codes (AWQ / GPTQ's qweight comes through get) */
     hfq_ent *e = ent_new(h, name);
     if (!e) return have;
     j.e = e;
@@ -519,8 +594,13 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
     out->type_name = kern_type_get((kern_type)type)->name;
     out->data = buf;
     out->nbytes = kern_type_mat_bytes((kern_type)type, o, in);
-    if (type >= KERN_TYPE_FLOAT_COUNT) h->n_block++;
-    else h->n_deq++;
+    if (type >= KERN_TYPE_FLOAT_COUNT) {
+        h->n_block++;
+        h->block_bytes += out->nbytes;
+        h->block_ckpt += j.ckpt;
+    } else {
+        h->n_deq++;
+    }
     return 1;
 }
 
@@ -560,8 +640,9 @@ static void hq_release(void *self)
 {
     hfq_src *h = self;
     if (h->n_block + h->n_deq)
-        log_info("%s checkpoint: %d weight(s) kept block-quantized, %d dequantized to %s", h->q.name, h->n_block,
-                 h->n_deq, dtype_name(h->out_dt));
+        log_info("%s checkpoint: %d weight(s) kept block-quantized, %d dequantized to %s (block-quantized: %zu "
+                 "bytes from %zu bytes of checkpoint tensors)", h->q.name, h->n_block, h->n_deq,
+                 dtype_name(h->out_dt), h->block_bytes, h->block_ckpt);
     for (int i = 0; i < h->n_ents; i++)
         if (!h->ents[i]->kept) {
             free(h->ents[i]->buf);

@@ -16,6 +16,7 @@ NAME/blk with their f16 scales, activations quantized to int8 per 32 as
 the kernels do), within EMUL.  Exit 1 on any failure.
 """
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,13 +42,30 @@ FORMATS = {
     "ct-int8-small": ([], EXACT, "f32 (scales below f16's range: dequantized)"),
     "ct-w4a16": ([], BLOCK, "Q4_0"),
     "w8a8-int8": ([], BLOCK, "Q8_0"),
-    "fp8-block": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
-    "fp8-block-bf16": ([], BF16, "bf16 (fp8 dequantized, weight-only; bf16 model)"),
+    "fp8-block": ([], EXACT, "f8_e4m3_b128 (fp8 kept, 128x128 block scales, weight-only f32)"),
+    "fp8-block-bf16": ([], BF16, "f8_e4m3_b128 (fp8 kept, weight-only; bf16 model)"),
+    "fp8-tensor": ([], EXACT, "f8_e4m3_b128 (fp8 kept, per-tensor scale, weight-only f32)"),
     "gptq4-act-mixtral": ([], EXACT, "f32 (act-order: dequantized; MoE experts)"),
-    "w8a8-fp8": ([], EXACT, "f32 (fp8 dequantized, weight-only)"),
+    "w8a8-fp8": ([], EXACT, "f8_e4m3_b128 (fp8 kept, per-channel scales, weight-only f32)"),
     "atload-int8": (["--quantization", "w8a8_int8"], BLOCK, "Q8_0 at load"),
-    "atload-fp8": (["--quantization", "fp8"], EXACT, "fp8-rounded f32 at load"),
+    "atload-fp8": (["--quantization", "fp8"], EXACT, "f8_e4m3_b128 at load (per-row scales)"),
 }
+
+# formats sglc keeps as fp8 bytes (KERN_TYPE_F8_B128, kernels/quant_fp8.h):
+# the load log counts them as block-quantized, their bytes must be <= 1.1x
+# the checkpoint's (codes + scales; 1 byte per weight for the at-load
+# case), and each kernel path (SGLC_KERNELS=scalar / avx2) is run against
+# the same reference and bound
+FP8_KEPT = {"fp8-block", "fp8-block-bf16", "fp8-tensor", "w8a8-fp8", "atload-fp8"}
+MEM_BOUND = 1.1
+
+
+def cpu_has_avx2():
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    return all(f in flags.split() for f in ("avx2", "fma", "f16c"))
 
 # bad checkpoint / flag -> (folder, extra args, message substring)
 BAD = [
@@ -110,13 +128,16 @@ def report(ok, msg):
         failures.append(msg)
 
 
-def run(sglc, d, ids, extra, dtype="float32"):
+def run(sglc, d, ids, extra, dtype="float32", kernels=None):
+    env = dict(os.environ)
+    if kernels:
+        env["SGLC_KERNELS"] = kernels
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "logits.f32")
         cmd = [sglc, "generate", "--model-path", d, "--input-ids", ",".join(map(str, ids)),
                "--max-new-tokens", "1", "--temperature", "0", "--json", "--ignore-eos",
                "--dtype", dtype, "--dump-logits", path] + extra
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
         lg = np.fromfile(path, dtype="<f4") if p.returncode == 0 and os.path.exists(path) else None
         return p, lg
 
@@ -139,10 +160,25 @@ def main(argv):
             report(False, f"{name}: sglc failed (rc {p.returncode}): {p.stderr.strip()[-400:]}")
             continue
         nproj = 2 * (4 + 8 * 3) if "mixtral" in name else 14  # 2 layers x (attention + MLP / 8 experts)
-        nblk = 0 if tol in (EXACT, BF16) else nproj
+        nblk = nproj if name in FP8_KEPT else 0 if tol in (EXACT, BF16) else nproj
         kept = f"{nblk} weight(s) kept block-quantized, {nproj - nblk} dequantized to {'bfloat16' if tol == BF16 else 'float32'}"
         report(kept in p.stderr, f"{name}: load log says '{kept}'")
         e = rel(lg.reshape(ref_logits.shape), ref_logits)
+        if name in FP8_KEPT:
+            m = re.search(r"block-quantized: (\d+) bytes from (\d+) bytes of checkpoint tensors", p.stderr)
+            nw = sum(v.size for v in load_linear(os.path.join(root, name, "ref")).values())
+            ck = nw if name.startswith("atload") else int(m.group(2)) if m else 0
+            report(m is not None and int(m.group(1)) <= MEM_BOUND * ck,
+                   f"{name}: kept fp8 weights {m.group(1) if m else '?'} bytes <= {MEM_BOUND} x the checkpoint's "
+                   f"{ck} ({nw} weights)")
+            for kn in ("scalar", "avx2"):
+                if kn == "avx2" and not cpu_has_avx2():
+                    print(f"skip {name}: SGLC_KERNELS=avx2 (no AVX2 + FMA + F16C here)")
+                    continue
+                pk, lk = run(sglc, os.path.join(root, name, "q"), ids, extra, "auto" if tol == BF16 else "float32", kn)
+                ek = rel(lk.reshape(ref_logits.shape), ref_logits) if lk is not None and lk.size == ref_logits.size else 1e30
+                report(ek <= tol and kept in pk.stderr,
+                       f"{name}: SGLC_KERNELS={kn}: prompt logits max|d|/max|ref| = {ek:.3g} (bound {tol:g})")
         orig = os.path.join(root, name, "orig")
         base_l = (torch_ref.Model(orig, "float32").generate(ids, 1, ignore_eos=True)[0]
                   if os.path.isdir(orig) else base_logits)
