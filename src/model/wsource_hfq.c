@@ -682,6 +682,26 @@ static char *read_json(const char *path, const char *name, size_t *len)
     return fileio_read(p, 16u << 20, len);
 }
 
+/* Wrap the open source s (its ops and self move into the wrapper) with
+ * the quantized view of q; 0, or -1 (s closed) with the message in err. */
+static int wrap(wsrc *s, const hfq_config *q, dtype out_dt, const char *path, char *err, size_t errlen)
+{
+    hfq_src *h = calloc(1, sizeof *h);
+    if (!h) {
+        wsrc_close(s);
+        errmsg_set(err, errlen, "out of memory");
+        return -1;
+    }
+    h->inner = *s;
+    h->q = *q;
+    h->out_dt = out_dt;
+    s->ops = &hq_ops;
+    s->self = h;
+    log_info("%s: %s%s (bits %d, group %d%s)", path, q->name, q->at_load ? " at load" : " checkpoint", q->bits,
+             q->group_size, q->desc_act ? ", act-order" : "");
+    return 0;
+}
+
 int wsrc_open_hfq(wsrc *s, const char *path, const char *flag, char *err, size_t errlen)
 {
     size_t len = 0;
@@ -705,18 +725,18 @@ int wsrc_open_hfq(wsrc *s, const char *path, const char *flag, char *err, size_t
     if (rc) return -1;
     if (wsrc_open_safetensors(s, path, err, errlen)) return -1;
     if (q.method == HFQ_NONE) return 0;
-    hfq_src *h = calloc(1, sizeof *h);
-    if (!h) {
-        wsrc_close(s);
-        errmsg_set(err, errlen, "out of memory");
+    return wrap(s, &q, out_dt, path, err, errlen);
+}
+
+int wsrc_wrap_hfq_at_load(wsrc *s, const char *flag, char *err, size_t errlen)
+{
+    hfq_config q;
+    if (!flag || !*flag) return 0;
+    if (hfq_config_parse(&q, NULL, 0, flag, err, errlen)) return -1;
+    if (q.method == HFQ_NONE) return 0;
+    if (!q.at_load) {
+        errmsg_set(err, errlen, "--quantization %s needs a quantized checkpoint (dummy weights have none)", flag);
         return -1;
     }
-    h->inner = *s;
-    h->q = q;
-    h->out_dt = out_dt;
-    s->ops = &hq_ops;
-    s->self = h;
-    log_info("%s: %s%s (bits %d, group %d%s)", path, q.name, q.at_load ? " at load" : " checkpoint", q.bits,
-             q.group_size, q.desc_act ? ", act-order" : "");
-    return 0;
+    return wrap(s, &q, DTYPE_F32, "dummy weights", err, errlen);
 }

@@ -212,6 +212,11 @@ def main(argv):
         werr = max(float(np.abs(wb[k] - wr[k]).max() / np.abs(wr[k]).max()) for k in wr)
         print(f"     {name}: f16 block scales: weights max|d|/max|w| {werr:.3g} (worst projection); "
               f"logits (f32 activations) {rel(blk, ref_logits):.3g}", flush=True)
+    # dummy weights (bench-one-batch --load-format dummy) quantized at load:
+    # the same at-load path, fp8 kept as bytes
+    p, lg = run(sglc, os.path.join(root, "atload-fp8", "q"), ids[:4], ["--load-format", "dummy", "--quantization", "fp8"])
+    report(p.returncode == 0 and lg is not None and "14 weight(s) kept block-quantized" in p.stderr,
+           f"dummy weights --quantization fp8: rc {p.returncode}, fp8 kept: {'14 weight(s) kept' in p.stderr}")
     for what, folder, extra, msg in BAD:
         p, _ = run(sglc, os.path.join(root, folder), ids[:4], extra)
         out = p.stdout + p.stderr
