@@ -47,6 +47,7 @@ typedef struct hfq_ent {
     void *buf;       /* owned bytes (NULL after release) */
     int kept;
     char why[256];   /* malformed: the reason (type name) */
+    int32_t *perm;   /* (in) owned, or NULL: act-order columns stored sorted by group (see do_awq_gptq) */
 } hfq_ent;
 
 typedef struct hfq_src {
@@ -151,6 +152,7 @@ typedef struct job {
     const void *seen[8]; /* data of the checkpoint tensors counted in ckpt */
     int n_seen;
     size_t ckpt;         /* their bytes */
+    int32_t *perm;       /* out: act-order column order of the blocks (owned; moves to the ent) */
 } job;
 
 /* Count t's bytes once into j->ckpt. */
@@ -230,7 +232,38 @@ static void *to_out_dt(hfq_src *h, float *w, int64_t n)
 
 static const int k_awq_inv[8] = {0, 4, 1, 5, 2, 6, 3, 7}; /* column c%8 -> nibble */
 
-/* AWQ and GPTQ: *type and the buffer, or NULL (reason in j->e->why). */
+static int at_load_skips(const char *base);
+
+/* The columns of an act-order g_idx sorted by group (stable): perm[c] is
+ * the input column at sorted position c, so sorted column c is in group
+ * c / g -- when every group 0..ng-2 has exactly g members and the last
+ * the rest; else NULL (the weight is dequantized). */
+static int32_t *act_order_perm(const int32_t *gi, int64_t in, int64_t g, int64_t ng)
+{
+    if (g <= 0 || ng != (in + g - 1) / g) return NULL;
+    int64_t *cnt = calloc((size_t)ng + 1, sizeof *cnt);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)in);
+    int ok = cnt && perm;
+    for (int64_t i = 0; ok && i < in; i++) {
+        if (gi[i] < 0 || gi[i] >= ng) ok = 0;
+        else cnt[gi[i] + 1]++;
+    }
+    for (int64_t k = 0; ok && k < ng; k++)
+        if (cnt[k + 1] != (k + 1 < ng ? g : in - (ng - 1) * g)) ok = 0;
+    if (ok) {
+        for (int64_t k = 0; k < ng; k++) cnt[k + 1] += cnt[k]; /* group starts */
+        for (int64_t i = 0; i < in; i++) perm[cnt[gi[i]]++] = (int32_t)i;
+    }
+    free(cnt);
+    if (!ok) free(perm);
+    return ok ? perm : NULL;
+}
+
+/* AWQ and GPTQ: *type and the buffer, or NULL (reason in j->e->why).  An
+ * act-order GPTQ weight (g_idx not i / g) whose groups all have g
+ * columns keeps its blocks with the columns sorted by group (j->perm: the
+ * kernels gather x[perm]); routers stay dequantized (the loader reads
+ * them as float). */
 static void *do_awq_gptq(job *j, int64_t out, int64_t in, int *type)
 {
     const hfq_config *q = &j->h->q;
@@ -265,14 +298,17 @@ static void *do_awq_gptq(job *j, int64_t out, int64_t in, int *type)
     int trivial = 1;
     for (int64_t i = 0; has_g && i < in; i++)
         if (gi[i] != i / g) trivial = 0;
-    if (trivial && bits != 2 && !qgrid_alloc(&gr, out, in, g)) {
+    int32_t *perm = !trivial && !awq && bits != 2 && !at_load_skips(j->base) ? act_order_perm(gi, in, g, ng) : NULL;
+    if ((trivial || perm) && bits != 2 && !qgrid_alloc(&gr, out, in, g)) {
         uint32_t mask = (1u << bits) - 1u;
-        for (int64_t i = 0; i < in; i++)
+        for (int64_t c = 0; c < in; c++) {
+            const int64_t i = perm ? perm[c] : c; /* the input column stored at c */
             for (int64_t o = 0; o < out; o++) {
                 uint32_t v = awq ? (uint32_t)qw[i * (out / 8) + o / 8] >> (4 * k_awq_inv[o % 8])
                                  : (uint32_t)qw[(i / pf) * out + o] >> (bits * (i % pf));
-                gr.c[o * in + i] = (int16_t)(v & mask);
+                gr.c[o * in + c] = (int16_t)(v & mask);
             }
+        }
         for (int64_t k = 0; k < ng; k++)
             for (int64_t o = 0; o < out; o++) {
                 int z = 1 << (bits - 1);
@@ -285,9 +321,12 @@ static void *do_awq_gptq(job *j, int64_t out, int64_t in, int *type)
         int t = qgrid_target(&gr, bits);
         if (t >= 0 && (res = qgrid_blocks(&gr, t))) {
             *type = t;
+            j->perm = perm;
+            perm = NULL;
             goto done;
         }
     }
+    free(perm);
     float *w = malloc(sizeof(float) * (size_t)(out * in));
     if (!w) goto done;
     int rc;
@@ -539,7 +578,7 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
     int have = wsrc_find(&h->inner, name, ndim, expect, &t);
     const hfq_config *q = &h->q;
     int kind = 0; /* 1 awq/gptq, 2 int8/fp8 grid, 3 packed, 4 at load */
-    job j = {h, base, NULL, NULL, {0}, 0, 0};
+    job j = {h, base, NULL, NULL, {0}, 0, 0, NULL};
     if (q->method == HFQ_AWQ || q->method == HFQ_GPTQ) {
         if (!have && wsrc_find(&h->inner, (snprintf(base + ln - 7, 16, ".qweight"), base), 0, NULL, &aux)) {
             kind = 1;
@@ -590,6 +629,9 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
         return 1;
     }
     e->buf = buf;
+    e->perm = j.perm;
+    out->perm = e->perm;
+    out->perm_n = e->perm ? in : 0;
     out->type = type;
     out->type_name = kern_type_get((kern_type)type)->name;
     out->data = buf;
@@ -604,11 +646,36 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
     return 1;
 }
 
+/* Row-major rows of n floats stored with columns in perm order back in
+ * input order (dst row c' = perm[c] <- c); -1 out of memory. */
+static int unpermute_rows(float *dst, int64_t rows, int64_t n, const int32_t *perm)
+{
+    float *tmp = malloc(sizeof(float) * (size_t)n);
+    if (!tmp) return -1;
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy(tmp, dst + r * n, sizeof(float) * (size_t)n);
+        for (int64_t c = 0; c < n; c++) dst[r * n + perm[c]] = tmp[c];
+    }
+    free(tmp);
+    return 0;
+}
+
 static int hq_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
 {
     hfq_src *h = self;
-    if (ent_of(h, t->priv)) return wsrc_convert(dst, dst_dt, t->data, t->type, (size_t)wsrc_numel(t));
-    return wsrc_read(&h->inner, t, dst, dst_dt);
+    hfq_ent *e = ent_of(h, t->priv);
+    if (!e) return wsrc_read(&h->inner, t, dst, dst_dt);
+    if (!e->perm) return wsrc_convert(dst, dst_dt, t->data, t->type, (size_t)wsrc_numel(t));
+    /* act-order blocks: through f32, columns back in input order */
+    if (t->perm_n != t->shape[1]) return -1;
+    size_t n = (size_t)wsrc_numel(t);
+    float *f = dst_dt == DTYPE_F32 ? dst : malloc(sizeof(float) * n);
+    if (!f) return -1;
+    int rc = wsrc_convert(f, DTYPE_F32, t->data, t->type, n);
+    if (!rc) rc = unpermute_rows(f, t->shape[0], t->shape[1], e->perm);
+    if (!rc && f != dst) rc = wsrc_convert(dst, dst_dt, f, DTYPE_F32, n);
+    if (f != dst) free(f);
+    return rc;
 }
 
 static void hq_bind_rows(void *self, wsrc_tensor *t)
@@ -623,6 +690,11 @@ static void hq_read_row(void *self, const wsrc_tensor *t, int64_t r, float *dst)
     if (ent_of(h, t->priv)) {
         size_t rb = kern_type_row_bytes((kern_type)t->type, t->shape[1]);
         (void)wsrc_convert(dst, DTYPE_F32, (const char *)t->data + (size_t)r * rb, t->type, (size_t)t->shape[1]);
+        hfq_ent *e = ent_of(h, t->priv);
+        if (e->perm && (t->perm_n != t->shape[1] || unpermute_rows(dst, 1, t->shape[1], e->perm))) {
+            log_error("%s: cannot read an act-order row", t->name);
+            memset(dst, 0, sizeof(float) * (size_t)t->shape[1]);
+        }
         return;
     }
     h->inner.ops->read_row(h->inner.self, t, r, dst);
@@ -646,7 +718,9 @@ static void hq_release(void *self)
     for (int i = 0; i < h->n_ents; i++)
         if (!h->ents[i]->kept) {
             free(h->ents[i]->buf);
+            free(h->ents[i]->perm);
             h->ents[i]->buf = NULL;
+            h->ents[i]->perm = NULL;
         }
     wsrc_release_unused(&h->inner);
 }
@@ -656,6 +730,7 @@ static void hq_close(void *self)
     hfq_src *h = self;
     for (int i = 0; i < h->n_ents; i++) {
         free(h->ents[i]->buf);
+        free(h->ents[i]->perm);
         free(h->ents[i]);
     }
     free(h->ents);

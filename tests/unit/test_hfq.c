@@ -3,7 +3,10 @@
  * source (wsource_hfq.c) on small safetensors files written here:
  *   - AWQ 4-bit group 32 -> Q4_1 blocks with d = f16(s), m = f16(-s z),
  *     every decoded weight within 2^-11 s (q + z) of hfquant's exact value;
- *   - GPTQ act-order (permuted g_idx) -> f32, bit-identical to hfquant;
+ *   - GPTQ act-order (permuted g_idx, g columns per group) -> Q4_1 / Q4_0
+ *     blocks over the columns sorted by group with the permutation (Q4_0
+ *     with f16 scales bit-identical to hfquant; read gives input order);
+ *     unequal groups -> f32, bit-identical to hfquant;
  *   - compressed-tensors int8 per channel -> Q8_0 codes as stored, d = f16(s);
  *   - fp8 per tensor / channel / 128x128 block -> KERN_TYPE_F8_B128, each
  *     weight bit-equal to hfquant's, <= 1.1x the checkpoint's bytes;
@@ -223,6 +226,10 @@ static void test_gptq_act_order_and_int8(void **state)
     for (size_t i = 0; i < sizeof qz / 4; i++) qz[i] = (int32_t)(uint32_t)rng_next(&r);
     for (size_t i = 0; i < sizeof sc / 4; i++) sc[i] = 0.01f + (float)(rng_next(&r) % 100) * 1e-4f;
     for (int i = 0; i < I; i++) gidx[i] = (i * 7) % (I / G); /* not i / G */
+    static int32_t gidx_u[I];
+    for (int i = 0; i < I; i++) gidx_u[i] = (i % 8) < 5 ? 0 : 1; /* 40 and 24 columns */
+    static float sc16[(I / G) * O];
+    for (size_t i = 0; i < sizeof sc16 / 4; i++) sc16[i] = f16_to_f32(f32_to_f16(sc[i]));
     static int8_t w8[O * I];
     static float s8[O];
     for (int i = 0; i < O * I; i++) w8[i] = (int8_t)(int)(rng_next(&r) % 255 - 127);
@@ -232,6 +239,13 @@ static void test_gptq_act_order_and_int8(void **state)
         {"g.qzeros", "I32", 2, {I / G, O / 8}, qz, sizeof qz},
         {"g.scales", "F32", 2, {I / G, O}, sc, sizeof sc},
         {"g.g_idx", "I32", 1, {I}, gidx, sizeof gidx},
+        {"gs.qweight", "I32", 2, {I / 8, O}, qw, sizeof qw},
+        {"gs.scales", "F32", 2, {I / G, O}, sc16, sizeof sc16},
+        {"gs.g_idx", "I32", 1, {I}, gidx, sizeof gidx},
+        {"gu.qweight", "I32", 2, {I / 8, O}, qw, sizeof qw},
+        {"gu.qzeros", "I32", 2, {I / G, O / 8}, qz, sizeof qz},
+        {"gu.scales", "F32", 2, {I / G, O}, sc, sizeof sc},
+        {"gu.g_idx", "I32", 1, {I}, gidx_u, sizeof gidx_u},
         {"bad.qweight", "I32", 2, {I / 16, O}, qw, sizeof qw / 2},
         {"bad.qzeros", "I32", 2, {I / G, O / 8}, qz, sizeof qz},
         {"bad.scales", "F32", 2, {I / G, O}, sc, sizeof sc},
@@ -240,16 +254,47 @@ static void test_gptq_act_order_and_int8(void **state)
     snprintf(dir, sizeof dir, "%s/gptq", g_tmp);
     if (access(dir, F_OK)) assert_int_equal(mkdir(dir, 0700), 0);
     write_model(dir, "{\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":32,"
-                     "\"desc_act\":true}}", ts, 7);
+                     "\"desc_act\":true}}", ts, 14);
     wsrc s;
     assert_int_equal(wsrc_open_hfq(&s, dir, NULL, err, sizeof err), 0);
     wsrc_tensor t;
     const int64_t want[2] = {O, I};
+    /* act-order with g columns per group: Q4_1 blocks (random zeros) over
+     * the columns sorted by group; column c holds input perm[c] */
     assert_int_equal(wsrc_find(&s, "g.weight", 2, want, &t), 1);
-    assert_int_equal(t.type, KERN_TYPE_F32);
-    static float exact[O * I];
+    assert_int_equal(t.type, KERN_TYPE_Q4_1);
+    assert_non_null(t.perm);
+    assert_int_equal(t.perm_n, I);
+    static float exact[O * I], got[O * I];
     hfq_gptq p = {qw, qz, sc, DTYPE_F32, gidx, I, O, 4, G, 0, 0};
     assert_int_equal(hfquant_gptq_dequant(exact, &p), 0);
+    for (int c = 0; c < I; c++) {
+        assert_int_equal(gidx[t.perm[c]], c / G); /* sorted by group */
+        if (c % G) assert_true(t.perm[c] > t.perm[c - 1]); /* stable */
+    }
+    assert_int_equal(wsrc_read(&s, &t, got, DTYPE_F32), 0); /* read: input order again */
+    for (int o = 0; o < O; o++)
+        for (int i = 0; i < I; i++) {
+            float sv = sc[gidx[i] * O + o];
+            assert_true(fabsf(got[o * I + i] - exact[o * I + i]) <= 0x1p-11f * sv * 30.0f);
+        }
+    /* symmetric (no qzeros) with f16 scales: Q4_0, every weight bit-equal to hfquant's */
+    assert_int_equal(wsrc_find(&s, "gs.weight", 2, want, &t), 1);
+    assert_int_equal(t.type, KERN_TYPE_Q4_0);
+    assert_non_null(t.perm);
+    hfq_gptq ps = {qw, NULL, sc16, DTYPE_F32, gidx, I, O, 4, G, 0, 0};
+    assert_int_equal(hfquant_gptq_dequant(exact, &ps), 0);
+    for (int o = 0; o < O; o++) {
+        float row[I];
+        kern_type_get(KERN_TYPE_Q4_0)->row_to_f32(row, (const char *)t.data + o * kern_type_row_bytes(KERN_TYPE_Q4_0, I), I);
+        for (int c = 0; c < I; c++) assert_memory_equal(&row[c], &exact[o * I + t.perm[c]], sizeof(float));
+    }
+    /* groups of unequal size (40 / 24 columns): no block layout, dequantized */
+    assert_int_equal(wsrc_find(&s, "gu.weight", 2, want, &t), 1);
+    assert_int_equal(t.type, KERN_TYPE_F32);
+    assert_null(t.perm);
+    hfq_gptq pu = {qw, qz, sc, DTYPE_F32, gidx_u, I, O, 4, G, 0, 0};
+    assert_int_equal(hfquant_gptq_dequant(exact, &pu), 0);
     assert_memory_equal(t.data, exact, sizeof exact);
     assert_int_equal(wsrc_find(&s, "bad.weight", 2, want, &t), 1);
     assert_int_equal(t.type, -1);
