@@ -20,6 +20,11 @@
  * JSON lines; "frac" is the median GB/s over the median read bandwidth of
  * the same thread count.
  *
+ * Types: the GGUF block types, f8_e4m3_b128 (fp8 weights kept as bytes,
+ * weight-only f32 kernels, kernels/quant_fp8.h) and, for comparison, the
+ * bf16 / f32 weights a dequantized fp8 checkpoint was stored as (the ISA's
+ * packed panels; not validated here: bench_matmul validates them).
+ *
  * --owned 1 makes every weight an owned copy, so Q4_0 / Q4_K / Q8_0 run
  * in their repacked 8-row layouts ("layout":"x8"); the default borrows the
  * blocks in place ("plain"), as a GGUF mmap would be.
