@@ -26,6 +26,19 @@
 #                 does), 256 in / 128 out, ignore_eos, concurrency 1 and 8,
 #                 REPS runs (seeds below).
 #     serve-1b    the same on the 1B model, concurrency 1 and 4, fewer prompts.
+#     quant       the one-batch runs on GGUF files llama.cpp's own llama-quantize
+#                 wrote from the 1B BF16 file (QUANT_TYPES, default Q8_0 Q4_0
+#                 Q4_K_M): llama-bench pp/tg vs `sglc bench-one-batch
+#                 --model-path FILE.gguf` (so sglc reads llama.cpp-written files).
+#     batch       decode at batch BATCH (16): llama-batched-bench -npl BATCH vs
+#                 `sglc bench-one-batch --batch-size BATCH`, on the BF16 file and
+#                 each QUANT_TYPES file (BATCH_TYPES); BB_IN (128) / BB_OUT (64) per sequence.
+#     agree       the same GGUF file in both engines gives the same numbers:
+#                 llama-perplexity vs `sglc perplexity` (tests/data/ppl_stories.txt,
+#                 -c 256) and greedy text (llama-completion --temp 0 vs `sglc
+#                 generate --temperature 0`) on TinyStories-656K F32 and the
+#                 llama-quantize Q8_0 / Q4_0 copies of it, and perplexity on the
+#                 1B Q4_K_M file (AGREE_1B_CHUNKS windows).
 #   Runs alternate between the engines (llama-bench -r 1 / one sglc run;
 #   both servers up, one bench-serving run each in turn) so that both see
 #   the same machine load.  Both servers get THREADS compute threads; llama-server gets -np = the
@@ -47,7 +60,8 @@
 #   env: LLAMA_CPP_DIR, BENCH_MODELS, SGLC, THREADS (2), REPS (3), PARTS, OUT,
 #        PORT_BASE (31400), TINY_PROMPTS (64), B1_PROMPTS_C1 (4), B1_PROMPTS_C4 (8),
 #        OB_IN (512), OB_OUT (128): one-batch prompt / output lengths,
-#        B1_IN (256), B1_OUT (128): serve-1b prompt / output lengths
+#        B1_IN (256), B1_OUT (128): serve-1b prompt / output lengths,
+#        QUANT_TYPES, BATCH, BB_IN, BB_OUT, AGREE_1B_CHUNKS (4), AGREE_TOKENS (48)
 set -u
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -68,6 +82,13 @@ OB_IN="${OB_IN:-512}"
 OB_OUT="${OB_OUT:-128}"
 B1_IN="${B1_IN:-256}"
 B1_OUT="${B1_OUT:-128}"
+QUANT_TYPES="${QUANT_TYPES:-Q8_0 Q4_0 Q4_K_M}"
+BATCH="${BATCH:-16}"
+BATCH_TYPES="${BATCH_TYPES:-BF16 $QUANT_TYPES}"
+BB_IN="${BB_IN:-128}"
+BB_OUT="${BB_OUT:-64}"
+AGREE_1B_CHUNKS="${AGREE_1B_CHUNKS:-4}"
+AGREE_TOKENS="${AGREE_TOKENS:-48}"
 OUT="${OUT:-$ROOT/build/side_by_side/$(date -u +%Y%m%dT%H%M%SZ)}"
 
 B1_HF="${B1_HF:-$BENCH_MODELS/llama-3.2-1b-random-bf16}"
@@ -76,9 +97,14 @@ TINY_HF="${TINY_HF:-$SHARED/models/TinyStories-656K}"
 TINY_GGUF="${TINY_GGUF:-$BENCH_MODELS/tinystories-656k-f32.gguf}"
 
 die() { echo "side_by_side: $*" >&2; exit 1; }
+# the llama-quantize copies: l1b-llamacpp-Q4_K_M.gguf, tinystories-656k-llamacpp-Q8_0.gguf
+qfile() { echo "$BENCH_MODELS/$1-llamacpp-$2.gguf"; }
+TINY_QTYPES="Q8_0 Q4_0"
 
 # ---- prerequisites --------------------------------------------------------
-for b in llama-bench llama-server; do
+need=llama-bench
+case " $PARTS " in *" serve-"*) need="$need llama-server" ;; esac
+for b in $need; do
     if [ ! -x "$LLAMA_BIN/$b" ]; then
         echo "SKIP: $LLAMA_BIN/$b not found: build llama.cpp outside this repo first" \
              "(see docs/notes/llamacpp.md) and set LLAMA_CPP_DIR"
@@ -99,6 +125,17 @@ if [ "${1:-}" = "--prepare" ]; then
         "$B1_HF" "$B1_GGUF" --outtype bf16 || die "hf_to_gguf (1B) failed"
     [ -f "$TINY_GGUF" ] || LLAMA_CPP_DIR="$LLAMA_CPP_DIR" nice -n 10 "$PY" "$ROOT/tools/hf_to_gguf.py" \
         "$TINY_HF" "$TINY_GGUF" --outtype f32 || die "hf_to_gguf (TinyStories) failed"
+    if [ -x "$LLAMA_BIN/llama-quantize" ]; then
+        for ty in $QUANT_TYPES; do
+            [ -f "$(qfile l1b "$ty")" ] || nice -n 10 "$LLAMA_BIN/llama-quantize" "$B1_GGUF" "$(qfile l1b "$ty")" \
+                "$ty" "$THREADS" > /dev/null 2>&1 || die "llama-quantize $ty (1B) failed"
+        done
+        for ty in $TINY_QTYPES; do
+            [ -f "$(qfile tinystories-656k "$ty")" ] || nice -n 10 "$LLAMA_BIN/llama-quantize" "$TINY_GGUF" \
+                "$(qfile tinystories-656k "$ty")" "$ty" "$THREADS" > /dev/null 2>&1 ||
+                die "llama-quantize $ty (TinyStories) failed"
+        done
+    fi
 fi
 for f in "$B1_HF/model.safetensors" "$B1_GGUF" "$TINY_GGUF"; do
     if [ ! -f "$f" ]; then
@@ -207,6 +244,73 @@ for part in $PARTS; do
         ;;
     serve-1b)
         serve_part 1b "$B1_HF" "$B1_GGUF" "$B1_IN" "$B1_OUT" "1 4" "$B1_PROMPTS_C1 $B1_PROMPTS_C4"
+        ;;
+    quant)
+        for ty in $QUANT_TYPES; do
+            [ -f "$(qfile l1b "$ty")" ] || die "$(qfile l1b "$ty") missing: run $0 --prepare (needs llama-quantize)"
+        done
+        for ((r = 1; r <= REPS; r++)); do
+            for ty in $QUANT_TYPES; do
+                f=$(qfile l1b "$ty")
+                load "quant $ty run $r"
+                "$LLAMA_BIN/llama-bench" -m "$f" -t "$THREADS" -p "$OB_IN" -n "$OB_OUT" -r 1 -o jsonl \
+                    >> "$OUT/quant-llama-bench.jsonl" 2>> "$OUT/logs/llama-bench.log" || die "llama-bench $ty failed"
+                "$SGLC" bench-one-batch --model-path "$f" --batch-size 1 --input-len "$OB_IN" \
+                    --output-len "$OB_OUT" --threads "$THREADS" --run-name "$ty" \
+                    --result-filename "$OUT/quant-sglc.jsonl" > "$OUT/logs/sglc-quant-$ty-$r.log" 2>&1 ||
+                    die "sglc bench-one-batch $ty failed (see $OUT/logs/sglc-quant-$ty-$r.log)"
+                "$LLAMA_BIN/llama-bench" -m "$f" -t "$THREADS" -p 0 -n "$OB_OUT" -d "$OB_IN" -r 1 -o jsonl \
+                    >> "$OUT/quant-llama-bench.jsonl" 2>> "$OUT/logs/llama-bench.log" || die "llama-bench -d $ty failed"
+            done
+        done
+        load "quant end"
+        ;;
+    batch)
+        [ -x "$LLAMA_BIN/llama-batched-bench" ] || die "$LLAMA_BIN/llama-batched-bench not built"
+        for ((r = 1; r <= REPS; r++)); do
+            for ty in $BATCH_TYPES; do
+                if [ "$ty" = BF16 ]; then f=$B1_GGUF; sf=$B1_HF; else f=$(qfile l1b "$ty"); sf=$f; fi
+                [ -f "$f" ] || die "$f missing: run $0 --prepare"
+                load "batch $ty run $r"
+                echo "{\"type\":\"$ty\",\"run\":$r}" >> "$OUT/batch-llama.jsonl"
+                "$LLAMA_BIN/llama-batched-bench" -m "$f" -t "$THREADS" -tb "$THREADS" \
+                    -c $((BATCH * (BB_IN + BB_OUT) + 64)) -b 2048 -ub 512 -npp "$BB_IN" -ntg "$BB_OUT" \
+                    -npl "$BATCH" --output-format jsonl 2>> "$OUT/logs/llama-batched-bench.log" |
+                    grep '^{' >> "$OUT/batch-llama.jsonl" || die "llama-batched-bench $ty failed"
+                "$SGLC" bench-one-batch --model-path "$sf" --batch-size "$BATCH" --input-len "$BB_IN" \
+                    --output-len "$BB_OUT" --threads "$THREADS" --run-name "$ty" \
+                    --result-filename "$OUT/batch-sglc.jsonl" > "$OUT/logs/sglc-batch-$ty-$r.log" 2>&1 ||
+                    die "sglc bench-one-batch batch $ty failed (see $OUT/logs/sglc-batch-$ty-$r.log)"
+            done
+        done
+        load "batch end"
+        ;;
+    agree)
+        TXT="$ROOT/tests/data/ppl_stories.txt"
+        [ -x "$LLAMA_BIN/llama-perplexity" ] || die "$LLAMA_BIN/llama-perplexity not built"
+        files="$TINY_GGUF"
+        for ty in $TINY_QTYPES; do files="$files $(qfile tinystories-656k "$ty")"; done
+        [ -f "$(qfile l1b Q4_K_M)" ] && files="$files $(qfile l1b Q4_K_M)"
+        for f in $files; do
+            [ -f "$f" ] || die "$f missing: run $0 --prepare"
+            b=$(basename "$f" .gguf)
+            chunks=-1
+            case "$b" in l1b-*) chunks=$AGREE_1B_CHUNKS ;; esac
+            load "agree $b"
+            "$LLAMA_BIN/llama-perplexity" -m "$f" -f "$TXT" -c 256 -b 256 -t "$THREADS" --chunks "$chunks" \
+                > "$OUT/logs/agree-llama-ppl-$b.log" 2>&1 || die "llama-perplexity $b failed"
+            "$SGLC" perplexity --model-path "$f" --file "$TXT" --ctx-size 256 --chunks "$chunks" \
+                --threads "$THREADS" --quiet --run-name "$b" --result-filename "$OUT/agree-sglc-ppl.jsonl" \
+                > "$OUT/logs/agree-sglc-ppl-$b.log" 2>&1 || die "sglc perplexity $b failed"
+            case "$b" in l1b-*) continue ;; esac  # random weights: greedy text is noise
+            "$LLAMA_BIN/llama-completion" -m "$f" -p "Once upon a time" -n "$AGREE_TOKENS" --temp 0 -no-cnv \
+                -t "$THREADS" --no-warmup --no-display-prompt 2> "$OUT/logs/agree-llama-gen-$b.log" \
+                > "$OUT/agree-llama-gen-$b.txt" || die "llama-completion $b failed"
+            "$SGLC" generate --model-path "$f" --prompt "Once upon a time" --max-new-tokens "$AGREE_TOKENS" \
+                --temperature 0 --threads "$THREADS" 2> "$OUT/logs/agree-sglc-gen-$b.log" \
+                > "$OUT/agree-sglc-gen-$b.txt" || die "sglc generate $b failed"
+        done
+        load "agree end"
         ;;
     *) die "unknown part '$part'" ;;
     esac

@@ -9,6 +9,14 @@ DESIGN
                             (prefill_throughput, median_decode_throughput)
     serve-<tag>-<engine>-c<C>.jsonl
                             one line per `sglc bench-serving` run (SGLang keys)
+    quant-llama-bench.jsonl, quant-sglc.jsonl
+                            the one-batch runs per GGUF type (llama-quantize files;
+                            sglc lines carry the type as run_name)
+    batch-llama.jsonl, batch-sglc.jsonl
+                            llama-batched-bench lines (after a {"type":..}
+                            marker line) and sglc bench-one-batch at batch B
+    logs/agree-*-ppl-*.log, agree-sglc-ppl.jsonl, agree-*-gen-*.txt
+                            perplexity and greedy text of both engines per file
   and prints medians over the repetitions with the ratio sglc / llama.cpp
   for throughputs and llama.cpp / sglc for latencies (so > 1 always means
   sglc is better).  A missing file leaves its rows out; a run with failed
@@ -136,6 +144,112 @@ def serving(out):
     return rows
 
 
+def quant(out):
+    lb = lines(os.path.join(out, "quant-llama-bench.jsonl"))
+    sg = lines(os.path.join(out, "quant-sglc.jsonl"))
+    if not lb and not sg:
+        return []
+    types = []
+    for r in sg:
+        if r.get("run_name") not in types:
+            types.append(r.get("run_name"))
+    rows = ["## One batch on llama.cpp-written GGUF files (llama-quantize of the 1B BF16 file), batch 1",
+            "",
+            "| type | llama.cpp pp tok/s | sglc prefill tok/s | ratio | llama.cpp tg @ depth tok/s | "
+            "sglc decode tok/s | ratio | sglc weight GB/s |",
+            "|---|---|---|---|---|---|---|---|"]
+    for ty in types:
+        key = ty.lower()
+
+        def mine(t):
+            fn = os.path.basename(t.get("model_filename", "")).lower()
+            return fn.endswith("-" + key + ".gguf")
+        pp = med([x for t in lb if mine(t) and t.get("n_gen") == 0 for x in (t.get("samples_ts") or [])])
+        tg = med([x for t in lb if mine(t) and t.get("n_prompt") == 0 and t.get("n_depth")
+                  for x in (t.get("samples_ts") or [])])
+        rs = [r for r in sg if r.get("run_name") == ty]
+        spp = med([r.get("prefill_throughput") for r in rs])
+        stg = med([r.get("median_decode_throughput") for r in rs])
+        gbs = med([r.get("decode_weight_gbps") for r in rs])
+        rows.append(f"| {ty} | {fmt(pp)} | {fmt(spp)} (n={len(rs)}) | {ratio(spp, pp)} | {fmt(tg, 2)} | "
+                    f"{fmt(stg, 2)} | {ratio(stg, tg)} | {fmt(gbs, 2)} |")
+    rows.append("")
+    return rows
+
+
+def batch(out):
+    path = os.path.join(out, "batch-llama.jsonl")
+    lb, cur = {}, None
+    for r in lines(path):
+        if "type" in r and "run" in r and len(r) == 2:
+            cur = r["type"]
+        elif cur is not None:
+            lb.setdefault(cur, []).append(r)
+    sg = lines(os.path.join(out, "batch-sglc.jsonl"))
+    if not lb and not sg:
+        return []
+    types = []
+    for r in sg:
+        if r.get("run_name") not in types:
+            types.append(r.get("run_name"))
+    b = sg[0].get("batch_size") if sg else "?"
+    rows = [f"## Batch {b} decode (aggregate tok/s): llama-batched-bench vs sglc bench-one-batch", "",
+            "| type | llama.cpp S_TG tok/s | sglc decode tok/s | ratio | llama.cpp S_PP tok/s | "
+            "sglc prefill tok/s | ratio |",
+            "|---|---|---|---|---|---|---|"]
+    for ty in types:
+        rs = [r for r in sg if r.get("run_name") == ty]
+        ls = lb.get(ty, [])
+        tg = med([r.get("speed_tg") for r in ls])
+        pp = med([r.get("speed_pp") for r in ls])
+        stg = med([r.get("median_decode_throughput") for r in rs])
+        spp = med([r.get("prefill_throughput") for r in rs])
+        rows.append(f"| {ty} | {fmt(tg)} (n={len(ls)}) | {fmt(stg)} (n={len(rs)}) | {ratio(stg, tg)} | "
+                    f"{fmt(pp)} | {fmt(spp)} | {ratio(spp, pp)} |")
+    rows.append("")
+    return rows
+
+
+def agree(out):
+    sg = {r.get("run_name"): r for r in lines(os.path.join(out, "agree-sglc-ppl.jsonl"))}
+    if not sg:
+        return []
+    rows = ["## Same file, same numbers: perplexity (tests/data/ppl_stories.txt, ctx 256) and greedy text",
+            "",
+            "| file | llama.cpp windows | llama.cpp PPL | sglc windows | sglc PPL | sglc / llama.cpp - 1 | "
+            "greedy text |",
+            "|---|---|---|---|---|---|---|"]
+    for name, r in sg.items():
+        lp, lw = None, None
+        lg = os.path.join(out, "logs", f"agree-llama-ppl-{name}.log")
+        if os.path.exists(lg):
+            txt = open(lg, errors="replace").read()
+            m = re.search(r"Final estimate: PPL = ([0-9.]+)", txt)
+            lp = float(m.group(1)) if m else None
+            m = re.search(r"calculating perplexity over (\d+) chunks", txt)
+            lw = int(m.group(1)) if m else None
+        gen = "—"
+        a = os.path.join(out, f"agree-llama-gen-{name}.txt")
+        c = os.path.join(out, f"agree-sglc-gen-{name}.txt")
+        if os.path.exists(a) and os.path.exists(c):
+            ta = " ".join(open(a, errors="replace").read().split())
+            tc = " ".join(open(c, errors="replace").read().split())
+            if ta == tc:
+                gen = f"identical ({len(tc.split())} words)"
+            else:
+                n = 0
+                wa, wc = ta.split(), tc.split()
+                while n < min(len(wa), len(wc)) and wa[n] == wc[n]:
+                    n += 1
+                gen = f"first {n} of {len(wc)} words equal"
+        sp = r.get("ppl")
+        d = f"{sp / lp - 1:+.2e}" if sp and lp else "—"
+        rows.append(f"| {name} | {lw if lw is not None else '—'} | {fmt(lp, 4)} | {r.get('chunks', '—')} | "
+                    f"{fmt(sp, 4)} | {d} | {gen} |")
+    rows.append("")
+    return rows
+
+
 def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         print("usage: side_by_side_table.py OUT_DIR", file=sys.stderr)
@@ -148,7 +262,7 @@ def main():
             with open(p) as f:
                 rows += ["    " + ln.rstrip() for ln in f]
             rows.append("")
-    rows += one_batch(out) + serving(out)
+    rows += one_batch(out) + quant(out) + batch(out) + agree(out) + serving(out)
     print("\n".join(rows))
     return 0
 

@@ -663,6 +663,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
     bool draining = atomic_load(&a->draining), starting = atomic_load(&a->starting);
     if (api_admin_handle(a->admin, r, method, path, body, body_len, starting)) return;
     if (api_lora_route(r, method, path, body, body_len)) return;
+    if (api_expert_route(r, method, path)) return;
     if (!strcmp(path, "/health") || !strcmp(path, "/v1/health") || !strcmp(path, "/ping")) {
         void (*errf)(http_req *, int, const char *) = is_v1 ? api_oai_error : api_native_error;
         if (draining) errf(r, 503, "The server is shutting down.");
@@ -861,6 +862,7 @@ static void api_route(void *ctx, http_req *r, const char *method, const char *pa
         for (int k = 0; st && a->dp && k < n; k++) sched_get_stats_snapshot(dp_sched(a->dp, k), &st[k]);
         /* one scheduler gauge line per dp_rank with --dp-size > 1 (SGLang labels them dp_rank) */
         char *txt = st ? api_metrics_render_dp(a->cfg.metrics, st, n) : NULL;
+        txt = api_expert_metrics_append(txt); /* --enable-expert-distribution-metrics */
         free(st);
         if (!txt) api_native_error(r, 500, "Internal error: out of memory.");
         else http_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", txt, strlen(txt), NULL);

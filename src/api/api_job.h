@@ -277,12 +277,19 @@ int api_oai_grammar_params(const json_t *body, json_t *sp, bool *strict, char *e
 /* LoRA (api_lora.c): /load_lora_adapter and /unload_lora_adapter
  * (true when path is one of them: answered), the adapters' /v1/models
  * cards appended to data (only the one called `only` when non-NULL), and
- * the adapter an OpenAI body picks ("model": "BASE:ADAPTER", else
- * "lora_path"): *out a reference or NULL; -1 with a message (400). */
+ * the adapter an OpenAI body picks for its prompt i of n_prompt ("model":
+ * "BASE:ADAPTER", else "lora_path": a string, or a list with one entry
+ * per prompt, null = the base): *out a reference or NULL; -1 with a
+ * message (400). */
 struct lora_adapter;
 bool api_lora_route(http_req *r, const char *method, const char *path, const char *body, size_t body_len);
 void api_lora_models(json_t *data, const char *served, const char *only);
-int api_lora_pick_openai(const json_t *body, struct lora_adapter **out, char *err, size_t errlen);
+/* api_expert.c: the expert distribution routes (true when path is one:
+ * answered), and /metrics text txt (owned) with the expert lines added. */
+bool api_expert_route(http_req *r, const char *method, const char *path);
+char *api_expert_metrics_append(char *txt);
+int api_lora_pick_openai(const json_t *body, int i, int n_prompt, struct lora_adapter **out, char *err,
+                         size_t errlen);
 
 /* The /v1/models entry of the served model. */
 json_t *api_models_entry(api_server *a);

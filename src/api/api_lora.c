@@ -13,8 +13,9 @@
  *
  * OpenAI routes (SGLang's serving_base): "model": "BASE:ADAPTER" picks
  * ADAPTER (split at the first ':', both sides stripped; an empty adapter
- * means none), else an explicit "lora_path" string; an adapter asked for
- * while LoRA is off is a 400 naming it. */
+ * means none), else an explicit "lora_path": a string, or a list with one
+ * entry (string or null) per prompt (a /v1/completions prompt list; one
+ * for a chat); an adapter asked for while LoRA is off is a 400 naming it. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,7 @@ static char *strip_dup(const char *s, size_t n)
     return d;
 }
 
-int api_lora_pick_openai(const json_t *body, lora_adapter **out, char *err, size_t errlen)
+int api_lora_pick_openai(const json_t *body, int i, int n_prompt, lora_adapter **out, char *err, size_t errlen)
 {
     *out = NULL;
     const char *model = json_string_value(json_object_get(body, "model"));
@@ -115,9 +116,21 @@ int api_lora_pick_openai(const json_t *body, lora_adapter **out, char *err, size
     if (name && !*name) free(name), name = NULL;
     if (!name) {
         const json_t *lp = json_object_get(body, "lora_path");
+        if (json_is_array(lp)) { /* one entry per prompt (SGLang indexes lora_path[i]) */
+            if ((int)json_array_size(lp) != n_prompt) {
+                snprintf(err, errlen, "lora_path must be a string, or a list with one entry per prompt "
+                         "(%zu entries for %d prompts)", json_array_size(lp), n_prompt);
+                return -1;
+            }
+            lp = json_array_get(lp, (size_t)i);
+            if (!json_is_null(lp) && !json_is_string(lp)) {
+                snprintf(err, errlen, "lora_path[%d] must be a string or null", i);
+                return -1;
+            }
+        }
         if (json_is_string(lp) && json_string_length(lp)) name = strip_dup(json_string_value(lp), json_string_length(lp));
         else if (lp && !json_is_null(lp) && !json_is_string(lp)) {
-            snprintf(err, errlen, "lora_path must be a string");
+            snprintf(err, errlen, "lora_path must be a string, or a list with one entry per prompt");
             return -1;
         }
     }

@@ -83,7 +83,7 @@ static int oai_spec(void *ctx, int i, sched_req_spec *spec, bool *max_new_given,
         goto fail;
     }
     if (sampling_params_from_json(&spec->params, c->sp, err, errlen)) goto fail;
-    if (api_lora_pick_openai(c->body, &spec->lora, err, errlen)) goto fail; /* "BASE:ADAPTER" */
+    if (api_lora_pick_openai(c->body, i, c->ps->n, &spec->lora, err, errlen)) goto fail; /* "BASE:ADAPTER" */
     spec->params.json_strict = c->json_strict;
     spec->params.json_compact = c->json_compact;
     if (rid && !(spec->rid = api_strdup(rid))) {

@@ -99,7 +99,7 @@ X(enable_ssl_refresh, BOOL, "--enable-ssl-refresh", "false", NULL, HTTP, NOT_YET
 X(dtype, CHOICE, "--dtype", "auto", "auto|float32|float16|bfloat16", QUANT, SUPPORTED, "Data type for model weights and activations; 'auto' uses the checkpoint's torch_dtype.") \
 X(quantization, STR, "--quantization", NULL, NULL, QUANT, SUPPORTED, "The quantization method: awq / awq_marlin, gptq / gptq_marlin, compressed-tensors, fp8, w8a8_int8, w8a8_fp8 (Hugging Face checkpoints; detected from config.json's quantization_config when absent; w8a8_int8 and fp8 also quantize an unquantized checkpoint at load), gguf (a GGUF file's own block types).") \
 X(quantization_param_path, STR, "--quantization-param-path", NULL, NULL, QUANT, SUPPORTED, "Path to the JSON file containing the KV cache scaling factors (kv_cache.scaling_factor per layer, SGLang's format); fp8 KV caches use them, others ignore them.") \
-X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|fp8_e5m2|fp8_e4m3|bf16|bfloat16|fp4_e2m1|float32", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type. fp8_e4m3 / fp8_e5m2: one byte per value, scaled by --quantization-param-path (else 1.0), attention reads them directly. float32 is sglc's own; fp4_e2m1 is refused (no CPU path).") \
+X(kv_cache_dtype, CHOICE, "--kv-cache-dtype", "auto", "auto|fp8_e5m2|fp8_e4m3|bf16|bfloat16|fp4_e2m1|float32|int8", QUANT, SUPPORTED, "Data type for KV cache storage; 'auto' uses the model data type. fp8_e4m3 / fp8_e5m2: one byte per value, scaled by --quantization-param-path (else 1.0), attention reads them directly. float32 and int8 are sglc's own, not SGLang's: int8 stores a byte per value and an f32 scale per token and KV head (absmax / 127, set when the token is written). fp4_e2m1 is refused (no CPU path).") \
 X(enable_fp32_lm_head, BOOL, "--enable-fp32-lm-head", "false", NULL, QUANT, SUPPORTED, "Compute the LM head (logits) in fp32; sglc always does (f32 hidden states, weights widened to f32, f32 accumulation), so this only refuses the debug switch SGLC_BF16_DOT=1.") \
 X(modelopt_quant, STR, "--modelopt-quant", NULL, NULL, QUANT, NOT_YET, "The ModelOpt quantization configuration.") \
 X(modelopt_checkpoint_restore_path, STR, "--modelopt-checkpoint-restore-path", NULL, NULL, QUANT, NOT_YET, "Path to restore a previously saved ModelOpt quantized checkpoint.") \
@@ -242,11 +242,11 @@ X(speculative_draft_model_path, STR, "--speculative-draft-model-path --speculati
 X(speculative_draft_model_revision, STR, "--speculative-draft-model-revision", NULL, NULL, SPEC, SUPPORTED, "The draft model version: branch, tag or commit id (resolved through the hub cache like --revision).") \
 X(speculative_draft_load_format, CHOICE, "--speculative-draft-load-format", "auto", "auto|dummy", SPEC, SUPPORTED, "The format of the draft model weights.") \
 X(speculative_num_steps, INT, "--speculative-num-steps", NULL, NULL, SPEC, SUPPORTED, "The number of steps sampled from the draft model.") \
-X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, NOT_YET, "The number of tokens sampled from the draft model per step.") \
+X(speculative_eagle_topk, INT, "--speculative-eagle-topk", NULL, NULL, SPEC, SUPPORTED, "The number of tokens sampled from the draft model per step. (sglc: 1 only, a chain; tree drafts with topk > 1 are refused)") \
 X(speculative_num_draft_tokens, INT, "--speculative-num-draft-tokens", NULL, NULL, SPEC, SUPPORTED, "The number of tokens verified per step, the sampled one included (NGRAM default: the max match window).") \
 X(speculative_accept_threshold_single, FLOAT, "--speculative-accept-threshold-single", "1.0", NULL, SPEC, NOT_YET, "Accept a draft token if its target probability exceeds this. (not yet: sglc verifies by sampling the target at each drafted position and comparing, which keeps the output distribution exact; a threshold below 1 would accept tokens the target did not sample)") \
 X(speculative_accept_threshold_acc, FLOAT, "--speculative-accept-threshold-acc", "1.0", NULL, SPEC, NOT_YET, "Accept probability of a draft token raised from threshold_single to 1. (not yet: sglc verifies by sampling the target at each drafted position and comparing, which keeps the output distribution exact; a threshold below 1 would accept tokens the target did not sample)") \
-X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table.") \
+X(speculative_token_map, STR, "--speculative-token-map", NULL, NULL, SPEC, NOT_YET, "The path of the draft model's small vocab table. (not yet: SGLang reads it with torch.load, a pickled tensor sglc does not parse; EAGLE3 heads carry their own d2t map, which is honoured)") \
 X(speculative_attention_mode, CHOICE, "--speculative-attention-mode", "prefill", "prefill|decode", SPEC, IGNORED, "Attention backend mode for speculative verification. (no effect on CPU: the verify forward runs the one CPU attention kernel, causal over the drafted rows)") \
 X(speculative_moe_runner_backend, STR, "--speculative-moe-runner-backend", NULL, NULL, SPEC, IGNORED, "MoE runner backend for the draft model. (no effect on CPU: the draft model runs sglc's own MoE kernels for this CPU; the backend name only picks GPU kernels)") \
 X(speculative_moe_a2a_backend, STR, "--speculative-moe-a2a-backend", NULL, NULL, SPEC, IGNORED, "MoE all-to-all backend for the draft model. (no effect on CPU: the draft model runs in one process with all its experts, no all-to-all; the backend name only picks GPU communication kernels)") \
@@ -262,35 +262,35 @@ X(speculative_ngram_match_type, CHOICE, "--speculative-ngram-match-type", "BFS",
 X(speculative_ngram_max_trie_depth, INT, "--speculative-ngram-max-trie-depth --speculative-ngram-branch-length", "18", NULL, NGRAM, SUPPORTED, "Maximum depth of the n-gram trie.") \
 X(speculative_ngram_capacity, INT, "--speculative-ngram-capacity", "10000000", NULL, NGRAM, SUPPORTED, "Cache capacity of the n-gram trie.") \
 /* ---- Expert parallelism ---- */ \
-X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, NOT_YET, "The expert parallelism size.") \
-X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuseep", EP, NOT_YET, "The backend for MoE all-to-all communication.") \
+X(ep_size, INT, "--ep-size --expert-parallel-size --ep", "1", NULL, EP, SUPPORTED, "The expert parallelism size.") \
+X(moe_a2a_backend, CHOICE, "--moe-a2a-backend", "none", "none|deepep|ascend_fuseep", EP, SUPPORTED, "The backend for MoE all-to-all communication (sglc: none, the all-reduce combines the experts' outputs; deepep / ascend_fuseep are GPU/NPU libraries and refused).") \
 X(moe_runner_backend, CHOICE, "--moe-runner-backend", "auto", "auto|deep_gemm|triton|triton_kernel|flashinfer_trtllm|experimental_sgl_trtllm|flashinfer_trtllm_routed|flashinfer_cutlass|flashinfer_mxfp4|flashinfer_cutedsl|cutlass|aiter|marlin|humming|experimental_sgl_marlin|hpc_ops|megamoe", EP, IGNORED, "The runner backend for MoE. (no effect on CPU: sglc runs its own kernels for this CPU; the backend name only picks GPU kernels)") \
 X(flashinfer_mxfp4_moe_precision, CHOICE, "--flashinfer-mxfp4-moe-precision", "default", "default|bf16", EP, IGNORED, "Computation precision of the FlashInfer MXFP4 MoE. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 X(enable_flashinfer_allreduce_fusion, BOOL, "--enable-flashinfer-allreduce-fusion", "false", NULL, EP, IGNORED, "Fuse allreduce with residual RMSNorm. (no effect on CPU: there are no FlashInfer kernels on a CPU)") \
 X(enable_aiter_allreduce_fusion, BOOL, "--enable-aiter-allreduce-fusion", "false", NULL, EP, IGNORED, "Fuse allreduce with residual RMSNorm on AMD (aiter). (no effect on CPU: aiter is an AMD GPU kernel library)") \
 X(deepep_mode, CHOICE, "--deepep-mode", "auto", "normal|low_latency|auto", EP, NOT_YET, "The DeepEP mode.") \
 X(deepep_config, STR, "--deepep-config", NULL, NULL, EP, NOT_YET, "Tuned DeepEP config (JSON string or file).") \
-X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, NOT_YET, "Allocate this number of redundant experts.") \
-X(ep_dispatch_algorithm, CHOICE, "--ep-dispatch-algorithm", NULL, "static|dynamic|fake", EP, NOT_YET, "The algorithm choosing ranks for redundant experts.") \
-X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, NOT_YET, "Initial location of EP experts.") \
-X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, NOT_YET, "Enable the EPLB algorithm.") \
-X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, NOT_YET, "The EPLB algorithm.") \
-X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, NOT_YET, "Iterations between automatic EPLB rebalances.") \
-X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, NOT_YET, "Layers to rebalance per forward pass.") \
-X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, NOT_YET, "Minimum GPU balancedness to trigger a rebalance.") \
-X(expert_distribution_recorder_mode, CHOICE, "--expert-distribution-recorder-mode", NULL, "stat|stat_approx|per_pass|per_token", EP, NOT_YET, "Mode of the expert distribution recorder.") \
-X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder-buffer-size", NULL, NULL, EP, NOT_YET, "Circular buffer size of the expert distribution recorder.") \
-X(enable_expert_distribution_metrics, BOOL, "--enable-expert-distribution-metrics", "false", NULL, EP, NOT_YET, "Enable logging metrics for expert balancedness.") \
+X(ep_num_redundant_experts, INT, "--ep-num-redundant-experts", "0", NULL, EP, SUPPORTED, "Allocate this number of redundant experts.") \
+X(ep_dispatch_algorithm, CHOICE, "--ep-dispatch-algorithm", NULL, "static|dynamic|fake", EP, SUPPORTED, "The algorithm choosing ranks for redundant experts (sglc: static, a fixed split of each expert's rows between its copies; dynamic / fake refused).") \
+X(init_expert_location, STR, "--init-expert-location", "trivial", NULL, EP, SUPPORTED, "Initial location of EP experts: trivial, or a JSON file / text with physical_to_logical_map (layers x physical experts) or logical_count (layers x experts).") \
+X(enable_eplb, BOOL, "--enable-eplb", "false", NULL, EP, SUPPORTED, "Enable the EPLB algorithm.") \
+X(eplb_algorithm, CHOICE, "--eplb-algorithm", "auto", "auto|deepseek", EP, SUPPORTED, "The EPLB algorithm.") \
+X(eplb_rebalance_num_iterations, INT, "--eplb-rebalance-num-iterations", "1000", NULL, EP, SUPPORTED, "Forward passes between automatic EPLB rebalances.") \
+X(eplb_rebalance_layers_per_chunk, INT, "--eplb-rebalance-layers-per-chunk", NULL, NULL, EP, SUPPORTED, "Layers to rebalance per forward pass.") \
+X(eplb_min_rebalancing_utilization_threshold, FLOAT, "--eplb-min-rebalancing-utilization-threshold", "1.0", NULL, EP, SUPPORTED, "Rebalance only when the average balancedness (mean / max rank load per MoE layer) is at most this.") \
+X(expert_distribution_recorder_mode, CHOICE, "--expert-distribution-recorder-mode", NULL, "stat|stat_approx|per_pass|per_token", EP, SUPPORTED, "Mode of the expert distribution recorder.") \
+X(expert_distribution_recorder_buffer_size, INT, "--expert-distribution-recorder-buffer-size", NULL, NULL, EP, SUPPORTED, "Circular buffer size of the expert distribution recorder.") \
+X(enable_expert_distribution_metrics, BOOL, "--enable-expert-distribution-metrics", "false", NULL, EP, SUPPORTED, "Enable logging metrics for expert balancedness.") \
 X(moe_dense_tp_size, INT, "--moe-dense-tp-size", NULL, NULL, EP, NOT_YET, "TP size for MoE dense MLP layers.") \
 X(elastic_ep_backend, CHOICE, "--elastic-ep-backend", NULL, "none|mooncake", EP, NOT_YET, "Collective communication backend for elastic EP.") \
 X(enable_elastic_expert_backup, BOOL, "--enable-elastic-expert-backup", "false", NULL, EP, NOT_YET, "Keep expert weight backups for elastic EP.") \
 X(mooncake_ib_device, STR, "--mooncake-ib-device", NULL, NULL, EP, NOT_YET, "InfiniBand devices for the Mooncake backend.") \
 /* ---- Mamba cache ---- */ \
-X(max_mamba_cache_size, INT, "--max-mamba-cache-size", NULL, NULL, MAMBA, NOT_YET, "The maximum size of the mamba cache.") \
-X(mamba_ssm_dtype, CHOICE, "--mamba-ssm-dtype", "float32", "float32|bfloat16|float16", MAMBA, NOT_YET, "The data type of the SSM states in the mamba cache.") \
-X(mamba_full_memory_ratio, FLOAT, "--mamba-full-memory-ratio", "0.9", NULL, MAMBA, NOT_YET, "Ratio of mamba state memory to full KV cache memory.") \
-X(mamba_scheduler_strategy, CHOICE, "--mamba-scheduler-strategy", "auto", "auto|no_buffer|extra_buffer", MAMBA, NOT_YET, "The mamba scheduler strategy.") \
-X(mamba_track_interval, INT, "--mamba-track-interval", "256", NULL, MAMBA, NOT_YET, "Interval (tokens) to track the mamba state during decode.") \
+X(max_mamba_cache_size, INT, "--max-mamba-cache-size", NULL, NULL, MAMBA, SUPPORTED, "The maximum size of the mamba cache.") \
+X(mamba_ssm_dtype, CHOICE, "--mamba-ssm-dtype", "float32", "float32|bfloat16|float16", MAMBA, SUPPORTED, "The data type of the SSM states in the mamba cache.") \
+X(mamba_full_memory_ratio, FLOAT, "--mamba-full-memory-ratio", "0.9", NULL, MAMBA, SUPPORTED, "Ratio of mamba state memory to full KV cache memory.") \
+X(mamba_scheduler_strategy, CHOICE, "--mamba-scheduler-strategy", "auto", "auto|no_buffer|extra_buffer", MAMBA, SUPPORTED, "The mamba scheduler strategy. (auto = no_buffer: no prefix caching; extra_buffer is refused for Mamba models)") \
+X(mamba_track_interval, INT, "--mamba-track-interval", "256", NULL, MAMBA, IGNORED, "Interval (tokens) to track the mamba state during decode. (no effect: only the extra_buffer strategy, which is refused, checkpoints states)") \
 /* ---- Hierarchical cache ---- */ \
 X(enable_hierarchical_cache, BOOL, "--enable-hierarchical-cache", "false", NULL, HICACHE, NOT_YET, "Enable the hierarchical (host memory) KV cache.") \
 X(hicache_ratio, FLOAT, "--hicache-ratio", "2.0", NULL, HICACHE, NOT_YET, "Ratio of the host KV cache pool size to the device pool size.") \

@@ -35,6 +35,27 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
+    if (!cmd->no_server_args && a->moe_a2a_backend && strcmp(a->moe_a2a_backend, "none")) {
+        fprintf(stderr, "sglc %s: --moe-a2a-backend %s is not supported: it names a GPU all-to-all library; "
+                        "sglc's expert parallelism combines with the all-reduce (--moe-a2a-backend none)\n",
+                name, a->moe_a2a_backend);
+        args_server_free(a);
+        return 2;
+    }
+    if (!cmd->no_server_args && a->ep_dispatch_algorithm && strcmp(a->ep_dispatch_algorithm, "static")) {
+        fprintf(stderr, "sglc %s: --ep-dispatch-algorithm %s is not supported yet: the copies of an expert "
+                        "split its rows in fixed parts (static)\n", name, a->ep_dispatch_algorithm);
+        args_server_free(a);
+        return 2;
+    }
+    if (!cmd->no_server_args && a->ep_size != ARGS_INT_NONE && a->ep_size > 1 &&
+        (a->tp_size == ARGS_INT_NONE || a->tp_size < a->ep_size || a->tp_size % a->ep_size)) {
+        fprintf(stderr, "sglc %s: --ep-size %d must divide --tp-size %d (the expert-parallel ranks are the "
+                        "tensor-parallel ones)\n", name, (int)a->ep_size,
+                a->tp_size == ARGS_INT_NONE ? 1 : (int)a->tp_size);
+        args_server_free(a);
+        return 2;
+    }
     if (!cmd->no_server_args && a->log_level && log_level_parse(a->log_level) >= 0)
         log_set_level(log_level_parse(a->log_level));
     return -1;
@@ -61,6 +82,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
                    : !strcmp(kd, "fp8_e4m3")               ? DTYPE_F8_E4M3
                    : !strcmp(kd, "fp8_e5m2")               ? DTYPE_F8_E5M2
                    : !strcmp(kd, "float32")                ? DTYPE_F32
+                   : !strcmp(kd, "int8")                   ? DTYPE_I8 /* sglc's own */
                                                           : -2; /* fp4_e2m1: refused at load */
     mo->kv_scales_path = a->quantization_param_path;
     mo->threads = threads > 0 ? (int)threads : 0;
@@ -74,6 +96,26 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;
     mo->dist.base_group = a->base_gpu_id != ARGS_INT_NONE && a->base_gpu_id > 0 ? (int)a->base_gpu_id : 0;
     mo->dist.group_step = a->gpu_id_step != ARGS_INT_NONE ? (int)a->gpu_id_step : 1;
+    /* expert parallelism and the recorder (model_ep.h; combinations checked at load) */
+    mo->ep.ep_size = a->ep_size != ARGS_INT_NONE && a->ep_size > 1 ? (int)a->ep_size : 1;
+    mo->ep.n_redundant = a->ep_num_redundant_experts != ARGS_INT_NONE ? (int)a->ep_num_redundant_experts : 0;
+    mo->ep.init_location = a->init_expert_location;
+    mo->ep.eplb_every = !a->enable_eplb ? 0
+                        : a->eplb_rebalance_num_iterations != ARGS_INT_NONE && a->eplb_rebalance_num_iterations > 0
+                            ? (int)a->eplb_rebalance_num_iterations : 1000;
+    mo->ep.eplb_algorithm = a->eplb_algorithm;
+    mo->ep.eplb_layers_per_chunk = a->eplb_rebalance_layers_per_chunk != ARGS_INT_NONE &&
+                                           a->eplb_rebalance_layers_per_chunk > 0
+                                       ? (int)a->eplb_rebalance_layers_per_chunk : 0;
+    mo->ep.eplb_min_util = args_float_is_none(a->eplb_min_rebalancing_utilization_threshold)
+                               ? 1.0 : a->eplb_min_rebalancing_utilization_threshold;
+    /* SGLang: --enable-eplb sets the recorder mode to stat when none is given */
+    mo->erec_mode = a->expert_distribution_recorder_mode ? a->expert_distribution_recorder_mode
+                    : a->enable_eplb                      ? "stat"
+                                                          : NULL;
+    mo->erec_buffer = a->expert_distribution_recorder_buffer_size != ARGS_INT_NONE
+                          ? (int)a->expert_distribution_recorder_buffer_size : 0;
+    mo->erec_metrics = a->enable_expert_distribution_metrics;
     for (size_t i = 0; a->numa_node && i < json_array_size(a->numa_node) && i < CLI_DIST_MAX_RANKS; i++)
         mo->dist.numa[mo->dist.n_numa++] = (int)json_integer_value(json_array_get(a->numa_node, i));
     /* SGLang's DefaultModelLoader keys (checked by args_validate):
@@ -118,4 +160,11 @@ void cli_sched_args_from_args(sched_args *sa, const args_server *a)
     sa->log_time_stats = a->enable_request_time_stats_logging;
     if (a->decode_log_interval != ARGS_INT_NONE) sa->decode_log_interval = a->decode_log_interval;
     if (a->stream_interval != ARGS_INT_NONE) sa->stream_interval = a->stream_interval;
+    /* hybrid Mamba2 models (kv/mamba_state.h; checked by sched_create when the model has them) */
+    if (a->max_mamba_cache_size != ARGS_INT_NONE) sa->max_mamba_cache_size = (int)a->max_mamba_cache_size;
+    if (a->mamba_ssm_dtype)
+        sa->mamba_ssm_dtype = !strcmp(a->mamba_ssm_dtype, "bfloat16") ? DTYPE_BF16
+                              : !strcmp(a->mamba_ssm_dtype, "float16") ? DTYPE_F16 : DTYPE_F32;
+    if (!args_float_is_none(a->mamba_full_memory_ratio)) sa->mamba_full_memory_ratio = a->mamba_full_memory_ratio;
+    sa->mamba_extra_buffer = a->mamba_scheduler_strategy && !strcmp(a->mamba_scheduler_strategy, "extra_buffer");
 }

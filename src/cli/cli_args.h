@@ -34,7 +34,12 @@
         ARG_ID_kv_cache_dtype, ARG_ID_quantization_param_path, ARG_ID_context_length, ARG_ID_json_model_override_args,            \
         ARG_ID_random_seed, ARG_ID_trust_remote_code, ARG_ID_log_level, ARG_ID_enable_fp32_lm_head, \
         ARG_ID_model_loader_extra_config, ARG_ID_quantization, ARG_ID_tp_size, ARG_ID_nnodes,       \
-        ARG_ID_node_rank, ARG_ID_dist_timeout, ARG_ID_pp_size, ARG_ID_base_gpu_id, ARG_ID_gpu_id_step, ARG_ID_numa_node
+        ARG_ID_node_rank, ARG_ID_dist_timeout, ARG_ID_pp_size, ARG_ID_base_gpu_id, ARG_ID_gpu_id_step, ARG_ID_numa_node, \
+        ARG_ID_ep_size, ARG_ID_moe_a2a_backend, ARG_ID_ep_num_redundant_experts, ARG_ID_init_expert_location, \
+        ARG_ID_enable_eplb, ARG_ID_eplb_algorithm, ARG_ID_eplb_rebalance_num_iterations, ARG_ID_ep_dispatch_algorithm, \
+        ARG_ID_eplb_min_rebalancing_utilization_threshold, ARG_ID_eplb_rebalance_layers_per_chunk, \
+        ARG_ID_expert_distribution_recorder_mode, ARG_ID_expert_distribution_recorder_buffer_size,        \
+        ARG_ID_enable_expert_distribution_metrics
 /* Server arguments that the scheduler reads (cli_sched_args_from_args). */
 #define CLI_SCHED_ARG_IDS                                                                        \
     ARG_ID_page_size, ARG_ID_max_total_tokens, ARG_ID_mem_fraction_static,                        \
@@ -45,7 +50,9 @@
         ARG_ID_enable_priority_scheduling, ARG_ID_schedule_low_priority_values_first,             \
         ARG_ID_priority_scheduling_preemption_threshold, ARG_ID_abort_on_priority_when_disabled,  \
         ARG_ID_disable_priority_preemption, ARG_ID_default_priority_value,                        \
-        ARG_ID_decode_log_interval, ARG_ID_enable_request_time_stats_logging, ARG_ID_stream_interval
+        ARG_ID_decode_log_interval, ARG_ID_enable_request_time_stats_logging, ARG_ID_stream_interval, \
+        ARG_ID_max_mamba_cache_size, ARG_ID_mamba_ssm_dtype, ARG_ID_mamba_full_memory_ratio,       \
+        ARG_ID_mamba_scheduler_strategy, ARG_ID_mamba_track_interval
 
 /* Parse the command line of command `name` ("generate": messages read
  * "sglc generate: ...").  Returns -1 to go on, the caller then owning *a

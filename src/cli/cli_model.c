@@ -11,6 +11,7 @@
 #include "cli/cli_gguf.h"
 #include "hub/hub.h"
 #include "kernels/kernels.h"
+#include "lora/lora_shard.h"
 #include "model/gguf_model.h"
 #include "util/cpu.h"
 #include "util/log.h"
@@ -44,6 +45,7 @@ static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *
         return m;
     }
     tpool *pool = tpool_create(cli_threads(o));
+    lora_shard_install(); /* rank 0's LoRA loads reach this rank (lora/lora_shard.c) */
     int rc = pool ? model_tp_worker_loop(m, pool) : -1;
     tpool_destroy(pool);
     model_free(m);
@@ -92,6 +94,11 @@ model *cli_model_load(const cli_model_opts *o)
                         "use fp8_e4m3, fp8_e5m2 or bfloat16\n");
         return NULL;
     }
+    if (o->kv_dtype == DTYPE_I8 && o->kv_scales_path) {
+        fprintf(stderr, "error: --kv-cache-dtype int8 computes its scales per token and KV head when it "
+                        "writes them; --quantization-param-path (per-layer fp8 scales) does not apply\n");
+        return NULL;
+    }
     /* tensor parallelism: the group first (rank 0 starts the other ranks) */
     dist_group *dg = NULL;
     if (cli_dist_start(&o->dist, cli_threads(o), &dg, err, sizeof err)) {
@@ -100,6 +107,12 @@ model *cli_model_load(const cli_model_opts *o)
     }
     lo.dist = dg;
     lo.pp_size = o->dist.pp_size;
+    lo.ep = &o->ep;
+    if (model_erec_configure(o->erec_mode, o->erec_buffer, o->erec_metrics, err, sizeof err)) {
+        fprintf(stderr, "error: %s\n", err);
+        if (dg) dist_abort(dg, err);
+        return NULL;
+    }
     model *m = model_load(&lo, err, sizeof err);
     if (!m) {
         fprintf(stderr, "error: %s\n", err);

@@ -16,6 +16,7 @@
 
 #include "cli/cli_dist.h"
 #include "model/model.h"
+#include "model/model_ep.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct cli_model_opts {
@@ -31,6 +32,10 @@ typedef struct cli_model_opts {
     const char *revision;     /* --revision: hub branch/tag/commit (NULL = main) */
     const char *download_dir; /* --download-dir: hub cache root (NULL = $HF_HOME/hub) */
     cli_dist_opts dist;    /* --tp-size, --nnodes, --node-rank, --dist-timeout (cli_dist.h) */
+    model_ep_opts ep;      /* --ep-size, --ep-num-redundant-experts, --init-expert-location, EPLB */
+    const char *erec_mode; /* --expert-distribution-recorder-mode (NULL = off) */
+    int erec_buffer;       /* --expert-distribution-recorder-buffer-size (0 = 1000) */
+    bool erec_metrics;     /* --enable-expert-distribution-metrics */
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *o);

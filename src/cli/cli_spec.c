@@ -1,6 +1,7 @@
 /* cli_spec — see cli_spec.h. */
 #include "cli/cli_spec.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,23 +15,38 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
     if (!a->speculative_algorithm) return 0;
     int algo = spec_algo_parse(a->speculative_algorithm);
     if (algo < 0) {
-        fprintf(stderr, "sglc %s: --speculative-algorithm %s is not supported by sglc yet (NGRAM and STANDALONE are)\n",
+        fprintf(stderr, "sglc %s: --speculative-algorithm %s is not supported by sglc (EAGLE, EAGLE3, NEXTN, STANDALONE and NGRAM are)\n",
                 name, a->speculative_algorithm);
         return -1;
     }
     c->args.algo = (spec_algo)algo;
-    if (algo == SPEC_ALGO_STANDALONE) {
+    bool eagle = algo == SPEC_ALGO_EAGLE || algo == SPEC_ALGO_EAGLE3;
+    if (eagle && a->speculative_eagle_topk != ARGS_INT_NONE && a->speculative_eagle_topk != 1) {
+        fprintf(stderr,
+                "sglc %s: --speculative-eagle-topk %d is not supported by sglc yet (tree drafts need a tree attention "
+                "mask in verification; topk 1, a chain, is)\n",
+                name, a->speculative_eagle_topk);
+        return -1;
+    }
+    if (algo == SPEC_ALGO_STANDALONE || eagle) {
+        const char *an = a->speculative_algorithm;
         c->draft_path = a->speculative_draft_model_path;
         c->draft_dummy = a->speculative_draft_load_format && !strcmp(a->speculative_draft_load_format, "dummy");
         c->draft_quant = a->speculative_draft_model_quantization;
         c->draft_revision = a->speculative_draft_model_revision; /* hub id: like --revision for the target */
+        if (eagle && (c->draft_dummy || c->draft_quant)) {
+            fprintf(stderr, "sglc %s: --speculative-algorithm %s reads the head's folder as it is: --speculative-draft-%s is "
+                            "not supported with it yet\n",
+                    name, an, c->draft_dummy ? "load-format dummy" : "model-quantization");
+            return -1;
+        }
         if (a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
-            fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE with --tp-size > 1 is not supported by sglc yet\n",
-                    name);
+            fprintf(stderr, "sglc %s: --speculative-algorithm %s with --tp-size > 1 is not supported by sglc yet\n", name,
+                    an);
             return -1;
         }
         if (!c->draft_path) {
-            fprintf(stderr, "sglc %s: --speculative-algorithm STANDALONE needs --speculative-draft-model-path\n", name);
+            fprintf(stderr, "sglc %s: --speculative-algorithm %s needs --speculative-draft-model-path\n", name, an);
             return -1;
         }
         if ((c->draft_path[0] == '/' || c->draft_path[0] == '.') && access(c->draft_path, R_OK) != 0) {
@@ -86,7 +102,20 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
 int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
 {
     if (c->args.algo == SPEC_ALGO_NONE) return 0;
+    if (model_get_config(m)->n_mamba) { /* verification would need the state before the rejected drafts */
+        fprintf(stderr, "error: speculative decoding is not supported for %s: its Mamba2 states cannot be "
+                "rolled back to the accepted draft tokens\n", model_get_config(m)->architecture);
+        return -1;
+    }
     char err[512];
+    if (c->args.algo == SPEC_ALGO_EAGLE || c->args.algo == SPEC_ALGO_EAGLE3) {
+        sched_stats st;
+        sched_get_stats(s, &st);
+        c->args.eagle_path = c->draft_path;
+        c->args.target_model = sched_model(s);
+        c->args.target_slots = st.max_total_num_tokens;
+        c->args.draft_kv_tokens = st.max_total_num_tokens < 65536 ? st.max_total_num_tokens : 65536;
+    }
     if (c->args.algo == SPEC_ALGO_STANDALONE) {
         cli_model_opts dmo = *mo;
         dmo.load.model_path = c->draft_path;
@@ -114,6 +143,11 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
         return -1;
     }
     spec_drafter_attach(c->drafter, s);
+    if (c->args.algo == SPEC_ALGO_EAGLE || c->args.algo == SPEC_ALGO_EAGLE3) {
+        log_info("speculative decoding: %s, head %s, %d draft tokens per step (chain, topk 1, greedy)",
+                 c->args.algo == SPEC_ALGO_EAGLE3 ? "EAGLE3" : "EAGLE", c->draft_path, c->args.num_draft_tokens - 1);
+        return 0;
+    }
     if (c->args.algo == SPEC_ALGO_STANDALONE) {
         log_info("speculative decoding: STANDALONE, draft model %s, %d draft tokens per step (greedy), draft KV %lld "
                  "tokens",

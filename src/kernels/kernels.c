@@ -267,6 +267,35 @@ void kern_kv_store_scaled(void *cache, dtype kv_dt, int32_t slot, int row_len, c
     }
 }
 
+void kern_kv_store_i8(int8_t *cache, float *tok_scale, int32_t slot, int n_kv_head, int head_dim,
+                      const float *src)
+{
+    for (int h = 0; h < n_kv_head; h++) {
+        const float *x = src + (size_t)h * head_dim;
+        int8_t *d = cache + ((size_t)slot * n_kv_head + h) * head_dim;
+        float amax = 0.0f;
+        for (int i = 0; i < head_dim; i++) {
+            float v = fabsf(x[i]);
+            if (v > amax) amax = v; /* NaN never wins: the head stays finite */
+        }
+        float sc = amax / 127.0f;
+        tok_scale[(size_t)slot * n_kv_head + h] = sc;
+        for (int i = 0; i < head_dim; i++) {
+            float q = sc > 0.0f ? rintf(x[i] / sc) : 0.0f; /* default rounding: half to even */
+            d[i] = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q == q ? (int)q : 0);
+        }
+    }
+}
+
+void kern_kv_store_tok(void *cache, float *tok_scale, dtype kv_dt, int32_t slot, int n_kv_head,
+                       int head_dim, const float *src, float scale)
+{
+    if (kv_dt == DTYPE_I8)
+        kern_kv_store_i8(cache, tok_scale, slot, n_kv_head, head_dim, src);
+    else
+        kern_kv_store_scaled(cache, kv_dt, slot, n_kv_head * head_dim, src, scale);
+}
+
 void kern_rope_cache(float *cos_out, float *sin_out, int pos, const float *inv_freq, int half,
                      float mscale)
 {

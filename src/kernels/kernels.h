@@ -118,8 +118,12 @@ typedef struct kern_attn_args {
     size_t q_stride;
     const void *k_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
     const void *v_cache;   /* (n_slots, n_kv_head, head_dim) of kv_dt */
-    dtype kv_dt;           /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3 or DTYPE_F8_E5M2 */
-    float k_scale, v_scale; /* 8-bit caches: a stored value means value * scale (0 = 1) */
+    dtype kv_dt;           /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3, DTYPE_F8_E5M2 or DTYPE_I8 */
+    float k_scale, v_scale; /* 8-bit float caches: a stored value means value * scale (0 = 1) */
+    /* DTYPE_I8 (sglc's int8 cache): (n_slots, n_kv_head) f32 scales, one per token and kv
+     * head; K[slot][h][d] = (int8) k_cache[slot][h][d] * k_tok_scale[slot * n_kv_head + h]
+     * (likewise V).  Unused (may be NULL) for the other types. */
+    const float *k_tok_scale, *v_tok_scale;
     const int32_t *slots;  /* (n_kv) slot of each position */
     int sliding_window;    /* 0 = none; else query at p sees positions > p - window */
     float scale;           /* usually 1/sqrt(head_dim) */
@@ -140,6 +144,16 @@ void kern_kv_store(void *cache, dtype kv_dt, int32_t slot, int row_len, const fl
 /* The same for a cache with a scale (8-bit floats store src / scale,
  * rounded to nearest even and saturated; other types ignore it). */
 void kern_kv_store_scaled(void *cache, dtype kv_dt, int32_t slot, int row_len, const float *src, float scale);
+/* sglc's int8 cache: quantize one token's row of n_kv_head heads of head_dim f32 at a slot,
+ * symmetric per head: scale = absmax / 127, q = round-half-even(x / scale) clamped to
+ * [-127, 127] (a head of zeros gets scale 0 and zeros); cache (n_slots, n_kv_head,
+ * head_dim) int8, tok_scale (n_slots, n_kv_head) f32. */
+void kern_kv_store_i8(int8_t *cache, float *tok_scale, int32_t slot, int n_kv_head, int head_dim,
+                      const float *src);
+/* One token's row for any cache type: DTYPE_I8 goes to kern_kv_store_i8 (tok_scale used,
+ * scale ignored), the others to kern_kv_store_scaled (tok_scale ignored). */
+void kern_kv_store_tok(void *cache, float *tok_scale, dtype kv_dt, int32_t slot, int n_kv_head,
+                       int head_dim, const float *src, float scale);
 
 /* ---- elementwise / row ops (single row; callers split rows) ------------ */
 

@@ -31,6 +31,8 @@
  *       one K or V row of f32 or bf16 -> f32, zero-padded to dp
  *   attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
  *       one row of an 8-bit float type (tab: its 256 values) -> f32 * scale
+ *   attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int hd, int dp)
+ *       one row of sglc's int8 cache -> f32 * its token-head scale
  *   attn_block(const attn_blk *b)
  *       scores of rows [0, R) against the block's keys, masked to
  *       [rlo[r], rhi[r]) and soft-capped, then the online-softmax update
@@ -146,7 +148,11 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                     float *kd = kbuf + ((size_t)j * nkh + khl) * dp, *vd = vbuf + ((size_t)j * nkh + khl) * dp;
                     if (j < nk) {
                         size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
-                        if (tab8) {
+                        if (a->kv_dt == DTYPE_I8) {
+                            size_t si = (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl);
+                            attn_load_kv_rowi8(kd, (const int8_t *)a->k_cache + off, a->k_tok_scale[si], hd, dp);
+                            attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
+                        } else if (tab8) {
                             attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, tab8, ks, hd, dp);
                             attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, tab8, vs, hd, dp);
                         } else {

@@ -104,6 +104,20 @@ AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab,
     for (; d < dp; d++) dst[d] = 0.0f;
 }
 
+/* One row of sglc's int8 cache: sign-extend 8 bytes at a time, convert,
+ * times the row's token-head scale. */
+AINLINE void attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int hd, int dp)
+{
+    int d = 0;
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (; d + 8 <= hd; d += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(src + d));
+        _mm256_store_ps(dst + d, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), sc));
+    }
+    for (; d < hd; d++) dst[d] = (float)src[d] * scale;
+    for (; d < dp; d++) dst[d] = 0.0f;
+}
+
 /* One block of KB keys for every row of the unit (see attn_blk).  Pass 1:
  * masked scores of every row (independent iterations, so rows overlap);
  * pass 2: the per-row online-softmax update. */

@@ -236,6 +236,18 @@ AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab,
     }
 }
 
+/* One row of sglc's int8 cache: sign-extend, convert, times the row's
+ * token-head scale; zero-padded to dp (masked lanes load 0). */
+AINLINE void attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int hd, int dp)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int d = 0; d < dp; d += 16) {
+        __mmask16 mk = simd_mask_n(hd - d > 0 ? hd - d : 0);
+        __m128i b = _mm_maskz_loadu_epi8(mk, src + d);
+        _mm512_store_ps(dst + d, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sc));
+    }
+}
+
 /* One block of KB keys for every row of the unit (see attn_blk).  Three
  * passes over the rows, each with independent iterations so the core
  * overlaps rows (one fused pass was latency bound on the per-row max ->

@@ -39,6 +39,7 @@ static float kv_elem(const void *cache, dtype dt, size_t idx, float scale)
     if (dt == DTYPE_F32) return ((const float *)cache)[idx];
     if (dt == DTYPE_F8_E4M3) return f8e4m3_to_f32(((const uint8_t *)cache)[idx]) * (scale > 0.0f ? scale : 1.0f);
     if (dt == DTYPE_F8_E5M2) return f8e5m2_to_f32(((const uint8_t *)cache)[idx]) * (scale > 0.0f ? scale : 1.0f);
+    if (dt == DTYPE_I8) return (float)((const int8_t *)cache)[idx] * scale; /* scale: the token-head's */
     return bf16_to_f32(((const uint16_t *)cache)[idx]);
 }
 
@@ -57,10 +58,12 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
             start = pos - a->sliding_window + 1;
         const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * a->head_dim;
         float mx = -INFINITY;
+        const int i8 = a->kv_dt == DTYPE_I8; /* per token-head scales */
         for (int p = start; p <= pos; p++) {
             size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
+            float ksc = i8 ? a->k_tok_scale[(size_t)a->slots[p] * a->n_kv_head + kh] : a->k_scale;
             float s = 0.0f;
-            for (int d = 0; d < a->head_dim; d++) s += q[d] * kv_elem(a->k_cache, a->kv_dt, base + d, a->k_scale);
+            for (int d = 0; d < a->head_dim; d++) s += q[d] * kv_elem(a->k_cache, a->kv_dt, base + d, ksc);
             s *= a->scale;
             if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
             scores[p] = s;
@@ -76,7 +79,8 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
         for (int p = start; p <= pos; p++) {
             size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
             float wgt = scores[p] / sum;
-            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d, a->v_scale);
+            float vsc = i8 ? a->v_tok_scale[(size_t)a->slots[p] * a->n_kv_head + kh] : a->v_scale;
+            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d, vsc);
         }
     }
 }

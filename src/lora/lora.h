@@ -9,6 +9,11 @@
  *
  *   base_model.model.model.layers.N.self_attn.{q,k,v,o}_proj.lora_{A,B}.weight
  *   base_model.model.model.layers.N.mlp.{gate,up,down}_proj.lora_{A,B}.weight
+ *   base_model.model.model.layers.N.mlp.experts.E.{gate,up,down}_proj.lora_{A,B}.weight
+ *       (Mixtral: block_sparse_moe.experts.E.{w1,w3,w2}; shared experts:
+ *       mlp.shared_expert.* (Qwen2-MoE), mlp.shared_experts.* (DeepSeek))
+ *   base_model.model.model.layers.N.self_attn.{q_a_proj,q_b_proj,kv_a_proj_with_mqa,
+ *       kv_b_proj}.lora_{A,B}.weight  (DeepSeek MLA)
  *   base_model.model.lm_head.lora_{A,B}.weight
  *   base_model.model.model.embed_tokens.lora_embedding_{A,B}   (r, vocab) / (hidden, r)
  *
@@ -47,13 +52,20 @@
 /* target_modules bits (MODEL_PROJ_* of model.h, plus the LM head) */
 #define LORA_T_LM_HEAD MODEL_NPROJ
 #define LORA_T_EMBED (MODEL_NPROJ + 1)
-#define LORA_T_ALL_LINEAR ((1u << MODEL_NPROJ) - 1u) /* q k v o gate up down */
+/* DeepSeek MLA projections */
+#define LORA_T_Q_A (MODEL_NPROJ + 2)  /* q_a_proj */
+#define LORA_T_Q_B (MODEL_NPROJ + 3)  /* q_b_proj */
+#define LORA_T_KV_A (MODEL_NPROJ + 4) /* kv_a_proj_with_mqa */
+#define LORA_T_KV_B (MODEL_NPROJ + 5) /* kv_b_proj */
+/* q k v o gate up down + the MLA ones (experts are gate / up / down) */
+#define LORA_T_ALL_LINEAR (((1u << MODEL_NPROJ) - 1u) | (1u << LORA_T_Q_A) | (1u << LORA_T_Q_B) | \
+                           (1u << LORA_T_KV_A) | (1u << LORA_T_KV_B))
 
 typedef struct lora_config {
     int r;                      /* rank */
     double alpha;               /* lora_alpha (default 8, as PEFT) */
     bool use_rslora;
-    unsigned targets;           /* bits 1 << MODEL_PROJ_* / LORA_T_LM_HEAD / LORA_T_EMBED */
+    unsigned targets;           /* bits 1 << MODEL_PROJ_* / LORA_T_* */
     char base_model[256];       /* base_model_name_or_path, "" when absent */
 } lora_config;
 
@@ -94,9 +106,14 @@ typedef struct lora_adapter {
  * for model m.  Checks: config as lora_config_parse, rank <= lim->max_rank,
  * targets within lim->allowed, every tensor named as PEFT names it and
  * shaped (r, k) / (n, r) for that projection of m, no projection of m
- * missing (a target the model lacks: an MoE layer's experts, an MLA
- * layer's attention; the message names the module), no tensor left
- * unused.  Fused modules (Phi-3's self_attn.qkv_proj, mlp.gate_up_proj):
+ * missing (a target the model lacks: a dense gate_proj of an MoE layer,
+ * an expert of a dense layer or beyond n_experts, k_proj of an MLA layer,
+ * an MLA module without MLA; the message names tensor and module), no
+ * tensor left unused.  Experts (mlp.experts.E.*, Mixtral's
+ * block_sparse_moe.experts.E.w1/w3/w2) and shared experts become
+ * model_adapter.moe slots; q_a / q_b / kv_a_proj_with_mqa model_adapter.mla
+ * slots; kv_b_proj (n_head (nope + v), kvr) becomes per-head views on the
+ * absorbed matrices (model_adapter.kvb: A shared, B's rows per head), f32.  Fused modules (Phi-3's self_attn.qkv_proj, mlp.gate_up_proj):
  * one A (r, k) shared, B (n_q + n_k + n_v, r) / (2 I, r) split by rows
  * into the parts' pairs.  Multimodal wrappers' text names
  * (language_model.model.*, model.language_model.*,

@@ -8,8 +8,13 @@
  * allocation: A (r, k) copied, B (n, r) transposed to Bᵀ (r, n), bf16
  * pairs kept bf16, others as f32.  Fused pairs (qkv_proj, gate_up_proj)
  * are set aside in pass 1 and become per-part views (A shared, B's rows
- * offset) in the same slots, so pass 2 never sees them.  The
- * safetensors file is closed afterwards: nothing is borrowed from it. */
+ * offset) in the same slots, so pass 2 never sees them.  Slots beyond
+ * the dense projections (slot_map): DeepSeek's MLA modules and every
+ * expert / shared expert part of each layer; kv_b_proj is converted into
+ * per-head views on the absorbed matrices (see mla.c).  The
+ * safetensors file is closed afterwards: nothing is borrowed from it.
+ * Under tensor / pipeline parallelism each rank keeps its slice of every
+ * pair and rank 0 ships the load to the other ranks (lora_shard.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "lora/lora.h"
+#include "lora/lora_shard.h"
 #include "model/safetensors.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -25,25 +31,85 @@
 
 #define CONFIG_MAX (1u << 20)
 
-/* One tensor's role: slot = layer * MODEL_NPROJ + proj, -1 for lm_head, -2
- * for embed_tokens. */
-typedef struct tinfo {
-    int slot;
-    int is_b;
-    int fused; /* 0, FUSED_QKV (slot = layer's q) or FUSED_GATE_UP (slot = its gate) */
-} tinfo;
-
-enum { FUSED_QKV = 1, FUSED_GATE_UP = 2 };
-
 static const char *const PROJ_NAMES[MODEL_NPROJ] = {
     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
     "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
 };
 
+/* Slots of one adapter's pairs, in this order: the dense projections
+ * (layer * MODEL_NPROJ + proj), the MLA ones (mla0 + layer * 4 + q_a /
+ * q_b / kv_a / kv_b), the experts (moe0 + (layer * (E + 1) + e) * 3 +
+ * gate / up / down, e = E the shared expert), the LM head, embed_tokens. */
+typedef struct slot_map {
+    int L, E, mla0, moe0, head, emb, n;
+} slot_map;
+
+static slot_map slot_map_of(int L, int E)
+{
+    slot_map sm = {.L = L, .E = E, .mla0 = L * MODEL_NPROJ};
+    sm.moe0 = sm.mla0 + L * 4;
+    sm.head = sm.moe0 + L * (E + 1) * 3;
+    sm.emb = sm.head + 1;
+    sm.n = sm.emb + 1;
+    return sm;
+}
+
+/* One tensor's role. */
+typedef struct tinfo {
+    int slot;
+    int is_b;
+    int fused;    /* 0, FUSED_QKV (slot = layer's q) or FUSED_GATE_UP (slot = its gate) */
+    unsigned bit; /* its target_modules bit(s) */
+} tinfo;
+
+enum { FUSED_QKV = 1, FUSED_GATE_UP = 2 };
+
+static const char *const MLA_NAMES[4] = {
+    "self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+};
+static const unsigned MLA_BITS[4] = {1u << LORA_T_Q_A, 1u << LORA_T_Q_B, 1u << LORA_T_KV_A,
+                                     1u << LORA_T_KV_B};
+static const unsigned EXPERT_BITS[3] = {1u << MODEL_PROJ_GATE, 1u << MODEL_PROJ_UP,
+                                        1u << MODEL_PROJ_DOWN};
+
+/* The expert part named by s[0, n): gate/up/down_proj or Mixtral's w1 /
+ * w3 / w2; -1 when none. */
+static int expert_part(const char *s, size_t n)
+{
+    static const char *const nm[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
+    for (int st = 0; st < 2; st++)
+        for (int j = 0; j < 3; j++)
+            if (strlen(nm[st][j]) == n && !strncmp(s, nm[st][j], n)) return j;
+    return -1;
+}
+
+/* The module of slot s, for messages ("self_attn.q_proj", "mlp.experts.3.up_proj"). */
+static void slot_name(const slot_map *sm, int s, char *buf, size_t len)
+{
+    static const char *const part[3] = {"gate_proj", "up_proj", "down_proj"};
+    if (s < sm->mla0) snprintf(buf, len, "%s", PROJ_NAMES[s % MODEL_NPROJ]);
+    else if (s < sm->moe0) snprintf(buf, len, "%s", MLA_NAMES[(s - sm->mla0) % 4]);
+    else if (s < sm->head) {
+        int i = (s - sm->moe0) / 3, e = i % (sm->E + 1);
+        if (e == sm->E) snprintf(buf, len, "the shared expert's %s", part[(s - sm->moe0) % 3]);
+        else snprintf(buf, len, "mlp.experts.%d.%s", e, part[(s - sm->moe0) % 3]);
+    } else snprintf(buf, len, "%s", s == sm->head ? "lm_head" : "embed_tokens");
+}
+
+/* The layer of a layer slot. */
+static int slot_layer(const slot_map *sm, int s)
+{
+    if (s < sm->mla0) return s / MODEL_NPROJ;
+    if (s < sm->moe0) return (s - sm->mla0) / 4;
+    return (s - sm->moe0) / 3 / (sm->E + 1);
+}
+
+
 /* Name a tensor.  0 ok; -1 with a message (unknown name, unsupported
  * variant). */
-static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size_t errlen)
+static int name_tensor(const char *name, const slot_map *sm, tinfo *ti, char *err, size_t errlen)
 {
+    const int n_layer = sm->L;
     const char *p = name;
     static const char pre[] = "base_model.model.";
     if (!strncmp(p, pre, sizeof pre - 1)) p += sizeof pre - 1;
@@ -70,7 +136,8 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
     if (!strncmp(p, emb, sizeof emb - 1)) { /* (r, vocab) / (hidden, r), no ".weight" */
         const char *q = p + sizeof emb - 1;
         if ((*q == 'A' || *q == 'B') && (!q[1] || !strcmp(q + 1, ".weight"))) {
-            ti->slot = -2;
+            ti->slot = sm->emb;
+            ti->bit = 1u << LORA_T_EMBED;
             ti->is_b = *q == 'B';
             return 0;
         }
@@ -86,7 +153,8 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
     size_t mlen = (size_t)(suf - p);
     ti->is_b = is_b;
     if (mlen == 7 && !strncmp(p, "lm_head", 7)) {
-        ti->slot = -1;
+        ti->slot = sm->head;
+        ti->bit = 1u << LORA_T_LM_HEAD;
         return 0;
     }
     static const char lpre[] = "model.layers.";
@@ -107,43 +175,102 @@ static int name_tensor(const char *name, int n_layer, tinfo *ti, char *err, size
     static const char qkv[] = "self_attn.qkv_proj", gu[] = "mlp.gate_up_proj";
     if (modlen == sizeof qkv - 1 && !strncmp(mod, qkv, modlen)) {
         ti->slot = (int)layer * MODEL_NPROJ + MODEL_PROJ_Q, ti->fused = FUSED_QKV;
+        ti->bit = (1u << MODEL_PROJ_Q) | (1u << MODEL_PROJ_K) | (1u << MODEL_PROJ_V);
         return 0;
     }
     if (modlen == sizeof gu - 1 && !strncmp(mod, gu, modlen)) {
         ti->slot = (int)layer * MODEL_NPROJ + MODEL_PROJ_GATE, ti->fused = FUSED_GATE_UP;
+        ti->bit = (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP);
         return 0;
     }
     for (int i = 0; i < MODEL_NPROJ; i++)
         if (strlen(PROJ_NAMES[i]) == modlen && !strncmp(mod, PROJ_NAMES[i], modlen)) {
             ti->slot = (int)layer * MODEL_NPROJ + i;
+            ti->bit = 1u << i;
             return 0;
         }
+    for (int i = 0; i < 4; i++)
+        if (strlen(MLA_NAMES[i]) == modlen && !strncmp(mod, MLA_NAMES[i], modlen)) {
+            ti->slot = sm->mla0 + (int)layer * 4 + i;
+            ti->bit = MLA_BITS[i];
+            return 0;
+        }
+    /* experts: mlp.experts.E.<part> / block_sparse_moe.experts.E.<part>; shared:
+     * mlp.shared_expert.<part> (Qwen2-MoE) / mlp.shared_experts.<part> (DeepSeek) */
+    static const char ex1[] = "mlp.experts.", ex2[] = "block_sparse_moe.experts.",
+                      sh1[] = "mlp.shared_expert.", sh2[] = "mlp.shared_experts.";
+    const char *mend = mod + modlen;
+    const char *xp = !strncmp(mod, ex1, sizeof ex1 - 1)   ? mod + sizeof ex1 - 1
+                     : !strncmp(mod, ex2, sizeof ex2 - 1) ? mod + sizeof ex2 - 1
+                                                          : NULL;
+    if (xp && xp < mend) {
+        errno = 0;
+        long e = strtol(xp, &end, 10);
+        if (end == xp || *end != '.' || errno || e < 0 || end >= mend) goto unknown;
+        int part = expert_part(end + 1, (size_t)(mend - end - 1));
+        if (part < 0) goto unknown;
+        if (e >= sm->E) {
+            if (sm->E) errmsg_set(err, errlen, "tensor %s: expert %ld, the model has %d experts per "
+                                  "MoE layer", name, e, sm->E);
+            else errmsg_set(err, errlen, "tensor %s: expert %ld, the model has no experts", name, e);
+            return -1;
+        }
+        ti->slot = sm->moe0 + ((int)layer * (sm->E + 1) + (int)e) * 3 + part;
+        ti->bit = EXPERT_BITS[part];
+        return 0;
+    }
+    const char *sp = !strncmp(mod, sh2, sizeof sh2 - 1)   ? mod + sizeof sh2 - 1
+                     : !strncmp(mod, sh1, sizeof sh1 - 1) ? mod + sizeof sh1 - 1
+                                                          : NULL;
+    if (sp && sp < mend) {
+        int part = expert_part(sp, (size_t)(mend - sp));
+        if (part < 0) goto unknown;
+        ti->slot = sm->moe0 + ((int)layer * (sm->E + 1) + sm->E) * 3 + part;
+        ti->bit = EXPERT_BITS[part];
+        return 0;
+    }
 unknown:
     errmsg_set(err, errlen,
                "tensor %s is not a LoRA weight of a module sglc can adapt (q/k/v/o_proj, "
-               "qkv_proj, gate/up/down_proj, gate_up_proj, lm_head, embed_tokens; not MLA "
-               "projections nor MoE experts)",
+               "qkv_proj, gate/up/down_proj, gate_up_proj, MoE experts and shared experts, "
+               "q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj, lm_head, embed_tokens)",
                name);
     return -1;
 }
 
 /* The error for a projection model_proj_shape refused (rc), naming the
  * module. */
-static void no_proj_msg(int rc, const char *name, const char *tname, int layer, model_proj p,
+static void no_proj_msg(int rc, const char *name, const char *tname, int layer, const char *mod,
                         char *err, size_t errlen)
 {
-    const char *mod = strchr(PROJ_NAMES[p], '.') + 1;
-    if (rc == -2)
+    if (rc == -2 && (strstr(mod, "expert")))
+        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s of layer %d, which is not a "
+                   "mixture-of-experts layer", name, tname, mod, layer);
+    else if (rc == -2)
         errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s of layer %d, whose MLP is "
-                   "mixture-of-experts: sglc cannot adapt experts (target attention only)",
-                   name, tname, mod, layer);
+                   "mixture-of-experts (adapt its experts: mlp.experts.E.%s)", name, tname, mod,
+                   layer, strchr(mod, '.') ? strchr(mod, '.') + 1 : mod);
     else if (rc == -3)
-        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s of layer %d, which uses "
-                   "multi-head latent attention (DeepSeek): sglc cannot adapt MLA projections",
-                   name, tname, mod, layer);
+        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s of layer %d, which %s "
+                   "multi-head latent attention (DeepSeek)", name, tname, mod, layer,
+                   strstr(mod, "k_proj") || strstr(mod, "v_proj") ? "has no such projection in its"
+                                                                   : "does not use");
     else
         errmsg_set(err, errlen, "LoRA adapter %s: tensor %s targets %s, which layer %d of this "
                    "model does not have", name, tname, mod, layer);
+}
+
+/* The (n, k) of slot s of model m (model_proj_shape / model_mla_shape /
+ * model_expert_shape's codes). */
+static int slot_shape(const model *m, const slot_map *sm, int s, int *n, int *k)
+{
+    if (s < sm->mla0) return model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), n, k);
+    if (s < sm->moe0) {
+        int j = (s - sm->mla0) % 4;
+        return model_mla_shape(m, (s - sm->mla0) / 4, j == 3 ? MODEL_NMLA : j, n, k);
+    }
+    int i = (s - sm->moe0) / 3, e = i % (sm->E + 1);
+    return model_expert_shape(m, i / (sm->E + 1), e == sm->E ? -1 : e, (s - sm->moe0) % 3, n, k);
 }
 
 /* Elements [i0, i0 + n) of t as f32 into out (one loop per dtype). */
@@ -176,9 +303,11 @@ void lora_adapter_ref(lora_adapter *a) { __atomic_add_fetch(&a->refs, 1, __ATOMI
 void lora_adapter_unref(lora_adapter *a)
 {
     if (!a || __atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    model_tp_lora_release(a->ma.tp_uid); /* rank 0: the workers' shards go too */
     free(a->name);
     free(a->path);
     free((void *)a->ma.proj);
+    free((void *)a->ma.mla), free((void *)a->ma.kvb), free((void *)a->ma.moe);
     free(a->mem);
     free(a);
 }
@@ -190,12 +319,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
     double t0 = time_now_sec();
     const model_config *mc = model_get_config(m);
     const int L = mc->n_layer;
-    if (model_tp_size(m) > 1) { /* the worker ranks would run without the adapter */
-        errmsg_set(err, errlen, "LoRA adapter %s: adapters are not sharded across the %d "
-                   "tensor/pipeline-parallel ranks yet (load it with --tp-size 1)", name,
-                   model_tp_size(m));
-        return NULL;
-    }
+    const slot_map sm = slot_map_of(L, mc->n_expert > 0 ? mc->n_expert : 0);
     char dir[4096], fpath[4200];
     snprintf(dir, sizeof dir, "%s", path);
     size_t dl = strlen(dir);
@@ -251,34 +375,33 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         return NULL;
     }
     lora_adapter *a = NULL;
-    const int nslot = L * MODEL_NPROJ + 2; /* + the LM head, + embed_tokens (last) */
-    const int s_head = nslot - 2, s_emb = nslot - 1;
+    const int nslot = sm.n;
+    const int s_head = sm.head, s_emb = sm.emb;
     const st_tensor **ta = calloc((size_t)nslot * 2, sizeof *ta);
     linear_adapter *proj = calloc((size_t)L * MODEL_NPROJ, sizeof *proj);
+    linear_adapter *mla = NULL, *kvb = NULL, *moe = NULL; /* made when a pair needs them */
     /* fused checkpoints (Phi-3): the qkv_proj / gate_up_proj pairs per layer
      * [layer][group][is_b], and the per-part views of them put into ta */
     const st_tensor **fta = calloc((size_t)L * 4, sizeof *fta);
     st_tensor *views = calloc((size_t)L * 10, sizeof *views);
-    if (!ta || !proj || !fta || !views) {
+    linear_shard *shs = calloc((size_t)nslot, sizeof *shs); /* this rank's slice of each pair */
+    if (!ta || !proj || !fta || !views || !shs) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
     }
+    char mname[96];
     /* pass 1: name, shape-check */
     size_t floats = 0; /* bytes of the converted pairs */
     for (int i = 0; i < ar.n_tensors; i++) {
         const st_tensor *t = &ar.tensors[i];
         tinfo ti = {0};
-        if (name_tensor(t->name, L, &ti, e2, sizeof e2)) {
+        if (lora_shard_name_ok(m, name, t->name, err, errlen)) goto fail; /* TP / PP: unsliced kinds */
+        if (name_tensor(t->name, &sm, &ti, e2, sizeof e2)) {
             errmsg_set(err, errlen, "LoRA adapter %s: %s", name, e2);
             goto fail;
         }
-        int slot = ti.slot == -1 ? s_head : ti.slot == -2 ? s_emb : ti.slot;
-        unsigned bit = ti.slot == -1   ? (1u << LORA_T_LM_HEAD)
-                       : ti.slot == -2 ? (1u << LORA_T_EMBED)
-                                       : (1u << (ti.slot % MODEL_NPROJ));
-        if (ti.fused == FUSED_QKV)
-            bit = (1u << MODEL_PROJ_Q) | (1u << MODEL_PROJ_K) | (1u << MODEL_PROJ_V);
-        else if (ti.fused == FUSED_GATE_UP) bit = (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP);
+        int slot = ti.slot;
+        unsigned bit = ti.bit;
         if ((cfg.targets & bit) != bit) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s is for a module not in target_modules",
                        name, t->name);
@@ -298,6 +421,7 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         }
         *dst = t;
     }
+    int n_pairs = 0;
     /* fused pairs: A is shared by the parts, B's rows split (q, k, v rows;
      * gate, up rows), each part then checked and stored as its own pair */
     for (int f = 0; f < L * 2; f++) {
@@ -310,14 +434,20 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         }
         const int layer = f / 2, np = f % 2 ? 2 : 3;
         const model_proj p0 = f % 2 ? MODEL_PROJ_GATE : MODEL_PROJ_Q;
-        int rows[3], k = 0, total = 0;
+        int rows[3], total = 0, here = 1;
         for (int j = 0; j < np; j++) {
-            int rc = model_proj_shape(m, layer, (model_proj)(p0 + j), &rows[j], &k);
-            if (rc) {
-                no_proj_msg(rc, name, B->name, layer, (model_proj)(p0 + j), err, errlen);
+            linear_shard sh = {0};
+            int rc = lora_shard_proj(m, layer, (model_proj)(p0 + j), &sh);
+            if (rc == 1) here = 0; /* another pipeline stage's layer: checked there */
+            else if (rc) {
+                no_proj_msg(rc, name, B->name, layer, PROJ_NAMES[p0 + j], err, errlen);
                 goto fail;
             }
-            total += rows[j];
+            rows[j] = sh.full_rows, total += rows[j];
+        }
+        if (!here) {
+            n_pairs++;
+            continue;
         }
         if (B->ndim != 2 || B->shape[0] != total || B->shape[1] != cfg.r) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
@@ -342,7 +472,6 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
             ta[s * 2] = va, ta[s * 2 + 1] = vb;
         }
     }
-    int n_pairs = 0;
     for (int s = 0; s < nslot; s++) {
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A && !B) continue;
@@ -352,19 +481,35 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        A ? "B" : "A");
             goto fail;
         }
-        int n, k;
+        int n, k, there = 0; /* there: another pipeline stage keeps (and checks) it */
         if (s == s_head) {
-            model_lm_head_shape(m, &n, &k);
-        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r) */
-            n = mc->hidden_size, k = mc->vocab_size;
+            there = lora_shard_lm_head(m, &shs[s]);
+        } else if (s == s_emb) { /* A (r, vocab), B (hidden, r), replicated */
+            there = lora_shard_embed_elsewhere(m);
+            shs[s] = linear_shard_full(mc->hidden_size, mc->vocab_size);
         } else {
-            int rc = model_proj_shape(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &n, &k);
-            if (rc) {
-                no_proj_msg(rc, name, have->name, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ),
-                            err, errlen);
+            int rc = s < sm.mla0 ? lora_shard_proj(m, s / MODEL_NPROJ, (model_proj)(s % MODEL_NPROJ), &shs[s])
+                                 : slot_shape(m, &sm, s, &n, &k);
+            if (rc < 0) {
+                slot_name(&sm, s, mname, sizeof mname);
+                no_proj_msg(rc, name, have->name, slot_layer(&sm, s), mname, err, errlen);
                 goto fail;
             }
+            if (s >= sm.mla0) shs[s] = linear_shard_full(n, k); /* MLA / experts: whole (refused under TP / PP) */
+            there = rc == 1;
+            if (s >= sm.mla0 && s < sm.moe0 && !mla &&
+                !(mla = calloc((size_t)L * MODEL_NMLA, sizeof *mla))) goto oom;
+            if (s >= sm.mla0 && s < sm.moe0 && (s - sm.mla0) % 4 == 3 && !kvb &&
+                !(kvb = calloc((size_t)L * mc->n_head * 2, sizeof *kvb))) goto oom;
+            if (s >= sm.moe0 && s < sm.head && !moe &&
+                !(moe = calloc((size_t)L * (sm.E + 1) * 3, sizeof *moe))) goto oom;
         }
+        n_pairs++;
+        if (there) {
+            ta[s * 2] = ta[s * 2 + 1] = NULL; /* not kept on this rank */
+            continue;
+        }
+        n = shs[s].full_rows, k = shs[s].full_cols; /* checked against the full projection */
         const int r = cfg.r;
         if (A->ndim != 2 || A->shape[0] != r || A->shape[1] != k) {
             errmsg_set(err, errlen, "LoRA adapter %s: tensor %s has shape [%lld, %lld], expected "
@@ -378,16 +523,15 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                        B->ndim > 1 ? (long long)B->shape[1] : -1LL, n, r);
             goto fail;
         }
-        size_t es = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb ? 2 : 4;
-        floats += es * (size_t)r * ((size_t)k + (size_t)n);
-        n_pairs++;
+        const int is_kvb = s >= sm.mla0 && s < sm.moe0 && (s - sm.mla0) % 4 == 3;
+        floats += lora_shard_pair_bytes(&shs[s], r, A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb && !is_kvb);
     }
     if (!n_pairs) {
         errmsg_set(err, errlen, "LoRA adapter %s: %s holds no LoRA weights", name, fpath);
         goto fail;
     }
     a = calloc(1, sizeof *a);
-    if (!a || !(a->mem = malloc(floats)) || !(a->name = strdup(name)) ||
+    if (!a || !(a->mem = malloc(floats ? floats : 1)) || !(a->name = strdup(name)) ||
         !(a->path = strdup(path))) {
         errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
         goto fail;
@@ -400,10 +544,43 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
         const st_tensor *A = ta[s * 2], *B = ta[s * 2 + 1];
         if (!A) continue;
         const int r = cfg.r, k = (int)A->shape[1], n = (int)B->shape[0];
-        const bool bf = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb;
-        linear_adapter *la = s == s_head ? &a->ma.lm_head : s == s_emb ? &a->ma.embed : &proj[s];
+        const int is_kvb = s >= sm.mla0 && s < sm.moe0 && (s - sm.mla0) % 4 == 3;
+        const bool bf = A->dt == DTYPE_BF16 && B->dt == DTYPE_BF16 && s != s_emb && !is_kvb;
+        linear_adapter dummy;
+        linear_adapter *la = s == s_head    ? &a->ma.lm_head
+                             : s == s_emb   ? &a->ma.embed
+                             : s < sm.mla0  ? &proj[s]
+                             : is_kvb       ? &dummy /* the per-head views in kvb instead */
+                             : s < sm.moe0  ? &mla[(s - sm.mla0) / 4 * MODEL_NMLA + (s - sm.mla0) % 4]
+                                            : &moe[s - sm.moe0];
         la->rank = r, la->scale = scale, la->a = p, la->dt = bf ? DTYPE_BF16 : DTYPE_F32;
-        if (s == s_emb) { /* Aᵀ (vocab, r): a token's r values in a row */
+        if (is_kvb) {
+            /* kv_b_proj (nh (nope + v), kvr) as the absorbed form's per-head
+             * deltas (mla.c): on Wk[h]ᵀ (kvr, nope) "A" = Bk[h]ᵀ (r, nope),
+             * "Bᵀ" = A (r, kvr); on Wv[h] (v, kvr) A and Bv[h]ᵀ (r, v).  Stored
+             * as A (r, kvr), then per head Bk[h]ᵀ, Bv[h]ᵀ (f32). */
+            const int nh = mc->n_head, nope = mc->qk_nope_dim, vd = mc->v_head_dim;
+            const int layer = (s - sm.mla0) / 4;
+            float *q = (float *)p, brow[LINEAR_MAX_RANK];
+            row_f32(A, 0, (size_t)r * k, q);
+            const float *af = q;
+            q += (size_t)r * k;
+            for (int h = 0; h < nh; h++) {
+                float *bk = q, *bv = q + (size_t)r * nope;
+                for (int d = 0; d < nope + vd; d++) {
+                    row_f32(B, ((size_t)h * (nope + vd) + d) * r, (size_t)r, brow);
+                    for (int j = 0; j < r; j++) {
+                        if (d < nope) bk[(size_t)j * nope + d] = brow[j];
+                        else bv[(size_t)j * vd + d - nope] = brow[j];
+                    }
+                }
+                linear_adapter *vk = &kvb[((size_t)layer * nh + h) * 2], *vv = vk + 1;
+                *vk = (linear_adapter){.rank = r, .scale = scale, .dt = DTYPE_F32, .a = bk, .bt = af};
+                *vv = (linear_adapter){.rank = r, .scale = scale, .dt = DTYPE_F32, .a = af, .bt = bv};
+                q += (size_t)r * (nope + vd);
+            }
+            p = (char *)q;
+        } else if (s == s_emb) { /* Aᵀ (vocab, r): a token's r values in a row */
             float *q = (float *)p, *col = malloc(sizeof(float) * (size_t)k);
             if (!col) {
                 errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
@@ -422,39 +599,31 @@ lora_adapter *lora_adapter_load(const char *name, const char *path, const model 
                 for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
             }
             p = (char *)(q + (size_t)r * n);
-        } else if (bf) {
-            uint16_t *q = (uint16_t *)p;
-            memcpy(q, A->data, (size_t)r * k * 2);
-            q += (size_t)r * k;
-            la->bt = q;
-            const uint16_t *bs = B->data;
-            for (int o = 0; o < n; o++)
-                for (int j = 0; j < r; j++) memcpy(&q[(size_t)j * n + o], &bs[(size_t)o * r + j], 2);
-            p = (char *)(q + (size_t)r * n);
-        } else {
-            float *q = (float *)p, brow[LINEAR_MAX_RANK];
-            row_f32(A, 0, (size_t)r * k, q);
-            q += (size_t)r * k;
-            la->bt = q;
-            for (int o = 0; o < n; o++) {
-                row_f32(B, (size_t)o * r, (size_t)r, brow);
-                for (int j = 0; j < r; j++) q[(size_t)j * n + o] = brow[j];
-            }
-            p = (char *)(q + (size_t)r * n);
+        } else { /* this rank's slice (all of it in one process) */
+            p = lora_shard_copy(A, B, r, &shs[s], bf, p, la);
         }
     }
     a->bytes = floats;
     a->ma.n_layer = L;
     a->ma.proj = proj;
+    a->ma.mla = mla, a->ma.kvb = kvb, a->ma.moe = moe;
+    a->ma.n_expert = sm.E;
     a->cfg = cfg;
     a->refs = 1;
     a->uid = __atomic_fetch_add(&next_uid, 1, __ATOMIC_RELAXED);
     free(ta);
     free(fta);
     free(views);
+    free(shs);
     st_close(&ar);
+    if (lora_shard_ship(a, m, lim, err, errlen)) { /* rank 0 of a group: the workers load theirs */
+        lora_adapter_unref(a);
+        return NULL;
+    }
     a->load_ms = (time_now_sec() - t0) * 1e3;
     return a;
+oom:
+    errmsg_set(err, errlen, "LoRA adapter %s: out of memory", name);
 fail_a:
 fail:
     if (a) {
@@ -463,7 +632,9 @@ fail:
     free(ta);
     free(fta);
     free(views);
+    free(shs);
     free(proj);
+    free(mla), free(kvb), free(moe);
     st_close(&ar);
     return NULL;
 }

@@ -4,7 +4,9 @@
  * DESIGN: strict about what changes the math, lenient about what does
  * not.  Read: peft_type (must be "LORA" when present), r (1..), lora_alpha
  * (default 8), use_rslora, target_modules (a list of module names, or the
- * string "all-linear"; a regex string is refused), base_model_name_or_path.
+ * string "all-linear"; a regex string is refused; experts are their
+ * gate/up/down_proj or Mixtral's w1/w3/w2, DeepSeek's MLA projections
+ * q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj), base_model_name_or_path.
  * Refused when set to anything but their neutral value: use_dora,
  * rank_pattern / alpha_pattern (per-module ranks), bias (LoRA biases),
  * modules_to_save, fan_in_fan_out (GPT-2 Conv1D layout), layer_replication,
@@ -34,6 +36,14 @@ static const tname TNAMES[] = {
     {"down_proj", 1u << MODEL_PROJ_DOWN},
     {"lm_head", 1u << LORA_T_LM_HEAD},
     {"embed_tokens", 1u << LORA_T_EMBED},
+    {"q_a_proj", 1u << LORA_T_Q_A},
+    {"q_b_proj", 1u << LORA_T_Q_B},
+    {"kv_a_proj_with_mqa", 1u << LORA_T_KV_A},
+    {"kv_b_proj", 1u << LORA_T_KV_B},
+    /* Mixtral's expert names (w1 gate, w3 up, w2 down) */
+    {"w1", 1u << MODEL_PROJ_GATE},
+    {"w3", 1u << MODEL_PROJ_UP},
+    {"w2", 1u << MODEL_PROJ_DOWN},
     /* SGLang's fused names */
     {"qkv_proj", (1u << MODEL_PROJ_Q) | (1u << MODEL_PROJ_K) | (1u << MODEL_PROJ_V)},
     {"gate_up_proj", (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP)},
@@ -52,9 +62,9 @@ void lora_targets_str(unsigned t, char *buf, size_t len)
 {
     size_t o = 0;
     if (len) buf[0] = 0;
-    for (int i = 0; i <= LORA_T_EMBED; i++) {
+    for (int i = 0; i <= LORA_T_KV_B; i++) {
         if (!(t & (1u << i))) continue;
-        const char *nm = TNAMES[i].name; /* the first LORA_T_EMBED + 1 entries are the single bits */
+        const char *nm = TNAMES[i].name; /* the first LORA_T_KV_B + 1 entries are the single bits */
         int w = snprintf(buf + o, o < len ? len - o : 0, "%s%s", o ? "," : "", nm);
         if (w > 0) o += (size_t)w;
         if (o >= len) break;
@@ -165,8 +175,8 @@ int lora_config_parse(const char *text, size_t len, lora_config *out, char *err,
                 errmsg_set(err, errlen,
                            "adapter_config.json: target module \"%.64s\" is not a module sglc can "
                            "adapt (q_proj, k_proj, v_proj, o_proj, qkv_proj, gate_proj, up_proj, "
-                           "down_proj, gate_up_proj, lm_head, embed_tokens; not multi-head latent "
-                           "attention projections nor MoE experts)",
+                           "down_proj, gate_up_proj, w1, w2, w3, q_a_proj, q_b_proj, "
+                           "kv_a_proj_with_mqa, kv_b_proj, lm_head, embed_tokens)",
                            json_string_value(e));
                 goto out;
             }

@@ -30,6 +30,7 @@ static const model_arch *const registry[] = {
     &model_arch_qwen2_moe,
     &model_arch_deepseek_v2,
     &model_arch_deepseek_v3,
+    &model_arch_nemotron_h,
 };
 
 const model_arch *model_arch_find(const char *hf_name)

@@ -1,7 +1,7 @@
 /* arch — the architecture registry: one descriptor per Hugging Face
  * architecture string, one source file per architecture (llama.c,
  * mistral.c, qwen2.c, qwen3.c, qwen3_moe.c, mixtral.c, granitemoe.c, phi3.c,
- * qwen2_moe.c, deepseek.c), all run by the shared decoder core.
+ * qwen2_moe.c, deepseek.c, nemotron_h.c), all run by the shared decoder core.
  *
  * DESIGN: a descriptor states what differs between decoder-only models as
  * data, and decoder.c reads those flags instead of branching on names:
@@ -45,10 +45,12 @@
 
 #include "model/config.h"
 
+struct json_t; /* jansson: an architecture's parse hook reads config.json's object */
+
 /* MLP slot: dense gated (gate/up/down), or a sparse mixture of experts
  * (router + top-k of n_expert gated experts, see moe.h). */
 typedef enum model_mlp_kind { MODEL_MLP_DENSE = 0, MODEL_MLP_MOE = 1 } model_mlp_kind;
-typedef enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 } model_act;
+typedef enum model_act { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1, MODEL_ACT_RELU2 = 2 } model_act;
 typedef enum model_window_rule {
     MODEL_WINDOW_NONE = 0,  /* never (Llama) */
     MODEL_WINDOW_ALL = 1,   /* every layer when sliding_window is set (Mistral) */
@@ -154,6 +156,12 @@ typedef struct model_arch {
     int deepseek;               /* 2 or 3: DeepSeek V2 / V3 config keys and routing rules */
     int mla;                    /* multi-head latent attention (mla.c) */
     const model_tensor_names *names;
+    /* hybrid layers (NemotronH: Mamba2 / attention / MLP blocks per
+     * config.layer_kinds, run by nemotron_h.c inside the decoder pass) */
+    int hybrid;
+    /* optional: the architecture's own config.json keys (root is the
+     * jansson object), after the common ones; 0 ok, -1 with err set */
+    int (*parse)(model_config *c, const struct json_t *root, char *err, size_t errlen);
     /* optional extra validation after parsing; 0 ok, -1 with err set */
     int (*check)(const model_config *c, char *err, size_t errlen);
 } model_arch;
@@ -175,6 +183,7 @@ extern const model_arch model_arch_phi3;
 extern const model_arch model_arch_qwen2_moe;
 extern const model_arch model_arch_deepseek_v2;
 extern const model_arch model_arch_deepseek_v3;
+extern const model_arch model_arch_nemotron_h;
 
 /* Registry lookup by architectures[0]; NULL if unsupported. */
 const model_arch *model_arch_find(const char *hf_name);

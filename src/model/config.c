@@ -718,6 +718,7 @@ int model_config_parse(model_config *c, const char *json, size_t len, const char
         }
     }
     if (parse_gemma(c, root, err, errlen)) goto out;
+    if (ar->parse && ar->parse(c, root, err, errlen)) goto out;
     if (ar->check && ar->check(c, err, errlen)) goto out;
     int derived = derive_context_length(c, root);
     if (context_length > 0) {

@@ -113,6 +113,14 @@ typedef struct model_config {
      * `score` head (n_labels, H) on the last token replaces lm_head */
     int n_labels;                 /* 0 = a causal LM; else len(id2label), num_labels or 2 */
     char labels[MODEL_MAX_LABELS][MODEL_LABEL_LEN]; /* id2label[i] (LABEL_i by default) */
+    /* hybrid Mamba2 models (NemotronH, nemotron_h.c; n_mamba = 0 otherwise) */
+    char layer_kinds[1025];       /* per layer: 'M' Mamba2 mixer, '*' attention, '-' MLP
+                                   * (hybrid_override_pattern); "" = a plain decoder */
+    int n_mamba, n_attn;          /* layers of kind 'M' / '*' */
+    int ssm_state, ssm_heads, ssm_head_dim, ssm_groups; /* N, nh, P, G */
+    int ssm_conv, ssm_chunk;      /* conv_kernel, chunk_size */
+    int ssm_conv_bias, ssm_proj_bias;
+    float ssm_dt_lo, ssm_dt_hi;   /* time_step_limit (dt clamp; (0, inf) = none) */
     int torch_dtype;              /* dtype, or -1 when absent/unknown */
     int bos_token_id;             /* -1 = none */
     int n_eos;

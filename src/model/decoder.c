@@ -33,6 +33,7 @@
 
 #include "model/model_impl.h"
 #include "model/moe.h"
+#include "model/model_ep.h"
 #include "model/rope.h"
 #include "util/log.h"
 
@@ -83,6 +84,7 @@ typedef struct fwd_ctx {
     float *lm_out;          /* the LM head's output: logits, or this rank's vocabulary slice */
     tpool *pool;
     const int32_t *row_ad, *lrow_ad; /* LoRA: adapter per token / logit row, or NULL */
+    int32_t *erow_ad;       /* LoRA on experts: adapter per routed assignment (expert order) */
 } fwd_ctx;
 
 /* LoRA: exec of projection p of layer il with the batch's adapters (ex when none). */
@@ -134,11 +136,61 @@ static void rope_tables(const model *m, const model_layer *l, int t, int half, c
  *   per used expert: down -> ex      columns        | barrier
  *   xn[t] = sum_k w[t,k] ex[inv[t,k]]  rows (fixed k order: deterministic)
  * Each used expert's weights are read once per forward, whatever the
- * number of rows routed to it. */
+ * number of rows routed to it.  LoRA on experts (only when an adapter of
+ * the batch changes this layer's): after the gate/up and the down
+ * products, a barrier and the adapter pass of each used expert over its
+ * rows (their adapters in erow_ad, expert order) and of the shared expert
+ * (moe_lora_pass). */
 /* Assignments (rows x top-k) up to which thread 0 gathers alone. */
 #define MOE_SERIAL_GATHER 64
 
-static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, int lo, int hi)
+/* LoRA: whether any adapter of the batch changes an expert (or the shared
+ * expert) of layer il. */
+static int moe_lora_any(const fwd_ctx *cx, int il)
+{
+    if (!cx->row_ad) return 0;
+    for (int i = 0; i < cx->b->n_adapters; i++) {
+        const model_adapter *a = cx->b->adapters[i];
+        if (!a->moe) continue;
+        const size_t n = (size_t)(a->n_expert + 1) * 3;
+        for (size_t j = 0; j < n; j++)
+            if (a->moe[(size_t)il * n + j].rank > 0) return 1;
+    }
+    return 0;
+}
+
+/* LoRA on experts (model_lora_apply after the base products and a
+ * barrier): parts [p0, p1) of MODEL_EXPERT_* of every used expert, rows
+ * in expert order (erow_ad), and of the shared expert (token rows). */
+static void moe_lora_pass(fwd_ctx *cx, int il, const linear_exec *ex, int p0, int p1)
+{
+    model *m = cx->m;
+    const model_config *c = &m->w->cfg;
+    const int T = cx->b->n_tokens, H = c->hidden_size, E = c->n_expert;
+    const int Ie = m->w->tp.moe_inter, Is = m->w->layers[il].has_shared ? m->w->tp.shared_inter : 0;
+    linear_exec lx;
+    linear_adapter lb[MODEL_MAX_BATCH_ADAPTERS];
+    for (int part = p0; part < p1; part++) {
+        const int down = part == MODEL_EXPERT_DOWN;
+        float *ey = part == MODEL_EXPERT_GATE ? m->eg : part == MODEL_EXPERT_UP ? m->eu : m->ex;
+        for (int e = 0; e < E; e++) {
+            int n = m->ecnt[e];
+            if (!n) continue;
+            size_t o = (size_t)m->eoff[e];
+            const linear_exec *le = model_lora_exec_at(cx->b, cx->erow_ad + o, ex, MODEL_LORA_EXPERT, il,
+                                                       e * 3 + part, 0, &lx, lb);
+            if (down) model_lora_apply(ey + o * H, m->eg + o * Ie, n, H, Ie, le);
+            else model_lora_apply(ey + o * Ie, m->ex + o * H, n, Ie, H, le);
+        }
+        if (!Is) continue;
+        const linear_exec *le = model_lora_exec_at(cx->b, cx->row_ad, ex, MODEL_LORA_EXPERT, il, E * 3 + part,
+                                                   0, &lx, lb);
+        if (down) model_lora_apply(m->sout, m->sg, T, H, Is, le);
+        else model_lora_apply(part == MODEL_EXPERT_GATE ? m->sg : m->su, m->xn, T, Is, H, le);
+    }
+}
+
+static void moe_block(fwd_ctx *cx, const model_layer *l, int il, const linear_exec *ex, int lo, int hi)
 {
     model *m = cx->m;
     const model_weights *w = m->w;
@@ -163,8 +215,11 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         for (int t = 0; t < T; t++)
             moe_route(&rc, m->rlog + (size_t)t * E, m->esel + (size_t)t * K, m->ew + (size_t)t * K);
         moe_group(m->esel, A, E, m->ecnt, m->eoff, m->eorder, m->einv);
+        model_ep_routed(m, il, T, K, m->esel, m->ew, m->eorder, m->eoff); /* recorder; EP: others' rows weigh 0 */
+        if (cx->erow_ad) /* LoRA: each assignment's adapter, expert order */
+            for (int p = 0; p < A; p++) cx->erow_ad[p] = cx->row_ad[m->eorder[p] / K];
         for (int e = 0; e < E; e++)
-            if (m->ecnt[e]) m->touched_bytes += w->expert_bytes;
+            if (m->ecnt[e] && model_ep_holds(w, il, e)) m->touched_bytes += w->expert_bytes;
         if (small)
             for (int p = 0; p < A; p++)
                 memcpy(m->ex + (size_t)p * H, m->xn + (size_t)(m->eorder[p] / K) * H,
@@ -180,17 +235,22 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
         tpool_barrier(cx->pool);
     }
     for (int e = 0; e < E; e++) {
-        int n = m->ecnt[e];
-        if (!n) continue;
-        size_t o = (size_t)m->eoff[e];
-        linear(m->eg + o * Ie, m->ex + o * H, n, &l->egate[e], ex);
-        linear(m->eu + o * Ie, m->ex + o * H, n, &l->eup[e], ex);
+        int p0, p1; /* expert parallelism: the rows this rank computes (all of them without) */
+        if (!model_ep_rows(w->ep, il, e, m->eoff[e], m->ecnt[e], &p0, &p1)) continue;
+        size_t o = (size_t)p0;
+        linear(m->eg + o * Ie, m->ex + o * H, p1 - p0, &l->egate[e], ex);
+        linear(m->eu + o * Ie, m->ex + o * H, p1 - p0, &l->eup[e], ex);
     }
     if (Is) { /* the shared expert runs beside the routed ones, same phases */
         linear(m->sg, m->xn, T, &l->wsgate, ex);
         linear(m->su, m->xn, T, &l->wsup, ex);
     }
     tpool_barrier(cx->pool);
+    const int lora = moe_lora_any(cx, il);
+    if (lora) { /* adapters on the experts' gate / up */
+        moe_lora_pass(cx, il, ex, MODEL_EXPERT_GATE, MODEL_EXPERT_DOWN);
+        tpool_barrier(cx->pool);
+    }
     for (int p = alo; p < ahi; p++) {
         float *g = m->eg + (size_t)p * Ie;
         kern_silu_mul(g, g, m->eu + (size_t)p * Ie, Ie);
@@ -200,17 +260,22 @@ static void moe_block(fwd_ctx *cx, const model_layer *l, const linear_exec *ex, 
     tpool_barrier(cx->pool);
     if (Is) linear(m->sout, m->sg, T, &l->wsdown, ex);
     for (int e = 0; e < E; e++) {
-        int n = m->ecnt[e];
-        if (!n) continue;
-        size_t o = (size_t)m->eoff[e];
-        linear(m->ex + o * H, m->eg + o * Ie, n, &l->edown[e], ex);
+        int p0, p1;
+        if (!model_ep_rows(w->ep, il, e, m->eoff[e], m->ecnt[e], &p0, &p1)) continue;
+        size_t o = (size_t)p0;
+        linear(m->ex + o * H, m->eg + o * Ie, p1 - p0, &l->edown[e], ex);
     }
     tpool_barrier(cx->pool);
+    if (lora) { /* adapters on the experts' down */
+        moe_lora_pass(cx, il, ex, MODEL_EXPERT_DOWN, MODEL_EXPERT_DOWN + 1);
+        tpool_barrier(cx->pool);
+    }
     for (int t = lo; t < hi; t++) {
         float *y = m->xn + (size_t)t * H;
         for (int i = 0; i < H; i++) y[i] = 0.0f;
         for (int k = 0; k < K; k++) {
             float w = m->ew[(size_t)t * K + k];
+            if (w == 0.0f) continue; /* another rank's expert (EP), or nothing to add */
             const float *src = m->ex + (size_t)m->einv[(size_t)t * K + k] * H;
             for (int i = 0; i < H; i++) y[i] += w * src[i];
         }
@@ -300,14 +365,19 @@ static void fwd_task(void *vctx, int ith, int nth)
 
     for (int il = w->tp.layer0; il < w->tp.layer1; il++) { /* this stage's layers (all without PP) */
         const model_layer *l = &w->layers[il];
+        if (l->kind) { /* hybrid block (NemotronH: Mamba2 / attention / MLP), nemotron_h.c */
+            nemotron_h_layer(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            continue;
+        }
         for (int t = lo; t < hi; t++) {
             float *x = m->x + (size_t)t * H;
             if (il > w->tp.layer0) resid_add(x, m->xn + (size_t)t * H, H, rm);
             kern_rmsnorm(m->xn + (size_t)t * H, x, l->attn_norm, H, eps, noff);
         }
+        if (m->capture.store) model_capture_rows(m, b, il, lo, hi); /* EAGLE: layer il's input */
         tpool_barrier(cx->pool);
         if (ar->mla) { /* DeepSeek: latent attention, o_proj output in xn (mla.c) */
-            mla_attention(m, kv, b, l, il, &ex, cx->pool, lo, hi);
+            mla_attention(m, kv, b, l, il, &ex, cx->row_ad, cx->pool, lo, hi);
             goto attn_done;
         }
         const float *xin = m->xn;
@@ -330,8 +400,9 @@ static void fwd_task(void *vctx, int ith, int nth)
             kern_rope_apply(k, nkv, hd, w->rot_dim, ct, st, ar->rope_neox);
             int s = m->tok_seq[t];
             int32_t slot = b->seq_slots[s][b->positions[t]];
-            kern_kv_store_scaled(kv->k[il], kv->dt, slot, kvd, k, kv->k_scale[il]);
-            kern_kv_store_scaled(kv->v[il], kv->dt, slot, kvd, m->v + (size_t)t * kvd, kv->v_scale[il]);
+            kern_kv_store_tok(kv->k[il], kv->k_tok ? kv->k_tok[il] : NULL, kv->dt, slot, nkv, hd, k, kv->k_scale[il]);
+            kern_kv_store_tok(kv->v[il], kv->v_tok ? kv->v_tok[il] : NULL, kv->dt, slot, nkv, hd,
+                              m->v + (size_t)t * kvd, kv->v_scale[il]);
         }
         tpool_barrier(cx->pool);
         for (int s = 0; s < b->n_seqs; s++) {
@@ -349,6 +420,8 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .kv_dt = kv->dt,
                 .k_scale = kv->k_scale[il],
                 .v_scale = kv->v_scale[il],
+                .k_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL,
+                .v_tok_scale = kv->v_tok ? kv->v_tok[il] : NULL,
                 .slots = b->seq_slots[s],
                 .sliding_window = l->window,
                 .scale = attn_scale,
@@ -371,7 +444,7 @@ static void fwd_task(void *vctx, int ith, int nth)
         }
         tpool_barrier(cx->pool);
         if (l->moe) {
-            moe_block(cx, l, &ex, lo, hi);
+            moe_block(cx, l, il, &ex, lo, hi);
             model_tp_allreduce(m, m->xn, (size_t)T * H, ith, cx->pool); /* row-parallel experts */
             continue;
         }
@@ -398,6 +471,7 @@ static void fwd_task(void *vctx, int ith, int nth)
     }
     /* last residual add, final norm of the rows that need logits */
     for (int t = lo; t < hi; t++) resid_add(m->x + (size_t)t * H, m->xn + (size_t)t * H, H, rm);
+    if (m->capture.store) model_capture_rows(m, b, c->n_layer, lo, hi); /* EAGLE: the last hidden state */
     tpool_barrier(cx->pool);
     if (w->tp.layer1 < c->n_layer) return; /* pipeline: a later stage goes on from x */
     int llo, lhi;
@@ -504,21 +578,27 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
 }
 
 /* Run one already-checked batch of at most chunk_tokens rows. */
-static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
-                           tpool *pool)
+static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
+                               tpool *pool)
 {
     int nth = pool ? tpool_size(pool) : 1;
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
     for (int s = 0; s < b->n_seqs; s++)
         for (int t = b->seq_start[s]; t < b->seq_start[s + 1]; t++) m->tok_seq[t] = s;
     /* tensor parallelism: the LM head writes this rank's slice; rank 0 sends the batch */
-    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool, NULL, NULL};
+    fwd_ctx cx = {m, kv, b, logits, model_tp_logits_out(m, b, logits), pool, NULL, NULL, NULL};
     if (!cx.lm_out && b->n_logits) return -1;
     int32_t *row_ad = NULL, *lrow_ad = NULL;
-    if (model_lora_rows(b, m->tok_seq, &row_ad, &lrow_ad)) return -1;
+    const int k_moe = m->cfg->n_expert > 0 ? m->cfg->n_expert_used : 0;
+    if (model_lora_rows(b, m->tok_seq, k_moe, &row_ad, &lrow_ad)) return -1;
     cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
+    cx.erow_ad = row_ad && k_moe ? row_ad + b->n_tokens + b->n_logits : NULL;
     if (model_tp_send_forward(m, kv, b) || model_pp_before(m, b)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
+        free(row_ad);
+        return -1;
+    }
+    if (m->cfg->n_mamba && mamba2_begin(m, kv, b)) { /* recurrent states: check, reset */
         free(row_ad);
         return -1;
     }
@@ -535,11 +615,23 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
         tpool_destroy(one);
     }
     free(row_ad);
+    if (m->cfg->n_mamba) mamba2_end(kv, b);
     if (model_tp_gather_logits(m, b, logits) || model_pp_after(m, b, logits) || model_tp_failed(m)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
     }
-    return 0;
+    return model_ep_after_forward(m); /* recorder pass; EPLB every N forwards (same point on every rank) */
+}
+
+/* As forward_checked_run, holding the tensor-parallel group (rank 0: a
+ * LoRA load from another thread waits for the step). */
+static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
+                           tpool *pool)
+{
+    model_tp_lock(m);
+    int rc = forward_checked_run(m, kv, b, max_kv, logits, pool);
+    model_tp_unlock(m);
+    return rc;
 }
 
 /* Batches larger than chunk_tokens rows run as consecutive row ranges
@@ -559,8 +651,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     int32_t *idx = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1));
     int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
     int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
+    int32_t *sst = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* Mamba state slot per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl || !sst) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -573,6 +666,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             sl[ns] = b->seq_slots[s];
             sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
             rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
+            sst[ns] = b->seq_state ? b->seq_state[s] : s;
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -596,7 +690,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
                            .seq_kv_len = kvl, .seq_slots = sl, .n_logits = nl, .logit_rows = rows,
                            .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
                            .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
-                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL};
+                           .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL,
+                           .seq_state = sst};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -604,7 +699,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     }
     rc = 0;
 out:
-    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl);
+    free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl), free(sst);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -629,6 +724,16 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
     int rc, sp = m->mi_on ? model_mi_split(b, m->mi_delim, &split, &mb) : 0;
     if (sp < 0) {
         log_error("out of memory splitting a multi-item scoring batch");
+        return -1;
+    }
+    if (m->cfg->n_mamba && b->seq_adapter && b->n_adapters) { /* nemotron_h.c runs no adapter pass */
+        if (sp) model_mi_buf_free(&mb);
+        log_error("LoRA adapters are not supported for %s (Mamba2 layers)", m->cfg->architecture);
+        return -1;
+    }
+    if (sp && m->cfg->n_mamba) { /* the sub-sequences would need states of their own */
+        model_mi_buf_free(&mb);
+        log_error("multi-item scoring is not supported for %s (Mamba2 layers)", m->cfg->architecture);
         return -1;
     }
     if (sp) b = &split; /* same rows, query + item sub-sequences (multi_item.c) */

@@ -125,8 +125,17 @@ static void head_copy(float *tok, size_t tstride, size_t hoff, float *hm, int T,
         }
 }
 
+/* LoRA: whether any adapter of b changes kv_b_proj of layer il. */
+static int kvb_lora_any(const model_batch *b, const int32_t *row_ad, int il, int nh)
+{
+    if (!row_ad) return 0;
+    for (int i = 0; i < b->n_adapters; i++)
+        if (b->adapters[i]->kvb && b->adapters[i]->kvb[(size_t)il * nh * 2].rank > 0) return 1;
+    return 0;
+}
+
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
-                   const linear_exec *ex, struct tpool *pool, int lo, int hi)
+                   const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi)
 {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
@@ -137,27 +146,35 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
     const size_t qst = (size_t)nh * qhd, ast = (size_t)nh * dl;
     mla_bufs B = mla_carve(m);
     float *q = m->q, *att = m->att;
+    /* LoRA: the execs of this layer's projections with the batch's adapters */
+    linear_exec lx[2];
+    linear_adapter lb[2][MODEL_MAX_BATCH_ADAPTERS];
+#define MX(kind, p, i) model_lora_exec_at(b, row_ad, ex, (kind), il, (p), nh, &lx[i], lb[i])
 
+    {
+        const linear_exec *e[2] = {qr ? MX(MODEL_LORA_MLA, MODEL_MLA_Q_A, 0)
+                                      : MX(MODEL_LORA_PROJ, MODEL_PROJ_Q, 0),
+                                   MX(MODEL_LORA_MLA, MODEL_MLA_KV_A, 1)};
+        float *const y[2] = {qr ? B.qa : q, B.kva};
+        const linear_weight *const lw[2] = {qr ? &l->wq_a : &l->wq, &l->wkv_a};
+        model_lora_linear_group(2, y, m->xn, T, lw, e);
+    }
     if (qr) {
-        linear(B.qa, m->xn, T, &l->wq_a, ex);
-        linear(B.kva, m->xn, T, &l->wkv_a, ex);
         tpool_barrier(pool);
         for (int t = lo; t < hi; t++)
             kern_rmsnorm(B.qa + (size_t)t * qr, B.qa + (size_t)t * qr, l->q_a_norm, qr, eps, 0.0f);
         tpool_barrier(pool);
-        linear(q, B.qa, T, &l->wq_b, ex);
-    } else {
-        linear(q, m->xn, T, &l->wq, ex);
-        linear(B.kva, m->xn, T, &l->wkv_a, ex);
+        linear(q, B.qa, T, &l->wq_b, MX(MODEL_LORA_MLA, MODEL_MLA_Q_B, 0));
     }
     tpool_barrier(pool);
+    const int kvb = kvb_lora_any(b, row_ad, il, nh);
     for (int t = lo; t < hi; t++) {
         const float *ct = m->cos_t + (size_t)t * half, *st = m->sin_t + (size_t)t * half;
         float *kr = B.kva + (size_t)t * dl;
         kern_rmsnorm(kr, kr, l->kv_a_norm, kvr, eps, 0.0f);
         kern_rope_apply(kr + kvr, 1, rope, rope, ct, st, 0);
         int32_t slot = b->seq_slots[m->tok_seq[t]][b->positions[t]];
-        kern_kv_store_scaled(kv->k[il], kv->dt, slot, dl, kr, kv->k_scale[il]);
+        kern_kv_store_tok(kv->k[il], kv->k_tok ? kv->k_tok[il] : NULL, kv->dt, slot, 1, dl, kr, kv->k_scale[il]);
         float *qt = q + (size_t)t * qst, *qa = B.qabs + (size_t)t * ast;
         for (int h = 0; h < nh; h++) {
             float *qpe = qt + (size_t)h * qhd + nope;
@@ -171,6 +188,14 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
     for (int h = 0; h < nh; h++) {
         if (T == 1) linear(B.qabs + (size_t)h * dl, q + (size_t)h * qhd, 1, &l->wkb_t[h], ex);
         else linear(B.hy + (size_t)h * T * kvr, B.hx + (size_t)h * T * nope, T, &l->wkb_t[h], ex);
+    }
+    if (kvb) { /* kv_b_proj adapters: + scale Aᵀ (Bk[h]ᵀ q_nope[h]) */
+        tpool_barrier(pool);
+        for (int h = 0; h < nh; h++) {
+            const linear_exec *e = MX(MODEL_LORA_KVB, h * 2, 0);
+            if (T == 1) model_lora_apply(B.qabs + (size_t)h * dl, q + (size_t)h * qhd, 1, kvr, nope, e);
+            else model_lora_apply(B.hy + (size_t)h * T * kvr, B.hx + (size_t)h * T * nope, T, kvr, nope, e);
+        }
     }
     tpool_barrier(pool);
     if (T > 1) {
@@ -193,6 +218,8 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
             .kv_dt = kv->dt,
             .k_scale = kv->k_scale[il],
             .v_scale = kv->k_scale[il],
+            .k_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL,
+            .v_tok_scale = kv->k_tok ? kv->k_tok[il] : NULL, /* the latent row is K and V */
             .slots = b->seq_slots[s],
             .scale = c->mla_scale,
             .out = B.aout + (size_t)r0 * ast,
@@ -210,10 +237,19 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
         if (T == 1) linear(att + (size_t)h * vd, B.aout + (size_t)h * dl, 1, &l->wvb[h], ex);
         else linear(B.hy + (size_t)h * T * vd, B.hx + (size_t)h * T * kvr, T, &l->wvb[h], ex);
     }
+    if (kvb) { /* + scale Bv[h] (A latent[h]) */
+        tpool_barrier(pool);
+        for (int h = 0; h < nh; h++) {
+            const linear_exec *e = MX(MODEL_LORA_KVB, h * 2 + 1, 0);
+            if (T == 1) model_lora_apply(att + (size_t)h * vd, B.aout + (size_t)h * dl, 1, vd, kvr, e);
+            else model_lora_apply(B.hy + (size_t)h * T * vd, B.hx + (size_t)h * T * kvr, T, vd, kvr, e);
+        }
+    }
     tpool_barrier(pool);
     if (T > 1) {
         head_copy(att, (size_t)nh * vd, (size_t)vd, B.hy, T, nh, vd, lo, hi, 0);
         tpool_barrier(pool);
     }
-    linear(m->xn, att, T, &l->wo, ex);
+    linear(m->xn, att, T, &l->wo, MX(MODEL_LORA_PROJ, MODEL_PROJ_O, 0));
+#undef MX
 }

@@ -49,6 +49,7 @@
 #include "model/hfq.h"
 #include "model/model_impl.h"
 #include "model/model_load.h"
+#include "model/model_ep.h"
 #include "model/moe.h"
 #include "util/errmsg.h"
 #include "util/fileio.h"
@@ -125,6 +126,7 @@ void model_weights_free(model_weights *m)
     linear_free(&m->lm_head);
     linear_free(&m->score);
     free(m->layers);
+    model_ep_free(m->ep);
     for (int i = 0; i < m->n_blocks; i++) free(m->blocks[i]);
     free(m->blocks);
     free(m->vecs);
@@ -180,6 +182,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
     if (model_tp_setup(m, o->dist, o->pp_size, err, errlen)) goto fail;
+    if (model_ep_setup(m, o->ep, err, errlen)) goto fail; /* experts split over the TP ranks */
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;
     int qd = c->n_head * hd, kvd = c->n_kv_head * hd;
@@ -196,6 +199,11 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
             goto fail;
         }
     }
+    if (m->ep && m->ep->every && !strcmp(m->src.ops->kind, "dummy weights")) {
+        errmsg_set(err, errlen, "--enable-eplb reloads the experts it moves from the checkpoint; "
+                                "--load-format dummy has none");
+        goto fail;
+    }
 
     /* vector arena: norms, biases, q/k norms (+ padding per vector) */
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
@@ -205,6 +213,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         per_layer += 2 * ((size_t)H + 16); /* Gemma's post-norms */
     /* MLA norms (q_lora_rank, kv_lora_rank) and DeepSeek V3's router bias (E) */
     per_layer += (size_t)c->q_lora_rank + (size_t)c->kv_lora_rank + (size_t)c->n_expert + 16 * 3;
+    per_layer += nemotron_h_layer_floats(c); /* hybrid Mamba2 layers' vectors */
     m->vecs_cap = per_layer * (size_t)c->n_layer + (size_t)H + 16;
     m->vecs = aligned_alloc(64, ((m->vecs_cap * 4) + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
@@ -230,6 +239,10 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
          * makes every tensor, in order, so its values match one process) */
         if ((il < m->tp.layer0 || il >= m->tp.layer1) && strcmp(m->src.ops->kind, "dummy weights")) {
             l->window = model_config_layer_window(c, il) ? c->sliding_window : 0;
+            continue;
+        }
+        if (m->arch->hybrid) { /* NemotronH: Mamba2 / attention / MLP blocks */
+            nemotron_h_load_layer(&L, l, il);
             continue;
         }
         l->attn_norm = load_layer_vec(&L, nm->attn_norm, il, H, 0);

@@ -60,6 +60,7 @@ typedef struct model_load_opts {
                                  * (one process).  Borrowed; must outlive the model */
     int pp_size;                /* > 1: the group's ranks are pipeline stages (layers split),
                                  * not tensor-parallel shards */
+    const struct model_ep_opts *ep; /* expert parallelism / EPLB (model_ep.h), or NULL; borrowed */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->
  * values rounded to f16 precision and stored as f32 (the kernels have no
@@ -72,14 +73,19 @@ typedef struct model model;
 typedef struct model_kv {
     int n_layer;
     int n_slots;
-    dtype dt;                   /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3 or DTYPE_F8_E5M2 */
+    dtype dt;                   /* DTYPE_F32, DTYPE_BF16, DTYPE_F8_E4M3, DTYPE_F8_E5M2 or DTYPE_I8 */
     int row_len;                /* n_kv_head * head_dim */
     void **k, **v;              /* (n_layer) -> (n_slots, n_kv_head, head_dim) of dt; owned */
     float *k_scale, *v_scale;   /* (n_layer) 8-bit caches: stored value * scale (1 unless
                                  * model_set_kv_scales gave others); owned */
+    int n_tok_head;             /* DTYPE_I8: scales per token (n_kv_head of this rank; 1 for MLA) */
+    float **k_tok, **v_tok;     /* DTYPE_I8: (n_layer) -> (n_slots, n_tok_head) f32 scales, in
+                                 * mem (MLA: v_tok = k_tok); NULL for the other types */
     void *mem;                  /* one owned allocation holding all of them */
     size_t bytes;
     int tp_id;                  /* tensor parallelism: the workers' copy of this cache (model_tp.c) */
+    struct mamba2_cache *ssm;   /* hybrid Mamba2 models: the per-request conv + SSM states
+                                 * (mamba2.c), owned; NULL for other models */
     void *tp_w;                 /* rank 0: the weights whose workers hold that copy; else NULL */
 } model_kv;
 
@@ -94,13 +100,32 @@ typedef enum model_proj {
  * while any batch names it. */
 typedef struct model_adapter {
     int n_layer;
+    uint64_t tp_uid;            /* rank 0 of a tensor/pipeline-parallel group: the id the worker
+                                 * ranks hold their shard of this adapter under (0 = not shipped;
+                                 * model_tp_lora_load) */
     const linear_adapter *proj; /* (n_layer * MODEL_NPROJ), [layer * MODEL_NPROJ + p];
                                  * rank 0 = that projection is unchanged; borrowed */
     linear_adapter lm_head;     /* rank 0 = none */
     linear_adapter embed;       /* embed_tokens, rank 0 = none: a = Aᵀ (vocab, r) f32 (row = a
                                  * token's r values), bt = Bᵀ (r, hidden) f32; the row of token t
                                  * gains scale · a[t] · bt before the model's embedding scaling */
+    /* DeepSeek MLA layers, NULL when the adapter has none: */
+    const linear_adapter *mla;  /* (n_layer * MODEL_NMLA), [layer * MODEL_NMLA + MODEL_MLA_*] */
+    const linear_adapter *kvb;  /* (n_layer * n_head * 2): kv_b_proj's delta on the absorbed
+                                 * per-head matrices, [(layer * n_head + h) * 2] on Wk[h]ᵀ
+                                 * (kvr, nope), + 1 on Wv[h] (v_head_dim, kvr) */
+    /* MoE layers, NULL when none: (n_layer * (n_expert + 1) * 3),
+     * [(layer * (n_expert + 1) + e) * 3 + MODEL_EXPERT_*], e = n_expert the shared expert */
+    const linear_adapter *moe;
+    int n_expert;
 } model_adapter;
+
+/* MLA-only projections (DeepSeek), model_adapter.mla's slots. */
+typedef enum model_mla_proj {
+    MODEL_MLA_Q_A = 0, MODEL_MLA_Q_B, MODEL_MLA_KV_A, MODEL_NMLA
+} model_mla_proj;
+/* An expert's parts, model_adapter.moe's slots. */
+enum { MODEL_EXPERT_GATE = 0, MODEL_EXPERT_UP, MODEL_EXPERT_DOWN };
 
 typedef struct model_batch {
     int n_tokens;
@@ -128,6 +153,13 @@ typedef struct model_batch {
     int n_adapters;
     const model_adapter *const *adapters; /* (n_adapters) borrowed */
     const int32_t *seq_adapter;  /* (n_seqs) index into adapters or -1; NULL = all base */
+    /* Hybrid Mamba2 models: the recurrent-state slot of each sequence
+     * (model_kv_mamba_states of them).  A sequence whose first new row is
+     * position 0 starts from a zero state; any other continues its slot,
+     * which must hold exactly the kv_len - n_new tokens before (checked:
+     * a recurrent state cannot be rolled back or shared like KV pages).
+     * NULL = sequence s uses slot s. */
+    const int32_t *seq_state;    /* (n_seqs) or NULL */
 } model_batch;
 
 /* Load per opts.  NULL on failure with a message in err (names the file
@@ -165,6 +197,20 @@ dtype model_weight_dtype(const model *m);
  * table, so a block-quantized KV type fits). */
 size_t model_kv_token_bytes(const model *m, dtype kv_dt);
 
+/* Hybrid Mamba2 models (mamba2.c): bytes of one request's recurrent state
+ * (conv window + SSM state of every Mamba layer) with SSM states stored as
+ * ssm_dt (DTYPE_F32 or DTYPE_BF16); 0 for a model without Mamba layers. */
+size_t model_mamba_state_bytes(const model *m, dtype ssm_dt);
+/* Replace kv's recurrent states with n_states zeroed ones of ssm_dt (a
+ * new cache has min(n_slots, MODEL_MAMBA_DEFAULT_STATES) f32 ones, enough
+ * for the callers that pass no seq_state: generate, bench-one-batch; their
+ * memory is committed only as slots get used).  0, or -1 (logged: not a
+ * Mamba model, bad dtype, out of memory). */
+#define MODEL_MAMBA_DEFAULT_STATES 64
+int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt);
+/* Recurrent-state slots of kv (0 for a model without Mamba layers). */
+int model_kv_mamba_states(const model_kv *kv);
+
 /* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);
 /* Per-layer K and V scales for 8-bit KV caches created afterwards
@@ -195,6 +241,24 @@ void model_set_multi_item_delimiter(model *m, int32_t id);
  * KV cache is untouched when the batch is rejected. */
 int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, tpool *pool);
 
+/* ---- EAGLE speculative decoding (model_run.c) ------------------------------
+ * Hidden-state capture: after model_set_capture every forward writes, for
+ * each token row at KV slot s, n_at rows of hidden_size floats into
+ * store + s * n_at * H: for each capture point, the residual stream entering
+ * layer at[i] (0 = the embeddings), or (MODEL_CAPTURE_FINAL_NORM) the
+ * final-normed last hidden state (what the LM head reads).  The store
+ * mirrors the KV cache: a slot's rows are those of the token whose K/V the
+ * slot holds.  Slots >= n_slots are skipped.  store NULL turns it off.
+ * -1 (bad point, tensor / pipeline parallelism). */
+#define MODEL_CAPTURE_MAX 4
+#define MODEL_CAPTURE_FINAL_NORM (-1)
+int model_set_capture(model *m, float *store, int64_t n_slots, const int *at, int n_at);
+/* The embedding rows of tokens tok[0..n) (n x hidden_size, as the decoder's input). */
+void model_embed_tokens(const model *m, const int32_t *tok, int n, float *out);
+/* logits (n, vocab) = the LM head over x (n, hidden_size), one thread (no
+ * logit scaling / soft-cap: a draft's argmax only).  0, or -1 (OOM / TP). */
+int model_lm_head_rows(const model *m, const float *x, int n, float *logits);
+
 /* ---- tensor parallelism (model_tp.c; see model_impl.h) ------------------
  * A model loaded with opts.dist holds this rank's shard.  Rank 0 is driven
  * as usual (model_forward, model_kv_create ... broadcast what the other
@@ -212,14 +276,44 @@ const char *model_tp_error(const model *m);
  * the slowest rank included), their count, and of those seconds the ones
  * spent waiting for the other ranks to arrive (*wait_s; 0 for MPI). */
 double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s);
+/* LoRA under tensor / pipeline parallelism (model_tp.c; the adapter side is
+ * lora/lora_shard.c).  Every rank holds its own shard of an adapter under
+ * the id rank 0 gave it; rank 0's batches name adapters by that id
+ * (model_adapter.tp_uid), which the workers map to their copies.
+ * Worker ranks: load(m, msg, len, uid) makes this rank's shard of the
+ * adapter rank 0 described in msg (NULL with a message); release frees
+ * one.  Set before model_tp_worker_loop. */
+typedef struct model_tp_lora_hooks {
+    const model_adapter *(*load)(model *m, const void *msg, size_t len, uint64_t uid, char *err,
+                                 size_t errlen);
+    void (*release)(const model_adapter *ad);
+} model_tp_lora_hooks;
+void model_tp_set_lora_hooks(const model_tp_lora_hooks *h);
+/* Rank 0 (after loading its own shard): every worker loads its shard of
+ * the adapter msg describes as uid (waits for the running step).  0, or
+ * -1 with the first failing rank's message; then no worker keeps it. */
+int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char *err, size_t errlen);
+/* Rank 0, any thread (never a collective): the adapter uid is gone; the
+ * workers free their shards with the next step. */
+void model_tp_lora_release(uint64_t uid);
 /* LoRA: the (n, k) shape of projection p of layer `layer` (n outputs, k
  * inputs); nonzero when the model runs no such adaptable dense projection
- * there: -2 an MoE layer's MLP (experts), -3 attention of a multi-head
- * latent attention layer (DeepSeek), -1 otherwise.  Used to check
+ * there: -2 an MoE layer's dense MLP (its experts: model_expert_shape),
+ * -3 k_proj / v_proj of a multi-head latent attention layer (DeepSeek;
+ * its q_proj and o_proj are adaptable), -1 otherwise.  Used to check
  * adapters against the model. */
 int model_proj_shape(const model *m, int layer, model_proj p, int *n, int *k);
 /* The LM head's (vocab, hidden). */
 void model_lm_head_shape(const model *m, int *n, int *k);
+/* LoRA on MLA: the (n, k) of layer `layer`'s q_a_proj / q_b_proj /
+ * kv_a_proj_with_mqa (which = MODEL_MLA_*) or, which = MODEL_NMLA,
+ * kv_b_proj (n_head * (nope + v), kv_lora_rank).  -3 when the layer is not
+ * MLA, -1 when it has no such projection (q_a / q_b without q_lora_rank). */
+int model_mla_shape(const model *m, int layer, int which, int *n, int *k);
+/* LoRA on experts: the (n, k) of part MODEL_EXPERT_* of expert e of layer
+ * `layer` (e = -1: the shared expert).  -2 when the layer is not MoE, -4 e
+ * >= the number of experts, -1 no shared expert (or a packed layout). */
+int model_expert_shape(const model *m, int layer, int e, int part, int *n, int *k);
 
 /* VmRSS of this process in bytes (0 if unknown). */
 size_t model_rss_bytes(void);

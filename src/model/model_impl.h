@@ -46,6 +46,17 @@ typedef struct model_layer {
     const float *q_a_norm, *kv_a_norm; /* (qr) (kvr) */
     linear_weight *wkb_t, *wvb;        /* (nh) owned, from kv_b_proj: per head its k_nope rows
                                         * transposed (kvr, nope), its v rows (v, kvr) */
+    /* hybrid layers (arch->hybrid, nemotron_h.c): kind 'M' Mamba2 mixer
+     * (wq = in_proj (di + conv_dim + nh, H), wo = out_proj (H, di)), '*'
+     * attention without rope (wq wk wv wo), '-' MLP (wup, wdown); attn_norm
+     * is the block's pre-norm.  0 = a plain decoder layer */
+    char kind;
+    int ssm_idx;                       /* 'M': index among the Mamba layers (its state) */
+    const float *ssm_conv_w;           /* (conv_dim, conv_kernel) depthwise causal conv */
+    const float *ssm_conv_b;           /* (conv_dim) or NULL */
+    const float *ssm_a;                /* (nh) A = -exp(A_log) */
+    const float *ssm_d, *ssm_dt_bias;  /* (nh) */
+    const float *ssm_norm;             /* (di) gated RMSNorm weight (groups of di / G) */
 } model_layer;
 
 /* Tensor parallelism (model_tp.c): this rank's part of the model.  With
@@ -99,6 +110,7 @@ typedef struct model_weights {
     size_t all_expert_bytes;           /* sum over MoE layers of E * expert_bytes */
 
     model_tp tp;                       /* tensor-parallel shard (size 1: the whole model) */
+    struct model_ep *ep;               /* owned; expert parallelism (model_ep.h), NULL = none */
     float *inv_freq;                   /* (rot_dim/2) owned; static rope types (longrope: short) */
     float *inv_freq_long;              /* (rot_dim/2) owned; longrope's long factors, else NULL */
     int rope_switch;                   /* longrope: sequences longer than this use inv_freq_long */
@@ -140,6 +152,7 @@ struct model {
     float *sout;                       /* (cap_tokens, H) shared expert output */
     float *ssig;                       /* (cap_tokens) Qwen2-MoE shared gate logits */
     float *mla;                        /* MLA scratch (mla_scratch_floats), NULL otherwise */
+    float *ssm;                        /* Mamba2 scratch (mamba2_scratch_floats), or unused */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
     /* tensor parallelism (model_tp.c): local logits and the gather buffer */
@@ -147,7 +160,19 @@ struct model {
     size_t tp_cap;                     /* floats in tp_logits */
     double tp_comm_s;                  /* seconds thread 0 spent in all-reduces (waits included) */
     long tp_n_allreduce;
+    /* hidden-state capture for EAGLE drafters (model_set_capture): per
+     * token row, the rows at the capture points go to store[slot] */
+    struct {
+        float *store;                  /* (n_slots, n_at * H) borrowed, NULL = off */
+        int64_t n_slots;
+        int n_at;
+        int at[MODEL_CAPTURE_MAX];     /* layer whose input is captured, or MODEL_CAPTURE_FINAL_NORM */
+    } capture;
 };
+/* model_run.c: the decoder's capture hook: rows [lo, hi) of m->x at point
+ * `at` (a layer's input; n_layer = after the last layer, when the final
+ * norm is also applied for MODEL_CAPTURE_FINAL_NORM points). */
+void model_capture_rows(model *m, const model_batch *b, int at, int lo, int hi);
 
 /* multi_item.c: the rewritten sequence arrays of a multi-item batch (owned). */
 typedef struct model_mi_buf {
@@ -194,6 +219,10 @@ int model_tp_kv_created(model *m, model_kv *kv);
 void model_tp_kv_destroyed(model_kv *kv);
 /* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
 void model_tp_shutdown(model_weights *w);
+/* Rank 0: hold the group for one command sequence (a forward, a LoRA load)
+ * against another thread's (recursive; no-ops in one process). */
+void model_tp_lock(const model *m);
+void model_tp_unlock(const model *m);
 /* model_run.c: values per slot per layer in a KV cache of the model's
  * layout (n_kv_head * head_dim; MLA: kv_lora_rank + qk_rope_head_dim, one
  * row per slot, no separate V). */
@@ -202,16 +231,45 @@ int model_kv_row_len(const model_config *c, int n_kv_head);
 /* mla.c: multi-head latent attention of layer il over the rows of b
  * (xn normed input in, xn = o_proj(attention) out), run by all nth
  * threads of the forward like the rest of fwd_task; stores each new
- * token's latent + rope key into kv->k[il] at its slot. */
+ * token's latent + rope key into kv->k[il] at its slot.  row_ad (LoRA,
+ * model_lora_rows; NULL = none): b's adapters on q / q_a / q_b / kv_a /
+ * o_proj and kv_b_proj (on the absorbed per-head matrices). */
 struct tpool;
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
-                   const linear_exec *ex, struct tpool *pool, int lo, int hi);
+                   const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
 /* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
 size_t mla_scratch_floats(const model_config *c, size_t T);
 /* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),
  * kvr), stored as wdt.  Adds their bytes to *bytes.  0, or -1 (OOM). */
 int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtype wdt,
                    size_t *bytes);
+
+/* nemotron_h.c / mamba2.c: hybrid Mamba2 models (see those files). */
+struct loader;
+/* Load hybrid layer il (kind per cfg.layer_kinds) through the loader. */
+void nemotron_h_load_layer(struct loader *L, model_layer *l, int il);
+/* f32 vectors the hybrid layers add to the loader's arena, per layer. */
+size_t nemotron_h_layer_floats(const model_config *c);
+/* One hybrid block of layer il over b's rows: x += xn (il > layer0);
+ * xn = mixer(norm(x)).  Run by all threads of fwd_task (as mla_attention). */
+void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
+                      const linear_exec *ex, struct tpool *pool, int lo, int hi);
+/* mamba2.c: floats of Mamba2 scratch for T rows on nth threads (0 when c
+ * has no Mamba layer). */
+size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth);
+/* mamba2.c: before a checked forward of b (thread of the caller): check
+ * each sequence's state slot and length, zero the states of sequences
+ * that start at position 0.  0, or -1 logged. */
+int mamba2_begin(const model *m, model_kv *kv, const model_batch *b);
+/* mamba2.c: after it: each sequence's slot now holds seq_kv_len tokens. */
+void mamba2_end(model_kv *kv, const model_batch *b);
+/* mamba2.c: the Mamba2 mixer of layer l on xn (T, H) normed rows ->
+ * xn = out_proj(y), all threads (as nemotron_h_layer). */
+void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_layer *l,
+                  const linear_exec *ex, struct tpool *pool, int lo, int hi);
+/* mamba2.c: a KV cache's recurrent states (model_kv.ssm). */
+struct mamba2_cache *mamba2_cache_create(const model_config *c, int n_states, dtype ssm_dt);
+void mamba2_cache_free(struct mamba2_cache *mc);
 
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */
 void model_embed_row(const model_weights *w, int token, float *out);
@@ -224,9 +282,11 @@ void model_lora_embed(const model_weights *w, const model_adapter *ad, int tok, 
 /* 0, or -1 after logging a malformed adapter part of b. */
 int model_lora_check(const model *m, const model_batch *b);
 /* Adapter index per token row (*row_ad, n_tokens) and per logit row
- * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it); both
+ * (*lrow_ad, n_logits), one owned allocation in *row_ad (free it), with
+ * room after them for n_tokens * k_moe more (MoE: the adapter of each
+ * routed assignment in expert order, filled by the MoE block); both
  * NULL when no sequence has an adapter.  0 or -1 (OOM). */
-int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_ad,
+int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int k_moe, int32_t **row_ad,
                     int32_t **lrow_ad);
 /* The exec for projection p of layer il (il < 0: the LM head, rows =
  * logit rows) with b's adapters of it: ex itself when none applies, else
@@ -235,6 +295,19 @@ int model_lora_rows(const model_batch *b, const int32_t *tok_seq, int32_t **row_
 const linear_exec *model_lora_exec(const model_batch *b, const int32_t *row_ad,
                                    const linear_exec *ex, int il, int p, linear_exec *buf,
                                    linear_adapter *abuf);
+/* Slot kinds of model_lora_exec_at: p is a model_proj (il < 0: LM head),
+ * a model_mla_proj, the kv_b view index (h * 2 + 0 for Wk[h]ᵀ, + 1 for
+ * Wv[h]; nh = n_head) or the expert slot (e * 3 + MODEL_EXPERT_*, e =
+ * n_expert: shared). */
+enum { MODEL_LORA_PROJ = 0, MODEL_LORA_MLA, MODEL_LORA_KVB, MODEL_LORA_EXPERT };
+/* model_lora_exec for any slot kind (rows = row_ad). */
+const linear_exec *model_lora_exec_at(const model_batch *b, const int32_t *row_ad,
+                                      const linear_exec *ex, int kind, int il, int p, int nh,
+                                      linear_exec *buf, linear_adapter *abuf);
+/* Only the adapter pass of ex (none when ex carries no adapters) on y (m,
+ * n) from x (m, k); the base product must be complete (a barrier after
+ * it).  This thread's columns. */
+void model_lora_apply(float *y, const float *x, int m, int n, int k, const linear_exec *ex);
 /* n projections of the same input x (q/k/v, gate/up): every base product
  * first, then, when any has adapters, one barrier and their adapter passes
  * (one barrier for the group instead of one per projection).  Same

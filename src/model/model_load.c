@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "model/model_load.h"
+#include "model/model_ep.h"
 #include "model/moe.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -438,56 +439,114 @@ void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const 
     }
 }
 
-/* GraniteMoE: experts of layer il from input_linear (E, 2*Ie, H) -- rows
- * [0, Ie) gate, [Ie, 2*Ie) up -- and output_linear (E, H, Ie).  Each
- * expert's matrices are 2-D views into the 3-D tensors, read gate, up,
- * down per expert (the order a source without bytes makes them in). */
-static void load_packed_experts(loader *L, model_layer *l, int il)
+/* GraniteMoE: the packed expert tensors of layer il, input_linear (E,
+ * 2*Ie, H) -- rows [0, Ie) gate, [Ie, 2*Ie) up -- and output_linear (E, H,
+ * Ie), into ts[0], ts[1].  1 found and well-formed, else 0 (noted). */
+static int find_packed_experts(loader *L, int il, wsrc_tensor *ts)
 {
     model_weights *m = L->m;
     const model_config *c = &m->cfg;
     const model_tensor_names *nm = m->arch->names;
     int H = c->hidden_size, Ie = c->moe_inter, E = c->n_expert;
-    char nin[256], nout[256], name[300];
+    char nin[256], nout[256];
     snprintf(nin, sizeof nin, nm->expert_in, il);
     snprintf(nout, sizeof nout, nm->expert_out, il);
     const int64_t want[2][3] = {{E, 2 * (int64_t)Ie, H}, {E, H, Ie}};
-    wsrc_tensor ts[2];
     int fi = wsrc_find(L->src, nin, 3, want[0], &ts[0]);
     int fo = wsrc_find(L->src, nout, 3, want[1], &ts[1]);
     if (!fi) note_missing(L, nin);
     if (!fo) note_missing(L, nout);
-    if (!fi || !fo) return;
+    if (!fi || !fo) return 0;
     for (int j = 0; j < 2; j++) {
         const wsrc_tensor *t = &ts[j];
         const char *file = t->origin;
         if (t->type < 0) {
             fail(L, "%s: tensor '%s' has type %s, which sglc cannot load", file, t->name,
                  t->type_name);
-            return;
+            return 0;
         }
         if (t->ndim != 3 || t->shape[0] != want[j][0] || t->shape[1] != want[j][1] ||
             t->shape[2] != want[j][2]) {
             fail(L, "%s: tensor '%s' must have shape [%lld, %lld, %lld] from config.json", file,
                  t->name, (long long)want[j][0], (long long)want[j][1], (long long)want[j][2]);
-            return;
+            return 0;
         }
     }
-    int64_t mat = (int64_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
-    const model_tp *tp = &m->tp; /* this rank's expert columns */
-    shard_sel col = sh_rows(tp->tp_rank * tp->moe_inter, tp->moe_inter);
-    shard_sel row = sh_cols(tp->tp_rank * tp->moe_inter, tp->moe_inter);
-    for (int e = 0; e < E && !L->failed; e++) {
+    return 1;
+}
+
+/* Expert e of MoE layer il: gate, up, down, this rank's slice of its
+ * width (TP, or the EP group's moe_tp ranks); from 2-D views of the
+ * packed tensors ts (GraniteMoE) or from the expert's own tensors (ts
+ * NULL). */
+static void load_one_expert(loader *L, model_layer *l, int il, int e, const wsrc_tensor *ts)
+{
+    model_weights *m = L->m;
+    const model_config *c = &m->cfg;
+    const model_tensor_names *nm = m->arch->names;
+    int H = c->hidden_size, Ie = c->moe_inter;
+    const int i0 = model_ep_inter0(m), in = m->tp.moe_inter; /* this rank's expert columns */
+    shard_sel col = sh_rows(i0, in), row = sh_cols(i0, in);
+    char name[300];
+    if (ts) {
+        int64_t mat = (int64_t)Ie * H; /* elements of one Ie x H (or H x Ie) matrix */
         wsrc_tensor v = wsrc_view2(&ts[0], (int64_t)e * 2 * mat, Ie, H);
-        snprintf(name, sizeof name, "%s[%d] (gate)", nin, e);
+        snprintf(name, sizeof name, "%s[%d] (gate)", ts[0].name, e);
         load_mat_sel(L, &l->egate[e], &v, name, Ie, H, m->wdt, col);
         v = wsrc_view2(&ts[0], ((int64_t)e * 2 + 1) * mat, Ie, H);
-        snprintf(name, sizeof name, "%s[%d] (up)", nin, e);
+        snprintf(name, sizeof name, "%s[%d] (up)", ts[0].name, e);
         load_mat_sel(L, &l->eup[e], &v, name, Ie, H, m->wdt, col);
         wsrc_tensor d = wsrc_view2(&ts[1], (int64_t)e * mat, H, Ie);
-        snprintf(name, sizeof name, "%s[%d]", nout, e);
+        snprintf(name, sizeof name, "%s[%d]", ts[1].name, e);
         load_mat_sel(L, &l->edown[e], &d, name, H, Ie, m->wdt, row);
+        return;
     }
+    struct { const char *pat; linear_weight *w; int n, k; shard_sel sel; } p[3] = {
+        {nm->expert_gate, l->egate, Ie, H, col},
+        {nm->expert_up, l->eup, Ie, H, col},
+        {nm->expert_down, l->edown, H, Ie, row},
+    };
+    for (int j = 0; j < 3 && !L->failed; j++) {
+        snprintf(name, sizeof name, p[j].pat, il, e);
+        strcat(name, ".weight");
+        load_mat(L, &p[j].w[e], name, p[j].n, p[j].k, p[j].sel);
+    }
+}
+
+/* The experts of layer il this rank holds (expert parallelism: the
+ * others are skipped, or, from a dummy source that makes every tensor in
+ * order, made and dropped so later values match one process). */
+static void load_experts(loader *L, model_layer *l, int il, const wsrc_tensor *ts)
+{
+    model_weights *m = L->m;
+    const int dummy = !strcmp(m->src.ops->kind, "dummy weights");
+    for (int e = 0; e < m->cfg.n_expert && !L->failed; e++) {
+        int held = model_ep_holds(m, il, e);
+        if (!held && !dummy) continue;
+        size_t before = m->weight_bytes;
+        load_one_expert(L, l, il, e, ts);
+        if (!held) {
+            linear_free(&l->egate[e]), linear_free(&l->eup[e]), linear_free(&l->edown[e]);
+            memset(&l->egate[e], 0, sizeof l->egate[e]);
+            memset(&l->eup[e], 0, sizeof l->eup[e]);
+            memset(&l->edown[e], 0, sizeof l->edown[e]);
+            m->weight_bytes = before;
+        }
+    }
+}
+
+int model_load_expert(model_weights *m, int il, int e, char *err, size_t errlen)
+{
+    loader L = {.m = m, .src = &m->src, .err = err, .errlen = errlen};
+    model_layer *l = &m->layers[il];
+    wsrc_tensor ts[2];
+    if (m->arch->names->expert_in && !find_packed_experts(&L, il, ts)) {
+        if (!L.failed) errmsg_set(err, errlen, "missing tensor(s): %s", L.missing);
+        return -1;
+    }
+    load_one_expert(&L, l, il, e, m->arch->names->expert_in ? ts : NULL);
+    if (!L.failed && L.n_missing) errmsg_set(err, errlen, "missing tensor(s): %s", L.missing);
+    return L.failed || L.n_missing ? -1 : 0;
 }
 
 /* The parts of MoE layer il beside the routed experts: the shared expert
@@ -573,7 +632,7 @@ void load_moe(loader *L, model_layer *l, int il)
     model_weights *m = L->m;
     const model_config *c = &m->cfg;
     const model_tensor_names *nm = m->arch->names;
-    int H = c->hidden_size, Ie = c->moe_inter, E = c->n_expert;
+    int H = c->hidden_size, E = c->n_expert;
     char name[256];
     l->moe = 1;
     /* The router is stored as f32 (its values still rounded to --dtype):
@@ -591,27 +650,15 @@ void load_moe(loader *L, model_layer *l, int il)
         fail(L, "out of memory");
         return;
     }
-    const int ie0 = m->tp.tp_rank * m->tp.moe_inter, ien = m->tp.moe_inter; /* this rank's columns */
-    struct { const char *pat; linear_weight *w; int n, k; shard_sel sel; } p[3] = {
-        {nm->expert_gate, l->egate, Ie, H, sh_rows(ie0, ien)},
-        {nm->expert_up, l->eup, Ie, H, sh_rows(ie0, ien)},
-        {nm->expert_down, l->edown, H, Ie, sh_cols(ie0, ien)},
-    };
     size_t before = m->weight_bytes;
-    if (nm->expert_in) {
-        load_packed_experts(L, l, il);
-    } else {
-        for (int e = 0; e < E && !L->failed; e++)
-            for (int j = 0; j < 3; j++) {
-                snprintf(name, sizeof name, p[j].pat, il, e);
-                strcat(name, ".weight");
-                load_mat(L, &p[j].w[e], name, p[j].n, p[j].k, p[j].sel);
-            }
-    }
+    wsrc_tensor ts[2];
+    if (!nm->expert_in) load_experts(L, l, il, NULL);
+    else if (find_packed_experts(L, il, ts)) load_experts(L, l, il, ts);
     if (!L->failed) {
         m->all_expert_bytes += m->weight_bytes - before;
-        m->expert_bytes =
-            linear_bytes(&l->egate[0]) + linear_bytes(&l->eup[0]) + linear_bytes(&l->edown[0]);
+        for (int e = 0; e < E && !m->expert_bytes; e++) /* one expert this rank holds */
+            m->expert_bytes =
+                linear_bytes(&l->egate[e]) + linear_bytes(&l->eup[e]) + linear_bytes(&l->edown[e]);
     }
     load_moe_shared(L, l, il);
 }

@@ -56,6 +56,8 @@ void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const 
 void load_mla(loader *L, model_layer *l, int il);
 /* Router, experts and shared expert of MoE layer il. */
 void load_moe(loader *L, model_layer *l, int il);
+/* Expert e of MoE layer il again from w's source (EPLB moves).  0 or -1 (err). */
+int model_load_expert(model_weights *w, int il, int e, char *err, size_t errlen);
 /* Embedding table and LM head (tied conventions, vocabulary slice). */
 void load_embeddings(loader *L);
 

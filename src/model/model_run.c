@@ -9,6 +9,7 @@
  * thread; the last one frees the weights.  Nothing here touches weights
  * after load.
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -94,16 +95,30 @@ int model_kv_row_len(const model_config *c, int n_kv_head)
 /* K and V rows per slot per layer: 2, or 1 for MLA's latent row. */
 static int kv_rows(const model_config *c) { return c->arch && c->arch->mla ? 1 : 2; }
 
+/* Layers with a KV cache: all, or a hybrid model's attention layers only. */
+static int kv_layers(const model_config *c) { return c->layer_kinds[0] ? c->n_attn : c->n_layer; }
+static int kv_layer_has(const model_config *c, int l) { return !c->layer_kinds[0] || c->layer_kinds[l] == '*'; }
+/* sglc's int8 cache: scales per token (one per kv head; MLA's latent row is one head) */
+static int kv_tok_heads(const model *m) { return m->cfg->arch && m->cfg->arch->mla ? 1 : m->w->tp.n_kv_head; }
+
+/* Bytes of one token's row of one layer's K (or V), the int8 scales included. */
+static size_t kv_row_bytes(const model *m, dtype kv_dt)
+{
+    int len = model_kv_row_len(m->cfg, m->w->tp.n_kv_head);
+    if (kv_dt == DTYPE_I8) return (size_t)len + sizeof(float) * (size_t)kv_tok_heads(m);
+    return kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)len);
+}
+
 size_t model_kv_token_bytes(const model *m, dtype kv_dt)
 {
     const model_config *c = m->cfg;
-    return (size_t)kv_rows(c) * (size_t)c->n_layer *
-           kern_type_row_bytes(kern_type_of_dtype(kv_dt), (int64_t)model_kv_row_len(c, m->w->tp.n_kv_head));
+    return (size_t)kv_rows(c) * (size_t)kv_layers(c) * kv_row_bytes(m, kv_dt);
 }
 
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
 {
-    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16 && kv_dt != DTYPE_F8_E4M3 && kv_dt != DTYPE_F8_E5M2)) {
+    if (n_slots <= 0 || (kv_dt != DTYPE_F32 && kv_dt != DTYPE_BF16 && kv_dt != DTYPE_F8_E4M3 && kv_dt != DTYPE_F8_E5M2 &&
+                         kv_dt != DTYPE_I8)) {
         log_error("bad KV cache request: %d slots of %s", n_slots, dtype_name(kv_dt));
         return NULL;
     }
@@ -115,9 +130,15 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
     kv->dt = kv_dt;
     kv->row_len = model_kv_row_len(c, m->w->tp.n_kv_head);
     const int rows = kv_rows(c);
-    size_t per = (kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len) + 63) &
-                 ~(size_t)63;
-    kv->bytes = per * (size_t)rows * (size_t)c->n_layer;
+    const int i8 = kv_dt == DTYPE_I8;
+    /* int8: the values, then that layer's (n_slots, n_tok_head) f32 scales */
+    size_t vals = i8 ? (size_t)n_slots * (size_t)kv->row_len
+                     : kern_type_mat_bytes(kern_type_of_dtype(kv_dt), n_slots, kv->row_len);
+    vals = (vals + 63) & ~(size_t)63;
+    kv->n_tok_head = i8 ? kv_tok_heads(m) : 0;
+    size_t per = vals + ((sizeof(float) * (size_t)n_slots * (size_t)kv->n_tok_head + 63) & ~(size_t)63);
+    kv->bytes = per * (size_t)rows * (size_t)kv_layers(c);
+    if (!kv->bytes) kv->bytes = 64; /* a hybrid model without attention layers */
     kv->k = calloc((size_t)c->n_layer, sizeof(void *));
     kv->v = calloc((size_t)c->n_layer, sizeof(void *));
     kv->k_scale = malloc(sizeof(float) * (size_t)(c->n_layer > 0 ? c->n_layer : 1));
@@ -130,15 +151,29 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
      * from --mem-fraction-static costs RAM only as pages get used */
     kv->mem = mmap(NULL, kv->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (kv->mem == MAP_FAILED) kv->mem = NULL;
-    if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale) {
+    if (i8) {
+        kv->k_tok = calloc((size_t)c->n_layer, sizeof(float *));
+        kv->v_tok = calloc((size_t)c->n_layer, sizeof(float *));
+    }
+    if (c->n_mamba) /* hybrid Mamba2: per-request recurrent states (mamba2.c) */
+        kv->ssm = mamba2_cache_create(c, n_slots < MODEL_MAMBA_DEFAULT_STATES ? n_slots : MODEL_MAMBA_DEFAULT_STATES,
+                                      DTYPE_F32);
+    if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale || (i8 && (!kv->k_tok || !kv->v_tok)) ||
+        (c->n_mamba && !kv->ssm)) {
         log_error("out of memory for a KV cache of %zu bytes", kv->bytes);
         model_kv_destroy(kv);
         return NULL;
     }
-    for (int l = 0; l < c->n_layer; l++) {
-        kv->k[l] = (char *)kv->mem + per * ((size_t)rows * l);
+    for (int l = 0, j = 0; l < c->n_layer; l++) {
+        if (!kv_layer_has(c, l)) continue; /* hybrid Mamba / MLP layer: no KV (NULL) */
+        kv->k[l] = (char *)kv->mem + per * ((size_t)rows * j);
         /* MLA: no V rows; the latent row is both (mla.c) */
-        kv->v[l] = rows == 2 ? (char *)kv->mem + per * (2 * (size_t)l + 1) : kv->k[l];
+        kv->v[l] = rows == 2 ? (char *)kv->mem + per * (2 * (size_t)j + 1) : kv->k[l];
+        if (i8) {
+            kv->k_tok[l] = (float *)((char *)kv->k[l] + vals);
+            kv->v_tok[l] = (float *)((char *)kv->v[l] + vals);
+        }
+        j++;
     }
     if (model_tp_kv_created(m, kv)) { /* rank 0: the workers make theirs */
         kv->tp_w = NULL;
@@ -156,6 +191,9 @@ void model_kv_destroy(model_kv *kv)
     free(kv->v);
     free(kv->k_scale);
     free(kv->v_scale);
+    mamba2_cache_free(kv->ssm);
+    free(kv->k_tok);
+    free(kv->v_tok);
     if (kv->mem) munmap(kv->mem, kv->bytes);
     free(kv);
 }
@@ -201,6 +239,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     if (Is > maxk) maxk = Is;
     if (mla && c->kv_lora_rank > maxk) maxk = c->kv_lora_rank;
     if (mla && c->q_lora_rank > maxk) maxk = c->q_lora_rank;
+    if (c->n_mamba && c->ssm_heads * c->ssm_head_dim > maxk) maxk = c->ssm_heads * c->ssm_head_dim;
     size_t ts = kern_matmul_scratch(max_tokens, maxk);
     size_t as = kern_attention_scratch(max_kv, hd);
     if (as > ts) ts = as;
@@ -214,7 +253,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         al64(A * Ie * 4),
         /* shared expert: sg, su, sout, ssig; MLA arena */
         al64(T * Is * 4),       al64(T * Is * 4),    al64(T * H * 4),   al64(T * 4),
-        al64(mla_scratch_floats(c, T) * 4),
+        al64(mla_scratch_floats(c, T) * 4), al64(mamba2_scratch_floats(c, T, n_threads) * 4),
         /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
         al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
         al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
@@ -233,7 +272,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     float **slots[] = {&m->x,     &m->xn,    &m->q,  &m->k,    &m->v,  &m->att,
                        &m->gate,  &m->up,    &m->cos_t, &m->sin_t, &m->lrows,
                        &m->rlog,  &m->ew,    &m->ex, &m->eg,   &m->eu,
-                       &m->sg,    &m->su,    &m->sout, &m->ssig, &m->mla};
+                       &m->sg,    &m->su,    &m->sout, &m->ssig, &m->mla,  &m->ssm};
     int32_t **islots[] = {&m->tok_seq, &m->esel, &m->eorder, &m->einv, &m->ecnt, &m->eoff};
     size_t off = 0, i = 0;
     for (size_t j = 0; j < sizeof slots / sizeof slots[0]; j++, i++) {
@@ -251,5 +290,68 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
     m->cap_tokens = max_tokens;
     m->cap_kv = max_kv;
     m->cap_threads = n_threads;
+    return 0;
+}
+
+/* ---- EAGLE: hidden-state capture, embeddings and LM head (model.h) ------- */
+
+int model_set_capture(model *m, float *store, int64_t n_slots, const int *at, int n_at)
+{
+    if (!store) {
+        m->capture.store = NULL;
+        m->capture.n_at = 0;
+        return 0;
+    }
+    if (m->w->tp.size > 1 || m->w->tp.layer0 != 0 || m->w->tp.layer1 != m->cfg->n_layer) {
+        log_error("hidden-state capture (EAGLE) is not supported with tensor or pipeline parallelism");
+        return -1;
+    }
+    if (n_at < 1 || n_at > MODEL_CAPTURE_MAX || n_slots < 1) return -1;
+    for (int i = 0; i < n_at; i++)
+        if (at[i] != MODEL_CAPTURE_FINAL_NORM && (at[i] < 0 || at[i] > m->cfg->n_layer)) {
+            log_error("hidden-state capture point %d outside [0, %d]", at[i], m->cfg->n_layer);
+            return -1;
+        }
+    memcpy(m->capture.at, at, sizeof(int) * (size_t)n_at);
+    m->capture.n_at = n_at;
+    m->capture.n_slots = n_slots;
+    m->capture.store = store;
+    return 0;
+}
+
+void model_capture_rows(model *m, const model_batch *b, int at, int lo, int hi)
+{
+    const int H = m->cfg->hidden_size, n = m->capture.n_at;
+    const model_weights *w = m->w;
+    for (int j = 0; j < n; j++) {
+        int p = m->capture.at[j];
+        bool fin = p == MODEL_CAPTURE_FINAL_NORM;
+        if (fin ? at != m->cfg->n_layer : p != at) continue;
+        for (int t = lo; t < hi; t++) {
+            int32_t slot = b->seq_slots[m->tok_seq[t]][b->positions[t]];
+            if (slot < 0 || slot >= m->capture.n_slots) continue;
+            float *dst = m->capture.store + ((size_t)slot * n + j) * H;
+            const float *x = m->x + (size_t)t * H;
+            if (fin) kern_rmsnorm(dst, x, w->final_norm, H, m->cfg->rms_norm_eps, w->arch->norm_offset);
+            else memcpy(dst, x, sizeof(float) * H);
+        }
+    }
+}
+
+void model_embed_tokens(const model *m, const int32_t *tok, int n, float *out)
+{
+    const int H = m->cfg->hidden_size;
+    for (int i = 0; i < n; i++) model_embed_row(m->w, tok[i], out + (size_t)i * H);
+}
+
+int model_lm_head_rows(const model *m, const float *x, int n, float *logits)
+{
+    const model_weights *w = m->w;
+    if (w->tp.size > 1 || n < 1) return -1;
+    void *scr = aligned_alloc(64, (kern_matmul_scratch(n, m->cfg->hidden_size) + 63) & ~(size_t)63);
+    if (!scr) return -1;
+    const linear_exec ex = {.ith = 0, .nth = 1, .scratch = scr};
+    linear(logits, x, n, &w->lm_head, &ex);
+    free(scr);
     return 0;
 }

@@ -16,6 +16,16 @@
  *               heads only), addressed by the same slots
  *   KV_DESTROY  id
  *   SHUTDOWN    the workers return 0 (rank 0's weights are freed)
+ *   LORA_LOAD   uid + an opaque description (lora/lora_shard.c): each
+ *               worker loads its shard of the adapter through the hooks,
+ *               then every rank's status is gathered to rank 0
+ *   LORA_FREE   uids: the workers free those shards (a failed load)
+ * LoRA rides on FORWARD too: the uids rank 0 freed since the last step
+ * (model_tp_lora_release, queued by any thread: the shards go first), the
+ * batch's adapters as uids (model_adapter.tp_uid) and seq_adapter.  Rank 0
+ * holds a recursive lock around each command sequence (a forward from
+ * send to gather, a LoRA load from send to the status gather), so a load
+ * on an HTTP thread slots in between the scheduler's steps.
  * Inside a forward every rank computes the same rows: replicated
  * embeddings and norms, its heads and MLP columns, and after each
  * row-parallel projection (o, down, the MoE block) a sum over the group
@@ -35,6 +45,7 @@
  * broadcasts the output rows, which rank 0 returns.  One micro-batch: the
  * stages run one after the other (no overlap yet).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,14 +57,67 @@
 #define TP_MSG 16384
 #define TP_MAX_KV 64
 
-enum { TP_CMD_FORWARD = 1, TP_CMD_KV_CREATE = 2, TP_CMD_KV_DESTROY = 3, TP_CMD_SHUTDOWN = 4 };
+enum { TP_CMD_FORWARD = 1, TP_CMD_KV_CREATE = 2, TP_CMD_KV_DESTROY = 3, TP_CMD_SHUTDOWN = 4,
+       TP_CMD_LORA_LOAD = 5, TP_CMD_LORA_FREE = 6 };
 
 typedef struct tp_hdr {
     int32_t cmd, kv_id;
     int32_t n_tokens, n_seqs, n_logits, want_hidden;
     int32_t n_slots, dt;
+    int32_t n_free, n_ad;  /* FORWARD / LORA_FREE: uids freed; FORWARD: the batch's adapters */
     int64_t payload;       /* bytes after the header */
 } tp_hdr;
+
+#define TP_STATUS 512 /* a rank's LORA_LOAD status block: int32 rc + message */
+
+/* rank 0's lock over the group (recursive: a forward may free a KV cache) */
+static pthread_mutex_t tp_mu;
+static pthread_once_t tp_mu_once = PTHREAD_ONCE_INIT;
+static void tp_mu_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&tp_mu, &a);
+    pthread_mutexattr_destroy(&a);
+}
+
+void model_tp_lock(const model *m)
+{
+    if (m->w->tp.size <= 1 || m->w->tp.rank != 0) return;
+    pthread_once(&tp_mu_once, tp_mu_init);
+    pthread_mutex_lock(&tp_mu);
+}
+
+void model_tp_unlock(const model *m)
+{
+    if (m->w->tp.size <= 1 || m->w->tp.rank != 0) return;
+    pthread_mutex_unlock(&tp_mu);
+}
+
+/* LoRA: the workers' hooks, and rank 0's uids freed since the last step
+ * (one group per process) */
+static model_tp_lora_hooks lora_hooks;
+static pthread_mutex_t rel_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *rel_uid;
+static int rel_n, rel_cap;
+
+void model_tp_set_lora_hooks(const model_tp_lora_hooks *h) { lora_hooks = *h; }
+
+void model_tp_lora_release(uint64_t uid)
+{
+    if (!uid) return;
+    pthread_mutex_lock(&rel_mu);
+    if (rel_n == rel_cap) {
+        int cap = rel_cap ? 2 * rel_cap : 16;
+        uint64_t *a = realloc(rel_uid, sizeof *a * (size_t)cap);
+        if (a) rel_uid = a, rel_cap = cap;
+    }
+    if (rel_n < rel_cap) rel_uid[rel_n++] = uid;
+    else log_error("LoRA: out of memory queueing the release of adapter %llu on the worker ranks",
+                   (unsigned long long)uid);
+    pthread_mutex_unlock(&rel_mu);
+}
 
 /* groups rank 0 already shut down (a KV cache freed after its model) */
 static struct dist_group *shut_groups[16];
@@ -122,10 +186,8 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
                  c->shared_inter);
         return -1;
     }
-    if (N > 1 && c->moe_inter % N) {
-        snprintf(err, errlen, "--tp-size %d: the expert width (%d) is not divisible by it", N, c->moe_inter);
-        return -1;
-    }
+    /* the expert width is checked by model_ep_setup: under --ep-size only
+     * the ranks of an expert group slice it */
     t->n_head = c->n_head / N;
     t->head0 = r * t->n_head;
     if (c->n_kv_head % N == 0) {
@@ -136,7 +198,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
         t->kv_head0 = r / (N / c->n_kv_head);
     }
     t->inter = c->intermediate_size / N;
-    t->moe_inter = c->moe_inter / N;
+    t->moe_inter = c->moe_inter % N ? 0 : c->moe_inter / N;
     t->shared_inter = c->shared_inter > 0 ? c->shared_inter / N : 0;
     t->vocab_max = (c->vocab_size + N - 1) / N;
     t->vocab0 = r * t->vocab_max;
@@ -180,13 +242,28 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
     if (t->size <= 1 || t->rank != 0) return 0;
     size_t nslot = 0;
     for (int s = 0; s < b->n_seqs; s++) nslot += (size_t)b->seq_kv_len[s];
-    size_t n = 2 * (size_t)b->n_tokens + (size_t)(2 * b->n_seqs + 1) + (size_t)b->n_logits + nslot;
+    const int n_ad = b->seq_adapter && b->n_adapters > 0 ? b->n_adapters : 0;
+    for (int i = 0; i < n_ad; i++)
+        if (!b->adapters[i]->tp_uid) {
+            log_error("LoRA: adapter %d of the batch was not loaded on the worker ranks", i);
+            return -1;
+        }
+    pthread_mutex_lock(&rel_mu); /* the shards rank 0 freed go first */
+    const int n_free = rel_n;
+    size_t n = 2 * (size_t)b->n_tokens + (size_t)(2 * b->n_seqs + 1) + (size_t)b->n_logits + nslot +
+               2 * (size_t)(n_free + n_ad) + (n_ad ? (size_t)b->n_seqs : 0);
     int32_t *p = malloc(n * sizeof(int32_t) + 1);
     if (!p) {
+        pthread_mutex_unlock(&rel_mu);
         log_error("out of memory for a tensor-parallel batch message");
         return -1;
     }
-    int32_t *q = p;
+    if (n_free) memcpy(p, rel_uid, sizeof(uint64_t) * (size_t)n_free);
+    rel_n = 0;
+    pthread_mutex_unlock(&rel_mu);
+    int32_t *q = p + 2 * n_free;
+    for (int i = 0; i < n_ad; i++, q += 2) memcpy(q, &b->adapters[i]->tp_uid, sizeof(uint64_t));
+    if (n_ad) memcpy(q, b->seq_adapter, sizeof(int32_t) * (size_t)b->n_seqs), q += b->n_seqs;
     memcpy(q, b->tokens, sizeof(int32_t) * (size_t)b->n_tokens), q += b->n_tokens;
     memcpy(q, b->positions, sizeof(int32_t) * (size_t)b->n_tokens), q += b->n_tokens;
     memcpy(q, b->seq_start, sizeof(int32_t) * (size_t)(b->n_seqs + 1)), q += b->n_seqs + 1;
@@ -198,7 +275,7 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
     }
     tp_hdr h = {.cmd = TP_CMD_FORWARD, .kv_id = kv->tp_id, .n_tokens = b->n_tokens,
                 .n_seqs = b->n_seqs, .n_logits = b->n_logits, .want_hidden = b->want_hidden,
-                .payload = (int64_t)(n * sizeof(int32_t))};
+                .n_free = n_free, .n_ad = n_ad, .payload = (int64_t)(n * sizeof(int32_t))};
     int rc = send_cmd(t, &h, p);
     free(p);
     return rc;
@@ -297,9 +374,12 @@ int model_tp_kv_created(model *m, model_kv *kv)
         log_error("tensor parallelism: more than %d KV caches", TP_MAX_KV);
         return -1;
     }
+    model_tp_lock(m);
     kv->tp_id = t->next_kv_id++;
     tp_hdr h = {.cmd = TP_CMD_KV_CREATE, .kv_id = kv->tp_id, .n_slots = kv->n_slots, .dt = (int32_t)kv->dt};
-    if (send_cmd(t, &h, NULL)) {
+    int rc = send_cmd(t, &h, NULL);
+    model_tp_unlock(m);
+    if (rc) {
         log_error("tensor parallelism: %s", dist_error(t->g));
         return -1;
     }
@@ -313,7 +393,10 @@ void model_tp_kv_destroyed(model_kv *kv)
     if (!g || is_shut(g) || dist_broken(g)) return;
     model_tp t = {.g = g, .size = dist_size(g)};
     tp_hdr h = {.cmd = TP_CMD_KV_DESTROY, .kv_id = kv->tp_id};
+    pthread_once(&tp_mu_once, tp_mu_init);
+    pthread_mutex_lock(&tp_mu);
     send_cmd(&t, &h, NULL);
+    pthread_mutex_unlock(&tp_mu);
 }
 
 void model_tp_shutdown(model_weights *w)
@@ -325,8 +408,57 @@ void model_tp_shutdown(model_weights *w)
         __atomic_store_n(&shut_groups[n_shut++], t->g, __ATOMIC_RELEASE);
     if (!dist_broken(t->g)) {
         tp_hdr h = {.cmd = TP_CMD_SHUTDOWN};
+        pthread_once(&tp_mu_once, tp_mu_init);
+        pthread_mutex_lock(&tp_mu);
         send_cmd(t, &h, NULL);
+        pthread_mutex_unlock(&tp_mu);
     }
+}
+
+int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char *err, size_t errlen)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1 || t->rank != 0) return 0;
+    char *pay = malloc(sizeof uid + len), *st = malloc((size_t)t->size * TP_STATUS);
+    if (!pay || !st) {
+        free(pay), free(st);
+        snprintf(err, errlen, "out of memory for a LoRA load message");
+        return -1;
+    }
+    memcpy(pay, &uid, sizeof uid);
+    memcpy(pay + sizeof uid, msg, len);
+    char mine[TP_STATUS] = {0}; /* rank 0 loaded its shard already: rc 0 */
+    tp_hdr h = {.cmd = TP_CMD_LORA_LOAD, .payload = (int64_t)(sizeof uid + len)};
+    model_tp_lock(m);
+    int rc = -1;
+    /* shards rank 0 freed since the last step go first (an eviction for this load) */
+    pthread_mutex_lock(&rel_mu);
+    tp_hdr f0 = {.cmd = TP_CMD_LORA_FREE, .n_free = rel_n, .payload = (int64_t)(sizeof(uint64_t) * (size_t)rel_n)};
+    int frc = rel_n && !dist_broken(t->g) ? send_cmd(t, &f0, rel_uid) : 0;
+    if (!frc) rel_n = 0;
+    pthread_mutex_unlock(&rel_mu);
+    if (frc || dist_broken(t->g) || send_cmd(t, &h, pay) ||
+        dist_gather(t->g, mine, TP_STATUS, st, 0, DIST_TIMEOUT_DEFAULT)) {
+        snprintf(err, errlen, "tensor parallelism: %s", dist_error(t->g));
+    } else {
+        rc = 0;
+        for (int r = 1; r < t->size && !rc; r++) {
+            int32_t rrc;
+            memcpy(&rrc, st + (size_t)r * TP_STATUS, sizeof rrc);
+            if (rrc) {
+                st[(size_t)(r + 1) * TP_STATUS - 1] = 0;
+                snprintf(err, errlen, "rank %d: %s", r, st + (size_t)r * TP_STATUS + sizeof rrc);
+                rc = -1;
+            }
+        }
+        if (rc) { /* the ranks that loaded it drop it now: no half-loaded adapter */
+            tp_hdr f = {.cmd = TP_CMD_LORA_FREE, .n_free = 1, .payload = sizeof uid};
+            if (send_cmd(t, &f, &uid)) log_error("tensor parallelism: %s", dist_error(t->g));
+        }
+    }
+    model_tp_unlock(m);
+    free(pay), free(st);
+    return rc;
 }
 
 int model_tp_group_shut(const struct dist_group *g)
@@ -344,6 +476,78 @@ double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s)
     return m->tp_comm_s;
 }
 
+/* A worker's adapters: uid -> its shard. */
+typedef struct tp_lora_tab {
+    uint64_t *uid;
+    const model_adapter **ad;
+    int n, cap;
+} tp_lora_tab;
+
+static const model_adapter *tab_find(const tp_lora_tab *tb, uint64_t uid)
+{
+    for (int i = 0; i < tb->n; i++)
+        if (tb->uid[i] == uid) return tb->ad[i];
+    return NULL;
+}
+
+static void tab_free_uid(tp_lora_tab *tb, uint64_t uid)
+{
+    for (int i = 0; i < tb->n; i++)
+        if (tb->uid[i] == uid) {
+            if (lora_hooks.release) lora_hooks.release(tb->ad[i]);
+            tb->uid[i] = tb->uid[tb->n - 1], tb->ad[i] = tb->ad[tb->n - 1];
+            tb->n--;
+            return;
+        }
+}
+
+/* Room for one more entry.  0 or -1. */
+static int tab_reserve(tp_lora_tab *tb)
+{
+    if (tb->n < tb->cap) return 0;
+    int cap = tb->cap ? 2 * tb->cap : 16;
+    uint64_t *u = realloc(tb->uid, sizeof *u * (size_t)cap);
+    if (!u) return -1;
+    tb->uid = u;
+    const model_adapter **a = realloc(tb->ad, sizeof *a * (size_t)cap);
+    if (!a) return -1;
+    tb->ad = a;
+    tb->cap = cap;
+    return 0;
+}
+
+/* LORA_LOAD on a worker: load through the hooks, answer the status gather.
+ * A failure is the load's (reported to rank 0), not the group's.  0, or -1
+ * when the group failed. */
+static int worker_lora_load(model *m, tp_lora_tab *tb, const char *pay, size_t len)
+{
+    model_tp *t = &m->w->tp;
+    char st[TP_STATUS] = {0};
+    int32_t rc = -1;
+    uint64_t uid = 0;
+    if (len >= sizeof uid) memcpy(&uid, pay, sizeof uid);
+    char *msg = st + sizeof rc;
+    const size_t mlen = TP_STATUS - sizeof rc;
+    if (len < sizeof uid || !uid) {
+        snprintf(msg, mlen, "malformed LoRA load command");
+    } else if (!lora_hooks.load) {
+        snprintf(msg, mlen, "this rank cannot load LoRA adapters (no hooks installed)");
+    } else if (tab_find(tb, uid)) {
+        snprintf(msg, mlen, "adapter id %llu is loaded already", (unsigned long long)uid);
+    } else if (tab_reserve(tb)) {
+        snprintf(msg, mlen, "out of memory");
+    } else {
+        const model_adapter *ad = lora_hooks.load(m, pay + sizeof uid, len - sizeof uid, uid, msg, mlen);
+        if (ad) {
+            tb->uid[tb->n] = uid, tb->ad[tb->n++] = ad;
+            rc = 0;
+        }
+    }
+    memcpy(st, &rc, sizeof rc);
+    if (rc) log_error("tensor-parallel rank %d: %s", t->rank, msg);
+    return dist_gather(t->g, st, TP_STATUS, NULL, 0, DIST_TIMEOUT_DEFAULT) ? -1 : 0;
+}
+
 int model_tp_worker_loop(model *m, tpool *pool)
 {
     model_tp *t = &m->w->tp;
@@ -358,6 +562,8 @@ int model_tp_worker_loop(model *m, tpool *pool)
     const int32_t **slots = NULL;
     float *out = NULL;
     size_t out_cap = 0;
+    tp_lora_tab tab = {0};
+    const model_adapter **bad = NULL; /* the batch's adapters */
     int rc = -1;
     log_info("tensor-parallel rank %d of %d ready (%s backend)", t->rank, t->size, dist_backend(t->g));
     for (;;) {
@@ -385,6 +591,32 @@ int model_tp_worker_loop(model *m, tpool *pool)
         if (h.cmd == TP_CMD_KV_DESTROY) {
             model_kv_destroy(kvs[h.kv_id]);
             kvs[h.kv_id] = NULL;
+            continue;
+        }
+        if ((h.cmd == TP_CMD_LORA_LOAD || h.cmd == TP_CMD_LORA_FREE) && h.payload >= 0) {
+            size_t need = (size_t)h.payload, first = need < TP_MSG - sizeof h ? need : TP_MSG - sizeof h;
+            char *lp = malloc(need + 8);
+            if (!lp) {
+                dist_abort(t->g, "out of memory for a LoRA command");
+                break;
+            }
+            memcpy(lp, msg + sizeof h, first);
+            if (need > first && dist_bcast(t->g, lp + first, need - first, 0, DIST_TIMEOUT_DEFAULT)) {
+                free(lp);
+                break;
+            }
+            int lrc = 0;
+            if (h.cmd == TP_CMD_LORA_LOAD) {
+                lrc = worker_lora_load(m, &tab, lp, need);
+            } else {
+                for (int i = 0; i < h.n_free && (size_t)(i + 1) * 8 <= need; i++) {
+                    uint64_t u;
+                    memcpy(&u, lp + (size_t)i * 8, 8);
+                    tab_free_uid(&tab, u);
+                }
+            }
+            free(lp);
+            if (lrc) break;
             continue;
         }
         if (h.cmd != TP_CMD_FORWARD || !kvs[h.kv_id] || h.payload < 0) {
@@ -418,6 +650,34 @@ int model_tp_worker_loop(model *m, tpool *pool)
         const int32_t *q = pay;
         model_batch b = {.n_tokens = h.n_tokens, .n_seqs = h.n_seqs, .n_logits = h.n_logits,
                          .want_hidden = h.want_hidden};
+        /* LoRA: the shards rank 0 freed, then the batch's adapters by uid */
+        for (int i = 0; i < h.n_free; i++, q += 2) {
+            uint64_t u;
+            memcpy(&u, q, sizeof u);
+            tab_free_uid(&tab, u);
+        }
+        if (h.n_ad > 0) {
+            free(bad);
+            bad = malloc(sizeof *bad * (size_t)h.n_ad);
+            if (!bad) {
+                dist_abort(t->g, "out of memory for a batch");
+                break;
+            }
+            int missing = 0;
+            for (int i = 0; i < h.n_ad; i++, q += 2) {
+                uint64_t u;
+                memcpy(&u, q, sizeof u);
+                if (!(bad[i] = tab_find(&tab, u))) missing = 1;
+            }
+            if (missing) {
+                char e[128];
+                snprintf(e, sizeof e, "rank %d: a batch names a LoRA adapter this rank did not load", t->rank);
+                dist_abort(t->g, e);
+                break;
+            }
+            b.n_adapters = h.n_ad, b.adapters = bad, b.seq_adapter = q;
+            q += h.n_seqs;
+        }
         b.tokens = q, q += h.n_tokens;
         b.positions = q, q += h.n_tokens;
         b.seq_start = q, q += h.n_seqs + 1;
@@ -436,6 +696,8 @@ int model_tp_worker_loop(model *m, tpool *pool)
     }
     if (rc) log_error("tensor-parallel rank %d: %s", t->rank, dist_error(t->g));
     for (int i = 0; i < TP_MAX_KV; i++) model_kv_destroy(kvs[i]);
+    while (tab.n) tab_free_uid(&tab, tab.uid[tab.n - 1]);
+    free(tab.uid), free(tab.ad), free(bad);
     free(pay), free(slots), free(out);
     return rc;
 }

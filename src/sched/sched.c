@@ -77,6 +77,8 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
         log_info("KV budget: (MemAvailable %.1f GiB + weights %.2f GiB) x mem_fraction_static %.2f - weights = %.2f GiB",
                  avail / 1073741824.0, wb / 1073741824.0, frac, budget / 1073741824.0);
     }
+    int64_t n_states = 0; /* hybrid Mamba2 models: recurrent states beside the KV cache */
+    if (c->n_mamba && sched_kv_mamba_plan(m, a, kdt, &tokens, &n_states, err, errlen)) return NULL;
     tokens = tokens / P * P;
     if (tokens > (INT32_MAX - P) / P * P) tokens = (INT32_MAX - P) / P * P;
     if (tokens < 2 * (int64_t)P || tokens < 4) {
@@ -127,8 +129,13 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->adm.new_token_ratio = s->adm.init_ratio;
     s->eng.kv = model_kv_create(m, (int)tokens, kdt);
     s->eng.pool = kv_pool_create(tokens / P, P);
+    if (n_states && s->eng.kv && sched_kv_mamba_init(s, n_states)) {
+        snprintf(err, errlen, "out of memory for %" PRId64 " Mamba states", n_states);
+        sched_destroy(s);
+        return NULL;
+    }
     s->eng.tree = s->eng.pool
-                      ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, a->disable_radix_cache)
+                      ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, s->a.disable_radix_cache)
                       : NULL;
     int nth = a->threads > 0 ? a->threads : (cpu_get()->n_cores > 0 ? cpu_get()->n_cores : 1);
     s->eng.tp = tpool_create(nth);
@@ -152,7 +159,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
              "KV %.2f GiB (%zu bytes/token), schedule_policy=%s%s",
              tokens, a->chunked_prefill_size, a->max_prefill_tokens, s->lim.max_running, c->context_length, P,
              dtype_name(kdt), (double)tokens * (double)per_token / 1073741824.0, per_token,
-             sched_policy_name(a->schedule_policy), a->disable_radix_cache ? ", radix cache disabled" : "");
+             sched_policy_name(a->schedule_policy), s->a.disable_radix_cache ? ", radix cache disabled" : "");
     return s;
 }
 
@@ -203,6 +210,8 @@ void sched_destroy(sched *s)
     }
     kv_radix_destroy(s->eng.tree);
     kv_pool_destroy(s->eng.pool);
+    mamba_state_pool_destroy(s->eng.mpool);
+    free(s->eng.b_state);
     model_kv_destroy(s->eng.kv);
     if (s->eng.tp) tpool_destroy(s->eng.tp);
     free(s->q.waiting);

@@ -127,6 +127,11 @@ typedef struct sched_args {
                                        * (prefill only, see "Embedding mode" above) */
     int max_loras_per_batch;          /* --max-loras-per-batch: distinct adapters (the base
                                        * counting as one, as SGLang) in a running batch; 0 = no limit */
+    /* hybrid Mamba2 models (kv/mamba_state.h): */
+    int max_mamba_cache_size;         /* --max-mamba-cache-size: states, 0 = derived */
+    int mamba_ssm_dtype;              /* --mamba-ssm-dtype: DTYPE_F32 (default) or DTYPE_BF16 */
+    double mamba_full_memory_ratio;   /* --mamba-full-memory-ratio: states / KV memory, default 0.9 */
+    bool mamba_extra_buffer;          /* --mamba-scheduler-strategy extra_buffer (refused) */
 } sched_args;
 
 void sched_args_init(sched_args *a);
@@ -285,6 +290,10 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                               int max_draft);
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);
+/* Inside a draft hook call only (else NULL): the KV slots of the request
+ * being drafted, one per position of seq (the last one's K/V not computed
+ * yet).  EAGLE reads the target's hidden states of those slots. */
+const int32_t *sched_draft_slots(const sched *s);
 
 /* Constrained decoding (sampling_params json_schema / regex / ebnf /
  * structural_tag).  q compiles the grammars on its own thread(s) (its

@@ -23,6 +23,8 @@ void sched_args_init(sched_args *a)
     a->radix_eviction_policy = KV_EVICT_LRU;
     a->priority_scheduling_preemption_threshold = 10;
     a->stream_interval = 1;
+    a->mamba_ssm_dtype = DTYPE_F32;
+    a->mamba_full_memory_ratio = 0.9;
 }
 
 static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "lof", "random"};

@@ -258,6 +258,11 @@ int sched_batch_build_prefill(sched *s, int n_mixed)
         w->kv.rr.protected_len = 0;
         prefix = kv_radix_req_match(s->eng.tree, &w->kv.rr, w->tok.seq, mlen, w->kv.pages);
         w->kv.holds_kv = true;
+        if (s->eng.mpool && sched_kv_mamba_take(s, w)) { /* hybrid Mamba2: every state slot is taken */
+            log_debug("admission stops: no Mamba state slot for request %s", w->who.rid);
+            sched_kv_release(s, w, false);
+            break;
+        }
         w->kv.n_pages = prefix / s->lim.P;
         sched_kv_set_slots(s, w, 0);
         w->kv.kv_len = prefix;
@@ -344,7 +349,9 @@ void sched_batch_draft(sched *s)
         int64_t c = r->spec.cap_draft;
         if (sched_grow((void **)&r->spec.draft, &c, max, sizeof(int32_t))) continue;
         r->spec.cap_draft = (int)c;
+        s->hooks.draft_slots = r->kv.slots; /* sched_draft_slots */
         int n = s->hooks.draft_fn(s->hooks.draft_ctx, r->who.id, r->who.index, r->tok.seq, r->tok.len, r->spec.draft, max);
+        s->hooks.draft_slots = NULL;
         if (n <= 0) continue;
         if (n > max) n = max;
         bool ok = true;
@@ -375,6 +382,10 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
         log_error("out of memory for a batch of %" PRId64 " tokens", n_tok);
         return -1;
     }
+    if (s->eng.mpool && sched_kv_mamba_reserve(s, n_seq)) {
+        log_error("out of memory for a batch of %d sequences", n_seq);
+        return -1;
+    }
     int t = 0, nl = 0, n_ads = 0;
     for (int b = 0; b < n_seq; b++) {
         bool prefill = b < s->buf.n_batch;
@@ -394,6 +405,7 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
         /* a prompt's chunks all see its whole length (longrope's table choice) */
         s->buf.b_ropelen[b] = (int32_t)max64(r->kv.kv_len + ext + nd, r->tok.len);
         s->buf.b_slots[b] = r->kv.slots;
+        if (s->eng.mpool) s->eng.b_state[b] = r->kv.mamba_slot;
         /* LoRA: the step's adapter list, each once */
         s->buf.b_seq_ad[b] = -1;
         if (r->lora.ad) {
@@ -427,6 +439,7 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
                         .seq_start = s->buf.b_start, .seq_kv_len = s->buf.b_kvlen, .seq_slots = s->buf.b_slots,
                         .seq_rope_len = s->buf.b_ropelen, .n_logits = nl, .logit_rows = s->buf.b_rows, .want_hidden = s->a.is_embedding,
                         .n_adapters = n_ads, .adapters = s->buf.b_ads,
-                        .seq_adapter = n_ads ? s->buf.b_seq_ad : NULL};
+                        .seq_adapter = n_ads ? s->buf.b_seq_ad : NULL,
+                        .seq_state = s->eng.mpool ? s->eng.b_state : NULL};
     return 0;
 }

@@ -61,6 +61,7 @@
 #include "grammar/grammar_queue.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_radix.h"
+#include "kv/mamba_state.h"
 #include "sampling/sampler.h"
 #include "sched/sched.h"
 
@@ -132,6 +133,8 @@ typedef struct sreq {
         int64_t extend;         /* tokens prefilled in the current step */
         int64_t already_computed; /* most KV ever computed (cached_tokens accounting) */
         int64_t cached_tokens;
+        bool holds_mamba;       /* hybrid Mamba2 models: mamba_slot is this request's state */
+        int32_t mamba_slot;
     } kv;
     struct {                    /* LoRA */
         struct lora_adapter *ad; /* owned reference or NULL (base model) */
@@ -208,6 +211,9 @@ struct sched {
         kv_pool *pool;          /* owned */
         kv_radix *tree;         /* owned */
         tpool *tp;              /* owned */
+        mamba_state_pool *mpool; /* owned; hybrid Mamba2 models' state slots, else NULL */
+        int32_t *b_state;       /* (buf.cap_seqs of the step) the batch's state slots (owned) */
+        int cap_state;
     } eng;
     struct {                    /* sizes and limits derived at create */
         int P;                  /* page size */
@@ -286,6 +292,7 @@ struct sched {
         sched_draft_fn draft_fn; /* speculative decoding seam */
         void *draft_ctx;        /* borrowed */
         int max_draft;
+        const int32_t *draft_slots; /* during a draft hook call: that request's KV slots (EAGLE) */
     } hooks;
     struct {                    /* outbox (out.mu) */
         pthread_mutex_t mu;     /* guards this group and stats.st_pub */

@@ -242,6 +242,8 @@ void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
     s->hooks.max_draft = fn && max_draft > 0 ? max_draft : 0;
 }
 
+const int32_t *sched_draft_slots(const sched *s) { return s->hooks.draft_slots; }
+
 static void inbox_push(sched *s, sreq *r)
 {
     pthread_mutex_lock(&s->in.mu);

@@ -10,6 +10,7 @@
 #include "sched/sched_kv.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sched/sched_util.h"
@@ -70,6 +71,11 @@ int sched_kv_alloc_upto(sched *s, sreq *r, int64_t upto)
  * afterwards. */
 void sched_kv_release(sched *s, sreq *r, bool insert)
 {
+    if (r->kv.holds_mamba) { /* a recurrent state is never cached: its slot goes back */
+        if (mamba_state_free(s->eng.mpool, r->kv.mamba_slot))
+            log_error("request %s: could not free its Mamba state", r->who.rid);
+        r->kv.holds_mamba = false;
+    }
     if (!r->kv.holds_kv) return;
     int64_t keep = kv_pool_pages_for(s->eng.pool, r->kv.kv_len);
     if (r->kv.n_pages > keep) {
@@ -101,5 +107,78 @@ int sched_kv_cache_prefill(sched *s, sreq *r)
         return -1;
     }
     sched_kv_set_slots(s, r, 0);
+    return 0;
+}
+
+/* ---- hybrid Mamba2 models: state slots ------------------------------------- */
+
+int sched_kv_mamba_plan(model *m, const sched_args *a, dtype kdt, int64_t *tokens, int64_t *n_states,
+                        char *err, size_t errlen)
+{
+    if (a->mamba_ssm_dtype != DTYPE_F32 && a->mamba_ssm_dtype != DTYPE_BF16) {
+        snprintf(err, errlen, "--mamba-ssm-dtype: only float32 and bfloat16 SSM states are supported on CPU");
+        return -1;
+    }
+    if (a->mamba_extra_buffer) {
+        snprintf(err, errlen, "--mamba-scheduler-strategy extra_buffer (state checkpoints every "
+                 "--mamba-track-interval tokens for prefix caching) is not supported yet; use auto or no_buffer");
+        return -1;
+    }
+    const double r = a->mamba_full_memory_ratio > 0 ? a->mamba_full_memory_ratio : 0.9;
+    const size_t sb = model_mamba_state_bytes(m, (dtype)a->mamba_ssm_dtype);
+    const double pt = (double)model_kv_token_bytes(m, kdt), kv_bytes = (double)*tokens * pt;
+    double left;
+    int64_t n;
+    if (a->max_total_tokens > 0) { /* the KV cache is fixed: the states come beside it */
+        n = mamba_state_count(a->max_mamba_cache_size, a->max_running_requests, kv_bytes * (1.0 + r), r, sb, &left);
+    } else { /* one budget for both, split by the ratio (SGLang's handle_max_mamba_cache) */
+        n = mamba_state_count(a->max_mamba_cache_size, a->max_running_requests, kv_bytes, r, sb, &left);
+        *tokens = (int64_t)(left / pt);
+    }
+    if (n > 1 << 20) n = 1 << 20;
+    if (n < 1) {
+        snprintf(err, errlen, "not enough memory for one Mamba state (%.1f MiB); set --max-mamba-cache-size, "
+                 "--max-running-requests or raise --mem-fraction-static", sb / 1048576.0);
+        return -1;
+    }
+    *n_states = n;
+    log_info("Mamba cache: %" PRId64 " states x %.2f MiB (SSM %s) = %.2f GiB%s", n, sb / 1048576.0,
+             dtype_name((dtype)a->mamba_ssm_dtype), (double)n * (double)sb / 1073741824.0,
+             a->max_mamba_cache_size > 0 ? " (--max-mamba-cache-size)"
+             : a->max_running_requests > 0 ? " (--max-running-requests)" : "");
+    return 0;
+}
+
+int sched_kv_mamba_init(sched *s, int64_t n_states)
+{
+    if (model_kv_set_mamba_states(s->eng.m, s->eng.kv, (int)n_states, (dtype)s->a.mamba_ssm_dtype)) return -1;
+    s->eng.mpool = mamba_state_pool_create((int)n_states);
+    if (!s->eng.mpool) return -1;
+    if (s->lim.max_running > n_states) s->lim.max_running = (int)n_states;
+    if (!s->a.disable_radix_cache)
+        log_info("radix cache disabled for %s: a Mamba state summarises its whole prefix, so a cached "
+                 "prefix cannot be resumed without state checkpoints (--mamba-scheduler-strategy "
+                 "extra_buffer, not supported yet)", s->eng.c->architecture);
+    s->a.disable_radix_cache = true;
+    return 0;
+}
+
+int sched_kv_mamba_take(sched *s, sreq *r)
+{
+    if (r->kv.holds_mamba) return 0;
+    int32_t id = mamba_state_alloc(s->eng.mpool);
+    if (id < 0) return -1;
+    r->kv.mamba_slot = id;
+    r->kv.holds_mamba = true;
+    return 0;
+}
+
+int sched_kv_mamba_reserve(sched *s, int n)
+{
+    if (n <= s->eng.cap_state) return 0;
+    int32_t *g = realloc(s->eng.b_state, sizeof(int32_t) * (size_t)n);
+    if (!g) return -1;
+    s->eng.b_state = g;
+    s->eng.cap_state = n;
     return 0;
 }

@@ -31,4 +31,18 @@ void sched_kv_release(sched *s, sreq *r, bool insert);
  * longer be trusted (r->kv_broken set: release it without insert). */
 int sched_kv_cache_prefill(sched *s, sreq *r);
 
+/* Hybrid Mamba2 models (kv/mamba_state.h).  Before the KV cache is made:
+ * check the mamba arguments, decide the number of states (*n_states) and
+ * shrink *tokens to what the KV cache keeps of the budget.  0, or -1 with
+ * err. */
+int sched_kv_mamba_plan(model *m, const sched_args *a, dtype kdt, int64_t *tokens, int64_t *n_states,
+                        char *err, size_t errlen);
+/* After it: the states in s's KV cache, the slot pool, max_running capped,
+ * the radix cache off (logged).  0 or -1 (out of memory). */
+int sched_kv_mamba_init(sched *s, int64_t n_states);
+/* Admission: a state slot for r; 0, or -1 when none is free. */
+int sched_kv_mamba_take(sched *s, sreq *r);
+/* Room for n sequences in s->eng.b_state; 0 or -1. */
+int sched_kv_mamba_reserve(sched *s, int n);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "spec/spec_draft.h"
+#include "spec/spec_eagle.h"
 #include "util/log.h"
 
 #define GC_EVERY 4096
@@ -35,6 +36,8 @@ struct spec_drafter {
     int k;                       /* num_draft_tokens - 1 */
     spec_ngram *trie;            /* NGRAM: owned */
     spec_draft *draft;           /* STANDALONE: owned (the model is borrowed) */
+    spec_eagle *eagle;           /* EAGLE / EAGLE3: owned (the target is borrowed) */
+    sched *s;                    /* EAGLE: the scheduler attached to (sched_draft_slots) */
     spec_req *tab;               /* (cap) */
     uint64_t cap, n;
     uint64_t tick;
@@ -54,18 +57,23 @@ int spec_algo_parse(const char *name)
     if (!name) return SPEC_ALGO_NONE;
     if (!strcmp(name, "NGRAM")) return SPEC_ALGO_NGRAM;
     if (!strcmp(name, "STANDALONE")) return SPEC_ALGO_STANDALONE;
+    if (!strcmp(name, "EAGLE") || !strcmp(name, "NEXTN")) return SPEC_ALGO_EAGLE;
+    if (!strcmp(name, "EAGLE3")) return SPEC_ALGO_EAGLE3;
     return -1;
 }
 
 spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
 {
-    if (a->algo != SPEC_ALGO_NGRAM && !(a->algo == SPEC_ALGO_STANDALONE && a->draft_model)) {
-        snprintf(err, errlen, "speculative algorithm %d is not available (STANDALONE needs a draft model)", (int)a->algo);
+    bool eagle = a->algo == SPEC_ALGO_EAGLE || a->algo == SPEC_ALGO_EAGLE3;
+    if (a->algo != SPEC_ALGO_NGRAM && !(a->algo == SPEC_ALGO_STANDALONE && a->draft_model) &&
+        !(eagle && a->eagle_path && a->target_model)) {
+        snprintf(err, errlen, "speculative algorithm %d is not available (STANDALONE needs a draft model, EAGLE a head and the target)",
+                 (int)a->algo);
         return NULL;
     }
-    int ndt = a->num_draft_tokens > 0                ? a->num_draft_tokens
-              : a->algo == SPEC_ALGO_STANDALONE ? 4 /* SGLang's num_steps 3 + 1 */
-                                                 : a->ngram.max_match_window;
+    int ndt = a->num_draft_tokens > 0                          ? a->num_draft_tokens
+              : a->algo == SPEC_ALGO_STANDALONE || eagle ? 4 /* SGLang's num_steps 3 + 1 */
+                                                           : a->ngram.max_match_window;
     if (ndt < 1 || ndt > 64) {
         snprintf(err, errlen, "--speculative-num-draft-tokens must be between 1 and 64 (got %d)", ndt);
         return NULL;
@@ -80,6 +88,9 @@ spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
     d->k = ndt - 1;
     bool ok;
     if (a->algo == SPEC_ALGO_NGRAM) ok = (d->trie = spec_ngram_create(&a->ngram, err, errlen)) != NULL;
+    else if (eagle)
+        ok = (d->eagle = spec_eagle_create(a->eagle_path, a->algo == SPEC_ALGO_EAGLE3, a->target_model, a->target_slots,
+                                           a->draft_kv_tokens > 0 ? a->draft_kv_tokens : 65536, err, errlen)) != NULL;
     else
         ok = (d->draft = spec_draft_create(a->draft_model, a->target_vocab, a->draft_kv_tokens > 0 ? a->draft_kv_tokens : 65536,
                                            a->draft_threads, err, errlen)) != NULL;
@@ -100,21 +111,27 @@ void spec_drafter_destroy(spec_drafter *d)
         free(d->tab[i].last);
         spec_ngram_cursor_free(&d->tab[i].cur);
         if (d->draft && d->tab[i].id) spec_draft_req_release(d->draft, &d->tab[i].dr);
+        if (d->eagle && d->tab[i].id) spec_eagle_req_release(d->eagle, &d->tab[i].dr);
     }
     free(d->tab);
     spec_ngram_destroy(d->trie);
     spec_draft_destroy(d->draft);
+    spec_eagle_destroy(d->eagle);
     free(d);
 }
 
-void spec_drafter_attach(spec_drafter *d, sched *s) { sched_set_draft_hook(s, spec_drafter_draft, d, d->k); }
+void spec_drafter_attach(spec_drafter *d, sched *s)
+{
+    d->s = s;
+    sched_set_draft_hook(s, spec_drafter_draft, d, d->k);
+}
 
 void spec_drafter_get_stats(const spec_drafter *d, spec_drafter_stats *st)
 {
     *st = d->st;
     st->tracked = (int64_t)d->n;
     st->trie_nodes = d->trie ? spec_ngram_size(d->trie) : 0;
-    st->draft_slots = d->draft ? spec_draft_slots_used(d->draft) : 0;
+    st->draft_slots = d->draft ? spec_draft_slots_used(d->draft) : d->eagle ? spec_eagle_slots_used(d->eagle) : 0;
 }
 
 /* ---- the per-request table ------------------------------------------------ */
@@ -146,6 +163,7 @@ static int rebuild(spec_drafter *d, uint64_t new_cap, bool keep_all)
             free(e->last);
             spec_ngram_cursor_free(&e->cur);
             if (d->draft) spec_draft_req_release(d->draft, &e->dr);
+            if (d->eagle) spec_eagle_req_release(d->eagle, &e->dr);
             continue;
         }
         *slot_of(nt, new_cap, e->id, e->index) = *e;
@@ -222,8 +240,9 @@ int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, in
     int k = max_draft < e->k_cap ? max_draft : e->k_cap;
     if (k > d->k) k = d->k;
     if (k <= 0) return 0;
-    int n = d->trie ? spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k)
-                    : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
+    int n = d->trie    ? spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k)
+            : d->eagle ? spec_eagle_propose(d->eagle, &e->dr, seq, len, d->s ? sched_draft_slots(d->s) : NULL, draft, k)
+                       : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
     if (n > 0) {
         memcpy(e->last, draft, sizeof(int32_t) * (size_t)n);
         e->n_last = n;

@@ -13,8 +13,10 @@
  *   spec_drafter ── per-request table (id, sibling) -> { tokens already
  *        │            inserted in the trie, the last draft, back-off }
  *        ├── NGRAM       spec_ngram: one trie over every prompt and output
- *        └── STANDALONE  spec_draft: greedy tokens of a draft model (its own
- *                        run state, KV and pool; spec_draft.h)
+ *        ├── STANDALONE  spec_draft: greedy tokens of a draft model (its own
+ *        │               run state, KV and pool; spec_draft.h)
+ *        └── EAGLE(3)    spec_eagle: a one-layer head over the target's
+ *                        captured hidden states (spec_eagle.h)
  *
  * Each call: (NGRAM) insert the tokens of the sequence not yet in the
  * trie; measure how many tokens of this request's previous draft came
@@ -49,7 +51,7 @@
 #include "sched/sched.h"
 #include "spec/spec_ngram.h"
 
-typedef enum { SPEC_ALGO_NONE = 0, SPEC_ALGO_NGRAM, SPEC_ALGO_STANDALONE } spec_algo;
+typedef enum { SPEC_ALGO_NONE = 0, SPEC_ALGO_NGRAM, SPEC_ALGO_STANDALONE, SPEC_ALGO_EAGLE, SPEC_ALGO_EAGLE3 } spec_algo;
 
 typedef struct spec_args {
     spec_algo algo;
@@ -62,11 +64,14 @@ typedef struct spec_args {
     int target_vocab;            /* STANDALONE: the target's vocabulary size (must equal the draft's) */
     int64_t draft_kv_tokens;     /* STANDALONE: draft KV slots over all requests (0 = 65536) */
     int draft_threads;           /* STANDALONE: compute threads of the draft runner (0 = 1) */
+    const char *eagle_path;      /* EAGLE / EAGLE3: the head's folder (spec_eagle.h) */
+    model *target_model;         /* EAGLE / EAGLE3: the scheduler's model (borrowed; capture installed on it) */
+    int64_t target_slots;        /* EAGLE / EAGLE3: the scheduler's KV slots */
 } spec_args;
 
 void spec_args_init(spec_args *a);
-/* "NGRAM" / "STANDALONE" -> spec_algo; -1 for the names SGLang has that
- * sglc does not (EAGLE, EAGLE3, NEXTN) or unknown ones. */
+/* "NGRAM" / "STANDALONE" / "EAGLE" / "EAGLE3" / "NEXTN" (= EAGLE, as
+ * SGLang maps it) -> spec_algo; -1 for unknown names. */
 int spec_algo_parse(const char *name);
 
 typedef struct spec_drafter spec_drafter;
@@ -88,7 +93,7 @@ typedef struct spec_drafter_stats {
     int64_t skipped;             /* calls answered 0 by the back-off */
     int64_t tracked;             /* requests in the table now */
     int64_t trie_nodes;          /* NGRAM: nodes in the trie */
-    int64_t draft_slots;         /* STANDALONE: draft KV slots in use */
+    int64_t draft_slots;         /* STANDALONE / EAGLE: draft KV slots in use */
 } spec_drafter_stats;
 void spec_drafter_get_stats(const spec_drafter *d, spec_drafter_stats *st);
 

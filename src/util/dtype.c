@@ -12,7 +12,8 @@ size_t dtype_size(dtype t)
     case DTYPE_F16: return 2;
     case DTYPE_BF16: return 2;
     case DTYPE_F8_E4M3:
-    case DTYPE_F8_E5M2: return 1;
+    case DTYPE_F8_E5M2:
+    case DTYPE_I8: return 1;
     default: return 0;
     }
 }
@@ -25,6 +26,7 @@ const char *dtype_name(dtype t)
     case DTYPE_BF16: return "bfloat16";
     case DTYPE_F8_E4M3: return "float8_e4m3fn";
     case DTYPE_F8_E5M2: return "float8_e5m2";
+    case DTYPE_I8: return "int8";
     default: return "unknown";
     }
 }

@@ -22,11 +22,14 @@ typedef enum dtype {
     DTYPE_BF16 = 2,
     DTYPE_F8_E4M3 = 3, /* float8_e4m3fn */
     DTYPE_F8_E5M2 = 4, /* float8_e5m2 */
+    DTYPE_I8 = 5,      /* int8: only sglc's own KV cache type (--kv-cache-dtype int8: a byte per
+                        * value plus an f32 scale per token and KV head, kernels.h); never a
+                        * weight or activation type, and dtype_parse does not accept it */
     DTYPE_COUNT
 } dtype;
 
 size_t dtype_size(dtype t);
-const char *dtype_name(dtype t); /* "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2" */
+const char *dtype_name(dtype t); /* "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int8" */
 /* Accepts float32/float/fp32, float16/half/fp16, bfloat16/bf16,
  * float8_e4m3fn/fp8_e4m3/F8_E4M3, float8_e5m2/fp8_e5m2/F8_E5M2. -1 if unknown. */
 int dtype_parse(const char *s);

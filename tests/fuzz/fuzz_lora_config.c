@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         lora_config c;
         if (lora_config_parse(buf, size - 1, &c, err, sizeof err) == 0) {
             if (c.r < 1 || c.r > LINEAR_MAX_RANK || !c.targets) abort();
-            if (c.targets >> (LORA_T_EMBED + 1)) abort();
+            if (c.targets >> (LORA_T_KV_B + 1)) abort(); /* the highest target bit */
             char names[256];
             lora_targets_str(c.targets, names, sizeof names);
             if (!names[0]) abort();

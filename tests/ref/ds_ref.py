@@ -136,14 +136,20 @@ class DSConfig:
 
 class DSModel:
     def __init__(self, model_dir, dtype="float32", config_override=None, mla_mode="expanded",
-                 kv_bf16=False):
+                 kv_bf16=False, kv_int8=False):
         """kv_bf16: cached values are rounded to bf16 (what a bf16 KV cache
-        stores: K / V, or for mla_mode "latent" the latent + rope key)."""
+        stores: K / V, or for mla_mode "latent" the latent + rope key).
+        kv_int8 (mla_mode "latent" only): the latent row [c_kv | k_pe] is
+        rounded as sglc's --kv-cache-dtype int8 stores it, one head with one
+        scale per token (torch_ref.kv_int8_round)."""
         with open(os.path.join(model_dir, "config.json")) as f:
             raw = json.load(f)
         raw.update(config_override or {})
         self.cfg = cfg = DSConfig(raw)
         self.mla_mode = mla_mode
+        self.kv_int8 = kv_int8
+        if kv_int8 and mla_mode != "latent":
+            raise RefError("kv_int8 is for mla_mode latent")
         self.kv_round = ((lambda t: t.to(torch.bfloat16).to(torch.float32)) if kv_bf16
                          else (lambda t: t))
         st = torch_ref.load_state(model_dir)
@@ -341,6 +347,9 @@ class DSModel:
             # out[h] = Wv[h] (sum_j p_j c_j).  Never forms K or V.
             old = self.cache[li]
             c_kv, k_pe = self.kv_round(c_kv), self.kv_round(k_pe)
+            if self.kv_int8:
+                row = torch_ref.kv_int8_round(torch.cat([c_kv, k_pe[:, 0]], -1)[:, None, :])[:, 0]
+                c_kv, k_pe = row[:, :cfg.kv_lora], row[:, None, cfg.kv_lora:]
             C = c_kv if old is None else torch.cat([old[0], c_kv], 0)
             P = k_pe[:, 0] if old is None else torch.cat([old[1], k_pe[:, 0]], 0)
             self.cache[li] = (C, P)

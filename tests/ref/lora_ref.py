@@ -17,8 +17,14 @@ DESIGN
   64-token prompt logits within 1e-4 (max|d| / max|ref|, f32) and the same
   greedy ids.  Before that, the adapter must move the reference logits by
   far more than the tolerance (so the check would catch an ignored delta).
-  MoE models take attention adapters only (their MLP is experts), except
-  a dense layer's MLP (mlp_only_layers); MLA models are skipped.
+  On MoE models the MLP targets adapt every expert (PEFT's names:
+  mlp.experts.E.gate_proj, Mixtral's block_sparse_moe.experts.E.w1 / w3 /
+  w2) and the shared experts (mlp.shared_expert(s).*), as PEFT does when
+  target_modules names gate_proj / up_proj / down_proj (w1 / w3 / w2).
+  --family ds: make_tiny_ds.py's Qwen2-MoE and DeepSeek V2 / V3 models
+  (reference ds_ref.DSModel, expanded MLA) with adapters on the MLA
+  projections (q_proj or q_a_proj / q_b_proj, kv_a_proj_with_mqa,
+  kv_b_proj, o_proj) and on routed + shared experts.
   --family gemma / phi3: the same check on gemma_ref.py's Gemma 2 / 3
   models (reference gemma_ref.Model; the multimodal ones under their
   language_model.* names) and phi3_ref.py's (reference phi3_ref.Phi3),
@@ -47,6 +53,9 @@ import torch_ref  # noqa: E402
 
 ATTN = ["q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj"]
 MLP = ["gate_proj", "up_proj", "down_proj", "gate_up_proj"]
+MLA = ["q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"]
+# PEFT matches target_modules by a module's last name: Mixtral's experts are w1 / w3 / w2
+LEAF = {"gate_proj": ("gate_proj", "w1"), "up_proj": ("up_proj", "w3"), "down_proj": ("down_proj", "w2")}
 # (rank, alpha, rslora, storage dtype, targets) per adapter variant; MoE
 # models drop the MLP targets
 VARIANTS = [
@@ -54,6 +63,13 @@ VARIANTS = [
     (3, 5, True, "BF16", ["q_proj", "v_proj", "down_proj"]),
     (16, 8, False, "F16", ["k_proj", "o_proj", "up_proj", "gate_proj", "lm_head"]),
     (4, 12, False, "BF16", ["embed_tokens", "v_proj"]),
+]
+# DeepSeek (MLA + routed / shared experts, dense first layers) and Qwen2-MoE
+DS_VARIANTS = [
+    (8, 16, False, "F32", ATTN[:4] + MLA + MLP[:3]),
+    (3, 5, True, "BF16", ["kv_b_proj"]),
+    (6, 8, False, "F16", ["q_proj", "q_b_proj", "o_proj", "gate_proj", "lm_head"]),
+    (4, 12, False, "BF16", ["kv_a_proj_with_mqa", "up_proj", "down_proj", "embed_tokens"]),
 ]
 # Phi-3's checkpoint fuses q/k/v and gate/up, and so do PEFT adapters of it
 # (one A, B rows = the q, k, v rows / the gate, up rows)
@@ -83,16 +99,6 @@ def stored(a64, tag):
     return a64.astype(np.float32)
 
 
-def is_moe_layer(cfg, i):
-    arch = cfg["architectures"][0]
-    if arch in ("MixtralForCausalLM", "GraniteMoeForCausalLM"):
-        return True
-    if arch in ("Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"):
-        return (cfg.get("num_experts", 128) > 0 and i not in (cfg.get("mlp_only_layers") or [])
-                and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
-    return False
-
-
 def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets, wp="model."):
     """Writes the PEFT folder; returns {weight name: merged float64 weight}.
     wp: the text model's prefix of the checkpoint's layer names (PEFT's
@@ -101,26 +107,29 @@ def make_adapter(out_dir, base_state, cfg, seed, r, alpha, rslora, tag, targets,
     scale = alpha / np.sqrt(r) if rslora else alpha / r
     L = cfg["num_hidden_layers"] if "num_hidden_layers" in cfg else cfg["text_config"]["num_hidden_layers"]
     tensors, merged, used = {}, {}, set()
+    # every 2-D layer weight whose module's last name is a target (as PEFT
+    # matches target_modules): attention, dense MLPs, experts, shared experts;
+    # a checkpoint's fused qkv_proj / gate_up_proj only when targeted so.
+    # Drawn per layer in target order, experts in numeric order.
     for i in range(L):
-        for mod in targets:
-            if mod == "lm_head":
-                continue
-            if mod in MLP and is_moe_layer(cfg, i):
-                continue
-            grp = "self_attn" if mod in ATTN else "mlp"
-            wname = f"{wp}layers.{i}.{grp}.{mod}.weight"
-            if wname not in base_state:
-                continue  # fused in the checkpoint (qkv_proj / gate_up_proj): not a PEFT target here
+        lp = f"{wp}layers.{i}."
+        names = sorted((k for k in base_state if k.startswith(lp) and k.endswith(".weight")
+                        and base_state[k].dim() == 2),
+                       key=lambda k: [int(x) if x.isdigit() else x for x in k.split(".")])
+        todo = [w for mod in targets for lf in LEAF.get(mod, (mod,))
+                for w in names if w.split(".")[-2] == lf]
+        for wname in todo:
+            leaf = wname.split(".")[-2]
             W = base_state[wname].numpy().astype(np.float64)
             n, k = W.shape
             A = round_to(rng.standard_normal((r, k)) / np.sqrt(k), tag)
             # |scale B A x| ~ 0.3 |W x|: a clear change, logits stay O(1)
             B = round_to(rng.standard_normal((n, r)) * 0.3 / (np.sqrt(r) * scale), tag)
-            pre = f"base_model.model.{wp}layers.{i}.{grp}.{mod}"
+            pre = "base_model.model." + wname[:-len(".weight")]
             tensors[pre + ".lora_A.weight"] = stored(A, tag)
             tensors[pre + ".lora_B.weight"] = stored(B, tag)
             merged[wname] = W + scale * (B @ A)
-            used.add(mod)
+            used.add(leaf)
     if "embed_tokens" in targets:
         # PEFT's Embedding LoRA: row t of the embedding gains scale * (B @ A[:, t])
         E = base_state["model.embed_tokens.weight"].numpy().astype(np.float64)
@@ -192,7 +201,14 @@ def check_family(a, family, work):
     """Gemma 2 / 3 (gemma_ref.py) and Phi-3 (phi3_ref.py, fused qkv_proj /
     gate_up_proj adapters) tiny models: the same check as main's loop, the
     reference being that family's own PyTorch model on the merged folder."""
-    if family == "gemma":
+    if family == "ds":
+        import ds_ref
+        import make_tiny_ds as ref
+        names = [n for n in ref.SPECS]
+        build = lambda n: ref.build(n, a.cache)[0]  # noqa: E731
+        model = lambda d: ds_ref.DSModel(d, "float32")  # noqa: E731
+        variants = DS_VARIANTS
+    elif family == "gemma":
         import gemma_ref as ref
         names = list(ref.SPECS)
         build = lambda n: ref.build(n, a.cache)[0]  # noqa: E731
@@ -226,6 +242,9 @@ def check_family(a, family, work):
         # sqrt(hidden) with the embedding); Phi-3: all (fused qkv / gate_up in each but one)
         vs = sorted({mi % len(variants), (mi + 1) % len(variants), 3}) if family == "gemma" \
             else range(len(variants))
+        if family == "ds":  # two per model, the kv_b_proj one on every MLA model
+            vs = {mi % len(variants), (mi + 2) % len(variants)}
+            vs = sorted(vs | {1} if cfg.get("kv_lora_rank") else (vs - {1}) | {0})
         if wp != "model.":
             vs = (0, 1)  # layers only (the embedding / head names of the wrapper are not written here)
         for v in vs:
@@ -391,7 +410,7 @@ def main():
     ap.add_argument("--cache", default=os.path.join(ROOT, "build", "tiny-models"))
     ap.add_argument("--shared", default=os.environ.get("SGLC_SHARED", os.path.join(ROOT, "..", "shared")))
     ap.add_argument("--only")
-    ap.add_argument("--family", choices=["tiny", "gemma", "phi3", "quant"], default="tiny",
+    ap.add_argument("--family", choices=["tiny", "gemma", "phi3", "quant", "ds"], default="tiny",
                     help="tiny: make_tiny_model.py's models; gemma / phi3: gemma_ref.py's "
                          "(text) / phi3_ref.py's")
     ap.add_argument("--write-adapters", metavar="DIR",
@@ -412,8 +431,9 @@ def main():
         if "lm_head.weight" not in state:
             state["lm_head.weight"] = state["model.embed_tokens.weight"]
         print(f32_dir)
+        vv = DS_VARIANTS if cfg.get("kv_lora_rank") else VARIANTS
         for i in range(a.n):
-            r, alpha, rslora, tag, targets = VARIANTS[i % len(VARIANTS)]
+            r, alpha, rslora, tag, targets = vv[i % len(vv)]
             ad = os.path.join(a.write_adapters, f"a{i}")
             make_adapter(ad, state, cfg, 7000 + i, r + i, alpha, rslora, tag, targets)
             print(ad)
@@ -437,9 +457,6 @@ def main():
             f32_dir = os.path.join(d, "f32")
             with open(os.path.join(f32_dir, "config.json")) as f:
                 cfg = json.load(f)
-            if cfg.get("kv_lora_rank"):
-                print(f"skip {name}: multi-head latent attention (no q/k/v_proj adapters on MLA)")
-                continue
             state = torch_ref.load_state(f32_dir)
             if "lm_head.weight" not in state:
                 state["lm_head.weight"] = state["model.embed_tokens.weight"]

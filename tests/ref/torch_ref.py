@@ -463,6 +463,8 @@ class Model:
                 k = self.rmsnorm(k, L["k_norm"])
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
+            if getattr(self, "kv_int8", False):  # --kv-int8: what sglc's int8 cache holds
+                k, v = kv_int8_round(k), kv_int8_round(v)
             if self.k_cache[li] is None:
                 self.k_cache[li], self.v_cache[li] = k, v
             else:
@@ -575,6 +577,17 @@ def parse_ids(s):
     return ids
 
 
+def kv_int8_round(x):
+    """sglc's --kv-cache-dtype int8 on (n, n_kv, head_dim): per token and kv head,
+    scale = absmax / 127, q = round-half-even(x / scale) clamped to [-127, 127],
+    stored value q * scale (a head of zeros stays zero).  f32 like sglc's store."""
+    x32 = x.float()
+    sc = x32.abs().amax(-1, keepdim=True) / 127.0
+    safe = torch.where(sc > 0, sc, torch.ones_like(sc))
+    q = torch.round(x32 / safe).clamp(-127, 127)
+    return torch.where(sc > 0, q * sc, torch.zeros_like(x32)).to(x.dtype)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model-path", required=True)
@@ -587,6 +600,8 @@ def main(argv=None):
                     help="only 0 (greedy) is supported")
     ap.add_argument("--ignore-eos", action="store_true")
     ap.add_argument("--dump-logits")
+    ap.add_argument("--kv-int8", action="store_true",
+                    help="round K/V as sglc's --kv-cache-dtype int8 stores them")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--embed", action="store_true",
                     help="embedding model: --input-ids holds ';'-separated prompts; prints "
@@ -615,6 +630,7 @@ def main(argv=None):
             return 0
         ids = parse_ids(a.input_ids)
         m = Model(a.model_path, a.dtype, a.compute, dynamic_mode=a.dynamic_rope)
+        m.kv_int8 = a.kv_int8
         bad = [i for i in ids if not 0 <= i < m.cfg.vocab]
         if bad:
             raise RefError(f"input id {bad[0]} outside vocab of {m.cfg.vocab}")

@@ -7,7 +7,11 @@
 # reference, the embedding adapter through Gemma's sqrt(hidden) scaling)
 # and Phi-3 / Phi-3.5 / Phi-4-mini (tests/ref/phi3_ref.py) with PEFT's
 # fused qkv_proj / gate_up_proj adapters (one A, B rows split q/k/v and
-# gate/up).
+# gate/up).  MoE models' MLP targets adapt every expert (qwen3-moe,
+# mixtral's w1/w3/w2); --family ds: Qwen2-MoE (experts + shared expert)
+# and DeepSeek V2-Lite / V2 / V3 (MLA: q_proj or q_a/q_b_proj,
+# kv_a_proj_with_mqa, kv_b_proj on the absorbed path, o_proj; routed and
+# shared experts) against tests/ref/ds_ref.py.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/TinyStories-656K/config.json \
@@ -24,4 +28,5 @@ rc=0
 "$PY" "$ROOT/tests/ref/lora_ref.py" --cache "$ROOT/build/tiny-models" || rc=1
 "$PY" "$ROOT/tests/ref/lora_ref.py" --family gemma --cache "$ROOT/build/tiny-models" || rc=1
 "$PY" "$ROOT/tests/ref/lora_ref.py" --family phi3 --cache "$ROOT/build/tiny-models" || rc=1
+"$PY" "$ROOT/tests/ref/lora_ref.py" --family ds --cache "$ROOT/build/tiny-models" || rc=1
 exit $rc

@@ -2,8 +2,9 @@
 # LoRA while serving (TinyStories-656K + random PEFT adapters written by
 # tests/ref/lora_ref.py --write-adapters): /generate lora_path (single and
 # batch lists) equals `generate --lora-path` offline; the OpenAI route picks
-# the adapter through "model": "BASE:ADAPTER"; unknown adapters are a 400
-# with SGLang's message; /v1/models lists the adapters; /load_lora_adapter and
+# the adapter through "model": "BASE:ADAPTER" or lora_path (/v1/completions:
+# a list with one entry per prompt; chat: a string or a one-entry list);
+# unknown adapters are a 400 with SGLang's message; /v1/models lists the adapters; /load_lora_adapter and
 # /unload_lora_adapter (admin key) with --max-loaded-loras eviction (pinned
 # stays); the radix cache never shares a prefix across adapters; loading and
 # unloading while requests run loses none of them.
@@ -31,7 +32,7 @@ offline "$T/a0" "Once upon a time" >"$T/ref_a0" && offline - "Once upon a time" 
 server_start "$T/log" --model-path "$M" --threads 2 --admin-api-key sekret \
     --lora-paths "a0=$T/a0" "{\"lora_name\":\"a1\",\"lora_path\":\"$T/a1\",\"pinned\":true}" \
     --max-loaded-loras 3 --max-loras-per-batch 3 --enable-lora-overlap-loading \
-    --lora-backend triton --skip-server-warmup || server_fail "$T/log"
+    --lora-backend triton --skip-server-warmup --chat-template chatml || server_fail "$T/log"
 "$PY" - "$SERVER_URL" "$T" <<'PY'
 import json, sys, threading, urllib.request, urllib.error
 url, tmp = sys.argv[1], sys.argv[2]
@@ -94,6 +95,46 @@ st, c = compl("TinyStories-656K", lora_path="a0")
 check(st == 200 and c["choices"][0]["text"] == g["text"], "/v1/completions explicit lora_path a0")
 st, c = compl("TinyStories-656K:zz")
 check(st == 400 and "not loaded: zz" in json.dumps(c), f"/v1/completions unknown adapter: 400 ({st})")
+# lora_path as a list: one adapter (or null) per prompt of a prompt list
+_, g1 = gen("The cat sat", "a1")
+st, c = compl("TinyStories-656K", prompt=["Once upon a time", "The cat sat", "Once upon a time"],
+              lora_path=["a0", "a1", None])
+txt = {ch["index"]: ch["text"] for ch in c.get("choices", [])} if st == 200 else {}
+check(st == 200 and [txt.get(k) for k in range(3)] == [g["text"], g1["text"], g0["text"]],
+      f"/v1/completions prompt list with lora_path [a0, a1, null]: each as /generate alone ({st})")
+st, c = compl("TinyStories-656K:a1", prompt=["Once upon a time", "The cat sat"], lora_path=["a0", None])
+_, ga1 = gen("Once upon a time", "a1")
+txt = {ch["index"]: ch["text"] for ch in c.get("choices", [])} if st == 200 else {}
+check(st == 200 and [txt.get(0), txt.get(1)] == [ga1["text"], g1["text"]],
+      f"/v1/completions model BASE:a1 wins over a lora_path list ({st})")
+st, c = compl("TinyStories-656K", prompt=["Once upon a time", "The cat sat"], lora_path=["a0"])
+check(st == 400 and "one entry per prompt" in json.dumps(c), f"/v1/completions lora_path list of the wrong length: 400 ({st} {json.dumps(c)[:120]})")
+st, c = compl("TinyStories-656K", prompt=["Once upon a time", "The cat sat"], lora_path=["a0", 3])
+check(st == 400 and "lora_path[1] must be a string or null" in json.dumps(c), f"/v1/completions lora_path entry not a string: 400 ({st})")
+st, c = compl("TinyStories-656K", prompt=["Once upon a time", "The cat sat"], lora_path=["a0", "zz"])
+msg = json.dumps(c)
+check(st == 400 and "The following requested LoRA adapters are not loaded: zz" in msg and
+      "Loaded adapters: odict_keys(['a0', 'a1'])" in msg, f"/v1/completions unknown adapter in the list: 400 + SGLang's message ({st})")
+st, c = compl("TinyStories-656K", lora_path=7)
+check(st == 400, f"/v1/completions lora_path neither string nor list: 400 ({st})")
+
+# chat: lora_path (a string, or a one-entry list: one conversation)
+def chat(model, **kw):
+    b = {"model": model, "messages": [{"role": "user", "content": "Once upon a time"}], "max_tokens": 40, "ignore_eos": True,
+         "temperature": 0}
+    b.update(kw)
+    return post("/v1/chat/completions", b)
+st0, ch0 = chat("TinyStories-656K")
+st1, ch1 = chat("TinyStories-656K", lora_path="a0")
+st2, ch2 = chat("TinyStories-656K:a0")
+st3, ch3 = chat("TinyStories-656K", lora_path=["a0"])
+ct = lambda c: c["choices"][0]["message"]["content"]  # noqa: E731
+check(st0 == st1 == st2 == st3 == 200 and ct(ch1) == ct(ch2) == ct(ch3) != ct(ch0),
+      f"/v1/chat/completions lora_path a0 == BASE:a0 == [a0] != base ({st0} {st1} {st2} {st3} {[ct(x) for x in (ch0, ch1, ch2, ch3)]})")
+st, c = chat("TinyStories-656K", lora_path="zz")
+check(st == 400 and "not loaded: zz" in json.dumps(c), f"/v1/chat/completions unknown adapter: 400 ({st})")
+st, c = chat("TinyStories-656K", lora_path=["a0", "a1"])
+check(st == 400 and "one entry per prompt" in json.dumps(c), f"/v1/chat/completions two-entry lora_path list: 400 ({st})")
 
 models = get("/v1/models")["data"]
 ids = [m["id"] for m in models]
@@ -111,7 +152,7 @@ check(st == 200 and o["success"] and set(o["loaded_adapters"]) == {"a0", "a1", "
 st, o = post("/load_lora_adapter", body, "sekret")
 check(st == 400 and not o["success"] and "already been loaded" in o["error_message"], "load a2 twice: 400")
 st, o = gen("Once upon a time", "a2")
-check(st == 200 and o["output_ids"] != ref["base"], "a2 serves after its load")
+check(st == 200 and o["output_ids"] != ref["base"], f"a2 serves after its load ({st} {json.dumps(o)[:300]})")
 gen("Once upon a time", "a0")  # a0 used after a2: a2 is the least recently used unpinned one
 st, o = post("/load_lora_adapter", {"lora_name": "a3", "lora_path": f"{tmp}/a3"}, "sekret")
 check(st == 200 and set(o["loaded_adapters"]) == {"a0", "a1", "a3"}, f"load a3 evicts lru a2, pinned a1 stays: {o.get('loaded_adapters')}")

@@ -163,8 +163,8 @@ bad() {  # bad NAME PATTERN ARGS...
     local rc=$?
     check "bad args: $name (exit 2, message)" "[ $rc -eq 2 ] && grep -q -- '$pat' '$T/bad.out'"
 }
-bad "EAGLE" "speculative-algorithm EAGLE is not supported by sglc yet" --speculative-algorithm EAGLE
-bad "EAGLE3" "speculative-algorithm EAGLE3 is not supported by sglc yet" --speculative-algorithm EAGLE3
+bad "EAGLE without a head" "speculative-algorithm EAGLE needs --speculative-draft-model-path" --speculative-algorithm EAGLE
+bad "EAGLE3 without a head" "speculative-algorithm EAGLE3 needs --speculative-draft-model-path" --speculative-algorithm EAGLE3
 bad "unknown algorithm" "speculative-algorithm" --speculative-algorithm FOO
 bad "min window > max window" "min-match-window-size (13) must be less than or equal" \
     --speculative-algorithm NGRAM --speculative-ngram-min-match-window-size 13
@@ -195,7 +195,7 @@ check "bad args: unknown draft quantization (start-up error)" \
 bad "capacity" "speculative-ngram-capacity must be greater" --speculative-algorithm NGRAM --speculative-ngram-capacity 3
 "$BIN" serve --model-path "$M" --speculative-algorithm NEXTN >"$T/bad.out" 2>&1
 rc=$?
-check "serve refuses NEXTN before loading (exit 2)" "[ $rc -eq 2 ] && grep -q 'not supported by sglc yet' '$T/bad.out'"
+check "serve refuses NEXTN without a head before loading (exit 2)" "[ $rc -eq 2 ] && grep -q 'NEXTN needs --speculative-draft-model-path' '$T/bad.out'"
 
 # serve: /generate meta_info and /metrics
 if command -v curl >/dev/null; then

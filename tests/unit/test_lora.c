@@ -134,6 +134,20 @@ static void test_path_arg(void **state)
     assert_int_equal(lora_target_bits("all"), LORA_T_ALL_LINEAR | (1u << LORA_T_LM_HEAD) | (1u << LORA_T_EMBED));
     assert_int_equal(lora_target_bits("gate_up_proj"), (1u << MODEL_PROJ_GATE) | (1u << MODEL_PROJ_UP));
     assert_int_equal(lora_target_bits("nope"), 0);
+    /* DeepSeek MLA names, Mixtral's expert names (w1 gate, w3 up, w2 down) */
+    assert_int_equal(lora_target_bits("kv_b_proj"), 1u << LORA_T_KV_B);
+    assert_int_equal(lora_target_bits("kv_a_proj_with_mqa"), 1u << LORA_T_KV_A);
+    assert_int_equal(lora_target_bits("w1"), 1u << MODEL_PROJ_GATE);
+    assert_int_equal(lora_target_bits("w3"), 1u << MODEL_PROJ_UP);
+    assert_int_equal(lora_target_bits("w2"), 1u << MODEL_PROJ_DOWN);
+    assert_true(lora_target_bits("all-linear") & (1u << LORA_T_Q_A));
+    char names[256];
+    lora_targets_str((1u << LORA_T_Q_B) | (1u << MODEL_PROJ_O) | (1u << LORA_T_KV_B), names, sizeof names);
+    assert_string_equal(names, "o_proj,q_b_proj,kv_b_proj");
+    lora_config c;
+    static const char mla[] = "{\"r\": 4, \"target_modules\": [\"q_a_proj\", \"kv_b_proj\", \"w2\"]}";
+    assert_int_equal(lora_config_parse(mla, strlen(mla), &c, err, sizeof err), 0);
+    assert_int_equal(c.targets, (1u << LORA_T_Q_A) | (1u << LORA_T_KV_B) | (1u << MODEL_PROJ_DOWN));
 }
 
 /* ---- kernels ----------------------------------------------------------- */

@@ -1,0 +1,316 @@
+/* mamba2 — the Mamba2 mixer of hybrid models (NemotronH) and the
+ * per-request recurrent states it carries between forwards.
+ *
+ * DESIGN
+ * One Mamba2 layer, for the rows of a batch (T tokens of n_seqs
+ * sequences), as transformers' torch_forward of Mamba2 / Zamba2 defines it:
+ *
+ *   zxbcdt = xn in_proj^T              (T, di + conv_dim + nh)   columns | barrier
+ *            = [ z (di) | xBC (conv_dim = di + 2 G N) | dt (nh) ]
+ *   xBC    = silu(causal depthwise conv1d over each sequence's xBC,
+ *            kernel K, with the K-1 previous inputs from its conv state)
+ *                                      channels                  | barrier
+ *   per head h (group g = h / (nh / G)), per token, sequentially:
+ *     dt   = clamp(softplus(dt + dt_bias), time_step_limit)
+ *     S    = S * exp(dt A) + dt x_h B_g^T       S: (P, N) SSM state
+ *     y_h  = S C_g + D x_h
+ *                                      (sequence, head) pairs    | barrier
+ *   y      = gated RMSNorm(y * silu(z)) over groups of di / G    rows | barrier
+ *   xn     = y out_proj^T              columns                   | barrier
+ *
+ * The scan is the plain recurrence, token by token inside each sequence
+ * (not the SSD chunked matrix form): prefill costs O(T P N) per head like
+ * decode, the state never leaves its cache line run, and a prompt split
+ * into chunks (the scheduler's chunked prefill, the decoder's row chunks)
+ * gives the same values as one pass because every chunk starts from the
+ * state the previous one left.  config.chunk_size is therefore not used.
+ * The per-token step has a scalar body here and an AVX2 + FMA one in
+ * mamba2_avx2.c (used unless the kernels run scalar: SGLC_KERNELS=scalar).
+ *
+ * States: a mamba2_cache (one per model_kv) holds, per state slot and per
+ * Mamba layer, the conv window (K-1 last xBC inputs, f32) and the SSM
+ * state (nh, P, N) in f32 or bf16 (--mamba-ssm-dtype; bf16 states are
+ * widened to f32 for a sequence's run and rounded once at its end).
+ * Slot s also records how many tokens it has absorbed: a sequence that
+ * continues (first new position > 0) must continue exactly there, which
+ * catches a radix-cache hit, a rolled-back speculative draft or a
+ * scheduler bug instead of computing from a wrong state.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model_impl.h"
+#include "util/cpu.h"
+#include "util/log.h"
+
+/* mamba2_avx2.c: one token of one head (the loop body of scan_head). */
+void mamba2_step_avx2(float *S, int P, int N, const float *x, const float *B, const float *C,
+                      float dt, float dA, float D, float *y);
+
+struct mamba2_cache {
+    int n_states, n_mamba;             /* slots, Mamba layers */
+    int conv_dim, kc;                  /* channels, K - 1 window rows */
+    int nh, P, N;                      /* heads, head dim, state size */
+    dtype ssm_dt;                      /* DTYPE_F32 or DTYPE_BF16 */
+    size_t conv_per, ssm_per;          /* elements per (layer, slot) */
+    float *conv;                       /* (n_mamba, n_states, kc, conv_dim) owned */
+    void *ssm;                         /* (n_mamba, n_states, nh, P, N) of ssm_dt, owned */
+    int32_t *len;                      /* (n_states) tokens each slot has absorbed */
+};
+
+static int conv_dim_of(const model_config *c)
+{
+    return c->ssm_heads * c->ssm_head_dim + 2 * c->ssm_groups * c->ssm_state;
+}
+
+static size_t ssm_elem_bytes(dtype d) { return d == DTYPE_BF16 ? 2 : 4; }
+
+size_t model_mamba_state_bytes(const model *m, dtype ssm_dt)
+{
+    const model_config *c = m->cfg;
+    if (!c->n_mamba) return 0;
+    size_t conv = (size_t)(c->ssm_conv - 1) * (size_t)conv_dim_of(c) * 4;
+    size_t ssm = (size_t)c->ssm_heads * c->ssm_head_dim * c->ssm_state * ssm_elem_bytes(ssm_dt);
+    return (conv + ssm) * (size_t)c->n_mamba + sizeof(int32_t);
+}
+
+struct mamba2_cache *mamba2_cache_create(const model_config *c, int n_states, dtype ssm_dt)
+{
+    if (!c->n_mamba || n_states < 1 || (ssm_dt != DTYPE_F32 && ssm_dt != DTYPE_BF16)) {
+        log_error("bad Mamba state cache: %d states of %s for %d Mamba layers", n_states,
+                  dtype_name(ssm_dt), c->n_mamba);
+        return NULL;
+    }
+    struct mamba2_cache *mc = calloc(1, sizeof *mc);
+    if (!mc) return NULL;
+    mc->n_states = n_states, mc->n_mamba = c->n_mamba;
+    mc->conv_dim = conv_dim_of(c), mc->kc = c->ssm_conv - 1;
+    mc->nh = c->ssm_heads, mc->P = c->ssm_head_dim, mc->N = c->ssm_state;
+    mc->ssm_dt = ssm_dt;
+    mc->conv_per = (size_t)mc->kc * mc->conv_dim;
+    mc->ssm_per = (size_t)mc->nh * mc->P * mc->N;
+    size_t nslot = (size_t)n_states * mc->n_mamba;
+    /* calloc: large zeroed blocks come from mmap, committed as slots get used */
+    mc->conv = calloc(nslot * mc->conv_per + 1, sizeof(float));
+    mc->ssm = calloc(nslot * mc->ssm_per + 1, ssm_elem_bytes(ssm_dt));
+    mc->len = calloc((size_t)n_states, sizeof(int32_t));
+    if (!mc->conv || !mc->ssm || !mc->len) {
+        log_error("out of memory for %d Mamba states (%.2f GiB)", n_states,
+                  (double)nslot * (mc->conv_per * 4 + mc->ssm_per * ssm_elem_bytes(ssm_dt)) / 1073741824.0);
+        mamba2_cache_free(mc);
+        return NULL;
+    }
+    return mc;
+}
+
+void mamba2_cache_free(struct mamba2_cache *mc)
+{
+    if (!mc) return;
+    free(mc->conv), free(mc->ssm), free(mc->len);
+    free(mc);
+}
+
+int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt)
+{
+    if (!m->cfg->n_mamba || !kv) {
+        log_error("%s has no Mamba layers: no recurrent states to size", m->cfg->architecture);
+        return -1;
+    }
+    struct mamba2_cache *mc = mamba2_cache_create(m->cfg, n_states, ssm_dt);
+    if (!mc) return -1;
+    mamba2_cache_free(kv->ssm);
+    kv->ssm = mc;
+    return 0;
+}
+
+int model_kv_mamba_states(const model_kv *kv) { return kv && kv->ssm ? kv->ssm->n_states : 0; }
+
+static float *conv_at(const struct mamba2_cache *mc, int layer, int slot)
+{
+    return mc->conv + ((size_t)layer * mc->n_states + (size_t)slot) * mc->conv_per;
+}
+
+static char *ssm_at(const struct mamba2_cache *mc, int layer, int slot)
+{
+    return (char *)mc->ssm +
+           ((size_t)layer * mc->n_states + (size_t)slot) * mc->ssm_per * ssm_elem_bytes(mc->ssm_dt);
+}
+
+static int slot_of(const model_batch *b, int s) { return b->seq_state ? b->seq_state[s] : s; }
+
+int mamba2_begin(const model *m, model_kv *kv, const model_batch *b)
+{
+    struct mamba2_cache *mc = kv->ssm;
+    if (!mc) {
+        log_error("%s: the KV cache has no Mamba states", m->cfg->architecture);
+        return -1;
+    }
+    for (int s = 0; s < b->n_seqs; s++) {
+        int sl = slot_of(b, s), nq = b->seq_start[s + 1] - b->seq_start[s];
+        int start = b->seq_kv_len[s] - nq;
+        if (sl < 0 || sl >= mc->n_states) {
+            log_error("sequence %d: Mamba state slot %d outside [0, %d)", s, sl, mc->n_states);
+            return -1;
+        }
+        for (int u = 0; u < s; u++)
+            if (slot_of(b, u) == sl) {
+                log_error("sequences %d and %d share Mamba state slot %d", u, s, sl);
+                return -1;
+            }
+        if (start > 0 && mc->len[sl] != start) {
+            log_error("sequence %d continues at position %d but its Mamba state (slot %d) holds %d "
+                      "tokens: a recurrent state cannot be restored from a cached prefix or "
+                      "rolled back", s, start, sl, mc->len[sl]);
+            return -1;
+        }
+    }
+    for (int s = 0; s < b->n_seqs; s++) {
+        int sl = slot_of(b, s);
+        if (b->seq_kv_len[s] - (b->seq_start[s + 1] - b->seq_start[s]) > 0) continue;
+        for (int il = 0; il < mc->n_mamba; il++) {
+            memset(conv_at(mc, il, sl), 0, mc->conv_per * sizeof(float));
+            memset(ssm_at(mc, il, sl), 0, mc->ssm_per * ssm_elem_bytes(mc->ssm_dt));
+        }
+        mc->len[sl] = 0;
+    }
+    return 0;
+}
+
+void mamba2_end(model_kv *kv, const model_batch *b)
+{
+    for (int s = 0; s < b->n_seqs; s++) kv->ssm->len[slot_of(b, s)] = b->seq_kv_len[s];
+}
+
+size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth)
+{
+    if (!c->n_mamba) return 0;
+    size_t di = (size_t)c->ssm_heads * c->ssm_head_dim, cd = (size_t)conv_dim_of(c);
+    size_t proj = di + cd + (size_t)c->ssm_heads;
+    size_t per = (size_t)c->ssm_head_dim * c->ssm_state; /* a bf16 state widened, or the conv's ones */
+    if (per < cd) per = cd;
+    return T * (proj + cd + di) + (size_t)(nth > 0 ? nth : 1) * (per + 16);
+}
+
+/* torch.nn.functional.softplus (beta 1, threshold 20). */
+static float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
+
+/* One head's recurrence over the rows [r0, r1) of a sequence: S (P, N)
+ * f32 in place; x/B/C read from xc (rows of cd), dt from zx (rows of
+ * proj), y written into yo (rows of di). */
+static void scan_head(float *S, int P, int N, int r0, int r1, const float *xc, int cd,
+                      const float *zx, int proj, int dt_off, float *yo, int di, int h, int xoff,
+                      int boff, int coff, float A, float D, float dt_bias, float lo, float hi,
+                      int simd)
+{
+    for (int t = r0; t < r1; t++) {
+        float dt = softplus(zx[(size_t)t * proj + dt_off + h] + dt_bias);
+        if (dt < lo) dt = lo;
+        if (dt > hi) dt = hi;
+        const float dA = expf(dt * A);
+        const float *x = xc + (size_t)t * cd + xoff, *B = xc + (size_t)t * cd + boff,
+                    *C = xc + (size_t)t * cd + coff;
+        float *y = yo + (size_t)t * di + xoff;
+        if (simd) {
+            mamba2_step_avx2(S, P, N, x, B, C, dt, dA, D, y);
+            continue;
+        }
+        for (int p = 0; p < P; p++) {
+            float *st = S + (size_t)p * N;
+            const float xd = x[p] * dt;
+            float acc = 0.0f;
+            for (int n = 0; n < N; n++) {
+                st[n] = st[n] * dA + xd * B[n];
+                acc += st[n] * C[n];
+            }
+            y[p] = acc + D * x[p];
+        }
+    }
+}
+
+void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_layer *l,
+                  const linear_exec *ex, struct tpool *pool, int lo, int hi)
+{
+    const model_config *c = m->cfg;
+    struct mamba2_cache *mc = kv->ssm;
+    const int ith = ex->ith, nth = ex->nth, T = b->n_tokens;
+    const int nh = c->ssm_heads, P = c->ssm_head_dim, N = c->ssm_state, G = c->ssm_groups;
+    const int di = nh * P, GN = G * N, cd = di + 2 * GN, proj = di + cd + nh, K = c->ssm_conv,
+              kc = K - 1;
+    float *zx = m->ssm, *xc = zx + (size_t)T * proj, *yo = xc + (size_t)T * cd;
+    const size_t per = (size_t)P * N > (size_t)cd ? (size_t)P * N : (size_t)cd;
+    float *tmp = yo + (size_t)T * di + (size_t)ith * (per + 16);
+
+    linear(zx, m->xn, T, &l->wq, ex); /* in_proj -> z | xBC | dt */
+    tpool_barrier(pool);
+
+    /* causal depthwise conv + silu, channels [c0, c1) of every sequence,
+     * row by row (the rows of zx and of the window are contiguous) */
+    int c0, c1;
+    kern_split(cd, ith, nth, &c0, &c1);
+    float *ones = tmp; /* (c1 - c0) for kern_silu_mul; the scan reuses tmp after the barrier */
+    for (int ch = 0; ch < c1 - c0; ch++) ones[ch] = 1.0f;
+    for (int s = 0; s < b->n_seqs && c0 < c1; s++) {
+        const int r0 = b->seq_start[s], n = b->seq_start[s + 1] - r0;
+        float *cs = conv_at(mc, l->ssm_idx, slot_of(b, s)); /* (kc, cd) */
+        for (int i = 0; i < n; i++) {
+            float *o = xc + (size_t)(r0 + i) * cd;
+            for (int ch = c0; ch < c1; ch++) o[ch] = l->ssm_conv_b ? l->ssm_conv_b[ch] : 0.0f;
+            for (int k = 0; k < K; k++) {
+                const int j = i - kc + k; /* input row; < 0: from the window */
+                const float *in = j >= 0 ? zx + (size_t)(r0 + j) * proj + di : cs + (size_t)(kc + j) * cd;
+                for (int ch = c0; ch < c1; ch++) o[ch] += l->ssm_conv_w[(size_t)ch * K + k] * in[ch];
+            }
+            kern_silu_mul(o + c0, o + c0, ones, c1 - c0);
+        }
+        /* the window keeps the last kc inputs of (window ++ new rows); row
+         * q reads row n + q >= q + 1 before it is overwritten */
+        for (int q = 0; q < kc; q++) {
+            const int e = n + q;
+            const float *src = e < kc ? cs + (size_t)e * cd : zx + (size_t)(r0 + e - kc) * proj + di;
+            memmove(cs + (size_t)q * cd + c0, src + c0, sizeof(float) * (size_t)(c1 - c0));
+        }
+    }
+    tpool_barrier(pool);
+
+    /* the scan, (sequence, head) pairs; AVX2 unless the kernels were forced scalar */
+    const cpu_features *cf = cpu_get();
+    const int simd = cf->avx2 && cf->fma && kernels_isa() != KERN_ISA_SCALAR;
+    int p0, p1;
+    kern_split(b->n_seqs * nh, ith, nth, &p0, &p1);
+    for (int pr = p0; pr < p1; pr++) {
+        const int s = pr / nh, h = pr % nh, g = h / (nh / G);
+        char *raw = ssm_at(mc, l->ssm_idx, slot_of(b, s)) +
+                    (size_t)h * P * N * ssm_elem_bytes(mc->ssm_dt);
+        float *S = (float *)raw;
+        if (mc->ssm_dt == DTYPE_BF16) {
+            const uint16_t *bs = (const uint16_t *)raw;
+            for (int i = 0; i < P * N; i++) tmp[i] = bf16_to_f32(bs[i]);
+            S = tmp;
+        }
+        scan_head(S, P, N, b->seq_start[s], b->seq_start[s + 1], xc, cd, zx, proj, di + cd, yo,
+                  di, h, h * P, di + g * N, di + GN + g * N, l->ssm_a[h], l->ssm_d[h],
+                  l->ssm_dt_bias[h], c->ssm_dt_lo, c->ssm_dt_hi, simd);
+        if (mc->ssm_dt == DTYPE_BF16) {
+            uint16_t *bs = (uint16_t *)raw;
+            for (int i = 0; i < P * N; i++) bs[i] = f32_to_bf16(tmp[i]);
+        }
+    }
+    tpool_barrier(pool);
+
+    /* y * silu(z), RMSNorm over groups of di / G, weight */
+    const int gs = di / G;
+    for (int t = lo; t < hi; t++) {
+        float *y = yo + (size_t)t * di;
+        kern_silu_mul(y, zx + (size_t)t * proj, y, di); /* y * silu(z) */
+        for (int g0 = 0; g0 < di; g0 += gs) {
+            float ss = 0.0f;
+            for (int i = g0; i < g0 + gs; i++) ss += y[i] * y[i];
+            const float r = 1.0f / sqrtf(ss / (float)gs + c->rms_norm_eps);
+            for (int i = g0; i < g0 + gs; i++) y[i] = y[i] * r * l->ssm_norm[i];
+        }
+    }
+    tpool_barrier(pool);
+    linear(m->xn, yo, T, &l->wo, ex); /* out_proj */
+    tpool_barrier(pool);
+}
