@@ -20,6 +20,11 @@
  * JSON lines; "frac" is the median GB/s over the median read bandwidth of
  * the same thread count.
  *
+ * Types: the GGUF block types, f8_e4m3_b128 (fp8 weights kept as bytes,
+ * weight-only f32 kernels, kernels/quant_fp8.h) and, for comparison, the
+ * bf16 / f32 weights a dequantized fp8 checkpoint was stored as (the ISA's
+ * packed panels; not validated here: bench_matmul validates them).
+ *
  * --owned 1 makes every weight an owned copy, so Q4_0 / Q4_K / Q8_0 run
  * in their repacked 8-row layouts ("layout":"x8"); the default borrows the
  * blocks in place ("plain"), as a GGUF mmap would be.
@@ -59,7 +64,11 @@ static const shape k_shapes[] = {
 
 static const kern_type k_types[] = {KERN_TYPE_Q8_0, KERN_TYPE_Q4_0, KERN_TYPE_Q4_K, KERN_TYPE_Q6_K,
                                     KERN_TYPE_Q5_K, KERN_TYPE_Q4_1, KERN_TYPE_Q5_0, KERN_TYPE_Q5_1,
-                                    KERN_TYPE_Q2_K, KERN_TYPE_Q3_K, KERN_TYPE_IQ4_NL, KERN_TYPE_IQ4_XS};
+                                    KERN_TYPE_Q2_K, KERN_TYPE_Q3_K, KERN_TYPE_IQ4_NL, KERN_TYPE_IQ4_XS,
+                                    KERN_TYPE_F8_B128, /* fp8 weight-only f32 (quant_fp8.h) */
+                                    /* the float weights the fp8 one replaces (a dequantized checkpoint),
+                                     * in the ISA's packed panels; validated by bench_matmul, not here */
+                                    KERN_TYPE_BF16, KERN_TYPE_F32};
 #define N_TYPES (int)(sizeof k_types / sizeof *k_types)
 
 typedef struct {
@@ -114,6 +123,27 @@ static void fill_weight(kern_type t, unsigned char *dst, size_t bytes)
     }
     for (; i < bytes; i++) dst[i] = (unsigned char)rnd64();
     const kern_type_traits *tr = kern_type_get(t);
+    if (t == KERN_TYPE_BF16 || t == KERN_TYPE_F32) { /* values in [-0.01, 0.01] */
+        for (size_t e = 0; e < bytes / tr->block_bytes; e++) {
+            float v = (float)((int64_t)(rnd64() >> 40) - (1 << 23)) / (float)(1 << 30);
+            if (t == KERN_TYPE_F32) memcpy(dst + 4 * e, &v, 4);
+            else {
+                uint16_t b = f32_to_bf16(v);
+                memcpy(dst + 2 * e, &b, 2);
+            }
+        }
+        return;
+    }
+    if (t == KERN_TYPE_F8_B128) { /* f32 scale first, no NaN codes */
+        const float d = 0.01f;
+        for (size_t b = 0; b < bytes / tr->block_bytes; b++) {
+            unsigned char *p = dst + b * tr->block_bytes;
+            memcpy(p, &d, 4);
+            for (size_t j = 4; j < tr->block_bytes; j++)
+                if ((p[j] & 0x7F) == 0x7F) p[j] ^= 1;
+        }
+        return;
+    }
     int od, om;
     scale_offsets(t, &od, &om);
     uint16_t d = f32_to_f16(0.01f), mn = f32_to_f16(0.02f);
@@ -133,7 +163,7 @@ static double time_call(tpool *pool, mm_ctx *c)
 /* kern_matmul on the current ISA vs kern_ref_matmul (scalar int8 path) */
 static int g_borrow = 1; /* 0 with --owned: owned copies (the repacked 8-row layouts) */
 
-static const char *layout_name(const kern_mat *w) { return w->layout ? "x8" : "plain"; }
+static const char *layout_name(const kern_mat *w) { return !w->qtype ? "panels" : w->layout ? "x8" : "plain"; }
 
 static int validate(kern_type t, const void *wq, int n, int k, void **scr)
 {
@@ -244,7 +274,7 @@ int main(int argc, char **argv)
             if (!buf) return 1;
             fill_weight(t, buf, wb);
             for (int c = 1; c < copies; c++) memcpy(buf + (size_t)c * wb, buf, wb);
-            if (si == 0 && validate(t, buf, s->n, s->k, scr)) return 1;
+            if (si == 0 && t >= KERN_TYPE_FLOAT_COUNT && validate(t, buf, s->n, s->k, scr)) return 1;
             if (si == 0 && do_gemm) {
                 kern_mat w;
                 if (kern_mat_init_kt(&w, buf, t, s->n, s->k, t, g_borrow)) return 1;

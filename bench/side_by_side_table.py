@@ -220,12 +220,20 @@ def agree(out):
             "greedy text |",
             "|---|---|---|---|---|---|---|"]
     for name, r in sg.items():
-        lp, lw = None, None
+        lp, lw, name_note = None, None, ""
         lg = os.path.join(out, "logs", f"agree-llama-ppl-{name}.log")
         if os.path.exists(lg):
             txt = open(lg, errors="replace").read()
             m = re.search(r"Final estimate: PPL = ([0-9.]+)", txt)
             lp = float(m.group(1)) if m else None
+            runs = re.findall(r"\[(\d+)\]([0-9.]+),", txt)
+            if lp is None and runs:
+                # llama.cpp's log thread can drop the last lines at exit: take the
+                # running value after the last window printed (its index is shown)
+                lp = float(runs[-1][1])
+                name_note = f" (running value after window {runs[-1][0]})"
+            else:
+                name_note = ""
             m = re.search(r"calculating perplexity over (\d+) chunks", txt)
             lw = int(m.group(1)) if m else None
         gen = "—"
@@ -243,8 +251,14 @@ def agree(out):
                     n += 1
                 gen = f"first {n} of {len(wc)} words equal"
         sp = r.get("ppl")
+        if name_note:  # compare at the same window: sglc's running value from its log
+            sl = os.path.join(out, "logs", f"agree-sglc-ppl-{name}.log")
+            sr = dict(re.findall(r"\[(\d+)\]([0-9.]+),", open(sl, errors="replace").read())) \
+                if os.path.exists(sl) else {}
+            k = re.search(r"window (\d+)", name_note).group(1)
+            sp = float(sr[k]) if k in sr else None
         d = f"{sp / lp - 1:+.2e}" if sp and lp else "—"
-        rows.append(f"| {name} | {lw if lw is not None else '—'} | {fmt(lp, 4)} | {r.get('chunks', '—')} | "
+        rows.append(f"| {name} | {lw if lw is not None else '—'} | {fmt(lp, 4)}{name_note} | {r.get('chunks', '—')} | "
                     f"{fmt(sp, 4)} | {d} | {gen} |")
     rows.append("")
     return rows

@@ -22,6 +22,7 @@
 #include "api/api_job.h"
 #include "api/api_reasoning.h"
 #include "api/api_toolcall.h"
+#include "util/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,40 @@ int api_chat_tools_sampling(const api_chat_tools *t, json_t *sp, char *err, size
         free(s);
     }
     return 0;
+}
+
+int api_chat_tools_strict_tag(const api_chat_tools *t, const char *parser, json_t *sp, char *err, size_t errlen)
+{
+    if (!t->active || t->required || t->named || !parser || !parser[0]) return 0;
+    bool strict = false;
+    size_t i;
+    json_t *e;
+    json_array_foreach(t->tools, i, e)
+    {
+        json_t *fn = json_object_get(e, "function");
+        strict |= json_is_true(json_object_get(json_is_object(fn) ? fn : e, "strict"));
+    }
+    const api_toolcall_format *f = strict ? api_toolcall_find(parser) : NULL;
+    json_t *tag = f ? api_toolcall_structural_tag(f, t->tools) : NULL;
+    if (!tag) return 0; /* no strict tool, or a format the tag cannot describe (SGLang: supports_structural_tag) */
+    if (json_object_get(sp, "json_schema") || json_object_get(sp, "regex") || json_object_get(sp, "ebnf") ||
+        json_object_get(sp, "structural_tag")) {
+        /* SGLang: "Constrained decoding is not compatible with tool calls." (a warning; the request's own
+         * constraint stays) */
+        log_warn("tool_choice auto with strict tools: the request's own constraint is kept, the tool calls are not "
+                 "constrained");
+        json_decref(tag);
+        return 0;
+    }
+    char *s = json_dumps(tag, JSON_COMPACT);
+    json_decref(tag);
+    if (!s) {
+        snprintf(err, errlen, "cannot build the strict tools' structural tag");
+        return -1;
+    }
+    json_object_set_new(sp, "structural_tag", json_string(s));
+    free(s);
+    return 1;
 }
 
 int api_chat_add_parsers(api_server *a, api_job *j, const json_t *body, const api_chat_tools *t)

@@ -332,6 +332,13 @@ json_t *api_chat_template_tools(const api_chat_tools *t);
 /* SGLang's sampling changes for tools: skip_special_tokens false, the
  * json_schema of tool_choice required / named.  0 or -1 (message). */
 int api_chat_tools_sampling(const api_chat_tools *t, json_t *sp, char *err, size_t errlen);
+/* SGLang's get_structure_constraint for tool_choice "auto": when a tool is
+ * strict and the --tool-call-parser's format has JSON arguments between
+ * a begin and an end, sp gets api_toolcall_structural_tag (a call, once
+ * the model starts one, follows its tool's schema; free text otherwise),
+ * unless sp already holds a constraint (kept, with a warning, as
+ * SGLang).  1 when set, 0 when not, -1 (message). */
+int api_chat_tools_strict_tag(const api_chat_tools *t, const char *parser, json_t *sp, char *err, size_t errlen);
 /* Register each slot's reasoning parser (--reasoning-parser, when the
  * request's thinking is on and separate_reasoning is not false) and tool
  * parser.  0 or -1 (OOM). */

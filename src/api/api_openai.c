@@ -217,6 +217,14 @@ void api_route_openai_ex(api_server *a, http_req *r, json_t *body, int kind, jso
      * (no keys beyond the tool's parameters, as SGLang's xgrammar compiles
      * it: strict_mode) */
     bool json_compact = kind != JOB_COMPL && tools.active && (tools.required || tools.named);
+    /* tool_choice auto with strict tools: the calls' structural tag (compact and strict likewise) */
+    int stag = kind != JOB_COMPL ? api_chat_tools_strict_tag(&tools, a->cfg.tool_call_parser, sp, err, sizeof err) : 0;
+    if (stag < 0) {
+        json_decref(sp);
+        api_oai_error(r, 400, err);
+        return;
+    }
+    if (stag > 0) json_compact = true;
     if (json_compact) json_strict = true;
 
     bool stream = json_is_true(json_object_get(body, "stream"));

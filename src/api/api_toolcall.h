@@ -78,8 +78,7 @@ json_t *api_toolcall_schema(const json_t *tools, const char *named, bool paralle
  * "triggers": [...]}, one structure per tool (schema: its parameters when
  * strict, else {}).  NULL for formats whose arguments are not JSON
  * between a begin and an end (pythonic, qwen3_coder, glm45, gpt-oss,
- * json_array) or on OOM.  Not put on requests yet: the serving path has
- * no grammar (docs/notes/tools.md). */
+ * json_array) or on OOM.  Put on requests by api_chat_tools_strict_tag. */
 json_t *api_toolcall_structural_tag(const api_toolcall_format *f, const json_t *tools);
 
 /* The tool of a name in an OpenAI tools list (its "function" object, or

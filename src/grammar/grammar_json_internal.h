@@ -21,6 +21,12 @@
 #define GJS_MAX_DIGITS 400         /* digits of a numeric bound */
 /* Key marking a merged schema that matches nothing (allOf with false). */
 #define GJS_FALSE_KEY "\x01" "false"
+/* Key of an internal string schema: a string that is none of the listed
+ * ones (an array; from `not` of an enum, grammar_json_not.c). */
+#define GJS_NOTIN_KEY "\x01" "notin"
+/* Key of an internal number schema: a number that is not an integer
+ * (from `not` of type integer; generated without an exponent, a subset). */
+#define GJS_NONINT_KEY "\x01" "nonint"
 
 /* One translation.  Owns bodies/refs/rules; borrows root and opts. */
 typedef struct gjs {
@@ -83,6 +89,18 @@ const char *gjs_object(gjs *c, json_t *s);
 const char *gjs_array(gjs *c, json_t *s);
 /* The alternatives of vals allowed by type (NULL = any). */
 const char *gjs_enum(gjs *c, json_t *vals, json_t *type);
+
+/* A JSON string (quotes included) that is none of names (an array of
+ * strings), in one canonical encoding: a rule name. */
+const char *gjs_string_not_in(gjs *c, json_t *names);
+
+/* ---- not, if/then/else (grammar_json_not.c) ---- */
+/* not n as a schema without `not` (new reference: true / false / an
+ * object), or NULL with an error naming the keyword it cannot negate. */
+json_t *gjs_negate(gjs *c, json_t *n, int depth);
+/* s with its `not` and `if`/`then`/`else` rewritten as allOf / anyOf
+ * (new reference), or NULL with the error. */
+json_t *gjs_rewrite_logic(gjs *c, json_t *s);
 
 /* ---- oneOf (grammar_json_oneof.c) ---- */
 /* oneOf's branches (an array of schemas) made provably pairwise disjoint:

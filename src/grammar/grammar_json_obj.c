@@ -151,6 +151,8 @@ static const char *other_key(gjs *c, json_t *names)
     return r;
 }
 
+const char *gjs_string_not_in(gjs *c, json_t *names) { return other_key(c, names); }
+
 static bool in_array(json_t *a, const char *s)
 {
     size_t i;
@@ -407,6 +409,173 @@ fail:
 
 /* ---- arrays ------------------------------------------------------------ */
 
+/* contains C with minContains k (no maxContains, no prefixItems, no
+ * maxItems, minItems <= k): "[" (I ,)* IC ((, I)* , IC){k-1} (, I)* "]"
+ * where IC = items and C: some k positions meet C, exact (ambiguous). */
+static const char *array_contains(gjs *c, json_t *s, json_t *cont, long long k)
+{
+    const char *w = c->ws;
+    json_t *items = json_object_get(s, "items");
+    json_t *mxc = json_object_get(s, "maxContains");
+    if (json_object_get(s, "prefixItems") || json_is_array(items))
+        return gjs_fail(c, "'contains' together with prefixItems is not supported"), NULL;
+    if (json_object_get(s, "maxItems") || json_object_get(s, "unevaluatedItems"))
+        return gjs_fail(c, "'contains' together with maxItems/unevaluatedItems is not supported"), NULL;
+    if (json_is_true(json_object_get(s, "uniqueItems")))
+        return gjs_fail(c, "'contains' together with uniqueItems is not supported"), NULL;
+    if (gjs_count(json_object_get(s, "minItems"), 0) > k)
+        return gjs_fail(c, "'contains' with minItems above minContains is not supported"), NULL;
+    if (k > 16) return gjs_fail(c, "'minContains' %lld is over the limit 16", k), NULL;
+    bool dropped = false;
+    const char *R = items && !gjs_is_trivial(items) ? gjs_try_gen(c, items, &dropped) : gjs_basic(c, "value");
+    if (!R) return dropped ? gjs_unsat(c, "'contains': no item can be written"), NULL : NULL;
+    json_t *ic = json_pack("{s:[OO]}", "allOf", items ? items : json_true(), cont);
+    json_array_append_new(c->keep, ic);
+    const char *IC = gjs_try_gen(c, ic, &dropped);
+    if (!IC && !(dropped && k == 0)) return dropped ? gjs_unsat(c, "'contains': no item matches"), NULL : NULL;
+    if (mxc) {
+        /* maxContains K: every item is IC or N = items and not contains (grammar_json_not.c),
+         * and the IC count is in [k, K]:
+         *   [ N Ns (, IC Ns){k,K} | IC Ns (, IC Ns){k-1,K-1} ]   Ns = (, N)*   (+ [] when k = 0) */
+        long long K = gjs_count(mxc, 0);
+        if (K < k) return gjs_unsat(c, "array schema cannot be satisfied (minContains > maxContains)"), NULL;
+        if (K > 16) return gjs_fail(c, "'maxContains' %lld is over the limit 16", K), NULL;
+        json_t *nc = gjs_negate(c, cont, 0);
+        if (!nc) return NULL;
+        json_t *ni = json_pack("{s:[Oo]}", "allOf", items ? items : json_true(), nc);
+        json_array_append_new(c->keep, ni);
+        bool nd = false;
+        const char *N = gjs_try_gen(c, ni, &nd);
+        if (!N && !nd) return NULL;
+        strbuf ns = {0}, b = {0};
+        if (N) strbuf_printf(&ns, "(%s\",\"%s%s)*", w, w, N);
+        const char *NS = N ? gjs_rule(c, "ancs", ns.p) : NULL;
+        free(ns.p);
+        if (N && !NS) return NULL;
+        bool alt = false;
+        if (k == 0) strbuf_printf(&b, "\"[\"%s\"]\"", w), alt = true;
+        if (N) {
+            strbuf_printf(&b, "%s\"[\"%s%s %s", alt ? " | " : "", w, N, NS);
+            if (IC && K > 0) strbuf_printf(&b, " (%s\",\"%s%s %s){%lld,%lld}", w, w, IC, NS, k, K);
+            strbuf_printf(&b, "%s\"]\"", w);
+            alt = true;
+        }
+        if (IC && K > 0) {
+            strbuf_printf(&b, "%s\"[\"%s%s%s%s", alt ? " | " : "", w, IC, NS ? " " : "", NS ? NS : "");
+            if (K > 1)
+                strbuf_printf(&b, " (%s\",\"%s%s%s%s){%lld,%lld}", w, w, IC, NS ? " " : "", NS ? NS : "",
+                              k > 0 ? k - 1 : 0, K - 1);
+            strbuf_printf(&b, "%s\"]\"", w);
+            alt = true;
+        }
+        const char *r = alt ? gjs_rule(c, "acont", b.p) : (gjs_unsat(c, "'contains': no array can be written"), NULL);
+        free(b.p);
+        return r;
+    }
+    if (!IC) return gjs_unsat(c, "'contains': no item matches"), NULL;
+    strbuf b = {0};
+    strbuf_printf(&b, "\"[\"%s(%s%s\",\"%s)* %s", w, R, w, w, IC);
+    if (k > 1) strbuf_printf(&b, " ((%s\",\"%s%s)*%s\",\"%s%s){%lld}", w, w, R, w, w, IC, k - 1);
+    strbuf_printf(&b, " (%s\",\"%s%s)*%s\"]\"", w, w, R, w);
+    const char *r = gjs_rule(c, "acont", b.p);
+    free(b.p);
+    return r;
+}
+
+static bool value_has_type(json_t *v, json_t *type);
+
+/* The values of a finite item schema (enum / const / boolean / null with
+ * annotations only), deduplicated by JSON Schema equality (1 = 1.0), or
+ * NULL. */
+static json_t *finite_items(json_t *it)
+{
+    if (!json_is_object(it)) return NULL;
+    json_t *vals = NULL;
+    const char *k;
+    json_t *v;
+    json_t *type = json_object_get(it, "type");
+    json_object_foreach(it, k, v)
+    {
+        if (!strcmp(k, "enum") || !strcmp(k, "const") || !strcmp(k, "type")) continue;
+        if (!strcmp(k, "title") || !strcmp(k, "description") || !strcmp(k, "examples") || !strcmp(k, "default") ||
+            !strcmp(k, "$comment"))
+            continue;
+        return NULL;
+    }
+    if (json_object_get(it, "const")) vals = json_pack("[O]", json_object_get(it, "const"));
+    else if (json_is_array(json_object_get(it, "enum"))) vals = json_copy(json_object_get(it, "enum"));
+    else if (json_is_string(type) && !strcmp(json_string_value(type), "boolean")) vals = json_pack("[bb]", 0, 1);
+    else if (json_is_string(type) && !strcmp(json_string_value(type), "null")) vals = json_pack("[n]");
+    if (!vals) return NULL;
+    json_t *out = json_array();
+    size_t i, j;
+    json_t *x, *y;
+    json_array_foreach(vals, i, x)
+    {
+        bool dup = false;
+        json_array_foreach(out, j, y)
+        {
+            if (json_is_number(x) && json_is_number(y)) dup |= json_number_value(x) == json_number_value(y);
+            else dup |= json_equal(x, y);
+        }
+        if (!dup) json_array_append(out, x);
+    }
+    json_decref(vals);
+    return out;
+}
+
+/* uniqueItems over a finite item set of n <= 6 values: the arrays of
+ * distinct values, a rule per set of values left (2^n), exact. */
+static const char *array_unique_finite(gjs *c, json_t *s, json_t *vals, long long m, long long M)
+{
+    const char *w = c->ws;
+    json_t *type = json_object_get(json_object_get(s, "items"), "type");
+    int n = (int)json_array_size(vals);
+    const char *V[6];
+    int nv = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(vals, (size_t)i);
+        if (type && !value_has_type(v, type)) continue; /* a value the items' type excludes */
+        json_t *one = json_pack("[O]", v);
+        const char *r = gjs_enum(c, one, type);
+        json_decref(one);
+        if (!r) return NULL;
+        V[nv++] = r;
+    }
+    if (M < 0 || M > nv) M = nv;
+    if (m > M) return gjs_unsat(c, "array schema cannot be satisfied (uniqueItems: minItems above the distinct values)"), NULL;
+    /* U[mask] (mask = values still free; length so far = nv - popcount) */
+    char names[64][32];
+    for (int mask = 0; mask < (1 << nv); mask++) { /* sub-masks first */
+        int len = nv - __builtin_popcount((unsigned)mask);
+        strbuf b = {0};
+        bool alt = false;
+        if (len >= m) strbuf_puts(&b, "\"\""), alt = true;
+        if (len < M)
+            for (int j = 0; j < nv; j++)
+                if (mask & (1 << j)) {
+                    strbuf_printf(&b, "%s%s\",\"%s%s %s", alt ? " | " : "", w, w, V[j], names[mask & ~(1 << j)]);
+                    alt = true;
+                }
+        if (!alt) strbuf_puts(&b, "\"\"");
+        const char *r = gjs_rule(c, "auniq", b.p);
+        free(b.p);
+        if (!r) return NULL;
+        snprintf(names[mask], sizeof names[mask], "%s", r);
+    }
+    strbuf b = {0};
+    bool alt = false;
+    if (m == 0) strbuf_printf(&b, "\"[\"%s\"]\"", w), alt = true;
+    if (M > 0)
+        for (int j = 0; j < nv; j++) {
+            strbuf_printf(&b, "%s\"[\"%s%s %s%s\"]\"", alt ? " | " : "", w, V[j], names[((1 << nv) - 1) & ~(1 << j)], w);
+            alt = true;
+        }
+    const char *r = alt ? gjs_rule(c, "auarr", b.p) : (gjs_unsat(c, "array schema cannot be satisfied"), NULL);
+    free(b.p);
+    return r;
+}
+
 const char *gjs_array(gjs *c, json_t *s)
 {
     const char *w = c->ws;
@@ -416,14 +585,30 @@ const char *gjs_array(gjs *c, json_t *s)
     if (!rest) rest = json_object_get(s, "unevaluatedItems");
     if (!json_is_array(prefix)) prefix = NULL;
     json_t *cont = json_object_get(s, "contains");
-    if (cont) return gjs_fail(c, "'contains' is not supported"), NULL;
+    if (cont) {
+        long long k = gjs_count(json_object_get(s, "minContains"), 1);
+        /* minContains 0 without maxContains: contains holds for every array */
+        if (k > 0 || json_object_get(s, "maxContains")) return array_contains(c, s, cont, k < 0 ? 0 : k);
+    }
     json_t *mi = json_object_get(s, "minItems"), *ma = json_object_get(s, "maxItems");
     long long m = gjs_count(mi, 0);
     if (m < 0) m = 0;
     long long M = gjs_count(ma, -1);
     if (M < -1) M = 0;
-    if (json_is_true(json_object_get(s, "uniqueItems")) && !(M >= 0 && M <= 1))
-        return gjs_fail(c, "'uniqueItems' is not supported"), NULL;
+    if (json_is_true(json_object_get(s, "uniqueItems")) && !(M >= 0 && M <= 1)) {
+        json_t *fl = prefix || !json_is_object(rest) ? NULL : gjs_flatten(c, rest, 0);
+        json_t *vals = finite_items(fl);
+        json_decref(fl);
+        if (c->failed) return json_decref(vals), NULL;
+        if (vals && json_array_size(vals) <= 6) {
+            const char *r = array_unique_finite(c, s, vals, m, M);
+            json_decref(vals);
+            return r;
+        }
+        json_decref(vals);
+        return gjs_fail(c, "'uniqueItems' is not supported (only over an enum of at most 6 values, or maxItems <= 1)"),
+               NULL;
+    }
     if (M > GJS_MAX_REPEAT) M = -1;
     if (m > GJS_MAX_REPEAT) return gjs_fail(c, "minItems %lld too large (limit %d)", m, GJS_MAX_REPEAT), NULL;
     if (M >= 0 && m > M) return gjs_unsat(c, "array schema cannot be satisfied (minItems > maxItems)"), NULL;

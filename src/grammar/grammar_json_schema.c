@@ -220,7 +220,7 @@ static bool is_language(const char *k)
         "maxItems", "uniqueItems", "contains", "minContains", "maxContains", "anyOf", "oneOf", "allOf", "not", "$ref",
         "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
         "multipleOf", "if", "then", "else", "dependentSchemas", "dependentRequired", "dependencies",
-        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", GJS_FALSE_KEY, NULL};
+        "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", GJS_FALSE_KEY, GJS_NOTIN_KEY, GJS_NONINT_KEY, NULL};
     for (int i = 0; kw[i]; i++)
         if (!strcmp(k, kw[i])) return true;
     return false;
@@ -445,6 +445,14 @@ static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
 {
     json_t *a = gjs_flatten(c, a0, depth), *b = a ? gjs_flatten(c, b0, depth) : NULL;
     if (!a || !b) { json_decref(a); json_decref(b); return NULL; }
+    if (json_object_get(a, "if") && json_object_get(b, "if")) {
+        /* two if/then/else (allOf of conditionals): b's as its anyOf form (grammar_json_not.c) */
+        json_t *rb = gjs_rewrite_logic(c, b);
+        json_decref(b);
+        b = rb ? gjs_flatten(c, rb, depth) : NULL;
+        json_decref(rb);
+        if (!b) { json_decref(a); return NULL; }
+    }
     json_t *r = json_copy(a);
     /* properties: union; a key in both meets both; a key only one side
      * lists meets the other side's additionalProperties */
@@ -533,6 +541,12 @@ static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
             json_array_foreach(cur, i, x) json_array_foreach(v, j, y) json_array_append_new(u, all_of2(x, y));
             json_object_set_new(r, k, u);
         } else if (!strcmp(k, GJS_FALSE_KEY)) {
+        } else if (!strcmp(k, "not")) { /* not A and not B = not (A or B) */
+            json_object_set_new(r, k, json_pack("{s:[OO]}", "anyOf", cur, v));
+        } else if (!strcmp(k, GJS_NOTIN_KEY)) {
+            json_t *u = json_copy(cur);
+            json_array_extend(u, v);
+            json_object_set_new(r, k, u);
         } else {
             json_decref(r), r = NULL;
             gjs_fail(c, "allOf: cannot merge two different '%s'", k);
@@ -554,6 +568,14 @@ static json_t *merge(gjs *c, json_t *a0, json_t *b0, int depth)
 
 static const char *gen_type(gjs *c, json_t *s, const char *t)
 {
+    if (json_object_get(s, GJS_NONINT_KEY) && (!strcmp(t, "number") || !strcmp(t, "integer"))) {
+        /* from not {type: integer}: a fraction with a non-zero digit, no exponent (a subset) */
+        if (!strcmp(t, "integer")) return gjs_unsat(c, "an integer that is not an integer"), NULL;
+        static const char *const kw[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NULL};
+        for (int i = 0; kw[i]; i++)
+            if (json_object_get(s, kw[i])) return gjs_fail(c, "'not' of type integer together with '%s' is not supported", kw[i]), NULL;
+        return gjs_rule(c, "nonint", "\"-\"? (\"0\" | [1-9] [0-9]*) \".\" [0-9]* [1-9] [0-9]*");
+    }
     if (!strcmp(t, "string")) return gjs_string(c, s);
     if (!strcmp(t, "integer")) return gjs_number(c, s, true);
     if (!strcmp(t, "number")) return gjs_number(c, s, false);
@@ -584,11 +606,15 @@ static const char *gen_inner(gjs *c, json_t *s)
     if (json_is_false(s)) return gjs_unsat(c, "schema 'false' matches nothing"), NULL;
     if (!json_is_object(s)) return gjs_fail(c, "a schema must be an object or a boolean"), NULL;
     if (json_object_get(s, GJS_FALSE_KEY)) return gjs_unsat(c, "schema cannot be satisfied"), NULL;
-    if (json_object_get(s, "not")) return gjs_fail(c, "'not' is not supported"), NULL;
     if (json_object_get(s, "$dynamicRef") || json_object_get(s, "$recursiveRef"))
         return gjs_fail(c, "'$dynamicRef'/'$recursiveRef' are not supported"), NULL;
-    if (json_object_get(s, "if") && (json_object_get(s, "then") || json_object_get(s, "else")))
-        return gjs_fail(c, "'if'/'then'/'else' is not supported"), NULL;
+    if (json_object_get(s, "not") || (json_object_get(s, "if") && (json_object_get(s, "then") || json_object_get(s, "else")))) {
+        /* rewritten as allOf / anyOf where exact, else an error naming them (grammar_json_not.c) */
+        json_t *m = gjs_rewrite_logic(c, s);
+        if (!m) return NULL;
+        json_array_append_new(c->keep, m);
+        return gjs_gen(c, m);
+    }
     json_t *ref = json_object_get(s, "$ref");
     json_t *all = json_object_get(s, "allOf");
     if (json_is_string(ref) || json_is_array(all)) {
@@ -660,6 +686,27 @@ static const char *gen_inner(gjs *c, json_t *s)
     json_t *type = json_object_get(s, "type");
     if (type && !json_is_string(type) && !json_is_array(type)) return gjs_fail(c, "'type' must be a string or an array"), NULL;
     json_t *cv = json_object_get(s, "const");
+    json_t *notin = json_object_get(s, GJS_NOTIN_KEY), *nonint = json_object_get(s, GJS_NONINT_KEY);
+    if ((notin || nonint) && (cv || json_is_array(json_object_get(s, "enum")))) {
+        /* values and "none of these strings": the values without them */
+        json_t *m = json_copy(s), *vals = cv ? json_pack("[O]", cv) : json_copy(json_object_get(s, "enum"));
+        json_t *keep = json_array();
+        size_t i, j;
+        json_t *v, *x;
+        json_array_foreach(vals, i, v)
+        {
+            bool out = false;
+            if (json_is_string(v) && notin) json_array_foreach(notin, j, x) if (json_equal(v, x)) out = true;
+            if (nonint && (json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v))))
+                out = true;
+            if (!out) json_array_append(keep, v);
+        }
+        json_decref(vals);
+        json_object_del(m, "const"), json_object_del(m, GJS_NOTIN_KEY), json_object_del(m, GJS_NONINT_KEY);
+        json_object_set_new(m, "enum", keep);
+        json_array_append_new(c->keep, m);
+        return gjs_gen(c, m);
+    }
     if (cv) {
         json_t *a = json_pack("[O]", cv);
         json_t *e = json_object_get(s, "enum");

@@ -595,6 +595,13 @@ static bool format_within(const char *f, double mn, double mx)
 
 const char *gjs_string(gjs *c, json_t *s)
 {
+    json_t *notin = json_object_get(s, GJS_NOTIN_KEY);
+    if (notin) { /* from `not` of an enum (grammar_json_not.c) */
+        if (json_object_get(s, "pattern") || json_object_get(s, "format") || json_object_get(s, "minLength") ||
+            json_object_get(s, "maxLength"))
+            return gjs_fail(c, "'not' of string values together with pattern/format/lengths is not supported"), NULL;
+        return gjs_string_not_in(c, notin);
+    }
     json_t *pat = json_object_get(s, "pattern"), *fmt = json_object_get(s, "format");
     json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
     bool lens = json_is_number(mn) || json_is_number(mx);

@@ -11,24 +11,10 @@
  *     ebnf            grammar_compile_ebnf (start rule "root")
  *     structural_tag  grammar_structural_tag_to_ebnf -> grammar_compile_ebnf
  *
- * structural_tag (SGLang / xgrammar's legacy format):
- *   {"structures": [{"begin": B, "schema": S, "end": E}, ...],
- *    "triggers": [T, ...]}          ("type" and other keys ignored)
- * Free text until a trigger appears; from there the output must be one
- * of the structures whose begin starts with that trigger (B, then JSON
- * matching S, then E), then free text again; the output may end in free
- * text.  As EBNF:
- *   root ::= free ( tag free )*
- *   tag  ::= st0 | st1 | ...         st<i> ::= "B" s<i>_root "E"
- *   free ::= [^A..]* ( A1 y1 | A2 y2 ... )*
- * where A<j> is trigger j's first character and y<j> consumes what may
- * follow it without completing trigger j (a proper prefix of the rest,
- * or a prefix broken by a character that is no trigger start, then any
- * text without one).  That form is exact when each trigger's first
- * character occurs nowhere else in any trigger (true of "<function=",
- * "<tool_call>", "{\"name\":", "[TOOL_CALLS]" ...); other trigger sets
- * are refused with a message.  Each structure's schema rules are
- * renamed with a prefix s<i>_ so they cannot collide.
+ * structural_tag: SGLang's legacy {"structures", "triggers"} form and
+ * xgrammar's {"format": ...} form (const_string, json_schema, grammar,
+ * regex, any_text, sequence, or, tag, triggered_tags,
+ * tags_with_separator); see grammar_stag.c for the construction.
  *
  * Ownership: results are the caller's (grammar_free, grammar_vocab_free,
  * the strbuf). */
@@ -50,8 +36,8 @@ void *grammar_compile_key(void *ctx, const grammar_key *key, size_t *bytes, char
 /* grammar_free for the cache (void * signature). */
 void grammar_free_value(void *g);
 
-/* SGLang's structural_tag JSON -> EBNF (rule "root") appended to out.
- * 0, or -1 with the reason. */
+/* SGLang's structural_tag JSON (either form) -> EBNF (rule "root")
+ * appended to out (grammar_stag.c).  0, or -1 with the reason. */
 int grammar_structural_tag_to_ebnf(const char *json, size_t len, const grammar_json_opts *o, strbuf *out,
                                    char *err, size_t errlen);
 

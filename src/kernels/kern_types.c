@@ -9,6 +9,7 @@
 #include "kernels/kernels_impl.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_dot.h"
+#include "kernels/quant_fp8.h"
 #include "kernels/quant_ref.h"
 
 #include <strings.h>
@@ -183,6 +184,13 @@ static kern_type_traits g_traits[KERN_TYPE_COUNT] = {
     QT(KERN_TYPE_Q8_K, "q8_K", QK_K, block_q8_K, q8_K),
     QT(KERN_TYPE_Q8_1, "q8_1", QK8_1, block_q8_1, q8_1),
 #undef QT
+    /* fp8 weights kept as bytes (quant_fp8.h): weight-only f32 kernels */
+    [KERN_TYPE_F8_B128] = {
+        .name = "f8_e4m3_b128", .block_size = QK_F8B, .block_bytes = sizeof(block_f8b), .is_quantized = 1,
+        .matmul_ok = 1, .row_to_f32 = qf8_row_to_f32, .row_from_f32 = qf8_row_from_f32,
+        .dot = {qf8_dot_scalar, NULL, NULL},
+        .matmul = {qf8_matmul_scalar, NULL, NULL},
+    },
 };
 
 static const struct { int ggml; kern_type kt; } k_ggml_map[] = {
@@ -251,6 +259,9 @@ void kern_types_init(void)
         if (avx2) q->matmul[KERN_ISA_AVX2] = quant_matmul_slot(KERN_ISA_AVX2);
         if (avx512) q->matmul[KERN_ISA_AVX512] = quant_matmul_slot(KERN_ISA_AVX2);
     }
+    kern_type_traits *f8 = &g_traits[KERN_TYPE_F8_B128]; /* the AVX-512 slot runs the AVX2 kernels */
+    if (avx2) f8->dot[KERN_ISA_AVX2] = qf8_dot_avx2, f8->matmul[KERN_ISA_AVX2] = qf8_matmul_avx2;
+    if (avx512) f8->dot[KERN_ISA_AVX512] = qf8_dot_avx2, f8->matmul[KERN_ISA_AVX512] = qf8_matmul_avx2;
 }
 
 const kern_type_traits *kern_type_get(kern_type t)

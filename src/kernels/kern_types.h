@@ -53,6 +53,7 @@ typedef enum kern_type {
     KERN_TYPE_IQ4_XS,
     KERN_TYPE_Q8_K, /* activations of the K-quant dots (not a weight type) */
     KERN_TYPE_Q8_1, /* activations of the _1 types' dots (not a weight type) */
+    KERN_TYPE_F8_B128, /* fp8 e4m3 weights with an f32 scale per 128 (kernels/quant_fp8.h) */
     KERN_TYPE_COUNT
 } kern_type;
 

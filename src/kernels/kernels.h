@@ -58,6 +58,9 @@ typedef struct kern_mat {
     size_t bytes;      /* bytes resident at data */
     int x_exact;       /* 1: keep activations f32 (no AMX bf16 rounding), e.g. the LM head;
                         * set by the caller after kern_mat_init */
+    const int32_t *perm; /* (k) or NULL; block-quantized weights only: stored column c is input
+                          * perm[c] (act-order GPTQ sorted by group), y = W'·x[perm]; borrowed,
+                          * set by the caller after kern_mat_init_kt */
 } kern_mat;
 
 /* Prepare a weight for kern_matmul.  src is row-major (n, k) of src_dt.

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_fp8.h"
 #include "util/dtype.h"
 
 const int8_t quant_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -413,7 +414,10 @@ size_t quant_matmul_scratch(int m, int k)
     size_t row = (size_t)(k / 32 + 1) * (37 + 8);
     /* + one unpacked row (<= 34 bytes per 32 values: Q8_0) for the
      * repacked layouts' scalar path */
-    return (size_t)(m < QCHUNK ? m : QCHUNK) * row + (size_t)(k / 32 + 1) * 36 + 256;
+    size_t s = (size_t)(m < QCHUNK ? m : QCHUNK) * row + (size_t)(k / 32 + 1) * 36 + 256;
+    size_t f8 = qf8_matmul_scratch(m, k); /* the fp8 type's panel */
+    /* + the gathered activation rows of a permuted (act-order) weight */
+    return (s > f8 ? s : f8) + (size_t)(m < QCHUNK ? m : QCHUNK) * k * sizeof(float) + 64;
 }
 
 void quant_repack_q4_0x8(void *dst, const void *src, int n, int nb)
@@ -587,6 +591,27 @@ static void quant_matmul_rows(float *y, const float *x, int m, const kern_mat *w
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                   int nth, void *scratch, kern_isa isa)
 {
+    if (w->perm) { /* act-order: x[perm] gathered QCHUNK rows at a time into scratch, then the same product */
+        const int k = w->k, n = w->n;
+        float *xp = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+        void *rest = xp + (size_t)(m < QCHUNK ? m : QCHUNK) * k;
+        kern_mat w2 = *w;
+        w2.perm = NULL;
+        for (int r0 = 0; r0 < m; r0 += QCHUNK) {
+            const int mc = m - r0 < QCHUNK ? m - r0 : QCHUNK;
+            for (int r = 0; r < mc; r++) {
+                const float *xr = x + (size_t)(r0 + r) * k;
+                float *d = xp + (size_t)r * k;
+                for (int c = 0; c < k; c++) d[c] = xr[w->perm[c]];
+            }
+            quant_matmul(y + (size_t)r0 * n, xp, mc, &w2, bias, ith, nth, rest, isa);
+        }
+        return;
+    }
+    if (w->qtype == KERN_TYPE_F8_B128) { /* weight-only f32 kernels (quant_fp8.c) */
+        qf8_matmul(y, x, m, w, bias, ith, nth, scratch, isa);
+        return;
+    }
     const int n = w->n;
     const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);

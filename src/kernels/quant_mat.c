@@ -82,7 +82,7 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         free(tmp);
         return rc;
     }
-    if (!quant_ops_scalar((kern_type)want_t)) {
+    if (!quant_ops_scalar((kern_type)want_t) && want_t != KERN_TYPE_F8_B128) {
         log_error("%s is not a weight type", wt->name);
         return -1;
     }

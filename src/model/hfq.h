@@ -79,5 +79,10 @@ int hfq_ignored(const hfq_config *q, const char *module);
  * DIR/config.json or `flag` asks for a quantized load, wrap it as above.
  * 0, or -1 with the message in err. */
 int wsrc_open_hfq(wsrc *s, const char *path, const char *flag, char *err, size_t errlen);
+/* Wrap an open source without a checkpoint config (dummy weights) for
+ * the at-load methods of `flag` (fp8, w8a8_int8): their matrices are
+ * quantized as wsrc_open_hfq's at-load path does.  No-op for NULL / none;
+ * -1 with a message for a method that needs a quantized checkpoint. */
+int wsrc_wrap_hfq_at_load(wsrc *s, const char *flag, char *err, size_t errlen);
 
 #endif

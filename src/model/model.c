@@ -194,6 +194,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
                 errmsg_set(err, errlen, "out of memory");
                 goto fail;
             }
+            if (wsrc_wrap_hfq_at_load(&m->src, o->quantization, err, errlen)) goto fail; /* --quantization fp8 */
         } else if (wsrc_open_hfq(&m->src, o->model_path, o->quantization, err, errlen)) {
             goto fail;
         }

@@ -214,6 +214,11 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
                            int n, int k, dtype want)
 {
     kern_type kt = (kern_type)part->type;
+    if (part->perm && (L->no_quant || part->perm_n != k)) { /* act-order GPTQ columns (wsource_hfq.c) */
+        fail(L, "act-order weight '%s' cannot be %s", name,
+             L->no_quant ? "read as float here" : "split by input columns (tensor parallelism)");
+        return;
+    }
     /* Q4_0 / Q4_K / Q8_0 with whole 8-row groups: an owned copy, which the
      * SIMD kernels repack 8 rows at a time (about 2x the GEMV compute rate
      * of the file's layout, which is compute-bound on AVX2); the mapped
@@ -237,6 +242,17 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
     }
     L->m->weight_bytes += linear_bytes(w);
     if (w->mat.qtype) L->n_quant++;
+    if (part->perm) { /* the kernels gather x[perm]: a copy the weights own */
+        int32_t *p = malloc(sizeof(int32_t) * (size_t)k);
+        if (!p || add_block(L->m, p)) {
+            free(p);
+            fail(L, "out of memory");
+            return;
+        }
+        memcpy(p, part->perm, sizeof(int32_t) * (size_t)k);
+        w->mat.perm = p;
+        L->m->weight_bytes += sizeof(int32_t) * (size_t)k;
+    }
 }
 
 /* Prepare *w (n, k), stored as `want` (F32 or BF16; values rounded to the

@@ -52,6 +52,10 @@ typedef struct wsrc_tensor {
     const char *origin;         /* where it lives (a file path), for messages */
     const void *priv;           /* the source's handle of the whole tensor (views keep it) */
     uint64_t tag;               /* the source's per-tensor state (dummy: row seed) */
+    const int32_t *perm;        /* (perm_n) or NULL: the stored columns are the inputs in this
+                                 * order (act-order GPTQ blocks, wsource_hfq.c); borrowed, valid
+                                 * while the tensor's bytes are; read / read_row return input order */
+    int64_t perm_n;             /* the full tensor's columns (a column slice cannot use perm) */
 } wsrc_tensor;
 
 typedef struct wsrc_ops {

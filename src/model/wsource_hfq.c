@@ -13,11 +13,17 @@
  *   - Q8_0 for 8-bit codes with one zero per block (compressed-tensors /
  *     w8a8_int8 int8, GPTQ 8-bit symmetric): qs = c - z, d = f16(s);
  * each needing the group size and `in` to be multiples of 32 and the
- * scales within f16's normal range; otherwise (and for act-order g_idx,
- * 2-bit, asymmetric 8-bit, fp8) the hfquant.c dequantization, stored in
- * the checkpoint's torch_dtype.  At-load quantization of an unquantized
- * checkpoint: w8a8_int8 -> Q8_0 through the type's own quantizer; fp8 ->
- * e4m3 codes with a per-row scale amax / 448, dequantized (weight-only).
+ * scales within f16's normal range;
+ *   - fp8 (per tensor, per channel, 128 x 128 blocks): KERN_TYPE_F8_B128,
+ *     the codes as stored with the f32 scale of each 128 inputs
+ *     (kernels/quant_fp8.h, weight-only f32 kernels), when `in` % 128 == 0
+ *     and the scale blocks do not cut a 128-block;
+ * otherwise (and for act-order g_idx, 2-bit, asymmetric 8-bit) the
+ * hfquant.c dequantization, stored in the checkpoint's torch_dtype.
+ * At-load quantization of an unquantized checkpoint: w8a8_int8 -> Q8_0
+ * through the type's own quantizer; fp8 -> e4m3 codes with a per-row
+ * scale amax / 448, kept as KERN_TYPE_F8_B128 (dequantized when `in` %
+ * 128 != 0).
  * A malformed module (missing scales, wrong shapes or dtypes) is returned
  * with type -1 and the reason as its type name, which the loader reports
  * with the tensor's name. */
@@ -29,6 +35,7 @@
 #include <string.h>
 
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_fp8.h"
 #include "model/hfq.h"
 #include "model/hfquant.h"
 #include "util/errmsg.h"
@@ -40,6 +47,7 @@ typedef struct hfq_ent {
     void *buf;       /* owned bytes (NULL after release) */
     int kept;
     char why[256];   /* malformed: the reason (type name) */
+    int32_t *perm;   /* (in) owned, or NULL: act-order columns stored sorted by group (see do_awq_gptq) */
 } hfq_ent;
 
 typedef struct hfq_src {
@@ -49,6 +57,8 @@ typedef struct hfq_src {
     hfq_ent **ents;
     int n_ents, cap_ents;
     int n_block, n_deq; /* counts for the load log */
+    size_t block_bytes;  /* bytes of the weights kept block-quantized / as fp8 */
+    size_t block_ckpt;   /* bytes of the checkpoint tensors they were made from */
 } hfq_src;
 
 /* ---- the code grid ------------------------------------------------------ */
@@ -139,7 +149,20 @@ typedef struct job {
     const char *base;  /* module name */
     hfq_ent *e;        /* e->why gets the first problem */
     const char *origin;
+    const void *seen[8]; /* data of the checkpoint tensors counted in ckpt */
+    int n_seen;
+    size_t ckpt;         /* their bytes */
+    int32_t *perm;       /* out: act-order column order of the blocks (owned; moves to the ent) */
 } job;
+
+/* Count t's bytes once into j->ckpt. */
+static void count(job *j, const wsrc_tensor *t)
+{
+    for (int i = 0; i < j->n_seen; i++)
+        if (j->seen[i] == t->data) return;
+    if (j->n_seen < 8) j->seen[j->n_seen++] = t->data;
+    j->ckpt += t->nbytes;
+}
 
 static int bad(job *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(job *j, const char *fmt, ...)
@@ -158,7 +181,9 @@ static int get(job *j, const char *suffix, wsrc_tensor *t)
 {
     char nm[300];
     snprintf(nm, sizeof nm, "%s.%s", j->base, suffix);
-    return wsrc_find(&j->h->inner, nm, 0, NULL, t);
+    int found = wsrc_find(&j->h->inner, nm, 0, NULL, t);
+    if (found) count(j, t);
+    return found;
 }
 
 /* Required tensor base.suffix of safetensors dtype `dt` (NULL: a float
@@ -207,7 +232,38 @@ static void *to_out_dt(hfq_src *h, float *w, int64_t n)
 
 static const int k_awq_inv[8] = {0, 4, 1, 5, 2, 6, 3, 7}; /* column c%8 -> nibble */
 
-/* AWQ and GPTQ: *type and the buffer, or NULL (reason in j->e->why). */
+static int at_load_skips(const char *base);
+
+/* The columns of an act-order g_idx sorted by group (stable): perm[c] is
+ * the input column at sorted position c, so sorted column c is in group
+ * c / g -- when every group 0..ng-2 has exactly g members and the last
+ * the rest; else NULL (the weight is dequantized). */
+static int32_t *act_order_perm(const int32_t *gi, int64_t in, int64_t g, int64_t ng)
+{
+    if (g <= 0 || ng != (in + g - 1) / g) return NULL;
+    int64_t *cnt = calloc((size_t)ng + 1, sizeof *cnt);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)in);
+    int ok = cnt && perm;
+    for (int64_t i = 0; ok && i < in; i++) {
+        if (gi[i] < 0 || gi[i] >= ng) ok = 0;
+        else cnt[gi[i] + 1]++;
+    }
+    for (int64_t k = 0; ok && k < ng; k++)
+        if (cnt[k + 1] != (k + 1 < ng ? g : in - (ng - 1) * g)) ok = 0;
+    if (ok) {
+        for (int64_t k = 0; k < ng; k++) cnt[k + 1] += cnt[k]; /* group starts */
+        for (int64_t i = 0; i < in; i++) perm[cnt[gi[i]]++] = (int32_t)i;
+    }
+    free(cnt);
+    if (!ok) free(perm);
+    return ok ? perm : NULL;
+}
+
+/* AWQ and GPTQ: *type and the buffer, or NULL (reason in j->e->why).  An
+ * act-order GPTQ weight (g_idx not i / g) whose groups all have g
+ * columns keeps its blocks with the columns sorted by group (j->perm: the
+ * kernels gather x[perm]); routers stay dequantized (the loader reads
+ * them as float). */
 static void *do_awq_gptq(job *j, int64_t out, int64_t in, int *type)
 {
     const hfq_config *q = &j->h->q;
@@ -242,14 +298,17 @@ static void *do_awq_gptq(job *j, int64_t out, int64_t in, int *type)
     int trivial = 1;
     for (int64_t i = 0; has_g && i < in; i++)
         if (gi[i] != i / g) trivial = 0;
-    if (trivial && bits != 2 && !qgrid_alloc(&gr, out, in, g)) {
+    int32_t *perm = !trivial && !awq && bits != 2 && !at_load_skips(j->base) ? act_order_perm(gi, in, g, ng) : NULL;
+    if ((trivial || perm) && bits != 2 && !qgrid_alloc(&gr, out, in, g)) {
         uint32_t mask = (1u << bits) - 1u;
-        for (int64_t i = 0; i < in; i++)
+        for (int64_t c = 0; c < in; c++) {
+            const int64_t i = perm ? perm[c] : c; /* the input column stored at c */
             for (int64_t o = 0; o < out; o++) {
                 uint32_t v = awq ? (uint32_t)qw[i * (out / 8) + o / 8] >> (4 * k_awq_inv[o % 8])
                                  : (uint32_t)qw[(i / pf) * out + o] >> (bits * (i % pf));
-                gr.c[o * in + i] = (int16_t)(v & mask);
+                gr.c[o * in + c] = (int16_t)(v & mask);
             }
+        }
         for (int64_t k = 0; k < ng; k++)
             for (int64_t o = 0; o < out; o++) {
                 int z = 1 << (bits - 1);
@@ -262,9 +321,12 @@ static void *do_awq_gptq(job *j, int64_t out, int64_t in, int *type)
         int t = qgrid_target(&gr, bits);
         if (t >= 0 && (res = qgrid_blocks(&gr, t))) {
             *type = t;
+            j->perm = perm;
+            perm = NULL;
             goto done;
         }
     }
+    free(perm);
     float *w = malloc(sizeof(float) * (size_t)(out * in));
     if (!w) goto done;
     int rc;
@@ -311,6 +373,29 @@ static int scale_grid(job *j, const wsrc_tensor *ts, int64_t out, int64_t in, in
     if (n != want)
         return bad(j, "%s ('%s' has %lld scales, expected %lld)", q->name, ts->name, (long long)n, (long long)want);
     return 0;
+}
+
+/* fp8 codes (out, in) with the scale grid s (blocks bo x bi) as
+ * KERN_TYPE_F8_B128 rows (one f32 scale per 128 inputs, codes as stored);
+ * NULL when in is not a multiple of 128, a scale column would cut a
+ * 128-block (bi < in and bi % 128 != 0), a scale is not finite and
+ * positive-or-zero below 2^120 (the AVX2 decode multiplies it by 2^8), or
+ * out of memory: the caller dequantizes instead. */
+static void *fp8_blocks(const uint8_t *qb, int64_t out, int64_t in, const float *s, int64_t bo, int64_t bi)
+{
+    if (in % QK_F8B || (bi < in && bi % QK_F8B)) return NULL;
+    int64_t cols = (in + bi - 1) / bi, nb = in / QK_F8B;
+    for (int64_t i = 0, ns = ((out + bo - 1) / bo) * cols; i < ns; i++)
+        if (!(fabsf(s[i]) < 0x1p120f)) return NULL;
+    block_f8b *b = malloc(sizeof(block_f8b) * (size_t)(out * nb));
+    if (!b) return NULL;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t k = 0; k < nb; k++) {
+            block_f8b *d = b + o * nb + k;
+            d->d = s[(o / bo) * cols + (k * QK_F8B) / bi];
+            memcpy(d->q, qb + o * in + k * QK_F8B, QK_F8B);
+        }
+    return b;
 }
 
 /* int8 (compressed-tensors int-quantized, w8a8_int8), fp8 and
@@ -362,6 +447,10 @@ static void *do_grid(job *j, const wsrc_tensor *tw, int packed, int64_t out, int
             goto done;
         }
     }
+    if (fp8 && (res = fp8_blocks(qb, out, in, s, bo, bi))) {
+        *type = KERN_TYPE_F8_B128;
+        goto done;
+    }
     float *w = malloc(sizeof(float) * (size_t)(out * in));
     if (!w) goto done;
     int rc = fp8 ? hfquant_fp8_dequant(w, qb, out, in, &sc)
@@ -400,7 +489,31 @@ static void *do_at_load(job *j, const wsrc_tensor *t, int64_t out, int64_t in, i
         *type = KERN_TYPE_Q8_0;
         return b;
     }
-    /* fp8: per-row scale amax / 448, e4m3 codes, the dequantized values */
+    /* fp8: per-row scale amax / 448, e4m3 codes: kept as codes
+     * (KERN_TYPE_F8_B128, the row's scale in each block) when in % 128
+     * == 0, else the dequantized values */
+    if (in % QK_F8B == 0) {
+        int64_t nb = in / QK_F8B;
+        block_f8b *b = malloc(sizeof(block_f8b) * (size_t)(out * nb));
+        if (!b) {
+            free(w);
+            return NULL;
+        }
+        for (int64_t o = 0; o < out; o++) {
+            const float *r = w + o * in;
+            float amax = 0.0f;
+            for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
+            float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+            for (int64_t k = 0; k < nb; k++) {
+                block_f8b *d = b + o * nb + k;
+                d->d = sc;
+                for (int i = 0; i < QK_F8B; i++) d->q[i] = f32_to_f8e4m3(r[k * QK_F8B + i] / sc);
+            }
+        }
+        free(w);
+        *type = KERN_TYPE_F8_B128;
+        return b;
+    }
     for (int64_t o = 0; o < out; o++) {
         float *r = w + o * in, amax = 0.0f;
         for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
@@ -465,7 +578,7 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
     int have = wsrc_find(&h->inner, name, ndim, expect, &t);
     const hfq_config *q = &h->q;
     int kind = 0; /* 1 awq/gptq, 2 int8/fp8 grid, 3 packed, 4 at load */
-    job j = {h, base, NULL, NULL};
+    job j = {h, base, NULL, NULL, {0}, 0, 0, NULL};
     if (q->method == HFQ_AWQ || q->method == HFQ_GPTQ) {
         if (!have && wsrc_find(&h->inner, (snprintf(base + ln - 7, 16, ".qweight"), base), 0, NULL, &aux)) {
             kind = 1;
@@ -493,6 +606,7 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
         if (have) *out = t;
         return have;
     }
+    if (kind != 1) count(&j, &t); /* the codes (AWQ / GPTQ's qweight comes through get) */
     hfq_ent *e = ent_new(h, name);
     if (!e) return have;
     j.e = e;
@@ -515,20 +629,53 @@ static int hq_find(void *self, const char *name, int ndim, const int64_t *expect
         return 1;
     }
     e->buf = buf;
+    e->perm = j.perm;
+    out->perm = e->perm;
+    out->perm_n = e->perm ? in : 0;
     out->type = type;
     out->type_name = kern_type_get((kern_type)type)->name;
     out->data = buf;
     out->nbytes = kern_type_mat_bytes((kern_type)type, o, in);
-    if (type >= KERN_TYPE_FLOAT_COUNT) h->n_block++;
-    else h->n_deq++;
+    if (type >= KERN_TYPE_FLOAT_COUNT) {
+        h->n_block++;
+        h->block_bytes += out->nbytes;
+        h->block_ckpt += j.ckpt;
+    } else {
+        h->n_deq++;
+    }
     return 1;
+}
+
+/* Row-major rows of n floats stored with columns in perm order back in
+ * input order (dst row c' = perm[c] <- c); -1 out of memory. */
+static int unpermute_rows(float *dst, int64_t rows, int64_t n, const int32_t *perm)
+{
+    float *tmp = malloc(sizeof(float) * (size_t)n);
+    if (!tmp) return -1;
+    for (int64_t r = 0; r < rows; r++) {
+        memcpy(tmp, dst + r * n, sizeof(float) * (size_t)n);
+        for (int64_t c = 0; c < n; c++) dst[r * n + perm[c]] = tmp[c];
+    }
+    free(tmp);
+    return 0;
 }
 
 static int hq_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
 {
     hfq_src *h = self;
-    if (ent_of(h, t->priv)) return wsrc_convert(dst, dst_dt, t->data, t->type, (size_t)wsrc_numel(t));
-    return wsrc_read(&h->inner, t, dst, dst_dt);
+    hfq_ent *e = ent_of(h, t->priv);
+    if (!e) return wsrc_read(&h->inner, t, dst, dst_dt);
+    if (!e->perm) return wsrc_convert(dst, dst_dt, t->data, t->type, (size_t)wsrc_numel(t));
+    /* act-order blocks: through f32, columns back in input order */
+    if (t->perm_n != t->shape[1]) return -1;
+    size_t n = (size_t)wsrc_numel(t);
+    float *f = dst_dt == DTYPE_F32 ? dst : malloc(sizeof(float) * n);
+    if (!f) return -1;
+    int rc = wsrc_convert(f, DTYPE_F32, t->data, t->type, n);
+    if (!rc) rc = unpermute_rows(f, t->shape[0], t->shape[1], e->perm);
+    if (!rc && f != dst) rc = wsrc_convert(dst, dst_dt, f, DTYPE_F32, n);
+    if (f != dst) free(f);
+    return rc;
 }
 
 static void hq_bind_rows(void *self, wsrc_tensor *t)
@@ -543,6 +690,11 @@ static void hq_read_row(void *self, const wsrc_tensor *t, int64_t r, float *dst)
     if (ent_of(h, t->priv)) {
         size_t rb = kern_type_row_bytes((kern_type)t->type, t->shape[1]);
         (void)wsrc_convert(dst, DTYPE_F32, (const char *)t->data + (size_t)r * rb, t->type, (size_t)t->shape[1]);
+        hfq_ent *e = ent_of(h, t->priv);
+        if (e->perm && (t->perm_n != t->shape[1] || unpermute_rows(dst, 1, t->shape[1], e->perm))) {
+            log_error("%s: cannot read an act-order row", t->name);
+            memset(dst, 0, sizeof(float) * (size_t)t->shape[1]);
+        }
         return;
     }
     h->inner.ops->read_row(h->inner.self, t, r, dst);
@@ -560,12 +712,15 @@ static void hq_release(void *self)
 {
     hfq_src *h = self;
     if (h->n_block + h->n_deq)
-        log_info("%s checkpoint: %d weight(s) kept block-quantized, %d dequantized to %s", h->q.name, h->n_block,
-                 h->n_deq, dtype_name(h->out_dt));
+        log_info("%s checkpoint: %d weight(s) kept block-quantized, %d dequantized to %s (block-quantized: %zu "
+                 "bytes from %zu bytes of checkpoint tensors)", h->q.name, h->n_block, h->n_deq,
+                 dtype_name(h->out_dt), h->block_bytes, h->block_ckpt);
     for (int i = 0; i < h->n_ents; i++)
         if (!h->ents[i]->kept) {
             free(h->ents[i]->buf);
+            free(h->ents[i]->perm);
             h->ents[i]->buf = NULL;
+            h->ents[i]->perm = NULL;
         }
     wsrc_release_unused(&h->inner);
 }
@@ -575,6 +730,7 @@ static void hq_close(void *self)
     hfq_src *h = self;
     for (int i = 0; i < h->n_ents; i++) {
         free(h->ents[i]->buf);
+        free(h->ents[i]->perm);
         free(h->ents[i]);
     }
     free(h->ents);
@@ -601,6 +757,26 @@ static char *read_json(const char *path, const char *name, size_t *len)
     return fileio_read(p, 16u << 20, len);
 }
 
+/* Wrap the open source s (its ops and self move into the wrapper) with
+ * the quantized view of q; 0, or -1 (s closed) with the message in err. */
+static int wrap(wsrc *s, const hfq_config *q, dtype out_dt, const char *path, char *err, size_t errlen)
+{
+    hfq_src *h = calloc(1, sizeof *h);
+    if (!h) {
+        wsrc_close(s);
+        errmsg_set(err, errlen, "out of memory");
+        return -1;
+    }
+    h->inner = *s;
+    h->q = *q;
+    h->out_dt = out_dt;
+    s->ops = &hq_ops;
+    s->self = h;
+    log_info("%s: %s%s (bits %d, group %d%s)", path, q->name, q->at_load ? " at load" : " checkpoint", q->bits,
+             q->group_size, q->desc_act ? ", act-order" : "");
+    return 0;
+}
+
 int wsrc_open_hfq(wsrc *s, const char *path, const char *flag, char *err, size_t errlen)
 {
     size_t len = 0;
@@ -624,18 +800,18 @@ int wsrc_open_hfq(wsrc *s, const char *path, const char *flag, char *err, size_t
     if (rc) return -1;
     if (wsrc_open_safetensors(s, path, err, errlen)) return -1;
     if (q.method == HFQ_NONE) return 0;
-    hfq_src *h = calloc(1, sizeof *h);
-    if (!h) {
-        wsrc_close(s);
-        errmsg_set(err, errlen, "out of memory");
+    return wrap(s, &q, out_dt, path, err, errlen);
+}
+
+int wsrc_wrap_hfq_at_load(wsrc *s, const char *flag, char *err, size_t errlen)
+{
+    hfq_config q;
+    if (!flag || !*flag) return 0;
+    if (hfq_config_parse(&q, NULL, 0, flag, err, errlen)) return -1;
+    if (q.method == HFQ_NONE) return 0;
+    if (!q.at_load) {
+        errmsg_set(err, errlen, "--quantization %s needs a quantized checkpoint (dummy weights have none)", flag);
         return -1;
     }
-    h->inner = *s;
-    h->q = q;
-    h->out_dt = out_dt;
-    s->ops = &hq_ops;
-    s->self = h;
-    log_info("%s: %s%s (bits %d, group %d%s)", path, q.name, q.at_load ? " at load" : " checkpoint", q.bits,
-             q.group_size, q.desc_act ? ", act-order" : "");
-    return 0;
+    return wrap(s, &q, DTYPE_F32, "dummy weights", err, errlen);
 }

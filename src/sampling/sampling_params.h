@@ -79,7 +79,8 @@ typedef struct sampling_params {
     bool json_strict;            /* not a wire field: OpenAI response_format json_schema
                                   * strict=true (additionalProperties false by default) */
     bool json_compact;           /* not a wire field: JSON without whitespace (the schema of a
-                                  * forced tool call: tool_choice required / named) */
+                                  * forced tool call: tool_choice required / named, or of
+                                  * the strict tools' structural tag under auto) */
     bool ignore_eos;
     bool skip_special_tokens;
     bool spaces_between_special_tokens;

@@ -182,7 +182,9 @@ sreq *sched_req_new(sched *s, const sched_req_spec *sp, uint64_t id, int index, 
                        : sp->params.ebnf      ? GRAMMAR_KIND_EBNF
                                               : GRAMMAR_KIND_STRUCTURAL_TAG;
         r->gram.opts = (sp->params.json_strict && sp->params.json_schema ? GRAMMAR_OPT_STRICT : 0) |
-                       (sp->params.json_compact && sp->params.json_schema ? GRAMMAR_OPT_COMPACT : 0);
+                       (sp->params.json_compact && (sp->params.json_schema || sp->params.structural_tag)
+                            ? GRAMMAR_OPT_COMPACT /* forced calls, and the strict tools' tag (api_chat_tools.c) */
+                            : 0);
         r->gram.len = strlen(gtext);
         if (!(r->gram.text = sched_strdup(gtext))) goto fail;
         if (sp->n_grammar_after > 0 && sp->grammar_after) {

@@ -237,6 +237,16 @@ def fmt_fp8_channel(name, w):
     return {name: ("F8_E4M3", q.view(torch.uint8).numpy()), base + ".weight_scale": s}, ref, ref
 
 
+def fmt_fp8_tensor(name, w):
+    """fp8 with one scale per tensor (a 0-dim weight_scale, as the first
+    FP8 checkpoints of the quant_method "fp8" era ship)."""
+    s = np.float32(max(np.abs(w).max(), 1e-6) / 448.0)
+    q = fp8_round(w / s)
+    ref = (q.to(torch.float32).numpy() * s).astype(np.float32)
+    base = name[:-len(".weight")]
+    return {name: ("F8_E4M3", q.view(torch.uint8).numpy()), base + ".weight_scale": np.array(s, dtype=np.float32)}, ref, ref
+
+
 def fmt_w8a8_int8(name, w):
     return fmt_ct_int8(name, w)
 
@@ -298,6 +308,7 @@ FORMATS = {
     "gptq4-act-mixtral": (fmt_gptq(4, True, g=32, act=True),
                           {"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": True, "sym": True}),
     "w8a8-fp8": (fmt_fp8_channel, {"quant_method": "w8a8_fp8"}),
+    "fp8-tensor": (fmt_fp8_tensor, {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3"}),
     "atload-int8": (at_load_int8, None),
     "atload-fp8": (at_load_fp8, None),
 }

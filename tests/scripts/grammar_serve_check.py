@@ -292,6 +292,63 @@ if ok:
         pos = k + 3
 check("structural_tag: every trigger is followed by begin + valid JSON + end", ok, why)
 
+# structural tag, xgrammar's "format" form.  Random weights rarely write a trigger by themselves, so these
+# formats make the tags happen: a reasoning tag, then at least one tool tag, then free text with triggers
+PICK = {"type": "object", "properties": {"c": {"enum": ["a", "b"]}}, "required": ["c"]}
+TAGS = [{"type": "tag", "begin": "<f=pick>", "content": {"type": "json_schema", "json_schema": PICK}, "end": "</f>"},
+        {"type": "tag", "begin": "<f=none>", "content": {"type": "const_string", "value": "X"}, "end": ["</f>", "</F>"]}]
+
+
+def tag_at(txt, k):
+    """The end of a valid tag starting at txt[k], or -1."""
+    m = re.match(r'<f=pick>(\{.*?\})</f>', txt[k:], re.S)
+    if m:
+        try:
+            jsonschema.validate(json.loads(m.group(1)), PICK)
+            return k + m.end()
+        except (ValueError, jsonschema.ValidationError):
+            return -1
+    m = re.match(r'<f=none>X</[fF]>', txt[k:])
+    return k + m.end() if m else -1
+
+
+FMT = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+    {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"},
+    {"type": "triggered_tags", "triggers": ["<f="], "tags": TAGS, "at_least_one": True, "excludes": ["STOP"]}]}}
+for seed in (7, 8):
+    st, d = post("/v1/chat/completions", {"model": "tiny", "messages": msgs, "max_tokens": 96, "seed": seed,
+                                          "temperature": 1.0, "response_format": FMT})
+    ok, why = st == 200, "%s %s" % (st, d)
+    if ok:
+        txt = d["choices"][0]["message"]["content"] or ""
+        e = txt.find("</think>")
+        ok = txt.startswith("<think>") and e >= 0
+        pos = tag_at(txt, e + 8) if ok else -1
+        ok = ok and pos >= 0 and "STOP" not in txt[pos:]
+        while ok and (k := txt.find("<f=", pos)) >= 0:
+            pos = tag_at(txt, k)
+            ok = pos >= 0
+        why = repr(txt)
+    check("structural_tag format (seed %d): <think>..</think>, a tag, then only valid tags" % seed, ok, why)
+SEP = {"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": TAGS, "separator": ",",
+                                             "at_least_one": True}}
+st, d = post("/v1/chat/completions", {"model": "tiny", "messages": msgs, "max_tokens": 64, "seed": 9,
+                                      "response_format": SEP})
+ok, why = st == 200, "%s %s" % (st, d)
+if ok:
+    txt = d["choices"][0]["message"]["content"] or ""
+    pos = tag_at(txt, 0)
+    while ok and pos >= 0 and pos < len(txt):
+        pos = tag_at(txt, pos + 1) if txt[pos] == "," else -1
+    ok = pos == len(txt)
+    why = repr(txt)
+check("structural_tag tags_with_separator: tag (, tag)* and nothing else", ok, why)
+st, d = post("/v1/chat/completions", {"model": "tiny", "messages": msgs, "max_tokens": 8, "response_format":
+                                      {"type": "structural_tag", "format": {"type": "or", "elements": [
+                                          {"type": "any_text"}, {"type": "const_string", "value": "a"}]}}})
+check("structural_tag format mixing unlimited and limited elements -> 400 naming it",
+      st == 400 and "structural_tag" in err_msg(d) and "unlimited" in err_msg(d), "%s %s" % (st, d))
+
 # metrics
 m = get("/metrics")
 check("/metrics has sglang:num_grammar_queue_reqs", re.search(r"^sglang:num_grammar_queue_reqs\{.*\} 0", m, re.M) is not None,

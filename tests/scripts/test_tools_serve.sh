@@ -229,6 +229,57 @@ check(len(rs2) == 1 and rs2[0] == m["reasoning_content"], "stream_reasoning fals
 _, resp = post("/v1/chat/completions", {**base, "tools": tools, "chat_template_kwargs": {"enable_thinking": False}})
 ch = resp["choices"][0]
 check(ch["message"]["tool_calls"] is None and ch["finish_reason"] == "length", "auto, random output: no tool_calls", ch)
+
+# tool_choice auto with a strict tool: SGLang's structural tag (free text; a call, once the model starts
+# one, follows its tool's schema: strict tools their parameters, the others any JSON)
+import jsonschema
+strict_tools = [{"type": "function", "function": {**tools[0]["function"], "strict": True}}, tools[1]]
+sb = {"model": "m", "messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": strict_tools,
+      "max_tokens": 160, "temperature": 0, "separate_reasoning": False}
+code, resp = post("/v1/chat/completions", {**sb, "rid": "t-strict-auto"})
+obj = logged("t-strict-auto")
+st = obj and obj["sampling_params"].get("structural_tag")
+stj = json.loads(st) if st else {}
+check(code == 200 and stj.get("triggers") == ["<tool_call>"] and len(stj.get("structures", [])) == 2 and
+      stj["structures"][0]["schema"] == tools[0]["function"]["parameters"] and stj["structures"][1]["schema"] == {} and
+      stj["structures"][0]["begin"] == '<tool_call>\n{"name": "get_weather", "arguments": ',
+      "strict auto: the request carries the tools' structural tag", (code, st))
+def calls_valid(resp, need, schemas):
+    # every call names a tool and its arguments meet that tool's schema; at max_tokens (finish
+    # "length") the last call may be cut (a call started near the end: truncated, as OpenAI's)
+    ch = resp["choices"][0]
+    calls = ch["message"]["tool_calls"] or []
+    fin = ch["finish_reason"]
+    whole = calls[:-1] if fin == "length" else calls
+    ok = len(whole) >= need and (not calls or fin in ("tool_calls", "length"))
+    for c in whole:
+        try:
+            jsonschema.validate(json.loads(c["function"]["arguments"]), schemas[c["function"]["name"]])
+        except (ValueError, KeyError, jsonschema.ValidationError):
+            ok = False
+    return ok, len(whole), ch
+ok, n, ch = calls_valid(resp, 0, {"get_weather": tools[0]["function"]["parameters"], "get_time": {}})
+check(code == 200 and ok, f"strict auto, random output: {n} call(s), each valid", ch)
+# a call that must happen: logit_bias puts <tool_call> first, the grammar takes over after the trigger;
+# both tools strict, so whichever the model names, its arguments must meet that tool's schema
+tc = tokenize("<tool_call>")
+all_strict = [{"type": "function", "function": {**t["function"], "strict": True}} for t in tools]
+schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+for q in ("Weather in Paris?", "What time is it?"):
+    code, resp = post("/v1/chat/completions", {**sb, "tools": all_strict, "messages": [{"role": "user", "content": q}],
+                                               "logit_bias": {str(tc[0]): 100}})
+    ok, n, ch = calls_valid(resp, 1, schemas) if code == 200 else (False, 0, resp)
+    check(len(tc) == 1 and ok, f"strict auto, a forced start: {n} whole call(s), each valid against its tool's schema", ch)
+# the request's own constraint wins (SGLang: a warning, no tool constraint)
+code, resp = post("/v1/chat/completions", {**sb, "rid": "t-strict-own", "max_tokens": 4,
+                  "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}})
+obj = logged("t-strict-own")
+check(code == 200 and obj and "structural_tag" not in obj["sampling_params"] and "json_schema" in obj["sampling_params"],
+      "strict auto + response_format: the request's json_schema is kept", obj and obj["sampling_params"])
+# not strict: no constraint (as SGLang)
+code, resp = post("/v1/chat/completions", {**sb, "tools": tools, "rid": "t-loose-auto", "max_tokens": 2})
+obj = logged("t-loose-auto")
+check(code == 200 and obj and "structural_tag" not in obj["sampling_params"], "auto without strict tools: no structural tag")
 sys.exit(1 if bad else 0)
 PYEOF
 $PY "$T/check.py" "$SERVER_URL" "$T/log" "$BIN" "$TOK" full

@@ -348,10 +348,10 @@ static void test_errors_name_the_keyword(void **state)
 {
     (void)state;
     static const struct { const char *schema, *word; } t[] = {
-        {"{\"not\":{\"type\":\"string\"}}", "not"},
+        {"{\"not\":{\"pattern\":\"a\"}}", "not"}, /* not of a type, enum, bound ...: test_schema_logic */
         {"{\"type\":\"array\",\"uniqueItems\":true}", "uniqueItems"},
-        {"{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":1}}", "if"},
-        {"{\"type\":\"array\",\"contains\":{\"type\":\"integer\"}}", "contains"},
+        {"{\"if\":{\"format\":\"date\"},\"then\":{\"minLength\":1}}", "if"},
+        {"{\"type\":\"array\",\"contains\":{\"pattern\":\"a\"},\"maxContains\":1}", "not"},
         {"{\"type\":\"number\",\"multipleOf\":0.01}", "multipleOf"},
         {"{\"$ref\":\"other.json#/a\"}", "remote"},
         {"{\"$ref\":\"#/$defs/missing\"}", "not found"},

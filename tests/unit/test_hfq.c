@@ -3,8 +3,13 @@
  * source (wsource_hfq.c) on small safetensors files written here:
  *   - AWQ 4-bit group 32 -> Q4_1 blocks with d = f16(s), m = f16(-s z),
  *     every decoded weight within 2^-11 s (q + z) of hfquant's exact value;
- *   - GPTQ act-order (permuted g_idx) -> f32, bit-identical to hfquant;
+ *   - GPTQ act-order (permuted g_idx, g columns per group) -> Q4_1 / Q4_0
+ *     blocks over the columns sorted by group with the permutation (Q4_0
+ *     with f16 scales bit-identical to hfquant; read gives input order);
+ *     unequal groups -> f32, bit-identical to hfquant;
  *   - compressed-tensors int8 per channel -> Q8_0 codes as stored, d = f16(s);
+ *   - fp8 per tensor / channel / 128x128 block -> KERN_TYPE_F8_B128, each
+ *     weight bit-equal to hfquant's, <= 1.1x the checkpoint's bytes;
  *   - missing scales / wrong qweight size -> type -1 naming the tensor;
  *   - tensors without packed parts pass through untouched. */
 #include <math.h>
@@ -20,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "kernels/kern_types.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "model/hfq.h"
@@ -220,6 +226,10 @@ static void test_gptq_act_order_and_int8(void **state)
     for (size_t i = 0; i < sizeof qz / 4; i++) qz[i] = (int32_t)(uint32_t)rng_next(&r);
     for (size_t i = 0; i < sizeof sc / 4; i++) sc[i] = 0.01f + (float)(rng_next(&r) % 100) * 1e-4f;
     for (int i = 0; i < I; i++) gidx[i] = (i * 7) % (I / G); /* not i / G */
+    static int32_t gidx_u[I];
+    for (int i = 0; i < I; i++) gidx_u[i] = (i % 8) < 5 ? 0 : 1; /* 40 and 24 columns */
+    static float sc16[(I / G) * O];
+    for (size_t i = 0; i < sizeof sc16 / 4; i++) sc16[i] = f16_to_f32(f32_to_f16(sc[i]));
     static int8_t w8[O * I];
     static float s8[O];
     for (int i = 0; i < O * I; i++) w8[i] = (int8_t)(int)(rng_next(&r) % 255 - 127);
@@ -229,6 +239,13 @@ static void test_gptq_act_order_and_int8(void **state)
         {"g.qzeros", "I32", 2, {I / G, O / 8}, qz, sizeof qz},
         {"g.scales", "F32", 2, {I / G, O}, sc, sizeof sc},
         {"g.g_idx", "I32", 1, {I}, gidx, sizeof gidx},
+        {"gs.qweight", "I32", 2, {I / 8, O}, qw, sizeof qw},
+        {"gs.scales", "F32", 2, {I / G, O}, sc16, sizeof sc16},
+        {"gs.g_idx", "I32", 1, {I}, gidx, sizeof gidx},
+        {"gu.qweight", "I32", 2, {I / 8, O}, qw, sizeof qw},
+        {"gu.qzeros", "I32", 2, {I / G, O / 8}, qz, sizeof qz},
+        {"gu.scales", "F32", 2, {I / G, O}, sc, sizeof sc},
+        {"gu.g_idx", "I32", 1, {I}, gidx_u, sizeof gidx_u},
         {"bad.qweight", "I32", 2, {I / 16, O}, qw, sizeof qw / 2},
         {"bad.qzeros", "I32", 2, {I / G, O / 8}, qz, sizeof qz},
         {"bad.scales", "F32", 2, {I / G, O}, sc, sizeof sc},
@@ -237,16 +254,47 @@ static void test_gptq_act_order_and_int8(void **state)
     snprintf(dir, sizeof dir, "%s/gptq", g_tmp);
     if (access(dir, F_OK)) assert_int_equal(mkdir(dir, 0700), 0);
     write_model(dir, "{\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":32,"
-                     "\"desc_act\":true}}", ts, 7);
+                     "\"desc_act\":true}}", ts, 14);
     wsrc s;
     assert_int_equal(wsrc_open_hfq(&s, dir, NULL, err, sizeof err), 0);
     wsrc_tensor t;
     const int64_t want[2] = {O, I};
+    /* act-order with g columns per group: Q4_1 blocks (random zeros) over
+     * the columns sorted by group; column c holds input perm[c] */
     assert_int_equal(wsrc_find(&s, "g.weight", 2, want, &t), 1);
-    assert_int_equal(t.type, KERN_TYPE_F32);
-    static float exact[O * I];
+    assert_int_equal(t.type, KERN_TYPE_Q4_1);
+    assert_non_null(t.perm);
+    assert_int_equal(t.perm_n, I);
+    static float exact[O * I], got[O * I];
     hfq_gptq p = {qw, qz, sc, DTYPE_F32, gidx, I, O, 4, G, 0, 0};
     assert_int_equal(hfquant_gptq_dequant(exact, &p), 0);
+    for (int c = 0; c < I; c++) {
+        assert_int_equal(gidx[t.perm[c]], c / G); /* sorted by group */
+        if (c % G) assert_true(t.perm[c] > t.perm[c - 1]); /* stable */
+    }
+    assert_int_equal(wsrc_read(&s, &t, got, DTYPE_F32), 0); /* read: input order again */
+    for (int o = 0; o < O; o++)
+        for (int i = 0; i < I; i++) {
+            float sv = sc[gidx[i] * O + o];
+            assert_true(fabsf(got[o * I + i] - exact[o * I + i]) <= 0x1p-11f * sv * 30.0f);
+        }
+    /* symmetric (no qzeros) with f16 scales: Q4_0, every weight bit-equal to hfquant's */
+    assert_int_equal(wsrc_find(&s, "gs.weight", 2, want, &t), 1);
+    assert_int_equal(t.type, KERN_TYPE_Q4_0);
+    assert_non_null(t.perm);
+    hfq_gptq ps = {qw, NULL, sc16, DTYPE_F32, gidx, I, O, 4, G, 0, 0};
+    assert_int_equal(hfquant_gptq_dequant(exact, &ps), 0);
+    for (int o = 0; o < O; o++) {
+        float row[I];
+        kern_type_get(KERN_TYPE_Q4_0)->row_to_f32(row, (const char *)t.data + o * kern_type_row_bytes(KERN_TYPE_Q4_0, I), I);
+        for (int c = 0; c < I; c++) assert_memory_equal(&row[c], &exact[o * I + t.perm[c]], sizeof(float));
+    }
+    /* groups of unequal size (40 / 24 columns): no block layout, dequantized */
+    assert_int_equal(wsrc_find(&s, "gu.weight", 2, want, &t), 1);
+    assert_int_equal(t.type, KERN_TYPE_F32);
+    assert_null(t.perm);
+    hfq_gptq pu = {qw, qz, sc, DTYPE_F32, gidx_u, I, O, 4, G, 0, 0};
+    assert_int_equal(hfquant_gptq_dequant(exact, &pu), 0);
     assert_memory_equal(t.data, exact, sizeof exact);
     assert_int_equal(wsrc_find(&s, "bad.weight", 2, want, &t), 1);
     assert_int_equal(t.type, -1);
@@ -274,6 +322,77 @@ static void test_gptq_act_order_and_int8(void **state)
     wsrc_close(&s);
 }
 
+/* fp8 e4m3 per tensor, per channel and in 128 x 128 blocks -> kept as
+ * KERN_TYPE_F8_B128 (codes as stored, one f32 scale per 128 inputs): each
+ * weight decodes bit for bit to hfquant's dequantization, the bytes are
+ * <= 1.1x the checkpoint's (codes + scales), and an `in` that is not a
+ * multiple of 128 falls back to the dequantized f32. */
+#define FO 136
+#define FI 256
+static void test_fp8_kept(void **state)
+{
+    (void)state;
+    static uint8_t q[FO * FI], q2[FO * 96];
+    uint64_t r = 7;
+    for (int i = 0; i < FO * FI; i++) {
+        uint8_t c = (uint8_t)(rng_next(&r) & 0xFF);
+        q[i] = (c & 0x7F) == 0x7F ? 0x7E : c; /* no NaN codes */
+    }
+    memcpy(q2, q, sizeof q2);
+    static float st[1] = {0.0123f}, sch[FO], sbl[2 * 2];
+    for (int o = 0; o < FO; o++) sch[o] = 0.001f * (float)(o + 1);
+    for (int i = 0; i < 4; i++) sbl[i] = 0.5f + 0.25f * (float)i;
+    struct {
+        const char *name, *cfg;
+        const float *s;
+        int64_t s0, s1;
+        const char *sname;
+        int64_t bo, bi;
+    } cs[] = {
+        {"tensor", "{\"quantization_config\":{\"quant_method\":\"fp8\"}}", st, 1, 0, "weight_scale", FO, FI},
+        {"channel", "{\"quantization_config\":{\"quant_method\":\"w8a8_fp8\"}}", sch, FO, 1, "weight_scale", 1, FI},
+        {"block", "{\"quantization_config\":{\"quant_method\":\"fp8\",\"weight_block_size\":[128,128]}}", sbl, 2,
+         2, "weight_scale_inv", 128, 128},
+    };
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        char dir[300], err[512], sn[64];
+        snprintf(dir, sizeof dir, "%s/fp8-%s", g_tmp, cs[c].name);
+        if (access(dir, F_OK)) assert_int_equal(mkdir(dir, 0700), 0);
+        snprintf(sn, sizeof sn, "f.%s", cs[c].sname);
+        int64_t ns = cs[c].s0 * (cs[c].s1 ? cs[c].s1 : 1);
+        st_t ts[] = {
+            {"f.weight", "F8_E4M3", 2, {FO, FI}, q, sizeof q},
+            {sn, "F32", cs[c].s1 ? 2 : 0, {cs[c].s0, cs[c].s1}, cs[c].s, (size_t)ns * 4},
+            {"h.weight", "F8_E4M3", 2, {FO, 96}, q2, sizeof q2},
+            {"h.weight_scale", "F32", 0, {1, 0}, st, 4},
+        };
+        write_model(dir, cs[c].cfg, ts, 4);
+        wsrc s;
+        assert_int_equal(wsrc_open_hfq(&s, dir, NULL, err, sizeof err), 0);
+        wsrc_tensor t;
+        const int64_t want[2] = {FO, FI};
+        assert_int_equal(wsrc_find(&s, "f.weight", 2, want, &t), 1);
+        assert_int_equal(t.type, KERN_TYPE_F8_B128);
+        size_t ck = sizeof q + (size_t)ns * 4;
+        assert_true(t.nbytes <= ck + ck / 10);
+        assert_int_equal(t.nbytes, kern_type_mat_bytes(KERN_TYPE_F8_B128, FO, FI));
+        static float exact[FO * FI], got[FI];
+        hfq_scales sc = {cs[c].s, DTYPE_F32, cs[c].bo, cs[c].bi};
+        assert_int_equal(hfquant_fp8_dequant(exact, q, FO, FI, &sc), 0);
+        size_t rb = kern_type_row_bytes(KERN_TYPE_F8_B128, FI);
+        for (int o = 0; o < FO; o++) {
+            kern_type_get(KERN_TYPE_F8_B128)->row_to_f32(got, (const char *)t.data + o * rb, FI);
+            assert_memory_equal(got, exact + o * FI, sizeof got);
+        }
+        const int64_t want2[2] = {FO, 96};
+        if (c == 0) { /* 96 inputs: not whole 128-blocks -> dequantized */
+            assert_int_equal(wsrc_find(&s, "h.weight", 2, want2, &t), 1);
+            assert_int_equal(t.type, KERN_TYPE_F32);
+        }
+        wsrc_close(&s);
+    }
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -296,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_awq_q4_1),
         cmocka_unit_test(test_gptq_act_order_and_int8),
+        cmocka_unit_test(test_fp8_kept),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

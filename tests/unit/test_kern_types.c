@@ -199,7 +199,8 @@ static void test_quant_geometry(void **state)
         const kern_type_traits *tr = kern_type_get((kern_type)t);
         assert_non_null(tr->name);
         assert_true(tr->is_quantized);
-        assert_int_equal(kern_type_of_ggml(kern_type_to_ggml((kern_type)t)), t);
+        if (t != KERN_TYPE_F8_B128) /* the one quantized type GGUF has no id for */
+            assert_int_equal(kern_type_of_ggml(kern_type_to_ggml((kern_type)t)), t);
         assert_int_equal(kern_type_by_name(tr->name), t);
     }
     assert_int_equal(kern_type_of_ggml(12), KERN_TYPE_Q4_K); /* GGML_TYPE_Q4_K = 12 */
