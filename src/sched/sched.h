@@ -448,6 +448,8 @@ void sched_get_stats(sched *s, sched_stats *out);
 /* Thread-safe: the counters as of the end of the last step in threaded
  * mode (zeros before the first step). */
 void sched_get_stats_snapshot(sched *s, sched_stats *out);
+/* scheduler thread only: refresh the snapshot now */
+void sched_publish_stats(sched *s);
 
 /* SGLang's max_req_input_len (the longest input the scheduler admits:
  * min(context_len - 1, pool tokens - 1) - 5).  Fixed at create; any thread. */

@@ -74,6 +74,7 @@ void sched_set_grammar(sched *s, grammar_queue *q, const grammar_vocab *v, doubl
 
 static void fail_req(sched *s, sreq *r, const char *msg, int status)
 {
+    sched_publish_stats(s); /* the grammar queue no longer holds r: visible before its reply */
     free(r->life.abort_msg);
     r->life.abort_msg = sched_strdup(msg);
     r->life.abort_status = status;

@@ -134,13 +134,7 @@ int sched_step(sched *s)
     sched_ctl_drain(s);
     if (s->ctl.swap_wait && !s->q.n_running && !s->q.n_waiting && !s->q.chunked) sched_ctl_swap(s, s->ctl.swap_wait);
     if (s->ctl.paused) {
-        if (s->thr.thread_started) {
-            sched_stats snap;
-            sched_get_stats(s, &snap);
-            pthread_mutex_lock(&s->out.mu);
-            s->stats.st_pub = snap;
-            pthread_mutex_unlock(&s->out.mu);
-        }
+        sched_publish_stats(s);
         return 0;
     }
     bool work = s->q.n_running || s->q.n_waiting || s->q.chunked;
@@ -201,13 +195,7 @@ int sched_step(sched *s)
     if (work) progress_set(s, 0, 0, 0, false, true);
     if (s->ctl.swap_wait && idle) sched_ctl_swap(s, s->ctl.swap_wait);
     s->stats.st.sched_s += (time_now_sec() - t0) - (s->stats.st.forward_s - f0);
-    if (s->thr.thread_started) {
-        sched_stats snap;
-        sched_get_stats(s, &snap);
-        pthread_mutex_lock(&s->out.mu);
-        s->stats.st_pub = snap;
-        pthread_mutex_unlock(&s->out.mu);
-    }
+    sched_publish_stats(s);
     return rc < 0 ? -1 : did;
 }
 
@@ -252,6 +240,20 @@ int sched_flush_cache(sched *s)
 }
 
 int sched_check_leak(sched *s, char *err, size_t errlen) { return kv_radix_check_leak(s->eng.tree, err, errlen); }
+
+/* the snapshot readers (/metrics, /get_load) see; the scheduler thread
+ * publishes it after each step, and before answering a request from inside
+ * a step when the answer changes a counter (a grammar that failed to
+ * compile), so a client that reads /metrics after its reply sees it */
+void sched_publish_stats(sched *s)
+{
+    if (!s->thr.thread_started) return;
+    sched_stats snap;
+    sched_get_stats(s, &snap);
+    pthread_mutex_lock(&s->out.mu);
+    s->stats.st_pub = snap;
+    pthread_mutex_unlock(&s->out.mu);
+}
 
 void sched_get_stats_snapshot(sched *s, sched_stats *out)
 {
