@@ -9,7 +9,9 @@
  * SGLC_DIST_SIZE) — each pinned to its own cores when the machine has
  * enough (SGLC_TP_PIN=0: not pinned).  Under mpirun (OMPI_COMM_WORLD_* in
  * the environment) the ranks are MPI's: the Open MPI backend, one rank per
- * process, the world size must equal --tp-size; --nnodes > 1 needs mpirun.
+ * process, the world size must equal --tp-size x --pp-size; --nnodes > 1
+ * needs mpirun.  With both sizes > 1 each stage's ranks also form a
+ * sub-group (cli_dist_stage_group).
  * Every rank loads its shard; a rank > 0 then never returns from
  * cli_model_load: it runs model_tp_worker_loop and exits (0 when rank 0
  * shut the group down, 1 on a failure, after logging which rank failed).

@@ -18,6 +18,8 @@
  *     against the timeout), across machines; the only file that includes
  *     mpi.h.  Built when mpi.h is there (SGLC_HAVE_MPI), else dist_mpi_init
  *     says so.
+ * dist_split makes a sub-group (TP x PP: one stage's tensor-parallel
+ * ranks) whose messages still name ranks of the top group.
  * After a failure the group is broken: every later call returns -1 at
  * once with the first error (dist_error).
  *

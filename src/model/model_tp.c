@@ -36,14 +36,19 @@
  * a timeout (an idle server), every collective inside a command with the
  * group's (--dist-timeout); a dead peer ends either wait at once.
  *
- * Pipeline parallelism (--pp-size, not combined with TP yet) uses the same
- * commands: the ranks are stages of whole layers [layer0, layer1) (an even
- * split; each loads only its layers, except from a dummy source, which
- * makes every tensor in order); stage 0 embeds, each stage runs its layers
- * and broadcasts its residual rows to the next (model_pp_before /
- * model_pp_after), the last one runs the final norm and LM head and
- * broadcasts the output rows, which rank 0 returns.  One micro-batch: the
- * stages run one after the other (no overlap yet).
+ * Pipeline parallelism (--pp-size) uses the same commands: the ranks are
+ * stages of whole layers [layer0, layer1) (an even split; each loads only
+ * its layers, except from a dummy source, which makes every tensor in
+ * order); stage 0 embeds, each stage runs its layers and broadcasts its
+ * residual rows to the next (model_pp_before / model_pp_after), the last
+ * one runs the final norm and LM head and broadcasts the output rows,
+ * which rank 0 returns.  One micro-batch: the stages run one after the
+ * other (no overlap yet).
+ * TP x PP (--tp-size T --pp-size P): rank = stage * T + tp_rank; a stage's
+ * T ranks shard its layers as above, their all-reduces and the last
+ * stage's logits gather run on the stage's group (tg, a dist_split of g),
+ * the boundaries on g from each stage's TP rank 0.  A broken stage group
+ * breaks g with its error (model_tp_stage_failed) so no stage waits on.
  */
 #include <pthread.h>
 #include <stdio.h>
