@@ -80,6 +80,39 @@ for spec in "TinyStories-656K|$TS|" "llama3 (GQA 4:1)|$L3|" "qwen3-moe (1 KV hea
     fi
 done
 
+# LoRA (tests/scripts/lora_tp_check.py's adapters on llama3: all seven
+# projections; q/v/down bf16 rsLoRA; k/o/up/gate + lm_head f16;
+# embed_tokens + v bf16): each rank its slice of its stage's layers
+"$PY" - "$L3" <<'PYEOF' || fails=$((fails + 1))
+import os, subprocess, sys, tempfile
+sys.path.insert(0, os.path.join(os.environ["SGLC_ROOT"], "tests", "scripts"))
+import lora_tp_check as L
+llama = sys.argv[1]
+td = tempfile.mkdtemp(prefix="sglc-tpp-lora-")
+try:
+    cfg, dirs = L.adapters_for("llama3", llama, td, L.lora_ref.VARIANTS)
+    ids = [(i * 37) % (cfg["vocab_size"] - 3) + 3 for i in range(24)]
+    _, base, err = L.run(llama, ids, None)
+    for d in dirs:
+        tag = "llama3 LoRA " + os.path.basename(d)
+        ref_ids, ref, err = L.run(llama, ids, d)
+        if ref is None or base is None:
+            L.report(False, f"{tag} one process failed: {err[-300:]}")
+            continue
+        got_ids, got, err = L.run(llama, ids, d, tp=2, pp=2)
+        if got is None:
+            L.report(False, f"{tag} tp=2 x pp=2 failed: {err[-500:]}")
+            continue
+        moved = float(abs(ref - base).max())
+        e = L.rel(got, ref) if got.size == ref.size else float("inf")
+        L.report(moved > 1e-2 and e <= L.TOL and got_ids == ref_ids,
+                 f"{tag} tp=2 x pp=2: the adapter moves the logits by {moved:.3g}; logits of one process "
+                 f"within {e:.3g} (tol {L.TOL:g}), greedy ids {'identical' if got_ids == ref_ids else 'DIFFER'}")
+finally:
+    subprocess.run(["rm", "-rf", td])
+sys.exit(1 if L.fails else 0)
+PYEOF
+
 # 2. serve: equality through the scheduler, then a failing rank of stage 1
 gen4() {  # gen4 OUT: four concurrent requests, output_ids one per line
     local i
