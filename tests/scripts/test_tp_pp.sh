@@ -8,7 +8,9 @@
 #     KV head, replicated; MoE all-reduce) and a dummy Llama-3.2-1B shrunk
 #     to 3 layers (uneven split 1 + 2) with a vocabulary of 1,001 (the last
 #     stage's vocabulary slices unequal); every rank logs its stage and TP
-#     rank;
+#     rank; also --tp-size 4 --pp-size 2 on llama3 (KV heads replicated)
+#     and --tp-size 2 --pp-size 3 on the 3-layer dummy (a middle stage);
+#     LoRA adapters on llama3 (lora_tp_check.py's four) = one process;
 #  2. `serve` (TinyStories): 4 concurrent greedy /generate requests = a
 #     one-process server; a rank of the second stage that hangs (SIGSTOP)
 #     or dies (SIGKILL) mid-request: 503, the server exits non-zero, the
@@ -78,6 +80,22 @@ for spec in "TinyStories-656K|$TS|" "llama3 (GQA 4:1)|$L3|" "qwen3-moe (1 KV hea
         grep -qF "pipeline stage 1 of 2 (layers 1-2), tensor-parallel rank 1 of 2" "$T/got.err" &&
             ok "3 layers: stage 1 holds layers 1-2" || bad "3 layers: no 'stage 1 of 2 (layers 1-2)' line"
     fi
+done
+
+# other shapes: three stages (a middle stage between two others), and 4 TP
+# ranks per stage on llama3's 2 KV heads (replicated: 2 ranks per head)
+for spec in "llama3|$L3|4|2|" "Llama-3.2-1B dummy, 3 layers|$LD|2|3|dummy"; do
+    IFS='|' read -r name M tp pp dummy <<<"$spec"
+    IDS=$("$PY" -c "print(','.join(str((i * 37) % 500 + 3) for i in range(40)))")
+    G=(generate --model-path "$M" --input-ids "$IDS" --max-new-tokens 16 --temperature 0 --json --ignore-eos --dtype float32)
+    [ -n "$dummy" ] && G+=(--load-format dummy --json-model-override-args "$SMALL")
+    "$BIN" "${G[@]}" --threads 1 --dump-logits "$T/ref.f32" >"$T/ref.json" 2>"$T/ref.err" ||
+        { bad "$name: one process failed"; tail -5 "$T/ref.err"; continue; }
+    if ! timeout 180 "$BIN" "${G[@]}" --threads $((tp * pp)) --tp-size $tp --pp-size $pp --dist-timeout 60 \
+            --dump-logits "$T/got.f32" >"$T/got.json" 2>"$T/got.err"; then
+        bad "$name: --tp-size $tp --pp-size $pp failed"; tail -10 "$T/got.err"; continue
+    fi
+    compare "$name tp=$tp x pp=$pp" "$T"
 done
 
 # LoRA (tests/scripts/lora_tp_check.py's adapters on llama3: all seven
