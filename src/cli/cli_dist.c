@@ -45,11 +45,12 @@ static void reap_children(void)
 
 /* Rank 0 of an MPI group at exit (after the commands freed their model,
  * which told the workers to stop): MPI_Finalize, as mpirun expects. */
-static dist_group *g_mpi;
+static dist_group *g_mpi, *g_mpi_stage;
 static void mpi_finish(void)
 {
+    if (g_mpi_stage) dist_free(g_mpi_stage); /* the split communicator before MPI_Finalize */
     if (g_mpi) dist_free(g_mpi);
-    g_mpi = NULL;
+    g_mpi = g_mpi_stage = NULL;
 }
 
 /* argv of this process (NUL-separated /proc/self/cmdline); NULL on error. */
@@ -145,11 +146,6 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
 {
     *out = NULL;
     int N = (o->tp_size > 0 ? o->tp_size : 1) * (o->pp_size > 1 ? o->pp_size : 1); /* ranks */
-    if (o->tp_size > 1 && o->pp_size > 1) {
-        snprintf(err, errlen, "--tp-size %d with --pp-size %d: tensor and pipeline parallelism together "
-                 "are not supported yet", o->tp_size, o->pp_size);
-        return -1;
-    }
     int tmo = (o->timeout_s > 0 ? o->timeout_s : 300) * 1000;
     int msize, mrank;
     if (dist_mpi_env(&msize, &mrank) && msize > 1) {
@@ -225,6 +221,21 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
     if (!g) return -1;
     log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
     *out = g;
+    return 0;
+}
+
+int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    const int T = o->tp_size > 1 ? o->tp_size : 1, P = o->pp_size > 1 ? o->pp_size : 1;
+    if (!g || T == 1 || P == 1) return 0;
+    const int r = dist_rank(g), stage = r / T;
+    dist_group *s = dist_split(g, stage, r % T, err, errlen);
+    if (!s) return -1;
+    log_info("rank %d: pipeline stage %d of %d, tensor-parallel rank %d of %d (ranks %d-%d, %s)", r, stage, P,
+             dist_rank(s), T, stage * T, stage * T + T - 1, dist_backend(s));
+    if (r == 0 && !strcmp(dist_backend(g), "mpi")) g_mpi_stage = s;
+    *out = s;
     return 0;
 }
 

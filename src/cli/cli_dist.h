@@ -9,7 +9,9 @@
  * SGLC_DIST_SIZE) — each pinned to its own cores when the machine has
  * enough (SGLC_TP_PIN=0: not pinned).  Under mpirun (OMPI_COMM_WORLD_* in
  * the environment) the ranks are MPI's: the Open MPI backend, one rank per
- * process, the world size must equal --tp-size; --nnodes > 1 needs mpirun.
+ * process, the world size must equal --tp-size x --pp-size; --nnodes > 1
+ * needs mpirun.  With both sizes > 1 each stage's ranks also form a
+ * sub-group (cli_dist_stage_group).
  * Every rank loads its shard; a rank > 0 then never returns from
  * cli_model_load: it runs model_tp_worker_loop and exits (0 when rank 0
  * shut the group down, 1 on a failure, after logging which rank failed).
@@ -36,7 +38,7 @@
  * rank is not pinned (a warning). */
 typedef struct cli_dist_opts {
     int tp_size;          /* 1 = one process */
-    int pp_size;          /* pipeline stages (1 = none); not combined with tp_size > 1 yet */
+    int pp_size;          /* pipeline stages (1 = none); times tp_size ranks in all */
     int nnodes, node_rank;
     int timeout_s;        /* --dist-timeout; 0 = default (300 s) */
     int base_group, group_step;
@@ -48,6 +50,13 @@ typedef struct cli_dist_opts {
  * the other ranks first. */
 int cli_dist_start(const cli_dist_opts *o, int threads_per_rank, dist_group **out, char *err,
                    size_t errlen);
+/* TP x PP (tp_size and pp_size > 1): this rank's stage group, a
+ * dist_split of g (collective: every rank calls it).  The rank layout is
+ * stage-major: rank = stage * tp_size + tp_rank, so stage p is ranks
+ * [p * tp_size, (p + 1) * tp_size) — consecutive core groups on one
+ * machine, consecutive MPI ranks under mpirun.  0 with *out = NULL when
+ * not TP x PP, 0 with the group, or -1 with the message in err. */
+int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen);
 /* Rank 0: start the watcher thread (once). */
 void cli_dist_watch(dist_group *g);
 

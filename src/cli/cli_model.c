@@ -31,7 +31,7 @@ const char *cli_model_dir(void) { return g_model_dir; }
 /* Every rank loaded its shard: meet (a rank that failed to load is named
  * here).  Rank 0 returns m (and watches the group); the other ranks run
  * the worker loop and exit here. */
-static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *g)
+static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *g, dist_group *sg)
 {
     /* loading may take long on a slow disk: a long timeout for this one */
     if (dist_barrier(g, 3600 * 1000)) {
@@ -49,6 +49,7 @@ static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *
     int rc = pool ? model_tp_worker_loop(m, pool) : -1;
     tpool_destroy(pool);
     model_free(m);
+    dist_free(sg);
     dist_free(g);
     exit(rc ? 1 : 0);
 }
@@ -105,7 +106,14 @@ model *cli_model_load(const cli_model_opts *o)
         fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
         return NULL;
     }
+    dist_group *sg = NULL; /* TP x PP: this rank's stage */
+    if (dg && cli_dist_stage_group(&o->dist, dg, &sg, err, sizeof err)) {
+        fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
+        dist_abort(dg, err);
+        return NULL;
+    }
     lo.dist = dg;
+    lo.dist_tp = sg;
     lo.pp_size = o->dist.pp_size;
     lo.ep = &o->ep;
     if (model_erec_configure(o->erec_mode, o->erec_buffer, o->erec_metrics, err, sizeof err)) {
@@ -125,7 +133,7 @@ model *cli_model_load(const cli_model_opts *o)
         model_free(m);
         return NULL;
     }
-    if (dg && dist_size(dg) > 1) return cli_model_tp_ready(o, m, dg);
+    if (dg && dist_size(dg) > 1) return cli_model_tp_ready(o, m, dg, sg);
     return m;
 }
 

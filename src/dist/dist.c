@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -101,10 +103,66 @@ int dist_check_peers(dist_group *g)
 void dist_abort(dist_group *g, const char *msg)
 {
     if (g->ops->abort) g->ops->abort(g, msg);
-    dist_fail(g, g->rank, "rank %d gave up: %s", g->rank, msg);
+    dist_fail(g, dist_rank_name(g, g->rank), "rank %d gave up: %s", dist_rank_name(g, g->rank), msg);
+}
+
+void dist_break_from(dist_group *g, const dist_group *cause)
+{
+    if (dist_broken(g) || !dist_broken(cause)) return;
+    if (g->ops->publish) g->ops->publish(g, cause->err);
+    dist_fail(g, cause->failed_rank, "%s", cause->err);
+}
+
+dist_group *dist_split(dist_group *g, int color, int key, char *err, size_t errlen)
+{
+    if (dist_broken(g)) {
+        snprintf(err, errlen, "%s", g->err);
+        return NULL;
+    }
+    if (!g->ops->split) {
+        snprintf(err, errlen, "the %s backend cannot make sub-groups", g->ops->name);
+        return NULL;
+    }
+    const int n = g->size;
+    int mine[2] = {color, key};
+    int *all = malloc(sizeof(int) * 2 * (size_t)n), *mem = malloc(sizeof(int) * (size_t)n);
+    if (!all || !mem) {
+        free(all), free(mem);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    /* every rank's (color, key), on every rank */
+    if (dist_gather(g, mine, sizeof mine, all, 0, DIST_TIMEOUT_DEFAULT) ||
+        dist_bcast(g, all, sizeof(int) * 2 * (size_t)n, 0, DIST_TIMEOUT_DEFAULT)) {
+        snprintf(err, errlen, "%s", g->err);
+        free(all), free(mem);
+        return NULL;
+    }
+    int m = 0, me = -1;
+    for (int r = 0; r < n; r++) { /* members of my color, by (key, rank): insertion sort */
+        if (all[2 * r] != color) continue;
+        int i = m++;
+        while (i > 0 && all[2 * mem[i - 1] + 1] > all[2 * r + 1]) mem[i] = mem[i - 1], i--;
+        mem[i] = r;
+    }
+    for (int i = 0; i < m; i++)
+        if (mem[i] == g->rank) me = i;
+    free(all);
+    dist_group *s = me >= 0 ? g->ops->split(g, color, key, m, me, err, errlen) : NULL;
+    if (!s) {
+        if (me < 0) snprintf(err, errlen, "dist_split: rank %d is not in its own color", g->rank);
+        free(mem);
+        return NULL;
+    }
+    for (int i = 0; i < m; i++) mem[i] = dist_rank_name(g, mem[i]);
+    s->name = mem;
+    return s;
 }
 
 void dist_free(dist_group *g)
 {
-    if (g) g->ops->free(g);
+    if (!g) return;
+    int *name = g->name;
+    g->ops->free(g);
+    free(name);
 }

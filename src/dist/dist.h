@@ -18,6 +18,8 @@
  *     against the timeout), across machines; the only file that includes
  *     mpi.h.  Built when mpi.h is there (SGLC_HAVE_MPI), else dist_mpi_init
  *     says so.
+ * dist_split makes a sub-group (TP x PP: one stage's tensor-parallel
+ * ranks) whose messages still name ranks of the top group.
  * After a failure the group is broken: every later call returns -1 at
  * once with the first error (dist_error).
  *
@@ -89,6 +91,19 @@ int dist_check_peers(dist_group *g);
 /* Mark the group broken with msg (this rank gives up, e.g. on a load
  * error); shm peers see it at their next wait. */
 void dist_abort(dist_group *g, const char *msg);
+/* Break g with the error of `cause` (a broken sub-group of g, see
+ * dist_split), same message and failed rank: shm peers see it at their
+ * next wait; under MPI only this rank's g is marked (no MPI_Abort: the
+ * caller, e.g. rank 0's watcher, decides).  Nothing when g is broken
+ * already or cause is not. */
+void dist_break_from(dist_group *g, const dist_group *cause);
+
+/* A sub-group of g (collective over g, like MPI_Comm_split): the ranks
+ * that pass the same color, ranked by key (ties: by their rank in g).  Its
+ * collectives involve only its members; its messages name ranks by their
+ * rank in g (dist_rank_name).  shm: a segment of its own; mpi: a split
+ * communicator.  Free it before g.  NULL with a message in err. */
+dist_group *dist_split(dist_group *g, int color, int key, char *err, size_t errlen);
 
 /* Seconds this rank spent in all-reduces (total) and, of that, waiting for
  * other ranks to arrive (shm backend; 0 for MPI), and the number of calls
@@ -106,6 +121,10 @@ typedef struct dist_ops {
     int (*check_peers)(dist_group *g);
     void (*abort)(dist_group *g, const char *msg);
     void (*free)(dist_group *g);
+    /* a sub-group of `size` ranks where this one is `rank` (dist_split) */
+    dist_group *(*split)(dist_group *g, int color, int key, int size, int rank, char *err, size_t errlen);
+    /* tell the peers g is broken, without ending the job (NULL: nothing to tell) */
+    void (*publish)(dist_group *g, const char *msg);
 } dist_ops;
 
 struct dist_group {
@@ -118,7 +137,14 @@ struct dist_group {
     void *impl;
     double ar_total_s, ar_wait_s, wait_s; /* all-reduce time, its waits; waits of any call */
     long ar_calls;
+    int *name;                /* owned or NULL: rank r is rank name[r] of the parent group (messages) */
 };
+
+/* The rank r of g as messages name it: its rank in the top group. */
+static inline int dist_rank_name(const dist_group *g, int r)
+{
+    return g->name && r >= 0 && r < g->size ? g->name[r] : r;
+}
 
 /* Internal: record the first failure (thread-safe; later ones are kept out). */
 void dist_fail(dist_group *g, int rank, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

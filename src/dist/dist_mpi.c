@@ -57,7 +57,10 @@ int dist_mpi_available(void) { return 1; }
 typedef struct mpi_impl {
     MPI_Op bf16_sum;
     int we_init;
+    MPI_Comm comm;       /* MPI_COMM_WORLD, or a sub-group's split of it (owned) */
 } mpi_impl;
+
+static MPI_Comm comm_of(const dist_group *g) { return ((const mpi_impl *)g->impl)->comm; }
 
 static double now_ms(void)
 {
@@ -80,7 +83,7 @@ static int mpi_check(dist_group *g, int rc, const char *what)
     char s[MPI_MAX_ERROR_STRING];
     int n = 0;
     MPI_Error_string(rc, s, &n);
-    dist_fail(g, -1, "rank %d: MPI %s failed: %s", g->rank, what, s);
+    dist_fail(g, -1, "rank %d: MPI %s failed: %s", dist_rank_name(g, g->rank), what, s);
     return -1;
 }
 
@@ -94,16 +97,17 @@ static int wait_req(dist_group *g, MPI_Request *rq, int timeout_ms, const char *
         if (spins < 2000) continue;
         double t = now_ms();
         if (timeout_ms > 0 && t - t0 > timeout_ms) {
+            const int me = dist_rank_name(g, g->rank), peer = dist_rank_name(g, 1 - g->rank),
+                      rt = dist_rank_name(g, root);
             if (g->size == 2 && root < 0) /* the one peer */
-                dist_fail(g, 1 - g->rank, "rank %d: %s with rank %d did not complete within %.1f s "
-                          "(rank %d hung or gone)", g->rank, what, 1 - g->rank, timeout_ms / 1e3,
-                          1 - g->rank);
+                dist_fail(g, peer, "rank %d: %s with rank %d did not complete within %.1f s "
+                          "(rank %d hung or gone)", me, what, peer, timeout_ms / 1e3, peer);
             else if (root >= 0 && root != g->rank)
-                dist_fail(g, root, "rank %d: %s from rank %d did not complete within %.1f s (rank %d "
-                          "hung or gone)", g->rank, what, root, timeout_ms / 1e3, root);
+                dist_fail(g, rt, "rank %d: %s from rank %d did not complete within %.1f s (rank %d "
+                          "hung or gone)", me, what, rt, timeout_ms / 1e3, rt);
             else
                 dist_fail(g, -1, "rank %d: %s did not complete within %.1f s: a peer of the %d ranks "
-                          "is hung or gone (MPI does not say which)", g->rank, what, timeout_ms / 1e3,
+                          "is hung or gone (MPI does not say which)", me, what, timeout_ms / 1e3,
                           g->size);
             return -1;
         }
@@ -120,9 +124,9 @@ static int m_allreduce(dist_group *g, void *buf, size_t n, dist_dtype dt, int ti
         int c = (int)(n - off < per ? n - off : per);
         MPI_Request rq;
         int rc = dt == DIST_F32 ? MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * esz, c, MPI_FLOAT,
-                                                 MPI_SUM, MPI_COMM_WORLD, &rq)
+                                                 MPI_SUM, comm_of(g), &rq)
                                 : MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + off * esz, c,
-                                                 MPI_UINT16_T, M->bf16_sum, MPI_COMM_WORLD, &rq);
+                                                 MPI_UINT16_T, M->bf16_sum, comm_of(g), &rq);
         if (mpi_check(g, rc, "all-reduce") || wait_req(g, &rq, timeout_ms, "all-reduce", -1)) return -1;
     }
     return 0;
@@ -134,7 +138,7 @@ static int m_bcast(dist_group *g, void *buf, size_t bytes, int root, int timeout
     for (size_t off = 0; off < bytes; off += per) {
         int c = (int)(bytes - off < per ? bytes - off : per);
         MPI_Request rq;
-        if (mpi_check(g, MPI_Ibcast((char *)buf + off, c, MPI_BYTE, root, MPI_COMM_WORLD, &rq), "broadcast") ||
+        if (mpi_check(g, MPI_Ibcast((char *)buf + off, c, MPI_BYTE, root, comm_of(g), &rq), "broadcast") ||
             wait_req(g, &rq, timeout_ms, "broadcast", root))
             return -1;
     }
@@ -149,7 +153,7 @@ static int m_gather(dist_group *g, const void *send, size_t bytes, void *recv, i
     }
     MPI_Request rq;
     if (mpi_check(g, MPI_Igather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root,
-                                 MPI_COMM_WORLD, &rq), "gather"))
+                                 comm_of(g), &rq), "gather"))
         return -1;
     return wait_req(g, &rq, timeout_ms, "gather", root);
 }
@@ -157,13 +161,13 @@ static int m_gather(dist_group *g, const void *send, size_t bytes, void *recv, i
 static int m_barrier(dist_group *g, int timeout_ms)
 {
     MPI_Request rq;
-    if (mpi_check(g, MPI_Ibarrier(MPI_COMM_WORLD, &rq), "barrier")) return -1;
+    if (mpi_check(g, MPI_Ibarrier(comm_of(g), &rq), "barrier")) return -1;
     return wait_req(g, &rq, timeout_ms, "barrier", -1);
 }
 
 static void m_abort(dist_group *g, const char *msg)
 {
-    fprintf(stderr, "rank %d: %s (MPI_Abort)\n", g->rank, msg);
+    fprintf(stderr, "rank %d: %s (MPI_Abort)\n", dist_rank_name(g, g->rank), msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -171,13 +175,41 @@ static void m_free(dist_group *g)
 {
     mpi_impl *M = g->impl;
     if (M) {
-        MPI_Op_free(&M->bf16_sum);
         int fin = 0;
         MPI_Finalized(&fin);
+        if (!fin) MPI_Op_free(&M->bf16_sum);
+        if (!fin && M->comm != MPI_COMM_WORLD && !dist_broken(g)) MPI_Comm_free(&M->comm);
         if (M->we_init && !fin && !dist_broken(g)) MPI_Finalize();
         free(M);
     }
     free(g);
+}
+
+static const dist_ops mpi_ops;
+
+static dist_group *m_split(dist_group *g, int color, int key, int size, int rank, char *err, size_t errlen)
+{
+    dist_group *s = calloc(1, sizeof *s);
+    mpi_impl *M = calloc(1, sizeof *M);
+    if (!s || !M) {
+        free(s), free(M);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    /* MPI_Comm_split orders by key, then by rank in g: dist_split's order */
+    int rc = MPI_Comm_split(comm_of(g), color, key, &M->comm);
+    int r = -1, n = 0;
+    if (rc == MPI_SUCCESS) MPI_Comm_rank(M->comm, &r), MPI_Comm_size(M->comm, &n);
+    if (rc != MPI_SUCCESS || r != rank || n != size) {
+        snprintf(err, errlen, "MPI_Comm_split failed (rank %d of %d, expected %d of %d)", r, n, rank, size);
+        free(s), free(M);
+        return NULL;
+    }
+    MPI_Comm_set_errhandler(M->comm, MPI_ERRORS_RETURN);
+    MPI_Op_create(bf16_sum_fn, 1, &M->bf16_sum);
+    s->ops = &mpi_ops, s->impl = M, s->failed_rank = -1, s->rank = r, s->size = n;
+    s->timeout_ms = g->timeout_ms;
+    return s;
 }
 
 static const dist_ops mpi_ops = {
@@ -189,6 +221,8 @@ static const dist_ops mpi_ops = {
     .check_peers = NULL,
     .abort = m_abort,
     .free = m_free,
+    .split = m_split,
+    .publish = NULL, /* a peer learns by its timeout, or mpirun ends the job */
 };
 
 dist_group *dist_mpi_init(int timeout_ms, char *err, size_t errlen)
@@ -211,6 +245,7 @@ dist_group *dist_mpi_init(int timeout_ms, char *err, size_t errlen)
         return NULL;
     }
     M->we_init = !inited;
+    M->comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Op_create(bf16_sum_fn, 1, &M->bf16_sum);
     g->ops = &mpi_ops, g->impl = M, g->failed_rank = -1;

@@ -79,6 +79,7 @@ typedef struct shm_impl {
     char *slots;
     size_t map_bytes, slot_bytes;
     uint32_t op;                    /* last op number this rank ran */
+    char name[96];                  /* the segment's name (sub-groups derive theirs) */
     int dead[SHM_MAX_RANKS];        /* peer known dead (reported once) */
 } shm_impl;
 
@@ -146,14 +147,14 @@ static int slow_checks(dist_group *g, const char *what, uint32_t op)
     shm_impl *S = g->impl;
     int ar = __atomic_load_n(&S->h->abort_rank, __ATOMIC_ACQUIRE);
     if (ar >= 0 && ar != g->rank) {
-        dist_fail(g, ar, "rank %d failed: %s", ar, S->h->abort_msg);
+        dist_fail(g, dist_rank_name(g, ar), "rank %d failed: %s", dist_rank_name(g, ar), S->h->abort_msg);
         return -1;
     }
     for (int r = 0; r < g->size; r++) {
         char why[128];
         if (r == g->rank || !peer_dead(S, r, why, sizeof why)) continue;
-        dist_fail(g, r, "rank %d (pid %d) %s; rank %d was in %s #%u", r, S->h->pid[r], why, g->rank,
-                  what, op);
+        dist_fail(g, dist_rank_name(g, r), "rank %d (pid %d) %s; rank %d was in %s #%u", dist_rank_name(g, r),
+                  S->h->pid[r], why, dist_rank_name(g, g->rank), what, op);
         return -1;
     }
     return 0;
@@ -205,9 +206,9 @@ static int wait_counter(dist_group *g, line32 *arr, int only, uint32_t e, int ti
         }
         if (timeout_ms > 0 && t - t0 >= timeout_ms) {
             char msg[300];
-            snprintf(msg, sizeof msg, "rank %d (pid %d) did not reach %s #%u within %.1f s", lag,
-                     S->h->pid[lag], what, e, timeout_ms / 1e3);
-            dist_fail(g, lag, "%s", msg);
+            snprintf(msg, sizeof msg, "rank %d (pid %d) did not reach %s #%u within %.1f s",
+                     dist_rank_name(g, lag), S->h->pid[lag], what, e, timeout_ms / 1e3);
+            dist_fail(g, dist_rank_name(g, lag), "%s", msg);
             publish_abort(S, g->rank, msg);
             return -1;
         }
@@ -370,6 +371,15 @@ static void shm_free(dist_group *g)
     free(g);
 }
 
+static dist_group *shm_split(dist_group *g, int color, int key, int size, int rank, char *err, size_t errlen)
+{
+    (void)key;
+    shm_impl *S = g->impl;
+    char name[128];
+    snprintf(name, sizeof name, "%.90s-c%d", S->name, color);
+    return dist_shm_create(name, size, rank, S->slot_bytes, g->timeout_ms, err, errlen);
+}
+
 static const dist_ops shm_ops = {
     .name = "shm",
     .allreduce = shm_allreduce,
@@ -379,6 +389,8 @@ static const dist_ops shm_ops = {
     .check_peers = shm_check_peers,
     .abort = shm_abort,
     .free = shm_free,
+    .split = shm_split,
+    .publish = shm_abort,
 };
 
 dist_group *dist_shm_create(const char *name, int size, int rank, size_t slot_bytes, int timeout_ms,
@@ -400,6 +412,7 @@ dist_group *dist_shm_create(const char *name, int size, int rank, size_t slot_by
     }
     g->ops = &shm_ops, g->impl = S, g->rank = rank, g->size = size, g->failed_rank = -1;
     g->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    snprintf(S->name, sizeof S->name, "%s", name);
     double t0 = now_ms();
     int fd = -1;
     if (rank == 0) {

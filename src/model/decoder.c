@@ -616,7 +616,10 @@ static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int
     }
     free(row_ad);
     if (m->cfg->n_mamba) mamba2_end(kv, b);
-    if (model_tp_gather_logits(m, b, logits) || model_pp_after(m, b, logits) || model_tp_failed(m)) {
+    /* a stage's broken TP group stops it before it passes rows on (TP x PP) */
+    if (model_tp_stage_failed(m) || model_tp_gather_logits(m, b, logits) || model_pp_after(m, b, logits) ||
+        model_tp_failed(m)) {
+        model_tp_stage_failed(m); /* TP x PP: the stage group's error reaches every rank */
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
     }

@@ -181,7 +181,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         goto fail;
     }
     if (choose_dtype(m, o->dtype, err, errlen)) goto fail;
-    if (model_tp_setup(m, o->dist, o->pp_size, err, errlen)) goto fail;
+    if (model_tp_setup(m, o->dist, o->dist_tp, o->pp_size, err, errlen)) goto fail;
     if (model_ep_setup(m, o->ep, err, errlen)) goto fail; /* experts split over the TP ranks */
     const model_config *c = &m->cfg;
     int H = c->hidden_size, I = c->intermediate_size, hd = c->head_dim;

@@ -58,8 +58,10 @@ typedef struct model_load_opts {
     const char *quantization;   /* --quantization (SGLang's method name), or NULL: see model/hfq.h */
     struct dist_group *dist;    /* tensor parallelism: this rank's group (dist/dist.h), or NULL
                                  * (one process).  Borrowed; must outlive the model */
-    int pp_size;                /* > 1: the group's ranks are pipeline stages (layers split),
-                                 * not tensor-parallel shards */
+    int pp_size;                /* > 1: the group's ranks are pipeline stages (layers split);
+                                 * with dist_tp, size / pp_size tensor-parallel ranks each */
+    struct dist_group *dist_tp; /* TP x PP: this rank's stage group (dist_split of dist: the
+                                 * stage's tensor-parallel ranks), or NULL.  Borrowed */
     const struct model_ep_opts *ep; /* expert parallelism / EPLB (model_ep.h), or NULL; borrowed */
 } model_load_opts;
 /* Weight storage by dtype: float32 -> f32; bfloat16 -> bf16; float16 ->

@@ -68,15 +68,19 @@ typedef struct model_layer {
  * (rows read on lookup), the LM head holds a vocabulary slice whose
  * logits are gathered to rank 0. */
 typedef struct model_tp {
-    struct dist_group *g;              /* borrowed; NULL = one process */
-    int rank, size;
+    struct dist_group *g;              /* borrowed; NULL = one process.  All ranks: commands, stage
+                                        * boundaries, LoRA status */
+    struct dist_group *tg;             /* this stage's tensor-parallel ranks (all-reduce, logits
+                                        * gather): g without PP, a sub-group of g under TP x PP,
+                                        * NULL when tp_n is 1.  Borrowed */
+    int rank, size;                    /* in g: rank = stage * tp_n + tp_rank */
     int n_head, n_kv_head;             /* local heads */
     int head0, kv_head0;               /* first local q / kv head */
     int inter, moe_inter;              /* local MLP / expert widths */
     int shared_inter;                  /* local shared-expert width (0: none) */
     int vocab0, vocab_n, vocab_max;    /* LM head rows [vocab0, vocab0 + vocab_n); vocab_max =
                                         * the widest rank's (gather block) */
-    int tp_n, tp_rank;                 /* tensor-parallel ranks (the group size, or 1 under PP) */
+    int tp_n, tp_rank;                 /* tensor-parallel ranks of a stage (size / pp_n) */
     int pp_n, stage;                   /* pipeline stages (1 = none) and this rank's */
     int layer0, layer1;                /* this stage's layers [layer0, layer1) */
     int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
@@ -194,7 +198,8 @@ model *model_run_create(model_weights *w);
 
 /* model_tp.c: the local counts of w->tp from the config and group (all
  * 1/size checks; 0, or -1 with a message). */
-int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *err, size_t errlen);
+int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg, int pp_size, char *err,
+                   size_t errlen);
 /* Pipeline parallelism around the decoder pass: stage > 0 receives the
  * previous stage's residual rows into m->x before it (model_pp_before);
  * after it a stage sends them on and every rank takes the last stage's
@@ -213,7 +218,13 @@ void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool);
  * (size > 1) or logits. */
 float *model_tp_logits_out(model *m, const model_batch *b, float *logits);
 /* A collective of this model's group failed (the forward's result is void). */
-static inline int model_tp_failed(const model *m) { return m->w->tp.g && dist_broken(m->w->tp.g); }
+static inline int model_tp_failed(const model *m)
+{
+    return (m->w->tp.g && dist_broken(m->w->tp.g)) || (m->w->tp.tg && dist_broken(m->w->tp.tg));
+}
+/* TP x PP: when this stage's group broke, break the whole group with its
+ * error (the other stages stop waiting).  1 when either is broken. */
+int model_tp_stage_failed(model *m);
 /* Rank 0: a KV cache was made / is freed; the workers mirror it. */
 int model_tp_kv_created(model *m, model_kv *kv);
 void model_tp_kv_destroyed(model_kv *kv);

@@ -36,14 +36,19 @@
  * a timeout (an idle server), every collective inside a command with the
  * group's (--dist-timeout); a dead peer ends either wait at once.
  *
- * Pipeline parallelism (--pp-size, not combined with TP yet) uses the same
- * commands: the ranks are stages of whole layers [layer0, layer1) (an even
- * split; each loads only its layers, except from a dummy source, which
- * makes every tensor in order); stage 0 embeds, each stage runs its layers
- * and broadcasts its residual rows to the next (model_pp_before /
- * model_pp_after), the last one runs the final norm and LM head and
- * broadcasts the output rows, which rank 0 returns.  One micro-batch: the
- * stages run one after the other (no overlap yet).
+ * Pipeline parallelism (--pp-size) uses the same commands: the ranks are
+ * stages of whole layers [layer0, layer1) (an even split; each loads only
+ * its layers, except from a dummy source, which makes every tensor in
+ * order); stage 0 embeds, each stage runs its layers and broadcasts its
+ * residual rows to the next (model_pp_before / model_pp_after), the last
+ * one runs the final norm and LM head and broadcasts the output rows,
+ * which rank 0 returns.  One micro-batch: the stages run one after the
+ * other (no overlap yet).
+ * TP x PP (--tp-size T --pp-size P): rank = stage * T + tp_rank; a stage's
+ * T ranks shard its layers as above, their all-reduces and the last
+ * stage's logits gather run on the stage's group (tg, a dist_split of g),
+ * the boundaries on g from each stage's TP rank 0.  A broken stage group
+ * breaks g with its error (model_tp_stage_failed) so no stage waits on.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -130,7 +135,8 @@ static int is_shut(struct dist_group *g)
     return 0;
 }
 
-int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *err, size_t errlen)
+int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg, int pp_size, char *err,
+                   size_t errlen)
 {
     const model_config *c = &w->cfg;
     model_tp *t = &w->tp;
@@ -138,11 +144,23 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
     t->g = g && dist_size(g) > 1 ? g : NULL;
     t->size = t->g ? dist_size(g) : 1;
     t->rank = t->g ? dist_rank(g) : 0;
-    /* pipeline parallelism: the ranks are stages of whole layers */
-    t->pp_n = pp_size > 1 ? t->size : 1;
-    t->stage = t->pp_n > 1 ? t->rank : 0;
-    t->tp_n = t->pp_n > 1 ? 1 : t->size;
-    t->tp_rank = t->pp_n > 1 ? 0 : t->rank;
+    /* pipeline parallelism: the ranks are stages of whole layers, each stage
+     * tp_n consecutive ranks (rank = stage * tp_n + tp_rank) */
+    t->pp_n = pp_size > 1 && t->g ? pp_size : 1;
+    if (t->size % t->pp_n) {
+        snprintf(err, errlen, "--pp-size %d: the group's %d ranks do not split into that many stages", t->pp_n,
+                 t->size);
+        return -1;
+    }
+    t->tp_n = t->size / t->pp_n;
+    t->stage = t->rank / t->tp_n;
+    t->tp_rank = t->rank % t->tp_n;
+    t->tg = t->tp_n > 1 ? (t->pp_n > 1 ? tg : t->g) : NULL;
+    if (t->tp_n > 1 && (!t->tg || dist_size(t->tg) != t->tp_n || dist_rank(t->tg) != t->tp_rank)) {
+        snprintf(err, errlen, "--tp-size %d with --pp-size %d: no stage group for rank %d", t->tp_n, t->pp_n,
+                 t->rank);
+        return -1;
+    }
     if (t->pp_n > 1 && c->n_layer < t->pp_n) {
         snprintf(err, errlen, "--pp-size %d: the model has only %d layers", t->pp_n, c->n_layer);
         return -1;
@@ -211,7 +229,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
     if (t->size > 1 && ((w->arch && w->arch->mla) || c->n_labels > 0)) {
         snprintf(err, errlen, t->pp_n > 1 ? "--pp-size %d: pipeline parallelism does not split %s yet"
                                           : "--tp-size %d: tensor parallelism does not shard %s yet",
-                 t->size, w->arch && w->arch->mla ? "multi-head latent attention (DeepSeek)"
+                 t->pp_n > 1 ? t->pp_n : t->tp_n, w->arch && w->arch->mla ? "multi-head latent attention (DeepSeek)"
                                                   : "a classifier's score head");
         return -1;
     }
@@ -220,7 +238,12 @@ int model_tp_setup(model_weights *w, struct dist_group *g, int pp_size, char *er
 
 int model_tp_size(const model *m) { return m->w->tp.size; }
 int model_tp_rank(const model *m) { return m->w->tp.rank; }
-const char *model_tp_error(const model *m) { return m->w->tp.g ? dist_error(m->w->tp.g) : ""; }
+const char *model_tp_error(const model *m)
+{
+    const model_tp *t = &m->w->tp;
+    if (t->tg && t->tg != t->g && dist_broken(t->tg) && !dist_broken(t->g)) return dist_error(t->tg);
+    return t->g ? dist_error(t->g) : "";
+}
 
 /* One command: header + payload (inline when it fits). */
 static int send_cmd(model_tp *t, const tp_hdr *h, const void *payload)
@@ -281,17 +304,20 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
     return rc;
 }
 
+/* Only the last stage computes logits (its TP ranks a vocabulary slice each). */
+static int lm_stage(const model_tp *t) { return t->stage == t->pp_n - 1; }
+
 float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
 {
     model_tp *t = &m->w->tp;
-    if (t->tp_n <= 1 || b->want_hidden || !b->n_logits) return logits;
+    if (t->tp_n <= 1 || !lm_stage(t) || b->want_hidden || !b->n_logits) return logits;
     size_t need = (size_t)b->n_logits * t->vocab_max;
     if (need > m->tp_cap) {
         float *a = realloc(m->tp_logits, need * sizeof(float));
         if (!a) return NULL;
         m->tp_logits = a;
-        if (t->rank == 0) {
-            float *gb = realloc(m->tp_gather, need * t->size * sizeof(float));
+        if (t->tp_rank == 0) {
+            float *gb = realloc(m->tp_gather, need * t->tp_n * sizeof(float));
             if (!gb) return NULL;
             m->tp_gather = gb;
         }
@@ -303,7 +329,7 @@ float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
 int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
 {
     model_tp *t = &m->w->tp;
-    if (t->tp_n <= 1 || b->want_hidden || !b->n_logits) return 0;
+    if (t->tp_n <= 1 || !lm_stage(t) || b->want_hidden || !b->n_logits) return 0;
     const int L = b->n_logits, vm = t->vocab_max, V = m->w->cfg.vocab_size;
     float *mine = m->tp_logits;
     if (t->vocab_n < vm) /* rows of vocab_n -> blocks of vocab_max (last rank) */
@@ -312,9 +338,9 @@ int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
             memset(mine + (size_t)i * vm + t->vocab_n, 0, sizeof(float) * (size_t)(vm - t->vocab_n));
         }
     size_t block = (size_t)L * vm;
-    if (dist_gather(t->g, mine, block * sizeof(float), m->tp_gather, 0, DIST_TIMEOUT_DEFAULT)) return -1;
-    if (t->rank != 0) return 0;
-    for (int r = 0; r < t->size; r++) {
+    if (dist_gather(t->tg, mine, block * sizeof(float), m->tp_gather, 0, DIST_TIMEOUT_DEFAULT)) return -1;
+    if (t->tp_rank != 0) return 0; /* under PP: the stage's rank 0 broadcasts them (model_pp_after) */
+    for (int r = 0; r < t->tp_n; r++) {
         int v0 = r * vm, vn = V - v0 < vm ? V - v0 : vm;
         const float *src = m->tp_gather + (size_t)r * block;
         for (int i = 0; i < L; i++)
@@ -329,7 +355,7 @@ void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool)
     if (t->tp_n <= 1) return;
     if (ith == 0) {
         double t0 = time_now_sec();
-        dist_allreduce(t->g, x, n, DIST_F32, DIST_TIMEOUT_DEFAULT); /* failure: the group is broken */
+        dist_allreduce(t->tg, x, n, DIST_F32, DIST_TIMEOUT_DEFAULT); /* failure: the group is broken */
         m->tp_comm_s += time_now_sec() - t0;
         m->tp_n_allreduce++;
     }
@@ -337,15 +363,25 @@ void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool)
 }
 
 /* Pipeline boundaries of one forward, in the order every rank calls them:
- * x after stage 0, 1, ..., pp_n - 2 (each broadcast from that stage), then
- * the output rows from the last stage. */
+ * x after stage 0, 1, ..., pp_n - 2 (each broadcast over the whole group
+ * from that stage's TP rank 0, rank s * tp_n: after the stage's last
+ * all-reduce every rank of it holds the same rows), then the output rows
+ * from the last stage's TP rank 0 (which gathered the vocabulary slices).
+ * Under TP x PP a boundary waits twice the group's timeout: the wait spans
+ * the stage's whole pass, so a rank hung inside it is named first by its
+ * own stage's all-reduce timeout (which then breaks the group). */
+static int pp_timeout(const model_tp *t)
+{
+    return t->tp_n > 1 && t->g->timeout_ms > 0 ? 2 * t->g->timeout_ms : DIST_TIMEOUT_DEFAULT;
+}
+
 int model_pp_before(model *m, const model_batch *b)
 {
     model_tp *t = &m->w->tp;
     if (t->pp_n <= 1) return 0;
     size_t bytes = sizeof(float) * (size_t)b->n_tokens * m->w->cfg.hidden_size;
     for (int s = 0; s < t->stage; s++) /* the last one is this stage's input */
-        if (dist_bcast(t->g, m->x, bytes, s, DIST_TIMEOUT_DEFAULT)) return -1;
+        if (dist_bcast(t->g, m->x, bytes, s * t->tp_n, pp_timeout(t))) return -1;
     return 0;
 }
 
@@ -356,12 +392,19 @@ int model_pp_after(model *m, const model_batch *b, float *out)
     const model_config *c = &m->w->cfg;
     size_t bytes = sizeof(float) * (size_t)b->n_tokens * c->hidden_size;
     for (int s = t->stage; s < t->pp_n - 1; s++) /* ours first (x is done), then pass-through */
-        if (dist_bcast(t->g, m->x, bytes, s, DIST_TIMEOUT_DEFAULT)) return -1;
+        if (dist_bcast(t->g, m->x, bytes, s * t->tp_n, pp_timeout(t))) return -1;
     size_t width = b->want_hidden ? (size_t)c->hidden_size : (size_t)c->vocab_size;
-    if (b->n_logits && dist_bcast(t->g, out, sizeof(float) * (size_t)b->n_logits * width, t->pp_n - 1,
-                                  DIST_TIMEOUT_DEFAULT))
+    if (b->n_logits && dist_bcast(t->g, out, sizeof(float) * (size_t)b->n_logits * width,
+                                  (t->pp_n - 1) * t->tp_n, pp_timeout(t)))
         return -1;
     return 0;
+}
+
+int model_tp_stage_failed(model *m)
+{
+    model_tp *t = &m->w->tp;
+    if (t->tg && t->tg != t->g && dist_broken(t->tg)) dist_break_from(t->g, t->tg);
+    return model_tp_failed(m);
 }
 
 int model_tp_kv_created(model *m, model_kv *kv)
@@ -472,7 +515,7 @@ double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s)
 {
     if (n_allreduce) *n_allreduce = m->tp_n_allreduce;
     if (wait_s) *wait_s = 0;
-    if (wait_s && m->w->tp.g) dist_allreduce_stats(m->w->tp.g, NULL, wait_s, NULL);
+    if (wait_s && m->w->tp.tg) dist_allreduce_stats(m->w->tp.tg, NULL, wait_s, NULL);
     return m->tp_comm_s;
 }
 
@@ -565,7 +608,12 @@ int model_tp_worker_loop(model *m, tpool *pool)
     tp_lora_tab tab = {0};
     const model_adapter **bad = NULL; /* the batch's adapters */
     int rc = -1;
-    log_info("tensor-parallel rank %d of %d ready (%s backend)", t->rank, t->size, dist_backend(t->g));
+    if (t->pp_n > 1 && t->tp_n > 1)
+        log_info("rank %d of %d ready (%s backend): pipeline stage %d of %d (layers %d-%d), tensor-parallel rank %d "
+                 "of %d", t->rank, t->size, dist_backend(t->g), t->stage, t->pp_n, t->layer0, t->layer1 - 1,
+                 t->tp_rank, t->tp_n);
+    else
+        log_info("tensor-parallel rank %d of %d ready (%s backend)", t->rank, t->size, dist_backend(t->g));
     for (;;) {
         if (dist_bcast(t->g, msg, TP_MSG, 0, DIST_TIMEOUT_FOREVER)) break;
         tp_hdr h;
@@ -690,6 +738,7 @@ int model_tp_worker_loop(model *m, tpool *pool)
         b.seq_slots = slots;
         if (m->chunk_tokens < h.n_tokens) m->chunk_tokens = h.n_tokens; /* rank 0 chunked already */
         if (model_forward(m, kvs[h.kv_id], &b, out, pool)) {
+            model_tp_stage_failed(m); /* TP x PP: the stage group's error, to every rank */
             if (!dist_broken(t->g)) dist_abort(t->g, "a forward failed on a worker rank");
             break;
         }

@@ -183,12 +183,66 @@ static void test_join_timeout(void **st)
     dist_free(g);
 }
 
+/* dist_split: 4 ranks, stages {0,1} and {2,3} (color rank / 2, key rank %
+ * 2), as TP x PP makes them.  Each stage's all-reduce sums its own ranks
+ * only; the parent group still works between them; a dead rank of the
+ * second stage is named by its parent rank (3), and dist_break_from
+ * carries that error to the parent group. */
+static int splitting(const char *name, int size, int rank)
+{
+    char err[512];
+    dist_group *g = dist_shm_create(name, size, rank, 64 << 10, 2000, err, sizeof err);
+    if (!g) return 10;
+    dist_group *s = dist_split(g, rank / 2, rank % 2, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "rank %d: split: %s\n", rank, err);
+        return 11;
+    }
+    if (dist_size(s) != 2 || dist_rank(s) != rank % 2 || dist_rank_name(s, 1) != (rank / 2) * 2 + 1) return 12;
+    for (int rep = 0; rep < 50; rep++) { /* stages at their own pace, the parent in between */
+        float x[300];
+        for (int i = 0; i < 300; i++) x[i] = (float)(rank + 1 + i);
+        if (dist_allreduce(s, x, 300, DIST_F32, DIST_TIMEOUT_DEFAULT)) return 13;
+        float want = rank < 2 ? 3.0f : 7.0f; /* 1 + 2, 3 + 4 */
+        for (int i = 0; i < 300; i++)
+            if (x[i] != want + 2.0f * (float)i) return 14;
+        int v = rank == 2 ? 1000 + rep : -1;
+        if (dist_bcast(g, &v, sizeof v, 2, DIST_TIMEOUT_DEFAULT) || v != 1000 + rep) return 15;
+    }
+    if (rank == 3) _exit(0); /* dies mid-run */
+    float x[8] = {0};
+    if (rank == 2) {
+        int rc = dist_allreduce(s, x, 8, DIST_F32, DIST_TIMEOUT_DEFAULT);
+        fprintf(stderr, "rank 2 saw: %s\n", dist_error(s));
+        if (rc != -1 || dist_failed_rank(s) != 3 || !strstr(dist_error(s), "rank 3 (pid")) return 16;
+        dist_break_from(g, s);
+        if (!dist_broken(g) || dist_failed_rank(g) != 3 || strcmp(dist_error(g), dist_error(s))) return 17;
+        usleep(300000); /* exits after the others saw rank 3's failure */
+        return 0;
+    }
+    /* ranks 0 and 1 wait on the parent group: rank 2's published error, or rank 3's death */
+    int v = 0;
+    int rc = dist_bcast(g, &v, sizeof v, 2, DIST_TIMEOUT_DEFAULT);
+    fprintf(stderr, "rank %d saw: %s\n", rank, dist_error(g));
+    if (rc != -1 || !strstr(dist_error(g), "rank 3")) return 18;
+    usleep(300000);
+    return 0;
+}
+
+static void test_split(void **st)
+{
+    (void)st;
+    char name[96];
+    shm_name(name, sizeof name, "sp");
+    assert_int_equal(run_ranks(name, 4, splitting), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_collectives_2), cmocka_unit_test(test_collectives_4),
         cmocka_unit_test(test_dead_rank),     cmocka_unit_test(test_hung_rank),
-        cmocka_unit_test(test_join_timeout),
+        cmocka_unit_test(test_join_timeout),  cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
