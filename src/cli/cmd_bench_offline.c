@@ -163,7 +163,7 @@ int cmd_bench_offline(int argc, char **argv)
         }
     }
     if (n_dp > 1) {
-        if (!(dpc = cli_dp_create(m, &mo, &sa, &a))) goto done;
+        if (!(dpc = cli_dp_create(m, &mo, &sa, &a, NULL))) goto done;
         s = dp_sched(dpc, 0);
     } else {
         s = cli_sched_create(m, &mo, &sa);

@@ -245,7 +245,7 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
     sched *s = NULL;
     if (!cli_lora_setup(a, m, &sa)) {
         if (n_dp > 1) {
-            d = cli_dp_create(m, &mo, &sa, a);
+            d = cli_dp_create(m, &mo, &sa, a, NULL);
             s = d ? dp_sched(d, 0) : NULL;
         } else {
             s = cli_sched_create(m, &mo, &sa);

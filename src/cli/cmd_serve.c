@@ -35,6 +35,7 @@
 #include "args/args.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_dp_tp.h"
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_spec.h"
@@ -150,6 +151,15 @@ static model *serve_load_model(void *ctx, const char *path, const char *load_for
     return m;
 }
 
+/* Start-up failed before the controller took the models: m, and with
+ * DP x TP the other replicas' (rest, n; rest[0] is m). */
+static void serve_free_models(model *m, model **rest, int n)
+{
+    for (int r = 1; rest && r < n; r++) model_free(rest[r]);
+    free(rest);
+    model_free(m);
+}
+
 static void serve_free_model(void *ctx, model *m)
 {
     (void)ctx;
@@ -260,11 +270,20 @@ static int serve(int argc, char **argv)
         log_info("completion template: %s", completion.name);
     }
 
-    /* model */
+    /* model; --dp-size with --tp-size: each replica's rank-0 shard
+     * (cli_dp_tp.h), given to the controller below */
     cli_model_opts mo;
     cli_model_opts_from_args(&mo, &a, threads);
-    model *m = cli_model_load(&mo);
+    model **dp_models = NULL;
+    model *m = NULL;
+    if (cli_dp_tp_on(&a)) {
+        dp_models = calloc((size_t)a.dp_size, sizeof *dp_models);
+        if (dp_models && cli_model_load_replicas(&mo, (int)a.dp_size, dp_models) == 0) m = dp_models[0];
+    } else {
+        m = cli_model_load(&mo);
+    }
     if (!m) {
+        free(dp_models);
         args_server_free(&a);
         return 1;
     }
@@ -282,7 +301,7 @@ static int serve(int argc, char **argv)
     if (mi_delim >= mc->vocab_size) {
         fprintf(stderr, "sglc serve: --multi-item-scoring-delimiter %d is not a token id (vocab size %d)\n",
                 (int)mi_delim, mc->vocab_size);
-        model_free(m);
+        serve_free_models(m, dp_models, (int)a.dp_size);
         args_server_free(&a);
         return 2;
     }
@@ -312,7 +331,7 @@ static int serve(int argc, char **argv)
         const char *tp = a.tokenizer_path ? a.tokenizer_path : a.model_path;
         if (hub_resolve(tp, &ho, tok_dir, sizeof tok_dir, err, sizeof err) != 0) {
             fprintf(stderr, "sglc serve: %s\n", err);
-            model_free(m);
+            serve_free_models(m, dp_models, (int)a.dp_size);
             args_server_free(&a);
             return 1;
         }
@@ -327,7 +346,7 @@ static int serve(int argc, char **argv)
         tok_load_opts to = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
         if (tok_gguf) {
             if (cli_tokenizer_load_gguf(tok_dir, true, &tok)) {
-                model_free(m);
+                serve_free_models(m, dp_models, (int)a.dp_size);
                 args_server_free(&a);
                 return 1;
             }
@@ -336,7 +355,7 @@ static int serve(int argc, char **argv)
         }
         if (!tok) {
             fprintf(stderr, "sglc serve: cannot load the tokenizer from %s: %s\n", tok_dir, err);
-            model_free(m);
+            serve_free_models(m, dp_models, (int)a.dp_size);
             args_server_free(&a);
             return 1;
         }
@@ -350,7 +369,7 @@ static int serve(int argc, char **argv)
                     terr ? terr : "cannot load");
             free(terr);
             tok_destroy(tok);
-            model_free(m);
+            serve_free_models(m, dp_models, (int)a.dp_size);
             args_server_free(&a);
             return 2;
         } else {
@@ -365,7 +384,10 @@ static int serve(int argc, char **argv)
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
     sa.is_embedding = a.is_embedding;
-    dp *d = cli_lora_setup(&a, m, &sa) ? NULL : cli_dp_create(m, &mo, &sa, &a);
+    /* (LoRA is refused with DP x TP: cli_dp_create takes dp_models) */
+    dp *d = cli_lora_setup(&a, m, &sa) ? NULL : cli_dp_create(m, &mo, &sa, &a, dp_models);
+    free(dp_models);
+    dp_models = NULL;
     sched *s = d ? dp_sched(d, 0) : NULL;
     int n_dp = d ? dp_size(d) : 0;
     if (!s) {
