@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int ival(long long v, int none) { return v == ARGS_INT_NONE ? none : (int)v; }
@@ -20,10 +21,9 @@ int cli_dp_tp_check(const char *name, const args_server *a)
     char what[64];
     if (pp > 1) snprintf(what, sizeof what, "--pp-size %d", pp);
     else snprintf(what, sizeof what, "--tp-size %d", tp);
-    if (strcmp(name, "serve")) {
-        fprintf(stderr, "sglc %s: --dp-size %d with %s is supported by sglc serve only (each replica its own "
-                        "group of ranks behind the HTTP front); this command takes --dp-size or %s\n",
-                name, dp, what, pp > 1 ? "--pp-size" : "--tp-size");
+    if (strcmp(name, "serve") && strcmp(name, "generate") && strcmp(name, "bench-offline")) {
+        fprintf(stderr, "sglc %s: --dp-size %d with %s is supported by serve, generate --requests and "
+                        "bench-offline only (the commands with a data-parallel controller)\n", name, dp, what);
         return -1;
     }
     size_t n_lora = a->lora_paths ? json_array_size(a->lora_paths) : 0;
@@ -45,4 +45,28 @@ int cli_dp_tp_check(const char *name, const args_server *a)
         return -1;
     }
     return 0;
+}
+
+model *cli_dp_tp_load(const cli_model_opts *mo, const args_server *a, model ***rest)
+{
+    *rest = NULL;
+    if (!cli_dp_tp_on(a)) return cli_model_load(mo);
+    int n = (int)a->dp_size;
+    model **ms = calloc((size_t)n, sizeof *ms);
+    if (!ms) {
+        fprintf(stderr, "error: out of memory\n");
+        return NULL;
+    }
+    if (cli_model_load_replicas(mo, n, ms)) {
+        free(ms);
+        return NULL;
+    }
+    *rest = ms;
+    return ms[0];
+}
+
+void cli_dp_tp_free_rest(model **rest, const args_server *a)
+{
+    for (int r = 1; rest && r < (int)a->dp_size; r++) model_free(rest[r]);
+    free(rest);
 }

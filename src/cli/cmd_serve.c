@@ -151,15 +151,6 @@ static model *serve_load_model(void *ctx, const char *path, const char *load_for
     return m;
 }
 
-/* Start-up failed before the controller took the models: m, and with
- * DP x TP the other replicas' (rest, n; rest[0] is m). */
-static void serve_free_models(model *m, model **rest, int n)
-{
-    for (int r = 1; rest && r < n; r++) model_free(rest[r]);
-    free(rest);
-    model_free(m);
-}
-
 static void serve_free_model(void *ctx, model *m)
 {
     (void)ctx;
@@ -275,15 +266,8 @@ static int serve(int argc, char **argv)
     cli_model_opts mo;
     cli_model_opts_from_args(&mo, &a, threads);
     model **dp_models = NULL;
-    model *m = NULL;
-    if (cli_dp_tp_on(&a)) {
-        dp_models = calloc((size_t)a.dp_size, sizeof *dp_models);
-        if (dp_models && cli_model_load_replicas(&mo, (int)a.dp_size, dp_models) == 0) m = dp_models[0];
-    } else {
-        m = cli_model_load(&mo);
-    }
+    model *m = cli_dp_tp_load(&mo, &a, &dp_models);
     if (!m) {
-        free(dp_models);
         args_server_free(&a);
         return 1;
     }
@@ -301,7 +285,8 @@ static int serve(int argc, char **argv)
     if (mi_delim >= mc->vocab_size) {
         fprintf(stderr, "sglc serve: --multi-item-scoring-delimiter %d is not a token id (vocab size %d)\n",
                 (int)mi_delim, mc->vocab_size);
-        serve_free_models(m, dp_models, (int)a.dp_size);
+        cli_dp_tp_free_rest(dp_models, &a);
+        model_free(m);
         args_server_free(&a);
         return 2;
     }
@@ -331,7 +316,8 @@ static int serve(int argc, char **argv)
         const char *tp = a.tokenizer_path ? a.tokenizer_path : a.model_path;
         if (hub_resolve(tp, &ho, tok_dir, sizeof tok_dir, err, sizeof err) != 0) {
             fprintf(stderr, "sglc serve: %s\n", err);
-            serve_free_models(m, dp_models, (int)a.dp_size);
+            cli_dp_tp_free_rest(dp_models, &a);
+            model_free(m);
             args_server_free(&a);
             return 1;
         }
@@ -346,7 +332,8 @@ static int serve(int argc, char **argv)
         tok_load_opts to = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
         if (tok_gguf) {
             if (cli_tokenizer_load_gguf(tok_dir, true, &tok)) {
-                serve_free_models(m, dp_models, (int)a.dp_size);
+                cli_dp_tp_free_rest(dp_models, &a);
+                model_free(m);
                 args_server_free(&a);
                 return 1;
             }
@@ -355,7 +342,8 @@ static int serve(int argc, char **argv)
         }
         if (!tok) {
             fprintf(stderr, "sglc serve: cannot load the tokenizer from %s: %s\n", tok_dir, err);
-            serve_free_models(m, dp_models, (int)a.dp_size);
+            cli_dp_tp_free_rest(dp_models, &a);
+            model_free(m);
             args_server_free(&a);
             return 1;
         }
@@ -369,7 +357,8 @@ static int serve(int argc, char **argv)
                     terr ? terr : "cannot load");
             free(terr);
             tok_destroy(tok);
-            serve_free_models(m, dp_models, (int)a.dp_size);
+            cli_dp_tp_free_rest(dp_models, &a);
+            model_free(m);
             args_server_free(&a);
             return 2;
         } else {

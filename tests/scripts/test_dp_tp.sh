@@ -20,8 +20,10 @@
 #    the server exits 1 within 5 s naming "dp_rank 1" and the rank's pid,
 #    the other worker is gone too;
 #  - /update_weights_from_disk refused (400, the --tp-size message);
-#  - refusals: generate / bench-offline (serve only), LoRA, --ep-size,
-#    --numa-node, mpirun (its environment), --tp-size 3 (8 heads).
+#  - generate --requests (8 lines, total_tokens, one pinned to rank 1):
+#    output_ids identical to one process; bench-offline: its JSON line;
+#  - refusals: bench-one-batch (--dp-size), LoRA, --ep-size, --numa-node,
+#    mpirun (its environment), --tp-size 3 (8 heads).
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -179,6 +181,36 @@ check "the log names dp_rank 1 and the killed rank's pid" \
 sleep 0.3
 check "the other replica's worker is gone too" "gone $W0"
 
+# ------------------------------------------------------------ offline: generate --requests, bench-offline
+$PY - "$T/req.jsonl" "$T/req1.jsonl" <<'PY'
+import json, sys
+prompts = ["Once upon a time", "The little dog", "Lily liked to", "One day a bird", "Tom was sad because",
+           "The sun was", "A big red ball", "Mom said"]
+with open(sys.argv[1], "w") as f, open(sys.argv[2], "w") as f1:
+    for i, p in enumerate(prompts):
+        r = {"text": p, "sampling_params": {"temperature": 0, "max_new_tokens": 8 + 3 * i}}
+        f1.write(json.dumps(r) + "\n")
+        if i == 5: r["data_parallel_rank"] = 1
+        f.write(json.dumps(r) + "\n")
+PY
+outs() { $PY -c 'import json,sys; [print(json.loads(l)["output_ids"]) for l in open(sys.argv[1])]' "$1"; }
+"$BIN" generate "${COMMON[@]}" --requests "$T/req1.jsonl" --output "$T/g1.jsonl" >"$T/g1.log" 2>&1; rc1=$?
+"$BIN" generate "${COMMON[@]}" --requests "$T/req.jsonl" --output "$T/g2.jsonl" --dp-size 2 --tp-size 2 \
+    --load-balance-method total_tokens >"$T/g2.log" 2>&1; rc2=$?
+outs "$T/g1.jsonl" >"$T/g1.txt" 2>/dev/null; outs "$T/g2.jsonl" >"$T/g2.txt" 2>/dev/null
+check "generate --requests --dp-size 2 --tp-size 2 (total_tokens, one line pinned to rank 1): 8 outputs identical to one process, in order" \
+    "[ $rc1 = 0 ] && [ $rc2 = 0 ] && [ \$(wc -l <$T/g1.txt) = 8 ] && cmp -s $T/g1.txt $T/g2.txt" || tail -5 "$T/g2.log"
+check "generate: both replicas finished requests" \
+    "grep -q 'dp_rank 0: [1-9][0-9]* requests finished' $T/g2.log && grep -q 'dp_rank 1: [1-9][0-9]* requests finished' $T/g2.log"
+"$BIN" bench-offline "${COMMON[@]}" --dp-size 2 --tp-size 2 --num-prompts 12 --random-input-len 48 \
+    --random-output-len 12 --result-filename "$T/bo.json" >"$T/bo.log" 2>&1; rc=$?
+check "bench-offline --dp-size 2 --tp-size 2: exit 0, JSON with 12 requests, dp_size 2, both pools" "[ $rc = 0 ] && $PY -c '
+import json, sys
+o = json.loads(open(sys.argv[1]).readline())
+assert o[\"successful_requests\"] == 12 and o[\"dp_size\"] == 2, o
+assert o[\"output_throughput\"] > 0 and o[\"max_total_num_tokens\"] == 8192, o
+' $T/bo.json" || tail -5 "$T/bo.log"
+
 # ------------------------------------------------------------ refusals
 refused() { # refused WHAT MESSAGE RC COMMAND...: exit RC (any: non-zero) and MESSAGE in the output
     local what=$1 msg=$2 want=$3; shift 3
@@ -189,11 +221,8 @@ refused() { # refused WHAT MESSAGE RC COMMAND...: exit RC (any: non-zero) and ME
         head -5 "$T/ref.out"
 }
 P=$(freeport)
-echo '{"text":"hi","sampling_params":{"max_new_tokens":2}}' >"$T/req.jsonl"
-refused "generate --requests" "--dp-size 2 with --tp-size 2 is supported by sglc serve only" 2 \
-    "$BIN" generate --model-path "$M" --dp-size 2 --tp-size 2 --requests "$T/req.jsonl"
-refused "bench-offline" "--dp-size 2 with --tp-size 2 is supported by sglc serve only" 2 \
-    "$BIN" bench-offline --model-path "$M" --dp-size 2 --tp-size 2 --num-prompts 2
+refused "bench-one-batch" "--dp-size 2 with --tp-size 2 is supported by serve, generate --requests and bench-offline only" 2 \
+    "$BIN" bench-one-batch --model-path "$M" --dp-size 2 --tp-size 2 --batch-size 1 --input-len 4 --output-len 2
 refused "LoRA" "LoRA (--enable-lora / --lora-paths) with --dp-size 2 and --tp-size 2 is not supported yet" 2 \
     "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --enable-lora --port "$P"
 refused "--ep-size" "--ep-size 2 with --dp-size 2 is not supported yet" 2 \
