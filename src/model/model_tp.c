@@ -23,9 +23,11 @@
  * LoRA rides on FORWARD too: the uids rank 0 freed since the last step
  * (model_tp_lora_release, queued by any thread: the shards go first), the
  * batch's adapters as uids (model_adapter.tp_uid) and seq_adapter.  Rank 0
- * holds a recursive lock around each command sequence (a forward from
- * send to gather, a LoRA load from send to the status gather), so a load
- * on an HTTP thread slots in between the scheduler's steps.
+ * holds its group's recursive lock around each command sequence (a forward
+ * from send to gather, a LoRA load from send to the status gather), so a
+ * load on an HTTP thread slots in between the scheduler's steps; one lock
+ * per group, so the rank-0 models of several groups in one process
+ * (--dp-size with --tp-size, cli/cli_dp_tp.h) run side by side.
  * Inside a forward every rank computes the same rows: replicated
  * embeddings and norms, its heads and MLP columns, and after each
  * row-parallel projection (o, down, the MoE block) a sum over the group
