@@ -14,6 +14,9 @@
 #    cache_aware: a repeated 96-token prompt hits its replica every time;
 #    both replicas finished requests (the shutdown log's per-dp_rank
 #    counters);
+#  - placement with >= 4 allowed cores (--threads 4): replica k's
+#    scheduler thread on core slot 2k, its worker on 2k + 1 (else the
+#    "not pinned" log lines);
 #  - --dp-size 2 --pp-size 2 (falls out: replicas of two pipeline stages)
 #    gives the same texts;
 #  - a killed worker of replica 1: a request pinned there answers 503,
@@ -136,6 +139,25 @@ for r in 0 1; do
 done
 left=0; for p in $(echo "$W" | awk '{print $1}'); do gone "$p" || left=1; done
 check "both worker processes exited with the server" "[ $left = 0 ]"
+
+# ------------------------------------------------------------ placement (machines with >= 4 allowed cores)
+ALLOWED=$($PY -c 'import os; print(" ".join(str(c) for c in sorted(os.sched_getaffinity(0))))')
+if [ "$(echo $ALLOWED | wc -w)" -ge 4 ]; then
+    set -- $ALLOWED
+    server_start "$T/pin.log" --model-path "$M" --threads 4 --max-total-tokens 4096 --dp-size 2 --tp-size 2 ||
+        server_fail "$T/pin.log"
+    NAME=pin
+    W=$(workers)
+    w0=$(grep Cpus_allowed_list /proc/$(echo "$W" | awk '$2 == 0 {print $1}')/status | cut -f2)
+    w1=$(grep Cpus_allowed_list /proc/$(echo "$W" | awk '$2 == 1 {print $1}')/status | cut -f2)
+    sc=$(for t in /proc/$SERVER_PID/task/*; do [ "$(cat "$t/comm")" = sglc-sched ] && grep Cpus_allowed_list "$t/status" | cut -f2; done | sort -n | tr '\n' ' ')
+    check "placement: replica k's rank r on core slot 2k + r (schedulers on $sc, workers on $w0 / $w1)" \
+        "[ '$sc' = '$1 $3 ' ] && [ '$w0' = '$2' ] && [ '$w1' = '$4' ]"
+    stop
+else
+    echo "skip placement: $(echo $ALLOWED | wc -w) allowed cores (2 replicas x 2 ranks need 4); the log says why"
+    check "the log: 4 ranks on fewer cores are not pinned" "grep -q 'replicas are not pinned' $T/rr.log && grep -q '4 ranks x 1 thread(s) on [0-9]* cores: not pinned' $T/rr.log"
+fi
 
 # ------------------------------------------------------------ total_requests
 start tr --dp-size 2 --tp-size 2 --load-balance-method total_requests
