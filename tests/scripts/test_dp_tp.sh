@@ -19,6 +19,8 @@
 #    "not pinned" log lines);
 #  - --dp-size 2 --pp-size 2 (falls out: replicas of two pipeline stages)
 #    gives the same texts;
+#  - --dp-size 2 --tp-size 2 --pp-size 2 (where TP x PP is built): the same
+#    texts, 6 workers;
 #  - a killed worker of replica 1: a request pinned there answers 503,
 #    the server exits 1 within 5 s naming "dp_rank 1" and the rank's pid,
 #    the other worker is gone too;
@@ -187,6 +189,22 @@ start pp --dp-size 2 --pp-size 2
 send_all pp
 check "dp 2 x pp 2: the same greedy outputs as one process" "same_as_ref pp"
 stop
+
+# ------------------------------------------------------------ dp x (tp x pp), where TP x PP exists
+NAME=tpp
+if server_start "$T/tpp.log" "${COMMON[@]}" --dp-size 2 --tp-size 2 --pp-size 2; then
+    URL=$SERVER_URL
+    send_all tpp
+    check "dp 2 x tp 2 x pp 2 (8 ranks): the same greedy outputs as one process" "same_as_ref tpp"
+    check "dp 2 x tp 2 x pp 2: 6 worker processes" "[ \$(pgrep -P $SERVER_PID -x sglc | wc -l) = 6 ]"
+    stop
+elif grep -q 'tensor and pipeline parallelism together are not supported yet' "$T/tpp.log"; then
+    wait "$SERVER_PID" 2>/dev/null; SERVER_PID=
+    echo "skip dp x tp x pp: this build has no TP x PP"
+else
+    wait "$SERVER_PID" 2>/dev/null; SERVER_PID=
+    check "dp 2 x tp 2 x pp 2: the server starts" false; tail -5 "$T/tpp.log"
+fi
 
 # ------------------------------------------------------------ a killed rank
 start kill --dp-size 2 --tp-size 2
