@@ -6,13 +6,14 @@
 #
 #   bash bench/dp_serving.sh [MODEL_DIR]
 #   env: THREADS (2), C (32), PROMPTS (128), IN (256), OUT (128), RUNS (3),
-#        METHOD (round_robin), DP (2)
+#        METHOD (round_robin), DP (2), TP (1: --tp-size for both servers;
+#        TP > 1 compares DP x TP replicas with one TP group, docs/notes/dpxtp.md)
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=${1:-$ROOT/../shared/models/TinyStories-656K}
 THREADS=${THREADS:-2} C=${C:-32} PROMPTS=${PROMPTS:-128} IN=${IN:-256} OUT=${OUT:-128} RUNS=${RUNS:-3}
-METHOD=${METHOD:-round_robin} DP=${DP:-2}
+METHOD=${METHOD:-round_robin} DP=${DP:-2} TP=${TP:-1}
 PY=/usr/bin/python3
 T=$(mktemp -d)
 PID=
@@ -23,7 +24,7 @@ port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 run() { # run DP: start the server, RUNS bench runs, print the medians
     local dp=$1 p
     p=$(port)
-    "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$p" --threads "$THREADS" --dp-size "$dp" \
+    "$BIN" serve --model-path "$M" --host 127.0.0.1 --port "$p" --threads "$THREADS" --dp-size "$dp" --tp-size "$TP" \
         --load-balance-method "$METHOD" --max-total-tokens 65536 >"$T/serve$dp.log" 2>&1 &
     PID=$!
     for _ in $(seq 1 150); do curl -sf -o /dev/null "http://127.0.0.1:$p/health" && break; sleep 0.2; done
@@ -46,7 +47,7 @@ print(f"dp={sys.argv[2]} runs={len(rows)} req/s={med('request_throughput'):.1f} 
       f"ttft_mean_ms={med('mean_ttft_ms'):.1f} tpot_mean_ms={med('mean_tpot_ms'):.2f}")
 EOF
 }
-echo "model $M, --threads $THREADS, C=$C, $PROMPTS prompts of $IN in / $OUT out, medians of $RUNS, method $METHOD"
+echo "model $M, --threads $THREADS, --tp-size $TP, C=$C, $PROMPTS prompts of $IN in / $OUT out, medians of $RUNS, method $METHOD"
 a=$(run 1); echo "$a"
 b=$(run "$DP"); echo "$b"
 "$PY" -c "

@@ -200,7 +200,7 @@ X(reasoning_parser, CHOICE, "--reasoning-parser", NULL, "deepseek-r1|deepseek-v3
 X(tool_call_parser, CHOICE, "--tool-call-parser", NULL, "llama3|pythonic|qwen|qwen25|qwen3_coder|mistral|hermes|deepseekv3|deepseekv31|gpt-oss|kimi_k2|glm45", API, SUPPORTED, "The tool-call parser of the model: tool_calls in chat answers, /parse_function_call.") \
 X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API, SUPPORTED, "Where default sampling parameters come from: generation_config.json (model) or OpenAI's defaults.") \
 /* ---- Data parallelism ---- */ \
-X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, SUPPORTED, "The data parallelism size: replicas of the scheduler in one process over one copy of the weights, the threads split between them (serve, generate --requests, bench-offline).") \
+X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, SUPPORTED, "The data parallelism size: replicas of the scheduler in one process over one copy of the weights, the threads split between them (serve, generate --requests, bench-offline). With --tp-size or --pp-size > 1: each replica is its own group of ranks holding its own weight shards (dp-size copies), --threads split over all dp x tp ranks.") \
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens|cache_aware", DP, SUPPORTED, "The load balancing strategy for data parallelism (auto = round_robin; cache_aware, sglc's: the replica holding the longest cached prefix).") \
 /* ---- Multi-node distributed serving ---- */ \
 X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, NOT_YET, "The host:port for initializing the distributed backend.") \

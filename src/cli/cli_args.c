@@ -1,6 +1,8 @@
 /* cli_args — see cli_args.h. */
 #include "cli/cli_args.h"
 
+#include "cli/cli_dp_tp.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -28,10 +30,7 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
-    if (!cmd->no_server_args && a->dp_size > 1 && a->tp_size != ARGS_INT_NONE && a->tp_size > 1) {
-        fprintf(stderr, "sglc %s: --dp-size %d with --tp-size %d is not supported yet: each data-parallel replica "
-                        "would need its own tensor-parallel rank group; use --dp-size or --tp-size\n", name,
-                (int)a->dp_size, (int)a->tp_size);
+    if (!cmd->no_server_args && cli_dp_tp_check(name, a)) { /* replicas of several ranks: serve only */
         args_server_free(a);
         return 2;
     }
@@ -90,6 +89,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->download_dir = a->download_dir;
     mo->fp32_lm_head = a->enable_fp32_lm_head;
     mo->dist.tp_size = a->tp_size != ARGS_INT_NONE && a->tp_size > 0 ? (int)a->tp_size : 1;
+    mo->dist.dp_size = a->dp_size != ARGS_INT_NONE && a->dp_size > 1 ? (int)a->dp_size : 1;
     mo->dist.pp_size = a->pp_size != ARGS_INT_NONE && a->pp_size > 1 ? (int)a->pp_size : 1;
     mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
     mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;

@@ -93,7 +93,7 @@ static char **self_argv(void)
 
 /* Pin this process (rank r, tpr threads) per o's placement (see
  * cli_dist.h).  SGLC_TP_PIN=0: leave it to the kernel. */
-static void pin_rank(const cli_dist_opts *o, int r, int tpr)
+static void pin_rank(const cli_dist_opts *o, int r, int tpr, int n_slots, const char *who)
 {
     const char *p = getenv("SGLC_TP_PIN");
     if (p && !strcmp(p, "0")) return;
@@ -130,6 +130,10 @@ static void pin_rank(const cli_dist_opts *o, int r, int tpr)
         for (int c = 0; c < CPU_SETSIZE; c++)
             if (CPU_ISSET(c, &have)) ids[nc++] = c;
         long first = ((long)o->base_group + (long)r * o->group_step) * tpr;
+        if (n_slots > 0 && (long)n_slots * tpr > nc) { /* DP x TP: all slots fit, or none is pinned */
+            log_info("%s: %d ranks x %d thread(s) on %d cores: not pinned", who, n_slots, tpr, nc);
+            return;
+        }
         if (first < 0 || first + tpr > nc) {
             /* oversubscribed (more ranks x threads than cores) or a group past the end */
             if (o->base_group || o->group_step != 1)
@@ -139,16 +143,36 @@ static void pin_rank(const cli_dist_opts *o, int r, int tpr)
         }
         for (int i = 0; i < tpr; i++) CPU_SET(ids[first + i], &want), n++;
     }
-    if (sched_setaffinity(0, sizeof want, &want) == 0) log_info("tensor-parallel rank %d pinned to %d core(s)", r, n);
+    if (sched_setaffinity(0, sizeof want, &want) == 0) log_info("%s pinned to %d core(s)", who, n);
 }
 
 int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)
 {
-    *out = NULL;
+    dist_group *g[1] = {NULL};
+    int n = cli_dist_start_groups(o, tpr, 1, g, err, errlen);
+    *out = g[0];
+    return n < 0 ? -1 : 0;
+}
+
+int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_group **out, char *err,
+                          size_t errlen)
+{
+    for (int i = 0; i < n_groups; i++) out[i] = NULL;
     int N = (o->tp_size > 0 ? o->tp_size : 1) * (o->pp_size > 1 ? o->pp_size : 1); /* ranks */
+    if (n_groups < 1 || n_groups * N > MAX_CHILD + 1) {
+        snprintf(err, errlen, "%d groups of %d ranks: at most %d ranks on one machine", n_groups, N,
+                 MAX_CHILD + 1);
+        return -1;
+    }
     int tmo = (o->timeout_s > 0 ? o->timeout_s : 300) * 1000;
     int msize, mrank;
     if (dist_mpi_env(&msize, &mrank) && msize > 1) {
+        if (n_groups > 1) {
+            snprintf(err, errlen, "--dp-size %d with --tp-size %d under mpirun is not supported: run sglc serve "
+                     "without mpirun on one machine (it starts the %d replicas' ranks itself)", n_groups,
+                     N, n_groups * N);
+            return -1;
+        }
         if (msize != N) {
             snprintf(err, errlen, "mpirun started %d processes but --tp-size x --pp-size is %d (sglc "
                      "runs one rank per process: use -np %d)", msize, N, N);
@@ -162,8 +186,8 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
             g_mpi = g;
             atexit(mpi_finish);
         }
-        *out = g;
-        return 0;
+        out[0] = g;
+        return 1;
     }
     if (N == 1) return 0;
     if (o->nnodes > 1) {
@@ -173,16 +197,21 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
         return -1;
     }
     const char *shm = getenv("SGLC_DIST_SHM"), *rs = getenv("SGLC_DIST_RANK");
-    if (shm && rs) { /* a worker rank started by rank 0 */
+    if (shm && rs) { /* a worker rank started by rank 0: one group, its replica's */
         int r = atoi(rs);
-        pin_rank(o, r, tpr);
+        const char *sl = getenv("SGLC_DIST_SLOT"), *dr = getenv("SGLC_DP_RANK");
+        char who[64];
+        if (dr) snprintf(who, sizeof who, "dp_rank %s tensor-parallel rank %d", dr, r);
+        else snprintf(who, sizeof who, "tensor-parallel rank %d", r);
+        const char *ns = getenv("SGLC_DIST_SLOTS");
+        pin_rank(o, sl ? atoi(sl) : r, tpr, ns ? atoi(ns) : 0, who);
         dist_group *g = dist_shm_create(shm, N, r, 0, tmo, err, errlen);
         if (!g) return -1;
-        *out = g;
-        return 0;
+        out[0] = g;
+        return 1;
     }
-    char name[96];
-    snprintf(name, sizeof name, "/sglc-tp-%d-%ld", (int)getpid(), (long)time(NULL));
+    char base[96];
+    snprintf(base, sizeof base, "/sglc-tp-%d-%ld", (int)getpid(), (long)time(NULL));
     char **argv = self_argv();
     if (!argv) {
         snprintf(err, errlen, "cannot read /proc/self/cmdline to start the tensor-parallel ranks");
@@ -194,34 +223,63 @@ int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err,
     if (el <= 0) snprintf(exe, sizeof exe, "/proc/self/exe");
     else exe[el] = 0;
     fflush(stdout), fflush(stderr);
-    for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
-        pid_t pid = fork();
-        if (pid < 0) {
-            snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
-            return -1;
+    /* group k's rank r is placement slot k * N + r (cli_dist.h) */
+    for (int k = 0; k < n_groups; k++)
+        for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
+            pid_t pid = fork();
+            if (pid < 0) {
+                snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
+                return -1;
+            }
+            if (pid == 0) {
+                char rb[16], sb[16], slb[16], kb[16], nsb[16], name[112];
+                snprintf(rb, sizeof rb, "%d", r);
+                snprintf(sb, sizeof sb, "%d", N);
+                snprintf(slb, sizeof slb, "%d", k * N + r);
+                snprintf(kb, sizeof kb, "%d", k);
+                snprintf(nsb, sizeof nsb, "%d", n_groups * N);
+                if (n_groups > 1) snprintf(name, sizeof name, "%s-dp%d", base, k);
+                else snprintf(name, sizeof name, "%s", base);
+                setenv("SGLC_DIST_SHM", name, 1);
+                setenv("SGLC_DIST_RANK", rb, 1);
+                setenv("SGLC_DIST_SIZE", sb, 1);
+                if (n_groups > 1) {
+                    setenv("SGLC_DIST_SLOT", slb, 1);
+                    setenv("SGLC_DP_RANK", kb, 1);
+                    setenv("SGLC_DIST_SLOTS", nsb, 1);
+                }
+                dup2(2, 1); /* a worker's stdout would mix with the command's output */
+                execv(exe, argv);
+                _exit(127);
+            }
+            g_child[g_n_child++] = pid;
         }
-        if (pid == 0) {
-            char rb[16], sb[16];
-            snprintf(rb, sizeof rb, "%d", r);
-            snprintf(sb, sizeof sb, "%d", N);
-            setenv("SGLC_DIST_SHM", name, 1);
-            setenv("SGLC_DIST_RANK", rb, 1);
-            setenv("SGLC_DIST_SIZE", sb, 1);
-            dup2(2, 1); /* a worker's stdout would mix with the command's output */
-            execv(exe, argv);
-            _exit(127);
-        }
-        g_child[g_n_child++] = pid;
-    }
     free(argv[0]);
     free(argv);
     atexit(reap_children);
-    pin_rank(o, 0, tpr);
-    dist_group *g = dist_shm_create(name, N, 0, 0, tmo, err, errlen);
-    if (!g) return -1;
-    log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
-    *out = g;
-    return 0;
+    /* one group: this process is rank 0's slot; several (--dp-size): the
+     * data-parallel controller pins each replica's threads (dp.h) */
+    if (n_groups == 1) pin_rank(o, 0, tpr, 0, "tensor-parallel rank 0");
+    for (int k = 0; k < n_groups; k++) {
+        char name[112];
+        if (n_groups > 1) snprintf(name, sizeof name, "%s-dp%d", base, k);
+        else snprintf(name, sizeof name, "%s", base);
+        out[k] = dist_shm_create(name, N, 0, 0, tmo, err, errlen);
+        if (!out[k]) {
+            for (int q = 0; q < k; q++) {
+                dist_abort(out[q], err);
+                dist_free(out[q]);
+                out[q] = NULL;
+            }
+            return -1;
+        }
+    }
+    if (n_groups > 1)
+        log_info("data parallelism x tensor parallelism: %d replicas of %d ranks on this machine (shared memory, "
+                 "one segment per replica), %d thread(s) per rank", n_groups, N, tpr);
+    else
+        log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
+    return n_groups;
 }
 
 int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen)
@@ -239,15 +297,25 @@ int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out
     return 0;
 }
 
+typedef struct watch_arg {
+    dist_group *g;
+    int dp_rank; /* -1: the only group */
+} watch_arg;
+
 static void *watch_main(void *arg)
 {
-    dist_group *g = arg;
+    watch_arg wa = *(watch_arg *)arg;
+    free(arg);
+    dist_group *g = wa.g;
     for (;;) {
         usleep(100000);
         if (model_tp_group_shut(g)) return NULL;
         if (!dist_check_peers(g) && !dist_broken(g)) continue;
         if (model_tp_group_shut(g)) return NULL;
-        log_error("tensor parallelism failed: %s; exiting", dist_error(g));
+        if (wa.dp_rank >= 0)
+            log_error("tensor parallelism failed in dp_rank %d: %s; exiting", wa.dp_rank, dist_error(g));
+        else
+            log_error("tensor parallelism failed: %s; exiting", dist_error(g));
         /* the failed batch's requests are answered (503) meanwhile */
         sleep(1);
         fflush(stdout), fflush(stderr);
@@ -258,11 +326,18 @@ static void *watch_main(void *arg)
     }
 }
 
-void cli_dist_watch(dist_group *g)
+void cli_dist_watch(dist_group *g, int dp_rank)
 {
-    static int started;
-    if (!g || dist_size(g) < 2 || dist_rank(g) != 0 || started) return;
-    started = 1;
+    static dist_group *watched[MAX_CHILD + 1];
+    static int n_watched;
+    if (!g || dist_size(g) < 2 || dist_rank(g) != 0 || n_watched >= MAX_CHILD + 1) return;
+    for (int i = 0; i < n_watched; i++)
+        if (watched[i] == g) return;
+    watched[n_watched++] = g;
+    watch_arg *wa = malloc(sizeof *wa);
+    if (!wa) return;
+    wa->g = g, wa->dp_rank = dp_rank;
     pthread_t th;
-    if (!pthread_create(&th, NULL, watch_main, g)) pthread_detach(th);
+    if (!pthread_create(&th, NULL, watch_main, wa)) pthread_detach(th);
+    else free(wa);
 }

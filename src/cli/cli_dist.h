@@ -20,6 +20,17 @@
  * past --dist-timeout), logs the reason and exits 1 after a second (the
  * failed batch's requests are answered 503 by the scheduler meanwhile).
  * Rank 0 reaps its children at exit (SIGKILL after 5 s).
+ *
+ * `serve --dp-size D --tp-size N` (cli_dp_tp.h): the command makes D
+ * groups (cli_dist_start_groups), one shm segment each (named
+ * BASE-dpK), and starts D x (N - 1) worker processes; the command itself
+ * is rank 0 of every group (D rank-0 models in one process, each driven
+ * by its replica's scheduler thread).  Group K's rank r is placement
+ * slot K * N + r: its core group (below) with --base-gpu-id 0 and
+ * --gpu-id-step 1; the command's own process is not pinned then (the
+ * data-parallel controller pins each replica's threads to slot K * N).
+ * Each group has its own watcher; any failure ends the server (exit 1),
+ * the log naming the dp_rank and the rank.  Not under mpirun.
  */
 #ifndef SGLC_CLI_DIST_H
 #define SGLC_CLI_DIST_H
@@ -38,6 +49,7 @@
  * rank is not pinned (a warning). */
 typedef struct cli_dist_opts {
     int tp_size;          /* 1 = one process */
+    int dp_size;          /* data-parallel replicas (each a group of tp_size x pp_size ranks) */
     int pp_size;          /* pipeline stages (1 = none); times tp_size ranks in all */
     int nnodes, node_rank;
     int timeout_s;        /* --dist-timeout; 0 = default (300 s) */
@@ -50,6 +62,12 @@ typedef struct cli_dist_opts {
  * the other ranks first. */
 int cli_dist_start(const cli_dist_opts *o, int threads_per_rank, dist_group **out, char *err,
                    size_t errlen);
+/* n_groups groups of tp_size x pp_size ranks (--dp-size with --tp-size:
+ * one per replica): out[0..n-1] filled.  Returns the number of groups
+ * made (0: one rank, nothing to make; a worker rank gets its one group),
+ * or -1 with the message in err. */
+int cli_dist_start_groups(const cli_dist_opts *o, int threads_per_rank, int n_groups, dist_group **out,
+                          char *err, size_t errlen);
 /* TP x PP (tp_size and pp_size > 1): this rank's stage group, a
  * dist_split of g (collective: every rank calls it).  The rank layout is
  * stage-major: rank = stage * tp_size + tp_rank, so stage p is ranks
@@ -57,7 +75,8 @@ int cli_dist_start(const cli_dist_opts *o, int threads_per_rank, dist_group **ou
  * machine, consecutive MPI ranks under mpirun.  0 with *out = NULL when
  * not TP x PP, 0 with the group, or -1 with the message in err. */
 int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen);
-/* Rank 0: start the watcher thread (once). */
-void cli_dist_watch(dist_group *g);
+/* Rank 0: start g's watcher thread (once per group); dp_rank >= 0 names
+ * the replica in its log line (-1: the only group). */
+void cli_dist_watch(dist_group *g, int dp_rank);
 
 #endif

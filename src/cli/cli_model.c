@@ -31,17 +31,19 @@ const char *cli_model_dir(void) { return g_model_dir; }
 /* Every rank loaded its shard: meet (a rank that failed to load is named
  * here).  Rank 0 returns m (and watches the group); the other ranks run
  * the worker loop and exit here. */
-static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *g, dist_group *sg)
+static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *g, dist_group *sg,
+                                 int dp_rank)
 {
     /* loading may take long on a slow disk: a long timeout for this one */
     if (dist_barrier(g, 3600 * 1000)) {
-        fprintf(stderr, "error: tensor parallelism: %s\n", dist_error(g));
+        if (dp_rank >= 0) fprintf(stderr, "error: dp_rank %d: tensor parallelism: %s\n", dp_rank, dist_error(g));
+        else fprintf(stderr, "error: tensor parallelism: %s\n", dist_error(g));
         if (dist_rank(g) != 0) exit(1);
         model_free(m);
         return NULL;
     }
     if (dist_rank(g) == 0) {
-        cli_dist_watch(g);
+        cli_dist_watch(g, dp_rank);
         return m;
     }
     tpool *pool = tpool_create(cli_threads(o));
@@ -54,11 +56,12 @@ static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *
     exit(rc ? 1 : 0);
 }
 
-model *cli_model_load(const cli_model_opts *o)
+int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
 {
+    for (int i = 0; i < n; i++) out[i] = NULL;
     if (kernels_init(NULL)) {
         fprintf(stderr, "error: kernel selection failed (SGLC_KERNELS?)\n");
-        return NULL;
+        return -1;
     }
     log_info("kernels: %s", kernels_desc());
     /* the LM head is f32 math already (f32 hidden states, bf16 weights
@@ -68,7 +71,7 @@ model *cli_model_load(const cli_model_opts *o)
     if (o->fp32_lm_head && kernels_isa() == KERN_ISA_AVX512 && dot && *dot && strcmp(dot, "0") != 0) {
         fprintf(stderr, "error: --enable-fp32-lm-head: SGLC_BF16_DOT=%s rounds the activations of every bf16 "
                         "matmul, the LM head included, to bf16; unset it\n", dot);
-        return NULL;
+        return -1;
     }
     kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : 1);
     char err[1024];
@@ -85,7 +88,7 @@ model *cli_model_load(const cli_model_opts *o)
         ho.skip_weights = lo.load_format == MODEL_LOAD_DUMMY;
         if (hub_resolve(lo.model_path, &ho, dir, sizeof dir, err, sizeof err) != 0) {
             fprintf(stderr, "error: %s\n", err);
-            return NULL;
+            return -1;
         }
         lo.model_path = dir;
         snprintf(g_model_dir, sizeof g_model_dir, "%s", dir);
@@ -93,48 +96,84 @@ model *cli_model_load(const cli_model_opts *o)
     if (o->kv_dtype == -2) {
         fprintf(stderr, "error: --kv-cache-dtype fp4_e2m1 is not supported on CPUs (no fp4 attention path); "
                         "use fp8_e4m3, fp8_e5m2 or bfloat16\n");
-        return NULL;
+        return -1;
     }
     if (o->kv_dtype == DTYPE_I8 && o->kv_scales_path) {
         fprintf(stderr, "error: --kv-cache-dtype int8 computes its scales per token and KV head when it "
                         "writes them; --quantization-param-path (per-layer fp8 scales) does not apply\n");
-        return NULL;
+        return -1;
     }
-    /* tensor parallelism: the group first (rank 0 starts the other ranks) */
-    dist_group *dg = NULL;
-    if (cli_dist_start(&o->dist, cli_threads(o), &dg, err, sizeof err)) {
-        fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
-        return NULL;
+    /* tensor parallelism: the groups first (rank 0 starts the other ranks;
+     * a worker rank gets its one group and never returns from here) */
+    dist_group *dgs[CLI_DIST_MAX_RANKS] = {NULL};
+    if (n < 1 || n > CLI_DIST_MAX_RANKS) {
+        fprintf(stderr, "error: %d model replicas: between 1 and %d\n", n, CLI_DIST_MAX_RANKS);
+        return -1;
     }
-    dist_group *sg = NULL; /* TP x PP: this rank's stage */
-    if (dg && cli_dist_stage_group(&o->dist, dg, &sg, err, sizeof err)) {
-        fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
-        dist_abort(dg, err);
-        return NULL;
+    int ng = cli_dist_start_groups(&o->dist, cli_threads(o), n, dgs, err, sizeof err);
+    if (ng < 0) {
+        if (n > 1)
+            fprintf(stderr, "error: --dp-size %d with --tp-size %d / --pp-size %d: %s\n", n, o->dist.tp_size,
+                    o->dist.pp_size, err);
+        else
+            fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
+        return -1;
     }
-    lo.dist = dg;
-    lo.dist_tp = sg;
-    lo.pp_size = o->dist.pp_size;
-    lo.ep = &o->ep;
+    if (n > 1 && ng == 0) { /* no groups to make: callers share one model instead (dp.h) */
+        fprintf(stderr, "error: %d model replicas without tensor or pipeline parallelism\n", n);
+        return -1;
+    }
     if (model_erec_configure(o->erec_mode, o->erec_buffer, o->erec_metrics, err, sizeof err)) {
         fprintf(stderr, "error: %s\n", err);
-        if (dg) dist_abort(dg, err);
-        return NULL;
+        for (int k = 0; k < ng; k++) dist_abort(dgs[k], err);
+        return -1;
     }
-    model *m = model_load(&lo, err, sizeof err);
-    if (!m) {
-        fprintf(stderr, "error: %s\n", err);
-        if (dg) dist_abort(dg, err);
-        return NULL;
+    int want = ng > 1 ? ng : 1; /* a worker made one group (its replica's) */
+    for (int k = 0; k < want; k++) {
+        dist_group *dg = dgs[k], *sg = NULL; /* TP x PP: this rank's stage of group k */
+        if (dg && cli_dist_stage_group(&o->dist, dg, &sg, err, sizeof err)) {
+            fprintf(stderr, "error: --tp-size %d / --pp-size %d: %s\n", o->dist.tp_size, o->dist.pp_size, err);
+            for (int q = k; q < ng; q++) dist_abort(dgs[q], err);
+            for (int q = 0; q < k; q++) {
+                model_free(out[q]);
+                out[q] = NULL;
+            }
+            return -1;
+        }
+        lo.dist = dg;
+        lo.dist_tp = sg;
+        lo.pp_size = o->dist.pp_size;
+        lo.ep = &o->ep;
+        model *m = model_load(&lo, err, sizeof err);
+        char kerr[900];
+        if (m && o->kv_scales_path && cli_kv_scales_load(m, o->kv_scales_path, o->kv_dtype, kerr, sizeof kerr)) {
+            snprintf(err, sizeof err, "--quantization-param-path: %s", kerr);
+            model_free(m);
+            m = NULL;
+        }
+        if (m && dg && dist_size(dg) > 1) m = cli_model_tp_ready(o, m, dg, sg, ng > 1 ? k : -1);
+        else if (!m && ng > 1) fprintf(stderr, "error: dp_rank %d: %s\n", k, err);
+        else if (!m) fprintf(stderr, "error: %s\n", err);
+        if (!m) {
+            for (int q = k; q < ng; q++)
+                if (dgs[q] && !dist_broken(dgs[q])) dist_abort(dgs[q], err);
+            for (int q = 0; q < k; q++) {
+                model_free(out[q]); /* tells its workers to stop */
+                out[q] = NULL;
+            }
+            return -1;
+        }
+        out[k] = m;
+        if (ng > 1) log_info("dp_rank %d: its tensor-parallel rank 0 loaded (%.2f GiB)", k,
+                             (double)model_weight_bytes(m) / 1073741824.0);
     }
-    if (o->kv_scales_path && cli_kv_scales_load(m, o->kv_scales_path, o->kv_dtype, err, sizeof err)) {
-        fprintf(stderr, "error: --quantization-param-path: %s\n", err);
-        if (dg) dist_abort(dg, err);
-        model_free(m);
-        return NULL;
-    }
-    if (dg && dist_size(dg) > 1) return cli_model_tp_ready(o, m, dg, sg);
-    return m;
+    return 0;
+}
+
+model *cli_model_load(const cli_model_opts *o)
+{
+    model *m = NULL;
+    return cli_model_load_replicas(o, 1, &m) ? NULL : m;
 }
 
 /* SGLang's KV-cache scales file (its kv_cache_scales_loader schema):
@@ -219,5 +258,6 @@ int cli_threads(const cli_model_opts *o)
     int n = o->threads > 0 ? o->threads : cpu_get()->n_cores;
     if (n < 1) n = 1;
     int tp = (o->dist.tp_size > 1 ? o->dist.tp_size : 1) * (o->dist.pp_size > 1 ? o->dist.pp_size : 1); /* the total is shared by the ranks */
+    if (tp > 1 && o->dist.dp_size > 1) tp *= o->dist.dp_size; /* DP x TP: by every replica's ranks */
     return n / tp > 0 ? n / tp : 1;
 }

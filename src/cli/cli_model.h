@@ -45,6 +45,12 @@ void cli_model_opts_init(cli_model_opts *o);
  * Hugging Face hub cache (downloaded on first use, see hub/hub.h).
  * NULL on failure after printing the error. */
 model *cli_model_load(const cli_model_opts *o);
+/* serve --dp-size n with --tp-size / --pp-size (cli_dp_tp.h): n groups of
+ * ranks (cli_dist_start_groups) and n models, out[k] the rank-0 shard of
+ * replica k (each its own weights: n copies of rank 0's shard).  n = 1 is
+ * cli_model_load.  A worker rank never returns.  0, or -1 after printing
+ * the error (nothing left loaded). */
+int cli_model_load_replicas(const cli_model_opts *o, int n, model **out);
 /* The local folder the last cli_model_load read (after hub resolution);
  * "" before any load.  Points into static storage. */
 const char *cli_model_dir(void);
@@ -57,7 +63,8 @@ dtype cli_kv_dtype(const cli_model_opts *o, const model *m);
 /* Read --quantization-param-path's per-layer KV scales into m (see
  * cli_model.c).  0, or -1 with the reason. */
 int cli_kv_scales_load(model *m, const char *path, int kv_dtype, char *err, size_t errlen);
-/* Compute threads of this rank: --threads (or every core) / --tp-size. */
+/* Compute threads of this rank: --threads (or every core) / --tp-size
+ * (x --pp-size; x --dp-size too when a replica has several ranks). */
 int cli_threads(const cli_model_opts *o);
 
 #endif

@@ -17,7 +17,7 @@ sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa)
     return s;
 }
 
-dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args_server *a)
+dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args_server *a, model **models)
 {
     sa->kv_cache_dtype = (int)cli_kv_dtype(mo, m);
     sa->threads = cli_threads(mo);
@@ -25,10 +25,18 @@ dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args
     int method = dp_lb_parse(a->load_balance_method ? a->load_balance_method : "auto");
     if (method < 0) {
         fprintf(stderr, "error: unknown --load-balance-method '%s'\n", a->load_balance_method);
+        for (int r = 1; models && r < (int)a->dp_size; r++) model_free(models[r]);
         return NULL;
     }
     dp_opts o = {.dp_size = a->dp_size == ARGS_INT_NONE ? 1 : (int)a->dp_size, .method = (dp_lb_method)method,
-                 .threads = sa->threads, .pin = true};
+                 .threads = sa->threads, .pin = true, .models = models};
+    if (models) { /* DP x TP: each replica's rank 0 has a rank's threads, at slot r x ranks (cli_dp_tp.h) */
+        int ranks = (mo->dist.tp_size > 1 ? mo->dist.tp_size : 1) * (mo->dist.pp_size > 1 ? mo->dist.pp_size : 1);
+        o.threads = sa->threads * o.dp_size;
+        o.cpu_stride = sa->threads * ranks;
+        const char *p = getenv("SGLC_TP_PIN");
+        if (p && !strcmp(p, "0")) o.pin = false;
+    }
     char err[768];
     dp *d = dp_create(m, sa, &o, err, sizeof err);
     if (!d) fprintf(stderr, "error: %s\n", err);

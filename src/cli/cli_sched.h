@@ -23,9 +23,11 @@
 sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa);
 /* The data-parallel controller of `serve` (--dp-size replicas, threads
  * split between them, --load-balance-method) with the same scheduler
- * options; dp_size 1 is one scheduler.  NULL after printing
- * "error: ..." on failure. */
-dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args_server *a);
+ * options; dp_size 1 is one scheduler.  models: NULL, or (dp_size) the
+ * replicas' own models (serve's DP x TP, cli_dp_tp.h; models[0] = m;
+ * given to dp, failure included).  NULL after printing "error: ..." on
+ * failure. */
+dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args_server *a, model **models);
 
 /* results[k] for the request with submit id ids[k]: the caller passes
  * ids[] (n_req, distinct, any order) and n_per[] (results per request);

@@ -29,6 +29,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_dp_tp.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_sched.h"
 #include "cli/cli_spec.h"
@@ -105,7 +106,8 @@ int cmd_bench_offline(int argc, char **argv)
               g_q = d.gsp_question_len, g_out = d.gsp_output_len, seed = d.seed;
     double ratio = d.random_range_ratio;
     int ignore_eos = !d.disable_ignore_eos, warmup = !skip_warmup;
-    model *m = cli_model_load(&mo);
+    model **dp_models = NULL; /* DP x TP: the replicas' own models (cli_dp_tp.h) */
+    model *m = cli_dp_tp_load(&mo, &a, &dp_models);
     if (!m) {
         free(specs), free(grams);
         args_server_free(&a);
@@ -163,7 +165,10 @@ int cmd_bench_offline(int argc, char **argv)
         }
     }
     if (n_dp > 1) {
-        if (!(dpc = cli_dp_create(m, &mo, &sa, &a))) goto done;
+        dpc = cli_dp_create(m, &mo, &sa, &a, dp_models);
+        free(dp_models);
+        dp_models = NULL;
+        if (!dpc) goto done;
         s = dp_sched(dpc, 0);
     } else {
         s = cli_sched_create(m, &mo, &sa);
@@ -360,6 +365,7 @@ done:
     free(items);
     free(ids);
     free(n_per);
+    cli_dp_tp_free_rest(dp_models, &a);
     model_free(m);
     args_server_free(&a);
     return rc;

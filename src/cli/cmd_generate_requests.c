@@ -22,6 +22,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_dp_tp.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_spec.h"
 #include "cli/cli_lora.h"
@@ -239,13 +240,16 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
         goto done_lines;
     }
 
-    model *m = cli_model_load(&mo);
+    model **dp_models = NULL; /* DP x TP: the replicas' own models (cli_dp_tp.h) */
+    model *m = cli_dp_tp_load(&mo, a, &dp_models);
     if (!m) goto done_lines;
     dp *d = NULL; /* n_dp > 1: the controller; s is its replica 0 */
     sched *s = NULL;
-    if (!cli_lora_setup(a, m, &sa)) {
+    if (!cli_lora_setup(a, m, &sa)) { /* (LoRA is refused with DP x TP) */
         if (n_dp > 1) {
-            d = cli_dp_create(m, &mo, &sa, a);
+            d = cli_dp_create(m, &mo, &sa, a, dp_models);
+            free(dp_models);
+            dp_models = NULL;
             s = d ? dp_sched(d, 0) : NULL;
         } else {
             s = cli_sched_create(m, &mo, &sa);
@@ -387,6 +391,7 @@ done_model:
     cli_lora_teardown();
     for (int r = 0; grams && r < n_dp; r++) cli_grammar_free(&grams[r]);
     free(grams);
+    cli_dp_tp_free_rest(dp_models, a);
     model_free(m);
 done_lines:
     if (in && in != stdin) fclose(in);

@@ -35,6 +35,7 @@
 #include "args/args.h"
 #include "cli/cli.h"
 #include "cli/cli_args.h"
+#include "cli/cli_dp_tp.h"
 #include "cli/cli_gguf.h"
 #include "cli/cli_grammar.h"
 #include "cli/cli_spec.h"
@@ -260,10 +261,12 @@ static int serve(int argc, char **argv)
         log_info("completion template: %s", completion.name);
     }
 
-    /* model */
+    /* model; --dp-size with --tp-size: each replica's rank-0 shard
+     * (cli_dp_tp.h), given to the controller below */
     cli_model_opts mo;
     cli_model_opts_from_args(&mo, &a, threads);
-    model *m = cli_model_load(&mo);
+    model **dp_models = NULL;
+    model *m = cli_dp_tp_load(&mo, &a, &dp_models);
     if (!m) {
         args_server_free(&a);
         return 1;
@@ -282,6 +285,7 @@ static int serve(int argc, char **argv)
     if (mi_delim >= mc->vocab_size) {
         fprintf(stderr, "sglc serve: --multi-item-scoring-delimiter %d is not a token id (vocab size %d)\n",
                 (int)mi_delim, mc->vocab_size);
+        cli_dp_tp_free_rest(dp_models, &a);
         model_free(m);
         args_server_free(&a);
         return 2;
@@ -312,6 +316,7 @@ static int serve(int argc, char **argv)
         const char *tp = a.tokenizer_path ? a.tokenizer_path : a.model_path;
         if (hub_resolve(tp, &ho, tok_dir, sizeof tok_dir, err, sizeof err) != 0) {
             fprintf(stderr, "sglc serve: %s\n", err);
+            cli_dp_tp_free_rest(dp_models, &a);
             model_free(m);
             args_server_free(&a);
             return 1;
@@ -327,6 +332,7 @@ static int serve(int argc, char **argv)
         tok_load_opts to = {.mode = a.tokenizer_mode && !strcmp(a.tokenizer_mode, "slow") ? TOK_MODE_SLOW : TOK_MODE_AUTO};
         if (tok_gguf) {
             if (cli_tokenizer_load_gguf(tok_dir, true, &tok)) {
+                cli_dp_tp_free_rest(dp_models, &a);
                 model_free(m);
                 args_server_free(&a);
                 return 1;
@@ -336,6 +342,7 @@ static int serve(int argc, char **argv)
         }
         if (!tok) {
             fprintf(stderr, "sglc serve: cannot load the tokenizer from %s: %s\n", tok_dir, err);
+            cli_dp_tp_free_rest(dp_models, &a);
             model_free(m);
             args_server_free(&a);
             return 1;
@@ -350,6 +357,7 @@ static int serve(int argc, char **argv)
                     terr ? terr : "cannot load");
             free(terr);
             tok_destroy(tok);
+            cli_dp_tp_free_rest(dp_models, &a);
             model_free(m);
             args_server_free(&a);
             return 2;
@@ -365,7 +373,10 @@ static int serve(int argc, char **argv)
     cli_sched_args_from_args(&sa, &a);
     sa.sleep_on_idle = a.sleep_on_idle;
     sa.is_embedding = a.is_embedding;
-    dp *d = cli_lora_setup(&a, m, &sa) ? NULL : cli_dp_create(m, &mo, &sa, &a);
+    /* (LoRA is refused with DP x TP: cli_dp_create takes dp_models) */
+    dp *d = cli_lora_setup(&a, m, &sa) ? NULL : cli_dp_create(m, &mo, &sa, &a, dp_models);
+    free(dp_models);
+    dp_models = NULL;
     sched *s = d ? dp_sched(d, 0) : NULL;
     int n_dp = d ? dp_size(d) : 0;
     if (!s) {

@@ -77,8 +77,9 @@ static void restore_affinity(const cpu_set_t *saved, bool changed)
 }
 
 /* Split `threads` between the replicas and, when they fit in the CPUs
- * this process may use, give each its slice.  0 or -1 (OOM). */
-static int plan_cpus(dp *d, int threads, bool pin, int *per)
+ * this process may use, give each its slice (at r * stride when stride >
+ * 0).  0 or -1 (OOM). */
+static int plan_cpus(dp *d, int threads, bool pin, int stride, int *per)
 {
     for (int r = 0; r < d->n; r++) per[r] = threads / d->n + (r < threads % d->n ? 1 : 0);
     if (!pin || d->n == 1) return 0;
@@ -86,8 +87,13 @@ static int plan_cpus(dp *d, int threads, bool pin, int *per)
     CPU_ZERO(&cs);
     if (sched_getaffinity(0, sizeof cs, &cs)) return 0;
     int avail = CPU_COUNT(&cs);
-    if (avail < threads) {
-        log_info("dp: %d compute threads on %d CPUs: replicas are not pinned", threads, avail);
+    int span = stride > 0 ? (d->n - 1) * stride + per[d->n - 1] : threads; /* CPUs the slices cover */
+    if (avail < span) {
+        if (stride > 0)
+            log_info("dp: %d replicas x %d CPUs per replica's ranks on %d CPUs: replicas are not pinned", d->n,
+                     stride, avail);
+        else
+            log_info("dp: %d compute threads on %d CPUs: replicas are not pinned", threads, avail);
         return 0;
     }
     d->cpus = malloc(sizeof(int) * (size_t)avail);
@@ -97,11 +103,17 @@ static int plan_cpus(dp *d, int threads, bool pin, int *per)
         if (CPU_ISSET(c, &cs)) d->cpus[k++] = c;
     int off = 0;
     for (int r = 0; r < d->n; r++) {
-        d->cpu_off[r] = off;
+        d->cpu_off[r] = stride > 0 ? r * stride : off;
         d->cpu_cnt[r] = per[r];
         off += per[r];
     }
     return 0;
+}
+
+/* The given replica models 1..n-1 that dp_create did not take over. */
+static void free_given(const dp_opts *o, int from)
+{
+    for (int r = from > 1 ? from : 1; o->models && r < o->dp_size; r++) model_free(o->models[r]);
 }
 
 dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t errlen)
@@ -111,7 +123,13 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
         snprintf(err, errlen, "--dp-size must be at least 1, got %d", n);
         return NULL;
     }
+    if (o->models && (o->models[0] != m || n < 2)) {
+        free_given(o, 1);
+        snprintf(err, errlen, "dp_create: models[0] must be the model m, with dp_size >= 2");
+        return NULL;
+    }
     if (o->threads < n) {
+        free_given(o, 1);
         snprintf(err, errlen,
                  "--dp-size %d needs at least %d compute threads (one per replica), but there are %d "
                  "(--threads, default: the CPU cores)",
@@ -123,15 +141,17 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
     if (!d || !per) {
         free(per);
         dp_destroy(d);
+        free_given(o, 1);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
     d->owns = true;
     d->method = o->method;
     d->lb = dp_lb_create(n, o->method);
-    if (!d->lb || plan_cpus(d, o->threads, o->pin, per)) {
+    if (!d->lb || plan_cpus(d, o->threads, o->pin, o->cpu_stride, per)) {
         free(per);
         dp_destroy(d);
+        free_given(o, 1);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
@@ -145,6 +165,7 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
         if (!probe) {
             free(per);
             dp_destroy(d);
+            free_given(o, 1);
             return NULL;
         }
         sched_stats st;
@@ -155,8 +176,9 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
         log_info("dp: %d replicas share the KV budget of %" PRId64 " tokens: %" PRId64 " each", n,
                  st.max_total_num_tokens, ra.max_total_tokens);
     }
-    for (int r = 0; r < n; r++) {
-        model *mr = r == 0 ? m : model_share(m);
+    int r = 0;
+    for (; r < n; r++) {
+        model *mr = r == 0 ? m : o->models ? o->models[r] : model_share(m);
         if (!mr) {
             snprintf(err, errlen, "out of memory");
             break;
@@ -171,6 +193,7 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
         if (!d->s[r]) {
             snprintf(err, errlen, "dp_rank %d: %s", r, e2);
             if (r > 0) model_free(mr);
+            r++;
             break;
         }
         if (d->cpus)
@@ -180,12 +203,16 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
             log_info("dp_rank %d: %d compute threads", r, per[r]);
     }
     free(per);
-    for (int r = 0; r < n; r++)
-        if (!d->s[r]) {
+    for (int q = 0; q < n; q++)
+        if (!d->s[q]) {
+            free_given(o, r); /* the given models no replica took */
             dp_destroy(d);
             return NULL;
         }
-    if (n > 1)
+    if (n > 1 && o->models)
+        log_info("dp: %d replicas, each over its own weights (%.2f GiB each), load balance method %s", n,
+                 (double)model_weight_bytes(m) / 1073741824.0, dp_lb_name(o->method));
+    else if (n > 1)
         log_info("dp: %d replicas over one copy of the weights (%.2f GiB), load balance method %s", n,
                  (double)model_weight_bytes(m) / 1073741824.0, dp_lb_name(o->method));
     return d;

@@ -32,8 +32,12 @@
  * registry use one id space.  dp_size 1 is the identity (a wrapper around
  * one scheduler: dp_wrap), so the front has one path.
  *
+ * DP x TP (dp_opts.models, cli/cli_dp_tp.h): each replica runs its own
+ * model (the rank-0 shard of its own tensor-parallel group) instead of a
+ * share of replica 0's; nothing else differs.
+ *
  * Ownership: dp owns its replicas' schedulers and the run states it made
- * (replicas 1..N-1); replica 0 runs the caller's model, which the caller
+ * or was given (replicas 1..N-1); replica 0 runs the caller's model, which the caller
  * frees after dp_destroy (dp_model(d) gives the one running then: a
  * weight update replaces it).  dp_wrap borrows its scheduler. */
 #ifndef SGLC_DP_DP_H
@@ -53,6 +57,13 @@ typedef struct dp_opts {
     dp_lb_method method;         /* --load-balance-method */
     int threads;                 /* compute threads of all replicas together, >= dp_size */
     bool pin;                    /* pin each replica to its slice of the CPUs (when they fit) */
+    int cpu_stride;              /* 0: replica r's slice follows replica r-1's; else it starts at
+                                  * allowed CPU index r * cpu_stride (DP x TP: the workers of
+                                  * replica r's group take the CPUs in between, cli_dp_tp.h) */
+    model **models;              /* (dp_size) or NULL: replica r >= 1 runs models[r] (its own
+                                  * weights, e.g. the rank-0 shard of its tensor-parallel group)
+                                  * instead of model_share(m); models[0] is m.  Owned by dp from
+                                  * dp_create on, failure included (freed in dp_destroy) */
 } dp_opts;
 
 /* Build dp_size schedulers for m with arguments a (a->threads and the KV

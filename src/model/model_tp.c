@@ -23,9 +23,11 @@
  * LoRA rides on FORWARD too: the uids rank 0 freed since the last step
  * (model_tp_lora_release, queued by any thread: the shards go first), the
  * batch's adapters as uids (model_adapter.tp_uid) and seq_adapter.  Rank 0
- * holds a recursive lock around each command sequence (a forward from
- * send to gather, a LoRA load from send to the status gather), so a load
- * on an HTTP thread slots in between the scheduler's steps.
+ * holds its group's recursive lock around each command sequence (a forward
+ * from send to gather, a LoRA load from send to the status gather), so a
+ * load on an HTTP thread slots in between the scheduler's steps; one lock
+ * per group, so the rank-0 models of several groups in one process
+ * (--dp-size with --tp-size, cli/cli_dp_tp.h) run side by side.
  * Inside a forward every rank computes the same rows: replicated
  * embeddings and norms, its heads and MLP columns, and after each
  * row-parallel projection (o, down, the MoE block) a sum over the group
@@ -75,29 +77,61 @@ typedef struct tp_hdr {
 
 #define TP_STATUS 512 /* a rank's LORA_LOAD status block: int32 rc + message */
 
-/* rank 0's lock over the group (recursive: a forward may free a KV cache) */
-static pthread_mutex_t tp_mu;
-static pthread_once_t tp_mu_once = PTHREAD_ONCE_INIT;
-static void tp_mu_init(void)
+/* rank 0's lock over its group (recursive: a forward may free a KV
+ * cache).  One lock per group, so the rank-0 models of several groups in
+ * one process (--dp-size with --tp-size: one group per replica) never
+ * wait for each other; a group's lock is made on its first use and lives
+ * as long as the process (groups are few: at most TP_MAX_GROUPS). */
+#define TP_MAX_GROUPS 64
+static struct {
+    const struct dist_group *g;
+    pthread_mutex_t mu;
+} tp_locks[TP_MAX_GROUPS];
+static int n_tp_locks;
+static pthread_mutex_t tp_locks_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t tp_spill_mu; /* groups past the table share it (correct, only slower) */
+static pthread_once_t tp_spill_once = PTHREAD_ONCE_INIT;
+
+static void init_recursive(pthread_mutex_t *mu)
 {
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&tp_mu, &a);
+    pthread_mutex_init(mu, &a);
     pthread_mutexattr_destroy(&a);
+}
+
+static void tp_spill_init(void) { init_recursive(&tp_spill_mu); }
+
+static pthread_mutex_t *group_lock(const struct dist_group *g)
+{
+    pthread_mutex_t *mu = NULL;
+    pthread_mutex_lock(&tp_locks_mu);
+    for (int i = 0; i < n_tp_locks && !mu; i++)
+        if (tp_locks[i].g == g) mu = &tp_locks[i].mu;
+    if (!mu && n_tp_locks < TP_MAX_GROUPS) {
+        tp_locks[n_tp_locks].g = g;
+        init_recursive(&tp_locks[n_tp_locks].mu);
+        mu = &tp_locks[n_tp_locks++].mu;
+    }
+    pthread_mutex_unlock(&tp_locks_mu);
+    if (!mu) {
+        pthread_once(&tp_spill_once, tp_spill_init);
+        mu = &tp_spill_mu;
+    }
+    return mu;
 }
 
 void model_tp_lock(const model *m)
 {
     if (m->w->tp.size <= 1 || m->w->tp.rank != 0) return;
-    pthread_once(&tp_mu_once, tp_mu_init);
-    pthread_mutex_lock(&tp_mu);
+    pthread_mutex_lock(group_lock(m->w->tp.g));
 }
 
 void model_tp_unlock(const model *m)
 {
     if (m->w->tp.size <= 1 || m->w->tp.rank != 0) return;
-    pthread_mutex_unlock(&tp_mu);
+    pthread_mutex_unlock(group_lock(m->w->tp.g));
 }
 
 /* LoRA: the workers' hooks, and rank 0's uids freed since the last step
@@ -125,15 +159,11 @@ void model_tp_lora_release(uint64_t uid)
 }
 
 /* groups rank 0 already shut down (a KV cache freed after its model) */
-static struct dist_group *shut_groups[16];
+static struct dist_group *shut_groups[TP_MAX_GROUPS];
 static int n_shut;
 
-static int is_shut(struct dist_group *g)
-{
-    for (int i = 0; i < n_shut; i++)
-        if (shut_groups[i] == g) return 1;
-    return 0;
-}
+int model_tp_group_shut(const struct dist_group *g); /* cli/cli_dist.c reads it too */
+static int is_shut(struct dist_group *g) { return model_tp_group_shut(g); }
 
 int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg, int pp_size, char *err,
                    size_t errlen)
@@ -436,10 +466,10 @@ void model_tp_kv_destroyed(model_kv *kv)
     if (!g || is_shut(g) || dist_broken(g)) return;
     model_tp t = {.g = g, .size = dist_size(g)};
     tp_hdr h = {.cmd = TP_CMD_KV_DESTROY, .kv_id = kv->tp_id};
-    pthread_once(&tp_mu_once, tp_mu_init);
-    pthread_mutex_lock(&tp_mu);
+    pthread_mutex_t *mu = group_lock(g);
+    pthread_mutex_lock(mu);
     send_cmd(&t, &h, NULL);
-    pthread_mutex_unlock(&tp_mu);
+    pthread_mutex_unlock(mu);
 }
 
 void model_tp_shutdown(model_weights *w)
@@ -447,14 +477,15 @@ void model_tp_shutdown(model_weights *w)
     model_tp *t = &w->tp;
     if (t->size <= 1 || t->rank != 0 || is_shut(t->g)) return;
     /* marked first: a watcher must not take the workers' exit for a failure */
-    if (n_shut < (int)(sizeof shut_groups / sizeof shut_groups[0]))
-        __atomic_store_n(&shut_groups[n_shut++], t->g, __ATOMIC_RELEASE);
+    int slot = __atomic_fetch_add(&n_shut, 1, __ATOMIC_ACQ_REL);
+    if (slot < (int)(sizeof shut_groups / sizeof shut_groups[0]))
+        __atomic_store_n(&shut_groups[slot], t->g, __ATOMIC_RELEASE);
     if (!dist_broken(t->g)) {
         tp_hdr h = {.cmd = TP_CMD_SHUTDOWN};
-        pthread_once(&tp_mu_once, tp_mu_init);
-        pthread_mutex_lock(&tp_mu);
+        pthread_mutex_t *mu = group_lock(t->g);
+        pthread_mutex_lock(mu);
         send_cmd(t, &h, NULL);
-        pthread_mutex_unlock(&tp_mu);
+        pthread_mutex_unlock(mu);
     }
 }
 

@@ -12,7 +12,8 @@
 # with one compute thread on this shared machine.
 #
 # Parallelism is being built: --tp N runs N ranks now (docs/notes/tp.md),
-# --dp N runs N replicas (docs/notes/dp.md; not yet combined with --tp),
+# --dp N runs N replicas (docs/notes/dp.md; with --tp each replica is a TP group,
+# docs/notes/dpxtp.md),
 # --dist-init-addr is still refused.  Each case's expectation is
 # on its own `launch` line (or in the variables below), so a feature that
 # lands changes that line only (to `start`, or to the new message).
@@ -25,7 +26,7 @@ server_require "$M/model.safetensors"
 T=$(mktemp -d /tmp/sglc_launch.XXXXXX)
 trap server_cleanup EXIT
 
-DP_EXPECT="refuse:--dp-size 2 with --tp-size 2 is not supported yet"
+DP_EXPECT=start
 MULTINODE_EXPECT="refuse:--dist-init-addr is not supported by sglc yet"
 # TinyStories-656K has 8 attention heads: --tp 6 does not divide them
 TP6_EXPECT="fail:--tp-size 6: num_attention_heads (8) is not divisible by it"

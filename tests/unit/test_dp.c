@@ -372,6 +372,71 @@ static void test_dp_kv_split(void **state)
     dp_destroy(d);
 }
 
+/* dp_opts.models (DP x TP's path, here without TP): replica 1 runs the
+ * model it was given (its own weights, not a share of replica 0's), which
+ * dp_destroy frees; the same greedy ids on both replicas; a refused
+ * dp_create frees the given models too (ASan/LSan builds check both). */
+static model *load_again(void)
+{
+    const char *sh = getenv("SGLC_SHARED");
+    char dir[512], err[1024];
+    snprintf(dir, sizeof dir, "%s/models/TinyStories-656K", sh && *sh ? sh : "../shared");
+    model_load_opts lo = {.model_path = dir, .dtype = -1};
+    return model_load(&lo, err, sizeof err);
+}
+
+static void test_dp_given_models(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    sched_args a;
+    args_small(&a);
+    char err[512];
+    model *ms[2] = {g_model, load_again()};
+    assert_non_null(ms[1]);
+    dp_opts o = {.dp_size = 2, .method = DP_LB_ROUND_ROBIN, .threads = 2, .pin = true, .cpu_stride = 1,
+                 .models = ms};
+    dp *d = dp_create(g_model, &a, &o, err, sizeof err);
+    assert_non_null(d);
+    assert_ptr_equal(sched_model(dp_sched(d, 0)), g_model);
+    assert_ptr_equal(sched_model(dp_sched(d, 1)), ms[1]);
+    assert_int_equal(dp_start(d), 0);
+    sched_result got[2];
+    uint64_t gid[2];
+    for (int r = 0; r < 2; r++) {
+        sched_req_spec sp = spec_of(3, 10);
+        gid[r] = dp_submit(d, &sp, r, -1, NULL);
+        sched_result_init(&got[r], false);
+    }
+    int finished = 0, guard = 0;
+    while (finished < 2 && guard++ < 2000) {
+        sched_event *e = dp_wait(d, 0.05, NULL);
+        if (!e) continue;
+        for (int r = 0; r < 2; r++)
+            if (e->id == gid[r]) assert_int_equal(sched_result_add(&got[r], e), 0);
+        if (e->kind == SCHED_EV_FINISH) finished++;
+        sched_event_free(e);
+    }
+    assert_int_equal(finished, 2);
+    assert_int_equal(got[0].n, 10);
+    assert_int_equal(got[1].n, got[0].n);
+    assert_memory_equal(got[0].ids, got[1].ids, sizeof(int32_t) * (size_t)got[0].n);
+    for (int r = 0; r < 2; r++) sched_result_free(&got[r]);
+    dp_destroy(d); /* frees ms[1] */
+    /* refused: the given model is freed all the same */
+    model *ms2[2] = {g_model, load_again()};
+    o.models = ms2;
+    o.threads = 1;
+    assert_null(dp_create(g_model, &a, &o, err, sizeof err));
+    assert_non_null(strstr(err, "needs at least 2 compute threads"));
+    model *ms3[2] = {load_again(), load_again()}; /* models[0] is not m */
+    o.models = ms3;
+    o.threads = 2;
+    assert_null(dp_create(g_model, &a, &o, err, sizeof err));
+    assert_non_null(strstr(err, "models[0] must be the model m"));
+    model_free(ms3[0]); /* the caller's, as m would be */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,7 +444,7 @@ int main(void)
         cmocka_unit_test(test_lb_total_requests), cmocka_unit_test(test_lb_total_tokens),
         cmocka_unit_test(test_lb_bootstrap_room), cmocka_unit_test(test_lb_cache_aware),
         cmocka_unit_test(test_dp_errors),        cmocka_unit_test(test_dp_two_replicas),
-        cmocka_unit_test(test_dp_kv_split),
+        cmocka_unit_test(test_dp_kv_split),      cmocka_unit_test(test_dp_given_models),
     };
     return cmocka_run_group_tests(tests, tiny_setup, tiny_teardown);
 }

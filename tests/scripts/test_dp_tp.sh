@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# `sglc serve --dp-size 2 --tp-size 2` (issue 12, DP x TP): two
+# data-parallel replicas, each a tensor-parallel group of two ranks (the
+# serve process is rank 0 of both groups, one worker process per group,
+# one shm segment each), behind the one HTTP front and DP controller.
+# TinyStories-656K, --threads 1 (one thread per rank: 4 ranks on the
+# shared cores).  Checks:
+#  - greedy /generate texts and output_ids and /v1/completions texts
+#    identical to a plain one-process server (5 + 3 prompts, concurrent);
+#  - two worker processes, one per replica (SGLC_DP_RANK 0 and 1 in their
+#    environments), each pid listed once; both exit with the server;
+#  - spread: round_robin 2/2 of 4 held requests in /get_load (generation
+#    paused in place), total_requests 2/2 after two pinned to rank 0,
+#    cache_aware: a repeated 96-token prompt hits its replica every time;
+#    both replicas finished requests (the shutdown log's per-dp_rank
+#    counters);
+#  - placement with >= 4 allowed cores (--threads 4): replica k's
+#    scheduler thread on core slot 2k, its worker on 2k + 1 (else the
+#    "not pinned" log lines);
+#  - --dp-size 2 --pp-size 2 (falls out: replicas of two pipeline stages)
+#    gives the same texts;
+#  - --dp-size 2 --tp-size 2 --pp-size 2 (where TP x PP is built): the same
+#    texts, 6 workers;
+#  - a killed worker of replica 1: a request pinned there answers 503,
+#    the server exits 1 within 5 s naming "dp_rank 1" and the rank's pid,
+#    the other worker is gone too;
+#  - /update_weights_from_disk refused (400, the --tp-size message);
+#  - generate --requests (8 lines, total_tokens, one pinned to rank 1):
+#    output_ids identical to one process; bench-offline: its JSON line;
+#  - refusals: bench-one-batch (--dp-size), LoRA, --ep-size, --numa-node,
+#    mpirun (its environment), --tp-size 3 (8 heads).
+set -u
+ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+SHARED=${SGLC_SHARED:-$ROOT/../shared}
+BIN=${SGLC_BIN:-$ROOT/build/sglc}
+M=$SHARED/models/TinyStories-656K
+PY=/usr/bin/python3
+. "$ROOT/tests/scripts/lib_server.sh"
+server_require "$M/model.safetensors"
+command -v pgrep >/dev/null || { echo "skip: pgrep missing"; exit 77; }
+T=$(mktemp -d)
+trap server_cleanup EXIT
+fails=0
+check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
+COMMON=(--model-path "$M" --threads 1 --max-total-tokens 4096)
+start() { # start NAME ARGS...
+    NAME=$1; shift
+    server_start "$T/$NAME.log" "${COMMON[@]}" "$@" || server_fail "$T/$NAME.log"
+    URL=$SERVER_URL
+}
+stop() {
+    server_stop
+    check "$NAME: exit 0 after SIGTERM, no KV leak logged" "[ '$SERVER_RC' = 0 ] && ! grep -qi 'leak detected' $T/$NAME.log" ||
+        tail -20 "$T/$NAME.log"
+}
+req() { # req METHOD PATH [BODY] -> $T/body, prints the status
+    if [ $# -ge 3 ]; then curl -s -m 60 -o "$T/body" -w '%{http_code}' -X "$1" -H 'Content-Type: application/json' --data-binary "$3" "$URL$2"
+    else curl -s -m 60 -o "$T/body" -w '%{http_code}' -X "$1" "$URL$2"; fi
+}
+jq_() { $PY -c "import json,sys; d=json.load(open('$T/body')); print($1)"; }
+GEN_PIDS=()
+post_bg() { # post_bg OUT PATH BODY
+    curl -s -m 60 -X POST -H 'Content-Type: application/json' --data-binary "$3" "$URL$2" >"$1" &
+    GEN_PIDS+=($!)
+}
+waitgen() { local p; for p in ${GEN_PIDS[@]+"${GEN_PIDS[@]}"}; do wait "$p"; done; GEN_PIDS=(); }
+loads() { req GET /get_load >/dev/null; jq_ '" ".join(str(e["num_reqs"]) for e in sorted(d, key=lambda e: e["dp_rank"]))'; }
+sum() { $PY -c "import sys; print(sum(int(x) for x in sys.argv[1:]))" $1; }
+wait_sum() { for _ in $(seq 1 100); do [ "$(sum "$(loads)")" = "$1" ] && return 0; sleep 0.05; done; return 1; }
+pause() { req POST /pause_generation '{"mode":"in_place"}' >/dev/null; }
+cont() { req POST /continue_generation '{}' >/dev/null; }
+ids() { $PY -c "import sys; print(','.join(str(1 + (int(sys.argv[1]) * 37 + i * 11) % 2000) for i in range(int(sys.argv[2]))))" "$1" "$2"; }
+body() { echo "{\"input_ids\":[$(ids "$1" "$2")],\"sampling_params\":{\"max_new_tokens\":$3,\"temperature\":0}${4:+,$4}}"; }
+gone() { local st; st=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -z "$st" ] || [ "$st" = Z ]; } # a zombie: its parent is gone
+# workers of the server: "PID DP_RANK" per line
+workers() {
+    local c
+    for c in $(pgrep -P "$SERVER_PID" -x sglc); do
+        echo "$c $(tr '\0' '\n' </proc/$c/environ 2>/dev/null | sed -n 's/^SGLC_DP_RANK=//p')"
+    done
+}
+PROMPTS=("Once upon a time" "The little dog" "Lily and Tom went to the park" "One day, a bird" "Sam had a red ball")
+CPROMPTS=("The cat" "Tim was sad because" "Mom said")
+send_all() { # send_all PREFIX: every prompt, concurrently, native and OpenAI
+    local i
+    for i in "${!PROMPTS[@]}"; do
+        post_bg "$T/$1.g$i" /generate "{\"text\":\"${PROMPTS[$i]}\",\"sampling_params\":{\"max_new_tokens\":24,\"temperature\":0}}"
+    done
+    for i in "${!CPROMPTS[@]}"; do
+        post_bg "$T/$1.c$i" /v1/completions "{\"prompt\":\"${CPROMPTS[$i]}\",\"max_tokens\":16,\"temperature\":0}"
+    done
+    waitgen
+}
+same_as_ref() { # same_as_ref PREFIX: 0 when every answer equals the reference's
+    local i a b
+    for i in "${!PROMPTS[@]}"; do
+        a=$($PY -c "import json; d=json.load(open('$T/ref.g$i')); print(d['text'], d['output_ids'])" 2>/dev/null)
+        b=$($PY -c "import json; d=json.load(open('$T/$1.g$i')); print(d['text'], d['output_ids'])" 2>/dev/null)
+        [ -n "$a" ] && [ "$a" = "$b" ] || { echo "  /generate '${PROMPTS[$i]}': '$a' vs '$b'"; return 1; }
+    done
+    for i in "${!CPROMPTS[@]}"; do
+        a=$($PY -c "import json; print(json.load(open('$T/ref.c$i'))['choices'][0]['text'])" 2>/dev/null)
+        b=$($PY -c "import json; print(json.load(open('$T/$1.c$i'))['choices'][0]['text'])" 2>/dev/null)
+        [ -n "$a" ] && [ "$a" = "$b" ] || { echo "  /v1/completions '${CPROMPTS[$i]}': '$a' vs '$b'"; return 1; }
+    done
+}
+
+# ------------------------------------------------------------ the reference: one process
+start ref
+send_all ref
+stop
+
+# ------------------------------------------------------------ round_robin
+start rr --dp-size 2 --tp-size 2 --load-balance-method round_robin
+W=$(workers)
+check "two worker processes, one per replica (pid dp_rank: $(echo $W))" \
+    "[ \"\$(echo \"$W\" | awk '{print \$2}' | sort | tr '\n' ' ')\" = '0 1 ' ]"
+check "the log: 2 replicas of 2 ranks, each replica over its own weights" \
+    "grep -q '2 replicas of 2 ranks on this machine' $T/rr.log && grep -q 'each over its own weights' $T/rr.log"
+send_all rr
+check "dp 2 x tp 2: greedy /generate (text + output_ids) and /v1/completions identical to one process" "same_as_ref rr"
+req GET /get_load >/dev/null
+check "/get_load: one entry per dp_rank (0, 1)" "[ \"\$(jq_ 'sorted(e[\"dp_rank\"] for e in d) == [0, 1]')\" = True ]"
+req GET /get_server_info >/dev/null
+check "/get_server_info: dp_size 2, tp_size 2, internal_states one per replica" \
+    "[ \"\$(jq_ 'd[\"dp_size\"] == 2 and d[\"tp_size\"] == 2 and len(d[\"internal_states\"]) == 2')\" = True ]"
+pause
+for k in 1 2 3 4; do post_bg "$T/h$k" /generate "$(body $k 8 4)"; done
+wait_sum 4
+check "round_robin: 4 requests -> 2 on each replica" "[ \"\$(loads)\" = '2 2' ]"
+cont; waitgen
+check "the 4 held requests finished after continue" "grep -q output_ids $T/h1 && grep -q output_ids $T/h4"
+check "data_parallel_rank 1 served; 2 refused (400)" \
+    "[ \$(req POST /generate \"\$(body 5 6 4 '\"data_parallel_rank\":1')\") = 200 ] && [ \$(req POST /generate \"\$(body 5 6 4 '\"data_parallel_rank\":2')\") = 400 ]"
+check "/update_weights_from_disk: 400, not supported with --tp-size" \
+    "[ \$(req POST /update_weights_from_disk '{\"model_path\":\"$M\"}') = 400 ] && grep -q 'tp-size 2 is not supported' $T/body"
+stop
+for r in 0 1; do
+    n=$(sed -n "s/.*dp_rank $r: \([0-9]*\) requests finished.*/\1/p" "$T/rr.log")
+    check "shutdown log: dp_rank $r finished ${n:-?} requests (> 0), 0 leaks" "[ \"${n:-0}\" -gt 0 ] && grep -q 'dp_rank $r: .* 0 leaks' $T/rr.log"
+done
+left=0; for p in $(echo "$W" | awk '{print $1}'); do gone "$p" || left=1; done
+check "both worker processes exited with the server" "[ $left = 0 ]"
+
+# ------------------------------------------------------------ placement (machines with >= 4 allowed cores)
+ALLOWED=$($PY -c 'import os; print(" ".join(str(c) for c in sorted(os.sched_getaffinity(0))))')
+if [ "$(echo $ALLOWED | wc -w)" -ge 4 ]; then
+    set -- $ALLOWED
+    server_start "$T/pin.log" --model-path "$M" --threads 4 --max-total-tokens 4096 --dp-size 2 --tp-size 2 ||
+        server_fail "$T/pin.log"
+    NAME=pin
+    W=$(workers)
+    w0=$(grep Cpus_allowed_list /proc/$(echo "$W" | awk '$2 == 0 {print $1}')/status | cut -f2)
+    w1=$(grep Cpus_allowed_list /proc/$(echo "$W" | awk '$2 == 1 {print $1}')/status | cut -f2)
+    sc=$(for t in /proc/$SERVER_PID/task/*; do [ "$(cat "$t/comm")" = sglc-sched ] && grep Cpus_allowed_list "$t/status" | cut -f2; done | sort -n | tr '\n' ' ')
+    check "placement: replica k's rank r on core slot 2k + r (schedulers on $sc, workers on $w0 / $w1)" \
+        "[ '$sc' = '$1 $3 ' ] && [ '$w0' = '$2' ] && [ '$w1' = '$4' ]"
+    stop
+else
+    echo "skip placement: $(echo $ALLOWED | wc -w) allowed cores (2 replicas x 2 ranks need 4); the log says why"
+    check "the log: 4 ranks on fewer cores are not pinned" "grep -q 'replicas are not pinned' $T/rr.log && grep -q '4 ranks x 1 thread(s) on [0-9]* cores: not pinned' $T/rr.log"
+fi
+
+# ------------------------------------------------------------ total_requests
+start tr --dp-size 2 --tp-size 2 --load-balance-method total_requests
+pause
+post_bg "$T/p1" /generate "$(body 11 8 4 '"data_parallel_rank":0')"
+post_bg "$T/p2" /generate "$(body 12 8 4 '"data_parallel_rank":0')"
+wait_sum 2
+post_bg "$T/p3" /generate "$(body 13 8 4)"; post_bg "$T/p4" /generate "$(body 14 8 4)"
+wait_sum 4
+check "total_requests: 2 pinned to rank 0, then 2 more -> 2/2" "[ \"\$(loads)\" = '2 2' ]"
+cont; waitgen
+send_all tr
+check "total_requests: the same greedy outputs as one process" "same_as_ref tr"
+stop
+
+# ------------------------------------------------------------ cache_aware
+start ca --dp-size 2 --tp-size 2 --load-balance-method cache_aware
+LONG=$(body 31 96 2)
+c=""
+for k in 1 2 3 4; do req POST /generate "$LONG" >/dev/null; c="$c $(jq_ 'd["meta_info"]["cached_tokens"]')"; done
+check "cache_aware: a repeated prompt hits its replica's cache every time (cached:$c)" \
+    "[ \"\$(echo $c | cut -d' ' -f2-)\" = '95 95 95' ]"
+stop
+
+# ------------------------------------------------------------ dp x pp falls out
+start pp --dp-size 2 --pp-size 2
+send_all pp
+check "dp 2 x pp 2: the same greedy outputs as one process" "same_as_ref pp"
+stop
+
+# ------------------------------------------------------------ dp x (tp x pp), where TP x PP exists
+NAME=tpp
+if server_start "$T/tpp.log" "${COMMON[@]}" --dp-size 2 --tp-size 2 --pp-size 2; then
+    URL=$SERVER_URL
+    send_all tpp
+    check "dp 2 x tp 2 x pp 2 (8 ranks): the same greedy outputs as one process" "same_as_ref tpp"
+    check "dp 2 x tp 2 x pp 2: 6 worker processes" "[ \$(pgrep -P $SERVER_PID -x sglc | wc -l) = 6 ]"
+    stop
+elif grep -q 'tensor and pipeline parallelism together are not supported yet' "$T/tpp.log"; then
+    wait "$SERVER_PID" 2>/dev/null; SERVER_PID=
+    echo "skip dp x tp x pp: this build has no TP x PP"
+else
+    wait "$SERVER_PID" 2>/dev/null; SERVER_PID=
+    check "dp 2 x tp 2 x pp 2: the server starts" false; tail -5 "$T/tpp.log"
+fi
+
+# ------------------------------------------------------------ a killed rank
+start kill --dp-size 2 --tp-size 2
+W=$(workers)
+W1=$(echo "$W" | awk '$2 == 1 {print $1}'); W0=$(echo "$W" | awk '$2 == 0 {print $1}')
+kill -KILL "$W1"
+code=$(req POST /generate "$(body 7 6 8 '"data_parallel_rank":1')")
+check "killed worker of dp_rank 1: a request pinned there answers 503 (got $code)" "[ '$code' = 503 ] && grep -q 'tensor-parallel rank failed' $T/body"
+for i in $(seq 1 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$SERVER_PID" 2>/dev/null; then SERVER_RC=running; server_stop KILL; SERVER_RC=running; else wait "$SERVER_PID"; SERVER_RC=$?; SERVER_PID=; fi
+check "the server exited non-zero within 5 s (rc $SERVER_RC)" "[ '$SERVER_RC' = 1 ]"
+check "the log names dp_rank 1 and the killed rank's pid" \
+    "grep -q 'tensor parallelism failed in dp_rank 1: rank 1 (pid $W1) was killed by signal 9' $T/kill.log"
+sleep 0.3
+check "the other replica's worker is gone too" "gone $W0"
+
+# ------------------------------------------------------------ offline: generate --requests, bench-offline
+$PY - "$T/req.jsonl" "$T/req1.jsonl" <<'PY'
+import json, sys
+prompts = ["Once upon a time", "The little dog", "Lily liked to", "One day a bird", "Tom was sad because",
+           "The sun was", "A big red ball", "Mom said"]
+with open(sys.argv[1], "w") as f, open(sys.argv[2], "w") as f1:
+    for i, p in enumerate(prompts):
+        r = {"text": p, "sampling_params": {"temperature": 0, "max_new_tokens": 8 + 3 * i}}
+        f1.write(json.dumps(r) + "\n")
+        if i == 5: r["data_parallel_rank"] = 1
+        f.write(json.dumps(r) + "\n")
+PY
+outs() { $PY -c 'import json,sys; [print(json.loads(l)["output_ids"]) for l in open(sys.argv[1])]' "$1"; }
+"$BIN" generate "${COMMON[@]}" --requests "$T/req1.jsonl" --output "$T/g1.jsonl" >"$T/g1.log" 2>&1; rc1=$?
+"$BIN" generate "${COMMON[@]}" --requests "$T/req.jsonl" --output "$T/g2.jsonl" --dp-size 2 --tp-size 2 \
+    --load-balance-method total_tokens >"$T/g2.log" 2>&1; rc2=$?
+outs "$T/g1.jsonl" >"$T/g1.txt" 2>/dev/null; outs "$T/g2.jsonl" >"$T/g2.txt" 2>/dev/null
+check "generate --requests --dp-size 2 --tp-size 2 (total_tokens, one line pinned to rank 1): 8 outputs identical to one process, in order" \
+    "[ $rc1 = 0 ] && [ $rc2 = 0 ] && [ \$(wc -l <$T/g1.txt) = 8 ] && cmp -s $T/g1.txt $T/g2.txt" || tail -5 "$T/g2.log"
+check "generate: both replicas finished requests" \
+    "grep -q 'dp_rank 0: [1-9][0-9]* requests finished' $T/g2.log && grep -q 'dp_rank 1: [1-9][0-9]* requests finished' $T/g2.log"
+"$BIN" bench-offline "${COMMON[@]}" --dp-size 2 --tp-size 2 --num-prompts 12 --random-input-len 48 \
+    --random-output-len 12 --result-filename "$T/bo.json" >"$T/bo.log" 2>&1; rc=$?
+check "bench-offline --dp-size 2 --tp-size 2: exit 0, JSON with 12 requests, dp_size 2, both pools" "[ $rc = 0 ] && $PY -c '
+import json, sys
+o = json.loads(open(sys.argv[1]).readline())
+assert o[\"successful_requests\"] == 12 and o[\"dp_size\"] == 2, o
+assert o[\"output_throughput\"] > 0 and o[\"max_total_num_tokens\"] == 8192, o
+' $T/bo.json" || tail -5 "$T/bo.log"
+
+# ------------------------------------------------------------ refusals
+refused() { # refused WHAT MESSAGE RC COMMAND...: exit RC (any: non-zero) and MESSAGE in the output
+    local what=$1 msg=$2 want=$3; shift 3
+    timeout 60 "$@" >"$T/ref.out" 2>&1
+    local rc=$?
+    check "$what: refused (exit $rc): $msg" \
+        "{ [ '$want' = any ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] || [ $rc = '$want' ]; } && grep -qF -- '$msg' $T/ref.out" ||
+        head -5 "$T/ref.out"
+}
+P=$(freeport)
+refused "bench-one-batch" "--dp-size 2 with --tp-size 2 is supported by serve, generate --requests and bench-offline only" 2 \
+    "$BIN" bench-one-batch --model-path "$M" --dp-size 2 --tp-size 2 --batch-size 1 --input-len 4 --output-len 2
+refused "LoRA" "LoRA (--enable-lora / --lora-paths) with --dp-size 2 and --tp-size 2 is not supported yet" 2 \
+    "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --enable-lora --port "$P"
+refused "--ep-size" "--ep-size 2 with --dp-size 2 is not supported yet" 2 \
+    "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --ep-size 2 --port "$P"
+refused "--numa-node" "--numa-node / --base-gpu-id / --gpu-id-step with --dp-size 2 and --tp-size 2 are not supported yet" 2 \
+    "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --numa-node 0 0 --port "$P"
+refused "under mpirun" "--dp-size 2 with --tp-size 2 under mpirun is not supported" any \
+    env OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=0 "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --threads 1 --port "$P"
+refused "--tp-size 3 (8 heads)" "--tp-size 3: num_attention_heads (8) is not divisible by it" any \
+    "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 3 --threads 1 --port "$P" --host 127.0.0.1
+sleep 0.5
+check "no worker left behind by the refused starts" "! pgrep -f -- '--dp-size 2 --tp-size 3' >/dev/null"
+
+[ $fails = 0 ] && echo "test_dp_tp: all passed" || echo "test_dp_tp: $fails failed"
+[ $fails = 0 ]
