@@ -46,6 +46,8 @@ typedef struct model_layer {
     const float *q_a_norm, *kv_a_norm; /* (qr) (kvr) */
     linear_weight *wkb_t, *wvb;        /* (nh) owned, from kv_b_proj: per head its k_nope rows
                                         * transposed (kvr, nope), its v rows (v, kvr) */
+    linear_weight *wkb;                /* (nh) owned: per head its k_nope rows (nope, kvr), for
+                                        * the expanded prefill (mla.c); NULL when it is off */
     /* hybrid layers (arch->hybrid, nemotron_h.c): kind 'M' Mamba2 mixer
      * (wq = in_proj (di + conv_dim + nh, H), wo = out_proj (H, di)), '*'
      * attention without rope (wq wk wv wo), '-' MLP (wup, wdown); attn_norm
@@ -117,6 +119,8 @@ typedef struct model_weights {
     float *inv_freq_local;             /* (rot_dim/2) owned, or NULL: layers with rope_local */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
+    int mla_expand_min;                /* MLA: a sequence with at least this many new tokens in a
+                                        * forward runs the expanded attention (mla.c) */
 } model_weights;
 
 struct model {
@@ -152,6 +156,8 @@ struct model {
     float *sout;                       /* (cap_tokens, H) shared expert output */
     float *ssig;                       /* (cap_tokens) Qwen2-MoE shared gate logits */
     float *mla;                        /* MLA scratch (mla_scratch_floats), NULL otherwise */
+    struct mla_plan *mla_plan;         /* owned, MLA: this forward's expanded / absorbed split and
+                                        * the expansion buffer (mla_prepare); NULL before */
     float *ssm;                        /* Mamba2 scratch (mamba2_scratch_floats), or unused */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
@@ -237,6 +243,15 @@ int model_kv_row_len(const model_config *c, int n_kv_head);
 struct tpool;
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
                    const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
+/* mla.c: before the threads of a forward of b start: choose per sequence
+ * the expanded attention (at least w->mla_expand_min new tokens, no kv_b
+ * LoRA in the batch, the expansion fits MLA_EXPAND_BYTES) or the absorbed
+ * one, and grow m's expansion buffer.  0, or -1 (out of memory; logged). */
+int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad);
+void mla_plan_free(struct mla_plan *p);
+/* mla.c: SGLC_MLA_EXPAND_MIN (unset: MLA_EXPAND_MIN_DEFAULT) into *out;
+ * 0, or -1 with a message in err when it is not an integer >= 1. */
+int mla_expand_min_env(int *out, char *err, size_t errlen);
 /* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
 size_t mla_scratch_floats(const model_config *c, size_t T);
 /* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),

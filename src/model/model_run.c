@@ -52,6 +52,7 @@ void model_free(model *m)
 {
     if (!m) return;
     free(m->scratch_mem);
+    mla_plan_free(m->mla_plan);
     free(m->kv_k_scale), free(m->kv_v_scale);
     free(m->tp_logits), free(m->tp_gather);
     if (m->w && __atomic_sub_fetch(&m->w->refs, 1, __ATOMIC_ACQ_REL) == 0)
