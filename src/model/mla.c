@@ -233,7 +233,7 @@ int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad)
     int ta = 0;
     for (int s = 0; s < b->n_seqs; s++) {
         int nq = b->seq_start[s + 1] - b->seq_start[s], nkv = b->seq_kv_len[s];
-        int g = can && nq >= m->w->mla_expand_min ? exp_group(c, nkv, nq) : 0;
+        int g = can && nq >= m->mla_expand_min ? exp_group(c, nkv, nq) : 0;
         P->g[s] = g;
         P->co[s] = ta;
         if (!g) ta += nq;
@@ -244,7 +244,7 @@ int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad)
                 P->logged = 1;
                 log_info("MLA: expanded attention for %d new tokens over %d context rows, %d of %d "
                          "heads at a time (SGLC_MLA_EXPAND_MIN=%d; shorter chunks and decode run absorbed)",
-                         nq, nkv, g, c->n_head, m->w->mla_expand_min);
+                         nq, nkv, g, c->n_head, m->mla_expand_min);
             }
         }
     }

@@ -119,7 +119,8 @@ typedef struct model_weights {
     float *inv_freq_local;             /* (rot_dim/2) owned, or NULL: layers with rope_local */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
-    int mla_expand_min;                /* MLA: a sequence with at least this many new tokens in a
+    int mla_expand_min;                /* MLA: SGLC_MLA_EXPAND_MIN at load, the run states' default:
+                                        * a sequence with at least this many new tokens in a
                                         * forward runs the expanded attention (mla.c) */
 } model_weights;
 
@@ -127,6 +128,7 @@ struct model {
     model_weights *w;                  /* shared (refcounted); read-only once loaded */
     const model_config *cfg;           /* = &w->cfg */
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
+    int mla_expand_min;                /* MLA: model_set_mla_expand_min (from w's at creation) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
     int mi_on;                         /* multi-item scoring: split prompts at mi_delim */
@@ -244,7 +246,7 @@ struct tpool;
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
                    const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
 /* mla.c: before the threads of a forward of b start: choose per sequence
- * the expanded attention (at least w->mla_expand_min new tokens, no kv_b
+ * the expanded attention (at least m->mla_expand_min new tokens, no kv_b
  * LoRA in the batch, the expansion fits MLA_EXPAND_BYTES) or the absorbed
  * one, and grow m's expansion buffer.  0, or -1 (out of memory; logged). */
 int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad);
