@@ -8,8 +8,9 @@
  * random latent rows (kv_lora_rank + rope values, unit scale, through the
  * model's own store kern_kv_store_tok) into every layer of a bf16 cache,
  * then times forwards of the N tokens at positions P..P+N-1 (last row's
- * logits), the two modes alternately (model_set_mla_expand_min 1 = expanded,
- * INT_MAX = absorbed), `--rounds` rounds after one untimed forward of each.
+ * logits), the three modes alternately (model_set_mla_expand_min 1 =
+ * expanded, INT_MAX = absorbed, 0 = the automatic rule, which should pick
+ * the faster one), `--rounds` rounds after one untimed forward of each.
  * Prints one JSON line per timed forward, then per case the medians and
  * absorbed / expanded.
  *
@@ -109,11 +110,11 @@ int main(int argc, char **argv)
         const int32_t *sl[1] = {slots};
         model_batch b = {.n_tokens = N, .tokens = tok, .positions = pos, .n_seqs = 1, .seq_start = start,
                          .seq_kv_len = kvl, .seq_slots = sl, .n_logits = 1, .logit_rows = row};
-        double t[2][64];
-        static const char *const mode[2] = {"expanded", "absorbed"};
+        double t[3][64];
+        static const char *const mode[3] = {"expanded", "absorbed", "auto"};
         for (int rd = -1; rd < rounds; rd++)
-            for (int k = 0; k < 2; k++) {
-                model_set_mla_expand_min(m, k == 0 ? 1 : INT_MAX);
+            for (int k = 0; k < 3; k++) {
+                model_set_mla_expand_min(m, k == 0 ? 1 : k == 1 ? INT_MAX : 0);
                 double t0 = time_now_sec();
                 if (model_forward(m, kv, &b, logits, pool)) return 1;
                 double dt = time_now_sec() - t0;
@@ -123,9 +124,9 @@ int main(int argc, char **argv)
                        rd, mode[k], P, N, dt);
                 fflush(stdout);
             }
-        double me = bench_median(t[0], rounds), ma = bench_median(t[1], rounds);
+        double me = bench_median(t[0], rounds), ma = bench_median(t[1], rounds), mu = bench_median(t[2], rounds);
         printf("{\"bench\":\"median\",\"prefix\":%d,\"new\":%d,\"expanded_s\":%.4f,\"absorbed_s\":%.4f,"
-               "\"absorbed_over_expanded\":%.3f}\n", P, N, me, ma, ma / me);
+               "\"auto_s\":%.4f,\"absorbed_over_expanded\":%.3f}\n", P, N, me, ma, mu, ma / me);
         fflush(stdout);
         model_kv_destroy(kv);
         free(slots), free(tok), free(pos);

@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,10 +55,13 @@ typedef struct mla_bufs {
 
 static size_t al16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Expanded prefill: the default new-token threshold (measured, docs/PERF.md
- * "MLA prefill") and the most bytes of expansion buffer (heads go in
- * groups beyond it; a context whose one head does not fit runs absorbed). */
-#define MLA_EXPAND_MIN_DEFAULT 128
+/* Expanded prefill.  The automatic rule (SGLC_MLA_EXPAND_MIN unset or
+ * "auto"): a sequence runs expanded when it has at least MLA_AUTO_MIN new
+ * tokens and the FLOP count says so (exp_wins; measured, docs/PERF.md "MLA
+ * prefill").  MLA_EXPAND_BYTES: the most bytes of expansion buffer (heads
+ * go in groups beyond it; a context whose one head does not fit runs
+ * absorbed). */
+#define MLA_AUTO_MIN 64
 #define MLA_EXPAND_BYTES ((size_t)256 << 20)
 
 static void mla_sizes(const model_config *c, size_t T, size_t sz[6])
@@ -144,14 +148,14 @@ void mla_plan_free(struct mla_plan *p)
 int mla_expand_min_env(int *out, char *err, size_t errlen)
 {
     const char *v = getenv("SGLC_MLA_EXPAND_MIN");
-    *out = MLA_EXPAND_MIN_DEFAULT;
-    if (!v || !*v) return 0;
+    *out = 0; /* the automatic rule */
+    if (!v || !*v || !strcmp(v, "auto")) return 0;
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
     if (errno || *end || n < 1 || n > INT_MAX) {
-        errmsg_set(err, errlen, "SGLC_MLA_EXPAND_MIN=%s: want an integer in [1, %d] (new tokens "
-                   "from which a sequence's prefill runs the expanded MLA attention)", v, INT_MAX);
+        errmsg_set(err, errlen, "SGLC_MLA_EXPAND_MIN=%s: want auto or an integer in [1, %d] (new "
+                   "tokens from which a sequence's prefill runs the expanded MLA attention)", v, INT_MAX);
         return -1;
     }
     *out = (int)n;
@@ -195,6 +199,23 @@ static int exp_group(const model_config *c, int nkv, int nq)
     return 0;
 }
 
+/* The automatic rule: whether expanding a chunk of nq new tokens over
+ * nkv - nq cached ones costs fewer multiply-adds than absorbing it.  Per
+ * head, expanding costs (nope + v) kvr per context row where absorbing
+ * costs the same per new row, and the attention's dot products (score +
+ * value) are 2 (nope + rope) wide expanded (V padded) vs 2 (kvr + rope)
+ * absorbed, over nq (P + (nq + 1) / 2) (query, key) pairs (causal):
+ *   expand  <=>  P (nope + v) kvr < nq (P + (nq + 1) / 2) 2 (kvr - nope).
+ * The break-even chunk grows with the prefix P towards (nope + v) kvr /
+ * (2 (kvr - nope)) = 171 tokens for DeepSeek's 128 / 128 / 512; with no
+ * prefix expanding always wins. */
+static int exp_wins(const model_config *c, int nq, int nkv)
+{
+    const double P = (double)(nkv - nq), kvr = c->kv_lora_rank, nope = c->qk_nope_dim;
+    const double pairs = (double)nq * (P + (nq + 1) / 2.0);
+    return P * (nope + c->v_head_dim) * kvr < pairs * 2.0 * (kvr - nope);
+}
+
 /* LoRA: whether any adapter of b changes kv_b_proj of any layer. */
 static int kvb_lora_batch(const model_batch *b, const int32_t *row_ad, int n_layer, int nh)
 {
@@ -233,7 +254,9 @@ int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad)
     int ta = 0;
     for (int s = 0; s < b->n_seqs; s++) {
         int nq = b->seq_start[s + 1] - b->seq_start[s], nkv = b->seq_kv_len[s];
-        int g = can && nq >= m->mla_expand_min ? exp_group(c, nkv, nq) : 0;
+        const int thr = m->mla_expand_min;
+        const int want = thr > 0 ? nq >= thr : nq >= MLA_AUTO_MIN && exp_wins(c, nq, nkv);
+        int g = can && want ? exp_group(c, nkv, nq) : 0;
         P->g[s] = g;
         P->co[s] = ta;
         if (!g) ta += nq;
@@ -242,9 +265,12 @@ int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad)
             if (n > need) need = n;
             if (!P->logged) {
                 P->logged = 1;
+                char rule[64];
+                if (m->mla_expand_min > 0) snprintf(rule, sizeof rule, "%d", m->mla_expand_min);
+                else snprintf(rule, sizeof rule, "auto: >= %d new tokens and fewer FLOPs", MLA_AUTO_MIN);
                 log_info("MLA: expanded attention for %d new tokens over %d context rows, %d of %d "
-                         "heads at a time (SGLC_MLA_EXPAND_MIN=%d; shorter chunks and decode run absorbed)",
-                         nq, nkv, g, c->n_head, m->mla_expand_min);
+                         "heads at a time (SGLC_MLA_EXPAND_MIN=%s; other chunks and decode run absorbed)",
+                         nq, nkv, g, c->n_head, rule);
             }
         }
     }

@@ -121,7 +121,7 @@ typedef struct model_weights {
     int rot_dim;
     int mla_expand_min;                /* MLA: SGLC_MLA_EXPAND_MIN at load, the run states' default:
                                         * a sequence with at least this many new tokens in a
-                                        * forward runs the expanded attention (mla.c) */
+                                        * forward runs the expanded attention; 0 = automatic (mla.c) */
 } model_weights;
 
 struct model {
@@ -246,13 +246,13 @@ struct tpool;
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
                    const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
 /* mla.c: before the threads of a forward of b start: choose per sequence
- * the expanded attention (at least m->mla_expand_min new tokens, no kv_b
+ * the expanded attention (m->mla_expand_min new tokens, or the automatic rule; no kv_b
  * LoRA in the batch, the expansion fits MLA_EXPAND_BYTES) or the absorbed
  * one, and grow m's expansion buffer.  0, or -1 (out of memory; logged). */
 int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad);
 void mla_plan_free(struct mla_plan *p);
-/* mla.c: SGLC_MLA_EXPAND_MIN (unset: MLA_EXPAND_MIN_DEFAULT) into *out;
- * 0, or -1 with a message in err when it is not an integer >= 1. */
+/* mla.c: SGLC_MLA_EXPAND_MIN into *out (unset or "auto": 0, the automatic
+ * rule); 0, or -1 with a message in err when it is not auto or an integer >= 1. */
 int mla_expand_min_env(int *out, char *err, size_t errlen);
 /* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
 size_t mla_scratch_floats(const model_config *c, size_t T);

@@ -71,7 +71,7 @@ size_t model_last_read_bytes(const model *m)
 dtype model_weight_dtype(const model *m) { return m->w->wdt; }
 
 void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
-void model_set_mla_expand_min(model *m, int n) { m->mla_expand_min = n > 0 ? n : m->w->mla_expand_min; }
+void model_set_mla_expand_min(model *m, int n) { m->mla_expand_min = n >= 0 ? n : m->w->mla_expand_min; }
 
 /* ---- KV cache ------------------------------------------------------------ */
 

@@ -19,7 +19,11 @@ DESIGN
        logprobs and B's 8 output logprobs within LP_TOL of the reference's
        log-softmax, B's ids identical.
   The two modes' prompt logits also agree with each other within
-  F32_TOL, the expanded mode logs its "MLA: expanded attention" line and
+  F32_TOL.  With the SIMD kernels also: bf16 weights and cache in both
+  modes within BF16_TOL of the reference that caches bf16 latents, and
+  expanded == absorbed within F32_TOL with an int8 and an fp8_e4m3 latent
+  cache (read back through each cache type's scales), and the default
+  (automatic) rule expands the 64-token prompt.  The expanded mode logs its "MLA: expanded attention" line and
   the absorbed mode does not (so a run that silently stayed absorbed
   fails).  Prints ok / FAIL lines; exit 1 on a failure.
 
@@ -62,12 +66,12 @@ def run(cmd, env):
     return p.stdout, p.stderr
 
 
-def one_prefill(sglc, md, prompt, n_new, env):
+def one_prefill(sglc, md, prompt, n_new, env, dtype="float32", extra=()):
     with tempfile.TemporaryDirectory() as td:
         path = os.path.join(td, "logits.f32")
         out, err = run([sglc, "generate", "--model-path", md, "--input-ids", ",".join(map(str, prompt)),
                         "--max-new-tokens", str(n_new), "--temperature", "0", "--json", "--ignore-eos",
-                        "--dtype", "float32", "--threads", "2", "--dump-logits", path], env)
+                        "--dtype", dtype, "--threads", "2", "--dump-logits", path] + list(extra), env)
         obj = json.loads(out.strip().splitlines()[-1])
         return [int(x) for x in obj["output_ids"]], np.fromfile(path, dtype="<f4"), err
 
@@ -155,6 +159,43 @@ def main():
                 e = rel_err(got_logits["expanded"], got_logits["absorbed"].astype(np.float64))
                 report(e <= F32_TOL, f"{name} [{kern} kernels]: expanded vs absorbed prompt logits "
                                      f"{e:.3g} (<= {F32_TOL:g})")
+        if "auto" not in a.kernels.split(","):
+            continue
+        # the default (automatic) rule: a 64-token prompt with no prefix is
+        # expanded (>= 64 new tokens, fewer FLOPs), its decode absorbed
+        def go_auto():
+            env = {k: v for k, v in os.environ.items() if k not in ("SGLC_MLA_EXPAND_MIN", "SGLC_KERNELS")}
+            ids, lg, err = one_prefill(a.sglc, md, prompt, n_new, env)
+            golden.check_logits(f"{name} [default rule] 64-token prefill", lg, ref_logits, F32_TOL)
+            golden.check_ids(f"{name} [default rule] 64-token prefill", ids, ref_ids)
+            line = next((x for x in err.splitlines() if EXPAND_LOG in x), "")
+            report("auto" in line and "64 new tokens" in line,
+                   f"{name} [default rule]: the 64-token prompt is expanded ({line.split('INFO ')[-1][:90]!r})")
+        golden.guard(f"{name} default rule", go_auto)
+        # bf16 weights and cache: the reference that caches bf16 latents (as
+        # test_arch_deepseek.sh), BF16_TOL; both modes
+        ref_bf16, _ = ds_ref.DSModel(os.path.join(d, "bf16"), "bfloat16", mla_mode="latent",
+                                     kv_bf16=True).generate(prompt, 1)
+        for mode, thr in MODES.items():
+            env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr)
+            env.pop("SGLC_KERNELS", None)
+            golden.guard(f"{name} bf16 {mode}", lambda: golden.check_logits(
+                f"{name} [bf16, {mode}] 64-token prefill",
+                one_prefill(a.sglc, os.path.join(d, "bf16"), prompt, 1, env, "bfloat16")[1], ref_bf16,
+                golden.BF16_TOL))
+        # 8-bit latent caches: no reference; expanded == absorbed (both read
+        # the same stored values back)
+        for kvd in ("int8", "fp8_e4m3"):
+            def go8():
+                lg = {}
+                for mode, thr in MODES.items():
+                    env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr)
+                    env.pop("SGLC_KERNELS", None)
+                    lg[mode] = one_prefill(a.sglc, md, prompt, 1, env, "float32", ["--kv-cache-dtype", kvd])[1]
+                e = rel_err(lg["expanded"], lg["absorbed"].astype(np.float64))
+                report(e <= F32_TOL, f"{name} [--kv-cache-dtype {kvd}]: expanded vs absorbed prompt logits "
+                                     f"{e:.3g} (<= {F32_TOL:g})")
+            golden.guard(f"{name} {kvd}", go8)
     if golden.failures:
         print(f"{len(golden.failures)} check(s) failed")
         return 1

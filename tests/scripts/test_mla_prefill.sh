@@ -8,7 +8,9 @@
 # (input logprobs within 2e-4) and a prompt whose first 48 tokens come
 # from the radix cache (output logprobs within 2e-4), with the SIMD and the
 # scalar kernels; expanded vs absorbed logits within 1e-4; the expanded
-# run logs that it expanded.  Also: a bad SGLC_MLA_EXPAND_MIN is refused.
+# run logs that it expanded; bf16 weights + cache (2e-2), int8 / fp8 latent
+# caches (expanded == absorbed), the default automatic rule.  Also: a bad
+# SGLC_MLA_EXPAND_MIN is refused.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require
