@@ -3,8 +3,8 @@
  * DESIGN: the cache holds, per token and layer, ONE row of kvr + rope
  * values: the kv_a_layernorm'ed latent c_kv (kv_lora_rank) and the
  * rotated shared rope key k_pe (qk_rope_head_dim) -- 576 values for
- * V2-Lite / V3 where full attention would keep nh * (192 + 128).  The
- * attention never re-expands K or V: kv_b_proj is absorbed (the
+ * V2-Lite / V3 where full attention would keep nh * (192 + 128).  Decode
+ * and short chunks never re-expand K or V: kv_b_proj is absorbed (the
  * "absorbed" formulation of the DeepSeek-V2 paper, as SGLang's MLA):
  *   score(h, j) = q_nope[h] . (Wk[h] c_j) + q_pe[h] . k_pe_j
  *               = [Wk[h]^T q_nope[h] | q_pe[h]] . [c_j | k_pe_j]
@@ -36,6 +36,25 @@
  *   xn = att Wo
  * With T = 1 (decode of one sequence) rows need no gather: the per-head
  * products read and write the token-major buffers in place.
+ *
+ * Expanded prefill: the absorbed dot products are kvr + rope = 576 wide
+ * (score and value), the expanded ones nope + rope = 192 (V padded from
+ * 128 to the kernel's one head dim), so a long chunk costs ~3x fewer
+ * attention FLOPs expanded, paying (nope + v) kvr per head and CONTEXT row
+ * to decompress where absorbing pays the same per NEW row.  mla_prepare
+ * (before the threads start) picks per sequence: SGLC_MLA_EXPAND_MIN=N
+ * expands sequences with >= N new tokens; unset / auto: >= MLA_AUTO_MIN
+ * new tokens and exp_wins (the FLOP count above).  An expanded sequence
+ * (mla_expanded, after the latents of this forward are stored): read its
+ * whole context back from the latent cache as f32 (prefix + new rows, any
+ * cache type, so it sees what decode will see), per head K_nope = Wk[h] c
+ * (Wk[h] kept at load as wkb[h]) and V = Wv[h] c, K = [K_nope | k_pe],
+ * then kern_attention as plain causal MHA (head dim nope + rope, q =
+ * [q_nope | rotated q_pe] straight from the projection) into att.  Heads
+ * go in groups so the buffer stays under MLA_EXPAND_BYTES.  The absorbed
+ * rows of the same forward (decode rows of a mixed batch) run as above on
+ * a compacted row set (abs_row).  kv_b_proj LoRA adapters run absorbed.
+ * The cache is written exactly as before either way.
  */
 #include <errno.h>
 #include <limits.h>

@@ -18,6 +18,12 @@ DESIGN
        so B's 16-token chunk attends over a cached prefix; A's input
        logprobs and B's 8 output logprobs within LP_TOL of the reference's
        log-softmax, B's ids identical.
+    3. 5 requests of 5-40 tokens in one `generate --requests` run with
+       SGLC_MLA_EXPAND_MIN=20 (prefills batched), then 8 with 16-token
+       chunks (a chunk's share of >= 8 tokens expanded):
+       sequences expanded and absorbed in the same forward, decode rows
+       beside prefill chunks; ids == the reference alone, output logprobs
+       within LP_TOL.
   The two modes' prompt logits also agree with each other within
   F32_TOL.  With the SIMD kernels also: bf16 weights and cache in both
   modes within BF16_TOL of the reference that caches bf16 latents, and
@@ -94,6 +100,23 @@ def radix_chunked(sglc, md, a_prompt, b_prompt, n_new, env):
     return outs, err
 
 
+def mixed(sglc, md, prompts, n_new, env, extra):
+    """All prompts in one `generate --requests` run (prefills batched into
+    one forward, decode rows beside later prefills): per request its ids
+    and output logprobs."""
+    with tempfile.TemporaryDirectory() as td:
+        req = os.path.join(td, "req.jsonl")
+        with open(req, "w") as f:
+            for p in prompts:
+                f.write(json.dumps({"input_ids": p, "return_logprob": True, "sampling_params": {
+                    "max_new_tokens": n_new, "temperature": 0, "ignore_eos": True}}) + "\n")
+        out, err = run([sglc, "generate", "--model-path", md, "--requests", req, "--dtype", "float32",
+                        "--threads", "2"] + extra, env)
+    outs = [json.loads(x) for x in out.splitlines() if x.strip().startswith("{")]
+    return [([int(t) for t in o.get("output_ids", [])],
+             [x[0] for x in o["meta_info"]["output_token_logprobs"]]) for o in outs], err
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sglc", default=os.environ.get("SGLC_BIN", os.path.join(ROOT, "build", "sglc")))
@@ -109,6 +132,12 @@ def main():
     a_prompt = [int(x) for x in rng.randint(3, make_tiny_ds.VOCAB, size=48)]
     b_prompt = a_prompt + [int(x) for x in rng.randint(3, make_tiny_ds.VOCAB, size=16)]
     n_new = 8
+    # mixed forwards: with SGLC_MLA_EXPAND_MIN=20 the 23-, 40- and 33-token
+    # prompts run expanded, the 5- and 11-token ones and every decode row
+    # absorbed, in the same forwards (chunked: 8, per chunk)
+    mrng = np.random.RandomState(77)
+    mprompts = [[int(x) for x in mrng.randint(3, make_tiny_ds.VOCAB, size=n)] for n in (5, 23, 40, 11)]
+    mprompts.append(mprompts[2][:30] + [7, 8, 9])
     for name in names:
         d, _ = make_tiny_ds.build(name, a.cache)
         md = os.path.join(d, "f32")
@@ -118,6 +147,12 @@ def main():
         m.reset()
         b_lp = log_softmax(m.forward(b_prompt + b_ids[:-1]).float().numpy())
         b_want = [float(b_lp[len(b_prompt) - 1 + k, t]) for k, t in enumerate(b_ids)]
+        mwant = []
+        for pr in mprompts:
+            _, ids = m.generate(pr, n_new)
+            m.reset()
+            lp = log_softmax(m.forward(pr + ids[:-1]).float().numpy())
+            mwant.append((ids, [float(lp[len(pr) - 1 + k, t]) for k, t in enumerate(ids)]))
         m.reset()
         a_lp = log_softmax(m.forward(a_prompt).float().numpy())
         a_want = [float(a_lp[i - 1, a_prompt[i]]) for i in range(1, len(a_prompt))]
@@ -155,6 +190,25 @@ def main():
                            f"greedy ids {'identical' if got_b == b_ids else f'differ {got_b} vs {b_ids}'}, "
                            f"output logprobs max abs err {eb:.3g}")
                 golden.guard(tag, go)
+            for thr, extra, what in (("20", [], "prefills batched"),
+                                     ("8", ["--chunked-prefill-size", "16"], "16-token chunks")):
+                def go_mixed():
+                    env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr)
+                    if kern != "auto":
+                        env["SGLC_KERNELS"] = kern
+                    else:
+                        env.pop("SGLC_KERNELS", None)
+                    got, err = mixed(a.sglc, md, mprompts, n_new, env, extra)
+                    ok_ids = [g[0] for g in got] == [w[0] for w in mwant]
+                    e = max((float(np.max(np.abs(np.array(g[1], dtype=np.float64) - w[1])))
+                             if len(g[1]) == len(w[1]) else float("inf")) for g, w in zip(got, mwant)) \
+                        if len(got) == len(mwant) else float("inf")
+                    report(ok_ids and e <= LP_TOL and EXPAND_LOG in err,
+                           f"{name} [{kern} kernels, SGLC_MLA_EXPAND_MIN={thr}] 5 requests, {what} (expanded and "
+                           f"absorbed sequences in one forward): greedy ids "
+                           f"{'identical to each alone' if ok_ids else 'differ'}, output logprobs max abs err "
+                           f"{e:.3g}{'' if EXPAND_LOG in err else ', NOT expanded'}")
+                golden.guard(f"{name} mixed", go_mixed)
             if len(got_logits) == 2:
                 e = rel_err(got_logits["expanded"], got_logits["absorbed"].astype(np.float64))
                 report(e <= F32_TOL, f"{name} [{kern} kernels]: expanded vs absorbed prompt logits "
