@@ -593,6 +593,10 @@ static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int
     if (model_lora_rows(b, m->tok_seq, k_moe, &row_ad, &lrow_ad)) return -1;
     cx.row_ad = row_ad, cx.lrow_ad = lrow_ad;
     cx.erow_ad = row_ad && k_moe ? row_ad + b->n_tokens + b->n_logits : NULL;
+    if (m->cfg->arch && m->cfg->arch->mla && mla_prepare(m, b, row_ad)) { /* expanded / absorbed */
+        free(row_ad);
+        return -1;
+    }
     if (model_tp_send_forward(m, kv, b) || model_pp_before(m, b)) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         free(row_ad);

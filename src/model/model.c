@@ -119,8 +119,9 @@ void model_weights_free(model_weights *m)
             for (int h = 0; h < m->cfg.n_head; h++) {
                 if (l->wkb_t) linear_free(&l->wkb_t[h]);
                 if (l->wvb) linear_free(&l->wvb[h]);
+                if (l->wkb) linear_free(&l->wkb[h]);
             }
-            free(l->wkb_t), free(l->wvb);
+            free(l->wkb_t), free(l->wvb), free(l->wkb);
         }
     }
     linear_free(&m->lm_head);
@@ -232,6 +233,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     int qkv_bias = m->arch->qkv_bias < 0 ? c->attention_bias : m->arch->qkv_bias;
     int o_bias = m->arch->o_bias < 0 ? c->attention_bias : m->arch->o_bias;
     int mlp_bias = m->arch->mlp_bias < 0 ? c->mlp_bias : m->arch->mlp_bias;
+    if (m->arch->mla && mla_expand_min_env(&m->mla_expand_min, err, errlen)) goto fail;
     load_embeddings(&L);
     for (int il = 0; il < c->n_layer && !L.failed; il++) {
         model_layer *l = &m->layers[il];

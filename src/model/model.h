@@ -231,6 +231,14 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
 #define MODEL_DEFAULT_CHUNK 2048
 void model_set_chunk_tokens(model *m, int n);
 
+/* MLA (DeepSeek): n >= 1: sequences with at least n new tokens in a
+ * forward run the expanded attention (per-head K/V decompressed from the
+ * latent cache, mla.c), the others (decode included) absorbed; n = 0: the
+ * automatic rule (mla.c exp_wins: long enough chunks whose expansion costs
+ * fewer FLOPs than absorbing); n < 0: the value SGLC_MLA_EXPAND_MIN gave at
+ * load (unset / "auto": 0).  No effect on models without MLA. */
+void model_set_mla_expand_min(model *m, int n);
+
 /* --multi-item-scoring-delimiter: prompts (whole, uncached) holding token
  * `id` run with SGLang's multi-item scoring mask -- each item after a
  * delimiter attends to the query and itself only (model/multi_item.c).

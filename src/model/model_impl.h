@@ -46,6 +46,8 @@ typedef struct model_layer {
     const float *q_a_norm, *kv_a_norm; /* (qr) (kvr) */
     linear_weight *wkb_t, *wvb;        /* (nh) owned, from kv_b_proj: per head its k_nope rows
                                         * transposed (kvr, nope), its v rows (v, kvr) */
+    linear_weight *wkb;                /* (nh) owned: per head its k_nope rows (nope, kvr), for
+                                        * the expanded prefill (mla.c); NULL when it is off */
     /* hybrid layers (arch->hybrid, nemotron_h.c): kind 'M' Mamba2 mixer
      * (wq = in_proj (di + conv_dim + nh, H), wo = out_proj (H, di)), '*'
      * attention without rope (wq wk wv wo), '-' MLP (wup, wdown); attn_norm
@@ -121,12 +123,16 @@ typedef struct model_weights {
     float *inv_freq_local;             /* (rot_dim/2) owned, or NULL: layers with rope_local */
     float attn_factor;                 /* cos/sin scale (yarn) */
     int rot_dim;
+    int mla_expand_min;                /* MLA: SGLC_MLA_EXPAND_MIN at load, the run states' default:
+                                        * a sequence with at least this many new tokens in a
+                                        * forward runs the expanded attention; 0 = automatic (mla.c) */
 } model_weights;
 
 struct model {
     model_weights *w;                  /* shared (refcounted); read-only once loaded */
     const model_config *cfg;           /* = &w->cfg */
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
+    int mla_expand_min;                /* MLA: model_set_mla_expand_min (from w's at creation) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
     int mi_on;                         /* multi-item scoring: split prompts at mi_delim */
@@ -156,6 +162,8 @@ struct model {
     float *sout;                       /* (cap_tokens, H) shared expert output */
     float *ssig;                       /* (cap_tokens) Qwen2-MoE shared gate logits */
     float *mla;                        /* MLA scratch (mla_scratch_floats), NULL otherwise */
+    struct mla_plan *mla_plan;         /* owned, MLA: this forward's expanded / absorbed split and
+                                        * the expansion buffer (mla_prepare); NULL before */
     float *ssm;                        /* Mamba2 scratch (mamba2_scratch_floats), or unused */
     char *tscratch;                    /* (cap_threads, tstride) per-thread kernel scratch */
     size_t tstride;
@@ -248,6 +256,15 @@ int model_kv_row_len(const model_config *c, int n_kv_head);
 struct tpool;
 void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
                    const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
+/* mla.c: before the threads of a forward of b start: choose per sequence
+ * the expanded attention (m->mla_expand_min new tokens, or the automatic rule; no kv_b
+ * LoRA in the batch, the expansion fits MLA_EXPAND_BYTES) or the absorbed
+ * one, and grow m's expansion buffer.  0, or -1 (out of memory; logged). */
+int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad);
+void mla_plan_free(struct mla_plan *p);
+/* mla.c: SGLC_MLA_EXPAND_MIN into *out (unset or "auto": 0, the automatic
+ * rule); 0, or -1 with a message in err when it is not auto or an integer >= 1. */
+int mla_expand_min_env(int *out, char *err, size_t errlen);
 /* mla.c: floats of MLA scratch for T rows (0 when c has no MLA). */
 size_t mla_scratch_floats(const model_config *c, size_t T);
 /* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),

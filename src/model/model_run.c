@@ -25,6 +25,7 @@ model *model_run_create(model_weights *w)
     m->w = w;
     m->cfg = &w->cfg;
     m->chunk_tokens = MODEL_DEFAULT_CHUNK;
+    m->mla_expand_min = w->mla_expand_min;
     __atomic_add_fetch(&w->refs, 1, __ATOMIC_ACQ_REL);
     return m;
 }
@@ -41,6 +42,7 @@ model *model_share(model *m)
     model *s = m ? model_run_create(m->w) : NULL;
     if (!s) return NULL;
     s->chunk_tokens = m->chunk_tokens;
+    s->mla_expand_min = m->mla_expand_min;
     if (m->kv_k_scale && m->kv_v_scale && model_set_kv_scales(s, m->kv_k_scale, m->kv_v_scale, m->cfg->n_layer)) {
         model_free(s);
         return NULL;
@@ -52,6 +54,7 @@ void model_free(model *m)
 {
     if (!m) return;
     free(m->scratch_mem);
+    mla_plan_free(m->mla_plan);
     free(m->kv_k_scale), free(m->kv_v_scale);
     free(m->tp_logits), free(m->tp_gather);
     if (m->w && __atomic_sub_fetch(&m->w->refs, 1, __ATOMIC_ACQ_REL) == 0)
@@ -68,6 +71,7 @@ size_t model_last_read_bytes(const model *m)
 dtype model_weight_dtype(const model *m) { return m->w->wdt; }
 
 void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
+void model_set_mla_expand_min(model *m, int n) { m->mla_expand_min = n >= 0 ? n : m->w->mla_expand_min; }
 
 /* ---- KV cache ------------------------------------------------------------ */
 
