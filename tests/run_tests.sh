@@ -36,7 +36,15 @@ if [ -z "${SGLC_SANITIZED:-}" ]; then
     if (cd "$ROOT" && timeout 1200 bash "$t") >"$out" 2>&1; then rc=0; else rc=$?; fi
     if [ "$rc" -eq 0 ]; then pass=$((pass + 1)); echo "ok   $name"
     elif [ "$rc" -eq 77 ]; then skip=$((skip + 1)); echo "skip $name: $(tail -1 "$out")"
-    else fail=$((fail + 1)); failed_names+=("$name"); echo "FAIL $name (rc=$rc) — log: $out"; tail -30 "$out"; fi
+    else
+      fail=$((fail + 1)); failed_names+=("$name"); echo "FAIL $name (rc=$rc) — log: $out"
+      # the failing checks first (CI shows only this output), then the end of the log
+      if grep -q '^FAIL\|Traceback' "$out"; then
+        echo "  -- failing checks:"; grep -n -A6 '^FAIL\|Traceback' "$out" | head -80 | cut -c1-400
+        echo "  -- end of the log:"
+      fi
+      tail -30 "$out"
+    fi
   done
 fi
 

@@ -450,19 +450,43 @@ int api_reqlog_level(api_reqlog *l)
     return v;
 }
 
+/* The whole line in one write(2) where the kernel takes it: stdio splits a
+ * line longer than its buffer into several writes, and a reader of the file
+ * (a log shipper, a test) could see half a line, or another writer of the
+ * same file (stderr, redirected with it) could land in the middle. */
+static int write_line(FILE *f, const char *line)
+{
+    int rc = 0;
+    size_t n = strlen(line);
+    char *buf = malloc(n + 1);
+    flockfile(f);
+    if (!buf || fflush(f)) {
+        rc = fprintf(f, "%s\n", line) < 0 || fflush(f) ? -1 : 0;
+    } else {
+        memcpy(buf, line, n);
+        buf[n] = '\n';
+        for (size_t off = 0; off <= n;) {
+            ssize_t w = write(fileno(f), buf + off, n + 1 - off);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                rc = -1;
+                break;
+            }
+            off += (size_t)w;
+        }
+    }
+    funlockfile(f);
+    free(buf);
+    return rc;
+}
+
 static void emit(api_reqlog *l, const char *line)
 {
-    /* one stdio call per line: stdout is shared with the access log and
-     * a single call holds the FILE's lock for the whole line */
+    /* stdout is shared with the access log: the FILE's lock is held for the
+     * whole line (write_line) */
     pthread_mutex_lock(&l->mu);
-    if (l->to_stdout) {
-        fprintf(stdout, "%s\n", line);
-        fflush(stdout);
-    }
-    for (int i = 0; i < l->n_files; i++) {
-        fprintf(l->files[i], "%s\n", line);
-        fflush(l->files[i]);
-    }
+    if (l->to_stdout) (void)write_line(stdout, line);
+    for (int i = 0; i < l->n_files; i++) (void)write_line(l->files[i], line);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -678,7 +702,7 @@ void api_mexport_write(api_mexport *x, const json_t *obj, const json_t *out)
             log_error("cannot open %s: %s (request metrics are not exported)", path, strerror(errno));
         }
     }
-    if (x->f && (fprintf(x->f, "%s\n", line) < 0 || fflush(x->f)) && !x->warned) {
+    if (x->f && write_line(x->f, line) && !x->warned) {
         x->warned = true;
         log_error("writing the request metrics failed: %s", strerror(errno));
     }

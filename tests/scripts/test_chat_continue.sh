@@ -111,7 +111,10 @@ for i, line in enumerate(open(convs)):
         for _ in range(100):
             for l in open(log):
                 if l.startswith("{"):
-                    e = json.loads(l)
+                    try:
+                        e = json.loads(l)
+                    except ValueError:
+                        continue  # a line still being written
                     if e.get("event") == "request.received" and e.get("rid") == body["rid"]:
                         ids = e["obj"]["input_ids"]
             if ids is not None:
