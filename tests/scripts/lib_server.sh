@@ -94,3 +94,18 @@ server_cleanup() {
     wait 2>/dev/null
     [ -n "${T:-}" ] && rm -rf "$T"
 }
+
+# server_gen4 OUT: four concurrent greedy /generate requests to the running
+# server (fixed input ids, 24 tokens, ignore_eos), their output_ids one per
+# line in OUT ("bad N" for an answer without them).  The TP / PP serving
+# tests compare these between layouts.
+server_gen4() {
+    local i
+    for i in 1 2 3 4; do
+        curl -s -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' \
+            -d "{\"input_ids\":[1,$((100 + i * 37)),$((200 + i)),$((300 + i * 3))],\"sampling_params\":{\"max_new_tokens\":24,\"temperature\":0,\"ignore_eos\":true}}" \
+            >"$1.$i" &
+    done
+    wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
+    for i in 1 2 3 4; do "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_ids"])' "$1.$i" || echo "bad $i"; done >"$1"
+}

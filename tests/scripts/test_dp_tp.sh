@@ -41,36 +41,8 @@ command -v pgrep >/dev/null || { echo "skip: pgrep missing"; exit 77; }
 T=$(mktemp -d)
 trap server_cleanup EXIT
 fails=0
-check() { if eval "$2"; then echo "ok   $1"; else echo "FAIL $1"; fails=$((fails + 1)); fi; }
 COMMON=(--model-path "$M" --threads 1 --max-total-tokens 4096)
-start() { # start NAME ARGS...
-    NAME=$1; shift
-    server_start "$T/$NAME.log" "${COMMON[@]}" "$@" || server_fail "$T/$NAME.log"
-    URL=$SERVER_URL
-}
-stop() {
-    server_stop
-    check "$NAME: exit 0 after SIGTERM, no KV leak logged" "[ '$SERVER_RC' = 0 ] && ! grep -qi 'leak detected' $T/$NAME.log" ||
-        tail -20 "$T/$NAME.log"
-}
-req() { # req METHOD PATH [BODY] -> $T/body, prints the status
-    if [ $# -ge 3 ]; then curl -s -m 60 -o "$T/body" -w '%{http_code}' -X "$1" -H 'Content-Type: application/json' --data-binary "$3" "$URL$2"
-    else curl -s -m 60 -o "$T/body" -w '%{http_code}' -X "$1" "$URL$2"; fi
-}
-jq_() { $PY -c "import json,sys; d=json.load(open('$T/body')); print($1)"; }
-GEN_PIDS=()
-post_bg() { # post_bg OUT PATH BODY
-    curl -s -m 60 -X POST -H 'Content-Type: application/json' --data-binary "$3" "$URL$2" >"$1" &
-    GEN_PIDS+=($!)
-}
-waitgen() { local p; for p in ${GEN_PIDS[@]+"${GEN_PIDS[@]}"}; do wait "$p"; done; GEN_PIDS=(); }
-loads() { req GET /get_load >/dev/null; jq_ '" ".join(str(e["num_reqs"]) for e in sorted(d, key=lambda e: e["dp_rank"]))'; }
-sum() { $PY -c "import sys; print(sum(int(x) for x in sys.argv[1:]))" $1; }
-wait_sum() { for _ in $(seq 1 100); do [ "$(sum "$(loads)")" = "$1" ] && return 0; sleep 0.05; done; return 1; }
-pause() { req POST /pause_generation '{"mode":"in_place"}' >/dev/null; }
-cont() { req POST /continue_generation '{}' >/dev/null; }
-ids() { $PY -c "import sys; print(','.join(str(1 + (int(sys.argv[1]) * 37 + i * 11) % 2000) for i in range(int(sys.argv[2]))))" "$1" "$2"; }
-body() { echo "{\"input_ids\":[$(ids "$1" "$2")],\"sampling_params\":{\"max_new_tokens\":$3,\"temperature\":0}${4:+,$4}}"; }
+. "$ROOT/tests/scripts/lib_dp.sh"
 gone() { local st; st=$(awk '{print $3}' /proc/$1/stat 2>/dev/null); [ -z "$st" ] || [ "$st" = Z ]; } # a zombie: its parent is gone
 # workers of the server: "PID DP_RANK" per line
 workers() {

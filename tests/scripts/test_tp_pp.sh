@@ -132,16 +132,6 @@ sys.exit(1 if L.fails else 0)
 PYEOF
 
 # 2. serve: equality through the scheduler, then a failing rank of stage 1
-gen4() {  # gen4 OUT: four concurrent requests, output_ids one per line
-    local i
-    for i in 1 2 3 4; do
-        curl -s -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' \
-            -d "{\"input_ids\":[1,$((100 + i * 37)),$((200 + i)),$((300 + i * 3))],\"sampling_params\":{\"max_new_tokens\":24,\"temperature\":0,\"ignore_eos\":true}}" \
-            >"$1.$i" &
-    done
-    wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
-    for i in 1 2 3 4; do "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_ids"])' "$1.$i" || echo "bad $i"; done >"$1"
-}
 running() { [ -r "/proc/$1/stat" ] && ! grep -qE '^[0-9]+ \(.*\) [ZX] ' "/proc/$1/stat" 2>/dev/null; }  # zombies do not count
 rank_pid() {  # rank_pid SERVER R: the forked worker of rank R
     local p
@@ -150,9 +140,9 @@ rank_pid() {  # rank_pid SERVER R: the forked worker of rank R
     done
 }
 server_start "$T/one.log" --model-path "$TS" --threads 1 || server_fail "$T/one.log"
-gen4 "$T/sref"; server_stop
+server_gen4 "$T/sref"; server_stop
 server_start "$T/tpp.log" --model-path "$TS" --threads 4 --tp-size 2 --pp-size 2 || server_fail "$T/tpp.log"
-gen4 "$T/sgot"
+server_gen4 "$T/sgot"
 if cmp -s "$T/sref" "$T/sgot" && ! grep -q bad "$T/sgot"; then ok "serve tp=2 x pp=2: 4 concurrent greedy requests = one process"; else bad "serve tp=2 x pp=2 outputs differ"; diff "$T/sref" "$T/sgot"; fi
 n=$(pgrep -P "$SERVER_PID" -x sglc | wc -l)
 [ "$n" = 3 ] && ok "serve tp=2 x pp=2: 3 worker ranks" || bad "serve: $n worker ranks, want 3"

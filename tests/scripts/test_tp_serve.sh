@@ -23,31 +23,21 @@ fails=0
 ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fails=$((fails + 1)); }
 
-gen4() {  # gen4 OUT: four concurrent requests, output_ids one per line
-    local i
-    for i in 1 2 3 4; do
-        curl -s -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' \
-            -d "{\"input_ids\":[1,$((100 + i * 37)),$((200 + i)),$((300 + i * 3))],\"sampling_params\":{\"max_new_tokens\":24,\"temperature\":0,\"ignore_eos\":true}}" \
-            >"$1.$i" &
-    done
-    wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
-    for i in 1 2 3 4; do "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_ids"])' "$1.$i" || echo "bad $i"; done >"$1"
-}
 worker_of() { pgrep -P "$1" -x sglc | head -1; }
 [ -n "$(command -v pgrep)" ] || { echo "skip: pgrep missing"; exit 77; }
 
 # 1. equality through the scheduler
 server_start "$T/tp1.log" --model-path "$M" --threads 1 --tp-size 1 || server_fail "$T/tp1.log"
-gen4 "$T/ref"; server_stop
+server_gen4 "$T/ref"; server_stop
 server_start "$T/tp2.log" --model-path "$M" --threads 2 --tp-size 2 || server_fail "$T/tp2.log"
-gen4 "$T/got"
+server_gen4 "$T/got"
 if cmp -s "$T/ref" "$T/got" && ! grep -q bad "$T/got"; then ok "tp=2 serve: 4 concurrent greedy requests = tp=1"; else bad "tp=2 outputs differ"; diff "$T/ref" "$T/got"; fi
 W=$(worker_of "$SERVER_PID")
 server_stop TERM
 [ "$SERVER_RC" = 0 ] && ok "tp=2 serve stops cleanly (rc 0)" || bad "tp=2 serve exit $SERVER_RC"
 # pipeline parallelism through the scheduler: the same outputs
 server_start "$T/pp2.log" --model-path "$M" --threads 2 --pp-size 2 || server_fail "$T/pp2.log"
-gen4 "$T/gotpp"
+server_gen4 "$T/gotpp"
 if cmp -s "$T/ref" "$T/gotpp" && ! grep -q bad "$T/gotpp"; then ok "pp=2 serve: 4 concurrent greedy requests = tp=1"; else bad "pp=2 outputs differ"; diff "$T/ref" "$T/gotpp"; fi
 server_stop TERM
 sleep 0.3
