@@ -555,6 +555,19 @@ int args_validate(const args_server *a, char *err, size_t errlen)
         return ARGS_EUSAGE;
     }
     struct {
+        double v;
+        const char *name;
+    } unit[] = {
+        {a->speculative_accept_threshold_single, "--speculative-accept-threshold-single"},
+        {a->speculative_accept_threshold_acc, "--speculative-accept-threshold-acc"},
+    };
+    for (size_t i = 0; i < sizeof unit / sizeof unit[0]; i++) {
+        if (!args_float_is_none(unit[i].v) && !(unit[i].v > 0 && unit[i].v <= 1)) {
+            args_errf(err, errlen, "%s must be in (0, 1], got %g", unit[i].name, unit[i].v);
+            return ARGS_EUSAGE;
+        }
+    }
+    struct {
         int v;
         const char *name;
     } pos[] = {

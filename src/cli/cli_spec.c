@@ -12,6 +12,9 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
 {
     memset(c, 0, sizeof *c);
     spec_args_init(&c->args);
+    /* in (0, 1]: args_validate; none = SGLang's default 1.0 */
+    c->accept_single = args_float_is_none(a->speculative_accept_threshold_single) ? 1.0 : a->speculative_accept_threshold_single;
+    c->accept_acc = args_float_is_none(a->speculative_accept_threshold_acc) ? 1.0 : a->speculative_accept_threshold_acc;
     if (!a->speculative_algorithm) return 0;
     int algo = spec_algo_parse(a->speculative_algorithm);
     if (algo < 0) {
@@ -143,6 +146,11 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
         return -1;
     }
     spec_drafter_attach(c->drafter, s);
+    sched_set_spec_accept(s, c->accept_single, c->accept_acc);
+    if (c->accept_single < 1.0 || c->accept_acc < 1.0)
+        log_info("speculative decoding: accept thresholds single %g, acc %g: sampled requests accept more drafts, "
+                 "their output no longer follows the target distribution exactly (greedy ones unchanged)",
+                 c->accept_single, c->accept_acc);
     if (c->args.algo == SPEC_ALGO_EAGLE || c->args.algo == SPEC_ALGO_EAGLE3) {
         log_info("speculative decoding: %s, head %s, %d draft tokens per step (chain, topk 1, greedy)",
                  c->args.algo == SPEC_ALGO_EAGLE3 ? "EAGLE3" : "EAGLE", c->draft_path, c->args.num_draft_tokens - 1);

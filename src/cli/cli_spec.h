@@ -42,6 +42,7 @@ typedef struct cli_spec {
     bool draft_dummy;            /* --speculative-draft-load-format dummy */
     const char *draft_revision;  /* --speculative-draft-model-revision (borrowed), NULL = main */
     const char *draft_quant;     /* --speculative-draft-model-quantization (borrowed), NULL = none */
+    double accept_single, accept_acc; /* --speculative-accept-threshold-single / -acc (sched_set_spec_accept) */
     model *draft;                /* STANDALONE: owned draft model */
     spec_drafter *drafter;       /* owned, NULL = no speculative decoding */
 } cli_spec;

@@ -538,19 +538,51 @@ int sampling_sample(sampling_state *st, float *logits, void *scratch, const samp
     return sampling_sample_processed(st, logits, scratch, lp, out);
 }
 
-int sampling_sample_processed(sampling_state *st, const float *logits, void *scratch,
-                              const sampling_logprob_req *lp, sampling_result *out)
+bool sampling_spec_accept(double p, double coin, double threshold_single, double threshold_acc)
 {
-    if (!st || !st->params || !logits || !scratch || !out) {
-        log_error("bad arguments");
-        return -1;
+    if (!(p > 0)) return false; /* masked / filtered out: never (SGLang would take it at coin 0) */
+    if (!(threshold_acc >= 1e-9)) threshold_acc = 1e-9; /* SGLang's cap */
+    return coin <= p / threshold_acc || p >= threshold_single;
+}
+
+/* The verify half of sample_impl: e holds the weights, the kept set is
+ * ids 0..V-1 (idx NULL) or idx[0..keep), those below min_w not counted.
+ * Draws the coin, and on a reject a second number for the residual
+ * (the kept set without the draft).  Returns the token. */
+static int32_t verify_draw(sampling_state *st, float *e, const int32_t *idx, int64_t keep, float min_w, int32_t draft,
+                           double ts, double ta)
+{
+    double tot = 0.0;
+    bool in = false;
+    for (int64_t i = 0; i < keep; i++) {
+        int32_t id = idx ? idx[i] : (int32_t)i;
+        if (e[id] < min_w) continue;
+        tot += e[id];
+        if (id == draft) in = e[id] > 0;
     }
+    double q = in && tot > 0 ? (double)e[draft] / tot : 0.0;
+    double coin = sampling_uniform(st->seed, st->n_draws++);
+    if (sampling_spec_accept(q, coin, ts, ta)) return draft;
+    if (in && !(tot - (double)e[draft] > 0)) return draft; /* no residual mass: only a bad threshold gets here */
+    double u = sampling_uniform(st->seed, st->n_draws++);
+    float saved = in ? e[draft] : 0.0f;
+    if (in) e[draft] = 0.0f; /* residual: the draft's own mass removed */
+    int32_t t = idx ? draw(e, idx, keep, min_w, u) : draw_dense(e, keep, min_w, -1.0, u);
+    if (in) e[draft] = saved;
+    return t;
+}
+
+/* sampling_sample_processed, and with draft >= 0 sampling_verify_processed. */
+static int sample_impl(sampling_state *st, const float *logits, void *scratch, const sampling_logprob_req *lp,
+                       sampling_result *out, int32_t draft, double ts, double ta)
+{
     const sampling_params *p = st->params;
     int64_t V = st->vocab;
     float *e = scratch;                    /* (V) weights exp((l - lmax) / T) */
     int32_t *idx = (int32_t *)(e + V);     /* (V) ranking */
     bool greedy = p->top_k <= 1;
     bool want_lp = lp && (lp->want || lp->top_n > 0 || lp->n_ids > 0);
+    bool verify = draft >= 0 && draft < V;
 
     int32_t best = argmax_first(logits, V);
     float lmax = logits[best];
@@ -571,11 +603,12 @@ int sampling_sample_processed(sampling_state *st, const float *logits, void *scr
             for (int64_t i = 0; i < V; i++) z += e[i] = logits[i] == lmax ? 1.0f : 0.0f;
         }
         log_z = log(z);
-        double u = sampling_uniform(st->seed, st->n_draws++);
         /* p_i >= min_p * p_max  <=>  e_i >= min_p * e[best] */
         float min_w = p->min_p > 0 ? (float)p->min_p * e[best] : -1.0f;
-        if (p->top_k >= V && p->top_p >= 1.0) {
-            out->token = draw_dense(e, V, min_w, min_w < 0 ? z : -1.0, u);
+        if (verify && p->top_k >= V && p->top_p >= 1.0) {
+            out->token = verify_draw(st, e, NULL, V, min_w, draft, ts, ta);
+        } else if (p->top_k >= V && p->top_p >= 1.0) {
+            out->token = draw_dense(e, V, min_w, min_w < 0 ? z : -1.0, sampling_uniform(st->seed, st->n_draws++));
         } else {
             /* top-k: the set of the k best (order not needed); top-p: a
              * weighted select inside it (exclusive mass is the same as in
@@ -591,7 +624,8 @@ int sampling_sample_processed(sampling_state *st, const float *logits, void *scr
                 keep = p->top_k;
             }
             if (p->top_p < 1.0) keep = select_top_p(idx, keep, e, p->top_p * z);
-            out->token = draw(e, idx, keep, min_w, u);
+            out->token = verify ? verify_draw(st, e, idx, keep, min_w, draft, ts, ta)
+                                : draw(e, idx, keep, min_w, sampling_uniform(st->seed, st->n_draws++));
         }
         lc.mode = 1;
         lc.inv_t = inv_t;
@@ -628,6 +662,27 @@ int sampling_sample_processed(sampling_state *st, const float *logits, void *scr
     }
     fill_logprobs(&lc, logits, V, lp, out);
     return 0;
+}
+
+int sampling_sample_processed(sampling_state *st, const float *logits, void *scratch,
+                              const sampling_logprob_req *lp, sampling_result *out)
+{
+    if (!st || !st->params || !logits || !scratch || !out) {
+        log_error("bad arguments");
+        return -1;
+    }
+    return sample_impl(st, logits, scratch, lp, out, -1, 1.0, 1.0);
+}
+
+int sampling_verify_processed(sampling_state *st, const float *logits, void *scratch, int32_t draft,
+                              double threshold_single, double threshold_acc, const sampling_logprob_req *lp,
+                              sampling_result *out)
+{
+    if (!st || !st->params || !logits || !scratch || !out || draft < 0 || draft >= st->vocab) {
+        log_error("bad arguments");
+        return -1;
+    }
+    return sample_impl(st, logits, scratch, lp, out, draft, threshold_single, threshold_acc);
 }
 
 int sampling_input_logprobs(const float *logits, int64_t vocab, int32_t target, void *scratch,

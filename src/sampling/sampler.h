@@ -136,6 +136,30 @@ int sampling_apply_processors(const sampling_state *st, float *logits);
 int sampling_sample_processed(sampling_state *st, const float *logits, void *scratch,
                               const sampling_logprob_req *lp, sampling_result *out);
 
+/* Speculative verification of one draft token with SGLang's acceptance
+ * rule (tree_speculative_sampling_target_only on a chain): q = the
+ * distribution sampling_sample_processed draws from (temperature, then
+ * top-k / top-p / min-p, renormalised), coin = the next uniform draw;
+ * the draft is taken when sampling_spec_accept(q[draft], coin, ...),
+ * otherwise a second draw samples the residual (q without the draft,
+ * renormalised).  At thresholds (1, 1) that is exact rejection sampling:
+ * the token is distributed as q (another random stream than plain
+ * sampling, so not the same ids for a seed); below 1 drafts are taken
+ * more often and the output no longer follows q.  Greedy (top_k <= 1):
+ * the argmax, thresholds unused, as SGLang.  out->token == draft means
+ * accepted; logprobs as sampling_sample_processed for the token.  Does
+ * not record the token.  0, or -1 on bad arguments (draft outside the
+ * vocabulary included). */
+int sampling_verify_processed(sampling_state *st, const float *logits, void *scratch, int32_t draft,
+                              double threshold_single, double threshold_acc, const sampling_logprob_req *lp,
+                              sampling_result *out);
+/* The rule itself: accept when p > 0 and (coin <= p / threshold_acc or
+ * p >= threshold_single); threshold_acc is capped below at 1e-9 as
+ * SGLang.  (SGLang's prob_acc sums the target probabilities of the
+ * siblings tried at a tree level; a chain has one, so it is p.)  p = 0
+ * (masked by a grammar, filtered by top-k) is never accepted. */
+bool sampling_spec_accept(double p, double coin, double threshold_single, double threshold_acc);
+
 /* Prompt logprobs (return_logprob with logprob_start_len): for the logits
  * row at prompt position i (vocab, f32, not modified) and the next prompt
  * token `target`, as SGLang's default: log_softmax of the raw logits (no

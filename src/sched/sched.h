@@ -282,7 +282,8 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
  * too, and the process-results stage verifies them in order: each token is
  * sampled as usual and the next draft is used only when it equals the
  * sampled token, so outputs are the same with or without drafts (only the
- * number of forwards changes).  With a hook set every decode forward
+ * number of forwards changes; at the default accept thresholds, see
+ * sched_set_spec_accept).  With a hook set every decode forward
  * counts as a verify (sched_event.spec_*, sched_stats.spec_*; SGLang's
  * spec_verify_ct); on a dynamic-NTK rope model no drafts reach past
  * max_position_embeddings (the forward's length would change the rope).
@@ -290,6 +291,16 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx);
 typedef int (*sched_draft_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                               int max_draft);
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft);
+/* --speculative-accept-threshold-single / -acc (SGLang's names; both in
+ * (0, 1], checked by the caller).  At (1, 1), the default, drafts are
+ * verified by sample-and-compare (outputs identical with or without
+ * drafts).  Below, a sampled request (temperature > 0) verifies each
+ * draft with sampling_verify_processed: taken when its target
+ * probability p >= threshold_single or coin <= p / threshold_acc, else
+ * the residual is sampled — longer accepts, but the output no longer
+ * follows the target distribution exactly.  Greedy requests are not
+ * affected.  Set before sched_start. */
+void sched_set_spec_accept(sched *s, double threshold_single, double threshold_acc);
 /* Inside a draft hook call only (else NULL): the KV slots of the request
  * being drafted, one per position of seq (the last one's K/V not computed
  * yet).  EAGLE reads the target's hidden states of those slots. */

@@ -293,6 +293,8 @@ struct sched {
         void *draft_ctx;        /* borrowed */
         int max_draft;
         const int32_t *draft_slots; /* during a draft hook call: that request's KV slots (EAGLE) */
+        bool accept_relaxed;    /* sched_set_spec_accept below (1, 1): verify with SGLang's thresholds */
+        double accept_single, accept_acc; /* the thresholds when accept_relaxed */
     } hooks;
     struct {                    /* outbox (out.mu) */
         pthread_mutex_t mu;     /* guards this group and stats.st_pub */

@@ -242,6 +242,13 @@ void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
     s->hooks.max_draft = fn && max_draft > 0 ? max_draft : 0;
 }
 
+void sched_set_spec_accept(sched *s, double threshold_single, double threshold_acc)
+{
+    s->hooks.accept_relaxed = threshold_single < 1.0 || threshold_acc < 1.0;
+    s->hooks.accept_single = threshold_single;
+    s->hooks.accept_acc = threshold_acc;
+}
+
 const int32_t *sched_draft_slots(const sched *s) { return s->hooks.draft_slots; }
 
 static void inbox_push(sched *s, sreq *r)

@@ -31,7 +31,12 @@
  * Verification by "sample, then compare" keeps every request's output
  * identical with or without drafts: each token is drawn from the target
  * model's row with the same sampling state and draw counter as plain
- * decoding would use; drafts only change how many forwards it takes. */
+ * decoding would use; drafts only change how many forwards it takes.
+ * With --speculative-accept-threshold-* below 1 (sched_set_spec_accept)
+ * a sampled request's drafts are verified by SGLang's relaxed rule
+ * instead (sampling_verify_processed: coin vs p / threshold_acc, or
+ * p >= threshold_single, else the residual): more drafts accepted, the
+ * output distribution no longer exact; greedy requests unchanged. */
 #include "sched/sched_output.h"
 
 #include <math.h>
@@ -110,9 +115,12 @@ static void abort_internal(sched *s, sreq *r, const char *msg)
 }
 
 /* Draw r's next token from a processed row, record it in the sampling
- * state, append it to seq with its logprobs.  0, or -1 when r was aborted
- * (freed). */
-static int sample_append(sched *s, sreq *r, const float *row)
+ * state, append it to seq with its logprobs.  draft: the draft token the
+ * forward ran after this row (-1 = none); with relaxed thresholds
+ * (sched_set_spec_accept) it is verified by SGLang's rule, else the
+ * caller compares the sampled token with it.  0, or -1 when r was
+ * aborted (freed). */
+static int sample_append(sched *s, sreq *r, const float *row, int32_t draft)
 {
     sampling_logprob_req lpq = {
         .want = r->lpr.return_logprob, .top_n = r->lpr.top_n, .ids = r->lpr.tids, .n_ids = r->lpr.n_tid};
@@ -122,7 +130,11 @@ static int sample_append(sched *s, sreq *r, const float *row)
         return -1;
     }
     sampling_result res = {.top_ids = s->buf.tmp_top_ids, .top_logprobs = s->buf.tmp_top_lp, .ids_logprobs = s->buf.tmp_tid_lp};
-    if (sampling_sample_processed(&r->samp.st, row, s->buf.scratch, r->lpr.return_logprob ? &lpq : NULL, &res) ||
+    const sampling_logprob_req *lpp = r->lpr.return_logprob ? &lpq : NULL;
+    bool relaxed = draft >= 0 && draft < s->lim.V && s->hooks.accept_relaxed;
+    if ((relaxed ? sampling_verify_processed(&r->samp.st, row, s->buf.scratch, draft, s->hooks.accept_single,
+                                             s->hooks.accept_acc, lpp, &res)
+                 : sampling_sample_processed(&r->samp.st, row, s->buf.scratch, lpp, &res)) ||
         sampling_state_accept(&r->samp.st, res.token)) {
         abort_internal(s, r, "Internal error: sampling failed.");
         return -1;
@@ -180,7 +192,7 @@ int sched_process_request(sched *s, sreq *r, float *rows, int n_rows, const int3
             r->spec.accepted++;
             s->stats.st.spec_accepted_tokens++;
         }
-        if (sample_append(s, r, row)) {
+        if (sample_append(s, r, row, j + 1 < n_rows ? draft[j] : -1)) {
             *finished = true;
             return n;
         }

@@ -223,7 +223,7 @@ if command -v curl >/dev/null; then
 fi
 
 # session 5 arguments: thresholds at their default 1.0 keep the exact
-# output, below 1 refused with the reason; GPU-kernel rows accepted with
+# output, above 1 refused with the range; GPU-kernel rows accepted with
 # the no-effect warning and identical output; bench-one-batch refuses spec
 # with a pointer to bench-offline; the draft revision goes through the hub
 # cache (offline): the right ref loads, another one is a start-up error
@@ -233,8 +233,8 @@ gen "$M" "$T/th.jsonl" --speculative-algorithm NGRAM --speculative-accept-thresh
 check "thresholds 1.0 + GPU-only rows: identical, accept length > 1" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/th.jsonl' need"
 check "GPU-only rows warned as no-effect" "grep -q 'no effect.*--speculative-moe-runner-backend' '$T/err'"
 "$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/bad.jsonl" --speculative-algorithm NGRAM \
-    --speculative-accept-threshold-acc 0.5 >/dev/null 2>"$T/e1"; rc=$?
-check "threshold 0.5: exit 2 with the reason" "[ $rc -eq 2 ] && grep -q 'threshold-acc is not supported by sglc yet (sglc verifies by sampling' '$T/e1'"
+    --speculative-accept-threshold-acc 1.5 >/dev/null 2>"$T/e1"; rc=$?
+check "threshold 1.5: exit 2 with the range (below 1: test_spec_threshold.sh)" "[ $rc -eq 2 ] && grep -q 'threshold-acc must be in (0, 1], got 1.5' '$T/e1'"
 "$BIN" bench-one-batch --model-path "$M" --speculative-algorithm NGRAM >/dev/null 2>"$T/e2"; rc=$?
 check "bench-one-batch NGRAM: exit 2 pointing to bench-offline" "[ $rc -eq 2 ] && grep -q 'use bench-offline --speculative-algorithm NGRAM' '$T/e2'"
 S=0123456789abcdef0123456789abcdef01234567; HC=$T/hf/hub/models--t--ts

@@ -300,6 +300,8 @@ static void test_sched_mapping(void **state)
          "--priority-scheduling-preemption-threshold must be at least 0, got -1"},
         {"--schedule-conservativeness", "-0.5", "--schedule-conservativeness must be at least 0, got -0.5"},
         {"--chunked-prefill-size", "0", "--chunked-prefill-size must be -1 (off) or at least 1, got 0"},
+        {"--speculative-accept-threshold-single", "0", "--speculative-accept-threshold-single must be in (0, 1], got 0"},
+        {"--speculative-accept-threshold-acc", "1.5", "--speculative-accept-threshold-acc must be in (0, 1], got 1.5"},
         {"--schedule-policy", "xyz",
          "--schedule-policy: invalid choice 'xyz' (choose from {fcfs,lpm,dfs-weight,lof,random})"},
     };

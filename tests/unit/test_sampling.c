@@ -428,6 +428,148 @@ static void test_distribution(void **state)
                        0.05, 40000);
 }
 
+/* ------------------------------------------- speculative verification */
+
+/* SGLang's accept rule on fixed probabilities and coins. */
+static void test_spec_accept_rule(void **state)
+{
+    (void)state;
+    struct {
+        double p, coin, ts, ta;
+        bool want;
+    } c[] = {
+        {0.3, 0.29, 1, 1, true},      /* exact rule: coin <= p */
+        {0.3, 0.30, 1, 1, true},      /* <=, as the kernel */
+        {0.3, 0.31, 1, 1, false},
+        {1.0, 0.999999, 1, 1, true},  /* p = 1: always */
+        {0.3, 0.99, 0.25, 1, true},   /* p >= threshold_single */
+        {0.25, 0.99, 0.25, 1, true},  /* >= */
+        {0.2, 0.99, 0.25, 1, false},
+        {0.3, 0.55, 1, 0.5, true},    /* coin <= p / threshold_acc = 0.6 */
+        {0.3, 0.65, 1, 0.5, false},
+        {0.6, 0.999, 1, 0.5, true},   /* p / acc > 1: always */
+        {0.0, 0.0, 0.01, 0.01, false},/* p = 0 (masked): never, even at coin 0 */
+        {1e-12, 0.999, 1, 1e-12, false}, /* acc capped at 1e-9: 1e-12 / 1e-9 = 0.001 */
+        {1e-12, 0.0005, 1, 1e-12, true},
+        {0.05, 0.9, 0.01, 1, true},   /* the measured setting: any p >= 0.01 */
+        {0.009, 0.9, 0.01, 1, false},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        if (sampling_spec_accept(c[i].p, c[i].coin, c[i].ts, c[i].ta) != c[i].want)
+            fail_msg("case %zu: p %g coin %g single %g acc %g: want %d", i, c[i].p, c[i].coin, c[i].ts, c[i].ta,
+                     c[i].want);
+    /* at the defaults (1, 1) it is the exact rejection rule: accept iff coin <= p */
+    for (int a = 0; a <= 100; a++)
+        for (int b = 0; b < 100; b++) {
+            double p = a / 100.0, coin = b / 100.0 + 0.005;
+            assert_int_equal(sampling_spec_accept(p, coin, 1.0, 1.0), p > 0 && coin <= p);
+        }
+}
+
+/* sampling_verify_processed over many draws: the token histogram against
+ * the rule's law: P(draft) = a = min(1, q_d / acc) (1 when q_d >= single,
+ * 0 when q_d = 0), the rest the residual q_i / (1 - q_d).  At (1, 1) that
+ * law is q itself (exact rejection sampling). */
+static void check_verify(const char *json, const float *l, int V, double T, int64_t top_k, double top_p, double min_p,
+                         int32_t d, double ts, double ta, int draws, double *accept_rate)
+{
+    smp s;
+    smp_init(&s, json, V, NULL, 0, 777);
+    int *cnt = calloc((size_t)V, sizeof *cnt);
+    for (int i = 0; i < draws; i++) {
+        sampling_result r = {0};
+        uint64_t before = s.st.n_draws;
+        assert_int_equal(sampling_verify_processed(&s.st, l, s.scratch, d, ts, ta, NULL, &r), 0);
+        assert_true(r.token >= 0 && r.token < V);
+        /* one coin for an accept, a second number for a reject's residual */
+        assert_int_equal(s.st.n_draws - before, r.token == d ? 1 : 2);
+        cnt[r.token]++;
+    }
+    smp_free(&s);
+    double *q = malloc((size_t)V * sizeof *q), *ex = malloc((size_t)V * sizeof *ex);
+    ref_probs(l, V, T, top_k, top_p, min_p, q);
+    double a = q[d] <= 0 ? 0 : q[d] >= ts ? 1 : fmin(1.0, q[d] / ta);
+    for (int i = 0; i < V; i++) ex[i] = i == d ? a : q[d] < 1 ? (1 - a) * q[i] / (1 - q[d]) : 0;
+    double chi2 = 0;
+    int df = -1;
+    for (int i = 0; i < V; i++) {
+        if (ex[i] < 1e-12) {
+            if (cnt[i] != 0) fail_msg("%s d %d: token %d drawn %d times, expected never", json, d, i, cnt[i]);
+            continue;
+        }
+        double e = ex[i] * draws;
+        chi2 += (cnt[i] - e) * (cnt[i] - e) / e;
+        df++;
+    }
+    static const double crit[20] = {0,     15.14, 18.42, 21.11, 23.51, 25.74, 27.86, 29.88, 31.83, 33.72,
+                                    35.56, 37.37, 39.13, 40.87, 42.58, 44.26, 45.92, 47.57, 49.19, 50.80};
+    if (df >= 20) fail_msg("vocabulary too large for the chi2 table");
+    if (df > 0 && chi2 > crit[df]) fail_msg("%s d %d single %g acc %g: chi2 %.2f with df %d", json, d, ts, ta, chi2, df);
+    if (accept_rate) *accept_rate = (double)cnt[d] / draws;
+    free(cnt);
+    free(q);
+    free(ex);
+}
+
+static void test_spec_verify(void **state)
+{
+    (void)state;
+    const float l[8] = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f, 0.0f, 2.5f, -0.5f};
+    double exact, relaxed, single;
+    /* defaults: the output law is q (as plain sampling), for a likely and an unlikely draft */
+    check_verify("{\"temperature\": 0.8}", l, 8, 0.8, 8, 1.0, 0, 4, 1.0, 1.0, 40000, &exact);
+    check_verify("{\"temperature\": 0.8}", l, 8, 0.8, 8, 1.0, 0, 3, 1.0, 1.0, 40000, NULL);
+    /* threshold_acc 0.5: the draft taken twice as often (q_6 ~ 0.29 at T 1) */
+    check_verify("{\"temperature\": 1.0}", l, 8, 1.0, 8, 1.0, 0, 6, 1.0, 1.0, 40000, &exact);
+    check_verify("{\"temperature\": 1.0}", l, 8, 1.0, 8, 1.0, 0, 6, 1.0, 0.5, 40000, &relaxed);
+    assert_true(relaxed > 1.8 * exact && relaxed < 2.2 * exact);
+    /* threshold_single 0.01: any draft of q >= 0.01 always */
+    check_verify("{\"temperature\": 1.0}", l, 8, 1.0, 8, 1.0, 0, 5, 0.01, 1.0, 20000, &single);
+    assert_true(single == 1.0);
+    /* the ranked paths (top-k, top-p, min-p): a draft inside and one outside the kept set */
+    check_verify("{\"temperature\": 1.0, \"top_k\": 4, \"min_p\": 0.3}", l, 8, 1.0, 4, 1.0, 0.3, 0, 1.0, 0.4, 40000,
+                 NULL);
+    check_verify("{\"temperature\": 1.0, \"top_k\": 4, \"min_p\": 0.3}", l, 8, 1.0, 4, 1.0, 0.3, 3, 0.01, 0.01, 20000,
+                 &single);
+    assert_true(single == 0.0); /* filtered out: q = 0, never taken */
+    check_verify("{\"temperature\": 0.9, \"top_p\": 0.8}", l, 8, 0.9, 8, 0.8, 0, 1, 0.5, 0.7, 40000, NULL);
+    check_verify("{\"temperature\": 1.2, \"min_p\": 0.2}", l, 8, 1.2, 8, 1.0, 0.2, 0, 1.0, 1.0, 40000, NULL);
+    /* a masked draft (-inf, as the grammar mask) is never taken */
+    float m[8];
+    memcpy(m, l, sizeof m);
+    m[4] = -INFINITY;
+    check_verify("{\"temperature\": 1.0}", m, 8, 1.0, 8, 1.0, 0, 4, 0.01, 0.01, 20000, &single);
+    assert_true(single == 0.0);
+
+    /* greedy: the argmax whatever the thresholds, no draw used */
+    smp s;
+    smp_init(&s, "{\"temperature\": 0}", 8, NULL, 0, 5);
+    sampling_result r = {0};
+    assert_int_equal(sampling_verify_processed(&s.st, l, s.scratch, 6, 0.01, 0.01, NULL, &r), 0);
+    assert_int_equal(r.token, 4);
+    assert_int_equal(s.st.n_draws, 0);
+    /* bad draft ids */
+    assert_int_equal(sampling_verify_processed(&s.st, l, s.scratch, -1, 1.0, 1.0, NULL, &r), -1);
+    assert_int_equal(sampling_verify_processed(&s.st, l, s.scratch, 8, 1.0, 1.0, NULL, &r), -1);
+    smp_free(&s);
+
+    /* a seed replays; the chosen token's logprob is the plain sampler's */
+    int32_t a1[64], a2[64];
+    for (int k = 0; k < 2; k++) {
+        smp_init(&s, "{\"temperature\": 1.0}", 8, NULL, 0, 99);
+        for (int i = 0; i < 64; i++) {
+            sampling_logprob_req lq = {.want = true};
+            assert_int_equal(sampling_verify_processed(&s.st, l, s.scratch, 6, 0.2, 0.5, &lq, &r), 0);
+            (k ? a2 : a1)[i] = r.token;
+            double z = 0;
+            for (int j = 0; j < 8; j++) z += exp(l[j] - 3.0);
+            assert_true(fabs(r.logprob - (l[r.token] - 3.0 - log(z))) < 1e-5);
+        }
+        smp_free(&s);
+    }
+    assert_memory_equal(a1, a2, sizeof a1);
+}
+
 /* Top-p over a flat distribution keeps hundreds of tokens: exercises the
  * growing candidate window; compare the kept set with the reference. */
 static void test_wide_top_p(void **state)
@@ -788,6 +930,8 @@ int main(void)
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_input_logprobs),
         cmocka_unit_test(test_big_vocab),
+        cmocka_unit_test(test_spec_accept_rule),
+        cmocka_unit_test(test_spec_verify),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
