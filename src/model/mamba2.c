@@ -144,8 +144,8 @@ static size_t thread_floats(const model_config *c, int ssd_chunk)
 {
     size_t per = (size_t)c->ssm_head_dim * c->ssm_state, cd = (size_t)conv_dim_of(c);
     if (ssd_chunk > 0) {
-        const size_t hpg = (size_t)(c->ssm_heads / c->ssm_groups);
-        per = hpg * per + mamba2_ssd_scratch_floats(c->ssm_head_dim, c->ssm_state, ssd_chunk);
+        const int hpg = c->ssm_heads / c->ssm_groups;
+        per = (size_t)hpg * per + mamba2_ssd_scratch_floats(c->ssm_head_dim, c->ssm_state, ssd_chunk, hpg);
     }
     return per > cd ? per : cd;
 }

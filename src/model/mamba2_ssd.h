@@ -1,5 +1,6 @@
 /* mamba2_ssd — the chunked ("state-space duality") form of the Mamba2 scan
- * for long prefills (mamba2_ssd.c; the matrix products in mamba2_ssd_avx2.c
+ * for long prefills (the body in mamba2_ssd_impl.h, compiled plain in
+ * mamba2_ssd.c and with AVX2 + FMA products in mamba2_ssd_avx2.c, used
  * where the CPU and SGLC_KERNELS allow).
  *
  * For one head with decays e_t = exp(dt_t A), inside a chunk of Lc rows
@@ -47,19 +48,20 @@ typedef struct mamba2_ssd_args {
     int state_zero;
 } mamba2_ssd_args;
 
-/* Floats of scratch mamba2_ssd_scan needs for (P, N, L). */
-size_t mamba2_ssd_scratch_floats(int P, int N, int L);
+/* Floats of scratch mamba2_ssd_scan needs for (P, N, L) and nhead heads. */
+size_t mamba2_ssd_scratch_floats(int P, int N, int L, int nhead);
 
 /* The chunked scan; simd: use the AVX2 + FMA products (the caller checks
  * the CPU).  scratch: mamba2_ssd_scratch_floats floats. */
 void mamba2_ssd_scan(const mamba2_ssd_args *a, float *scratch, int simd);
 
-/* C (m, n; ldc) = (acc ? C : 0) + A (m, k; lda) B (k, n; ldb), all
- * row-major: the products of the scan (scalar and AVX2 + FMA bodies). */
-void mamba2_ssd_gemm(int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+/* C (m, n; ldc) = (acc ? C : 0) + op(A) B (k, n; ldb), row-major; op(A)
+ * is A (m, k; lda), or with ta the transpose of A (k, m; lda): the
+ * products of the scan (scalar and AVX2 + FMA bodies). */
+void mamba2_ssd_gemm(int m, int n, int k, const float *A, int lda, int ta, const float *B, int ldb,
                      float *C, int ldc, int acc);
-void mamba2_ssd_gemm_avx2(int m, int n, int k, const float *A, int lda, const float *B, int ldb,
-                          float *C, int ldc, int acc);
+void mamba2_ssd_gemm_avx2(int m, int n, int k, const float *A, int lda, int ta, const float *B,
+                          int ldb, float *C, int ldc, int acc);
 
 /* SGLC_MAMBA_SSD_MIN_TOKENS (a sequence with at least this many new rows
  * in a forward runs the chunked scan; "off" or 0: never) and

@@ -102,7 +102,7 @@ static void run_ssd(const prob *p, int r0, int r1, int pos0, int L, int hr, int 
                     float *S, int simd)
 {
     const int hpg = p->nh / p->G;
-    float *scr = malloc(sizeof(float) * mamba2_ssd_scratch_floats(p->P, p->N, L));
+    float *scr = malloc(sizeof(float) * mamba2_ssd_scratch_floats(p->P, p->N, L, hr));
     for (int g = 0; g < p->G; g++)
         for (int h0 = g * hpg; h0 < (g + 1) * hpg; h0 += hr) {
             const int nhd = h0 + hr <= (g + 1) * hpg ? hr : (g + 1) * hpg - h0;
@@ -201,28 +201,37 @@ static void test_nemotron_shape(void **state)
 static void test_gemm(void **state)
 {
     (void)state;
-    if (!have_avx2()) skip();
+    /* both products, plain and with A transposed, against a float64 sum;
+     * columns past n untouched */
     const int ms[] = {1, 3, 4, 5, 16, 17}, ns[] = {1, 7, 8, 9, 16, 17, 40, 64}, ks[] = {1, 5, 64};
-    for (size_t a = 0; a < 6; a++)
-        for (size_t b = 0; b < 8; b++)
-            for (size_t c = 0; c < 3; c++)
-                for (int acc = 0; acc < 2; acc++) {
-                    const int m = ms[a], n = ns[b], k = ks[c], lda = k + 2, ldb = n + 3, ldc = n + 1;
-                    float *A = malloc(sizeof(float) * m * lda), *B = malloc(sizeof(float) * k * ldb);
-                    float *C1 = malloc(sizeof(float) * m * ldc), *C2 = malloc(sizeof(float) * m * ldc);
-                    for (int i = 0; i < m * lda; i++) A[i] = frand();
-                    for (int i = 0; i < k * ldb; i++) B[i] = frand();
-                    for (int i = 0; i < m * ldc; i++) C1[i] = C2[i] = frand();
-                    mamba2_ssd_gemm(m, n, k, A, lda, B, ldb, C1, ldc, acc);
-                    mamba2_ssd_gemm_avx2(m, n, k, A, lda, B, ldb, C2, ldc, acc);
-                    for (int i = 0; i < m; i++)
-                        for (int j = 0; j < ldc; j++) {
-                            const float u = C1[i * ldc + j], v = C2[i * ldc + j];
-                            if (j >= n) assert_true(u == v); /* padding untouched */
-                            else assert_true(fabsf(u - v) <= 1e-5f * (1.0f + fabsf(u)));
+    for (int simd = 0; simd <= have_avx2(); simd++)
+        for (size_t a = 0; a < 6; a++)
+            for (size_t b = 0; b < 8; b++)
+                for (size_t c = 0; c < 3; c++)
+                    for (int acc = 0; acc < 2; acc++)
+                        for (int ta = 0; ta < 2; ta++) {
+                            const int m = ms[a], n = ns[b], k = ks[c], lda = (ta ? m : k) + 2,
+                                      ldb = n + 3, ldc = n + 1, ar = ta ? k : m;
+                            float *A = malloc(sizeof(float) * ar * lda), *B = malloc(sizeof(float) * k * ldb);
+                            float *C = malloc(sizeof(float) * m * ldc), *C0 = malloc(sizeof(float) * m * ldc);
+                            for (int i = 0; i < ar * lda; i++) A[i] = frand();
+                            for (int i = 0; i < k * ldb; i++) B[i] = frand();
+                            for (int i = 0; i < m * ldc; i++) C[i] = C0[i] = frand();
+                            (simd ? mamba2_ssd_gemm_avx2 : mamba2_ssd_gemm)(m, n, k, A, lda, ta, B, ldb,
+                                                                            C, ldc, acc);
+                            for (int i = 0; i < m; i++)
+                                for (int j = 0; j < ldc; j++) {
+                                    if (j >= n) {
+                                        assert_true(C[i * ldc + j] == C0[i * ldc + j]);
+                                        continue;
+                                    }
+                                    double r = acc ? C0[i * ldc + j] : 0.0;
+                                    for (int kk = 0; kk < k; kk++)
+                                        r += (double)(ta ? A[kk * lda + i] : A[i * lda + kk]) * B[kk * ldb + j];
+                                    assert_true(fabs(C[i * ldc + j] - r) <= 1e-5 * (1.0 + fabs(r)));
+                                }
+                            free(A), free(B), free(C), free(C0);
                         }
-                    free(A), free(B), free(C1), free(C2);
-                }
 }
 
 static void test_env(void **state)
