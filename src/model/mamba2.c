@@ -18,14 +18,21 @@
  *   y      = gated RMSNorm(y * silu(z)) over groups of di / G    rows | barrier
  *   xn     = y out_proj^T              columns                   | barrier
  *
- * The scan is the plain recurrence, token by token inside each sequence
- * (not the SSD chunked matrix form): prefill costs O(T P N) per head like
- * decode, the state never leaves its cache line run, and a prompt split
- * into chunks (the scheduler's chunked prefill, the decoder's row chunks)
- * gives the same values as one pass because every chunk starts from the
- * state the previous one left.  config.chunk_size is therefore not used.
+ * Two forms of the scan.  The recurrence, token by token inside each
+ * sequence, per (sequence, head) pair: O(T P N) per head like decode.  And
+ * for a sequence with at least SGLC_MAMBA_SSD_MIN_TOKENS new rows in this
+ * forward (w->mamba_ssd_min; default 32, "off" = never), the chunked SSD
+ * form of mamba2_ssd.c per (sequence, group, run of the group's heads):
+ * the same values as matrix products over chunks of SGLC_MAMBA_SSD_CHUNK
+ * rows (default 64; not config.chunk_size, which is the GPU kernels' tile:
+ * on these CPUs 32..64 measured fastest, docs/PERF.md).  Its chunks are cut
+ * at multiples of the chunk size in absolute positions, so a prompt split
+ * into pieces (the scheduler's chunked prefill, the decoder's row chunks)
+ * gives the same state at every piece boundary, within rounding, as one
+ * pass: each piece starts from the state the previous one left.
  * The per-token step has a scalar body here and an AVX2 + FMA one in
- * mamba2_avx2.c (used unless the kernels run scalar: SGLC_KERNELS=scalar).
+ * mamba2_avx2.c (used unless the kernels run scalar: SGLC_KERNELS=scalar);
+ * the chunked scan likewise (mamba2_ssd.c / mamba2_ssd_avx2.c).
  *
  * States: a mamba2_cache (one per model_kv) holds, per state slot and per
  * Mamba layer, the conv window (K-1 last xBC inputs, f32) and the SSM

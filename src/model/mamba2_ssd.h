@@ -67,7 +67,7 @@ void mamba2_ssd_gemm_avx2(int m, int n, int k, const float *A, int lda, int ta, 
  * in a forward runs the chunked scan; "off" or 0: never) and
  * SGLC_MAMBA_SSD_CHUNK (rows per chunk, 8..1024).  Unset: the defaults
  * below.  Returns -1 with err set on a bad value. */
-#define MAMBA2_SSD_MIN_DEFAULT 64
+#define MAMBA2_SSD_MIN_DEFAULT 32
 #define MAMBA2_SSD_CHUNK_DEFAULT 64
 #define MAMBA2_SSD_CHUNK_MAX 1024
 int mamba2_ssd_env(int *min_tokens, int *chunk, char *err, size_t errlen);

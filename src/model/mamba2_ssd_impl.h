@@ -11,8 +11,8 @@
  * S^T (N, P), for the whole call (transposed in at the start, out at the
  * end).  Per chunk of Lc rows [t0, t0 + Lc):
  *   Bp, Cp = the chunk's B, C rows packed (Lc, N)   (the source rows are
- *            cd floats apart, a power of two in real models: products over
- *            them would thrash one cache set)
+ *            cd floats apart, a power of two in real models; contiguous
+ *            operands for the products)
  *   Bt  = Bp^T (N, Lc);  CB = Cp Bt, lower triangle, by row blocks of RB
  *   per head:
  *     dt_s, e_s = exp(dt_s A), q_t (prefix products), r_s (suffix products)
