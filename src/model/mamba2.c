@@ -18,14 +18,21 @@
  *   y      = gated RMSNorm(y * silu(z)) over groups of di / G    rows | barrier
  *   xn     = y out_proj^T              columns                   | barrier
  *
- * The scan is the plain recurrence, token by token inside each sequence
- * (not the SSD chunked matrix form): prefill costs O(T P N) per head like
- * decode, the state never leaves its cache line run, and a prompt split
- * into chunks (the scheduler's chunked prefill, the decoder's row chunks)
- * gives the same values as one pass because every chunk starts from the
- * state the previous one left.  config.chunk_size is therefore not used.
+ * Two forms of the scan.  The recurrence, token by token inside each
+ * sequence, per (sequence, head) pair: O(T P N) per head like decode.  And
+ * for a sequence with at least SGLC_MAMBA_SSD_MIN_TOKENS new rows in this
+ * forward (w->mamba_ssd_min; default 32, "off" = never), the chunked SSD
+ * form of mamba2_ssd.c per (sequence, group, run of the group's heads):
+ * the same values as matrix products over chunks of SGLC_MAMBA_SSD_CHUNK
+ * rows (default 64; not config.chunk_size, which is the GPU kernels' tile:
+ * on these CPUs 32..64 measured fastest, docs/PERF.md).  Its chunks are cut
+ * at multiples of the chunk size in absolute positions, so a prompt split
+ * into pieces (the scheduler's chunked prefill, the decoder's row chunks)
+ * gives the same state at every piece boundary, within rounding, as one
+ * pass: each piece starts from the state the previous one left.
  * The per-token step has a scalar body here and an AVX2 + FMA one in
- * mamba2_avx2.c (used unless the kernels run scalar: SGLC_KERNELS=scalar).
+ * mamba2_avx2.c (used unless the kernels run scalar: SGLC_KERNELS=scalar);
+ * the chunked scan likewise (mamba2_ssd.c / mamba2_ssd_avx2.c).
  *
  * States: a mamba2_cache (one per model_kv) holds, per state slot and per
  * Mamba layer, the conv window (K-1 last xBC inputs, f32) and the SSM
@@ -40,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/mamba2_ssd.h"
 #include "model/model_impl.h"
 #include "util/cpu.h"
 #include "util/log.h"
@@ -137,6 +145,18 @@ static char *ssm_at(const struct mamba2_cache *mc, int layer, int slot)
            ((size_t)layer * mc->n_states + (size_t)slot) * mc->ssm_per * ssm_elem_bytes(mc->ssm_dt);
 }
 
+/* Per-thread floats: the conv's ones row or a widened bf16 state, or with
+ * the chunked scan one group's widened states and its scratch. */
+static size_t thread_floats(const model_config *c, int ssd_chunk)
+{
+    size_t per = (size_t)c->ssm_head_dim * c->ssm_state, cd = (size_t)conv_dim_of(c);
+    if (ssd_chunk > 0) {
+        const int hpg = c->ssm_heads / c->ssm_groups;
+        per = (size_t)hpg * per + mamba2_ssd_scratch_floats(c->ssm_head_dim, c->ssm_state, ssd_chunk, hpg);
+    }
+    return per > cd ? per : cd;
+}
+
 static int slot_of(const model_batch *b, int s) { return b->seq_state ? b->seq_state[s] : s; }
 
 int mamba2_begin(const model *m, model_kv *kv, const model_batch *b)
@@ -182,18 +202,13 @@ void mamba2_end(model_kv *kv, const model_batch *b)
     for (int s = 0; s < b->n_seqs; s++) kv->ssm->len[slot_of(b, s)] = b->seq_kv_len[s];
 }
 
-size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth)
+size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth, int ssd_chunk)
 {
     if (!c->n_mamba) return 0;
     size_t di = (size_t)c->ssm_heads * c->ssm_head_dim, cd = (size_t)conv_dim_of(c);
     size_t proj = di + cd + (size_t)c->ssm_heads;
-    size_t per = (size_t)c->ssm_head_dim * c->ssm_state; /* a bf16 state widened, or the conv's ones */
-    if (per < cd) per = cd;
-    return T * (proj + cd + di) + (size_t)(nth > 0 ? nth : 1) * (per + 16);
+    return T * (proj + cd + di) + (size_t)(nth > 0 ? nth : 1) * (thread_floats(c, ssd_chunk) + 16);
 }
-
-/* torch.nn.functional.softplus (beta 1, threshold 20). */
-static float softplus(float v) { return v > 20.0f ? v : log1pf(expf(v)); }
 
 /* One head's recurrence over the rows [r0, r1) of a sequence: S (P, N)
  * f32 in place; x/B/C read from xc (rows of cd), dt from zx (rows of
@@ -204,9 +219,7 @@ static void scan_head(float *S, int P, int N, int r0, int r1, const float *xc, i
                       int simd)
 {
     for (int t = r0; t < r1; t++) {
-        float dt = softplus(zx[(size_t)t * proj + dt_off + h] + dt_bias);
-        if (dt < lo) dt = lo;
-        if (dt > hi) dt = hi;
+        const float dt = mamba2_dt(zx[(size_t)t * proj + dt_off + h], dt_bias, lo, hi);
         const float dA = expf(dt * A);
         const float *x = xc + (size_t)t * cd + xoff, *B = xc + (size_t)t * cd + boff,
                     *C = xc + (size_t)t * cd + coff;
@@ -228,6 +241,29 @@ static void scan_head(float *S, int P, int N, int r0, int r1, const float *xc, i
     }
 }
 
+/* The recurrence for head h of sequence s (a bf16 state widened into tmp). */
+static void scan_pair(const model_config *c, struct mamba2_cache *mc, const model_layer *l,
+                      const model_batch *b, int s, int h, const float *xc, const float *zx,
+                      float *yo, float *tmp, int simd)
+{
+    const int nh = c->ssm_heads, P = c->ssm_head_dim, N = c->ssm_state, G = c->ssm_groups;
+    const int di = nh * P, GN = G * N, cd = di + 2 * GN, proj = di + cd + nh, g = h / (nh / G);
+    char *raw = ssm_at(mc, l->ssm_idx, slot_of(b, s)) + (size_t)h * P * N * ssm_elem_bytes(mc->ssm_dt);
+    float *S = (float *)raw;
+    if (mc->ssm_dt == DTYPE_BF16) {
+        const uint16_t *bs = (const uint16_t *)raw;
+        for (int i = 0; i < P * N; i++) tmp[i] = bf16_to_f32(bs[i]);
+        S = tmp;
+    }
+    scan_head(S, P, N, b->seq_start[s], b->seq_start[s + 1], xc, cd, zx, proj, di + cd, yo, di, h,
+              h * P, di + g * N, di + GN + g * N, l->ssm_a[h], l->ssm_d[h], l->ssm_dt_bias[h],
+              c->ssm_dt_lo, c->ssm_dt_hi, simd);
+    if (mc->ssm_dt == DTYPE_BF16) {
+        uint16_t *bs = (uint16_t *)raw;
+        for (int i = 0; i < P * N; i++) bs[i] = f32_to_bf16(tmp[i]);
+    }
+}
+
 void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_layer *l,
                   const linear_exec *ex, struct tpool *pool, int lo, int hi)
 {
@@ -238,7 +274,8 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     const int di = nh * P, GN = G * N, cd = di + 2 * GN, proj = di + cd + nh, K = c->ssm_conv,
               kc = K - 1;
     float *zx = m->ssm, *xc = zx + (size_t)T * proj, *yo = xc + (size_t)T * cd;
-    const size_t per = (size_t)P * N > (size_t)cd ? (size_t)P * N : (size_t)cd;
+    const int ssd_chunk = m->w->mamba_ssd_min ? m->w->mamba_ssd_chunk : 0;
+    const size_t per = thread_floats(c, ssd_chunk);
     float *tmp = yo + (size_t)T * di + (size_t)ith * (per + 16);
 
     linear(zx, m->xn, T, &l->wq, ex); /* in_proj -> z | xBC | dt */
@@ -273,27 +310,57 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     }
     tpool_barrier(pool);
 
-    /* the scan, (sequence, head) pairs; AVX2 unless the kernels were forced scalar */
+    /* the scan: (sequence, head) pairs of the recurrence, or with a
+     * sequence of at least mamba_ssd_min new rows (sequence, group, head
+     * run) units, the long ones by the chunked scan (mamba2_ssd.c) */
     const cpu_features *cf = cpu_get();
     const int simd = cf->avx2 && cf->fma && kernels_isa() != KERN_ISA_SCALAR;
+    const int hpg = nh / G, bf = mc->ssm_dt == DTYPE_BF16;
+    const size_t esz = ssm_elem_bytes(mc->ssm_dt), PN = (size_t)P * N;
+    int use_ssd = 0;
+    for (int s = 0; ssd_chunk && s < b->n_seqs; s++)
+        use_ssd |= b->seq_start[s + 1] - b->seq_start[s] >= m->w->mamba_ssd_min;
     int p0, p1;
-    kern_split(b->n_seqs * nh, ith, nth, &p0, &p1);
-    for (int pr = p0; pr < p1; pr++) {
-        const int s = pr / nh, h = pr % nh, g = h / (nh / G);
-        char *raw = ssm_at(mc, l->ssm_idx, slot_of(b, s)) +
-                    (size_t)h * P * N * ssm_elem_bytes(mc->ssm_dt);
-        float *S = (float *)raw;
-        if (mc->ssm_dt == DTYPE_BF16) {
-            const uint16_t *bs = (const uint16_t *)raw;
-            for (int i = 0; i < P * N; i++) tmp[i] = bf16_to_f32(bs[i]);
-            S = tmp;
-        }
-        scan_head(S, P, N, b->seq_start[s], b->seq_start[s + 1], xc, cd, zx, proj, di + cd, yo,
-                  di, h, h * P, di + g * N, di + GN + g * N, l->ssm_a[h], l->ssm_d[h],
-                  l->ssm_dt_bias[h], c->ssm_dt_lo, c->ssm_dt_hi, simd);
-        if (mc->ssm_dt == DTYPE_BF16) {
-            uint16_t *bs = (uint16_t *)raw;
-            for (int i = 0; i < P * N; i++) bs[i] = f32_to_bf16(tmp[i]);
+    if (!use_ssd) {
+        kern_split(b->n_seqs * nh, ith, nth, &p0, &p1);
+        for (int pr = p0; pr < p1; pr++)
+            scan_pair(c, mc, l, b, pr / nh, pr % nh, xc, zx, yo, tmp, simd);
+    } else {
+        const int units = b->n_seqs * G;
+        int f = (nth + units - 1) / units; /* head runs per group: enough units for the threads */
+        if (f > hpg) f = hpg;
+        kern_split(units * f, ith, nth, &p0, &p1);
+        for (int u = p0; u < p1; u++) {
+            const int s = u / (G * f), g = (u / f) % G, part = u % f;
+            const int h0 = g * hpg + part * hpg / f, h1 = g * hpg + (part + 1) * hpg / f;
+            const int r0 = b->seq_start[s], n = b->seq_start[s + 1] - r0;
+            if (n < m->w->mamba_ssd_min) {
+                for (int h = h0; h < h1; h++) scan_pair(c, mc, l, b, s, h, xc, zx, yo, tmp, simd);
+                continue;
+            }
+            const int nhd = h1 - h0;
+            char *raw = ssm_at(mc, l->ssm_idx, slot_of(b, s)) + (size_t)h0 * PN * esz;
+            float *S = (float *)raw, *scr = tmp;
+            if (bf) {
+                const uint16_t *bs = (const uint16_t *)raw;
+                for (size_t i = 0; i < (size_t)nhd * PN; i++) tmp[i] = bf16_to_f32(bs[i]);
+                S = tmp, scr = tmp + (size_t)nhd * PN;
+            }
+            const float *row = xc + (size_t)r0 * cd;
+            const mamba2_ssd_args sa = {
+                .n = n, .pos0 = b->seq_kv_len[s] - n, .L = ssd_chunk, .P = P, .N = N, .nhead = nhd,
+                .x = row + (size_t)h0 * P, .B = row + di + (size_t)g * N,
+                .C = row + di + GN + (size_t)g * N, .dt = zx + (size_t)r0 * proj + di + cd + h0,
+                .ld = cd, .lddt = proj, .ldy = di, .y = yo + (size_t)r0 * di + (size_t)h0 * P,
+                .S = S, .A = l->ssm_a + h0, .D = l->ssm_d + h0, .dt_bias = l->ssm_dt_bias + h0,
+                .dt_lo = c->ssm_dt_lo, .dt_hi = c->ssm_dt_hi,
+                .state_zero = b->seq_kv_len[s] == n, /* mamba2_begin zeroed it */
+            };
+            mamba2_ssd_scan(&sa, scr, simd);
+            if (bf) {
+                uint16_t *bs = (uint16_t *)raw;
+                for (size_t i = 0; i < (size_t)nhd * PN; i++) bs[i] = f32_to_bf16(tmp[i]);
+            }
         }
     }
     tpool_barrier(pool);

@@ -48,6 +48,7 @@
 #include "model/gguf_model.h"
 #include "model/hfq.h"
 #include "model/model_impl.h"
+#include "model/mamba2_ssd.h"
 #include "model/model_load.h"
 #include "model/model_ep.h"
 #include "model/moe.h"
@@ -234,6 +235,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     int o_bias = m->arch->o_bias < 0 ? c->attention_bias : m->arch->o_bias;
     int mlp_bias = m->arch->mlp_bias < 0 ? c->mlp_bias : m->arch->mlp_bias;
     if (m->arch->mla && mla_expand_min_env(&m->mla_expand_min, err, errlen)) goto fail;
+    if (c->n_mamba && mamba2_ssd_env(&m->mamba_ssd_min, &m->mamba_ssd_chunk, err, errlen)) goto fail;
     load_embeddings(&L);
     for (int il = 0; il < c->n_layer && !L.failed; il++) {
         model_layer *l = &m->layers[il];

@@ -126,6 +126,8 @@ typedef struct model_weights {
     int mla_expand_min;                /* MLA: SGLC_MLA_EXPAND_MIN at load, the run states' default:
                                         * a sequence with at least this many new tokens in a
                                         * forward runs the expanded attention; 0 = automatic (mla.c) */
+    int mamba_ssd_min, mamba_ssd_chunk; /* Mamba2: SGLC_MAMBA_SSD_MIN_TOKENS (0 = off) and
+                                        * SGLC_MAMBA_SSD_CHUNK at load (mamba2_ssd.h) */
 } model_weights;
 
 struct model {
@@ -285,8 +287,9 @@ size_t nemotron_h_layer_floats(const model_config *c);
 void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,
                       const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi);
 /* mamba2.c: floats of Mamba2 scratch for T rows on nth threads (0 when c
- * has no Mamba layer). */
-size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth);
+ * has no Mamba layer); ssd_chunk: the chunked scan's chunk size, 0 when it
+ * is off. */
+size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth, int ssd_chunk);
 /* mamba2.c: before a checked forward of b (thread of the caller): check
  * each sequence's state slot and length, zero the states of sequences
  * that start at position 0.  0, or -1 logged. */

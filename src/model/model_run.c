@@ -257,7 +257,7 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads)
         al64(A * Ie * 4),
         /* shared expert: sg, su, sout, ssig; MLA arena */
         al64(T * Is * 4),       al64(T * Is * 4),    al64(T * H * 4),   al64(T * 4),
-        al64(mla_scratch_floats(c, T) * 4), al64(mamba2_scratch_floats(c, T, n_threads) * 4),
+        al64(mla_scratch_floats(c, T) * 4), al64(mamba2_scratch_floats(c, T, n_threads, w->mamba_ssd_min ? w->mamba_ssd_chunk : 0) * 4),
         /* int32: tok_seq, esel, eorder, einv, ecnt, eoff */
         al64(T * 4),            al64(A * 4),         al64(A * 4),       al64(A * 4),
         al64((size_t)E * 4),    al64((size_t)(E + 1) * 4),
