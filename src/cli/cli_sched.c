@@ -168,7 +168,8 @@ void cli_dp_stats(dp *d, bool snapshot, sched_stats *sum)
         ADD(generated_tokens), ADD(num_retractions), ADD(num_preemptions), ADD(n_prefill_steps);
         ADD(n_decode_steps), ADD(n_mixed_steps), ADD(leak_checks), ADD(leak_failures), ADD(forward_s);
         ADD(sched_s), ADD(spec_verify_ct), ADD(spec_verify_tokens), ADD(spec_draft_tokens);
-        ADD(spec_accepted_tokens), ADD(n_running), ADD(n_waiting), ADD(n_grammar_queue), ADD(free_tokens);
+        ADD(spec_accepted_tokens), ADD(spec_tree_verifies), ADD(spec_tree_off_branch), ADD(n_running);
+        ADD(n_waiting), ADD(n_grammar_queue), ADD(free_tokens);
         ADD(evictable_tokens), ADD(protected_tokens);
 #undef ADD
     }

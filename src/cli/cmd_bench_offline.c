@@ -295,6 +295,10 @@ int cmd_bench_offline(int argc, char **argv)
     int64_t sv = s1.spec_verify_ct - s0.spec_verify_ct, stk = s1.spec_verify_tokens - s0.spec_verify_tokens;
     double accept_len = sv > 0 ? (double)stk / (double)sv : 0.0;
     if (spec.drafter) printf("%-40s %.2f\n", "Accept length:", accept_len);
+    if (spec.drafter)
+        printf("%-40s %lld / %lld\n", "Tree verifies / off-first-branch tokens:",
+               (long long)(s1.spec_tree_verifies - s0.spec_tree_verifies),
+               (long long)(s1.spec_tree_off_branch - s0.spec_tree_off_branch));
     printf("==================================================\n");
     if (result_file) {
         json_t *o = json_object();
@@ -336,6 +340,8 @@ int cmd_bench_offline(int argc, char **argv)
         json_object_set_new(o, "num_retractions", json_integer(s1.num_retractions - s0.num_retractions));
         json_object_set_new(o, "speculative_algorithm", spec.drafter ? json_string(a.speculative_algorithm) : json_null());
         if (spec.drafter) json_object_set_new(o, "accept_length", json_real(accept_len));
+        if (spec.drafter)
+            json_object_set_new(o, "spec_tree_verifies", json_integer(s1.spec_tree_verifies - s0.spec_tree_verifies));
         json_object_set_new(o, "decode_steps", json_integer(s1.n_decode_steps - s0.n_decode_steps));
         char *txt = json_dumps(o, JSON_COMPACT);
         json_decref(o);

@@ -325,6 +325,11 @@ static int cmd_generate_requests_run(const args_server *a, long long threads, co
              n_ok, dt, (long long)st.prompt_tokens, (long long)st.cached_tokens, (long long)st.generated_tokens,
              (long long)st.num_retractions, (long long)st.n_prefill_steps, (long long)st.n_decode_steps,
              (long long)st.n_mixed_steps, (long long)st.leak_checks, (long long)st.leak_failures);
+    if (st.spec_verify_ct > 0)
+        log_info("speculative: %lld verify rows, %lld draft tokens, %lld accepted, %lld tree verifies, "
+                 "%lld accepted off the first branch",
+                 (long long)st.spec_verify_ct, (long long)st.spec_draft_tokens, (long long)st.spec_accepted_tokens,
+                 (long long)st.spec_tree_verifies, (long long)st.spec_tree_off_branch);
     out = out_path ? fopen(out_path, "w") : stdout;
     if (!out) {
         fprintf(stderr, "error: cannot write %s\n", out_path);

@@ -130,11 +130,47 @@ typedef struct kern_attn_args {
     float softcap;         /* 0 = none; else scores = softcap * tanh(s / softcap) */
     float *out;            /* (n_q, out_stride): head h at out + i*out_stride + h*head_dim */
     size_t out_stride;
+    /* Tree verification (speculative decoding); tree_mask NULL = plain causal.  The kv
+     * positions [tree_base, tree_base + tree_n) hold the nodes of a draft tree in an order
+     * where every node comes after its parent.  A query at node u (kv position tree_base + u)
+     * sees every position < tree_base (the prefix, subject to the sliding window) and node v
+     * only when tree_mask[u * tree_n + v] (v is u's ancestor or u itself; the mask must be 0
+     * for v > u).  tree_depth (tree_n): each node's depth (the root 0); the sliding window
+     * measures distance in depth (a node's position is tree_base + its depth, not its index).
+     * The n_q queries must be tree nodes or lie before tree_base. */
+    const uint8_t *tree_mask;
+    const int32_t *tree_depth;
+    int tree_base, tree_n;
 } kern_attn_args;
+
+/* Tree masks (see kern_attn_args): the query at kv position qp sees the key at kv position
+ * p <= qp.  Shared by every attention path. */
+static inline int kern_attn_tree_sees(const kern_attn_args *a, int qp, int p)
+{
+    if (!a->tree_mask || p < a->tree_base || qp < a->tree_base) return 1;
+    int u = qp - a->tree_base, v = p - a->tree_base;
+    if (u >= a->tree_n || v >= a->tree_n || !a->tree_mask[(size_t)u * (size_t)a->tree_n + (size_t)v]) return 0;
+    return a->sliding_window <= 0 || a->tree_depth[u] - a->tree_depth[v] < a->sliding_window;
+}
+
+/* The first kv position the query at kv position qp may see: 0, or the sliding window's
+ * start, which for a tree node counts from its true position tree_base + depth (tree keys
+ * inside the window are then decided by kern_attn_tree_sees). */
+static inline int kern_attn_first_key(const kern_attn_args *a, int qp)
+{
+    if (a->sliding_window <= 0) return 0;
+    int tp = qp;
+    if (a->tree_mask && qp >= a->tree_base && qp - a->tree_base < a->tree_n)
+        tp = a->tree_base + a->tree_depth[qp - a->tree_base];
+    int start = tp - a->sliding_window + 1;
+    if (start < 0) start = 0;
+    if (a->tree_mask && start > a->tree_base) start = a->tree_base; /* the tree keys: by depth */
+    return start;
+}
 
 /* Per-thread scratch bytes for kern_attention with kv length n_kv. */
 size_t kern_attention_scratch(int n_kv, int head_dim);
-/* Causal attention of the n_q new queries over positions [0, n_kv); GQA
+/* Causal (or tree-masked) attention of the n_q new queries over positions [0, n_kv); GQA
  * maps query head h to kv head h / (n_head / n_kv_head).  Work is split
  * over (query, head) pairs. */
 void kern_attention(const kern_attn_args *a, int ith, int nth, void *scratch);

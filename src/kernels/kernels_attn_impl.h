@@ -4,7 +4,8 @@
  * DESIGN: both ISA kernels do the same thing at different vector widths:
  * cut the work into units (kern_attn_plan_make: kv-head range x query-head
  * chunk x query block, at most AR rows), set up each row's scaled query,
- * causal / sliding-window key range and online-softmax state, then walk
+ * causal / sliding-window key range and online-softmax state (and, for a
+ * draft tree, each block's per-row lane mask of visible tree keys), then walk
  * the unit's keys in blocks of KB = one vector of lanes: prefetch the next
  * block's scattered K/V pieces, gather the block into f32 scratch, and let
  * the ISA's attn_block() score it and fold it into the accumulators;
@@ -64,6 +65,8 @@ typedef struct attn_blk {
     int R, p0, nk, nh, nkh, dp, nc;
     size_t kst;
     const int *rlo, *rhi; /* (R) visible keys: rlo <= p < rhi */
+    const uint32_t *tmask; /* NULL, or (R) lane masks of a block inside a draft tree:
+                            * bit j = key p0 + j passes kern_attn_tree_sees */
     const float *qbuf, *kbuf, *vbuf;
     float *acc, *mx, *sm, *bm, *alpha, *sbuf;
     float softcap; /* > 0: s = cap * tanh(s / cap) */
@@ -112,13 +115,12 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
         int R = nq * nkh * nh; /* row r: query r / (nkh nh), kv head r / nh % nkh, head r % nh */
         int lo_all = a->n_kv, hi_all = 0; /* key range of the unit: [lo_all, hi_all) */
         int rlo[AR], rhi[AR];
+        uint32_t tm[AR]; /* tree verification: per-row lane masks of the current block */
         for (int r = 0; r < R; r++) {
             int i = i0 + r / (nkh * nh), khl = r / nh % nkh;
             int h = (kh0 + khl) * group + hc * pl.gh + r % nh;
             int pos = a->n_kv - a->n_q + i;
-            int start = 0;
-            if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
-                start = pos - a->sliding_window + 1;
+            int start = kern_attn_first_key(a, pos);
             rlo[r] = start;
             rhi[r] = pos + 1;
             if (start < lo_all) lo_all = start;
@@ -165,9 +167,17 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                     }
                 }
             }
+            const int in_tree = a->tree_mask && p0 + nk > a->tree_base;
+            if (in_tree)
+                for (int r = 0; r < R; r++) {
+                    int pos = a->n_kv - a->n_q + i0 + r / (nkh * nh);
+                    uint32_t bits = 0;
+                    for (int j = 0; j < nk; j++) bits |= (uint32_t)kern_attn_tree_sees(a, pos, p0 + j) << j;
+                    tm[r] = bits;
+                }
             const attn_blk b = {
                 .R = R, .p0 = p0, .nk = nk, .nh = nh, .nkh = nkh, .dp = dp, .nc = nc,
-                .kst = (size_t)nkh * dp, .rlo = rlo, .rhi = rhi,
+                .kst = (size_t)nkh * dp, .rlo = rlo, .rhi = rhi, .tmask = in_tree ? tm : NULL,
                 .qbuf = qbuf, .kbuf = kbuf, .vbuf = vbuf,
                 .acc = acc, .mx = mx, .sm = sm, .bm = bm, .alpha = alpha, .sbuf = sbuf,
                 .softcap = a->softcap,

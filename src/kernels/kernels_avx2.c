@@ -128,6 +128,7 @@ AINLINE void attn_block(const attn_blk *b)
     const int R = b->R, p0 = b->p0, nk = b->nk, nh = b->nh, nkh = b->nkh, dp = b->dp, nc = b->nc;
     const size_t kst = b->kst;
     const int *const rlo = b->rlo, *const rhi = b->rhi;
+    const uint32_t *const tmask = b->tmask;
     const float *const qbuf = b->qbuf, *const kbuf = b->kbuf, *const vbuf = b->vbuf;
     float *const acc = b->acc, *const mx = b->mx, *const sm = b->sm, *const sbuf = b->sbuf;
     const float softcap = b->softcap;
@@ -152,6 +153,11 @@ AINLINE void attn_block(const attn_blk *b)
         /* valid: rlo <= p < rhi */
         __m256i ok = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(rlo[r]), vp),
                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(rhi[r]), vp));
+        if (tmask) { /* draft tree: ancestors only (bit j of tmask[r] = lane j) */
+            const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+            __m256i tb = _mm256_and_si256(_mm256_set1_epi32((int)tmask[r]), bit);
+            ok = _mm256_and_si256(ok, _mm256_cmpeq_epi32(tb, bit));
+        }
         s = _mm256_blendv_ps(_mm256_set1_ps(neg_inf), s, _mm256_castsi256_ps(ok));
         _mm256_store_ps(sbuf + r * KB, s);
     }

@@ -259,6 +259,7 @@ AINLINE void attn_block(const attn_blk *b)
     const int R = b->R, p0 = b->p0, nk = b->nk, nh = b->nh, nkh = b->nkh, dp = b->dp, nc = b->nc;
     const size_t kst = b->kst;
     const int *const rlo = b->rlo, *const rhi = b->rhi;
+    const uint32_t *const tmask = b->tmask;
     const float *const qbuf = b->qbuf, *const kbuf = b->kbuf, *const vbuf = b->vbuf;
     float *const acc = b->acc, *const mx = b->mx, *const sm = b->sm, *const sbuf = b->sbuf;
     const float softcap = b->softcap;
@@ -287,6 +288,7 @@ AINLINE void attn_block(const attn_blk *b)
         }
         __mmask16 ok = _mm512_cmpge_epi32_mask(vp, _mm512_set1_epi32(rlo[r])) &
                        _mm512_cmplt_epi32_mask(vp, _mm512_set1_epi32(rhi[r]));
+        if (tmask) ok &= (__mmask16)tmask[r]; /* draft tree: ancestors only */
         s = _mm512_mask_blend_ps(ok, _mm512_set1_ps(neg_inf), s);
         _mm512_store_ps(srow, s);
         bm[r] = _mm512_reduce_max_ps(s);

@@ -53,9 +53,7 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
     for (int t = lo; t < hi; t++) {
         int i = t / a->n_head, h = t % a->n_head, kh = h / group;
         int pos = a->n_kv - a->n_q + i;
-        int start = 0;
-        if (a->sliding_window > 0 && pos - a->sliding_window + 1 > 0)
-            start = pos - a->sliding_window + 1;
+        int start = kern_attn_first_key(a, pos);
         const float *q = a->q + (size_t)i * a->q_stride + (size_t)h * a->head_dim;
         float mx = -INFINITY;
         const int i8 = a->kv_dt == DTYPE_I8; /* per token-head scales */
@@ -66,12 +64,13 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
             for (int d = 0; d < a->head_dim; d++) s += q[d] * kv_elem(a->k_cache, a->kv_dt, base + d, ksc);
             s *= a->scale;
             if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
+            if (!kern_attn_tree_sees(a, pos, p)) s = -INFINITY; /* not an ancestor (tree) */
             scores[p] = s;
             if (s > mx) mx = s;
         }
         float sum = 0.0f;
         for (int p = start; p <= pos; p++) {
-            scores[p] = expf(scores[p] - mx);
+            scores[p] = scores[p] == -INFINITY ? 0.0f : expf(scores[p] - mx);
             sum += scores[p];
         }
         float *o = a->out + (size_t)i * a->out_stride + (size_t)h * a->head_dim;

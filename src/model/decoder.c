@@ -429,6 +429,7 @@ static void fwd_task(void *vctx, int ith, int nth)
                 .out = m->att + (size_t)r0 * qd,
                 .out_stride = (size_t)qd,
             };
+            model_tree_args(b, s, &a);
             kern_attention(&a, ith, nth, scr);
         }
         tpool_barrier(cx->pool);
@@ -659,8 +660,9 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     int32_t *sad = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* LoRA: adapter per sequence */
     int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
     int32_t *sst = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* Mamba state slot per sub-seq */
+    const model_tree **stree = malloc(sizeof *stree * (size_t)b->n_seqs); /* draft tree per sub-seq */
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl || !sst) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl || !sst || !stree) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
         int ns = 0, max_kv = 0;
@@ -674,6 +676,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             sad[ns] = b->seq_adapter ? b->seq_adapter[s] : -1;
             rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
             sst[ns] = b->seq_state ? b->seq_state[s] : s;
+            stree[ns] = b->seq_tree ? b->seq_tree[s] : NULL;
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
@@ -698,7 +701,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
                            .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
                            .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL,
-                           .seq_state = sst};
+                           .seq_state = sst, .seq_tree = b->seq_tree ? stree : NULL};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -707,6 +710,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     rc = 0;
 out:
     free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl), free(sst);
+    free(stree);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }
@@ -739,8 +743,21 @@ int model_forward(model *m, model_kv *kv, const model_batch *b, float *logits, t
         return -1;
     }
     if (sp) b = &split; /* same rows, query + item sub-sequences (multi_item.c) */
+    model_tree_buf tb;
+    model_batch tree_b;
+    int tr = b->seq_tree_parent ? model_tree_prepare(m, b, &tree_b, &tb) : 0;
+    if (tr < 0 || (tr && sp)) {
+        if (tr > 0) {
+            log_error("tree verification cannot run with multi-item scoring in one batch");
+            model_tree_buf_free(&tb);
+        }
+        if (sp) model_mi_buf_free(&mb);
+        return -1;
+    }
+    if (tr) b = &tree_b; /* masks, depths and rope positions of the draft trees */
     if (b->n_tokens > m->chunk_tokens) rc = forward_chunked(m, kv, b, logits, pool);
     else rc = forward_checked(m, kv, b, max_kv, logits, pool);
     if (sp) model_mi_buf_free(&mb);
+    if (tr) model_tree_buf_free(&tb);
     return rc;
 }

@@ -393,6 +393,7 @@ static void mla_expanded(model *m, const model_kv *kv, const model_batch *b, con
             .out = e.o,
             .out_stride = (size_t)gl * qhd,
         };
+        model_tree_args(b, s, &a); /* positions = kv indices here too (ident slots) */
         kern_attention(&a, ex->ith, ex->nth, ex->scratch);
         tpool_barrier(pool);
         for (int i = ilo; i < ihi; i++)
@@ -543,6 +544,7 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
                 .out = B.aout + (size_t)r0 * ast,
                 .out_stride = ast,
             };
+            model_tree_args(b, s, &a);
             kern_attention(&a, ex->ith, ex->nth, scr);
         }
         tpool_barrier(pool);

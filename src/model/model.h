@@ -162,7 +162,30 @@ typedef struct model_batch {
      * a recurrent state cannot be rolled back or shared like KV pages).
      * NULL = sequence s uses slot s. */
     const int32_t *seq_state;    /* (n_seqs) or NULL */
+    /* Tree verification (speculative decoding).  NULL, or (n_seqs) with entry s NULL (causal)
+     * or the parent of each of sequence s's new rows among them: parent[i] in [-1, i), -1 = a
+     * root (it hangs off the cached prefix).  Row i then attends to the prefix, its ancestors
+     * and itself only, and rope turns it by (the first new row's position) + its depth; its KV
+     * is still stored at the slot of its index (positions[] stay kv_len - n_new + i).  Refused
+     * (an error) under tensor / pipeline parallelism, for Mamba2 hybrids and with multi-item
+     * scoring (model_tree_ok). */
+    const int32_t *const *seq_tree_parent;
+    /* Internal, set by model_forward from seq_tree_parent (callers leave it NULL): (n_seqs)
+     * per-sequence masks for the attention kernel. */
+    const struct model_tree *const *seq_tree;
 } model_batch;
+
+/* One sequence's draft tree as the attention kernels take it (kern_attn_args.tree_*). */
+typedef struct model_tree {
+    const uint8_t *mask;    /* (n, n): row u sees node v */
+    const int32_t *depth;   /* (n) */
+    int base, n;            /* kv positions [base, base + n) are the nodes */
+} model_tree;
+
+/* 1 when m can verify draft trees (model_batch.seq_tree_parent): one process (no tensor or
+ * pipeline parallelism: the tree does not travel to other ranks) and no Mamba2 layers (a
+ * recurrent state cannot branch). */
+int model_tree_ok(const model *m);
 
 /* Load per opts.  NULL on failure with a message in err (names the file
  * and the problem).  Logs weight bytes and VmRSS after load. */

@@ -201,6 +201,22 @@ typedef struct model_mi_buf {
 int model_mi_split(const model_batch *b, int32_t delim, model_batch *out, model_mi_buf *mb);
 void model_mi_buf_free(model_mi_buf *mb);
 
+/* model_tree.c: the draft trees of a batch (model_batch.seq_tree_parent) turned into the
+ * attention kernel's masks and rope positions (owned arrays). */
+typedef struct model_tree_buf {
+    model_tree *trees;                 /* (n_seqs) */
+    const model_tree **seq;            /* (n_seqs): &trees[s] or NULL */
+    uint8_t *mask;                     /* every tree's (n, n) mask */
+    int32_t *depth;                    /* every tree's (n) depths */
+    int32_t *rpos;                     /* (n_tokens): rope positions */
+} model_tree_buf;
+/* Check b's trees and fill *out (= *b with rope_pos and seq_tree set) from *tb.  1 done, 0 no
+ * tree in b (*tb empty), -1 bad tree / unsupported model / out of memory (logged). */
+int model_tree_prepare(const model *m, const model_batch *b, model_batch *out, model_tree_buf *tb);
+void model_tree_buf_free(model_tree_buf *tb);
+/* Set a's tree fields for sequence s of b (nothing when s has no tree). */
+void model_tree_args(const model_batch *b, int s, kern_attn_args *a);
+
 /* model.c: free weights (refs already 0). */
 void model_weights_free(model_weights *w);
 /* model_run.c: a run state over w (takes one reference).  NULL on OOM. */

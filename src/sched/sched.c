@@ -98,6 +98,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->eng.c = c;
     s->lim.P = P;
     s->lim.V = c->vocab_size;
+    s->hooks.tree_ok = P == 1 && model_tree_ok(m); /* draft trees need single slots and attention layers */
     s->out.efd = -1;
     s->lim.capacity = tokens;
     s->lim.n_eos = c->n_eos;
@@ -230,6 +231,7 @@ void sched_destroy(sched *s)
     free(s->buf.b_n_rows);
     free(s->buf.b_seq_ad);
     free((void *)s->buf.b_ads);
+    free((void *)s->buf.b_tree);
     free(s->buf.logits);
     free(s->buf.scratch);
     free(s->buf.tmp_top_ids);

@@ -301,6 +301,26 @@ void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
  * follows the target distribution exactly.  Greedy requests are not
  * affected.  Set before sched_start. */
 void sched_set_spec_accept(sched *s, double threshold_single, double threshold_acc);
+/* Tree drafts (SGLang's draft tree, verified in one forward): as
+ * sched_draft_fn, and the hook also writes parent[k] for each draft token
+ * k: the draft it follows (0 <= parent[k] < k) or -1 (it follows
+ * seq[len - 1]).  The forward runs every node (a tree attention mask,
+ * rope position = len - 1 + depth); the process-results stage samples the
+ * root's row, then moves to the child whose token equals the sampled token
+ * (the first such, in draft order) and samples its row, and so on: a
+ * greedy request takes the target's argmax path (SGLang's
+ * verify_tree_greedy), a sampled one draws each token from the target
+ * distribution exactly as plain decoding does ("sample, then match a
+ * child"), so outputs stay identical.  The accepted nodes' KV pages move
+ * into place, the others are freed in the same step.  parent is NULL when
+ * the scheduler needs a chain for this request (page size > 1, a model
+ * without tree support: model_tree_ok, tensor parallelism): the hook then
+ * returns a chain.  A request with a grammar gets its tree pruned to the
+ * nodes the grammar allows (sched_grammar_prune_tree).  Replaces a
+ * sched_set_draft_hook hook (and the other way round). */
+typedef int (*sched_draft_tree_fn)(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len,
+                                   int32_t *draft, int32_t *parent, int max_draft);
+void sched_set_draft_tree_hook(sched *s, sched_draft_tree_fn fn, void *ctx, int max_draft);
 /* Inside a draft hook call only (else NULL): the KV slots of the request
  * being drafted, one per position of seq (the last one's K/V not computed
  * yet).  EAGLE reads the target's hidden states of those slots. */
@@ -448,6 +468,8 @@ typedef struct sched_stats {
     int64_t spec_verify_tokens;   /* tokens those rows produced (accept length = tokens / rows) */
     int64_t spec_draft_tokens;    /* draft tokens they verified */
     int64_t spec_accepted_tokens; /* of them, accepted */
+    int64_t spec_tree_verifies;   /* request rows whose drafts were a tree (not a chain) */
+    int64_t spec_tree_off_branch; /* accepted drafts off the tree's first branch (a chain would have missed them) */
     int n_running, n_waiting;
     int n_grammar_queue;          /* requests waiting for their grammar (num_grammar_queue_reqs) */
     int64_t free_tokens, evictable_tokens, protected_tokens;

@@ -76,6 +76,9 @@ static int reserve_batch(sched *s, int n_tok, int n_seq)
         a = realloc((void *)s->buf.b_ads, sizeof(model_adapter *) * (size_t)nc);
         if (!a) return -1;
         s->buf.b_ads = a;
+        a = realloc((void *)s->buf.b_tree, sizeof(int32_t *) * (size_t)nc);
+        if (!a) return -1;
+        s->buf.b_tree = a;
         s->buf.cap_seq = nc;
     }
     return 0;
@@ -335,31 +338,66 @@ static int64_t rope_draft_limit(const sched *s, int64_t len)
  * what the request may still accept (max_new - out - 1) and to the pages
  * the pool can give now (a request gets none rather than forcing a
  * retraction), and to what keeps the rope tables of plain decoding
- * (rope_draft_limit).  Call after sched_batch_alloc_decode. */
+ * (rope_draft_limit).  A tree hook's drafts are a tree when the model and
+ * page size allow it (s->hooks.tree_ok), else a chain.  Call after
+ * sched_batch_alloc_decode. */
 void sched_batch_draft(sched *s)
 {
-    for (int i = 0; i < s->q.n_running; i++) s->q.running[i]->spec.n_draft = 0;
-    if (!s->hooks.draft_fn || s->hooks.max_draft <= 0) return;
+    for (int i = 0; i < s->q.n_running; i++) s->q.running[i]->spec.n_draft = 0, s->q.running[i]->spec.tree = false;
+    if ((!s->hooks.draft_fn && !s->hooks.draft_tree_fn) || s->hooks.max_draft <= 0) return;
     for (int i = 0; i < s->q.n_running; i++) {
         sreq *r = s->q.running[i];
         int64_t room = r->tok.max_new - (r->tok.len - r->tok.n_input) - 1;
         int max = (int)min64(s->hooks.max_draft, room);
-        max = (int)min64(max, rope_draft_limit(s, r->tok.len));
+        max = (int)min64(max, rope_draft_limit(s, r->tok.len)); /* a tree's nodes all count: kv_len = len + n */
         if (max <= 0) continue;
         int64_t c = r->spec.cap_draft;
         if (sched_grow((void **)&r->spec.draft, &c, max, sizeof(int32_t))) continue;
+        if (c != r->spec.cap_draft || !r->spec.parent) { /* parent / mpar follow draft's capacity */
+            int32_t *pa = realloc(r->spec.parent, sizeof(int32_t) * (size_t)c);
+            if (pa) r->spec.parent = pa;
+            int32_t *mp = pa ? realloc(r->spec.mpar, sizeof(int32_t) * (size_t)(c + 1)) : NULL;
+            if (mp) r->spec.mpar = mp;
+            if (!pa || !mp) continue;
+        }
         r->spec.cap_draft = (int)c;
+        /* a tree needs page size 1 and a model that verifies trees (sched_set_draft_tree_hook);
+         * accept thresholds below 1 (sched_set_spec_accept) verify chains only */
+        int32_t *par = s->hooks.draft_tree_fn && s->hooks.tree_ok && !s->hooks.accept_relaxed ? r->spec.parent : NULL;
         s->hooks.draft_slots = r->kv.slots; /* sched_draft_slots */
-        int n = s->hooks.draft_fn(s->hooks.draft_ctx, r->who.id, r->who.index, r->tok.seq, r->tok.len, r->spec.draft, max);
+        int n = s->hooks.draft_tree_fn ? s->hooks.draft_tree_fn(s->hooks.draft_ctx, r->who.id, r->who.index, r->tok.seq,
+                                                                r->tok.len, r->spec.draft, par, max)
+                                       : s->hooks.draft_fn(s->hooks.draft_ctx, r->who.id, r->who.index, r->tok.seq,
+                                                           r->tok.len, r->spec.draft, max);
         s->hooks.draft_slots = NULL;
         if (n <= 0) continue;
         if (n > max) n = max;
-        bool ok = true;
+        bool ok = true, chain = true;
         for (int k = 0; k < n && ok; k++) ok = r->spec.draft[k] >= 0 && r->spec.draft[k] < s->lim.V;
+        for (int k = 0; par && k < n && ok; k++) {
+            ok = par[k] >= -1 && par[k] < k;
+            chain = chain && par[k] == k - 1;
+        }
         if (!ok) continue;
-        if ((n = sched_grammar_trim_draft(s, r, n)) <= 0) continue; /* drafts the grammar forbids */
+        r->spec.tree = par && !chain; /* a chain needs no mask */
+        if (r->spec.tree) n = sched_grammar_prune_tree(s, r, n); /* nodes the grammar forbids, and below */
+        else n = sched_grammar_trim_draft(s, r, n);               /* drafts the grammar forbids */
+        if (n <= 0) {
+            r->spec.tree = false;
+            continue;
+        }
+        if (r->spec.tree) {
+            chain = true;
+            for (int k = 0; k < n; k++) chain = chain && par[k] == k - 1;
+            r->spec.tree = !chain;
+            r->spec.mpar[0] = -1; /* row 0: seq[len - 1] */
+            for (int k = 0; k < n; k++) r->spec.mpar[k + 1] = par[k] + 1;
+        }
         int64_t need = kv_pool_pages_for(s->eng.pool, r->tok.len + n) - r->kv.n_pages;
-        if (need > sched_kv_avail_pages(s) || sched_kv_alloc_upto(s, r, r->tok.len + n)) continue;
+        if (need > sched_kv_avail_pages(s) || sched_kv_alloc_upto(s, r, r->tok.len + n)) {
+            r->spec.tree = false;
+            continue;
+        }
         r->spec.n_draft = n;
     }
 }
@@ -387,6 +425,7 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
         return -1;
     }
     int t = 0, nl = 0, n_ads = 0;
+    bool any_tree = false;
     for (int b = 0; b < n_seq; b++) {
         bool prefill = b < s->buf.n_batch;
         sreq *r = prefill ? s->buf.batch[b] : s->q.running[b - s->buf.n_batch];
@@ -405,6 +444,8 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
         /* a prompt's chunks all see its whole length (longrope's table choice) */
         s->buf.b_ropelen[b] = (int32_t)max64(r->kv.kv_len + ext + nd, r->tok.len);
         s->buf.b_slots[b] = r->kv.slots;
+        s->buf.b_tree[b] = !prefill && nd > 0 && r->spec.tree ? r->spec.mpar : NULL; /* draft tree rows */
+        any_tree = any_tree || s->buf.b_tree[b];
         if (s->eng.mpool) s->eng.b_state[b] = r->kv.mamba_slot;
         /* LoRA: the step's adapter list, each once */
         s->buf.b_seq_ad[b] = -1;
@@ -440,6 +481,7 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
                         .seq_rope_len = s->buf.b_ropelen, .n_logits = nl, .logit_rows = s->buf.b_rows, .want_hidden = s->a.is_embedding,
                         .n_adapters = n_ads, .adapters = s->buf.b_ads,
                         .seq_adapter = n_ads ? s->buf.b_seq_ad : NULL,
-                        .seq_state = s->eng.mpool ? s->eng.b_state : NULL};
+                        .seq_state = s->eng.mpool ? s->eng.b_state : NULL,
+                        .seq_tree_parent = any_tree ? s->buf.b_tree : NULL};
     return 0;
 }

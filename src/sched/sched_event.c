@@ -242,7 +242,7 @@ void sched_emit_tokens(sched *s, sreq *r, const sched_finish_info *fin)
                                        &e->text_len);
     if (oom) log_error("out of memory for an event of request %s (token data dropped)", r->who.rid);
     r->out.n_sent = n_out;
-    e->spec_on = s->hooks.draft_fn != NULL;
+    e->spec_on = s->hooks.draft_fn || s->hooks.draft_tree_fn;
     e->spec_verify_ct = r->spec.verify_ct;
     e->spec_accepted = r->spec.accepted;
     e->spec_drafted = r->spec.drafted;

@@ -253,6 +253,43 @@ bool sched_grammar_terminated(const sched *s, const sreq *r)
     return false;
 }
 
+int sched_grammar_prune_tree(sched *s, sreq *r, int n_draft)
+{
+    (void)s;
+    if (!r->gram.m || !r->gram.active || n_draft <= 0) return n_draft;
+    int32_t *draft = r->spec.draft, *par = r->spec.parent;
+    int *idx = malloc(sizeof(int) * (size_t)n_draft); /* new index of a kept node, -1 dropped */
+    int32_t *path = malloc(sizeof(int32_t) * (size_t)n_draft);
+    if (!idx || !path) {
+        free(idx), free(path);
+        return 0;
+    }
+    int kept = 0;
+    for (int k = 0; k < n_draft; k++) {
+        idx[k] = -1;
+        if (par[k] >= 0 && idx[par[k]] < 0) continue; /* below a dropped node */
+        int d = 0;
+        for (int v = k; v >= 0; v = par[v]) path[d++] = draft[v];
+        int acc = 0;
+        while (acc < d && grammar_matcher_accept_token(r->gram.m, path[d - 1 - acc])) acc++;
+        if (acc > 0 && grammar_matcher_rollback(r->gram.m, acc)) {
+            log_warn("request %s: grammar rollback of %d tokens failed; replaying the output", r->who.rid, acc);
+            grammar_matcher_reset(r->gram.m);
+            for (int64_t i = r->gram.start; i < r->tok.len; i++) grammar_matcher_accept_token(r->gram.m, r->tok.seq[i]);
+            free(idx), free(path);
+            return 0;
+        }
+        if (acc == d) idx[k] = kept++;
+    }
+    for (int k = 0; k < n_draft; k++) /* compact in order: idx[k] <= k, parents before children */
+        if (idx[k] >= 0) {
+            draft[idx[k]] = draft[k];
+            par[idx[k]] = par[k] < 0 ? -1 : idx[par[k]];
+        }
+    free(idx), free(path);
+    return kept;
+}
+
 int sched_grammar_trim_draft(sched *s, sreq *r, int n_draft)
 {
     (void)s;

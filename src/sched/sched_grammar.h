@@ -41,6 +41,12 @@ bool sched_grammar_terminated(const sched *s, const sreq *r);
  * rejected one, and the matcher is rolled back.  Returns the number of
  * drafts kept. */
 int sched_grammar_trim_draft(sched *s, sreq *r, int n_draft);
+/* The same for a draft tree (r->spec.draft / r->spec.parent, n_draft
+ * nodes): a node is kept when the matcher accepts every token on its path
+ * from the root (checked path by path, rolled back after each), so a
+ * forbidden node goes with its subtree; the kept nodes are compacted in
+ * order (parents renumbered).  Returns the number kept. */
+int sched_grammar_prune_tree(sched *s, sreq *r, int n_draft);
 
 /* Free every request of the grammar queue and detach from the queue's
  * notify (sched_destroy). */

@@ -145,6 +145,10 @@ typedef struct sreq {
         int64_t verify_ct;      /* decode forwards of this request with a draft hook set (SGLang's spec_verify_ct) */
         int64_t accepted;       /* draft tokens confirmed (spec_accept_token_num) */
         int64_t drafted;        /* draft tokens the forwards ran (spec_draft_token_num) */
+        int32_t *parent;        /* (cap_draft) owned: tree drafts' parents (sched_draft_tree_fn) */
+        int32_t *mpar;          /* (cap_draft + 1) owned: the forward's rows as a tree
+                                 * (model_batch.seq_tree_parent: row 0 = seq[len - 1]) */
+        bool tree;              /* this step's drafts are a tree (parent / mpar valid) */
     } spec;
     struct {                    /* policy and priority (sched_policy, sched_retract) */
         int64_t priority;
@@ -248,6 +252,7 @@ struct sched {
         const int32_t **b_slots;                     /* (cap_seq) borrowed from the requests */
         int32_t *b_seq_ad;                           /* (cap_seq) LoRA: index into b_ads, -1 base */
         const model_adapter **b_ads;                 /* (cap_seq) LoRA: this step's adapters, borrowed */
+        const int32_t **b_tree;                      /* (cap_seq) model_batch.seq_tree_parent, borrowed */
         int cap_tok, cap_seq;
         float *logits;          /* (cap_logits, max(V, H)): logits, or hidden rows in embedding mode */
         int cap_logits;
@@ -289,7 +294,9 @@ struct sched {
         void *output_ctx;       /* borrowed */
         sched_stop_fn stop_fn;  /* sched_set_stop_hook: output.check calls it */
         void *stop_ctx;         /* borrowed */
-        sched_draft_fn draft_fn; /* speculative decoding seam */
+        sched_draft_fn draft_fn; /* speculative decoding seam (set with a tree hook too) */
+        sched_draft_tree_fn draft_tree_fn; /* tree drafts, or NULL */
+        bool tree_ok;           /* the model verifies trees (model_tree_ok) and page size 1 */
         void *draft_ctx;        /* borrowed */
         int max_draft;
         const int32_t *draft_slots; /* during a draft hook call: that request's KV slots (EAGLE) */

@@ -235,8 +235,17 @@ void sched_set_stop_hook(sched *s, sched_stop_fn fn, void *ctx)
     pthread_mutex_unlock(&s->in.mu);
 }
 
+void sched_set_draft_tree_hook(sched *s, sched_draft_tree_fn fn, void *ctx, int max_draft)
+{
+    s->hooks.draft_tree_fn = fn;
+    s->hooks.draft_fn = NULL;
+    s->hooks.draft_ctx = ctx;
+    s->hooks.max_draft = fn && max_draft > 0 ? max_draft : 0;
+}
+
 void sched_set_draft_hook(sched *s, sched_draft_fn fn, void *ctx, int max_draft)
 {
+    s->hooks.draft_tree_fn = NULL;
     s->hooks.draft_fn = fn;
     s->hooks.draft_ctx = ctx;
     s->hooks.max_draft = fn && max_draft > 0 ? max_draft : 0;

@@ -99,6 +99,20 @@ void sched_kv_trim(sched *s, sreq *r, int64_t upto)
     r->kv.n_pages = keep;
 }
 
+void sched_kv_move_page(sched *s, sreq *r, int64_t dst, int64_t src)
+{
+    if (s->lim.P != 1 || dst == src || dst >= r->kv.n_pages || src >= r->kv.n_pages) {
+        log_error("request %s: a tree node's KV cannot move from %" PRId64 " to %" PRId64, r->who.rid, src, dst);
+        r->kv.kv_broken = true; /* its KV is not cached at release */
+        return;
+    }
+    int32_t t = r->kv.pages[dst];
+    r->kv.pages[dst] = r->kv.pages[src];
+    r->kv.pages[src] = t;
+    r->kv.slots[dst] = r->kv.pages[dst];
+    r->kv.slots[src] = r->kv.pages[src];
+}
+
 int sched_kv_cache_prefill(sched *s, sreq *r)
 {
     if (kv_radix_disabled(s->eng.tree)) return 0;

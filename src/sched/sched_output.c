@@ -18,7 +18,11 @@
  *     2. sample or verify   sampling_sample_processed; with draft tokens
  *                           (speculative decoding, sched_set_draft_hook)
  *                           the next row is used only if the sampled token
- *                           equals the draft token that the forward ran
+ *                           equals the draft token that the forward ran;
+ *                           with a draft tree (sched_set_draft_tree_hook)
+ *                           the next row is the child whose draft token
+ *                           equals the sampled one, and its KV page moves
+ *                           to the accepted position (sched_kv_move_page)
  *     3. stop checks        length, then a terminated grammar (stop,
  *                           matched = the last token, as SGLang), then
  *                           eos / stop_token_ids, then the
@@ -169,30 +173,59 @@ static int sample_append(sched *s, sreq *r, const float *row, int32_t draft)
 
 /* ---- the per-request order ------------------------------------------------ */
 
+/* The row verified after `row` once it sampled token `tok`: the chain's
+ * next row when draft[row] == tok; in a tree (parent: draft k follows
+ * draft parent[k], -1 = the root row) the first child row of `row` whose
+ * draft is tok (SGLang's verify_tree_greedy walk, for any sampling).  -1:
+ * rejected. */
+static int next_row(int row, int n_rows, const int32_t *draft, const int32_t *parent, int32_t tok)
+{
+    if (!parent) return row + 1 < n_rows && draft[row] == tok ? row + 1 : -1;
+    for (int c = row + 1; c < n_rows; c++)
+        if (parent[c - 1] + 1 == row && draft[c - 1] == tok) return c;
+    return -1;
+}
+
 int sched_process_request(sched *s, sreq *r, float *rows, int n_rows, const int32_t *draft, bool *finished)
+{
+    return sched_process_request_tree(s, r, rows, n_rows, draft, NULL, finished);
+}
+
+int sched_process_request_tree(sched *s, sreq *r, float *rows, int n_rows, const int32_t *draft, const int32_t *parent,
+                               bool *finished)
 {
     *finished = false;
     int n = 0;
-    for (int j = 0; j < n_rows; j++) {
-        float *row = rows + (size_t)j * (size_t)s->lim.V;
+    const int64_t len0 = r->tok.len; /* row k's KV is at kv position len0 - 1 + k */
+    bool first_branch = true;         /* the path so far is the tree's first branch (the chain's drafts) */
+    for (int j = 0, row = 0; row >= 0; j++) {
+        float *rowp = rows + (size_t)row * (size_t)s->lim.V;
+        /* a tree node accepted at depth j: its KV page moves to where the
+         * sequence now has its token (position len0 - 1 + j) */
+        if (row != j) sched_kv_move_page(s, r, len0 - 1 + j, len0 - 1 + row);
         /* the forward computed KV for the whole sequence so far: the
          * prefill / decode input and, for j > 0, the accepted drafts */
         r->kv.kv_len = r->tok.len;
         if (r->kv.kv_len > r->kv.already_computed) r->kv.already_computed = r->kv.kv_len;
         /* 1. logit processors */
-        if (sampling_apply_processors(&r->samp.st, row)) {
+        if (sampling_apply_processors(&r->samp.st, rowp)) {
             abort_internal(s, r, "Internal error: sampling failed.");
             *finished = true;
             return n;
         }
-        sched_grammar_mask(s, r, row);
+        sched_grammar_mask(s, r, rowp);
         /* 2. sample (row 0) or verify (rows 1..: reached only when the
          *    previous sample confirmed the draft the forward ran) */
         if (j > 0) { /* draft j - 1 was confirmed: counted before a finish builds the event */
             r->spec.accepted++;
             s->stats.st.spec_accepted_tokens++;
+            if (parent && first_branch)
+                for (int c = 0; c < row - 1 && first_branch; c++) first_branch = parent[c] != parent[row - 1];
+            if (!first_branch) s->stats.st.spec_tree_off_branch++;
         }
-        if (sample_append(s, r, row, j + 1 < n_rows ? draft[j] : -1)) {
+        /* relaxed thresholds verify a chain's next draft by SGLang's rule
+         * (sched_batch_draft gives such a scheduler chains only) */
+        if (sample_append(s, r, rowp, !parent && row + 1 < n_rows ? draft[row] : -1)) {
             *finished = true;
             return n;
         }
@@ -202,7 +235,7 @@ int sched_process_request(sched *s, sreq *r, float *rows, int n_rows, const int3
             *finished = true;
             return n;
         }
-        if (j + 1 < n_rows && r->tok.seq[r->tok.len - 1] != draft[j]) break; /* draft j rejected */
+        row = next_row(row, n_rows, draft, parent, r->tok.seq[r->tok.len - 1]); /* -1: rejected */
     }
     /* 4. emit */
     if (r->out.stream && r->tok.len - r->tok.n_input - r->out.n_sent >= r->out.stream_interval) sched_emit_tokens(s, r, NULL);
@@ -312,20 +345,25 @@ void sched_process_results(sched *s, bool with_decode)
     if (with_decode) {
         int keep = 0;
         int n = s->q.n_running;
+        const bool spec_on = s->hooks.draft_fn || s->hooks.draft_tree_fn;
         for (int i = 0; i < n; i++) {
             sreq *r = s->q.running[i];
             float *rows = s->buf.logits + (size_t)s->buf.b_sample_row[nb + i] * (size_t)s->lim.V;
-            if (s->hooks.draft_fn) { /* SGLang's spec_verify_ct: every decode forward is a verify */
+            if (spec_on) { /* SGLang's spec_verify_ct: every decode forward is a verify */
                 r->spec.verify_ct++;
                 r->spec.drafted += r->spec.n_draft;
                 s->stats.st.spec_verify_ct++;
                 s->stats.st.spec_draft_tokens += r->spec.n_draft;
+                if (r->spec.tree && r->spec.n_draft) s->stats.st.spec_tree_verifies++;
             }
-            int took = sched_process_request(s, r, rows, s->buf.b_n_rows[nb + i], r->spec.draft, &fin);
-            if (s->hooks.draft_fn) s->stats.st.spec_verify_tokens += took;
+            /* a tree's other nodes: their pages lie past kv_len + 1 after the walk (trimmed below) */
+            int took = sched_process_request_tree(s, r, rows, s->buf.b_n_rows[nb + i], r->spec.draft,
+                                                  r->spec.tree ? r->spec.parent : NULL, &fin);
+            if (spec_on) s->stats.st.spec_verify_tokens += took;
             if (!fin) {
                 if (r->spec.n_draft) sched_kv_trim(s, r, r->kv.kv_len + 1); /* pages of rejected drafts */
                 r->spec.n_draft = 0;
+                r->spec.tree = false;
                 s->q.running[keep++] = r;
             }
         }

@@ -25,5 +25,13 @@ void sched_process_results(sched *s, bool with_decode);
  * sets *finished when r ended (then r is freed).  Exposed for the unit
  * tests of the k > 1 path. */
 int sched_process_request(sched *s, sreq *r, float *rows, int n_rows, const int32_t *draft, bool *finished);
+/* The same over a draft tree: parent (n_rows - 1) or NULL (a chain): draft k
+ * (row k + 1) follows draft parent[k] (row parent[k] + 1; -1 = row 0).  From
+ * row 0, the next row is the first child row whose draft equals the token
+ * just sampled; when a row at index k is accepted as the d-th token
+ * (k != d), its KV page is swapped into kv position len - 1 + d (page size 1;
+ * the pages left past the accepted path are the caller's to trim). */
+int sched_process_request_tree(sched *s, sreq *r, float *rows, int n_rows, const int32_t *draft, const int32_t *parent,
+                               bool *finished);
 
 #endif

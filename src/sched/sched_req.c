@@ -59,6 +59,8 @@ void sched_req_free(sreq *r)
     free(r->kv.pages);
     free(r->kv.slots);
     free(r->spec.draft);
+    free(r->spec.parent);
+    free(r->spec.mpar);
     grammar_job_release(r->gram.job);
     grammar_matcher_free(r->gram.m);
     grammar_entry_release(r->gram.entry);

@@ -23,6 +23,7 @@ typedef struct spec_req {
     spec_ngram_cursor cur;       /* NGRAM: the sequence's place in the trie (tokens already inserted) */
     int64_t draft_len;           /* sequence length when `last` was proposed */
     int32_t *last;               /* (k) owned: the last draft */
+    int32_t *last_par;           /* (k) owned: its parents (a chain: k - 1) */
     int n_last;
     int k_cap;                   /* drafts proposed at most now (adaptive) */
     int skip;                    /* calls left without drafting */
@@ -50,6 +51,8 @@ void spec_args_init(spec_args *a)
     spec_ngram_params_init(&a->ngram);
     a->num_draft_tokens = 0; /* 0 = the algorithm's default */
     a->adaptive = true;
+    const char *t = getenv("SGLC_SPEC_TREE"); /* 0: NGRAM verifies its first branch only (measurements) */
+    a->tree = !(t && !strcmp(t, "0"));
 }
 
 int spec_algo_parse(const char *name)
@@ -109,6 +112,7 @@ void spec_drafter_destroy(spec_drafter *d)
     if (!d) return;
     for (uint64_t i = 0; i < d->cap && d->tab; i++) {
         free(d->tab[i].last);
+        free(d->tab[i].last_par);
         spec_ngram_cursor_free(&d->tab[i].cur);
         if (d->draft && d->tab[i].id) spec_draft_req_release(d->draft, &d->tab[i].dr);
         if (d->eagle && d->tab[i].id) spec_eagle_req_release(d->eagle, &d->tab[i].dr);
@@ -123,7 +127,7 @@ void spec_drafter_destroy(spec_drafter *d)
 void spec_drafter_attach(spec_drafter *d, sched *s)
 {
     d->s = s;
-    sched_set_draft_hook(s, spec_drafter_draft, d, d->k);
+    sched_set_draft_tree_hook(s, spec_drafter_draft_tree, d, d->k);
 }
 
 void spec_drafter_get_stats(const spec_drafter *d, spec_drafter_stats *st)
@@ -161,6 +165,7 @@ static int rebuild(spec_drafter *d, uint64_t new_cap, bool keep_all)
         if (!e->id) continue;
         if (!keep_all && d->tick - e->tick > stale) {
             free(e->last);
+            free(e->last_par);
             spec_ngram_cursor_free(&e->cur);
             if (d->draft) spec_draft_req_release(d->draft, &e->dr);
             if (d->eagle) spec_eagle_req_release(d->eagle, &e->dr);
@@ -183,14 +188,14 @@ static spec_req *req_get(spec_drafter *d, uint64_t id, int index)
     spec_req *e = slot_of(d->tab, d->cap, id, index);
     if (!e->id) {
         int32_t *last = malloc(sizeof(int32_t) * (size_t)(d->k > 0 ? d->k : 1));
-        if (!last) return NULL;
+        int32_t *last_par = malloc(sizeof(int32_t) * (size_t)(d->k > 0 ? d->k : 1));
         spec_ngram_cursor cur = {0};
-        if (d->trie && spec_ngram_cursor_init(d->trie, &cur)) {
-            free(last);
+        if (!last || !last_par || (d->trie && spec_ngram_cursor_init(d->trie, &cur))) {
+            free(last), free(last_par);
             return NULL;
         }
-        *e = (spec_req){.id = id, .index = index, .last = last, .cur = cur, .k_cap = d->k < K_START ? d->k : K_START,
-                        .backoff = 1};
+        *e = (spec_req){.id = id, .index = index, .last = last, .last_par = last_par, .cur = cur,
+                        .k_cap = d->k < K_START ? d->k : K_START, .backoff = 1};
         d->n++;
     }
     e->tick = d->tick;
@@ -199,14 +204,27 @@ static spec_req *req_get(spec_drafter *d, uint64_t id, int index)
 
 /* ---- the hook ---------------------------------------------------------------- */
 
-/* How the previous draft fared, and the back-off (spec.h). */
+/* How the previous draft fared, and the back-off (spec.h).  A tree is
+ * scored along the path the sequence took (right = accepted depth), and
+ * "all right" means its deepest node was reached. */
 static void adapt(spec_drafter *d, spec_req *e, const int32_t *seq, int64_t len)
 {
     if (e->n_last <= 0 || e->draft_len <= 0 || len <= e->draft_len) return;
-    int right = 0;
-    while (right < e->n_last && e->draft_len + right < len && seq[e->draft_len + right] == e->last[right]) right++;
+    int right = 0, node = -1, deepest = 0;
+    int32_t dep[64];
+    for (int k = 0; k < e->n_last && k < 64; k++) {
+        dep[k] = e->last_par[k] < 0 ? 1 : dep[e->last_par[k]] + 1;
+        if (dep[k] > deepest) deepest = dep[k];
+    }
+    while (e->draft_len + right < len) {
+        int c = node + 1;
+        while (c < e->n_last && !(e->last_par[c] == node && e->last[c] == seq[e->draft_len + right])) c++;
+        if (c >= e->n_last) break;
+        node = c;
+        right++;
+    }
     d->st.right += right;
-    int n_last = e->n_last;
+    int n_last = deepest;
     e->n_last = 0;
     if (!d->a.adaptive) return;
     if (right > 0) {
@@ -225,6 +243,12 @@ static void adapt(spec_drafter *d, spec_req *e, const int32_t *seq, int64_t len)
 int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                        int max_draft)
 {
+    return spec_drafter_draft_tree(ctx, id, index, seq, len, draft, NULL, max_draft);
+}
+
+int spec_drafter_draft_tree(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
+                            int32_t *parent, int max_draft)
+{
     spec_drafter *d = ctx;
     d->tick++;
     d->st.calls++;
@@ -240,10 +264,17 @@ int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, in
     int k = max_draft < e->k_cap ? max_draft : e->k_cap;
     if (k > d->k) k = d->k;
     if (k <= 0) return 0;
-    int n = d->trie    ? spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k)
+    /* NGRAM: the whole tree when the scheduler verifies trees (and SGLC_SPEC_TREE is not 0);
+     * EAGLE / STANDALONE draft chains (topk 1) */
+    bool tree = parent && d->trie && d->a.tree;
+    int n = d->trie    ? (tree ? spec_ngram_draft_tree(d->trie, &e->cur, seq, len, draft, parent, k)
+                               : spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k))
             : d->eagle ? spec_eagle_propose(d->eagle, &e->dr, seq, len, d->s ? sched_draft_slots(d->s) : NULL, draft, k)
                        : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
+    if (n > 0 && parent && !tree)
+        for (int i = 0; i < n; i++) parent[i] = i - 1;
     if (n > 0) {
+        for (int i = 0; i < n; i++) e->last_par[i] = tree ? parent[i] : i - 1;
         memcpy(e->last, draft, sizeof(int32_t) * (size_t)n);
         e->n_last = n;
         e->draft_len = len;

@@ -60,6 +60,9 @@ typedef struct spec_args {
                                   * drafts; NGRAM default = max match window (SGLang) */
     spec_ngram_params ngram;     /* --speculative-ngram-* */
     bool adaptive;               /* the back-off above (default on) */
+    bool tree;                   /* NGRAM: hand the scheduler the whole draft tree (default on; the
+                                  * environment variable SGLC_SPEC_TREE=0 turns it off: the first
+                                  * branch only, the chain of earlier sessions) */
     model *draft_model;          /* STANDALONE: borrowed, must outlive the drafter */
     int target_vocab;            /* STANDALONE: the target's vocabulary size (must equal the draft's) */
     int64_t draft_kv_tokens;     /* STANDALONE: draft KV slots over all requests (0 = 65536) */
@@ -85,6 +88,11 @@ void spec_drafter_attach(spec_drafter *d, sched *s);
 /* The hook itself (sched_draft_fn); ctx is the drafter. */
 int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                        int max_draft);
+/* The tree hook (sched_draft_tree_fn) spec_drafter_attach installs: NGRAM
+ * writes its whole draft tree when parent is non-NULL; the other
+ * algorithms (and NGRAM with tree off) a chain, parent[k] = k - 1. */
+int spec_drafter_draft_tree(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
+                            int32_t *parent, int max_draft);
 
 typedef struct spec_drafter_stats {
     int64_t calls;               /* hook calls */

@@ -553,7 +553,7 @@ static int add_children(spec_ngram *t, int *nh, int pos, uint32_t x, double prob
 }
 
 static int draft_impl(spec_ngram *t, const spec_ngram_cursor *cu, const int32_t *seq, int64_t len, int32_t *draft,
-                      int max_draft)
+                      int32_t *parent, int max_draft)
 {
     if (max_draft <= 0 || len <= 0) return 0;
     if (tree_reserve(t, max_draft + 1)) return 0;
@@ -613,6 +613,12 @@ static int draft_impl(spec_ngram *t, const spec_ngram_cursor *cu, const int32_t 
             }
         }
     }
+    if (parent) { /* the whole tree, in build order (a parent before its children) */
+        for (int pos = 0; pos < n_tree; pos++)
+            for (int c = t->tree[pos].first; c >= 0; c = t->tree[c].next) parent[c - 1] = pos - 1;
+        for (int c = 1; c < n_tree; c++) draft[c - 1] = t->tree[c].token;
+        return n_tree - 1;
+    }
     /* the chain: the first-added child at every level */
     int n = 0;
     for (int pos = t->tree[0].first; pos >= 0 && n < max_draft; pos = t->tree[pos].first) draft[n++] = t->tree[pos].token;
@@ -621,11 +627,17 @@ static int draft_impl(spec_ngram *t, const spec_ngram_cursor *cu, const int32_t 
 
 int spec_ngram_draft(spec_ngram *t, const int32_t *seq, int64_t len, int32_t *draft, int max_draft)
 {
-    return draft_impl(t, NULL, seq, len, draft, max_draft);
+    return draft_impl(t, NULL, seq, len, draft, NULL, max_draft);
 }
 
 int spec_ngram_draft_cursor(spec_ngram *t, const spec_ngram_cursor *c, const int32_t *seq, int64_t len,
                             int32_t *draft, int max_draft)
 {
-    return draft_impl(t, c, seq, len, draft, max_draft);
+    return draft_impl(t, c, seq, len, draft, NULL, max_draft);
+}
+
+int spec_ngram_draft_tree(spec_ngram *t, const spec_ngram_cursor *c, const int32_t *seq, int64_t len, int32_t *draft,
+                          int32_t *parent, int max_draft)
+{
+    return draft_impl(t, c, seq, len, draft, parent, max_draft);
 }

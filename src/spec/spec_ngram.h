@@ -25,9 +25,11 @@
  *   PROB  best-first on path probability: a node's top max_bfs children
  *         by freq, normalized among themselves, times the parent's
  *         probability
- * The scheduler verifies a chain, not a tree: the draft is the tree's
- * first branch (at every node, the child the build added first: the most
- * recent, resp. most probable, continuation of the longest anchor).
+ * The scheduler verifies the whole tree in one forward
+ * (spec_ngram_draft_tree, a tree attention mask); where it cannot (page
+ * size > 1, tensor parallelism) the draft is the tree's first branch (at
+ * every node, the child the build added first: the most recent, resp.
+ * most probable, continuation of the longest anchor).
  *
  * A growing sequence keeps a cursor (spec_ngram_cursor): the node where
  * each of its open paths (the last max_trie_depth positions) ends, so a
@@ -115,6 +117,13 @@ int spec_ngram_advance(spec_ngram *t, spec_ngram_cursor *c, const int32_t *seq, 
  * windows whose path was dropped are looked up from the root. */
 int spec_ngram_draft_cursor(spec_ngram *t, const spec_ngram_cursor *c, const int32_t *seq, int64_t len,
                             int32_t *draft, int max_draft);
+/* The whole draft tree (what the scheduler verifies with a tree mask):
+ * its nodes but the root (= seq[len - 1]) in build order, at most
+ * max_draft; draft[k] a node's token, parent[k] the node it hangs from (an
+ * earlier k, or -1 for the root).  The chain of spec_ngram_draft is its
+ * first branch.  c may be NULL (anchors looked up from the root). */
+int spec_ngram_draft_tree(spec_ngram *t, const spec_ngram_cursor *c, const int32_t *seq, int64_t len, int32_t *draft,
+                          int32_t *parent, int max_draft);
 /* The freq of the node at path[0..n) from the root, 0 when absent (tests). */
 uint32_t spec_ngram_freq(const spec_ngram *t, const int32_t *path, int n);
 

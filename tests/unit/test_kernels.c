@@ -422,6 +422,147 @@ static void test_attention(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_attn_case(&cases[i]);
 }
 
+/* Tree verification masks (speculative decoding): n_t draft-tree nodes at
+ * kv positions [base, base + n_t), node u's parent par[u] < u (-1 = hangs
+ * off the prefix).  The expected output is computed here naively in double,
+ * from the parent list (ancestor walk), not from the mask the kernels get:
+ * node u sees the prefix (within the window, counted from its true
+ * position base + depth) and its ancestors and itself (depth distance <
+ * window).  The queries are the last n_q nodes (n_q < n_t: a chunked
+ * forward).  Checked for the scalar reference and every ISA, nth 1..3. */
+typedef struct {
+    int base, n_t, n_q, n_head, n_kv_head, head_dim, window;
+    float softcap;
+    dtype kv_dt;
+    int chain; /* 1: par[u] = u - 1 (then also equal to the causal kernel) */
+} tree_case;
+
+static void run_tree_case(const tree_case *c)
+{
+    const int n_kv = c->base + c->n_t, n_slots = n_kv + 7;
+    const size_t row = (size_t)c->n_kv_head * c->head_dim, esz = dtype_size(c->kv_dt);
+    void *kc = malloc(esz * row * n_slots), *vc = malloc(esz * row * n_slots);
+    float *kf = malloc(sizeof(float) * row * n_slots), *vf = malloc(sizeof(float) * row * n_slots);
+    int32_t *slots = malloc(sizeof(int32_t) * n_kv), *par = malloc(sizeof(int32_t) * c->n_t);
+    int32_t *dep = malloc(sizeof(int32_t) * c->n_t);
+    uint8_t *mask = calloc((size_t)c->n_t * c->n_t, 1);
+    size_t qs = (size_t)c->n_head * c->head_dim;
+    float *q = malloc(sizeof(float) * qs * c->n_q), *out = malloc(sizeof(float) * qs * c->n_q);
+    float *want = malloc(sizeof(float) * qs * c->n_q), *tmp = malloc(sizeof(float) * row);
+    double *sc = malloc(sizeof(double) * n_kv);
+    assert_true(kc && vc && kf && vf && slots && par && dep && mask && q && out && want && tmp && sc);
+    for (int p = 0; p < n_kv; p++) slots[p] = (p * 5 + 3) % n_slots; /* scattered */
+    for (int sl = 0; sl < n_slots; sl++) {
+        fill(tmp, row, 1.5f);
+        kern_kv_store(kc, c->kv_dt, sl, (int)row, tmp);
+        fill(tmp, row, 1.0f);
+        kern_kv_store(vc, c->kv_dt, sl, (int)row, tmp);
+    }
+    /* what the cache holds, as f32 (bf16 rounding included) */
+    for (int sl = 0; sl < n_slots; sl++)
+        for (size_t d = 0; d < row; d++) {
+            size_t i = (size_t)sl * row + d;
+            kf[i] = c->kv_dt == DTYPE_F32 ? ((float *)kc)[i] : bf16_to_f32(((uint16_t *)kc)[i]);
+            vf[i] = c->kv_dt == DTYPE_F32 ? ((float *)vc)[i] : bf16_to_f32(((uint16_t *)vc)[i]);
+        }
+    for (int u = 0; u < c->n_t; u++) {
+        par[u] = u == 0 ? -1 : c->chain ? u - 1 : (int)((frand() + 1.0f) * 0.5f * (float)u) - (u > 3 && frand() > 0.8f);
+        if (par[u] >= u) par[u] = u - 1;
+        dep[u] = par[u] < 0 ? 0 : dep[par[u]] + 1;
+        for (int v = u; v >= 0; v = par[v]) mask[(size_t)u * c->n_t + v] = 1;
+    }
+    fill(q, qs * c->n_q, 1.5f);
+    const float scale = 1.0f / sqrtf((float)c->head_dim);
+    const int group = c->n_head / c->n_kv_head;
+    for (int i = 0; i < c->n_q; i++) {
+        int u = c->n_t - c->n_q + i, tpos = c->base + dep[u];
+        for (int h = 0; h < c->n_head; h++) {
+            int kh = h / group;
+            double mx = -INFINITY;
+            for (int p = 0; p < n_kv; p++) {
+                int vis;
+                if (p < c->base) {
+                    vis = c->window <= 0 || p > tpos - c->window;
+                } else {
+                    int v = p - c->base, anc = 0;
+                    for (int w = u; w >= 0; w = par[w]) anc |= w == v;
+                    vis = anc && (c->window <= 0 || dep[u] - dep[v] < c->window);
+                }
+                sc[p] = -INFINITY;
+                if (!vis) continue;
+                double d = 0;
+                for (int e = 0; e < c->head_dim; e++)
+                    d += (double)q[i * qs + (size_t)h * c->head_dim + e] * kf[(size_t)slots[p] * row + (size_t)kh * c->head_dim + e];
+                d *= scale;
+                if (c->softcap > 0) d = c->softcap * tanh(d / c->softcap);
+                sc[p] = d;
+                if (d > mx) mx = d;
+            }
+            double sum = 0;
+            for (int p = 0; p < n_kv; p++) sum += sc[p] == -INFINITY ? 0 : exp(sc[p] - mx);
+            for (int e = 0; e < c->head_dim; e++) {
+                double o = 0;
+                for (int p = 0; p < n_kv; p++)
+                    if (sc[p] != -INFINITY)
+                        o += exp(sc[p] - mx) / sum * vf[(size_t)slots[p] * row + (size_t)kh * c->head_dim + e];
+                want[i * qs + (size_t)h * c->head_dim + e] = (float)o;
+            }
+        }
+    }
+    kern_attn_args a = {
+        .n_q = c->n_q, .n_kv = n_kv, .n_head = c->n_head, .n_kv_head = c->n_kv_head, .head_dim = c->head_dim,
+        .q = q, .q_stride = qs, .k_cache = kc, .v_cache = vc, .kv_dt = c->kv_dt, .slots = slots,
+        .sliding_window = c->window, .scale = scale, .softcap = c->softcap, .out = out, .out_stride = qs,
+        .tree_mask = mask, .tree_depth = dep, .tree_base = c->base, .tree_n = c->n_t,
+    };
+    char what[200];
+    snprintf(what, sizeof what, "tree attention base=%d nodes=%d n_q=%d heads=%d/%d hd=%d win=%d cap=%g kv=%s chain=%d",
+             c->base, c->n_t, c->n_q, c->n_head, c->n_kv_head, c->head_dim, c->window, (double)c->softcap,
+             dtype_name(c->kv_dt), c->chain);
+    float *rs = malloc(sizeof(float) * (size_t)n_kv + 64);
+    for (size_t i = 0; i < qs * c->n_q; i++) out[i] = 7.0f;
+    kern_ref_attention(&a, 0, 1, rs);
+    check_close(out, want, NULL, qs * c->n_q, 2e-4f, 3e-5f, what);
+    free(rs);
+    for (int isa = 0; isa < 3; isa++) {
+        if (!use_isa(isa)) continue;
+        char *scratch = malloc(kern_attention_scratch(n_kv, c->head_dim) + 1);
+        for (int nth = 1; nth <= 3; nth++) {
+            for (size_t i = 0; i < qs * c->n_q; i++) out[i] = 7.0f;
+            for (int ith = 0; ith < nth; ith++) kern_attention(&a, ith, nth, scratch);
+            check_close(out, want, NULL, qs * c->n_q, 2e-4f, 3e-5f, what);
+        }
+        if (c->chain && c->window == 0) { /* a chain is plain causal attention */
+            kern_attn_args b = a;
+            b.tree_mask = NULL;
+            for (size_t i = 0; i < qs * c->n_q; i++) out[i] = 7.0f;
+            kern_attention(&b, 0, 1, scratch);
+            check_close(out, want, NULL, qs * c->n_q, 2e-4f, 3e-5f, what);
+        }
+        free(scratch);
+    }
+    kernels_init(NULL);
+    free(kc), free(vc), free(kf), free(vf), free(slots), free(par), free(dep), free(mask);
+    free(q), free(out), free(want), free(tmp), free(sc);
+}
+
+static void test_attention_tree(void **state)
+{
+    (void)state;
+    static const tree_case cases[] = {
+        {37, 9, 9, 8, 2, 64, 0, 0, DTYPE_F32, 0},      /* decode verify: prefix + 9 nodes */
+        {37, 9, 9, 8, 2, 64, 0, 0, DTYPE_F32, 1},      /* a chain = causal */
+        {100, 40, 40, 4, 1, 32, 0, 0, DTYPE_BF16, 0},  /* 40 nodes: several key blocks and query units */
+        {5, 23, 23, 6, 2, 40, 0, 20.0f, DTYPE_F32, 0}, /* odd head_dim, softcap, tree across a 16-key block */
+        {60, 17, 17, 4, 4, 17, 8, 0, DTYPE_F32, 0},    /* sliding window counts depth */
+        {60, 17, 17, 4, 4, 17, 3, 0, DTYPE_BF16, 0},   /* window shorter than the tree */
+        {0, 12, 12, 3, 3, 80, 0, 0, DTYPE_F32, 0},     /* no prefix */
+        {29, 30, 11, 16, 2, 64, 0, 0, DTYPE_F32, 0},   /* queries = the last 11 nodes (a chunk) */
+        {300, 13, 13, 32, 8, 128, 0, 0, DTYPE_BF16, 0}, /* long prefix, GQA 4 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_tree_case(&cases[i]);
+}
+
 /* The 8-bit float conversions: every code decodes to the value its fields
  * define; encoding is round-to-nearest (ties to the even code) and
  * saturating; an 8-bit cache keeps attention within the format's
@@ -716,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_rows_tails),
         cmocka_unit_test(test_rope_tails),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_tree),
         cmocka_unit_test(test_f8_formats),
         cmocka_unit_test(test_matmul_isa_switch),
         cmocka_unit_test(test_matmul_scratch_monotonic),

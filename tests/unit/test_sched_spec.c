@@ -453,9 +453,77 @@ static void test_process_k_max_new_mid(void **state)
     sched_destroy(s);
 }
 
+/* The tree walk (sched_process_request_tree) on crafted rows.  Tree (row:
+ * draft, parent row):  1: 100 (0)   2: 200 (0)   3: 300 (1)   4: 400 (2)
+ * 5: 500 (4)   6: 600 (2).  Row argmaxes: row 0 -> 200, row 2 -> 400 (row
+ * 6's 600 is its other child), row 4 -> 500, row 5 -> 77; rows 1, 3, 6
+ * would give 300, 999, 999 if (wrongly) followed.  Expected: 200 400 500
+ * 77 (the target's argmax path, SGLang's verify_tree_greedy), the pages of
+ * rows 2, 4, 5 moved to positions len, len + 1, len + 2, the rest trimmed
+ * without a leak.  Then: a root whose sample matches no child (1 token), and
+ * a stop token on the path. */
+static void test_process_tree_walk(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    const int32_t draft[6] = {100, 200, 300, 400, 500, 600};
+    const int32_t parent[6] = {-1, -1, 0, 1, 3, 1}; /* draft k follows draft parent[k] (-1 = the root row) */
+    const int32_t toks[7] = {200, 300, 400, 999, 500, 77, 999};
+    for (int c = 0; c < 3; c++) {
+        result res;
+        sched *s = one_running(20, c == 2 ? 500 : -1, &res);
+        sreq *r = s->q.running[0];
+        int32_t t2[7];
+        memcpy(t2, toks, sizeof t2);
+        if (c == 1) t2[0] = 123; /* the root samples 123: no child */
+        float *rows = rows_for(s, r, t2, 7);
+        int64_t len0 = r->tok.len;
+        int32_t pg[7];
+        for (int k = 0; k < 7; k++) pg[k] = r->kv.pages[len0 - 1 + k];
+        bool fin;
+        int n = sched_process_request_tree(s, r, rows, 7, draft, parent, &fin);
+        free(rows);
+        if (c == 0) {
+            assert_int_equal(n, 4);
+            assert_false(fin);
+            const int32_t want[4] = {200, 400, 500, 77};
+            assert_memory_equal(r->tok.seq + len0, want, sizeof want);
+            assert_int_equal(r->kv.kv_len, len0 + 3);
+            assert_int_equal(r->kv.pages[len0 - 1], pg[0]); /* the root stays */
+            assert_int_equal(r->kv.pages[len0], pg[2]);
+            assert_int_equal(r->kv.pages[len0 + 1], pg[4]);
+            assert_int_equal(r->kv.pages[len0 + 2], pg[5]);
+            for (int k = 0; k < 4; k++) assert_int_equal(r->kv.slots[len0 - 1 + k], r->kv.pages[len0 - 1 + k]);
+            assert_int_equal(r->spec.accepted, 3);
+            sched_kv_trim(s, r, r->kv.kv_len + 1); /* what the stage does: rejected nodes' pages go back */
+            assert_int_equal(r->kv.n_pages, len0 + 4);
+        } else if (c == 1) {
+            assert_int_equal(n, 1);
+            assert_false(fin);
+            assert_int_equal(r->tok.seq[len0], 123);
+            for (int k = 0; k < 7; k++) assert_int_equal(r->kv.pages[len0 - 1 + k], pg[k]); /* nothing moved */
+            sched_kv_trim(s, r, r->kv.kv_len + 1);
+        } else {
+            assert_int_equal(n, 3); /* 200 400 500, and 500 is the stop token */
+            assert_true(fin);
+            s->q.n_running = 0;
+        }
+        drain(s, &res, 1);
+        finish_and_check(s, &res);
+        if (c == 2) {
+            assert_int_equal(res.finish, SCHED_FINISH_STOP_TOKEN);
+            assert_int_equal(res.ids[res.n - 1], 500);
+        } else {
+            assert_int_equal(res.n, 20);
+        }
+        sched_destroy(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_process_tree_walk),
         cmocka_unit_test(test_process_k_all_accepted),
         cmocka_unit_test(test_process_k_rejects),
         cmocka_unit_test(test_process_k_stop_token_mid),

@@ -47,7 +47,8 @@ typedef struct {
 } result;
 
 typedef struct {
-    int kind;          /* 0 repeating text, 1 free text, 2 repeating with a period of 7 */
+    int kind;          /* 0 repeating ids, 1 free ids, 2 repeating with a period of 7; 3, 4: real text
+                        * (k_rep_text, k_story_text) */
     int n_in, max_new;
     bool sample;
     uint64_t seed;
@@ -65,9 +66,22 @@ typedef struct {
 
 static double g_temperature = 1.0;
 static model *g_draft; /* STANDALONE runs: the draft model (NULL = NGRAM) */
+static bool g_chain;   /* NGRAM runs: verify the first branch only (spec_args.tree off) */
+
+/* Two prompts of real text (the TinyStories tokenizer's ids): "The cat sat
+ * on the mat. The dog sat on the log. ..." (a repeating phrase, as
+ * bench/spec_tinystories.sh) and "Once upon a time, there was a little girl
+ * named Lily. She liked to play with her ball." (greedy, the model loops) */
+static const int32_t k_rep_text[29] = {1, 80, 247, 411, 1214, 337, 175, 72, 1094, 1214, 337, 133, 59, 972, 1214,
+                                       337, 175, 72, 1094, 1214, 337, 133, 59, 972, 1214, 337, 175, 72, 10};
+static const int32_t k_story_text[13] = {1, 80, 147, 201, 282, 215, 286, 598, 1662, 1083, 628, 416, 10};
 
 static void fill_prompt(const req_cfg *c, int i, int32_t *ids)
 {
+    if (c->kind == 3 || c->kind == 4) { /* real text, n_in <= its length */
+        for (int t = 0; t < c->n_in; t++) ids[t] = c->kind == 3 ? k_rep_text[t] : k_story_text[t];
+        return;
+    }
     /* the "repeating" prompts: a phrase of ids said several times (the
      * model continues the pattern, the trie knows it) */
     int period = c->kind == 2 ? 7 : 11;
@@ -181,6 +195,7 @@ static void run(const req_cfg *cfg, int n, const sched_cfg *sc, bool with_spec, 
         spec_args_init(&a);
         a.algo = g_draft ? SPEC_ALGO_STANDALONE : SPEC_ALGO_NGRAM;
         a.ngram.match_type = mt;
+        a.tree = !g_chain;
         a.draft_model = g_draft;
         a.target_vocab = model_get_config(g_model)->vocab_size;
         a.draft_kv_tokens = 8192;
@@ -265,7 +280,51 @@ static void test_greedy_identical(void **state)
                 assert_int_equal(acc, st.spec_accepted_tokens);
                 assert_int_equal(vct, st.spec_verify_ct);
                 assert_true(got[0].accepted > 0); /* the repeating prompt */
+                /* NGRAM's trees are verified as trees at page size 1; page 16 verifies chains */
+                if (pages[pg].page_size == 1) assert_true(st.spec_tree_verifies > 0);
+                else assert_int_equal(st.spec_tree_verifies, 0);
             }
+        }
+}
+
+/* Tree vs chain verification of the same NGRAM drafts on repetitive text:
+ * both give plain decoding's ids and logprobs (greedy and seeded), the tree
+ * accepts at least as many drafts in all, takes no more decode steps, and
+ * some accepted tokens come from off the first branch (which the chain
+ * never verifies). */
+static void test_tree_vs_chain(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    enum { N = 6 };
+    req_cfg cfg[N] = {
+        {3, 29, 150, false, 0, true, false, -1}, {4, 13, 150, false, 0, false, true, -1},
+        {3, 20, 140, false, 0, true, false, -1}, {4, 13, 120, true, 11, false, false, -1},
+        {3, 29, 150, true, 12, true, true, -1},  {2, 33, 90, false, 0, false, false, -1},
+    };
+    static result ref[N], chain[N], tree[N];
+    sched_cfg sc = {.page_size = 1};
+    for (int mt = 0; mt < 2; mt++)
+        for (int alone = 0; alone < 2; alone++) {
+            sched_stats st_c, st_t;
+            run(cfg, N, &sc, false, SPEC_MATCH_BFS, alone, ref, NULL, NULL);
+            g_chain = true;
+            run(cfg, N, &sc, true, (spec_match_type)mt, alone, chain, &st_c, NULL);
+            g_chain = false;
+            run(cfg, N, &sc, true, (spec_match_type)mt, alone, tree, &st_t, NULL);
+            expect_same(ref, chain, N, "chain");
+            expect_same(ref, tree, N, "tree");
+            assert_int_equal(st_c.spec_tree_verifies, 0);
+            assert_true(st_t.spec_tree_verifies > 0);
+            print_message("%s %s: accept length chain %.3f (%lld decode steps), tree %.3f (%lld steps, %lld tree "
+                          "verifies, %lld tokens off the first branch)\n",
+                          mt ? "PROB" : "BFS", alone ? "alone" : "batch",
+                          (double)st_c.spec_verify_tokens / (double)st_c.spec_verify_ct, (long long)st_c.n_decode_steps,
+                          (double)st_t.spec_verify_tokens / (double)st_t.spec_verify_ct, (long long)st_t.n_decode_steps,
+                          (long long)st_t.spec_tree_verifies, (long long)st_t.spec_tree_off_branch);
+            assert_true(st_t.spec_accepted_tokens >= st_c.spec_accepted_tokens);
+            assert_true(st_t.n_decode_steps <= st_c.n_decode_steps);
+            assert_true(st_t.spec_tree_off_branch > 0);
         }
 }
 
@@ -382,6 +441,7 @@ static void test_aborts_no_leak(void **state)
         run(cfg, N, &scs[c], true, SPEC_MATCH_BFS, false, got, &st, NULL);
         expect_same(ref, got, N, "mixed workload");
         if (c == 2) assert_true(st.num_retractions > 0);
+        if (scs[c].page_size == 1) assert_true(st.spec_tree_verifies > 0); /* trees in the mixed workload */
         /* the same with aborts after a few steps */
         sched *s = mk(&scs[c]);
         spec_args a;
@@ -477,6 +537,7 @@ static void test_standalone(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tree_vs_chain),
         cmocka_unit_test(test_standalone),
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_stop_token),

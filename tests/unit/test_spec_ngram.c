@@ -146,6 +146,23 @@ static void test_breadth(void **state)
         int32_t s[] = {100 + i, 3, 200 + i, 300 + i, 400 + i};
         assert_int_equal(spec_ngram_insert(t1, s, 5, 0), 0);
     }
+    /* the whole tree of the same draft: 9 children of the root (209 .. 201),
+     * then 309 under 209 and 308 under 208 (BFS order, the budget of 11);
+     * its first branch is the chain */
+    {
+        int32_t td[16], tp[16];
+        int n = spec_ngram_draft_tree(t, NULL, shortctx, 2, td, tp, 11);
+        assert_int_equal(n, 11);
+        for (int i = 0; i < 9; i++) {
+            assert_int_equal(td[i], 209 - i);
+            assert_int_equal(tp[i], -1);
+        }
+        assert_int_equal(td[9], 309);
+        assert_int_equal(tp[9], 0);
+        assert_int_equal(td[10], 308);
+        assert_int_equal(tp[10], 1);
+        for (int i = 0; i < n; i++) assert_true(tp[i] >= -1 && tp[i] < i);
+    }
     k = spec_ngram_draft(t1, shortctx, 2, d, 11);
     assert_int_equal(k, 3);
     assert_int_equal(d[2], 409);
