@@ -26,7 +26,7 @@ static const command commands[] = {
     {"chat-template", cmd_chat_template, "render chat prompts from JSON lines (check templates)"},
     {"server-args", cmd_server_args, "parse server arguments, print the effective ones as JSON"},
     {"perplexity", cmd_perplexity, "perplexity of a model on a text file (llama.cpp's method)"},
-    {"quantize", cmd_quantize, "convert a Hugging Face folder to a GGUF file (F32 ... Q4_K_M, IQ4_XS)"},
+    {"quantize", cmd_quantize, "convert a Hugging Face folder to a GGUF file (F32 ... Q4_K_M, IQ4_XS) or a compressed-tensors folder (W8A8, W4A16)"},
     {"download", cmd_download, "download a model from the Hugging Face hub into the cache"},
     {"cpu-info", cmd_cpu_info, "print CPU features and the kernel ISA chosen"},
     {"version", cmd_version, "print the version"},

@@ -1,6 +1,7 @@
 /* cmd_quantize — `sglc quantize --model-path DIR --output FILE.gguf --type
  * TYPE`: a Hugging Face folder (config.json + safetensors) to one GGUF file
- * that sglc and llama.cpp both read.
+ * that sglc and llama.cpp both read.  --type W8A8 / W4A16 write a
+ * compressed-tensors folder instead (quantize_ct.c).
  *
  * DESIGN: three passes over the checkpoint, nothing held in memory but
  * one row:
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/quantize_ct.h"
 #include "cli/quantize_tok.h"
 #include "kernels/kernels.h"
 #include "kernels/kern_types.h"
@@ -475,21 +477,56 @@ static int write_tensor(gguf_writer *w, FILE *f, const qt *t, float *row, void *
 
 static void quantize_usage(FILE *f)
 {
-    fprintf(f, "usage: sglc quantize --model-path DIR --output FILE.gguf --type TYPE\n\n"
+    fprintf(f, "usage: sglc quantize --model-path DIR --output FILE.gguf --type TYPE\n"
+               "       sglc quantize --model-path DIR --output OUTDIR --type W8A8|W4A16 [--group-size N]\n\n"
                "Convert a Hugging Face folder (config.json, safetensors, tokenizer.json) to a GGUF\n"
-               "file with llama.cpp's metadata and tensor names.\n\n"
-               "  --type TYPE   F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K_M Q5_K_M IQ4_XS\n"
+               "file with llama.cpp's metadata and tensor names, or to a compressed-tensors folder\n"
+               "(the layout of RedHatAI's *-quantized.w8a8 / .w4a16 checkpoints) that vLLM, SGLang\n"
+               "and sglc load.\n\n"
+               "  --type TYPE   GGUF: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K_M Q5_K_M IQ4_XS\n"
                "                (llama.cpp's presets: norms F32, output Q6_K, more bits for some\n"
                "                attn_v / ffn_down layers)\n"
-               "  --plain       only llama.cpp's metadata keys: leave out sglc.hf_config (the\n"
+               "                folder: W8A8 (also w8a8_int8): int8 weights per output channel,\n"
+               "                int8 per-token dynamic activations (\"int-quantized\");\n"
+               "                W4A16 (also w4a16_int4): 4-bit symmetric weights per group,\n"
+               "                16-bit activations (\"pack-quantized\").  Round to nearest,\n"
+               "                scale amax/127.5 or amax/7.5 in the weight's dtype, as\n"
+               "                compressed-tensors; embeddings, norms, lm_head and MoE routers\n"
+               "                stay in the source dtype; tokenizer files are copied\n"
+               "  --group-size N  W4A16: inputs per scale (default 128, a multiple of 8; -1: one\n"
+               "                scale per output channel).  Layers whose input size is not whole\n"
+               "                groups stay unquantized (named in the config's ignore list)\n"
+               "  --max-shard-size SIZE  folder output: split the safetensors into shards of at\n"
+               "                most SIZE (bytes, or with KB MB GB KiB MiB GiB; default 5GB) with\n"
+               "                model.safetensors.index.json\n"
+               "  --plain       GGUF: only llama.cpp's metadata keys: leave out sglc.hf_config (the\n"
                "                config.json copy sglc prefers when it reads the file back)\n"
-               "  --vocab-only  metadata and tokenizer only, no tensors (DIR may be a tokenizer\n"
+               "  --vocab-only  GGUF: metadata and tokenizer only, no tensors (DIR may be a tokenizer\n"
                "                folder without config.json)\n");
+}
+
+/* "5GB", "500MiB", "1000000" -> bytes; 0 if malformed */
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    static const struct {
+        const char *u;
+        double m;
+    } units[] = {{"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+                 {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}};
+    if (end == s || !(v > 0)) return 0;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcasecmp(end, units[i].u)) {
+            double b = v * units[i].m;
+            return b >= 1 && b < 1e18 ? (size_t)b : 0;
+        }
+    return 0;
 }
 
 int cmd_quantize(int argc, char **argv)
 {
-    const char *dir = NULL, *out = NULL, *type = NULL;
+    const char *dir = NULL, *out = NULL, *type = NULL, *group = NULL, *shard = NULL;
     int plain = 0, vocab_only = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -504,6 +541,8 @@ int cmd_quantize(int argc, char **argv)
         const char **dst = !strcmp(a, "--model-path") || !strcmp(a, "--model") ? &dir
                            : !strcmp(a, "--output") || !strcmp(a, "-o")     ? &out
                            : !strcmp(a, "--type")                           ? &type
+                           : !strcmp(a, "--group-size")                     ? &group
+                           : !strcmp(a, "--max-shard-size")                 ? &shard
                                                                             : NULL;
         if (!dst) {
             fprintf(stderr, "sglc quantize: unrecognized argument '%s'\n", a);
@@ -521,12 +560,43 @@ int cmd_quantize(int argc, char **argv)
         quantize_usage(stderr);
         return 2;
     }
+    quantize_ct_kind ck = quantize_ct_kind_of(type);
+    if (ck != QUANTIZE_CT_NONE) {
+        quantize_ct_opts o = {ck, 128, (size_t)5000000000u};
+        if (plain || vocab_only) {
+            fprintf(stderr, "sglc quantize: %s applies to GGUF output, not --type %s\n",
+                    plain ? "--plain" : "--vocab-only", type);
+            return 2;
+        }
+        if (group) {
+            char *end;
+            long g = strtol(group, &end, 10);
+            if (ck != QUANTIZE_CT_W4A16 || *end || end == group || !(g == -1 || (g >= 8 && g % 8 == 0 && g <= 1 << 20))) {
+                fprintf(stderr, "sglc quantize: --group-size %s: %s\n", group,
+                        ck != QUANTIZE_CT_W4A16 ? "only W4A16 has groups (W8A8 is per channel)"
+                                                : "expected a positive multiple of 8, or -1 (per channel)");
+                return 2;
+            }
+            o.group_size = (int)g;
+        }
+        if (shard && !(o.max_shard_bytes = parse_size(shard))) {
+            fprintf(stderr, "sglc quantize: --max-shard-size %s: expected a size such as 5GB, 500MB or 1000000\n",
+                    shard);
+            return 2;
+        }
+        return quantize_ct_run(dir, out, &o);
+    }
+    if (group || shard) {
+        fprintf(stderr, "sglc quantize: %s applies to --type W4A16 / W8A8 (folder output) only\n",
+                group ? "--group-size" : "--max-shard-size");
+        return 2;
+    }
     const preset *ps = NULL;
     for (size_t i = 0; i < sizeof k_presets / sizeof k_presets[0]; i++)
         if (!strcasecmp(k_presets[i].name, type)) ps = &k_presets[i];
     if (!ps) {
         fprintf(stderr, "sglc quantize: unknown --type '%s' (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 "
-                        "Q6_K Q4_K_M Q5_K_M IQ4_XS)\n", type);
+                        "Q6_K Q4_K_M Q5_K_M IQ4_XS W8A8 W4A16)\n", type);
         return 2;
     }
     if (kernels_init(NULL)) {

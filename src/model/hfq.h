@@ -41,7 +41,7 @@ typedef enum hfq_method {
     HFQ_W8A8_FP8,
 } hfq_method;
 
-#define HFQ_MAX_IGNORE 64
+#define HFQ_MAX_IGNORE 512 /* MoE checkpoints list a router per layer or a module per expert */
 
 typedef struct hfq_config {
     hfq_method method;

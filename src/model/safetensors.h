@@ -81,4 +81,43 @@ void st_close(st_archive *a);
  * *elem_size gets the element size in bytes (known dtypes). */
 int st_dtype_parse(const char *s, size_t *elem_size);
 
+/* ---- writer (safetensors_write.c) ---------------------------------------
+ * One output file: declare every tensor (name, dtype string, shape), then
+ * st_writer_begin writes the header with the offsets fixed, and the data
+ * is filled in any order with st_writer_pwrite (so a converter can stream
+ * tensor by tensor, row by row).  Offsets: tensors sorted by element size
+ * (largest first) then name, so every tensor starts at a multiple of its
+ * element size (the data area starts at a multiple of 8), as the Python
+ * writer lays files out.  __metadata__ is {"format": "pt"}.
+ * st_writer_finish checks every byte of every tensor was written once. */
+typedef struct st_wtensor {
+    char *name;                 /* owned */
+    char dtype[12];             /* "I8", "BF16", ... */
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    size_t nbytes;
+    size_t off;                 /* in the data area, set by st_writer_begin */
+    size_t written;             /* bytes written so far */
+} st_wtensor;
+
+typedef struct st_writer {
+    st_wtensor *t;              /* (n) owned */
+    int n, cap;
+    int fd;                     /* -1 until begin */
+    size_t data_off;            /* 8 + header length */
+} st_writer;
+
+void st_writer_init(st_writer *w);
+/* Declare a tensor; returns its index, or -1 (unknown dtype, bad shape,
+ * out of memory). */
+int st_writer_add(st_writer *w, const char *name, const char *dtype, int ndim, const int64_t *shape);
+size_t st_writer_data_bytes(const st_writer *w);
+/* Create `path` and write the header.  0, or -1 with err. */
+int st_writer_begin(st_writer *w, const char *path, char *err, size_t errlen);
+/* n bytes of tensor idx at byte `at` of its data.  0, or -1 (out of range, I/O). */
+int st_writer_pwrite(st_writer *w, int idx, size_t at, const void *buf, size_t n);
+/* Close the file; -1 if a tensor is incomplete or the close fails (err). */
+int st_writer_finish(st_writer *w, char *err, size_t errlen);
+void st_writer_free(st_writer *w);
+
 #endif

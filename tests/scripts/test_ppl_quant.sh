@@ -12,7 +12,7 @@
 #      `sglc tokenize` gives) within 1e-4 relative, same token counts;
 #   2. the model written by `sglc quantize --type T` for every type the
 #      command accepts, loaded from the .gguf (tokenizer from the file:
-#      same token count), and the f32 folder loaded with
+#      same token count) or the compressed-tensors folder (W8A8, W4A16), and the f32 folder loaded with
 #      --kv-cache-dtype fp8_e4m3 / fp8_e5m2, --quantization w8a8_int8 /
 #      fp8 and --dtype bfloat16 (and a folder holding the Q8_0 file with
 #      --load-format gguf, equal to the file): |ppl / ppl_f32 - 1| within the margin of
@@ -82,6 +82,8 @@ Q4_K_M     gguf:Q4_K_M                                0.012    +0.0049
 Q4_1       gguf:Q4_1                                  0.10     +0.0491
 Q4_0       gguf:Q4_0                                  0.10     +0.0488
 IQ4_XS     gguf:IQ4_XS                                0.115    +0.0573
+W8A8       ct:W8A8                                    0.005    +0.0023
+W4A16      ct:W4A16                                   0.15     +0.0729
 kv_e4m3    --kv-cache-dtype=fp8_e4m3                  0.01     +0.0033
 kv_e5m2    --kv-cache-dtype=fp8_e5m2                  0.06     +0.0193
 w8a8_int8  --quantization=w8a8_int8                   0.005    -0.0002
@@ -91,7 +93,7 @@ bf16       --dtype=bfloat16                           0.005    +0.0002
 ACCEPTED=$("$BIN" quantize --model-path "$M" --output "$T/x.gguf" --type NOPE 2>&1 | sed -n 's/.*(\(.*\)).*/\1/p')
 echo "quantize accepts: $ACCEPTED"
 for t in $ACCEPTED; do
-    echo "$ROWS" | grep -q "gguf:$t " || { echo "FAIL no margin row for quantize type $t"; fails=$((fails + 1)); }
+    echo "$ROWS" | grep -qE "(gguf|ct):$t " || { echo "FAIL no margin row for quantize type $t"; fails=$((fails + 1)); }
 done
 echo "$ROWS" | while read -r name how margin measured; do
     [ -n "$name" ] || continue
@@ -107,6 +109,15 @@ while read -r name how margin; do
             continue
         fi
         ppl "$name" --model-path "$T/$ty.gguf" ;;
+    ct:*)
+        # a compressed-tensors folder (test_quantize_ct.sh checks its contents)
+        ty=${how#ct:}
+        if ! "$BIN" quantize --model-path "$M" --output "$T/ct_$ty" --type "$ty" >"$T/q_$ty.log" 2>&1; then
+            echo "FAIL quantize --type $ty: $(tail -1 "$T/q_$ty.log")"
+            fails=$((fails + 1))
+            continue
+        fi
+        ppl "$name" --model-path "$T/ct_$ty" ;;
     *) ppl "$name" --model-path "$M" ${how//=/ } ;;
     esac
     p=$(field "$name" ppl)
