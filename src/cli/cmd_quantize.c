@@ -7,7 +7,9 @@
  * one row:
  *   1. plan: every safetensors tensor is mapped to its GGUF name
  *      (gguf_model.h, per architecture: llama, qwen2, qwen3, qwen3moe,
- *      qwen2moe, gemma2, gemma3, phi3); Gemma norms get + 1 as llama.cpp's
+ *      qwen2moe, gemma2, gemma3, phi3, deepseek2); DeepSeek's kv_b_proj is
+ *      cut into attn_k_b (k rows transposed per head) and attn_v_b as
+ *      llama.cpp's current converter does; Gemma norms get + 1 as llama.cpp's
  *      converter stores them; Phi-3 longrope factors become
  *      rope_factors_{long,short}.weight; the experts of a layer are stacked into one 3-D
  *      blk.N.ffn_*_exps tensor; each output tensor gets a type from the
@@ -36,6 +38,8 @@
  *     models at Q4_K_M / IQ4_XS;
  *   - ffn_down: Q6_K on use_more_bits layers for Q4_K_M / Q5_K_M; Q5_K on
  *     the first n/8 layers for IQ4_XS;
+ *   - deepseek2's attn_k_b / attn_v_b have no rule (llama.cpp's category
+ *     OTHER): the base type with the row fallback below;
  * and a row length that is not whole blocks of the chosen type falls back
  * (IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, then F16).
  */
@@ -55,6 +59,7 @@
 #include "model/arch.h"
 #include "model/config.h"
 #include "model/gguf_model.h"
+#include "model/moe.h"
 #include "model/safetensors.h"
 #include "util/dtype.h"
 #include "util/fileio.h"
@@ -89,6 +94,8 @@ typedef struct qt {
     const st_tensor **src;   /* (n_src) experts in index order, or the one tensor; borrowed */
     int permute_heads;       /* > 0: llama q/k row permutation over this many heads */
     int plus_one;            /* Gemma norms: stored as the HF weight + 1 (llama.cpp's converter) */
+    int kv_split;            /* deepseek2: 1 attn_k_b, 2 attn_v_b, cut from the one kv_b_proj src */
+    int64_t sp_nope, sp_v;   /* kv_split: per-head k (nope) and v rows of kv_b_proj */
     float *f32;              /* rope_freqs values (owned), else NULL */
 } qt;
 
@@ -182,6 +189,7 @@ static const char *gguf_arch_of(const char *hf)
     if (!strcmp(hf, "Gemma3ForCausalLM")) return "gemma3";
     if (!strcmp(hf, "Phi3ForCausalLM")) return "phi3";
     if (!strcmp(hf, "Qwen2MoeForCausalLM")) return "qwen2moe";
+    if (!strcmp(hf, "DeepseekV2ForCausalLM") || !strcmp(hf, "DeepseekV3ForCausalLM")) return "deepseek2";
     return NULL;
 }
 
@@ -217,6 +225,37 @@ static int cmp_qt(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* deepseek2: kv_b_proj (n_head (nope + v), kv_lora_rank) written as llama.cpp's
+ * converter does (conversion/deepseek.py DeepseekV2Model.modify_tensors):
+ * blk.N.attn_k_b.weight, ne [nope, kvr, n_head] (per head the k rows
+ * transposed) and blk.N.attn_v_b.weight, ne [kvr, v, n_head]. */
+static int plan_kv_split(plan *p, const st_tensor *s, const model_config *c, int il)
+{
+    int64_t nh = c->n_head, nope = c->qk_nope_dim, v = c->v_head_dim, kvr = c->kv_lora_rank;
+    if (s->ndim != 2 || s->shape[0] != nh * (nope + v) || s->shape[1] != kvr) {
+        fprintf(stderr, "sglc quantize: '%s' is not (%lld, %lld) = (heads x (nope + v), kv_lora_rank)\n", s->name,
+                (long long)(nh * (nope + v)), (long long)kvr);
+        return -1;
+    }
+    for (int half = 1; half <= 2; half++) {
+        qt *t = plan_add(p);
+        if (!t || !(t->src = calloc(1, sizeof *t->src))) return -1;
+        snprintf(t->name, sizeof t->name, "blk.%d.attn_%s_b.weight", il, half == 1 ? "k" : "v");
+        t->layer = il;
+        t->order = 10;
+        t->ndim = 3;
+        t->ne[0] = half == 1 ? nope : kvr;
+        t->ne[1] = half == 1 ? kvr : v;
+        t->ne[2] = nh;
+        t->src[0] = s;
+        t->n_src = 1;
+        t->kv_split = half;
+        t->sp_nope = nope;
+        t->sp_v = v;
+    }
+    return 0;
+}
+
 /* Build the plan from the archive.  0, or -1 after printing why. */
 static int make_plan(plan *p, const st_archive *a, const model_config *c, const char *garch)
 {
@@ -240,6 +279,10 @@ static int make_plan(plan *p, const st_archive *a, const model_config *c, const 
         }
         int il = -1;
         sscanf(gn, "blk.%d.", &il);
+        if (!strcmp(garch, "deepseek2") && has(gn, ".attn_kv_b.weight")) {
+            if (plan_kv_split(p, s, c, il)) return -1;
+            continue;
+        }
         qt *t = plan_find(p, gn);
         if (!t) {
             if (!(t = plan_add(p))) return -1;
@@ -343,6 +386,40 @@ static void plan_free(plan *p)
     free(p->t);
 }
 
+/* deepseek2 keys as llama.cpp's converter writes them (conversion/deepseek.py
+ * DeepseekV2Model.set_gguf_parameters and TextModel's MoE / rope keys).
+ * The expert weights' scale is the one HF applies (V2 never scales
+ * normalized weights, llama.cpp always applies the key), so a V2 config
+ * with norm_topk_prob and a scale writes 1. */
+static int write_meta_deepseek2(gguf_writer *w, const model_config *c, json_t *raw)
+{
+    int rc = 0;
+    rc |= gguf_writer_u32(w, "deepseek2.leading_dense_block_count",
+                          (uint32_t)(c->n_expert > 0 ? c->first_k_dense : c->n_layer));
+    if (c->q_lora_rank > 0) rc |= gguf_writer_u32(w, "deepseek2.attention.q_lora_rank", (uint32_t)c->q_lora_rank);
+    rc |= gguf_writer_u32(w, "deepseek2.attention.kv_lora_rank", (uint32_t)c->kv_lora_rank);
+    rc |= gguf_writer_u32(w, "deepseek2.attention.key_length_mla", (uint32_t)(c->qk_nope_dim + c->qk_rope_dim));
+    rc |= gguf_writer_u32(w, "deepseek2.attention.value_length_mla", (uint32_t)c->v_head_dim);
+    rc |= gguf_writer_u32(w, "deepseek2.expert_feed_forward_length", (uint32_t)c->moe_inter);
+    rc |= gguf_writer_u32(w, "deepseek2.expert_shared_count",
+                          (uint32_t)(c->moe_inter > 0 ? c->shared_inter / c->moe_inter : 0));
+    rc |= gguf_writer_f32(w, "deepseek2.expert_weights_scale", c->routed_scale);
+    if (c->norm_topk_prob) rc |= gguf_writer_bool(w, "deepseek2.expert_weights_norm", 1);
+    rc |= gguf_writer_u32(w, "deepseek2.expert_gating_func", c->moe_score == MOE_SCORE_SIGMOID ? 2 : 1);
+    rc |= gguf_writer_u32(w, "deepseek2.expert_group_count", (uint32_t)c->n_group);
+    rc |= gguf_writer_u32(w, "deepseek2.expert_group_used_count", (uint32_t)c->topk_group);
+    json_t *rs = json_object_get(raw, "rope_scaling");
+    json_t *ma = json_is_object(rs) ? json_object_get(rs, "mscale_all_dim") : NULL;
+    if (c->rope.kind == MODEL_ROPE_YARN) {
+        /* TAG_DEEPSEEK2_YARN_LOG_MUL_FIX: 0.1 x mscale_all_dim */
+        if (json_is_number(ma))
+            rc |= gguf_writer_f32(w, "deepseek2.rope.scaling.yarn_log_multiplier", (float)(0.1 * json_number_value(ma)));
+        if (c->rope.beta_fast > 0) rc |= gguf_writer_f32(w, "deepseek2.rope.scaling.yarn_beta_fast", (float)c->rope.beta_fast);
+        if (c->rope.beta_slow > 0) rc |= gguf_writer_f32(w, "deepseek2.rope.scaling.yarn_beta_slow", (float)c->rope.beta_slow);
+    }
+    return rc;
+}
+
 /* metadata from config.json (raw, for rope_scaling) and the parsed config */
 static int write_meta(gguf_writer *w, const model_config *c, json_t *raw, const char *garch,
                       const preset *ps, const char *dir, int plain)
@@ -367,8 +444,13 @@ static int write_meta(gguf_writer *w, const model_config *c, json_t *raw, const 
     rc |= gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)c->intermediate_size);
     rc |= gguf_writer_u32(w, KEY("attention.head_count"), (uint32_t)c->n_head);
     rc |= gguf_writer_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_head);
-    rc |= gguf_writer_u32(w, KEY("attention.key_length"), (uint32_t)c->head_dim);
-    rc |= gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)c->head_dim);
+    /* deepseek2: MLA as llama.cpp runs it, MQA over the latent: keys of
+     * kv_lora_rank + rope values, values of kv_lora_rank (the per-head
+     * sizes go in the *_mla keys below) */
+    int ds = !strcmp(garch, "deepseek2");
+    rc |= gguf_writer_u32(w, KEY("attention.key_length"),
+                          (uint32_t)(ds ? c->kv_lora_rank + c->qk_rope_dim : c->head_dim));
+    rc |= gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)(ds ? c->kv_lora_rank : c->head_dim));
     rc |= gguf_writer_f32(w, KEY("attention.layer_norm_rms_epsilon"), c->rms_norm_eps);
     rc |= gguf_writer_f32(w, KEY("rope.freq_base"), (float)c->rope.theta);
     rc |= gguf_writer_u32(w, KEY("rope.dimension_count"),
@@ -416,6 +498,7 @@ static int write_meta(gguf_writer *w, const model_config *c, json_t *raw, const 
         if (af < 0) af = sc > 1.0 ? sqrt(1.0 + log(sc) / log((double)c->rope.original_max_pos)) : 1.0;
         rc |= gguf_writer_f32(w, KEY("rope.scaling.attn_factor"), (float)af);
     }
+    if (ds) rc |= write_meta_deepseek2(w, c, raw);
     if (c->rope.kind == MODEL_ROPE_LINEAR || c->rope.kind == MODEL_ROPE_YARN) {
         rc |= gguf_writer_str(w, KEY("rope.scaling.type"), c->rope.kind == MODEL_ROPE_LINEAR ? "linear" : "yarn");
         rc |= gguf_writer_f32(w, KEY("rope.scaling.factor"), (float)c->rope.factor);
@@ -428,12 +511,46 @@ static int write_meta(gguf_writer *w, const model_config *c, json_t *raw, const 
     return rc ? -1 : 0;
 }
 
+/* attn_k_b / attn_v_b rows of a deepseek2 kv_b_proj (plan_kv_split) */
+static int write_kv_split(gguf_writer *w, FILE *f, const qt *t, float *row, void *qrow)
+{
+    const kern_type_traits *tr = kern_type_get((kern_type)kern_type_of_ggml(t->type));
+    const st_tensor *s = t->src[0];
+    size_t eb = dtype_size((dtype)s->dt);
+    int64_t kvr = s->shape[1], nope = t->sp_nope, R = t->sp_nope + t->sp_v, nh = t->ne[2];
+    size_t rb = gguf_type_bytes(t->type, t->ne[0]);
+    const char *base = s->data;
+    if (t->kv_split == 2) { /* v rows of each head as they are */
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t i = 0; i < t->sp_v; i++) {
+                dtype_to_f32(row, base + (size_t)((h * R + nope + i) * kvr) * eb, (dtype)s->dt, (size_t)kvr);
+                tr->row_from_f32(qrow, row, kvr);
+                if (gguf_writer_write_data(w, f, qrow, rb)) return -1;
+            }
+        return 0;
+    }
+    float *hk = malloc(sizeof(float) * (size_t)(nope * kvr)); /* (nope, kvr): one head's k rows */
+    if (!hk) return -1;
+    int rc = 0;
+    for (int64_t h = 0; h < nh && !rc; h++) {
+        dtype_to_f32(hk, base + (size_t)(h * R * kvr) * eb, (dtype)s->dt, (size_t)(nope * kvr));
+        for (int64_t c = 0; c < kvr && !rc; c++) { /* row c of k_b[h] = column c of the k rows */
+            for (int64_t j = 0; j < nope; j++) row[j] = hk[j * kvr + c];
+            tr->row_from_f32(qrow, row, nope);
+            rc = gguf_writer_write_data(w, f, qrow, rb);
+        }
+    }
+    free(hk);
+    return rc ? -1 : 0;
+}
+
 static int write_tensor(gguf_writer *w, FILE *f, const qt *t, float *row, void *qrow)
 {
     const kern_type_traits *tr = kern_type_get((kern_type)kern_type_of_ggml(t->type));
     int64_t k = t->ne[0];
     size_t rb = gguf_type_bytes(t->type, k);
     if (t->f32) return gguf_writer_write_data(w, f, t->f32, sizeof(float) * (size_t)k);
+    if (t->kv_split) return write_kv_split(w, f, t, row, qrow);
     for (int e = 0; e < t->n_src; e++) {
         const st_tensor *s = t->src[e];
         int64_t n = s->ndim == 1 ? 1 : s->shape[0];
@@ -624,7 +741,7 @@ int cmd_quantize(int argc, char **argv)
     const char *garch = have_cfg ? gguf_arch_of(c.architecture) : "llama";
     if (!garch) {
         fprintf(stderr, "sglc quantize: architecture %s has no GGUF mapping yet (Llama, Mistral, "
-                        "Mixtral, Qwen2, Qwen3, Qwen3-MoE, Qwen2-MoE, Gemma 2, Gemma 3, Phi-3 do)\n", c.architecture);
+                        "Mixtral, Qwen2, Qwen3, Qwen3-MoE, Qwen2-MoE, Gemma 2, Gemma 3, Phi-3, DeepSeek V2 / V3 do)\n", c.architecture);
         return 1;
     }
     json_t *raw = have_cfg ? json_load_file(cpath, 0, NULL) : json_object();

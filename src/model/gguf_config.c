@@ -26,7 +26,10 @@
  *   - phi3: longrope from rope_factors_long / _short.weight,
  *     rope.scaling.original_context_length and attn_factor;
  *   - qwen2moe: expert_shared_feed_forward_length; norm_topk_prob only
- *     from expert_weights_norm (llama.cpp's Qwen2-MoE does not renormalize).
+ *     from expert_weights_norm (llama.cpp's Qwen2-MoE does not renormalize);
+ *   - deepseek2: its own builder (deepseek2_config): MLA ranks and head
+ *     sizes, DeepSeekMoE routing, V2 or V3 by the routing, yarn mscale
+ *     from yarn_log_multiplier.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -92,6 +95,20 @@ static const struct { const char *arch, *hf, *gg; } k_arch_names[] = {
     {"qwen2moe", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
     {"qwen2moe", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
     {"qwen2moe", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    /* DeepSeek V2 / V3 (llama.cpp's deepseek2): MLA projections, V3's
+     * router correction bias, the shared experts.  kv_b_proj is
+     * attn_kv_b in older files; current converters split it into
+     * attn_k_b / attn_v_b (wsource_gguf.c rebuilds kv_b_proj from them) */
+    {"deepseek2", "self_attn.q_a_proj.weight", "attn_q_a.weight"},
+    {"deepseek2", "self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+    {"deepseek2", "self_attn.q_b_proj.weight", "attn_q_b.weight"},
+    {"deepseek2", "self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+    {"deepseek2", "self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+    {"deepseek2", "self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
+    {"deepseek2", "mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},
+    {"deepseek2", "mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"deepseek2", "mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+    {"deepseek2", "mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
 };
 
 int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert)
@@ -448,6 +465,144 @@ static int arch_extras_phi3(cfgb *b, json_t *o, int64_t hd)
     return b->bad ? -1 : 0;
 }
 
+
+/* DeepSeek V2 / V3 (deepseek2) from llama.cpp's keys (conversion/deepseek.py
+ * DeepseekV2Model.set_gguf_parameters writes them; llama-model.cpp reads
+ * them):
+ *   attention.kv_lora_rank, attention.q_lora_rank (absent: q_proj, as
+ *   V2-Lite), rope.dimension_count = qk_rope_head_dim,
+ *   attention.key_length_mla / value_length_mla = nope + rope / v_head_dim
+ *   (older files: attention.key_length / value_length hold those; newer
+ *   ones put kv_lora_rank + rope / kv_lora_rank there, the MQA view),
+ *   leading_dense_block_count, expert_{count,used_count,feed_forward_length,
+ *   shared_count,weights_scale,weights_norm,gating_func (1 softmax,
+ *   2 sigmoid; absent = softmax, llama.cpp's rule for old V2 files),
+ *   group_count,group_used_count}, rope.scaling.yarn_log_multiplier =
+ *   0.1 * mscale_all_dim.
+ * The HF config: DeepseekV3ForCausalLM when layers carry exp_probs_b
+ * (noaux_tc routing) or the gating is sigmoid, or when the weights are
+ * normalized and scaled (llama.cpp's rule; HF's V2 never scales normalized
+ * weights); else DeepseekV2ForCausalLM (greedy, or group_limited_greedy
+ * with more than one group).  yarn: mscale = mscale_all_dim =
+ * yarn_log_multiplier / 0.1 (llama.cpp's cos/sin scale is 1, HF's is their
+ * ratio); without the key no mscale and a cos/sin factor of 1. */
+static int deepseek2_config(cfgb *b, json_t *o, const char **hf)
+{
+    const gguf_file *g = b->g;
+    const char *fn = g->path ? g->path : "gguf";
+    int64_t H = 0, nl = 0, nh = 0, kvr = 0, qr = 0, rope = 0, kl = 0, vl = 0, v;
+    double d;
+    need_int(b, o, "hidden_size", "embedding_length");
+    need_int(b, o, "num_hidden_layers", "block_count");
+    need_int(b, o, "num_attention_heads", "attention.head_count");
+    need_int(b, o, "kv_lora_rank", "attention.kv_lora_rank");
+    need_int(b, o, "qk_rope_head_dim", "rope.dimension_count");
+    if (b->bad) return -1;
+    ak_int(b, "embedding_length", &H);
+    ak_int(b, "block_count", &nl);
+    ak_int(b, "attention.head_count", &nh);
+    ak_int(b, "attention.kv_lora_rank", &kvr);
+    ak_int(b, "rope.dimension_count", &rope);
+    json_object_set_new(o, "num_key_value_heads", json_integer(nh)); /* HF's; MLA has one latent "head" */
+    opt_int(b, o, "max_position_embeddings", "context_length");
+    int has_q_a = has_tensor(g, "blk.0.attn_q_a.weight");
+    if (ak_int(b, "attention.q_lora_rank", &qr) && qr > 0) {
+        json_object_set_new(o, "q_lora_rank", json_integer(qr));
+    } else if (has_q_a) {
+        errmsg_set(b->err, b->errlen, "%s: blk.0.attn_q_a.weight is there but metadata '%s.attention.q_lora_rank' "
+                   "is missing", fn, b->arch);
+        return -1;
+    } else {
+        json_object_set_new(o, "q_lora_rank", json_null());
+    }
+    int mla_keys = ak_int(b, "attention.key_length_mla", &kl);
+    if (mla_keys) {
+        if (!ak_int(b, "attention.value_length_mla", &vl)) {
+            errmsg_set(b->err, b->errlen, "%s: metadata '%s.attention.value_length_mla' is missing", fn, b->arch);
+            return -1;
+        }
+    } else if (!ak_int(b, "attention.key_length", &kl) || !ak_int(b, "attention.value_length", &vl)) {
+        errmsg_set(b->err, b->errlen, "%s: metadata '%s.attention.key_length_mla' (or the older "
+                   "key_length / value_length) is missing", fn, b->arch);
+        return -1;
+    }
+    if (b->bad) return -1;
+    if (kl <= rope || vl <= 0) {
+        errmsg_set(b->err, b->errlen, "%s: %s.attention.key_length%s (%lld) must exceed rope.dimension_count (%lld)",
+                   fn, b->arch, mla_keys ? "_mla" : "", (long long)kl, (long long)rope);
+        return -1;
+    }
+    json_object_set_new(o, "qk_nope_head_dim", json_integer(kl - rope));
+    json_object_set_new(o, "v_head_dim", json_integer(vl));
+    int64_t ff = 0, eff = 0, ne = 0, nused = 0, nsh = 0, ndense = 0, gate = 1, ng = 1, ngu = 1, norm = 0;
+    if (!ak_int(b, "feed_forward_length", &ff) && !ak_int(b, "expert_feed_forward_length", &ff)) {
+        errmsg_set(b->err, b->errlen, "%s: metadata '%s.feed_forward_length' is missing", fn, b->arch);
+        return -1;
+    }
+    json_object_set_new(o, "intermediate_size", json_integer(ff));
+    ak_int(b, "expert_count", &ne);
+    ak_int(b, "expert_used_count", &nused);
+    ak_int(b, "expert_feed_forward_length", &eff);
+    ak_int(b, "expert_shared_count", &nsh);
+    ak_int(b, "leading_dense_block_count", &ndense);
+    ak_int(b, "expert_gating_func", &gate);
+    ak_int(b, "expert_group_count", &ng);
+    ak_int(b, "expert_group_used_count", &ngu);
+    ak_int(b, "expert_weights_norm", &norm);
+    double scale = 1.0;
+    ak_float(b, "expert_weights_scale", &scale);
+    if (b->bad) return -1;
+    if (gate == 0) gate = 1; /* llama.cpp: none recorded = softmax (old V2 / V2.5 files) */
+    if (gate != 1 && gate != 2) {
+        errmsg_set(b->err, b->errlen, "%s: %s.expert_gating_func %lld is not supported (1 softmax, 2 sigmoid)", fn,
+                   b->arch, (long long)gate);
+        return -1;
+    }
+    int bias = 0;
+    for (int64_t il = 0; il < nl && il < 4096 && !bias; il++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "blk.%lld.exp_probs_b.bias", (long long)il);
+        bias = has_tensor(g, nm);
+    }
+    int v3 = bias || gate == 2 || (norm && scale != 1.0);
+    *hf = v3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM";
+    json_object_set_new(o, "n_routed_experts", ne > 0 ? json_integer(ne) : json_null());
+    json_object_set_new(o, "num_experts_per_tok", json_integer(nused > 0 ? nused : 1));
+    json_object_set_new(o, "moe_intermediate_size", json_integer(eff > 0 ? eff : ff));
+    json_object_set_new(o, "n_shared_experts", json_integer(nsh));
+    json_object_set_new(o, "first_k_dense_replace", json_integer(ne > 0 ? ndense : nl));
+    json_object_set_new(o, "moe_layer_freq", json_integer(1));
+    json_object_set_new(o, "n_group", json_integer(ng > 0 ? ng : 1));
+    json_object_set_new(o, "topk_group", json_integer(ngu > 0 ? ngu : 1));
+    json_object_set_new(o, "norm_topk_prob", json_boolean(norm != 0));
+    json_object_set_new(o, "routed_scaling_factor", json_real(scale));
+    json_object_set_new(o, "scoring_func", json_string(gate == 2 ? "sigmoid" : "softmax"));
+    json_object_set_new(o, "topk_method", json_string(bias ? "noaux_tc" : ng > 1 ? "group_limited_greedy" : "greedy"));
+    if (ak_float(b, "attention.layer_norm_rms_epsilon", &d)) json_object_set_new(o, "rms_norm_eps", json_real(d));
+    if (ak_float(b, "rope.freq_base", &d)) json_object_set_new(o, "rope_theta", json_real(d));
+    if (b->bad || rope_scaling(b, o, (int)rope)) return -1;
+    json_t *rs = json_object_get(o, "rope_scaling");
+    const char *rt = json_is_object(rs) ? json_string_value(json_object_get(rs, "rope_type")) : NULL;
+    if (rt && !strcmp(rt, "yarn")) {
+        double af = 1.0;
+        if (ak_float(b, "rope.scaling.yarn_attn_factor", &af) && fabs(af - 1.0) > 1e-6) {
+            errmsg_set(b->err, b->errlen, "%s: %s.rope.scaling.yarn_attn_factor %g is not supported (1)", fn,
+                       b->arch, af);
+            return -1;
+        }
+        if (ak_float(b, "rope.scaling.yarn_log_multiplier", &d) && d > 0) {
+            json_object_set_new(rs, "mscale", json_real(d / 0.1));
+            json_object_set_new(rs, "mscale_all_dim", json_real(d / 0.1));
+        } else {
+            json_object_set_new(rs, "attention_factor", json_real(1.0));
+        }
+    }
+    json_object_set_new(o, "hidden_act", json_string("silu"));
+    json_object_set_new(o, "attention_bias", json_false());
+    (void)H, (void)v;
+    return b->bad ? -1 : 0;
+}
+
 char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen)
 {
     const char *fn = g->path ? g->path : "gguf";
@@ -473,14 +628,31 @@ char *gguf_model_config_json(const gguf_file *g, char *err, size_t errlen)
     else if (!strcmp(arch, "gemma2")) hf = "Gemma2ForCausalLM";
     else if (!strcmp(arch, "gemma3")) hf = "Gemma3ForCausalLM";
     else if (!strcmp(arch, "phi3")) hf = "Phi3ForCausalLM";
+    else if (!strcmp(arch, "deepseek2")) hf = "DeepseekV2ForCausalLM"; /* or V3: deepseek2_config */
     if (!hf || b.bad) {
         if (!b.bad)
             errmsg_set(err, errlen, "%s: unsupported GGUF architecture '%s' (supported: llama, "
                        "including Mistral and Mixtral files, qwen2, qwen3, qwen3moe, qwen2moe, "
-                       "gemma2, gemma3, phi3)", fn, arch);
+                       "gemma2, gemma3, phi3, deepseek2)", fn, arch);
         return NULL;
     }
     json_t *o = json_object();
+    if (!strcmp(arch, "deepseek2")) {
+        if (deepseek2_config(&b, o, &hf)) goto fail;
+        json_object_set_new(o, "architectures", json_pack("[s]", hf));
+        const gguf_tensor *dte = gguf_find_tensor(g, "token_embd.weight");
+        if (dte && dte->ndim == 2) json_object_set_new(o, "vocab_size", json_integer(dte->ne[1]));
+        json_object_set_new(o, "tie_word_embeddings", json_boolean(!has_tensor(g, "output.weight")));
+        json_object_set_new(o, "torch_dtype", json_string(torch_dtype_of(g)));
+        int64_t bid;
+        if (gguf_get_int(g, "tokenizer.ggml.bos_token_id", &bid, NULL, 0) > 0)
+            json_object_set_new(o, "bos_token_id", json_integer(bid));
+        add_tok_eos(g, o);
+        char *dtext = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!dtext) errmsg_set(err, errlen, "out of memory");
+        return dtext;
+    }
     json_object_set_new(o, "architectures", json_pack("[s]", hf));
     need_int(&b, o, "hidden_size", "embedding_length");
     need_int(&b, o, "num_hidden_layers", "block_count");

@@ -28,6 +28,12 @@
  *             longrope factors           rope_factors_{long,short}.weight
  *   qwen2moe: mlp.shared_expert.X_proj   blk.N.ffn_X_shexp.weight
  *             mlp.shared_expert_gate     blk.N.ffn_gate_inp_shexp.weight
+ *   deepseek2: self_attn.q_a_proj / q_a_layernorm / q_b_proj  blk.N.attn_q_a / _q_a_norm / _q_b
+ *             self_attn.kv_a_proj_with_mqa / kv_a_layernorm  blk.N.attn_kv_a_mqa / _kv_a_norm
+ *             self_attn.kv_b_proj        blk.N.attn_kv_b.weight (older files; current ones
+ *                                        split it: attn_k_b / attn_v_b, wsource_gguf.c)
+ *             mlp.gate.e_score_correction_bias  blk.N.exp_probs_b.bias
+ *             mlp.shared_experts.X_proj  blk.N.ffn_X_shexp.weight
  *
  * The config is built as the config.json a Hugging Face export of the
  * same model would have and parsed by model_config_parse, so GGUF models
@@ -48,7 +54,8 @@ int gguf_name_from_hf(const char *hf, char *out, size_t n, int *expert);
 /* The same for GGUF architecture `garch` (general.architecture; NULL =
  * "llama"): gemma2 / gemma3 (post_attention_norm, ffn_norm = the pre-MLP
  * norm, post_ffw_norm), phi3 (attn_qkv, ffn_up = fused gate_up), qwen2moe
- * (ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp) have their own rows. */
+ * (ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp), deepseek2 (MLA, exp_probs_b,
+ * *_shexp) have their own rows. */
 int gguf_name_from_hf_arch(const char *garch, const char *hf, char *out, size_t n, int *expert);
 
 /* Does llama.cpp store this GGUF tensor of architecture garch as the HF
@@ -62,7 +69,8 @@ int gguf_norm_plus_one(const char *garch, const char *gguf_name);
 int gguf_model_path(const char *path, int force, char *out, size_t n, char *err, size_t errlen);
 
 /* The model config from the file's metadata (architectures llama, qwen2,
- * qwen3, qwen3moe, qwen2moe, gemma2, gemma3, phi3; llama with experts =
+ * qwen3, qwen3moe, qwen2moe, gemma2, gemma3, phi3, deepseek2 = DeepSeek V2
+ * or V3 by its routing; llama with experts =
  * Mixtral; others refused naming the architecture).  0, or -1 with err. */
 int gguf_model_config(const gguf_file *g, const char *override_json, int context_length,
                       model_config *c, char *err, size_t errlen);

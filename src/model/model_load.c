@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "model/model_load.h"
+#include "model/gguf_model.h"
 #include "model/model_ep.h"
 #include "model/moe.h"
 #include "util/errmsg.h"
@@ -34,8 +35,22 @@ static int add_block(model_weights *m, void *p)
     return 0;
 }
 
-static void note_missing(loader *L, const char *name)
+static void note_missing(loader *L, const char *hf_name)
 {
+    /* a GGUF file: say the name the file would hold too */
+    char buf[400], gn[200];
+    const char *name = hf_name;
+    const gguf_file *gf = wsrc_gguf_file(L->src);
+    gguf_str ga = {0};
+    int expert;
+    if (gf && gguf_get_str(gf, "general.architecture", &ga, NULL, 0) > 0) {
+        char arch[32];
+        snprintf(arch, sizeof arch, "%.*s", (int)(ga.len < 31 ? ga.len : 31), ga.s);
+        if (gguf_name_from_hf_arch(arch, hf_name, gn, sizeof gn, &expert)) {
+            snprintf(buf, sizeof buf, "%s (GGUF %s%s)", hf_name, gn, expert >= 0 ? ", an expert slice" : "");
+            name = buf;
+        }
+    }
     size_t used = strlen(L->missing);
     if (used + strlen(name) + 8 < sizeof L->missing)
         snprintf(L->missing + used, sizeof L->missing - used, "%s%s", L->n_missing ? ", " : "",

@@ -32,6 +32,17 @@
  * 1-D tensors are read once into an owned F32 copy with 1 subtracted, so
  * the loader sees HF's centred weights (exact: |w| < 1 makes (1+w)-1 and
  * 1+((1+w)-1) exact in f32).
+ *
+ * DeepSeek V2 / V3 (deepseek2): llama.cpp's current converter splits
+ * kv_b_proj (per head h, rows [k_nope (nope) | v (v)] of kv_lora_rank
+ * values) into blk.N.attn_k_b.weight, ne [nope, kvr, n_head] (k_b[h][c][j]
+ * = kv_b[h (nope + v) + j][c], the k part transposed), and
+ * blk.N.attn_v_b.weight, ne [kvr, v, n_head] (v_b[h][i] = kv_b row
+ * h (nope + v) + nope + i); older files hold blk.N.attn_kv_b.weight as HF
+ * does.  The loader asks for kv_b_proj (and reads it as f32, once, to
+ * split it its own way, mla.c): with attn_kv_b absent find() answers with
+ * a tensor of HF's shape that has no bytes, and read() builds it from the
+ * two halves (any type with a dequantizer, row by row).  Nothing is kept.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -48,9 +59,19 @@ typedef struct gg_rec {
     char type_name[200];     /* the GGUF type; for one sglc cannot use, with the GGUF tensor name */
 } gg_rec;
 
+/* kv_b_proj of one deepseek2 layer rebuilt from attn_k_b / attn_v_b */
+typedef struct gg_kvb {
+    const gguf_tensor *kb, *vb; /* borrowed from the file; ne [nope, kvr, nh] / [kvr, v, nh] */
+    int kt_k, kt_v;             /* their kern types */
+    int64_t nh, nope, v, kvr;
+    char why[256];              /* why the layer's halves cannot make kv_b_proj (the loader names it) */
+} gg_kvb;
+
 typedef struct gg_src {
     gguf_file g;
     gg_rec *rec;            /* (g.n_tensors), by file index */
+    gg_kvb *kvb;            /* (n_kvb) deepseek2 split kv_b per layer (kb NULL: not asked yet), or NULL */
+    int n_kvb;
     int permute;            /* llama: q/k rows interleaved */
     char arch[32];          /* general.architecture */
     int n_head, n_kv_head;
@@ -130,6 +151,77 @@ static int rec_prepare(gg_src *s, int64_t i)
     return 0;
 }
 
+
+/* kv_b_proj of layer N answered from blk.N.attn_k_b / attn_v_b (see the
+ * DESIGN comment): 1 with *out (no bytes; read() builds it), 0 when the
+ * layer has neither half; a half alone or mismatched shapes are reported
+ * as a type sglc cannot use, so the loader names the tensor. */
+static int find_split_kvb(gg_src *s, const char *gn, wsrc_tensor *out)
+{
+    int il = -1;
+    if (sscanf(gn, "blk.%d.", &il) != 1 || il < 0 || il >= s->n_kvb) return 0;
+    char kn[96], vn[96];
+    snprintf(kn, sizeof kn, "blk.%d.attn_k_b.weight", il);
+    snprintf(vn, sizeof vn, "blk.%d.attn_v_b.weight", il);
+    const gguf_tensor *kb = gguf_find_tensor(&s->g, kn), *vb = gguf_find_tensor(&s->g, vn);
+    if (!kb && !vb) return 0;
+    gg_kvb *k = &s->kvb[il];
+    memset(out, 0, sizeof *out);
+    out->origin = s->g.path;
+    out->type = -1;
+    out->ndim = 2;
+    if (!kb || !vb) {
+        out->name = kb ? kb->name : vb->name;
+        snprintf(k->why, sizeof k->why, "(%s is missing: %s alone cannot make kv_b_proj)", kb ? vn : kn,
+                 kb ? kn : vn);
+        out->type_name = k->why;
+        return 1;
+    }
+    out->name = kb->name;
+    int ktk = kern_type_of_ggml(kb->ggml_type), ktv = kern_type_of_ggml(vb->ggml_type);
+    if (kb->ndim != 3 || vb->ndim != 3 || kb->ne[2] != vb->ne[2] || kb->ne[1] != vb->ne[0] ||
+        kb->ne[0] <= 0 || vb->ne[1] <= 0) {
+        out->type_name = "(attn_k_b ne [nope, kvr, heads] and attn_v_b ne [kvr, v, heads] do not fit together)";
+        return 1;
+    }
+    if (ktk < 0 || ktv < 0 || !kern_type_get((kern_type)ktk)->row_to_f32 ||
+        !kern_type_get((kern_type)ktv)->row_to_f32) {
+        out->name = ktk < 0 || !kern_type_get((kern_type)ktk)->row_to_f32 ? kb->name : vb->name;
+        out->type_name = gguf_type_name(out->name == kb->name ? kb->ggml_type : vb->ggml_type);
+        return 1;
+    }
+    k->kb = kb, k->vb = vb, k->kt_k = ktk, k->kt_v = ktv;
+    k->nh = kb->ne[2], k->nope = kb->ne[0], k->v = vb->ne[1], k->kvr = kb->ne[1];
+    out->type = KERN_TYPE_F32;
+    out->type_name = "F32 (rebuilt from attn_k_b + attn_v_b)";
+    out->shape[0] = k->nh * (k->nope + k->v);
+    out->shape[1] = k->kvr;
+    out->priv = k;
+    out->tag = UINT64_MAX; /* marks a rebuilt kv_b for read() */
+    return 1;
+}
+
+/* The rebuilt kv_b_proj, (nh (nope + v), kvr) row-major f32, into dst. */
+static int read_split_kvb(const gg_kvb *k, float *dst)
+{
+    int64_t R = k->nope + k->v;
+    size_t kb_row = gguf_type_bytes(k->kb->ggml_type, k->nope), vb_row = gguf_type_bytes(k->vb->ggml_type, k->kvr);
+    float *row = malloc(sizeof(float) * (size_t)(k->nope > k->kvr ? k->nope : k->kvr));
+    if (!row) return -1;
+    const uint8_t *kd = k->kb->data, *vd = k->vb->data;
+    for (int64_t h = 0; h < k->nh; h++) {
+        for (int64_t c = 0; c < k->kvr; c++) { /* k_b row (h, c): column c of the k part */
+            kern_type_get((kern_type)k->kt_k)->row_to_f32(row, kd + (size_t)(h * k->kvr + c) * kb_row, k->nope);
+            for (int64_t j = 0; j < k->nope; j++) dst[(size_t)(h * R + j) * k->kvr + c] = row[j];
+        }
+        for (int64_t i = 0; i < k->v; i++) /* v_b row (h, i) = kv_b row h R + nope + i */
+            kern_type_get((kern_type)k->kt_v)->row_to_f32(dst + (size_t)(h * R + k->nope + i) * k->kvr,
+                                                          vd + (size_t)(h * k->v + i) * vb_row, k->kvr);
+    }
+    free(row);
+    return 0;
+}
+
 static int g_find(void *self, const char *name, int ndim, const int64_t *expect, wsrc_tensor *out)
 {
     gg_src *s = self;
@@ -139,6 +231,8 @@ static int g_find(void *self, const char *name, int ndim, const int64_t *expect,
      * and the loader may ask for one again) */
     if (!gguf_name_from_hf_arch(s->arch, name, gn, sizeof gn, &expert)) snprintf(gn, sizeof gn, "%s", name);
     const gguf_tensor *t = gguf_find_tensor(&s->g, gn);
+    if (!t && !strcmp(s->arch, "deepseek2") && ends_with(gn, ".attn_kv_b.weight"))
+        return find_split_kvb(s, gn, out);
     if (!t && expert >= 0) {
         /* older Mixtral files: one tensor per expert, blk.N.ffn_gate.E.weight */
         char alt[256];
@@ -201,6 +295,15 @@ static int g_find(void *self, const char *name, int ndim, const int64_t *expect,
 
 static int g_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
 {
+    if (t->tag == UINT64_MAX && t->priv) { /* deepseek2 kv_b_proj rebuilt from attn_k_b / attn_v_b */
+        const gg_kvb *k = t->priv;
+        size_t n = (size_t)wsrc_numel(t);
+        if (dst_dt == DTYPE_F32) return read_split_kvb(k, dst);
+        float *tmp = malloc(sizeof(float) * n);
+        int rc = !tmp || read_split_kvb(k, tmp) || wsrc_convert(dst, dst_dt, tmp, KERN_TYPE_F32, n) ? -1 : 0;
+        free(tmp);
+        return rc;
+    }
     const gg_rec *r = t->priv;
     if (!r || r->kt < 0) return -1;
     const uint8_t *src = r->bytes + kern_type_row_bytes((kern_type)r->kt, (int64_t)t->tag);
@@ -209,6 +312,10 @@ static int g_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
 
 static void g_read_row(void *self, const wsrc_tensor *t, int64_t row, float *dst)
 {
+    if (t->tag == UINT64_MAX) { /* a rebuilt kv_b is never an embedding table; rows are not read */
+        memset(dst, 0, sizeof(float) * (size_t)t->shape[1]);
+        return;
+    }
     const gg_rec *r = t->priv;
     int64_t k = t->shape[1];
     const uint8_t *src = r->bytes + kern_type_row_bytes((kern_type)r->kt, (int64_t)t->tag + row * k);
@@ -218,6 +325,7 @@ static void g_read_row(void *self, const wsrc_tensor *t, int64_t row, float *dst
 static void g_keep(void *self, const wsrc_tensor *t)
 {
     gg_src *s = self;
+    if (t->tag == UINT64_MAX) return; /* a rebuilt kv_b has no bytes of its own */
     const gg_rec *r = t->priv;
     if (!r || r->owned) return;
     s->g.tensors[r - s->rec].keep = 1;
@@ -234,6 +342,7 @@ static void g_close(void *self)
     gg_src *s = self;
     for (int64_t i = 0; s->rec && i < s->g.n_tensors; i++) free(s->rec[i].owned);
     free(s->rec);
+    free(s->kvb);
     gguf_close(&s->g);
     free(s);
 }
@@ -280,6 +389,16 @@ int wsrc_open_gguf(wsrc *w, const char *path, char *err, size_t errlen)
         s->permute = 1;
         s->n_head = (int)(nh > 0 && nh < 1 << 20 ? nh : 0);
         s->n_kv_head = (int)(nkv > 0 && nkv < 1 << 20 ? nkv : 0);
+    }
+    if (!strcmp(s->arch, "deepseek2")) {
+        int64_t nl = 0;
+        gguf_get_int(&s->g, "deepseek2.block_count", &nl, NULL, 0);
+        s->n_kvb = (int)(nl > 0 && nl < 1 << 16 ? nl : 0);
+        if (s->n_kvb && !(s->kvb = calloc((size_t)s->n_kvb, sizeof *s->kvb))) {
+            g_close(s);
+            errmsg_set(err, errlen, "out of memory");
+            return -1;
+        }
     }
     w->ops = &gguf_ops;
     w->self = s;

@@ -20,8 +20,8 @@
 #     (tests/ref/gguf_arch_write.py: no sglc keys) loads to the HF logits
 #     within 1e-5 (Gemma with query_pre_attn_scalar = head_dim, which is
 #     what llama.cpp assumes);
-#   - an architecture without a GGUF mapping (DeepSeek-V2) is refused by
-#     quantize naming it.
+#   - an architecture without a GGUF mapping (GraniteMoE) is refused by
+#     quantize naming it (DeepSeek V2 / V3: test_gguf_deepseek.sh).
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require models/configs/microsoft__Phi-3-mini-4k-instruct/config.json
@@ -30,13 +30,13 @@ TINY="$ROOT/build/tiny-models"
 "$PY" - "$ROOT/tests/ref" "$TINY" "$SHARED" <<'PYEOF' >/dev/null || { echo "FAIL: building the tiny models"; exit 1; }
 import sys
 sys.path.insert(0, sys.argv[1])
-import gemma_ref, phi3_ref, make_tiny_ds
+import gemma_ref, phi3_ref, make_tiny_ds, make_tiny_model
 for n in ("gemma2", "gemma3"):
     gemma_ref.build(n, sys.argv[2])
 for n in ("phi3-mini-4k", "phi3.5-long"):
     phi3_ref.build(n, sys.argv[2], sys.argv[3])
-for n in ("qwen2-moe", "deepseek-v2-lite"):
-    make_tiny_ds.build(n, sys.argv[2], sys.argv[3])
+make_tiny_ds.build("qwen2-moe", sys.argv[2], sys.argv[3])
+make_tiny_model.build("granitemoe", sys.argv[2], sys.argv[3])
 PYEOF
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -117,11 +117,11 @@ for m in gemma2 gemma3 phi3-mini-4k phi3.5-long qwen2-moe; do
 done
 
 # no mapping: a clear error naming the architecture
-if "$BIN" quantize --model-path "$TINY/deepseek-v2-lite/f32" --output "$T/ds.gguf" --type F32 >"$T/ds.log" 2>&1; then
-    bad "deepseek-v2-lite: quantize succeeded without a mapping"
-elif grep -q "DeepseekV2ForCausalLM" "$T/ds.log"; then
-    ok "deepseek-v2: refused naming the architecture"
+if "$BIN" quantize --model-path "$TINY/granitemoe/f32" --output "$T/gm.gguf" --type F32 >"$T/gm.log" 2>&1; then
+    bad "granitemoe: quantize succeeded without a mapping"
+elif grep -q "GraniteMoeForCausalLM" "$T/gm.log" && [ ! -e "$T/gm.gguf" ]; then
+    ok "granitemoe: refused naming the architecture"
 else
-    bad "deepseek-v2: unclear error: $(tail -1 "$T/ds.log")"
+    bad "granitemoe: unclear error: $(tail -1 "$T/gm.log")"
 fi
 [ $fails -eq 0 ] && echo "PASS: gguf_arch" || { echo "FAIL: gguf_arch ($fails)"; exit 1; }

@@ -403,6 +403,17 @@ static void test_names(void **state)
         {"qwen2moe", "model.layers.0.mlp.shared_expert.down_proj.weight", "blk.0.ffn_down_shexp.weight"},
         {"qwen2moe", "model.layers.0.mlp.shared_expert_gate.weight", "blk.0.ffn_gate_inp_shexp.weight"},
         {"qwen2moe", "model.layers.0.mlp.gate.weight", "blk.0.ffn_gate_inp.weight"},
+        /* deepseek2 (llama.cpp's LLM_ARCH_DEEPSEEK2 names) */
+        {"deepseek2", "model.layers.4.self_attn.q_proj.weight", "blk.4.attn_q.weight"},
+        {"deepseek2", "model.layers.4.self_attn.q_a_proj.weight", "blk.4.attn_q_a.weight"},
+        {"deepseek2", "model.layers.4.self_attn.q_a_layernorm.weight", "blk.4.attn_q_a_norm.weight"},
+        {"deepseek2", "model.layers.4.self_attn.q_b_proj.weight", "blk.4.attn_q_b.weight"},
+        {"deepseek2", "model.layers.4.self_attn.kv_a_proj_with_mqa.weight", "blk.4.attn_kv_a_mqa.weight"},
+        {"deepseek2", "model.layers.4.self_attn.kv_a_layernorm.weight", "blk.4.attn_kv_a_norm.weight"},
+        {"deepseek2", "model.layers.4.self_attn.kv_b_proj.weight", "blk.4.attn_kv_b.weight"},
+        {"deepseek2", "model.layers.4.mlp.gate.e_score_correction_bias", "blk.4.exp_probs_b.bias"},
+        {"deepseek2", "model.layers.4.mlp.shared_experts.up_proj.weight", "blk.4.ffn_up_shexp.weight"},
+        {"deepseek2", "model.layers.0.mlp.down_proj.weight", "blk.0.ffn_down.weight"},
     };
     for (size_t i = 0; i < sizeof arch_rows / sizeof arch_rows[0]; i++) {
         assert_int_equal(gguf_name_from_hf_arch(arch_rows[i][0], arch_rows[i][1], out, sizeof out, &e), 1);
@@ -411,6 +422,7 @@ static void test_names(void **state)
     /* gemma-only rows do not leak into llama; qkv_proj has no llama name */
     assert_int_equal(gguf_name_from_hf("model.layers.0.pre_feedforward_layernorm.weight", out, sizeof out, &e), 0);
     assert_int_equal(gguf_name_from_hf("model.layers.0.self_attn.qkv_proj.weight", out, sizeof out, &e), 0);
+    assert_int_equal(gguf_name_from_hf("model.layers.0.self_attn.kv_a_proj_with_mqa.weight", out, sizeof out, &e), 0);
     assert_int_equal(gguf_norm_plus_one("gemma2", "blk.0.post_ffw_norm.weight"), 1);
     assert_int_equal(gguf_norm_plus_one("gemma3", "output_norm.weight"), 1);
     assert_int_equal(gguf_norm_plus_one("gemma3", "blk.0.attn_q.weight"), 0);
