@@ -21,9 +21,17 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 
+# gloo (multi-node without mpirun, --dist-init-addr): only src/dist/dist_gloo.cc
+# includes gloo headers, compiled with g++; without libgloo-dev that file is
+# skipped and dist_gloo_stub.c says so at run time.
+CXX     ?= g++
+GLOO    := $(shell test -f /usr/include/gloo/rendezvous/context.h && \
+             { test -e /usr/lib/libgloo.so || ls /usr/lib/*/libgloo.so; } >/dev/null 2>&1 && echo 1)
+GLOO_LIBS := $(if $(GLOO),-lgloo -lstdc++)
+
 WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g $(WARN) -pthread -Isrc $(PKG_CFLAGS) $(SAN) -MMD -MP
-LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) -lm -pthread -lrt
+LDLIBS  += $(PKG_LIBS) $(MPI_LIBS) $(GLOO_LIBS) -lm -pthread -lrt
 LDFLAGS += $(SAN)
 
 ISA_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mavx512vnni -mfma -mf16c -mbmi2 -O3
@@ -31,7 +39,7 @@ ISA_AMX    := $(ISA_AVX512) -mamx-tile -mamx-bf16
 ISA_AVX2   := -mavx2 -mfma -mf16c -mbmi2 -O3
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path src/main.c | sort)
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(if $(GLOO),$(BUILD)/obj/src/dist/dist_gloo.o)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
@@ -53,6 +61,12 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 	$(CC) $(CFLAGS) $(ISA_AVX2) -c $< -o $@
 ifneq ($(MPI_LIBS),)
 $(BUILD)/obj/src/dist/dist_mpi.o: CFLAGS += $(MPI_CFLAGS) -DSGLC_HAVE_MPI
+endif
+ifneq ($(GLOO),)
+$(BUILD)/obj/src/dist/dist_gloo_stub.o: CFLAGS += -DSGLC_HAVE_GLOO
+$(BUILD)/obj/src/dist/dist_gloo.o: src/dist/dist_gloo.cc
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -D_GNU_SOURCE $(OPT) -g $(WARN) -pthread -Isrc $(SAN) -MMD -MP -c $< -o $@
 endif
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -203,7 +203,7 @@ X(sampling_defaults, CHOICE, "--sampling-defaults", "model", "openai|model", API
 X(dp_size, INT, "--dp-size --data-parallel-size", "1", NULL, DP, SUPPORTED, "The data parallelism size: replicas of the scheduler in one process over one copy of the weights, the threads split between them (serve, generate --requests, bench-offline). With --tp-size or --pp-size > 1: each replica is its own group of ranks holding its own weight shards (dp-size copies), --threads split over all dp x tp ranks.") \
 X(load_balance_method, CHOICE, "--load-balance-method", "auto", "auto|round_robin|follow_bootstrap_room|total_requests|total_tokens|cache_aware", DP, SUPPORTED, "The load balancing strategy for data parallelism (auto = round_robin; cache_aware, sglc's: the replica holding the longest cached prefix).") \
 /* ---- Multi-node distributed serving ---- */ \
-X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, NOT_YET, "The host:port for initializing the distributed backend.") \
+X(dist_init_addr, STR, "--dist-init-addr --nccl-init-addr", NULL, NULL, MULTINODE, SUPPORTED, "The host:port of node 0 for joining the nodes of --nnodes > 1 (the same command on every node, --node-rank 0..nnodes-1): node 0 listens there, every rank joins within --dist-timeout, then the ranks talk over gloo's TCP collectives (every rank, also within a node). Ignored with --nnodes 1 (shared memory on one machine).") \
 X(nnodes, INT, "--nnodes", "1", NULL, MULTINODE, SUPPORTED, "The number of nodes.") \
 X(node_rank, INT, "--node-rank", "0", NULL, MULTINODE, SUPPORTED, "The node rank.") \
 /* ---- Model override args ---- */ \

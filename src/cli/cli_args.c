@@ -93,6 +93,7 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->dist.pp_size = a->pp_size != ARGS_INT_NONE && a->pp_size > 1 ? (int)a->pp_size : 1;
     mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
     mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;
+    mo->dist.init_addr = a->dist_init_addr && *a->dist_init_addr ? a->dist_init_addr : NULL;
     mo->dist.timeout_s = a->dist_timeout != ARGS_INT_NONE && a->dist_timeout > 0 ? (int)a->dist_timeout : 0;
     mo->dist.base_group = a->base_gpu_id != ARGS_INT_NONE && a->base_gpu_id > 0 ? (int)a->base_gpu_id : 0;
     mo->dist.group_step = a->gpu_id_step != ARGS_INT_NONE ? (int)a->gpu_id_step : 1;

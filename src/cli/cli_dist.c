@@ -146,6 +146,91 @@ static void pin_rank(const cli_dist_opts *o, int r, int tpr, int n_slots, const 
     if (sched_setaffinity(0, sizeof want, &want) == 0) log_info("%s pinned to %d core(s)", who, n);
 }
 
+/* The binary by its own path (not /proc/self/exe: the workers keep the name sglc). */
+static void self_exe(char *exe, size_t n)
+{
+    ssize_t el = readlink("/proc/self/exe", exe, n - 1);
+    if (el <= 0) snprintf(exe, n, "/proc/self/exe");
+    else exe[el] = 0;
+}
+
+/* --nnodes K --dist-init-addr (cli_dist.h): this node's ranks over gloo. */
+static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int tmo, dist_group **out, char *err,
+                      size_t errlen)
+{
+    const int K = o->nnodes, R = o->node_rank;
+    if (n_groups > 1) {
+        snprintf(err, errlen, "--dp-size %d with --nnodes %d is not supported (one group of ranks across the nodes; "
+                 "data parallelism runs on one machine)", n_groups, K);
+        return -1;
+    }
+    if (R < 0 || R >= K) {
+        snprintf(err, errlen, "--node-rank %d: must be between 0 and --nnodes - 1 = %d", R, K - 1);
+        return -1;
+    }
+    if (N % K) {
+        snprintf(err, errlen, "--tp-size x --pp-size = %d ranks do not split evenly over --nnodes %d", N, K);
+        return -1;
+    }
+    if (!dist_gloo_available()) {
+        snprintf(err, errlen, "this sglc was built without gloo (install libgloo-dev and rebuild), so "
+                 "--dist-init-addr cannot join the nodes; run them under mpirun instead");
+        return -1;
+    }
+    const int per = N / K;
+    char cfg[160];
+    snprintf(cfg, sizeof cfg, "--tp-size %d --pp-size %d --nnodes %d", o->tp_size > 0 ? o->tp_size : 1,
+             o->pp_size > 1 ? o->pp_size : 1, K);
+    const char *wr = getenv("SGLC_DIST_GLOO_RANK");
+    int rank = R * per;
+    if (wr) { /* a rank this node's command started */
+        rank = atoi(wr);
+        if (rank < R * per || rank >= (R + 1) * per) {
+            snprintf(err, errlen, "SGLC_DIST_GLOO_RANK=%s is not a rank of node %d", wr, R);
+            return -1;
+        }
+    } else if (per > 1) {
+        char **argv = self_argv();
+        if (!argv) {
+            snprintf(err, errlen, "cannot read /proc/self/cmdline to start this node's ranks");
+            return -1;
+        }
+        char exe[4096];
+        self_exe(exe, sizeof exe);
+        fflush(stdout), fflush(stderr);
+        for (int l = 1; l < per && g_n_child < MAX_CHILD; l++) {
+            pid_t pid = fork();
+            if (pid < 0) {
+                snprintf(err, errlen, "fork for rank %d failed", R * per + l);
+                return -1;
+            }
+            if (pid == 0) {
+                char rb[16];
+                snprintf(rb, sizeof rb, "%d", R * per + l);
+                setenv("SGLC_DIST_GLOO_RANK", rb, 1);
+                dup2(2, 1);
+                execv(exe, argv);
+                _exit(127);
+            }
+            g_child[g_n_child++] = pid;
+        }
+        free(argv[0]);
+        free(argv);
+        atexit(reap_children);
+    }
+    char who[64];
+    snprintf(who, sizeof who, "rank %d (node %d)", rank, R);
+    pin_rank(o, rank - R * per, tpr, 0, who);
+    dist_gloo_opts go = {.init_addr = o->init_addr, .size = N, .rank = rank, .per_node = per, .timeout_ms = tmo,
+                         .config = cfg};
+    dist_group *g = dist_gloo_create(&go, err, errlen);
+    if (!g) return -1;
+    log_info("tensor parallelism: rank %d of %d on node %d of %d (%d per node) over gloo (TCP, rendezvous at %s), "
+             "%d thread(s) each", rank, N, R, K, per, o->init_addr, tpr);
+    out[0] = g;
+    return 1;
+}
+
 int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)
 {
     dist_group *g[1] = {NULL};
@@ -190,12 +275,13 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
         return 1;
     }
     if (N == 1) return 0;
-    if (o->nnodes > 1) {
-        snprintf(err, errlen, "--nnodes %d: sglc runs several machines through Open MPI: start the "
-                 "command under mpirun (mpirun -np %d -H host1,host2 sglc ... --tp-size %d); the "
-                 "same command on each node with --dist-init-addr is not supported yet", o->nnodes, N, N);
+    if (o->nnodes > 1 && !o->init_addr) {
+        snprintf(err, errlen, "--nnodes %d: give node 0's address with --dist-init-addr HOST:PORT (the same "
+                 "command on every node, --node-rank 0..%d), or start the command under mpirun (mpirun -np %d "
+                 "-H host1,host2 sglc ... --tp-size %d)", o->nnodes, o->nnodes - 1, N, N);
         return -1;
     }
+    if (o->nnodes > 1) return start_gloo(o, tpr, N, n_groups, tmo, out, err, errlen);
     const char *shm = getenv("SGLC_DIST_SHM"), *rs = getenv("SGLC_DIST_RANK");
     if (shm && rs) { /* a worker rank started by rank 0: one group, its replica's */
         int r = atoi(rs);
@@ -219,9 +305,7 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     }
     /* the binary by its own path (not /proc/self/exe: the workers keep the name sglc) */
     char exe[4096];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0) snprintf(exe, sizeof exe, "/proc/self/exe");
-    else exe[el] = 0;
+    self_exe(exe, sizeof exe);
     fflush(stdout), fflush(stderr);
     /* group k's rank r is placement slot k * N + r (cli_dist.h) */
     for (int k = 0; k < n_groups; k++)
@@ -322,6 +406,8 @@ static void *watch_main(void *arg)
         for (int i = 0; i < g_n_child; i++) kill(g_child[i], SIGKILL);
         /* Open MPI: MPI_Abort ends every rank of the job (a hung one too) */
         if (!strcmp(dist_backend(g), "mpi")) dist_abort(g, "tensor parallelism failed");
+        /* gloo: published so the other nodes' ranks name the same failure */
+        if (!strcmp(dist_backend(g), "gloo")) dist_abort(g, dist_error(g));
         _exit(1);
     }
 }

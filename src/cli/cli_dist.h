@@ -9,8 +9,16 @@
  * SGLC_DIST_SIZE) — each pinned to its own cores when the machine has
  * enough (SGLC_TP_PIN=0: not pinned).  Under mpirun (OMPI_COMM_WORLD_* in
  * the environment) the ranks are MPI's: the Open MPI backend, one rank per
- * process, the world size must equal --tp-size x --pp-size; --nnodes > 1
- * needs mpirun.  With both sizes > 1 each stage's ranks also form a
+ * process, the world size must equal --tp-size x --pp-size.
+ * `--nnodes K --node-rank R --dist-init-addr HOST:PORT` (SGLang's
+ * multi-node launch: the same command on every node): the gloo backend
+ * (dist_gloo.cc) over TCP for every rank, the N = tp x pp ranks split
+ * evenly, N / K per node; node R's command is global rank R x N / K and
+ * starts its node's other ranks as on one machine (fork + exec, hidden
+ * rank SGLC_DIST_GLOO_RANK), pinned by their local index.  Node 0's
+ * command is rank 0 (the store at HOST:PORT, the HTTP server or the
+ * command's output); every other node's command is a worker.  --nnodes 1
+ * ignores --dist-init-addr (shared memory is faster on one machine).  With both sizes > 1 each stage's ranks also form a
  * sub-group (cli_dist_stage_group).
  * Every rank loads its shard; a rank > 0 then never returns from
  * cli_model_load: it runs model_tp_worker_loop and exits (0 when rank 0
@@ -52,6 +60,7 @@ typedef struct cli_dist_opts {
     int dp_size;          /* data-parallel replicas (each a group of tp_size x pp_size ranks) */
     int pp_size;          /* pipeline stages (1 = none); times tp_size ranks in all */
     int nnodes, node_rank;
+    const char *init_addr; /* --dist-init-addr HOST:PORT, or NULL */
     int timeout_s;        /* --dist-timeout; 0 = default (300 s) */
     int base_group, group_step;
     int numa[CLI_DIST_MAX_RANKS], n_numa;

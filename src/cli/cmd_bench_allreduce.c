@@ -3,7 +3,10 @@
  *
  * DESIGN: --ranks N processes on this machine (the command forks N-1
  * children, one shared-memory group; each rank pinned to its core unless
- * SGLC_TP_PIN=0), or the ranks of mpirun (Open MPI backend).  Every rank
+ * SGLC_TP_PIN=0), or the ranks of mpirun (Open MPI backend), or with
+ * --dist-init-addr HOST:PORT the same forked ranks over the gloo backend
+ * (TCP; --nnodes / --node-rank: --ranks per node, the same command on each
+ * node, as serve's multi-node launch).  Every rank
  * runs --warmup then --iters all-reduces of --hidden x --tokens elements
  * for f32 and bf16 and a broadcast of the same bytes; rank 0 prints the
  * median, p90 and mean per call in microseconds (one JSON line with
@@ -98,6 +101,8 @@ static void pin_core(int r)
 int cmd_bench_allreduce(int argc, char **argv)
 {
     long long ranks = 2, hidden = 4096, tokens = 1, iters = 2000, warm = 200, timeout = 30;
+    long long nnodes = 1, node_rank = 0;
+    const char *init_addr = NULL;
     bool as_json = false;
     const args_extra extra[] = {
         {.name = "--ranks", .metavar = "N", .help = "Ranks on this machine (ignored under mpirun).",
@@ -112,13 +117,19 @@ int cmd_bench_allreduce(int argc, char **argv)
          .hi = 1 << 24, .def = "200"},
         {.name = "--dist-timeout", .metavar = "S", .help = "Seconds a rank may wait for the others.",
          .ival = &timeout, .lo = 1, .hi = 1 << 20, .def = "30"},
+        {.name = "--dist-init-addr", .metavar = "HOST:PORT", .help = "Use the gloo backend (TCP) with its "
+         "rendezvous at HOST:PORT (node 0 listens there) instead of shared memory.", .value = &init_addr},
+        {.name = "--nnodes", .metavar = "N", .help = "Nodes of a gloo group (--ranks on each).", .ival = &nnodes,
+         .lo = 1, .hi = 64, .def = "1"},
+        {.name = "--node-rank", .metavar = "R", .help = "This node's rank in a gloo group.", .ival = &node_rank,
+         .lo = 0, .hi = 63, .def = "0"},
         {.name = "--json", .help = "One JSON line instead of the table.", .flag = &as_json},
         {0},
     };
     const args_cmd cmd = {
         .usage = "usage: sglc bench-allreduce [--ranks N] [--hidden H] [--tokens T] [options]",
         .about = "Latency of the tensor-parallel all-reduce (shared memory between processes on "
-                 "this machine, or Open MPI under mpirun) for f32 and bf16, and of a broadcast.",
+                 "this machine, Open MPI under mpirun, or gloo over TCP with --dist-init-addr) for f32 and bf16, and of a broadcast.",
         .extra = extra,
         .no_server_args = true,
     };
@@ -147,7 +158,17 @@ int cmd_bench_allreduce(int argc, char **argv)
             if (p > 0) kids[n_child++] = p;
         }
         pin_core(rank);
-        g = dist_shm_create(name, (int)ranks, rank, 0, (int)timeout * 1000, err, sizeof err);
+        if (init_addr) {
+            char cfg[96];
+            snprintf(cfg, sizeof cfg, "bench-allreduce --ranks %lld --nnodes %lld", ranks, nnodes);
+            dist_gloo_opts go = {.init_addr = init_addr, .size = (int)(ranks * nnodes),
+                                 .rank = (int)(node_rank * ranks) + rank, .per_node = (int)ranks,
+                                 .timeout_ms = (int)timeout * 1000, .config = cfg};
+            if (node_rank >= nnodes) snprintf(err, sizeof err, "--node-rank %lld is not below --nnodes %lld", node_rank, nnodes);
+            else g = dist_gloo_create(&go, err, sizeof err);
+        } else {
+            g = dist_shm_create(name, (int)ranks, rank, 0, (int)timeout * 1000, err, sizeof err);
+        }
     }
     if (!g) {
         fprintf(stderr, "sglc bench-allreduce: %s\n", err);

@@ -18,6 +18,13 @@
  *     against the timeout), across machines; the only file that includes
  *     mpi.h.  Built when mpi.h is there (SGLC_HAVE_MPI), else dist_mpi_init
  *     says so.
+ *   - gloo (dist_gloo.cc, C++): Facebook gloo's TCP collectives across
+ *     machines without mpirun (--nnodes / --node-rank / --dist-init-addr):
+ *     rank 0 runs a small rendezvous store at the init address that every
+ *     rank keeps a connection to (join, gloo's transport addresses, 50 ms
+ *     heartbeats with each rank's op counters), so a failure names the
+ *     rank that is gone or did not reach the op.  Built when libgloo-dev
+ *     is there (SGLC_HAVE_GLOO), else dist_gloo_create says so.
  * dist_split makes a sub-group (TP x PP: one stage's tensor-parallel
  * ranks) whose messages still name ranks of the top group.
  * After a failure the group is broken: every later call returns -1 at
@@ -61,11 +68,30 @@ int dist_mpi_env(int *size, int *rank);
 /* 1 when this build has the Open MPI backend. */
 int dist_mpi_available(void);
 
+/* gloo group over TCP (dist_gloo.cc): ranks on several machines started
+ * without mpirun.  Rank 0 listens at init_addr ("HOST:PORT") for the
+ * rendezvous; every rank (rank 0 too) connects, retrying until
+ * timeout_ms, and is refused with a message when its config string differs
+ * from rank 0's or its rank joined already; all wait until every rank
+ * joined (past timeout_ms the error names the node ranks that did not
+ * come: node = rank / per_node), then gloo's TCP mesh is connected.  NULL
+ * with a message in err (also when sglc was built without gloo). */
+typedef struct dist_gloo_opts {
+    const char *init_addr; /* HOST:PORT */
+    int size, rank;
+    int per_node;          /* ranks per node (messages name node = rank / per_node) */
+    int timeout_ms;        /* join and default collective timeout; <= 0: 300 s */
+    const char *config;    /* the launch configuration every node must share */
+} dist_gloo_opts;
+dist_group *dist_gloo_create(const dist_gloo_opts *o, char *err, size_t errlen);
+/* 1 when this build has the gloo backend. */
+int dist_gloo_available(void);
+
 void dist_free(dist_group *g);
 
 int dist_rank(const dist_group *g);
 int dist_size(const dist_group *g);
-const char *dist_backend(const dist_group *g); /* "shm" or "mpi" */
+const char *dist_backend(const dist_group *g); /* "shm", "mpi" or "gloo" */
 void dist_set_timeout(dist_group *g, int timeout_ms);
 
 /* Sum n elements of type dt over all ranks, in place (bf16: summed in
@@ -106,7 +132,7 @@ void dist_break_from(dist_group *g, const dist_group *cause);
 dist_group *dist_split(dist_group *g, int color, int key, char *err, size_t errlen);
 
 /* Seconds this rank spent in all-reduces (total) and, of that, waiting for
- * other ranks to arrive (shm backend; 0 for MPI), and the number of calls
+ * other ranks to arrive (shm backend; 0 for MPI and gloo), and the number of calls
  * (the driving thread's counters). */
 void dist_allreduce_stats(const dist_group *g, double *total_s, double *wait_s, long *calls);
 

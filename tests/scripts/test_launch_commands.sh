@@ -14,7 +14,7 @@
 # Parallelism is being built: --tp N runs N ranks now (docs/notes/tp.md),
 # --dp N runs N replicas (docs/notes/dp.md; with --tp each replica is a TP group,
 # docs/notes/dpxtp.md),
-# --dist-init-addr is still refused.  Each case's expectation is
+# --dist-init-addr joins nodes over gloo (docs/notes/tp.md).  Each case's expectation is
 # on its own `launch` line (or in the variables below), so a feature that
 # lands changes that line only (to `start`, or to the new message).
 set -u
@@ -27,7 +27,8 @@ T=$(mktemp -d /tmp/sglc_launch.XXXXXX)
 trap server_cleanup EXIT
 
 DP_EXPECT=start
-MULTINODE_EXPECT="refuse:--dist-init-addr is not supported by sglc yet"
+# the page's host sgl-dev-0 does not resolve here: refused with that (tests/scripts/test_tp_multinode.sh runs it)
+MULTINODE_EXPECT="fail:--dist-init-addr sgl-dev-0:50000: cannot resolve sgl-dev-0"
 # TinyStories-656K has 8 attention heads: --tp 6 does not divide them
 TP6_EXPECT="fail:--tp-size 6: num_attention_heads (8) is not divisible by it"
 
