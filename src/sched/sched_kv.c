@@ -6,7 +6,8 @@
  * Layer 4 (sched_impl.h "Layers"): includes sched_util.  The radix tree
  * and the page pool are the only owners of pages; a request holds a
  * locked tree prefix (rr) plus pages of its own, and every page goes back
- * through sched_kv_release. */
+ * through sched_kv_release.  Hybrid Mamba2 models' state slots (live
+ * states and extra_buffer checkpoints) are at the end of the file. */
 #include "sched/sched_kv.h"
 
 #include <inttypes.h>
