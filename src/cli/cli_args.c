@@ -167,5 +167,9 @@ void cli_sched_args_from_args(sched_args *sa, const args_server *a)
         sa->mamba_ssm_dtype = !strcmp(a->mamba_ssm_dtype, "bfloat16") ? DTYPE_BF16
                               : !strcmp(a->mamba_ssm_dtype, "float16") ? DTYPE_F16 : DTYPE_F32;
     if (!args_float_is_none(a->mamba_full_memory_ratio)) sa->mamba_full_memory_ratio = a->mamba_full_memory_ratio;
-    sa->mamba_extra_buffer = a->mamba_scheduler_strategy && !strcmp(a->mamba_scheduler_strategy, "extra_buffer");
+    if (a->mamba_scheduler_strategy)
+        sa->mamba_strategy = !strcmp(a->mamba_scheduler_strategy, "extra_buffer") ? SCHED_MAMBA_EXTRA_BUFFER
+                             : !strcmp(a->mamba_scheduler_strategy, "no_buffer") ? SCHED_MAMBA_NO_BUFFER
+                                                                                 : SCHED_MAMBA_AUTO;
+    if (a->mamba_track_interval != ARGS_INT_NONE) sa->mamba_track_interval = (int)a->mamba_track_interval;
 }

@@ -28,6 +28,8 @@ struct kv_radix_node {
     uint32_t tab_cap;        /* power of two or 0 */
     uint32_t n_children;
     int64_t leaf_idx;        /* index in kv_radix.leaves, -1 when not an evictable leaf */
+    int32_t state;           /* checkpoint state id at this node's end (hybrid models), -1 none */
+    int64_t state_idx;       /* index in kv_radix.stated, -1 when state < 0 */
 };
 
 struct kv_radix {
@@ -48,6 +50,10 @@ struct kv_radix {
     int64_t path_cap;
     kv_radix_evict_cb cb;
     void *cb_ctx;
+    kv_radix_node **stated;  /* (stated_cap) nodes holding a state, unordered; owned array */
+    int64_t n_stated, stated_cap;
+    kv_radix_state_free_fn state_free; /* gives a dropped state back (its owner's pool) */
+    void *state_ctx;
 };
 
 /* ------------------------------------------------------------ hashing */
@@ -185,6 +191,35 @@ static void update_leaf(kv_radix *t, kv_radix_node *n)
     else if (!want && n->leaf_idx >= 0) leaves_del(t, n);
 }
 
+/* ------------------------------------------------------------ states */
+
+static int stated_add(kv_radix *t, kv_radix_node *n)
+{
+    if (t->n_stated == t->stated_cap) {
+        int64_t cap = t->stated_cap ? t->stated_cap * 2 : 16;
+        kv_radix_node **a = realloc(t->stated, (size_t)cap * sizeof *a);
+        if (!a) return -1;
+        t->stated = a;
+        t->stated_cap = cap;
+    }
+    n->state_idx = t->n_stated;
+    t->stated[t->n_stated++] = n;
+    return 0;
+}
+
+/* Drop n's state (if any), giving it back through the free hook. */
+static void drop_state(kv_radix *t, kv_radix_node *n)
+{
+    if (n->state < 0) return;
+    kv_radix_node *last = t->stated[--t->n_stated];
+    t->stated[n->state_idx] = last;
+    last->state_idx = n->state_idx;
+    n->state_idx = -1;
+    int32_t id = n->state;
+    n->state = -1;
+    if (t->state_free) t->state_free(t->state_ctx, id);
+}
+
 /* ------------------------------------------------------------ nodes */
 
 static kv_radix_node *node_new(int64_t n_tokens, int P)
@@ -200,6 +235,8 @@ static kv_radix_node *node_new(int64_t n_tokens, int P)
     n->pages = n->tokens + n_tokens;
     n->n_tokens = n_tokens;
     n->leaf_idx = -1;
+    n->state = -1;
+    n->state_idx = -1;
     return n;
 }
 
@@ -303,6 +340,7 @@ static void free_subtrees(kv_radix *t)
             }
             if (kv_pool_free(t->pool, n->pages, n->n_tokens / t->page_size) != 0)
                 log_error("tree held pages the pool does not consider in use");
+            drop_state(t, n);
             tab_remove(n->parent, n);
             node_free(n);
         }
@@ -316,6 +354,7 @@ static void free_subtrees(kv_radix *t)
                 if (n->tab[i]) stack[sp++] = n->tab[i];
             if (kv_pool_free(t->pool, n->pages, n->n_tokens / t->page_size) != 0)
                 log_error("tree held pages the pool does not consider in use");
+            drop_state(t, n);
             node_free(n);
         }
         free(stack);
@@ -336,6 +375,7 @@ void kv_radix_destroy(kv_radix *t)
     free(t->leaves);
     free(t->heap);
     free(t->path);
+    free(t->stated);
     free(t);
 }
 
@@ -565,6 +605,24 @@ static void report_eviction(kv_radix *t, kv_radix_node *x)
     t->cb(t->cb_ctx, d1->ns, t->path, len, x->n_tokens, x->pages);
 }
 
+/* Remove the evictable leaf x: its pages back to the pool, its state
+ * through the free hook.  Returns its parent (leaf status updated). */
+static kv_radix_node *evict_leaf(kv_radix *t, kv_radix_node *x)
+{
+    if (t->cb) report_eviction(t, x);
+    if (kv_pool_free(t->pool, x->pages, x->n_tokens / t->page_size) != 0)
+        log_error("evicted radix node held pages the pool does not consider in use");
+    kv_radix_node *p = x->parent;
+    tab_remove(p, x);
+    t->evictable -= x->n_tokens;
+    leaves_del(t, x);
+    drop_state(t, x);
+    node_free(x);
+    t->n_nodes--;
+    update_leaf(t, p);
+    return p;
+}
+
 int64_t kv_radix_evict(kv_radix *t, int64_t n_tokens)
 {
     if (t->disable || n_tokens <= 0 || t->n_leaves == 0) return 0;
@@ -589,23 +647,94 @@ int64_t kv_radix_evict(kv_radix *t, int64_t n_tokens)
         kv_radix_node *x = h[0];
         h[0] = h[--hn];
         heap_sift_down(t, h, hn, 0);
-        if (t->cb) report_eviction(t, x);
-        if (kv_pool_free(t->pool, x->pages, x->n_tokens / t->page_size) != 0)
-            log_error("evicted radix node held pages the pool does not consider in use");
         freed += x->n_tokens;
-        kv_radix_node *p = x->parent;
-        tab_remove(p, x);
-        t->evictable -= x->n_tokens;
-        leaves_del(t, x);
-        node_free(x);
-        t->n_nodes--;
-        update_leaf(t, p);
+        kv_radix_node *p = evict_leaf(t, x);
         if (p->leaf_idx >= 0) {
             h[hn++] = p;
             heap_sift_up(t, h, hn - 1);
         }
     }
     return freed;
+}
+
+/* ------------------------------------------------------------ states (hybrid models) */
+
+void kv_radix_set_state_free(kv_radix *t, kv_radix_state_free_fn fn, void *ctx)
+{
+    t->state_free = fn;
+    t->state_ctx = ctx;
+}
+
+int32_t kv_radix_node_state(const kv_radix_node *n) { return n ? n->state : -1; }
+int64_t kv_radix_n_states(const kv_radix *t) { return t->n_stated; }
+
+int kv_radix_node_set_state(kv_radix *t, kv_radix_node *n, int32_t state)
+{
+    if (!n || n == t->root || state < 0 || t->disable) return -1;
+    if (n->state >= 0) return 1;
+    n->state = state;
+    if (stated_add(t, n)) {
+        n->state = -1;
+        log_error("out of memory recording a radix checkpoint state");
+        return -1;
+    }
+    return 0;
+}
+
+/* The deepest node holding a state on the path root .. last, whose end
+ * is at depth `depth` (last's): its depth and the node (root: 0). */
+static int64_t deepest_state(kv_radix *t, kv_radix_node *last, int64_t depth, kv_radix_node **node)
+{
+    kv_radix_node *n = last;
+    while (n != t->root && n->state < 0) {
+        depth -= n->n_tokens;
+        n = n->parent;
+    }
+    *node = n;
+    return depth;
+}
+
+int64_t kv_radix_match_state(kv_radix *t, const char *ns, const int32_t *tokens, int64_t n,
+                             kv_radix_node **node, int32_t *state)
+{
+    kv_radix_node *last = NULL, *sn = NULL;
+    int64_t m = kv_radix_match(t, ns, tokens, n, NULL, &last);
+    int64_t d = deepest_state(t, last, m, &sn);
+    if (node) *node = sn;
+    if (state) *state = sn->state;
+    return d;
+}
+
+int64_t kv_radix_req_match_state(kv_radix *t, kv_radix_req *req, const int32_t *tokens, int64_t n,
+                                 int32_t *pages_out, int32_t *state)
+{
+    kv_radix_node *last = NULL, *sn = NULL;
+    int64_t m = kv_radix_match(t, req->ns, tokens, n, pages_out, &last);
+    int64_t d = deepest_state(t, last, m, &sn);
+    kv_radix_lock(t, sn);
+    req->last_node = sn;
+    req->protected_len = d;
+    if (state) *state = sn->state;
+    return d;
+}
+
+int kv_radix_evict_states(kv_radix *t, int n, int32_t keep)
+{
+    int dropped = 0;
+    while (dropped < n) {
+        kv_radix_node *x = NULL;
+        for (int64_t i = 0; i < t->n_stated; i++) {
+            kv_radix_node *c = t->stated[i];
+            if (c->state != keep && (!x || evict_before(t, c, x))) x = c;
+        }
+        if (!x) break;
+        drop_state(t, x);
+        dropped++;
+        /* a leaf without a state is KV nothing can resume from: it goes
+         * too, and so do parents that become such leaves */
+        while (x != t->root && x->leaf_idx >= 0 && x->state < 0) x = evict_leaf(t, x);
+    }
+    return dropped;
 }
 
 /* ------------------------------------------------------------ request level */
@@ -725,7 +854,7 @@ int kv_radix_check(const kv_radix *t, char *err, size_t errlen)
     uint8_t *seen = calloc((size_t)n_pages, 1);
     int64_t cap = 64, sp = 0;
     const kv_radix_node **stack = malloc((size_t)cap * sizeof *stack);
-    int64_t evictable = 0, protected_ = 0, nodes = 0, leaves = 0;
+    int64_t evictable = 0, protected_ = 0, nodes = 0, leaves = 0, states = 0;
     CHECK(seen && stack, "out of memory");
     CHECK(t->root->lock_ref == 1 && t->root->n_tokens == 0 && t->root->leaf_idx < 0, "root corrupted");
     stack[sp++] = t->root;
@@ -758,6 +887,13 @@ int kv_radix_check(const kv_radix *t, char *err, size_t errlen)
                 leaves++;
                 CHECK(c->leaf_idx < t->n_leaves && t->leaves[c->leaf_idx] == c, "leaf index wrong");
             }
+            if (c->state >= 0) {
+                states++;
+                CHECK(c->state_idx >= 0 && c->state_idx < t->n_stated && t->stated[c->state_idx] == c,
+                      "state index wrong");
+            } else {
+                CHECK(c->state_idx < 0, "a node without a state is listed as holding one");
+            }
             for (int64_t k = 0; k < c->n_tokens / P; k++) {
                 int32_t pg = c->pages[k];
                 CHECK(pg >= 0 && pg < n_pages, "page id %d out of range", pg);
@@ -778,6 +914,8 @@ int kv_radix_check(const kv_radix *t, char *err, size_t errlen)
     }
     CHECK(nodes == t->n_nodes, "node count %lld, tree says %lld", (long long)nodes, (long long)t->n_nodes);
     CHECK(leaves == t->n_leaves, "evictable leaves %lld, list has %lld", (long long)leaves, (long long)t->n_leaves);
+    CHECK(states == t->n_stated, "nodes with states %lld, list has %lld", (long long)states, (long long)t->n_stated);
+    CHECK(t->root->state < 0, "the root holds a state");
     CHECK(evictable == t->evictable, "evictable_size %lld, nodes sum to %lld", (long long)t->evictable,
           (long long)evictable);
     CHECK(protected_ == t->protected_, "protected_size %lld, nodes sum to %lld", (long long)t->protected_,

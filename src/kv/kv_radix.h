@@ -52,6 +52,23 @@
  * keeps nothing (prefix 0); the request helpers then free every page at
  * the end of a request.
  *
+ * Checkpoint states (hybrid Mamba2 models, the scheduler's extra_buffer
+ * strategy).  A node may hold one state id (a recurrent-state slot, ids
+ * only: the tree never sees the state) that summarises the tokens from
+ * the root through the node's end.  A recurrent model can resume only
+ * where a state exists, so kv_radix_req_match_state matches up to the
+ * deepest node on the path holding one.  A split keeps the state on the
+ * lower half (the node whose end it describes).  States are dropped, and
+ * given back through the free hook, when their node is evicted, on reset
+ * and destroy, and by kv_radix_evict_states (LRU / LFU over the nodes
+ * holding one, locked or not: a running request copied its state when it
+ * was admitted; an unlocked leaf left without a state goes with it, and
+ * its parents while they become such leaves).
+ *
+ *   [1 2 .. 256]--[257 .. 512]--[513 .. 600]     a request's path
+ *        state 4       state 9      (none)        match 600 -> resume at
+ *                                                 512 from state 9
+ *
  * Ownership: the tree borrows the pool (destroy the tree first) and owns
  * its nodes and the pages inside them (a page handed to insert beyond the
  * returned prefix belongs to the tree from then on; eviction frees it to
@@ -138,6 +155,31 @@ typedef void (*kv_radix_evict_cb)(void *ctx, const char *ns, const int32_t *path
                                   int64_t node_len, const int32_t *pages);
 void kv_radix_set_evict_cb(kv_radix *t, kv_radix_evict_cb cb, void *ctx);
 
+/* ---- checkpoint states (hybrid models; see the DESIGN note) */
+
+/* Called with each state id the tree drops (evict, reset, destroy,
+ * kv_radix_evict_states). */
+typedef void (*kv_radix_state_free_fn)(void *ctx, int32_t state);
+void kv_radix_set_state_free(kv_radix *t, kv_radix_state_free_fn fn, void *ctx);
+/* Attach state (>= 0) to node n (not the root): 0, the tree owns it now;
+ * 1 when n already holds one (nothing changed: the caller keeps its id);
+ * -1 bad arguments, disabled tree or out of memory (logged; caller keeps it). */
+int kv_radix_node_set_state(kv_radix *t, kv_radix_node *n, int32_t state);
+/* n's state id, or -1. */
+int32_t kv_radix_node_state(const kv_radix_node *n);
+/* Nodes holding a state. */
+int64_t kv_radix_n_states(const kv_radix *t);
+/* As kv_radix_match (touches the matched nodes), but returns the depth of
+ * the deepest matched node holding a state (0: none), that node (*node,
+ * the root when none) and its state (*state, -1 when none). */
+int64_t kv_radix_match_state(kv_radix *t, const char *ns, const int32_t *tokens, int64_t n,
+                             kv_radix_node **node, int32_t *state);
+/* Drop up to n states, least recently used first (lfu: fewest hits),
+ * skipping the node holding `keep` (-1: none); an unlocked leaf left
+ * without a state is evicted with it, then its parents while they become
+ * such leaves.  Returns the number of states dropped. */
+int kv_radix_evict_states(kv_radix *t, int n, int32_t keep);
+
 /* ---- request level (SGLang's cache_unfinished_req / cache_finished_req)
  *
  * A request's page table `pages` has kv_pool_pages_for(n_tokens) entries:
@@ -164,6 +206,13 @@ typedef struct kv_radix_req {
  * lock. */
 int64_t kv_radix_req_match(kv_radix *t, kv_radix_req *req, const int32_t *tokens, int64_t n,
                            int32_t *pages_out);
+
+/* kv_radix_req_match for a recurrent model: reuse and lock the prefix up
+ * to the deepest matched node that holds a state (pages_out gets its
+ * pages; room for n / P), *state its state id (-1: nothing to resume,
+ * returns 0).  Returns the reused token count. */
+int64_t kv_radix_req_match_state(kv_radix *t, kv_radix_req *req, const int32_t *tokens, int64_t n,
+                                 int32_t *pages_out, int32_t *state);
 
 /* After prefilling tokens[0..n): insert the whole pages so far, free the
  * request's pages that duplicate cached ones, rewrite pages[] with the

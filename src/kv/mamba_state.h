@@ -5,17 +5,20 @@
  * DESIGN
  * A Mamba layer keeps no per-token cache: each running request owns one
  * fixed-size state (conv window + SSM state of every Mamba layer).  This
- * pool hands out slot ids [0, n) from a LIFO free stack, one per request
- * from admission to finish / abort / retraction; a byte per slot catches
- * double frees.  Unlike KV pages a slot cannot be shared or cached: a
- * state is a summary of the whole prefix, so the radix prefix cache is off
- * for these models (SGLang's extra_buffer strategy, which checkpoints
- * states every --mamba-track-interval tokens to make prefixes reusable,
- * is not implemented and refused).
+ * pool hands out slot ids [0, n) from a LIFO free stack; a byte per slot
+ * catches double frees.  A slot is a running request's live state (from
+ * admission to finish / abort / retraction) or, with the extra_buffer
+ * strategy, a checkpoint: a copy of a request's state at a multiple of
+ * --mamba-track-interval, held by the radix node ending there
+ * (kv_radix_node_set_state) and given back when the tree drops it.  A
+ * state summarises its whole prefix, so it cannot be shared page by page
+ * like KV: a request resuming a cached prefix gets a copy of the deepest
+ * checkpoint (sched_kv.c has the strategies).
  *
  * Sizing (mamba_state_count), as SGLang's model runner does it:
  *   --max-mamba-cache-size N          -> N states;
- *   else --max-running-requests R     -> R states (the radix cache is off);
+ *   else --max-running-requests R     -> R states (no_buffer only: the
+ *                                        scheduler passes 0 with checkpoints);
  *   else the memory budget B is split so that states / KV =
  *        --mamba-full-memory-ratio r:  states get B * r / (1 + r).
  * Single owner thread (the scheduler); no locking. */

@@ -661,11 +661,15 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     int32_t *rl = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* rope length per sub-seq */
     int32_t *sst = malloc(sizeof(int32_t) * (size_t)b->n_seqs); /* Mamba state slot per sub-seq */
     const model_tree **stree = malloc(sizeof *stree * (size_t)b->n_seqs); /* draft tree per sub-seq */
+    /* Mamba checkpoints per sub-seq: the ones inside its positions */
+    const int n_snap = b->seq_snap ? b->seq_snap[b->n_seqs] : 0;
+    int32_t *ssn = malloc(sizeof(int32_t) * (size_t)(b->n_seqs + 1));
+    int32_t *spos = malloc(sizeof(int32_t) * (size_t)(n_snap + 1)), *sstt = malloc(sizeof(int32_t) * (size_t)(n_snap + 1));
     float *tmp = NULL;
-    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl || !sst || !stree) goto out;
+    if (!start || !kvl || !sl || !rows || !idx || !sad || !rl || !sst || !stree || !ssn || !spos || !sstt) goto out;
     for (int c0 = 0; c0 < b->n_tokens; c0 += C) {
         int c1 = c0 + C < b->n_tokens ? c0 + C : b->n_tokens;
-        int ns = 0, max_kv = 0;
+        int ns = 0, max_kv = 0, nsp = 0;
         for (int s = 0; s < b->n_seqs; s++) {
             int r0 = b->seq_start[s], r1 = b->seq_start[s + 1];
             if (r1 <= c0 || r0 >= c1) continue;
@@ -677,10 +681,17 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
             rl[ns] = b->seq_rope_len ? b->seq_rope_len[s] : b->seq_kv_len[s];
             sst[ns] = b->seq_state ? b->seq_state[s] : s;
             stree[ns] = b->seq_tree ? b->seq_tree[s] : NULL;
+            ssn[ns] = nsp;
+            for (int k = b->seq_snap ? b->seq_snap[s] : 0; b->seq_snap && k < b->seq_snap[s + 1]; k++)
+                if (b->snap_pos[k] > kvl[ns] - (e - a) && b->snap_pos[k] <= kvl[ns]) {
+                    spos[nsp] = b->snap_pos[k];
+                    sstt[nsp++] = b->snap_state[k];
+                }
             if (kvl[ns] > max_kv) max_kv = kvl[ns];
             ns++;
         }
         start[ns] = c1 - c0;
+        ssn[ns] = nsp;
         int nl = 0, consecutive = 1;
         for (int i = 0; i < b->n_logits; i++) {
             if (b->logit_rows[i] < c0 || b->logit_rows[i] >= c1) continue;
@@ -701,7 +712,8 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
                            .seq_rope_len = rl, .rope_pos = b->rope_pos ? b->rope_pos + c0 : NULL,
                            .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
                            .adapters = b->adapters, .seq_adapter = b->seq_adapter ? sad : NULL,
-                           .seq_state = sst, .seq_tree = b->seq_tree ? stree : NULL};
+                           .seq_state = sst, .seq_tree = b->seq_tree ? stree : NULL,
+                           .seq_snap = nsp ? ssn : NULL, .snap_pos = spos, .snap_state = sstt};
         if (forward_checked(m, kv, &sub, max_kv, dst, pool)) goto out;
         if (nl && !consecutive)
             for (int j = 0; j < nl; j++)
@@ -710,7 +722,7 @@ static int forward_chunked(model *m, model_kv *kv, const model_batch *b, float *
     rc = 0;
 out:
     free(start), free(kvl), free(sl), free(rows), free(idx), free(sad), free(tmp), free(rl), free(sst);
-    free(stree);
+    free(stree), free(ssn), free(spos), free(sstt);
     if (rc) log_error("out of memory splitting a batch of %d tokens", b->n_tokens);
     return rc;
 }

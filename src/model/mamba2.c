@@ -40,8 +40,19 @@
  * widened to f32 for a sequence's run and rounded once at its end).
  * Slot s also records how many tokens it has absorbed: a sequence that
  * continues (first new position > 0) must continue exactly there, which
- * catches a radix-cache hit, a rolled-back speculative draft or a
- * scheduler bug instead of computing from a wrong state.
+ * catches a rolled-back speculative draft or a scheduler bug instead of
+ * computing from a wrong state.
+ *
+ * Checkpoints (model_batch.seq_snap, the scheduler's extra_buffer
+ * strategy): a sequence's new rows are scanned in pieces that end at its
+ * checkpoint positions, and after each piece the heads' states are copied
+ * into the checkpoint's slot (the conv window of that position is
+ * gathered from the old window and the new rows before the window moves
+ * on).  With the chunked scan each piece is one mamba2_ssd_scan call that
+ * starts from the state the last one left; a checkpoint interval that is
+ * a multiple of the chunk size keeps the chunks where a single pass would
+ * cut them.  A request that matches a cached prefix gets a copy of the
+ * checkpoint (model_kv_mamba_copy) and continues from there.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -134,6 +145,32 @@ int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt
 
 int model_kv_mamba_states(const model_kv *kv) { return kv && kv->ssm ? kv->ssm->n_states : 0; }
 
+static float *conv_at(const struct mamba2_cache *mc, int layer, int slot);
+static char *ssm_at(const struct mamba2_cache *mc, int layer, int slot);
+
+int model_kv_mamba_copy(model_kv *kv, int dst, int src)
+{
+    struct mamba2_cache *mc = kv ? kv->ssm : NULL;
+    if (!mc || dst < 0 || src < 0 || dst >= mc->n_states || src >= mc->n_states) {
+        log_error("cannot copy Mamba state slot %d to %d (%d slots)", src, dst, mc ? mc->n_states : 0);
+        return -1;
+    }
+    if (dst == src) return 0;
+    const size_t sb = mc->ssm_per * ssm_elem_bytes(mc->ssm_dt);
+    for (int il = 0; il < mc->n_mamba; il++) {
+        memcpy(conv_at(mc, il, dst), conv_at(mc, il, src), mc->conv_per * sizeof(float));
+        memcpy(ssm_at(mc, il, dst), ssm_at(mc, il, src), sb);
+    }
+    mc->len[dst] = mc->len[src];
+    return 0;
+}
+
+int model_kv_mamba_len(const model_kv *kv, int slot)
+{
+    const struct mamba2_cache *mc = kv ? kv->ssm : NULL;
+    return mc && slot >= 0 && slot < mc->n_states ? mc->len[slot] : -1;
+}
+
 static float *conv_at(const struct mamba2_cache *mc, int layer, int slot)
 {
     return mc->conv + ((size_t)layer * mc->n_states + (size_t)slot) * mc->conv_per;
@@ -180,9 +217,29 @@ int mamba2_begin(const model *m, model_kv *kv, const model_batch *b)
             }
         if (start > 0 && mc->len[sl] != start) {
             log_error("sequence %d continues at position %d but its Mamba state (slot %d) holds %d "
-                      "tokens: a recurrent state cannot be restored from a cached prefix or "
-                      "rolled back", s, start, sl, mc->len[sl]);
+                      "tokens: a recurrent state cannot be rolled back (a cached prefix resumes "
+                      "only from a checkpoint's copy)", s, start, sl, mc->len[sl]);
             return -1;
+        }
+        for (int k = b->seq_snap ? b->seq_snap[s] : 0; b->seq_snap && k < b->seq_snap[s + 1]; k++) {
+            const int p = b->snap_pos[k], d = b->snap_state[k];
+            if (p <= (k > b->seq_snap[s] ? b->snap_pos[k - 1] : start) || p > b->seq_kv_len[s] ||
+                d < 0 || d >= mc->n_states) {
+                log_error("sequence %d: Mamba checkpoint %d (position %d, slot %d) outside its new "
+                          "positions (%d, %d] or the %d slots, or out of order", s, k, p, d, start,
+                          b->seq_kv_len[s], mc->n_states);
+                return -1;
+            }
+            for (int u = 0; u < b->n_seqs; u++)
+                if (slot_of(b, u) == d) {
+                    log_error("Mamba checkpoint slot %d is sequence %d's own state", d, u);
+                    return -1;
+                }
+            for (int j = 0; j < k; j++)
+                if (b->snap_state[j] == d) {
+                    log_error("two Mamba checkpoints share slot %d", d);
+                    return -1;
+                }
         }
     }
     for (int s = 0; s < b->n_seqs; s++) {
@@ -200,6 +257,28 @@ int mamba2_begin(const model *m, model_kv *kv, const model_batch *b)
 void mamba2_end(model_kv *kv, const model_batch *b)
 {
     for (int s = 0; s < b->n_seqs; s++) kv->ssm->len[slot_of(b, s)] = b->seq_kv_len[s];
+    for (int k = 0; b->seq_snap && k < b->seq_snap[b->n_seqs]; k++) kv->ssm->len[b->snap_state[k]] = b->snap_pos[k];
+}
+
+/* Sequence s's checkpoints: entries [*k0, *k1) of snap_pos / snap_state. */
+static void snaps_of(const model_batch *b, int s, int *k0, int *k1)
+{
+    *k0 = b->seq_snap ? b->seq_snap[s] : 0;
+    *k1 = b->seq_snap ? b->seq_snap[s + 1] : 0;
+}
+
+/* The SSM states of heads [h0, h0 + nhd) (f32, nhd x (P, N)) into slot's
+ * layer `layer` (rounded once when the states are bf16). */
+static void store_heads(const struct mamba2_cache *mc, int layer, int slot, int h0, int nhd, const float *S)
+{
+    const size_t PN = (size_t)mc->P * mc->N, esz = ssm_elem_bytes(mc->ssm_dt);
+    char *dst = ssm_at(mc, layer, slot) + (size_t)h0 * PN * esz;
+    if (mc->ssm_dt == DTYPE_BF16) {
+        uint16_t *bs = (uint16_t *)dst;
+        for (size_t i = 0; i < (size_t)nhd * PN; i++) bs[i] = f32_to_bf16(S[i]);
+    } else {
+        memcpy(dst, S, (size_t)nhd * PN * sizeof(float));
+    }
 }
 
 size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth, int ssd_chunk)
@@ -255,9 +334,18 @@ static void scan_pair(const model_config *c, struct mamba2_cache *mc, const mode
         for (int i = 0; i < P * N; i++) tmp[i] = bf16_to_f32(bs[i]);
         S = tmp;
     }
-    scan_head(S, P, N, b->seq_start[s], b->seq_start[s + 1], xc, cd, zx, proj, di + cd, yo, di, h,
-              h * P, di + g * N, di + GN + g * N, l->ssm_a[h], l->ssm_d[h], l->ssm_dt_bias[h],
-              c->ssm_dt_lo, c->ssm_dt_hi, simd);
+    /* in pieces that end at the sequence's checkpoints (one piece without) */
+    const int r1 = b->seq_start[s + 1], start = b->seq_kv_len[s] - (r1 - b->seq_start[s]);
+    int k0, k1, r = b->seq_start[s];
+    snaps_of(b, s, &k0, &k1);
+    for (int k = k0; k <= k1; k++) {
+        const int e = k < k1 ? b->seq_start[s] + (b->snap_pos[k] - start) : r1;
+        scan_head(S, P, N, r, e, xc, cd, zx, proj, di + cd, yo, di, h, h * P, di + g * N,
+                  di + GN + g * N, l->ssm_a[h], l->ssm_d[h], l->ssm_dt_bias[h], c->ssm_dt_lo,
+                  c->ssm_dt_hi, simd);
+        r = e;
+        if (k < k1) store_heads(mc, l->ssm_idx, b->snap_state[k], h, 1, S);
+    }
     if (mc->ssm_dt == DTYPE_BF16) {
         uint16_t *bs = (uint16_t *)raw;
         for (int i = 0; i < P * N; i++) bs[i] = f32_to_bf16(tmp[i]);
@@ -299,6 +387,20 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
                 for (int ch = c0; ch < c1; ch++) o[ch] += l->ssm_conv_w[(size_t)ch * K + k] * in[ch];
             }
             kern_silu_mul(o + c0, o + c0, ones, c1 - c0);
+        }
+        /* checkpoints: the window of position p holds the inputs of
+         * positions p - kc .. p - 1 (new row i = position start + i; i < 0
+         * is row kc + i of the old window), gathered before it moves on */
+        int k0, k1;
+        snaps_of(b, s, &k0, &k1);
+        for (int k = k0; k < k1; k++) {
+            const int start = b->seq_kv_len[s] - n, p = b->snap_pos[k] - start;
+            float *dw = conv_at(mc, l->ssm_idx, b->snap_state[k]);
+            for (int q = 0; q < kc; q++) {
+                const int i = p - kc + q;
+                const float *src = i >= 0 ? zx + (size_t)(r0 + i) * proj + di : cs + (size_t)(kc + i) * cd;
+                memcpy(dw + (size_t)q * cd + c0, src + c0, sizeof(float) * (size_t)(c1 - c0));
+            }
         }
         /* the window keeps the last kc inputs of (window ++ new rows); row
          * q reads row n + q >= q + 1 before it is overwritten */
@@ -346,17 +448,30 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
                 for (size_t i = 0; i < (size_t)nhd * PN; i++) tmp[i] = bf16_to_f32(bs[i]);
                 S = tmp, scr = tmp + (size_t)nhd * PN;
             }
-            const float *row = xc + (size_t)r0 * cd;
-            const mamba2_ssd_args sa = {
-                .n = n, .pos0 = b->seq_kv_len[s] - n, .L = ssd_chunk, .P = P, .N = N, .nhead = nhd,
-                .x = row + (size_t)h0 * P, .B = row + di + (size_t)g * N,
-                .C = row + di + GN + (size_t)g * N, .dt = zx + (size_t)r0 * proj + di + cd + h0,
-                .ld = cd, .lddt = proj, .ldy = di, .y = yo + (size_t)r0 * di + (size_t)h0 * P,
-                .S = S, .A = l->ssm_a + h0, .D = l->ssm_d + h0, .dt_bias = l->ssm_dt_bias + h0,
-                .dt_lo = c->ssm_dt_lo, .dt_hi = c->ssm_dt_hi,
-                .state_zero = b->seq_kv_len[s] == n, /* mamba2_begin zeroed it */
-            };
-            mamba2_ssd_scan(&sa, scr, simd);
+            /* one call per piece between checkpoints (one call without):
+             * each continues the state the last one left */
+            const int start = b->seq_kv_len[s] - n;
+            int k0, k1, i0 = 0;
+            snaps_of(b, s, &k0, &k1);
+            for (int k = k0; k <= k1; k++) {
+                const int i1 = k < k1 ? b->snap_pos[k] - start : n;
+                if (i1 > i0) {
+                    const float *row = xc + (size_t)(r0 + i0) * cd;
+                    const mamba2_ssd_args sa = {
+                        .n = i1 - i0, .pos0 = start + i0, .L = ssd_chunk, .P = P, .N = N, .nhead = nhd,
+                        .x = row + (size_t)h0 * P, .B = row + di + (size_t)g * N,
+                        .C = row + di + GN + (size_t)g * N,
+                        .dt = zx + (size_t)(r0 + i0) * proj + di + cd + h0, .ld = cd, .lddt = proj,
+                        .ldy = di, .y = yo + (size_t)(r0 + i0) * di + (size_t)h0 * P, .S = S,
+                        .A = l->ssm_a + h0, .D = l->ssm_d + h0, .dt_bias = l->ssm_dt_bias + h0,
+                        .dt_lo = c->ssm_dt_lo, .dt_hi = c->ssm_dt_hi,
+                        .state_zero = start == 0 && i0 == 0, /* mamba2_begin zeroed it */
+                    };
+                    mamba2_ssd_scan(&sa, scr, simd);
+                }
+                i0 = i1;
+                if (k < k1) store_heads(mc, l->ssm_idx, b->snap_state[k], h0, nhd, S);
+            }
             if (bf) {
                 uint16_t *bs = (uint16_t *)raw;
                 for (size_t i = 0; i < (size_t)nhd * PN; i++) bs[i] = f32_to_bf16(tmp[i]);

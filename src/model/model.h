@@ -162,6 +162,17 @@ typedef struct model_batch {
      * a recurrent state cannot be rolled back or shared like KV pages).
      * NULL = sequence s uses slot s. */
     const int32_t *seq_state;    /* (n_seqs) or NULL */
+    /* Hybrid Mamba2 models: state checkpoints (--mamba-scheduler-strategy
+     * extra_buffer).  NULL, or (n_seqs + 1) offsets: sequence s copies its
+     * recurrent state, as it stands after the tokens before position
+     * snap_pos[k], into state slot snap_state[k] for k in [seq_snap[s],
+     * seq_snap[s + 1]).  A sequence's positions strictly increase inside
+     * (its first new position, seq_kv_len]; the slots are distinct and no
+     * sequence's own slot.  Afterwards slot snap_state[k] holds snap_pos[k]
+     * tokens, and a sequence can continue from it (model_kv_mamba_copy). */
+    const int32_t *seq_snap;     /* (n_seqs + 1) or NULL */
+    const int32_t *snap_pos;     /* (seq_snap[n_seqs]) */
+    const int32_t *snap_state;   /* (seq_snap[n_seqs]) */
     /* Tree verification (speculative decoding).  NULL, or (n_seqs) with entry s NULL (causal)
      * or the parent of each of sequence s's new rows among them: parent[i] in [-1, i), -1 = a
      * root (it hangs off the cached prefix).  Row i then attends to the prefix, its ancestors
@@ -235,6 +246,12 @@ size_t model_mamba_state_bytes(const model *m, dtype ssm_dt);
 int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt);
 /* Recurrent-state slots of kv (0 for a model without Mamba layers). */
 int model_kv_mamba_states(const model_kv *kv);
+/* Copy state slot src (conv windows, SSM states and token count) into
+ * slot dst: a request resuming a cached prefix continues from a
+ * checkpoint's copy.  0, or -1 (logged: bad slots, no states). */
+int model_kv_mamba_copy(model_kv *kv, int dst, int src);
+/* Tokens state slot `slot` has absorbed (-1 for a bad slot). */
+int model_kv_mamba_len(const model_kv *kv, int slot);
 
 /* KV cache of n_slots slots for every layer, zero-filled.  NULL on error. */
 model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt);

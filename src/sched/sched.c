@@ -78,7 +78,8 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
                  avail / 1073741824.0, wb / 1073741824.0, frac, budget / 1073741824.0);
     }
     int64_t n_states = 0; /* hybrid Mamba2 models: recurrent states beside the KV cache */
-    if (c->n_mamba && sched_kv_mamba_plan(m, a, kdt, &tokens, &n_states, err, errlen)) return NULL;
+    int mtrack = 0;       /* and their checkpoint interval (extra_buffer), 0 = none */
+    if (c->n_mamba && sched_kv_mamba_plan(m, a, kdt, &tokens, &n_states, &mtrack, err, errlen)) return NULL;
     tokens = tokens / P * P;
     if (tokens > (INT32_MAX - P) / P * P) tokens = (INT32_MAX - P) / P * P;
     if (tokens < 2 * (int64_t)P || tokens < 4) {
@@ -130,7 +131,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->adm.new_token_ratio = s->adm.init_ratio;
     s->eng.kv = model_kv_create(m, (int)tokens, kdt);
     s->eng.pool = kv_pool_create(tokens / P, P);
-    if (n_states && s->eng.kv && sched_kv_mamba_init(s, n_states)) {
+    if (n_states && s->eng.kv && sched_kv_mamba_init(s, n_states, mtrack)) {
         snprintf(err, errlen, "out of memory for %" PRId64 " Mamba states", n_states);
         sched_destroy(s);
         return NULL;
@@ -138,6 +139,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->eng.tree = s->eng.pool
                       ? kv_radix_create(s->eng.pool, (kv_evict_policy)a->radix_eviction_policy, s->a.disable_radix_cache)
                       : NULL;
+    sched_kv_mamba_attach(s);
     int nth = a->threads > 0 ? a->threads : (cpu_get()->n_cores > 0 ? cpu_get()->n_cores : 1);
     s->eng.tp = tpool_create(nth);
     s->buf.scratch = aligned_alloc(64, (sampling_scratch_bytes(s->lim.V) + 63) & ~(size_t)63);
@@ -213,6 +215,7 @@ void sched_destroy(sched *s)
     kv_pool_destroy(s->eng.pool);
     mamba_state_pool_destroy(s->eng.mpool);
     free(s->eng.b_state);
+    free(s->eng.b_snap), free(s->eng.b_snap_pos), free(s->eng.b_snap_slot);
     model_kv_destroy(s->eng.kv);
     if (s->eng.tp) tpool_destroy(s->eng.tp);
     free(s->q.waiting);

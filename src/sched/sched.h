@@ -131,8 +131,13 @@ typedef struct sched_args {
     int max_mamba_cache_size;         /* --max-mamba-cache-size: states, 0 = derived */
     int mamba_ssm_dtype;              /* --mamba-ssm-dtype: DTYPE_F32 (default) or DTYPE_BF16 */
     double mamba_full_memory_ratio;   /* --mamba-full-memory-ratio: states / KV memory, default 0.9 */
-    bool mamba_extra_buffer;          /* --mamba-scheduler-strategy extra_buffer (refused) */
+    int mamba_strategy;               /* --mamba-scheduler-strategy: SCHED_MAMBA_AUTO (default),
+                                       * _NO_BUFFER (radix cache off) or _EXTRA_BUFFER (state
+                                       * checkpoints in the radix cache, see sched_kv.c) */
+    int mamba_track_interval;         /* --mamba-track-interval: tokens between checkpoints, default 256 */
 } sched_args;
+
+enum { SCHED_MAMBA_AUTO = 0, SCHED_MAMBA_NO_BUFFER = 1, SCHED_MAMBA_EXTRA_BUFFER = 2 };
 
 void sched_args_init(sched_args *a);
 const char *sched_policy_name(sched_policy p);

@@ -25,6 +25,8 @@ void sched_args_init(sched_args *a)
     a->stream_interval = 1;
     a->mamba_ssm_dtype = DTYPE_F32;
     a->mamba_full_memory_ratio = 0.9;
+    a->mamba_strategy = SCHED_MAMBA_AUTO;
+    a->mamba_track_interval = 256; /* SGLang's default */
 }
 
 static const char *const policy_names[] = {"fcfs", "lpm", "dfs-weight", "lof", "random"};

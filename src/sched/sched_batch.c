@@ -173,6 +173,7 @@ static bool defer_in_batch(sched *s, const sreq *w, int64_t cached)
         if (q->kv.cache_salt && strcmp(q->kv.cache_salt, w->kv.cache_salt)) continue;
         int64_t n = min64(w->tok.len - 1, q->tok.len), k = 0;
         while (k < n && w->tok.seq[k] == q->tok.seq[k]) k++;
+        if (s->lim.mtrack) k = k / s->lim.mtrack * s->lim.mtrack; /* resumable only from a checkpoint */
         if (k - cached >= IN_BATCH_PREFIX_THRESHOLD) return true;
     }
     return false;
@@ -231,7 +232,8 @@ int sched_batch_build_prefill(sched *s, int n_mixed)
         int64_t fill = w->tok.len;
         kv_radix_node *node = NULL;
         int64_t mlen = match_limit(w);
-        int64_t prefix = kv_radix_match(s->eng.tree, w->kv.cache_salt, w->tok.seq, mlen, NULL, &node);
+        int64_t prefix = s->lim.mtrack ? kv_radix_match_state(s->eng.tree, w->kv.cache_salt, w->tok.seq, mlen, &node, NULL)
+                                       : kv_radix_match(s->eng.tree, w->kv.cache_salt, w->tok.seq, mlen, NULL, &node);
         if (defer_in_batch(s, w, prefix)) {
             i++;
             continue;
@@ -259,9 +261,11 @@ int sched_batch_build_prefill(sched *s, int n_mixed)
         w->kv.rr.ns = w->kv.cache_salt;
         w->kv.rr.last_node = NULL;
         w->kv.rr.protected_len = 0;
-        prefix = kv_radix_req_match(s->eng.tree, &w->kv.rr, w->tok.seq, mlen, w->kv.pages);
+        int32_t src = -1; /* hybrid Mamba2, extra_buffer: the checkpoint the prefix resumes from */
+        prefix = s->lim.mtrack ? kv_radix_req_match_state(s->eng.tree, &w->kv.rr, w->tok.seq, mlen, w->kv.pages, &src)
+                               : kv_radix_req_match(s->eng.tree, &w->kv.rr, w->tok.seq, mlen, w->kv.pages);
         w->kv.holds_kv = true;
-        if (s->eng.mpool && sched_kv_mamba_take(s, w)) { /* hybrid Mamba2: every state slot is taken */
+        if (s->eng.mpool && sched_kv_mamba_take(s, w, src, prefix)) { /* hybrid Mamba2: every state slot is taken */
             log_debug("admission stops: no Mamba state slot for request %s", w->who.rid);
             sched_kv_release(s, w, false);
             break;
@@ -447,6 +451,11 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
         s->buf.b_tree[b] = !prefill && nd > 0 && r->spec.tree ? r->spec.mpar : NULL; /* draft tree rows */
         any_tree = any_tree || s->buf.b_tree[b];
         if (s->eng.mpool) s->eng.b_state[b] = r->kv.mamba_slot;
+        if (s->lim.mtrack && sched_kv_mamba_snaps(s, b, r->kv.kv_len, r->kv.kv_len + ext + nd)) {
+            sched_kv_mamba_drop(s);
+            log_error("out of memory for a batch's Mamba checkpoints");
+            return -1;
+        }
         /* LoRA: the step's adapter list, each once */
         s->buf.b_seq_ad[b] = -1;
         if (r->lora.ad) {
@@ -472,7 +481,9 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
             for (int k = 0; k <= nd; k++) s->buf.b_rows[nl++] = t - 1 - nd + k;
     }
     s->buf.b_start[n_seq] = t;
+    if (s->lim.mtrack) s->eng.b_snap[n_seq] = s->eng.n_snap;
     if (reserve_logits(s, nl)) {
+        sched_kv_mamba_drop(s);
         log_error("out of memory for %d logits rows", nl);
         return -1;
     }
@@ -482,6 +493,8 @@ int sched_batch_assemble(sched *s, bool with_decode, model_batch *mb)
                         .n_adapters = n_ads, .adapters = s->buf.b_ads,
                         .seq_adapter = n_ads ? s->buf.b_seq_ad : NULL,
                         .seq_state = s->eng.mpool ? s->eng.b_state : NULL,
+                        .seq_snap = s->eng.n_snap ? s->eng.b_snap : NULL, .snap_pos = s->eng.b_snap_pos,
+                        .snap_state = s->eng.b_snap_slot,
                         .seq_tree_parent = any_tree ? s->buf.b_tree : NULL};
     return 0;
 }

@@ -218,6 +218,11 @@ struct sched {
         mamba_state_pool *mpool; /* owned; hybrid Mamba2 models' state slots, else NULL */
         int32_t *b_state;       /* (buf.cap_seqs of the step) the batch's state slots (owned) */
         int cap_state;
+        /* extra_buffer: this step's checkpoints (model_batch.seq_snap), owned; the slots are
+         * taken at assembly and belong to the step until sched_kv_mamba_commit / _drop */
+        int32_t *b_snap;        /* (cap_state + 1) per sequence offsets into b_snap_pos / _slot */
+        int32_t *b_snap_pos, *b_snap_slot; /* (cap_snap) */
+        int n_snap, cap_snap;
     } eng;
     struct {                    /* sizes and limits derived at create */
         int P;                  /* page size */
@@ -225,6 +230,8 @@ struct sched {
         int64_t capacity;       /* max_total_num_tokens */
         int64_t max_req_len, max_req_input_len;
         int max_running;
+        int mtrack;             /* hybrid Mamba2, extra_buffer: checkpoint interval in tokens; 0 = no
+                                 * checkpoints (no_buffer: the radix cache is off) */
         int32_t eos[MODEL_MAX_EOS];
         int n_eos;
     } lim;

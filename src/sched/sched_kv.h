@@ -36,18 +36,36 @@ void sched_kv_release(sched *s, sreq *r, bool insert);
  * longer be trusted (r->kv_broken set: release it without insert). */
 int sched_kv_cache_prefill(sched *s, sreq *r);
 
-/* Hybrid Mamba2 models (kv/mamba_state.h).  Before the KV cache is made:
- * check the mamba arguments, decide the number of states (*n_states) and
- * shrink *tokens to what the KV cache keeps of the budget.  0, or -1 with
- * err. */
+/* Hybrid Mamba2 models (kv/mamba_state.h; the strategies in sched_kv.c).
+ * Before the KV cache is made: check the mamba arguments, pick the
+ * strategy (*track: the checkpoint interval, 0 = no_buffer), decide the
+ * number of states (*n_states) and shrink *tokens to what the KV cache
+ * keeps of the budget.  0, or -1 with err. */
 int sched_kv_mamba_plan(model *m, const sched_args *a, dtype kdt, int64_t *tokens, int64_t *n_states,
-                        char *err, size_t errlen);
+                        int *track, char *err, size_t errlen);
 /* After it: the states in s's KV cache, the slot pool, max_running capped,
- * the radix cache off (logged).  0 or -1 (out of memory). */
-int sched_kv_mamba_init(sched *s, int64_t n_states);
-/* Admission: a state slot for r; 0, or -1 when none is free. */
-int sched_kv_mamba_take(sched *s, sreq *r);
-/* Room for n sequences in s->eng.b_state; 0 or -1. */
+ * the radix cache off (no_buffer) or checkpointing (logged).  0 or -1. */
+int sched_kv_mamba_init(sched *s, int64_t n_states, int track);
+/* After the tree is made: its dropped checkpoints go back to the pool. */
+void sched_kv_mamba_attach(sched *s);
+/* Admission: a state slot for r (evicting a tree checkpoint other than
+ * src if the pool is empty); with prefix > 0, a copy of checkpoint src
+ * (which must hold prefix tokens).  0, or -1 (no slot / bad checkpoint:
+ * r unchanged). */
+int sched_kv_mamba_take(sched *s, sreq *r, int32_t src, int64_t prefix);
+/* Room for n sequences in s->eng.b_state / b_snap; 0 or -1. */
 int sched_kv_mamba_reserve(sched *s, int n);
+/* Assembly, sequence b (in order) covering positions (first, end]: a slot
+ * for each multiple of the interval there (skipped when the pool has
+ * none).  0 or -1 (out of memory). */
+int sched_kv_mamba_snaps(sched *s, int b, int64_t first, int64_t end);
+/* After the forward: each checkpoint's KV prefix into the tree, the slot
+ * onto the node (or back to the pool).  Before process results (a request
+ * may finish there). */
+void sched_kv_mamba_commit(sched *s, bool with_decode);
+/* The step failed: its checkpoint slots go back. */
+void sched_kv_mamba_drop(sched *s);
+/* Idle: free + tree checkpoints == every slot, else -1 with err. */
+int sched_kv_mamba_check_leak(sched *s, char *err, size_t errlen);
 
 #endif

@@ -59,7 +59,9 @@ static void match_all(sched *s)
     for (int i = 0; i < s->q.n_waiting; i++) {
         sreq *r = s->q.waiting[i];
         r->pol.est_node = NULL;
-        r->pol.est_prefix = kv_radix_match(s->eng.tree, r->kv.cache_salt, r->tok.seq, r->tok.len - 1, NULL, &r->pol.est_node);
+        r->pol.est_prefix = s->lim.mtrack /* hybrid Mamba2: resumable only from a checkpoint */
+                                ? kv_radix_match_state(s->eng.tree, r->kv.cache_salt, r->tok.seq, r->tok.len - 1, &r->pol.est_node, NULL)
+                                : kv_radix_match(s->eng.tree, r->kv.cache_salt, r->tok.seq, r->tok.len - 1, NULL, &r->pol.est_node);
     }
 }
 

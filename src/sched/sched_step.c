@@ -20,6 +20,7 @@
 #include "sched/sched_batch.h"
 #include "sched/sched_ctl.h"
 #include "sched/sched_inbox.h"
+#include "sched/sched_kv.h"
 #include "sched/sched_output.h"
 #include "sched/sched_req.h"
 #include "sched/sched_retract.h"
@@ -82,7 +83,11 @@ static int run_batch(sched *s, bool with_decode)
 {
     model_batch mb;
     if (sched_batch_assemble(s, with_decode, &mb)) return -1;
-    if (forward(s, &mb, with_decode)) return -1;
+    if (forward(s, &mb, with_decode)) {
+        sched_kv_mamba_drop(s);
+        return -1;
+    }
+    sched_kv_mamba_commit(s, with_decode); /* Mamba checkpoints into the tree before any request finishes */
     sched_process_results(s, with_decode);
     return 0;
 }
@@ -189,6 +194,10 @@ int sched_step(sched *s)
                 s->stats.st.leak_failures++;
                 log_error("%s", err);
             }
+            if (sched_kv_mamba_check_leak(s, err, sizeof err)) {
+                s->stats.st.leak_failures++;
+                log_error("%s", err);
+            }
         }
     }
     s->q.was_busy = !idle;
@@ -239,7 +248,10 @@ int sched_flush_cache(sched *s)
     return kv_radix_reset(s->eng.tree);
 }
 
-int sched_check_leak(sched *s, char *err, size_t errlen) { return kv_radix_check_leak(s->eng.tree, err, errlen); }
+int sched_check_leak(sched *s, char *err, size_t errlen)
+{
+    return kv_radix_check_leak(s->eng.tree, err, errlen) || sched_kv_mamba_check_leak(s, err, errlen) ? -1 : 0;
+}
 
 /* the snapshot readers (/metrics, /get_load) see; the scheduler thread
  * publishes it after each step, and before answering a request from inside

@@ -6,9 +6,10 @@
 # two concurrent requests, each equal to the reference alone, with the prompt
 # in one chunk, in chunks of 5, token by token, and with one state slot
 # shared in turn; bf16 SSM states within 2e-2; again with SGLC_KERNELS=scalar
-# (the scalar scan step).  Then the refusals: the
-# extra_buffer strategy, float16 SSM states, --tp-size 2, --pp-size 2, speculative
-# decoding (a recurrent state cannot be rolled back to the accepted drafts).
+# (the scalar scan step).  Then the refusals: float16 SSM states, --tp-size 2,
+# --pp-size 2, speculative decoding (a recurrent state cannot be rolled back to
+# the accepted drafts); the default strategy (auto = extra_buffer, logged).  The
+# radix cache with state checkpoints is tests/scripts/test_mamba_radix.sh.
 set -u
 . "$(dirname "$0")/golden_common.sh"
 golden_require
@@ -31,12 +32,12 @@ refuse() {  # refuse PATTERN ARGS...: the command must fail naming PATTERN
         echo "ok   refused: $*"
     fi
 }
-refuse "extra_buffer" --requests "$T/req.jsonl" --skip-tokenizer-init --mamba-scheduler-strategy extra_buffer
 refuse "float32 and bfloat16" --requests "$T/req.jsonl" --skip-tokenizer-init --mamba-ssm-dtype float16
 refuse "NemotronHForCausalLM" --input-ids 5,6,7 --max-new-tokens 1 --tp-size 2
 refuse "Mamba2 layers" --input-ids 5,6,7 --max-new-tokens 1 --pp-size 2
 refuse "rolled back" --requests "$T/req.jsonl" --skip-tokenizer-init --speculative-algorithm NGRAM
 "$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --skip-tokenizer-init 2>"$T/log" >/dev/null || fail=1
-grep -q "radix cache disabled for NemotronHForCausalLM" "$T/log" && echo "ok   radix cache off, logged" ||
+grep -q "radix cache for NemotronHForCausalLM with Mamba state checkpoints every 256 tokens" "$T/log" &&
+    echo "ok   auto: radix cache with checkpoints every 256 tokens, logged" ||
     { echo "FAIL no radix-cache line"; fail=1; }
 exit $fail

@@ -389,6 +389,122 @@ static void test_radix_retract(void **state)
     rm(&f);
 }
 
+/* ------------------------------------------------------------ checkpoint states */
+
+typedef struct {
+    int freed[16];
+    int n;
+} freed_states;
+
+static void on_state_free(void *ctx, int32_t id)
+{
+    freed_states *f = ctx;
+    assert_true(f->n < 16);
+    f->freed[f->n++] = id;
+}
+
+/* A request of n tokens that checkpoints at positions ck[0..nck) with
+ * states ids[], as the scheduler's extra_buffer strategy does: KV into the
+ * tree up to each checkpoint, the state onto the node ending there, the
+ * rest of the KV freed at the end.  Returns the resumed prefix. */
+static int64_t ckpt_req(fix *f, const int32_t *tok, int64_t n, const int64_t *ck, const int32_t *ids, int nck,
+                        int32_t *src)
+{
+    kv_radix_req rr = {.ns = NULL};
+    int32_t pages[64];
+    int P = kv_pool_page_size(f->pool);
+    int64_t m = kv_radix_req_match_state(f->t, &rr, tok, n, pages, src);
+    assert_int_equal(m % P, 0);
+    assert_int_equal(rr.protected_len, m);
+    int64_t have = m / P, need = kv_pool_pages_for(f->pool, n);
+    assert_int_equal(kv_pool_alloc(f->pool, need - have, pages + have), 0);
+    for (int k = 0; k < nck; k++) {
+        assert_int_equal(kv_radix_req_cache_unfinished(f->t, &rr, tok, ck[k], pages), 0);
+        assert_int_equal(kv_radix_node_state(rr.last_node), -1);
+        assert_int_equal(kv_radix_node_set_state(f->t, rr.last_node, ids[k]), 0);
+        assert_int_equal(kv_radix_node_set_state(f->t, rr.last_node, 99), 1); /* one per node */
+        assert_tree_ok(f->t);
+    }
+    assert_int_equal(kv_radix_req_cache_finished(f->t, &rr, tok, n, pages, false), 0);
+    assert_tree_ok(f->t);
+    return m;
+}
+
+static void test_radix_states(void **state)
+{
+    (void)state;
+    fix f = mk(32, 2, KV_EVICT_LRU, false);
+    freed_states fr = {0};
+    kv_radix_set_state_free(f.t, on_state_free, &fr);
+    int32_t a[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    int32_t b[10] = {1, 2, 3, 4, 5, 6, 50, 51, 52, 53};
+    int64_t ck[2] = {4, 8};
+    int32_t ids[2] = {100, 101}, src = 7;
+    assert_int_equal(ckpt_req(&f, a, 12, ck, ids, 2, &src), 0);
+    assert_int_equal(src, -1);
+    /* KV past the last checkpoint went back: the tree keeps 8 tokens, 2 states */
+    assert_int_equal(kv_radix_total_size(f.t), 8);
+    assert_int_equal(kv_radix_n_states(f.t), 2);
+    assert_int_equal(kv_pool_free_pages(f.pool), 32 - 4);
+    /* b matches 6 tokens of KV but resumes only from the state at 4 */
+    kv_radix_node *nd = NULL;
+    int32_t st = -2;
+    assert_int_equal(kv_radix_match(f.t, NULL, b, 10, NULL, &nd), 6); /* splits [5..8] at 6 */
+    assert_int_equal(kv_radix_match_state(f.t, NULL, b, 10, &nd, &st), 4);
+    assert_int_equal(st, 100);
+    assert_int_equal(kv_radix_node_state(nd), 100);
+    /* the split kept state 101 on the lower half: a still resumes at 8 */
+    assert_int_equal(kv_radix_match_state(f.t, NULL, a, 11, &nd, &st), 8);
+    assert_int_equal(st, 101);
+    assert_int_equal(kv_radix_match_state(f.t, NULL, a, 7, &nd, &st), 4); /* deepest <= the match */
+    assert_int_equal(kv_radix_match_state(f.t, NULL, a, 3, &nd, &st), 0);
+    assert_int_equal(st, -1);
+    assert_ptr_equal(nd, kv_radix_root(f.t));
+    assert_int_equal(kv_radix_node_set_state(f.t, kv_radix_root(f.t), 5), -1);
+    assert_tree_ok(f.t);
+    /* LRU: state 100 ([1 2 | 3 4], split by the last match) was touched
+     * after 101; dropping one state takes 101, and the stateless leaves
+     * [7 8] and [5 6] go with it */
+    assert_int_equal(kv_radix_evict_states(f.t, 1, -1), 1);
+    assert_int_equal(fr.n, 1);
+    assert_int_equal(fr.freed[0], 101);
+    assert_int_equal(kv_radix_total_size(f.t), 4);
+    assert_int_equal(kv_radix_n_nodes(f.t), 2);
+    assert_int_equal(kv_pool_free_pages(f.pool), 32 - 2);
+    assert_int_equal(kv_radix_evict_states(f.t, 1, 100), 0); /* keep */
+    assert_tree_ok(f.t);
+    /* a request resuming at 4 locks [1..4]; its state can still be dropped
+     * (the request copied it at admission), the locked KV stays */
+    kv_radix_req rr = {.ns = NULL};
+    int32_t pages[8];
+    assert_int_equal(kv_radix_req_match_state(f.t, &rr, b, 10, pages, &st), 4);
+    assert_int_equal(st, 100);
+    assert_int_equal(kv_radix_evict_states(f.t, 4, -1), 1);
+    assert_int_equal(fr.freed[1], 100);
+    assert_int_equal(kv_radix_protected_size(f.t), 4);
+    assert_int_equal(kv_radix_n_states(f.t), 0);
+    assert_int_equal(kv_radix_req_cache_finished(f.t, &rr, b, 4, pages, false), 0);
+    assert_int_equal(kv_radix_req_match_state(f.t, &rr, b, 10, pages, &st), 0); /* nothing to resume */
+    assert_int_equal(kv_radix_req_cache_finished(f.t, &rr, b, 0, pages, false), 0);
+    assert_tree_ok(f.t);
+    /* KV eviction of a leaf with a state, reset and destroy give states back */
+    int64_t ck2[1] = {6};
+    int32_t ids2[1] = {102}, ids3[1] = {103};
+    ckpt_req(&f, b, 10, ck2, ids2, 1, &src);
+    assert_int_equal(kv_radix_evict(f.t, 100), 6);
+    assert_int_equal(fr.n, 3);
+    assert_int_equal(fr.freed[2], 102);
+    ckpt_req(&f, a, 12, ck2, ids3, 1, &src);
+    assert_int_equal(kv_radix_reset(f.t), 0);
+    assert_int_equal(fr.freed[3], 103);
+    ckpt_req(&f, a, 12, ck, ids, 2, &src);
+    assert_int_equal(kv_radix_n_states(f.t), 2);
+    char err[256];
+    assert_int_equal(kv_radix_check_leak(f.t, err, sizeof err), 0);
+    rm(&f);
+    assert_int_equal(fr.n, 6);
+}
+
 static void test_radix_leak_detected(void **state)
 {
     (void)state;
@@ -515,6 +631,7 @@ int main(void)
         cmocka_unit_test(test_radix_chunked),
         cmocka_unit_test(test_radix_duplicate_insert),
         cmocka_unit_test(test_radix_retract),
+        cmocka_unit_test(test_radix_states),
         cmocka_unit_test(test_radix_leak_detected),
         cmocka_unit_test(test_radix_wide),
         cmocka_unit_test(test_policy_parse),
