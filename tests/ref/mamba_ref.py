@@ -25,7 +25,9 @@ DESIGN
   inside) and shrinks the sizes; it has all three block kinds, several Mamba
   heads per group (G = 2), a conv kernel of 4 and a state size of 16.
 
-  The check (`check`): `sglc generate` prompt logits within 1e-4 relative
+  The check (`check`): each entry of ABLATIONS (a feature switched off in
+  the reference) moves the prompt logits by more than 1e-2, 100x the
+  tolerance; `sglc generate` prompt logits within 1e-4 relative
   and 8 greedy ids identical; through the scheduler (`generate --requests`,
   two requests of 24 and 13 tokens together) the prompt logprobs and the
   output ids equal the reference with the prompt in one chunk, in chunks of
@@ -137,8 +139,30 @@ def rmsnorm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
-def forward(W, cfg, ids):
-    """Logits (T, V) of the prompt ids, float64, everything token by token."""
+# Ablations: each switches one feature off (or does it the wrong way) in the
+# reference; `check` shows each moves the prompt logits far beyond the
+# tolerance, so the comparison with sglc fails if sglc ignores the feature.
+ABLATIONS = {
+    "conv1d": "the depthwise causal conv1d skipped (xBC passed through)",
+    "conv_bias": "the conv1d bias left out",
+    "conv_silu": "no SiLU after the conv1d",
+    "dt_bias": "dt_bias left out of softplus(dt + dt_bias)",
+    "softplus": "dt used without softplus (relu instead)",
+    "A_decay": "no state decay (A = 0)",
+    "D_skip": "the D x_t skip left out",
+    "z_gate": "no y * silu(z) gate",
+    "group_norm": "one RMSNorm over d_inner instead of n_groups groups",
+    "group_map": "head h reads group h % G instead of h // (nh / G)",
+    "relu2": "relu instead of relu^2 in the MLP blocks",
+    "gqa_map": "KV head of query head h taken as h % nkv instead of h // (nh / nkv)",
+    "norm_f": "the final norm_f left out",
+}
+
+
+def forward(W, cfg, ids, ablate=None):
+    """Logits (T, V) of the prompt ids, float64, everything token by token.
+    ablate: None or one key of ABLATIONS."""
+    ab = ablate or ""
     eps = cfg["layer_norm_epsilon"]
     nh, P, G, N, K = (cfg["mamba_num_heads"], cfg["mamba_head_dim"], cfg["n_groups"],
                       cfg["ssm_state_size"], cfg["conv_kernel"])
@@ -157,35 +181,48 @@ def forward(W, cfg, ids):
             w = W[m + "conv1d.weight"][:, 0, :]  # (cd, K)
             pad = torch.cat([torch.zeros(K - 1, xbc.shape[1], dtype=xbc.dtype), xbc], 0)
             conv = torch.stack([(pad[t:t + K].T * w).sum(-1) for t in range(T)], 0)
-            conv = conv + W[m + "conv1d.bias"]
-            conv = conv * torch.sigmoid(conv)
+            if ab == "conv1d":
+                conv = xbc
+            if ab != "conv_bias":
+                conv = conv + W[m + "conv1d.bias"]
+            if ab != "conv_silu":
+                conv = conv * torch.sigmoid(conv)
             xs, B, C = conv[:, :di], conv[:, di:di + GN], conv[:, di + GN:]
-            A = -torch.exp(W[m + "A_log"])
+            A = -torch.exp(W[m + "A_log"]) * (0.0 if ab == "A_decay" else 1.0)
+            gsel = (torch.arange(nh) % G) if ab == "group_map" else torch.arange(nh) // (nh // G)
             S = torch.zeros(nh, P, N, dtype=torch.float64)
             ys = []
             for t in range(T):
-                d = torch.nn.functional.softplus(dt[t] + W[m + "dt_bias"]).clamp(lo, hi)  # (nh)
+                dpre = dt[t] + (0.0 if ab == "dt_bias" else W[m + "dt_bias"])
+                sp = torch.relu(dpre) if ab == "softplus" else torch.nn.functional.softplus(dpre)
+                d = sp.clamp(lo, hi)  # (nh)
                 xt = xs[t].view(nh, P)
-                Bt = B[t].view(G, N).repeat_interleave(nh // G, 0)  # (nh, N)
-                Ct = C[t].view(G, N).repeat_interleave(nh // G, 0)
+                Bt = B[t].view(G, N)[gsel]  # (nh, N)
+                Ct = C[t].view(G, N)[gsel]
                 S = S * torch.exp(d * A)[:, None, None] + (d[:, None] * xt)[:, :, None] * Bt[:, None, :]
-                ys.append(((S * Ct[:, None, :]).sum(-1) + W[m + "D"][:, None] * xt).reshape(di))
-            y = torch.stack(ys, 0) * (z * torch.sigmoid(z))
-            yg = y.view(T, G, di // G)
+                skip = 0.0 if ab == "D_skip" else W[m + "D"][:, None] * xt
+                ys.append(((S * Ct[:, None, :]).sum(-1) + skip).reshape(di))
+            y = torch.stack(ys, 0)
+            if ab != "z_gate":
+                y = y * (z * torch.sigmoid(z))
+            yg = y.view(T, 1, di) if ab == "group_norm" else y.view(T, G, di // G)
             yg = yg * torch.rsqrt((yg * yg).mean(-1, keepdim=True) + eps)
             out = (yg.reshape(T, di) * W[m + "norm.weight"]) @ W[m + "out_proj.weight"].T
         elif k == "*":
             q = (h @ W[m + "q_proj.weight"].T).view(T, NA, D)
-            kk = (h @ W[m + "k_proj.weight"].T).view(T, NKV, D).repeat_interleave(NA // NKV, 1)
-            v = (h @ W[m + "v_proj.weight"].T).view(T, NKV, D).repeat_interleave(NA // NKV, 1)
+            kv_of = (torch.arange(NA) % NKV) if ab == "gqa_map" else torch.arange(NA) // (NA // NKV)
+            kk = (h @ W[m + "k_proj.weight"].T).view(T, NKV, D)[:, kv_of]
+            v = (h @ W[m + "v_proj.weight"].T).view(T, NKV, D)[:, kv_of]
             s = torch.einsum("qhd,khd->hqk", q, kk) / math.sqrt(D)
             s = s.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -math.inf)
             att = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v).reshape(T, NA * D)
             out = att @ W[m + "o_proj.weight"].T
         else:
             u = torch.relu(h @ W[m + "up_proj.weight"].T)
-            out = (u * u) @ W[m + "down_proj.weight"].T
+            out = (u if ab == "relu2" else u * u) @ W[m + "down_proj.weight"].T
         x = x + out
+    if ab == "norm_f":
+        return x @ W["lm_head.weight"].T
     return rmsnorm(x, W["backbone.norm_f.weight"], eps) @ W["lm_head.weight"].T
 
 
@@ -289,6 +326,19 @@ def check(sglc, cache, quick=False):
         nonlocal bad
         print(("ok   " if ok else "FAIL ") + msg)
         bad += not ok
+
+    # every feature matters: the reference with it switched off moves the
+    # prompt logits by more than 100x the tolerance sglc is held to below
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    W = {k: torch.from_numpy(np.asarray(v, dtype=np.float64))
+         for k, v in safetensors_np.read(os.path.join(d, "model.safetensors"))[0].items()}
+    full = np.array(refs[0]["logits"])
+    with torch.no_grad():
+        for key, what in ({} if quick else ABLATIONS).items():
+            abl = forward(W, cfg, prompts[0], ablate=key).numpy()
+            e = float(np.abs(abl - full).max() / np.abs(full).max())
+            report(e > 1e-2, f"reference with {what} differs by {e:.3g} (> 1e-2 needed for the test to bite)")
 
     with tempfile.TemporaryDirectory() as td:
         lg = os.path.join(td, "lg.f32")
