@@ -131,6 +131,12 @@ char *lora_shard_copy(const st_tensor *A, const st_tensor *B, int r, const linea
 int lora_shard_name_ok(const model *m, const char *aname, const char *tname, char *err, size_t errlen)
 {
     const model_tp *t = &m->w->tp;
+    if (t->size > 1 && m->w->arch && m->w->arch->mla) { /* per-head absorbed slices not cut yet */
+        errmsg_set(err, errlen, "LoRA adapter %s: tensor %s adapts a DeepSeek (multi-head latent attention) "
+                   "model, whose adapters sglc does not shard across the %d %s-parallel ranks yet (load it "
+                   "with --tp-size 1 --pp-size 1)", aname, tname, t->size, t->pp_n > 1 ? "pipeline" : "tensor");
+        return -1;
+    }
     if (t->size <= 1 || (!strstr(tname, ".experts.") && !strstr(tname, "shared_expert"))) return 0;
     errmsg_set(err, errlen, "LoRA adapter %s: tensor %s adapts an MoE expert, which sglc does not "
                "shard across the %d %s-parallel ranks yet (load it with --tp-size 1 --pp-size 1, or "

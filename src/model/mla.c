@@ -120,10 +120,10 @@ static mla_bufs mla_carve(const model *m)
     return b;
 }
 
-int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtype wdt,
+int mla_split_kv_b(model_layer *l, const model_config *c, int nh, const float *kvb, dtype wdt,
                    size_t *bytes)
 {
-    const int nh = c->n_head, kvr = c->kv_lora_rank, nope = c->qk_nope_dim, vd = c->v_head_dim;
+    const int kvr = c->kv_lora_rank, nope = c->qk_nope_dim, vd = c->v_head_dim;
     l->wkb_t = calloc((size_t)nh, sizeof(linear_weight));
     l->wvb = calloc((size_t)nh, sizeof(linear_weight));
     l->wkb = calloc((size_t)nh, sizeof(linear_weight));
@@ -210,9 +210,9 @@ static size_t exp_carve(const model_config *c, size_t nkv, size_t nq, size_t g, 
 
 /* Heads per group for an expanded sequence: all nh when the buffer fits
  * MLA_EXPAND_BYTES, else fewer; 0 when one head does not fit. */
-static int exp_group(const model_config *c, int nkv, int nq)
+static int exp_group(const model_config *c, int nh, int nkv, int nq)
 {
-    for (int g = c->n_head; g >= 1; g = g > 1 ? (g + 1) / 2 : 0)
+    for (int g = nh; g >= 1; g = g > 1 ? (g + 1) / 2 : 0)
         if (exp_carve(c, (size_t)nkv, (size_t)nq, (size_t)g, NULL, NULL) * sizeof(float) <= MLA_EXPAND_BYTES)
             return g;
     return 0;
@@ -275,7 +275,7 @@ int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad)
         int nq = b->seq_start[s + 1] - b->seq_start[s], nkv = b->seq_kv_len[s];
         const int thr = m->mla_expand_min;
         const int want = thr > 0 ? nq >= thr : nq >= MLA_AUTO_MIN && exp_wins(c, nq, nkv);
-        int g = can && want ? exp_group(c, nkv, nq) : 0;
+        int g = can && want ? exp_group(c, m->w->tp.n_head, nkv, nq) : 0;
         P->g[s] = g;
         P->co[s] = ta;
         if (!g) ta += nq;
@@ -289,7 +289,7 @@ int mla_prepare(model *m, const model_batch *b, const int32_t *row_ad)
                 else snprintf(rule, sizeof rule, "auto: >= %d new tokens and fewer FLOPs", MLA_AUTO_MIN);
                 log_info("MLA: expanded attention for %d new tokens over %d context rows, %d of %d "
                          "heads at a time (SGLC_MLA_EXPAND_MIN=%s; other chunks and decode run absorbed)",
-                         nq, nkv, g, c->n_head, rule);
+                         nq, nkv, g, m->w->tp.n_head, rule);
             }
         }
     }
@@ -343,7 +343,7 @@ static void mla_expanded(model *m, const model_kv *kv, const model_batch *b, con
                          const linear_exec *ex, struct tpool *pool, int s, int g)
 {
     const model_config *c = m->cfg;
-    const int nh = c->n_head, kvr = c->kv_lora_rank, nope = c->qk_nope_dim, rope = c->qk_rope_dim;
+    const int nh = m->w->tp.n_head, kvr = c->kv_lora_rank, nope = c->qk_nope_dim, rope = c->qk_rope_dim;
     const int vd = c->v_head_dim, qhd = nope + rope;
     const int r0 = b->seq_start[s], nq = b->seq_start[s + 1] - r0, nkv = b->seq_kv_len[s];
     const int32_t *sl = b->seq_slots[s];
@@ -449,7 +449,10 @@ void mla_attention(model *m, model_kv *kv, const model_batch *b, const model_lay
 {
     const model_weights *w = m->w;
     const model_config *c = &w->cfg;
-    const int T = b->n_tokens, nh = c->n_head, qr = c->q_lora_rank, kvr = c->kv_lora_rank;
+    /* this rank's heads (tensor parallelism: q / q_b rows, kv_b's per-head
+     * matrices and o's columns of heads [head0, head0 + nh); the latent
+     * projection, its norm and the cache rows are whole on every rank) */
+    const int T = b->n_tokens, nh = w->tp.n_head, qr = c->q_lora_rank, kvr = c->kv_lora_rank;
     const int nope = c->qk_nope_dim, rope = c->qk_rope_dim, vd = c->v_head_dim;
     const int qhd = nope + rope, dl = kvr + rope, half = w->rot_dim / 2;
     const float eps = c->rms_norm_eps;

@@ -117,7 +117,7 @@ void model_weights_free(model_weights *m)
             linear_free(&l->wsgate), linear_free(&l->wsup), linear_free(&l->wsdown);
             linear_free(&l->wssig);
             linear_free(&l->wq_a), linear_free(&l->wq_b), linear_free(&l->wkv_a);
-            for (int h = 0; h < m->cfg.n_head; h++) {
+            for (int h = 0; h < m->tp.n_head; h++) { /* this rank's heads (mla_split_kv_b) */
                 if (l->wkb_t) linear_free(&l->wkb_t[h]);
                 if (l->wvb) linear_free(&l->wvb[h]);
                 if (l->wkb) linear_free(&l->wkb[h]);

@@ -287,7 +287,7 @@ int mla_expand_min_env(int *out, char *err, size_t errlen);
 size_t mla_scratch_floats(const model_config *c, size_t T);
 /* mla.c: per-head matrices of layer l from kv_b_proj as f32 (nh*(nope+v),
  * kvr), stored as wdt.  Adds their bytes to *bytes.  0, or -1 (OOM). */
-int mla_split_kv_b(model_layer *l, const model_config *c, const float *kvb, dtype wdt,
+int mla_split_kv_b(model_layer *l, const model_config *c, int nh, const float *kvb, dtype wdt,
                    size_t *bytes);
 
 /* nemotron_h.c / mamba2.c: hybrid Mamba2 models (see those files). */

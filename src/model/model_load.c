@@ -612,16 +612,20 @@ void load_mla(loader *L, model_layer *l, int il)
     const model_tensor_names *nm = m->arch->names;
     int H = c->hidden_size, nh = c->n_head, qr = c->q_lora_rank, kvr = c->kv_lora_rank;
     int nope = c->qk_nope_dim, rope = c->qk_rope_dim, vd = c->v_head_dim;
+    /* tensor parallelism: this rank's heads [h0, h0 + hn) -- q / q_b rows,
+     * kv_b's per-head blocks, o's input columns; q_a, kv_a and their norms
+     * replicated (every rank keeps the whole latent cache) */
+    const int h0 = m->tp.head0, hn = m->tp.n_head;
     if (qr) {
         load_proj(L, &l->wq_a, nm->q_a, il, qr, H, 0, SH_ALL);
         l->q_a_norm = load_layer_vec(L, nm->q_a_norm, il, qr, 0);
-        load_proj(L, &l->wq_b, nm->q_b, il, nh * (nope + rope), qr, 0, SH_ALL);
+        load_proj(L, &l->wq_b, nm->q_b, il, nh * (nope + rope), qr, 0, sh_rows(h0 * (nope + rope), hn * (nope + rope)));
     } else {
-        load_proj(L, &l->wq, nm->q, il, nh * (nope + rope), H, 0, SH_ALL);
+        load_proj(L, &l->wq, nm->q, il, nh * (nope + rope), H, 0, sh_rows(h0 * (nope + rope), hn * (nope + rope)));
     }
     load_proj(L, &l->wkv_a, nm->kv_a, il, kvr + rope, H, 0, SH_ALL);
     l->kv_a_norm = load_layer_vec(L, nm->kv_a_norm, il, kvr, 0);
-    load_proj(L, &l->wo, nm->o, il, H, nh * vd, 0, SH_ALL);
+    load_proj(L, &l->wo, nm->o, il, H, nh * vd, 0, sh_cols(h0 * vd, hn * vd));
     if (L->failed) return;
     char name[256];
     snprintf(name, sizeof name, nm->kv_b, il);
@@ -637,7 +641,8 @@ void load_mla(loader *L, model_layer *l, int il)
     }
     if (m->prec != MODEL_PREC_F32)
         for (size_t i = 0; i < n; i++) buf[i] = dtype_round(buf[i], prec_dtype(m->prec));
-    if (mla_split_kv_b(l, c, buf, m->wdt, &m->weight_bytes)) fail(L, "out of memory for '%s'", name);
+    if (mla_split_kv_b(l, c, hn, buf + (size_t)h0 * (nope + vd) * kvr, m->wdt, &m->weight_bytes))
+        fail(L, "out of memory for '%s'", name);
     free(buf);
 }
 

@@ -201,7 +201,10 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
     /* the architectures whose every weight and decoder step is sharded here
      * (tests/scripts/test_tp.sh); another one's extra parts would run whole */
     static const char *const fams[] = {"llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "qwen2_moe",
-                                       "mixtral", "granitemoe", "phi3"};
+                                       "mixtral", "granitemoe", "phi3",
+                                       "gemma2", "gemma3", /* post-norms after the all-reduce; caps per slice */
+                                       "deepseek_v2", "deepseek_v3", /* MLA: heads split, latent replicated */
+                                       };
     int known = 0;
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++)
         if (w->arch && w->arch->family && !strcmp(w->arch->family, fams[i])) known = 1;
@@ -222,11 +225,6 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
     if (N > 1 && c->intermediate_size % N) {
         snprintf(err, errlen, "--tp-size %d: intermediate_size (%d) is not divisible by it", N,
                  c->intermediate_size);
-        return -1;
-    }
-    if (N > 1 && c->arch && c->arch->mla) {
-        snprintf(err, errlen, "--tp-size %d: %s (latent attention) is not split across ranks yet", N,
-                 c->architecture);
         return -1;
     }
     if (N > 1 && c->shared_inter % N) {
@@ -256,11 +254,10 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
         return -1;
     }
     /* parts the ranks do not split yet (pipeline stages included) */
-    if (t->size > 1 && ((w->arch && w->arch->mla) || c->n_labels > 0)) {
+    if (t->size > 1 && c->n_labels > 0) {
         snprintf(err, errlen, t->pp_n > 1 ? "--pp-size %d: pipeline parallelism does not split %s yet"
                                           : "--tp-size %d: tensor parallelism does not shard %s yet",
-                 t->pp_n > 1 ? t->pp_n : t->tp_n, w->arch && w->arch->mla ? "multi-head latent attention (DeepSeek)"
-                                                  : "a classifier's score head");
+                 t->pp_n > 1 ? t->pp_n : t->tp_n, "a classifier's score head");
         return -1;
     }
     return 0;
