@@ -72,7 +72,7 @@ def held(err):
 
 
 def check_model(name, model, cfg, tps=((2, 2),), extra_cases=True):
-    E = cfg.get("num_experts", cfg.get("num_local_experts"))
+    E = cfg.get("num_experts", cfg.get("num_local_experts", cfg.get("n_routed_experts")))
     ids = [(i * 37) % (cfg["vocab_size"] - 3) + 3 for i in range(40)]
     ref_ids, ref, err = run(model, ids, 16, 1)
     if ref is None:
@@ -108,7 +108,8 @@ def check_model(name, model, cfg, tps=((2, 2),), extra_cases=True):
                                              f"{moved} expert loads over the ranks (want > 0)")
     # one MoE layer per forward (--eplb-rebalance-layers-per-chunk 1): each
     # rebalance takes as many forwards as the model has MoE layers
-    n_moe = sum(1 for il in range(L) if il not in cfg.get("mlp_only_layers", []))
+    n_moe = sum(1 for il in range(L) if il not in cfg.get("mlp_only_layers", [])
+                and il >= cfg.get("first_k_dense_replace", 0))
     got_ids, got, err = run(model, ids, 16, 2, ("--ep-size", "2", "--enable-eplb", "--eplb-rebalance-num-iterations", "3",
                                                 "--eplb-rebalance-layers-per-chunk", "1"))
     if compare(f"{name} ep=2 EPLB 1 layer per forward", ref, ref_ids, got, got_ids, err):
@@ -309,7 +310,7 @@ def main():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_model.py"), "--out", cache,
                         "--only", ",".join(names)], capture_output=True, text=True)
     q = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "ref", "make_tiny_ds.py"), "--out", cache,
-                        "--only", "qwen2-moe,qwen2-moe-sparse2,deepseek-v2-lite"], capture_output=True, text=True)
+                        "--only", "qwen2-moe,qwen2-moe-sparse2,deepseek-v2-lite,deepseek-v2,deepseek-v3"], capture_output=True, text=True)
     if p.returncode or q.returncode:
         print(p.stderr[-2000:], q.stderr[-2000:])
         report(False, "tiny models could not be made")
@@ -334,6 +335,14 @@ def main():
         check_model("qwen2-moe (shared expert)", d("qwen2-moe"), conf("qwen2-moe"), extra_cases=False)
         check_model("qwen2-moe-sparse2 (dense + MoE layers)", d("qwen2-moe-sparse2"), conf("qwen2-moe-sparse2"),
                     extra_cases=False)
+        # DeepSeek (MLA attention split by heads, DeepSeekMoE: shared experts,
+        # dense first layer; V2 group-limited routing, V3 sigmoid + bias):
+        # V2-Lite also with redundant experts, a placement and EPLB
+        check_model("deepseek-v2-lite (MLA, shared experts)", d("deepseek-v2-lite"), conf("deepseek-v2-lite"))
+        check_model("deepseek-v2 (q_lora_rank, group-limited)", d("deepseek-v2"), conf("deepseek-v2"),
+                    tps=((2, 2), (4, 2)), extra_cases=False)
+        check_model("deepseek-v3 (noaux_tc, 64 experts)", d("deepseek-v3"), conf("deepseek-v3"),
+                    tps=((2, 2), (4, 4)), extra_cases=False)
     if "gguf" in only:
         # a GGUF file (sglc quantize: experts packed per layer, read as views),
         # F32 and Q8_0 blocks: EP and EPLB reloading experts from the file
@@ -381,8 +390,6 @@ def main():
         bad = {"physical_to_logical_map": [[0] * 64, list(range(64))]}
         refuse("a placement that drops experts", "places expert 1 nowhere",
                ["--tp-size", "2", "--ep-size", "2", "--init-expert-location", json.dumps(bad)], q3)
-        refuse("EP on DeepSeek (TP does not split it yet)", "tensor parallelism is not supported for DeepseekV2ForCausalLM yet",
-               ["--tp-size", "2", "--ep-size", "2"], d("deepseek-v2-lite"))
         # an expert width (18) that 4 ranks cannot slice but 2 can: refused at
         # tp=4, served at tp=4 ep=2 (dummy weights: the same values as one process)
         ov = ("--load-format", "dummy", "--json-model-override-args", '{"moe_intermediate_size": 18}')
