@@ -253,13 +253,9 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
         snprintf(err, errlen, "--tp-size %d: a vocabulary of %d leaves rank %d no rows", N, c->vocab_size, r);
         return -1;
     }
-    /* parts the ranks do not split yet (pipeline stages included) */
-    if (t->size > 1 && c->n_labels > 0) {
-        snprintf(err, errlen, t->pp_n > 1 ? "--pp-size %d: pipeline parallelism does not split %s yet"
-                                          : "--tp-size %d: tensor parallelism does not shard %s yet",
-                 t->pp_n > 1 ? t->pp_n : t->tp_n, "a classifier's score head");
-        return -1;
-    }
+    /* a classifier's score head (n_labels x hidden) is whole on every rank:
+     * it reads the replicated normed rows of the last stage, whose hidden
+     * rows (the scores at their head) go back like an embedding's */
     return 0;
 }
 

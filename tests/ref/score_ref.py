@@ -36,6 +36,9 @@ Usage: score_ref.py build OUT SHARED
        score_ref.py classify URL MODEL_DIR            (a classifier server)
        score_ref.py template FILE                     (write a Qwen3-Reranker-style chat template)
        score_ref.py rerank-decoder URL MODEL_DIR      (a generation server with that template)
+       score_ref.py same URL FILE NAME                (a classifier server: its raw head scores
+                                                       written to FILE, or, when FILE exists,
+                                                       within 1e-5 relative of those)
 Prints ok/FAIL lines; exit 1 on any failure.
 """
 import copy
@@ -410,6 +413,34 @@ def cmd_classify(url, mdir):
     report(st == 400, f"/v1/score on a classifier (embedding mode): 400 ({st})")
 
 
+def cmd_same(url, path, name):
+    """The raw scores of a classifier server (/v1/rerank: head[0] of
+    query + document, unsorted by index) and its /v1/classify probs, on
+    fixed token-id inputs: written to path, or compared with what path
+    holds (a one-process server's) within 1e-5 relative (--tp-size /
+    --pp-size must give the same numbers as one process)."""
+    docs = ["The cat sat on the mat.", "It rained all day.", "A small cat sat near the window.", "Blue."]
+    st, o = post(url, "/v1/rerank", {"query": "Where did the cat sit?", "documents": docs})
+    got = {"rerank": [x["score"] for x in sorted(o, key=lambda x: x["index"])] if st == 200 else None}
+    st2, o2 = post(url, "/v1/classify", {"input": [[1, 40, 99, 7], [1, 1500, 3, 3, 3, 77, 2000]]})
+    got["classify"] = [d["probs"] for d in o2["data"]] if st2 == 200 else None
+    if not os.path.exists(path):
+        ok = got["rerank"] is not None and got["classify"] is not None
+        report(ok, f"{name}: reference scores written (status {st}, {st2})")
+        if ok:
+            with open(path, "w") as f:
+                json.dump(got, f)
+        return
+    with open(path) as f:
+        ref = json.load(f)
+    for key in ("rerank", "classify"):
+        a = np.array(ref[key], dtype=np.float64)
+        b = np.array(got[key], dtype=np.float64) if got[key] is not None else None
+        e = float(np.max(np.abs(a - b)) / max(float(np.max(np.abs(a))), 1e-30)) \
+            if b is not None and a.shape == b.shape else float("inf")
+        report(e <= 1e-5, f"{name}: {key} = one process within {e:.3g} relative (tol 1e-5)")
+
+
 RERANK_TEMPLATE = (
     "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
     "Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n<|im_start|>user\n"
@@ -473,6 +504,8 @@ def main():
         return 0
     elif a[0] == "rerank-decoder":
         cmd_rerank_decoder(a[1], a[2])
+    elif a[0] == "same":
+        cmd_same(a[1], a[2], a[3])
     if FAIL:
         print(f"{len(FAIL)} check(s) failed")
         return 1

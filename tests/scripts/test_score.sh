@@ -45,5 +45,16 @@ grep -q "sequence-classification model (3 labels): serving it as --is-embedding"
     echo "ok   classifier served as an embedding model (logged)" ||
     { echo "FAIL classifier: no log line"; FAIL=1; }
 run llama.log --model-path "$OUT/llama-rerank" -- classify "$OUT/llama-rerank"
+# tensor / pipeline parallelism (issue 12): the score head whole on every
+# rank, after the last stage's final norm: the reference checks, and the raw
+# scores of one process within 1e-5 relative
+for M in qwen3-cls llama-rerank; do
+    run "$M-1.log" --model-path "$OUT/$M" -- same "$T/$M.json" "$M tp=1"
+    for par in "--tp-size 2" "--pp-size 2" "--tp-size 2 --pp-size 2"; do
+        # shellcheck disable=SC2086
+        run "$M-par.log" --model-path "$OUT/$M" $par -- same "$T/$M.json" "$M $par"
+    done
+done
+run qwen-tp.log --model-path "$OUT/qwen3-cls" --tp-size 2 -- classify "$OUT/qwen3-cls"
 [ $FAIL = 0 ] && echo "all checks passed"
 exit $FAIL
