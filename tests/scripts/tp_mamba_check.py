@@ -19,7 +19,10 @@ states) and `--tp-size 2 --pp-size 2`.  Each must give, in f32:
   checkpoints every 8 tokens (extra_buffer) and a third request sharing a
   16-token prefix with the first, submitted after the first two finished:
   it resumes from the first one's checkpoint (cached_tokens 16, the state
-  copy reaching every rank) and answers as one process does.
+  copy reaching every rank) and answers as one process does;
+- LoRA adapters on the attention blocks (q/k/v/o) and on the MLP blocks,
+  lm_head and embeddings: `generate --lora-path` at TP 2, TP 4 and TP 2 x
+  PP 2 = one process with the adapter (which moves the logits > 1e-2).
 """
 import json
 import os
@@ -51,11 +54,11 @@ def par(tp, pp):
             "--dist-timeout", "60"]
 
 
-def gen(model, ids, tp, pp, td):
+def gen(model, ids, tp, pp, td, extra=()):
     path = os.path.join(td, f"lg{tp}{pp}.f32")
     p = subprocess.run([BIN, "generate", "--model-path", model, "--input-ids", ",".join(map(str, ids)),
                         "--max-new-tokens", "16", "--temperature", "0", "--json", "--ignore-eos",
-                        "--dtype", "float32", "--dump-logits", path] + par(tp, pp),
+                        "--dtype", "float32", "--dump-logits", path] + par(tp, pp) + list(extra),
                        capture_output=True, text=True, timeout=180)
     if p.returncode:
         return None, None, p.stderr
@@ -166,6 +169,31 @@ def main():
                     report(ok, f"{tag} {name}: request {i} logprobs max err {e:.3g}, ids "
                            f"{'identical' if r['output_ids'] == w['output_ids'] else 'DIFFER'}, cached_tokens "
                            f"{r['meta_info'].get('cached_tokens')}")
+        # LoRA on the attention (q/k/v/o) and MLP (up/down + lm_head + embeddings)
+        # blocks: each rank its slice of the adapter
+        kinds = cfg["hybrid_override_pattern"]
+        att = [i for i, k in enumerate(kinds) if k == "*"]
+        mlp = [i for i, k in enumerate(kinds) if k == "-"]
+        ads = {"attn": (["q_proj", "k_proj", "v_proj", "o_proj"], att, 4, 8, False),
+               "mlp": (["up_proj", "down_proj", "lm_head", "embeddings"], mlp, 8, 16, True)}
+        for i, (name, (tg, ls, r, al, rs)) in enumerate(ads.items()):
+            ad = os.path.join(td, name)
+            mamba_ref.write_adapter(d, ad, tg, ls, r, al, 100 + i, rs)
+            lids, lref, err = gen(d, ids, 1, 1, td, ["--lora-path", ad])
+            if lref is None:
+                report(False, f"LoRA {name} one process: {err[-600:]}")
+                continue
+            e = float(np.max(np.abs(lref.astype(np.float64) - ref)) / np.max(np.abs(ref)))
+            report(e > 1e-2, f"LoRA {name}: changes the one-process logits ({e:.3g} > 1e-2)")
+            for tp, pp in ((2, 1), (4, 1), (2, 2)):
+                got_ids, got, err = gen(d, ids, tp, pp, td, ["--lora-path", ad])
+                if got is None:
+                    report(False, f"LoRA {name} tp={tp} pp={pp}: {err[-600:]}")
+                    continue
+                e = float(np.max(np.abs(got.astype(np.float64) - lref)) / np.max(np.abs(lref)))
+                report(got.size == lref.size and e <= TOL and got_ids == lids,
+                       f"LoRA {name} tp={tp} pp={pp}: logits max|d|/max|ref| = {e:.3g}, ids "
+                       f"{'identical' if got_ids == lids else 'DIFFER'}")
     return 1 if fails else 0
 
 
