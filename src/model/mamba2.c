@@ -53,6 +53,15 @@
  * a multiple of the chunk size keeps the chunks where a single pass would
  * cut them.  A request that matches a cached prefix gets a copy of the
  * checkpoint (model_kv_mamba_copy) and continues from there.
+ *
+ * Tensor / pipeline parallelism (model_tp_setup_mamba): a rank runs the
+ * mixer above on its own shape (mdims: its heads, its groups or the one
+ * group it shares with N / n_groups - 1 other ranks), its weights cut to
+ * it at load (nemotron_h.c).  The gated norm is per group, so a rank
+ * holding whole groups normalizes alone; a shared group's sums of squares
+ * are all-reduced first.  out_proj's partial sums are all-reduced.  A
+ * state pool holds this rank's heads for this stage's Mamba layers;
+ * rank 0 forwards the pool's size and slot copies (model_tp_mamba_*).
  */
 #include <math.h>
 #include <stdio.h>
