@@ -53,8 +53,18 @@
  * a multiple of the chunk size keeps the chunks where a single pass would
  * cut them.  A request that matches a cached prefix gets a copy of the
  * checkpoint (model_kv_mamba_copy) and continues from there.
+ *
+ * Tensor / pipeline parallelism (model_tp_setup_mamba): a rank runs the
+ * mixer above on its own shape (mdims: its heads, its groups or the one
+ * group it shares with N / n_groups - 1 other ranks), its weights cut to
+ * it at load (nemotron_h.c).  The gated norm is per group, so a rank
+ * holding whole groups normalizes alone; a shared group's sums of squares
+ * are all-reduced first.  out_proj's partial sums are all-reduced.  A
+ * state pool holds this rank's heads for this stage's Mamba layers;
+ * rank 0 forwards the pool's size and slot copies (model_tp_mamba_*).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,19 +93,82 @@ static int conv_dim_of(const model_config *c)
     return c->ssm_heads * c->ssm_head_dim + 2 * c->ssm_groups * c->ssm_state;
 }
 
+/* This rank's Mamba2 shape (model_tp: its heads and groups under tensor
+ * parallelism, all of them in one process) and the widths that follow. */
+typedef struct mdims {
+    int nh, P, N, G;          /* local heads, head dim, state size, local groups */
+    int di, GN, cd, proj;     /* local y width, B (or C) width, conv channels, in_proj rows */
+    int hpg;                  /* heads per local group */
+    int gs;                   /* the gated norm's group width (the full model's di / n_groups) */
+    int nl;                   /* this stage's Mamba layers */
+} mdims;
+
+static mdims dims_of(const model_weights *w)
+{
+    const model_config *c = &w->cfg;
+    mdims d = {.nh = w->tp.ssm_nh, .P = c->ssm_head_dim, .N = c->ssm_state, .G = w->tp.ssm_ng,
+               .nl = w->tp.ssm_nl};
+    d.di = d.nh * d.P, d.GN = d.G * d.N, d.cd = d.di + 2 * d.GN, d.proj = d.di + d.cd + d.nh;
+    d.hpg = d.G > 0 ? d.nh / d.G : 0;
+    d.gs = c->ssm_heads * c->ssm_head_dim / c->ssm_groups;
+    return d;
+}
+
+int model_tp_setup_mamba(model_weights *w, char *err, size_t errlen)
+{
+    const model_config *c = &w->cfg;
+    model_tp *t = &w->tp;
+    const int N = t->tp_n, r = t->tp_rank, G = c->ssm_groups;
+    if (N > 1 && c->ssm_heads % N) {
+        snprintf(err, errlen, "--tp-size %d: mamba_num_heads (%d) is not divisible by it", N, c->ssm_heads);
+        return -1;
+    }
+    if (N > 1 && G % N && N % G) {
+        snprintf(err, errlen, "--tp-size %d: n_groups (%d) neither divides it nor is divisible by it", N, G);
+        return -1;
+    }
+    t->ssm_nh = c->ssm_heads / N;
+    t->ssm_h0 = r * t->ssm_nh;
+    if (G % N == 0) { /* each rank its own groups */
+        t->ssm_ng = G / N;
+        t->ssm_g0 = r * t->ssm_ng;
+    } else { /* fewer groups than ranks: N / G ranks share one (its B / C rows replicated) */
+        t->ssm_ng = 1;
+        t->ssm_g0 = r / (N / G);
+    }
+    /* pipeline stages: the Mamba layers of [layer0, layer1), and the most
+     * any stage holds (rank 0 sizes every stage's state pool) */
+    t->ssm_l0 = t->ssm_nl = t->ssm_nl_max = 0;
+    for (int s = 0; s < t->pp_n; s++) {
+        const int l0 = c->n_layer * s / t->pp_n, l1 = c->n_layer * (s + 1) / t->pp_n;
+        int n = 0;
+        for (int il = l0; il < l1; il++) n += c->layer_kinds[il] == 'M';
+        if (n > t->ssm_nl_max) t->ssm_nl_max = n;
+        if (s == t->stage) t->ssm_nl = n;
+    }
+    for (int il = 0; il < t->layer0; il++) t->ssm_l0 += c->layer_kinds[il] == 'M';
+    return 0;
+}
+
 static size_t ssm_elem_bytes(dtype d) { return d == DTYPE_BF16 ? 2 : 4; }
 
+/* One state of this rank: its heads' conv channels and SSM states, for
+ * the Mamba layers of the stage that holds the most (every stage's pool
+ * has rank 0's number of states). */
 size_t model_mamba_state_bytes(const model *m, dtype ssm_dt)
 {
     const model_config *c = m->cfg;
     if (!c->n_mamba) return 0;
-    size_t conv = (size_t)(c->ssm_conv - 1) * (size_t)conv_dim_of(c) * 4;
-    size_t ssm = (size_t)c->ssm_heads * c->ssm_head_dim * c->ssm_state * ssm_elem_bytes(ssm_dt);
-    return (conv + ssm) * (size_t)c->n_mamba + sizeof(int32_t);
+    const mdims d = dims_of(m->w);
+    size_t conv = (size_t)(c->ssm_conv - 1) * (size_t)d.cd * 4;
+    size_t ssm = (size_t)d.nh * d.P * d.N * ssm_elem_bytes(ssm_dt);
+    return (conv + ssm) * (size_t)m->w->tp.ssm_nl_max + sizeof(int32_t);
 }
 
-struct mamba2_cache *mamba2_cache_create(const model_config *c, int n_states, dtype ssm_dt)
+struct mamba2_cache *mamba2_cache_create(const model *m, int n_states, dtype ssm_dt)
 {
+    const model_config *c = m->cfg;
+    const mdims d = dims_of(m->w);
     if (!c->n_mamba || n_states < 1 || (ssm_dt != DTYPE_F32 && ssm_dt != DTYPE_BF16)) {
         log_error("bad Mamba state cache: %d states of %s for %d Mamba layers", n_states,
                   dtype_name(ssm_dt), c->n_mamba);
@@ -103,9 +176,9 @@ struct mamba2_cache *mamba2_cache_create(const model_config *c, int n_states, dt
     }
     struct mamba2_cache *mc = calloc(1, sizeof *mc);
     if (!mc) return NULL;
-    mc->n_states = n_states, mc->n_mamba = c->n_mamba;
-    mc->conv_dim = conv_dim_of(c), mc->kc = c->ssm_conv - 1;
-    mc->nh = c->ssm_heads, mc->P = c->ssm_head_dim, mc->N = c->ssm_state;
+    mc->n_states = n_states, mc->n_mamba = d.nl; /* this stage's layers, this rank's heads */
+    mc->conv_dim = d.cd, mc->kc = c->ssm_conv - 1;
+    mc->nh = d.nh, mc->P = d.P, mc->N = d.N;
     mc->ssm_dt = ssm_dt;
     mc->conv_per = (size_t)mc->kc * mc->conv_dim;
     mc->ssm_per = (size_t)mc->nh * mc->P * mc->N;
@@ -136,8 +209,12 @@ int model_kv_set_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt
         log_error("%s has no Mamba layers: no recurrent states to size", m->cfg->architecture);
         return -1;
     }
-    struct mamba2_cache *mc = mamba2_cache_create(m->cfg, n_states, ssm_dt);
+    struct mamba2_cache *mc = mamba2_cache_create(m, n_states, ssm_dt);
     if (!mc) return -1;
+    if (model_tp_mamba_states(m, kv, n_states, ssm_dt)) { /* the other ranks make theirs */
+        mamba2_cache_free(mc);
+        return -1;
+    }
     mamba2_cache_free(kv->ssm);
     kv->ssm = mc;
     return 0;
@@ -156,6 +233,7 @@ int model_kv_mamba_copy(model_kv *kv, int dst, int src)
         return -1;
     }
     if (dst == src) return 0;
+    if (model_tp_mamba_copy(kv, dst, src)) return -1; /* the other ranks copy their slices */
     const size_t sb = mc->ssm_per * ssm_elem_bytes(mc->ssm_dt);
     for (int il = 0; il < mc->n_mamba; il++) {
         memcpy(conv_at(mc, il, dst), conv_at(mc, il, src), mc->conv_per * sizeof(float));
@@ -286,7 +364,9 @@ size_t mamba2_scratch_floats(const model_config *c, size_t T, int nth, int ssd_c
     if (!c->n_mamba) return 0;
     size_t di = (size_t)c->ssm_heads * c->ssm_head_dim, cd = (size_t)conv_dim_of(c);
     size_t proj = di + cd + (size_t)c->ssm_heads;
-    return T * (proj + cd + di) + (size_t)(nth > 0 ? nth : 1) * (thread_floats(c, ssd_chunk) + 16);
+    /* + the gated norm's per-group sums of squares (summed over the ranks
+     * when a group spans several) */
+    return T * (proj + cd + di + (size_t)c->ssm_groups) + (size_t)(nth > 0 ? nth : 1) * (thread_floats(c, ssd_chunk) + 16);
 }
 
 /* One head's recurrence over the rows [r0, r1) of a sequence: S (P, N)
@@ -321,12 +401,11 @@ static void scan_head(float *S, int P, int N, int r0, int r1, const float *xc, i
 }
 
 /* The recurrence for head h of sequence s (a bf16 state widened into tmp). */
-static void scan_pair(const model_config *c, struct mamba2_cache *mc, const model_layer *l,
+static void scan_pair(const model_config *c, const mdims *d, struct mamba2_cache *mc, const model_layer *l,
                       const model_batch *b, int s, int h, const float *xc, const float *zx,
                       float *yo, float *tmp, int simd)
 {
-    const int nh = c->ssm_heads, P = c->ssm_head_dim, N = c->ssm_state, G = c->ssm_groups;
-    const int di = nh * P, GN = G * N, cd = di + 2 * GN, proj = di + cd + nh, g = h / (nh / G);
+    const int P = d->P, N = d->N, di = d->di, GN = d->GN, cd = d->cd, proj = d->proj, g = h / d->hpg;
     char *raw = ssm_at(mc, l->ssm_idx, slot_of(b, s)) + (size_t)h * P * N * ssm_elem_bytes(mc->ssm_dt);
     float *S = (float *)raw;
     if (mc->ssm_dt == DTYPE_BF16) {
@@ -358,10 +437,12 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     const model_config *c = m->cfg;
     struct mamba2_cache *mc = kv->ssm;
     const int ith = ex->ith, nth = ex->nth, T = b->n_tokens;
-    const int nh = c->ssm_heads, P = c->ssm_head_dim, N = c->ssm_state, G = c->ssm_groups;
-    const int di = nh * P, GN = G * N, cd = di + 2 * GN, proj = di + cd + nh, K = c->ssm_conv,
-              kc = K - 1;
-    float *zx = m->ssm, *xc = zx + (size_t)T * proj, *yo = xc + (size_t)T * cd;
+    /* this rank's heads and groups (tensor parallelism: the layer's weights
+     * were cut to them at load, heads h and groups g below are local) */
+    const mdims d = dims_of(m->w);
+    const int nh = d.nh, P = d.P, N = d.N, G = d.G;
+    const int di = d.di, GN = d.GN, cd = d.cd, proj = d.proj, K = c->ssm_conv, kc = K - 1;
+    float *gss = m->ssm, *zx = gss + (size_t)T * c->ssm_groups, *xc = zx + (size_t)T * proj, *yo = xc + (size_t)T * cd;
     const int ssd_chunk = m->w->mamba_ssd_min ? m->w->mamba_ssd_chunk : 0;
     const size_t per = thread_floats(c, ssd_chunk);
     float *tmp = yo + (size_t)T * di + (size_t)ith * (per + 16);
@@ -426,7 +507,7 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     if (!use_ssd) {
         kern_split(b->n_seqs * nh, ith, nth, &p0, &p1);
         for (int pr = p0; pr < p1; pr++)
-            scan_pair(c, mc, l, b, pr / nh, pr % nh, xc, zx, yo, tmp, simd);
+            scan_pair(c, &d, mc, l, b, pr / nh, pr % nh, xc, zx, yo, tmp, simd);
     } else {
         const int units = b->n_seqs * G;
         int f = (nth + units - 1) / units; /* head runs per group: enough units for the threads */
@@ -437,7 +518,7 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
             const int h0 = g * hpg + part * hpg / f, h1 = g * hpg + (part + 1) * hpg / f;
             const int r0 = b->seq_start[s], n = b->seq_start[s + 1] - r0;
             if (n < m->w->mamba_ssd_min) {
-                for (int h = h0; h < h1; h++) scan_pair(c, mc, l, b, s, h, xc, zx, yo, tmp, simd);
+                for (int h = h0; h < h1; h++) scan_pair(c, &d, mc, l, b, s, h, xc, zx, yo, tmp, simd);
                 continue;
             }
             const int nhd = h1 - h0;
@@ -480,19 +561,38 @@ void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_laye
     }
     tpool_barrier(pool);
 
-    /* y * silu(z), RMSNorm over groups of di / G, weight */
-    const int gs = di / G;
+    /* y * silu(z), RMSNorm over groups of gs = the model's di / n_groups,
+     * weight.  A rank holds whole groups (n_groups % ranks == 0), or a
+     * part di of one group that several ranks share: then the rows' sums
+     * of squares go through the group's all-reduce (slot g0 of a row of
+     * n_groups, zeros elsewhere) before the division. */
+    const int gs = d.gs, split = di < gs, NG = c->ssm_groups;
     for (int t = lo; t < hi; t++) {
         float *y = yo + (size_t)t * di;
         kern_silu_mul(y, zx + (size_t)t * proj, y, di); /* y * silu(z) */
-        for (int g0 = 0; g0 < di; g0 += gs) {
+        if (!split) continue;
+        float ss = 0.0f;
+        for (int i = 0; i < di; i++) ss += y[i] * y[i];
+        for (int g = 0; g < NG; g++) gss[(size_t)t * NG + g] = g == m->w->tp.ssm_g0 ? ss : 0.0f;
+    }
+    if (split) {
+        tpool_barrier(pool);
+        model_tp_allreduce(m, gss, (size_t)T * NG, ith, pool); /* barrier inside */
+    }
+    for (int t = lo; t < hi; t++) {
+        float *y = yo + (size_t)t * di;
+        for (int g0 = 0; g0 < di; g0 += split ? di : gs) {
+            const int n = split ? di : gs;
             float ss = 0.0f;
-            for (int i = g0; i < g0 + gs; i++) ss += y[i] * y[i];
+            if (split) ss = gss[(size_t)t * NG + m->w->tp.ssm_g0];
+            else
+                for (int i = g0; i < g0 + n; i++) ss += y[i] * y[i];
             const float r = 1.0f / sqrtf(ss / (float)gs + c->rms_norm_eps);
-            for (int i = g0; i < g0 + gs; i++) y[i] = y[i] * r * l->ssm_norm[i];
+            for (int i = g0; i < g0 + n; i++) y[i] = y[i] * r * l->ssm_norm[i];
         }
     }
     tpool_barrier(pool);
-    linear(m->xn, yo, T, &l->wo, ex); /* out_proj */
+    linear(m->xn, yo, T, &l->wo, ex); /* out_proj: row-parallel over the heads */
     tpool_barrier(pool);
+    model_tp_allreduce(m, m->xn, (size_t)T * m->cfg->hidden_size, ith, pool);
 }

@@ -85,6 +85,11 @@ typedef struct model_tp {
     int tp_n, tp_rank;                 /* tensor-parallel ranks of a stage (size / pp_n) */
     int pp_n, stage;                   /* pipeline stages (1 = none) and this rank's */
     int layer0, layer1;                /* this stage's layers [layer0, layer1) */
+    int ssm_nh, ssm_h0;                /* Mamba2 (NemotronH): local heads, the first one */
+    int ssm_ng, ssm_g0;                /* local groups, the first (1 shared group when
+                                        * n_groups < tp_n: its B / C replicated) */
+    int ssm_l0, ssm_nl, ssm_nl_max;    /* Mamba layers: this stage's first index and count,
+                                        * the most any stage holds (state pool sizing) */
     int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
     int shut;                          /* rank 0: shutdown sent */
 } model_tp;
@@ -254,6 +259,14 @@ int model_tp_stage_failed(model *m);
 /* Rank 0: a KV cache was made / is freed; the workers mirror it. */
 int model_tp_kv_created(model *m, model_kv *kv);
 void model_tp_kv_destroyed(model_kv *kv);
+/* Mamba2 (NemotronH) under TP / PP: rank 0 tells the workers to make a
+ * state pool of n_states (model_kv_set_mamba_states) or to copy a slot
+ * (model_kv_mamba_copy) in their caches; no-ops elsewhere.  0 or -1. */
+int model_tp_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt);
+int model_tp_mamba_copy(model_kv *kv, int dst, int src);
+/* mamba2.c, from model_tp_setup: this rank's Mamba heads, groups and
+ * layers (all of them in one process).  0, or -1 with err. */
+int model_tp_setup_mamba(model_weights *w, char *err, size_t errlen);
 /* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
 void model_tp_shutdown(model_weights *w);
 /* Rank 0: hold the group for one command sequence (a forward, a LoRA load)
@@ -317,7 +330,7 @@ void mamba2_end(model_kv *kv, const model_batch *b);
 void mamba2_mixer(model *m, model_kv *kv, const model_batch *b, const model_layer *l,
                   const linear_exec *ex, struct tpool *pool, int lo, int hi);
 /* mamba2.c: a KV cache's recurrent states (model_kv.ssm). */
-struct mamba2_cache *mamba2_cache_create(const model_config *c, int n_states, dtype ssm_dt);
+struct mamba2_cache *mamba2_cache_create(const model *m, int n_states, dtype ssm_dt);
 void mamba2_cache_free(struct mamba2_cache *mc);
 
 /* decoder.c: embedding row `token` (H values) as the decoder's input. */

@@ -431,6 +431,69 @@ void load_proj(loader *L, linear_weight *w, const char *pat, int il, int n, int 
     }
 }
 
+/* Projection pat.weight (n, k) of layer il keeping only the row ranges
+ * [off[j], off[j] + len[j]) (ascending, disjoint), concatenated: a
+ * column-parallel slice of a projection whose output is several segments
+ * (Mamba2's in_proj: z | x | B | C | dt, each cut to this rank's heads or
+ * groups).  The bias, when has_bias, is cut the same way.  As load_mat_sel,
+ * a tensor without bytes is read whole (a dummy source stays in step). */
+void load_proj_segs(loader *L, linear_weight *w, const char *pat, int il, int n, int k, int has_bias,
+                    int nseg, const int *off, const int *len)
+{
+    int rows = 0;
+    for (int j = 0; j < nseg; j++) rows += len[j];
+    if (rows == n) { /* every row: the whole projection */
+        load_proj(L, w, pat, il, n, k, has_bias, SH_ALL);
+        return;
+    }
+    char name[256];
+    snprintf(name, sizeof name, pat, il);
+    strcat(name, ".weight");
+    wsrc_tensor t;
+    if (L->failed || !find_tensor(L, name, n, k, 0, &t)) return;
+    const dtype want = L->m->wdt;
+    const kern_type ty = t.data ? (kern_type)t.type : kern_type_of_dtype(want);
+    const size_t rb = kern_type_row_bytes(ty, k), bytes = (size_t)rows * rb;
+    wsrc_tensor p = t;
+    p.ndim = 2, p.shape[0] = rows, p.shape[1] = k, p.priv = NULL;
+    char *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *full = NULL;
+    const char *src = t.data;
+    if (buf && !src) {
+        full = aligned_alloc(64, ((size_t)n * rb + 63) & ~(size_t)63);
+        if (full && wsrc_read(L->src, &t, full, want)) {
+            free(buf), free(full);
+            fail(L, "cannot read weight '%s' from %s", name, t.origin);
+            return;
+        }
+        src = full;
+        p.type = (int)ty;
+        p.type_name = dtype_name(want);
+    }
+    if (!buf || !src) {
+        free(buf), free(full);
+        fail(L, "out of memory for the slice of weight '%s'", name);
+        return;
+    }
+    for (int j = 0, r = 0; j < nseg; r += len[j++])
+        memcpy(buf + (size_t)r * rb, src + (size_t)off[j] * rb, (size_t)len[j] * rb);
+    free(full);
+    p.data = buf;
+    p.nbytes = bytes;
+    L->shard_buf = buf;
+    load_mat_part(L, w, &p, name, rows, k, want);
+    free(L->shard_buf); /* not borrowed: the kernels made their own copy */
+    L->shard_buf = NULL;
+    if (!L->failed) w->shard = (linear_shard){0, rows, n, 0, k, k};
+    if (has_bias && !L->failed) {
+        snprintf(name, sizeof name, pat, il);
+        strcat(name, ".bias");
+        float *v = (float *)load_vec(L, name, n, 0);
+        for (int j = 0, r = 0; v && j < nseg; r += len[j++])
+            memmove(v + r, v + off[j], sizeof(float) * (size_t)len[j]);
+        w->bias = v;
+    }
+}
+
 /* A fused projection `pat`.weight of layer il, (sum of rows[j], k), split
  * into n consecutive row blocks out[j] (rows[j], k): 2-D views of the one
  * tensor, read in order (a source without bytes makes them in that order),

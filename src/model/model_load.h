@@ -49,6 +49,11 @@ const float *load_layer_vec(loader *L, const char *pat, int il, int n, int optio
  * rank's slice sel. */
 void load_proj(loader *L, linear_weight *w, const char *pat, int il, int n, int k, int bias,
                shard_sel sel);
+/* Projection pat.weight (n, k) keeping only the row ranges [off[j], off[j]
+ * + len[j]) (ascending), concatenated (a column-parallel slice of several
+ * output segments); the bias cut the same way. */
+void load_proj_segs(loader *L, linear_weight *w, const char *pat, int il, int n, int k, int has_bias,
+                    int nseg, const int *off, const int *len);
 /* A fused projection split into n parts of rows[j] rows each (slices s). */
 void load_fused(loader *L, const char *pat, int il, int n, linear_weight *const *out,
                 const int *rows, const char *const *names, const shard_sel *s, int k);

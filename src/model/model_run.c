@@ -160,7 +160,7 @@ model_kv *model_kv_create(model *m, int n_slots, dtype kv_dt)
         kv->v_tok = calloc((size_t)c->n_layer, sizeof(float *));
     }
     if (c->n_mamba) /* hybrid Mamba2: per-request recurrent states (mamba2.c) */
-        kv->ssm = mamba2_cache_create(c, n_slots < MODEL_MAMBA_DEFAULT_STATES ? n_slots : MODEL_MAMBA_DEFAULT_STATES,
+        kv->ssm = mamba2_cache_create(m, n_slots < MODEL_MAMBA_DEFAULT_STATES ? n_slots : MODEL_MAMBA_DEFAULT_STATES,
                                       DTYPE_F32);
     if (!kv->k || !kv->v || !kv->mem || !kv->k_scale || !kv->v_scale || (i8 && (!kv->k_tok || !kv->v_tok)) ||
         (c->n_mamba && !kv->ssm)) {

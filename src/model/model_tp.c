@@ -20,6 +20,9 @@
  *               worker loads its shard of the adapter through the hooks,
  *               then every rank's status is gathered to rank 0
  *   LORA_FREE   uids: the workers free those shards (a failed load)
+ *   MAMBA_STATES / MAMBA_COPY  hybrid Mamba2 (mamba2.c): the workers size
+ *               their state pools / copy a slot as rank 0's scheduler did;
+ *               FORWARD then also carries seq_state and the checkpoints
  * LoRA rides on FORWARD too: the uids rank 0 freed since the last step
  * (model_tp_lora_release, queued by any thread: the shards go first), the
  * batch's adapters as uids (model_adapter.tp_uid) and seq_adapter.  Rank 0
@@ -66,12 +69,14 @@
 
 enum { TP_CMD_FORWARD = 1, TP_CMD_KV_CREATE = 2, TP_CMD_KV_DESTROY = 3, TP_CMD_SHUTDOWN = 4,
        TP_CMD_LORA_LOAD = 5, TP_CMD_LORA_FREE = 6 };
+enum { TP_CMD_MAMBA_STATES = 7, TP_CMD_MAMBA_COPY = 8 }; /* n_slots states of dtype dt; slot n_slots <- n_seqs */
 
 typedef struct tp_hdr {
     int32_t cmd, kv_id;
     int32_t n_tokens, n_seqs, n_logits, want_hidden;
     int32_t n_slots, dt;
     int32_t n_free, n_ad;  /* FORWARD / LORA_FREE: uids freed; FORWARD: the batch's adapters */
+    int32_t mamba, n_snap; /* FORWARD: 1 seq_state, 2 Mamba checkpoints follow (n_snap of them) */
     int64_t payload;       /* bytes after the header */
 } tp_hdr;
 
@@ -208,6 +213,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
     int known = 0;
     for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++)
         if (w->arch && w->arch->family && !strcmp(w->arch->family, fams[i])) known = 1;
+    if (w->arch && w->arch->hybrid) known = 1; /* NemotronH: Mamba2 heads split below */
     if (N > 1 && !known) {
         snprintf(err, errlen, "--tp-size %d: tensor parallelism is not supported for %s yet", N,
                  c->architecture);
@@ -253,6 +259,7 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
         snprintf(err, errlen, "--tp-size %d: a vocabulary of %d leaves rank %d no rows", N, c->vocab_size, r);
         return -1;
     }
+    if (c->n_mamba && model_tp_setup_mamba(w, err, errlen)) return -1;
     /* a classifier's score head (n_labels x hidden) is whole on every rank:
      * it reads the replicated normed rows of the last stage, whose hidden
      * rows (the scores at their head) go back like an embedding's */
@@ -298,6 +305,8 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
     const int n_free = rel_n;
     size_t n = 2 * (size_t)b->n_tokens + (size_t)(2 * b->n_seqs + 1) + (size_t)b->n_logits + nslot +
                2 * (size_t)(n_free + n_ad) + (n_ad ? (size_t)b->n_seqs : 0);
+    const int n_snap = b->seq_snap ? b->seq_snap[b->n_seqs] : 0; /* Mamba2 states (mamba2.c) */
+    n += (b->seq_state ? (size_t)b->n_seqs : 0) + (b->seq_snap ? (size_t)b->n_seqs + 1 + 2 * (size_t)n_snap : 0);
     int32_t *p = malloc(n * sizeof(int32_t) + 1);
     if (!p) {
         pthread_mutex_unlock(&rel_mu);
@@ -319,9 +328,16 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
         memcpy(q, b->seq_slots[s], sizeof(int32_t) * (size_t)b->seq_kv_len[s]);
         q += b->seq_kv_len[s];
     }
+    if (b->seq_state) memcpy(q, b->seq_state, sizeof(int32_t) * (size_t)b->n_seqs), q += b->n_seqs;
+    if (b->seq_snap) {
+        memcpy(q, b->seq_snap, sizeof(int32_t) * (size_t)(b->n_seqs + 1)), q += b->n_seqs + 1;
+        memcpy(q, b->snap_pos, sizeof(int32_t) * (size_t)n_snap), q += n_snap;
+        memcpy(q, b->snap_state, sizeof(int32_t) * (size_t)n_snap), q += n_snap;
+    }
     tp_hdr h = {.cmd = TP_CMD_FORWARD, .kv_id = kv->tp_id, .n_tokens = b->n_tokens,
                 .n_seqs = b->n_seqs, .n_logits = b->n_logits, .want_hidden = b->want_hidden,
-                .n_free = n_free, .n_ad = n_ad, .payload = (int64_t)(n * sizeof(int32_t))};
+                .n_free = n_free, .n_ad = n_ad, .payload = (int64_t)(n * sizeof(int32_t)),
+                .mamba = (b->seq_state ? 1 : 0) | (b->seq_snap ? 2 : 0), .n_snap = n_snap};
     int rc = send_cmd(t, &h, p);
     free(p);
     return rc;
@@ -451,6 +467,36 @@ int model_tp_kv_created(model *m, model_kv *kv)
     }
     kv->tp_w = t->g;
     return 0;
+}
+
+int model_tp_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt)
+{
+    model_tp *t = &m->w->tp;
+    if (t->size <= 1 || t->rank != 0 || !kv->tp_w) return 0;
+    model_tp_lock(m);
+    tp_hdr h = {.cmd = TP_CMD_MAMBA_STATES, .kv_id = kv->tp_id, .n_slots = n_states, .dt = (int32_t)ssm_dt};
+    int rc = send_cmd(t, &h, NULL);
+    model_tp_unlock(m);
+    if (rc) log_error("tensor parallelism: %s", dist_error(t->g));
+    return rc;
+}
+
+int model_tp_mamba_copy(model_kv *kv, int dst, int src)
+{
+    struct dist_group *g = kv->tp_w;
+    if (!g) return 0;
+    if (is_shut(g) || dist_broken(g)) {
+        log_error("tensor parallelism: cannot copy a Mamba state on the other ranks: %s", dist_error(g));
+        return -1;
+    }
+    model_tp t = {.g = g, .size = dist_size(g)};
+    tp_hdr h = {.cmd = TP_CMD_MAMBA_COPY, .kv_id = kv->tp_id, .n_slots = dst, .n_seqs = src};
+    pthread_mutex_t *mu = group_lock(g);
+    pthread_mutex_lock(mu);
+    int rc = send_cmd(&t, &h, NULL);
+    pthread_mutex_unlock(mu);
+    if (rc) log_error("tensor parallelism: %s", dist_error(g));
+    return rc;
 }
 
 void model_tp_kv_destroyed(model_kv *kv)
@@ -660,6 +706,17 @@ int model_tp_worker_loop(model *m, tpool *pool)
             }
             continue;
         }
+        if (h.cmd == TP_CMD_MAMBA_STATES || h.cmd == TP_CMD_MAMBA_COPY) {
+            if (!kvs[h.kv_id] ||
+                (h.cmd == TP_CMD_MAMBA_STATES ? model_kv_set_mamba_states(m, kvs[h.kv_id], h.n_slots, (dtype)h.dt)
+                                              : model_kv_mamba_copy(kvs[h.kv_id], h.n_slots, h.n_seqs))) {
+                char e[128];
+                snprintf(e, sizeof e, "rank %d: Mamba state command %d failed", t->rank, h.cmd);
+                dist_abort(t->g, e);
+                break;
+            }
+            continue;
+        }
         if (h.cmd == TP_CMD_KV_DESTROY) {
             model_kv_destroy(kvs[h.kv_id]);
             kvs[h.kv_id] = NULL;
@@ -760,6 +817,12 @@ int model_tp_worker_loop(model *m, tpool *pool)
             q += b.seq_kv_len[s];
         }
         b.seq_slots = slots;
+        if (h.mamba & 1) b.seq_state = q, q += h.n_seqs;
+        if (h.mamba & 2) {
+            b.seq_snap = q, q += h.n_seqs + 1;
+            b.snap_pos = q, q += h.n_snap;
+            b.snap_state = q, q += h.n_snap;
+        }
         if (m->chunk_tokens < h.n_tokens) m->chunk_tokens = h.n_tokens; /* rank 0 chunked already */
         if (model_forward(m, kvs[h.kv_id], &b, out, pool)) {
             model_tp_stage_failed(m); /* TP x PP: the stage group's error, to every rank */

@@ -18,8 +18,17 @@
  * The embedding is backbone.embeddings, the final norm backbone.norm_f,
  * the LM head lm_head.  decoder.c's layer loop hands a layer whose `kind`
  * is set to nemotron_h_layer; its residual add of the previous block and
- * the final norm stay the decoder's.  MoE blocks ('E', Nemotron 3) and
- * tensor / pipeline parallelism are refused.
+ * the final norm stay the decoder's.  MoE blocks ('E', Nemotron 3) are
+ * refused.
+ * Tensor parallelism (model_tp; vLLM's MambaMixer2 split): a rank keeps
+ * its Mamba heads (mamba_num_heads / N) and their groups (n_groups / N, or
+ * the one group its heads belong to when n_groups < N: B / C replicated):
+ * in_proj keeps its rows of each segment z | x | B | C | dt, conv1d its
+ * channels of x | B | C, A_log / D / dt_bias / the gated norm their heads;
+ * out_proj is row-parallel and summed over the ranks (mamba2.c).
+ * Attention and MLP blocks are sharded as llama's (heads, columns), their
+ * o / down followed by the all-reduce.  Pipeline stages load their layers
+ * only; a stage's state pool holds its own Mamba layers (mamba2.c).
  * LoRA: the attention blocks' q/k/v/o_proj and the MLP blocks' up/down_proj
  * take the batch's per-row adapters (model_lora_exec, as decoder.c; the
  * embedding and LM head adapters are the decoder's); adapters on a Mamba2
@@ -190,7 +199,7 @@ static void lfail(loader *L, const char *msg, const char *name)
 }
 
 /* The conv1d weight (conv_dim, 1, K) as f32 (conv_dim, K) in the arena. */
-static const float *load_conv(loader *L, int il, int cd, int K)
+static const float *load_conv(loader *L, int il, int cd, int K, int nseg, const int *off, const int *len)
 {
     char name[160];
     snprintf(name, sizeof name, MIX "conv1d.weight", il);
@@ -214,6 +223,19 @@ static const float *load_conv(loader *L, int il, int cd, int K)
         return NULL;
     }
     for (size_t i = 0; i < n; i++) v[i] = dtype_round(v[i], prec_dtype(m->prec));
+    for (int j = 0, r = 0; j < nseg; r += len[j++]) /* this rank's channels */
+        memmove(v + (size_t)r * K, v + (size_t)off[j] * K, sizeof(float) * (size_t)len[j] * K);
+    return v;
+}
+
+/* A per-channel (or per-head) vector cut to the ranges [off[j], off[j] +
+ * len[j]) of this rank, read whole (a dummy source stays in step). */
+static const float *load_vec_segs(loader *L, const char *pat, int il, int n, int nseg, const int *off,
+                                  const int *len)
+{
+    float *v = (float *)load_layer_vec(L, pat, il, n, 0);
+    for (int j = 0, r = 0; v && j < nseg; r += len[j++])
+        memmove(v + r, v + off[j], sizeof(float) * (size_t)len[j]);
     return v;
 }
 
@@ -221,42 +243,45 @@ void nemotron_h_load_layer(loader *L, model_layer *l, int il)
 {
     model_weights *m = L->m;
     const model_config *c = &m->cfg;
-    if (m->tp.size > 1) {
-        if (!L->failed)
-            errmsg_set(L->err, L->errlen, "%s has Mamba2 layers, which do not run under --tp-size / "
-                       "--pp-size > 1 yet: serve it with one rank", c->architecture);
-        L->failed = 1;
-        return;
-    }
+    const model_tp *tp = &m->tp;
     const int H = c->hidden_size, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     l->kind = c->layer_kinds[il];
     l->attn_norm = load_layer_vec(L, nemotron_h_names.attn_norm, il, H, 0);
     if (l->kind == 'M') {
-        const int nh = c->ssm_heads, di = nh * c->ssm_head_dim;
-        const int cd = di + 2 * c->ssm_groups * c->ssm_state;
+        const int nh = c->ssm_heads, P = c->ssm_head_dim, N = c->ssm_state, di = nh * P;
+        const int GN = c->ssm_groups * N, cd = di + 2 * GN;
         int idx = 0;
         for (int i = 0; i < il; i++) idx += c->layer_kinds[i] == 'M';
-        l->ssm_idx = idx;
-        load_proj(L, &l->wq, MIX "in_proj", il, di + cd + nh, H, c->ssm_proj_bias, SH_ALL);
-        load_proj(L, &l->wo, MIX "out_proj", il, H, di, c->ssm_proj_bias, SH_ALL);
-        l->ssm_conv_w = load_conv(L, il, cd, c->ssm_conv);
-        l->ssm_conv_b = c->ssm_conv_bias ? load_layer_vec(L, MIX "conv1d.bias", il, cd, 0) : NULL;
-        float *a = (float *)load_layer_vec(L, MIX "A_log", il, nh, 0);
+        l->ssm_idx = idx - tp->ssm_l0; /* in this stage's state pool */
+        /* this rank's heads [h0, h0 + nhl) and groups [g0, g0 + ngl) */
+        const int h0 = tp->ssm_h0, nhl = tp->ssm_nh, g0 = tp->ssm_g0, ngl = tp->ssm_ng;
+        const int xo[3] = {h0 * P, di + g0 * N, di + GN + g0 * N}, xl[3] = {nhl * P, ngl * N, ngl * N};
+        const int po[5] = {h0 * P, di + xo[0], di + xo[1], di + xo[2], di + cd + h0};
+        const int pl[5] = {nhl * P, xl[0], xl[1], xl[2], nhl};
+        load_proj_segs(L, &l->wq, MIX "in_proj", il, di + cd + nh, H, c->ssm_proj_bias, 5, po, pl);
+        load_proj(L, &l->wo, MIX "out_proj", il, H, di, c->ssm_proj_bias, sh_cols(h0 * P, nhl * P));
+        l->ssm_conv_w = load_conv(L, il, cd, c->ssm_conv, 3, xo, xl);
+        l->ssm_conv_b = c->ssm_conv_bias ? load_vec_segs(L, MIX "conv1d.bias", il, cd, 3, xo, xl) : NULL;
+        float *a = (float *)load_vec_segs(L, MIX "A_log", il, nh, 1, &h0, &nhl);
         if (a)
-            for (int h = 0; h < nh; h++) a[h] = -expf(a[h]);
+            for (int h = 0; h < nhl; h++) a[h] = -expf(a[h]);
         l->ssm_a = a;
-        l->ssm_d = load_layer_vec(L, MIX "D", il, nh, 0);
-        l->ssm_dt_bias = load_layer_vec(L, MIX "dt_bias", il, nh, 0);
-        l->ssm_norm = load_layer_vec(L, MIX "norm.weight", il, di, 0);
-    } else if (l->kind == '*') {
+        l->ssm_d = load_vec_segs(L, MIX "D", il, nh, 1, &h0, &nhl);
+        l->ssm_dt_bias = load_vec_segs(L, MIX "dt_bias", il, nh, 1, &h0, &nhl);
+        l->ssm_norm = load_vec_segs(L, MIX "norm.weight", il, di, 1, &xo[0], &xl[0]);
+    } else if (l->kind == '*') { /* as llama's: q heads, kv heads (or one replicated), o by columns */
         int bias = c->attention_bias;
-        load_proj(L, &l->wq, MIX "q_proj", il, qd, H, bias, SH_ALL);
-        load_proj(L, &l->wk, MIX "k_proj", il, kvd, H, bias, SH_ALL);
-        load_proj(L, &l->wv, MIX "v_proj", il, kvd, H, bias, SH_ALL);
-        load_proj(L, &l->wo, MIX "o_proj", il, H, qd, bias, SH_ALL);
+        shard_sel qs = sh_rows(tp->head0 * hd, tp->n_head * hd);
+        shard_sel kvs = sh_rows(tp->kv_head0 * hd, tp->n_kv_head * hd);
+        load_proj(L, &l->wq, MIX "q_proj", il, qd, H, bias, qs);
+        load_proj(L, &l->wk, MIX "k_proj", il, kvd, H, bias, kvs);
+        load_proj(L, &l->wv, MIX "v_proj", il, kvd, H, bias, kvs);
+        load_proj(L, &l->wo, MIX "o_proj", il, H, qd, bias, sh_cols(qs.off, qs.len));
     } else {
-        load_proj(L, &l->wup, MIX "up_proj", il, c->intermediate_size, H, c->mlp_bias, SH_ALL);
-        load_proj(L, &l->wdown, MIX "down_proj", il, H, c->intermediate_size, c->mlp_bias, SH_ALL);
+        shard_sel ms = sh_rows(tp->tp_rank * tp->inter, tp->inter);
+        load_proj(L, &l->wup, MIX "up_proj", il, c->intermediate_size, H, c->mlp_bias, ms);
+        load_proj(L, &l->wdown, MIX "down_proj", il, H, c->intermediate_size, c->mlp_bias,
+                  sh_cols(ms.off, ms.len));
     }
 }
 
@@ -267,7 +292,7 @@ static void attn_block(model *m, model_kv *kv, const model_batch *b, const model
                        const linear_exec *ex, const int32_t *row_ad, struct tpool *pool, int lo, int hi)
 {
     const model_config *c = m->cfg;
-    const int T = b->n_tokens, hd = c->head_dim, nh = c->n_head, nkv = c->n_kv_head;
+    const int T = b->n_tokens, hd = c->head_dim, nh = m->w->tp.n_head, nkv = m->w->tp.n_kv_head;
     const int qd = nh * hd, kvd = nkv * hd;
     linear_exec lx[3];
     linear_adapter lb[3][MODEL_MAX_BATCH_ADAPTERS];
@@ -305,13 +330,14 @@ static void attn_block(model *m, model_kv *kv, const model_batch *b, const model
     tpool_barrier(pool);
     linear(m->xn, m->att, T, &l->wo, model_lora_exec(b, row_ad, ex, il, MODEL_PROJ_O, &lx[0], lb[0]));
     tpool_barrier(pool);
+    model_tp_allreduce(m, m->xn, (size_t)T * c->hidden_size, ex->ith, pool); /* row-parallel o */
 }
 
 /* The non-gated MLP: down(relu(up x)^2). */
 static void mlp_block(model *m, const model_batch *b, const model_layer *l, int il, const linear_exec *ex,
                       const int32_t *row_ad, struct tpool *pool, int lo, int hi)
 {
-    const int T = b->n_tokens, I = m->cfg->intermediate_size;
+    const int T = b->n_tokens, I = m->w->tp.inter; /* this rank's columns */
     linear_exec lx;
     linear_adapter lb[MODEL_MAX_BATCH_ADAPTERS];
     linear(m->up, m->xn, T, &l->wup, model_lora_exec(b, row_ad, ex, il, MODEL_PROJ_UP, &lx, lb));
@@ -323,6 +349,7 @@ static void mlp_block(model *m, const model_batch *b, const model_layer *l, int 
     tpool_barrier(pool);
     linear(m->xn, m->up, T, &l->wdown, model_lora_exec(b, row_ad, ex, il, MODEL_PROJ_DOWN, &lx, lb));
     tpool_barrier(pool);
+    model_tp_allreduce(m, m->xn, (size_t)T * m->cfg->hidden_size, ex->ith, pool); /* row-parallel down */
 }
 
 void nemotron_h_layer(model *m, model_kv *kv, const model_batch *b, const model_layer *l, int il,

@@ -203,8 +203,10 @@ int sched_kv_mamba_plan(model *m, const sched_args *a, dtype kdt, int64_t *token
         return -1;
     }
     *n_states = n;
-    log_info("Mamba cache: %" PRId64 " states x %.2f MiB (SSM %s) = %.2f GiB%s", n, sb / 1048576.0,
+    /* under --tp-size / --pp-size: one rank's (its heads, its stage's Mamba layers; model_mamba_state_bytes) */
+    log_info("Mamba cache: %" PRId64 " states x %.2f MiB (%zu bytes, SSM %s) = %.2f GiB%s%s", n, sb / 1048576.0, sb,
              dtype_name((dtype)a->mamba_ssm_dtype), (double)n * (double)sb / 1073741824.0,
+             model_tp_size(m) > 1 ? " per rank" : "",
              a->max_mamba_cache_size > 0 ? " (--max-mamba-cache-size)"
              : mr > 0 ? " (--max-running-requests)" : "");
     return 0;

@@ -49,6 +49,8 @@ import mamba_ref  # noqa: E402
 
 TRACK = ["--mamba-scheduler-strategy", "extra_buffer", "--mamba-track-interval", "16"]
 COMMON = ["--skip-tokenizer-init", "--dtype", "float32", "--threads", "2"]
+# tests/scripts/test_tp_mamba.sh runs it all again under --tp-size / --pp-size
+COMMON += os.environ.get("SGLC_MAMBA_RADIX_ARGS", "").split()
 
 
 def body(ids, n_new, lp_start):

@@ -7,8 +7,8 @@
 # two concurrent requests, each equal to the reference alone, with the prompt
 # in one chunk, in chunks of 5, token by token, and with one state slot
 # shared in turn; bf16 SSM states within 2e-2; again with SGLC_KERNELS=scalar
-# (the scalar scan step).  Then the refusals: float16 SSM states, --tp-size 2,
-# --pp-size 2, speculative decoding (a recurrent state cannot be rolled back to
+# (the scalar scan step).  Then the refusals: float16 SSM states, --tp-size
+# with Mamba heads / groups that do not split, speculative decoding (a recurrent state cannot be rolled back to
 # the accepted drafts); the default strategy (auto = extra_buffer, logged).  The
 # radix cache with state checkpoints is tests/scripts/test_mamba_radix.sh.
 set -u
@@ -34,8 +34,11 @@ refuse() {  # refuse PATTERN ARGS...: the command must fail naming PATTERN
     fi
 }
 refuse "float32 and bfloat16" --requests "$T/req.jsonl" --skip-tokenizer-init --mamba-ssm-dtype float16
-refuse "NemotronHForCausalLM" --input-ids 5,6,7 --max-new-tokens 1 --tp-size 2
-refuse "Mamba2 layers" --input-ids 5,6,7 --max-new-tokens 1 --pp-size 2
+# TP / PP run (tests/scripts/test_tp_mamba.sh); Mamba heads or groups that do not split are refused
+refuse "mamba_num_heads (6) is not divisible" --input-ids 5,6,7 --max-new-tokens 1 --tp-size 4 \
+    --json-model-override-args '{"mamba_num_heads": 6}'
+refuse "n_groups (3) neither divides it nor is divisible by it" --input-ids 5,6,7 --max-new-tokens 1 --tp-size 2 \
+    --json-model-override-args '{"mamba_num_heads": 12, "n_groups": 3}'
 refuse "rolled back" --requests "$T/req.jsonl" --skip-tokenizer-init --speculative-algorithm NGRAM
 "$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --skip-tokenizer-init 2>"$T/log" >/dev/null || fail=1
 grep -q "radix cache for NemotronHForCausalLM with Mamba state checkpoints every 256 tokens" "$T/log" &&
