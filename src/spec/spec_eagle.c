@@ -39,6 +39,7 @@ struct spec_eagle {
     float *fc_b, *bq, *bk, *bv, *bo;             /* optional biases */
     float *in_norm, *hid_norm, *post_norm, *fnorm;
     int64_t *d2t;                /* (Vd) EAGLE3: target id = id + d2t[id]; NULL = identity */
+    const spec_tokmap *hot;      /* EAGLE-1 --speculative-token-map, borrowed; NULL = none */
     float *cap;                  /* (cap_slots, n_cap * H) capture store (mmap) */
     size_t cap_bytes;
     int64_t cap_slots;
@@ -528,7 +529,11 @@ static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const in
     mm(e, e->y, e->g, n, &e->wd, NULL);
     for (int t = 0; t < n; t++) kern_add(e->y + (size_t)t * H, e->y + (size_t)t * H, e->r + (size_t)t * H, H);
     const float *last = e->y + (size_t)(n - 1) * H;
-    if (!e->eagle3) return model_lm_head_rows(e->target, last, 1, e->lg);
+    if (!e->eagle3) {
+        int rc = model_lm_head_rows(e->target, last, 1, e->lg);
+        if (!rc && e->hot) spec_tokmap_mask(e->hot, e->lg); /* the LM head cut to the hot rows */
+        return rc;
+    }
     kern_rmsnorm(e->lrow, last, e->fnorm, H, e->eps, 0.0f);
     if (e->lm.data) {
         mm(e, e->lg, e->lrow, 1, &e->lm, NULL);
@@ -548,6 +553,17 @@ static int32_t pick(const spec_eagle *e)
 
 int64_t spec_eagle_slots_used(const spec_eagle *e) { return e->n_slots - e->n_free; }
 int spec_eagle_vocab(const spec_eagle *e) { return e->Vd; }
+
+int spec_eagle_set_token_map(spec_eagle *e, const spec_tokmap *m, char *err, size_t errlen)
+{
+    if (m && (e->eagle3 || m->vocab != e->V)) {
+        snprintf(err, errlen, e->eagle3 ? "EAGLE3 heads carry their own token map (d2t)"
+                                        : "the token map is not bound to the target's vocabulary");
+        return -1;
+    }
+    e->hot = m;
+    return 0;
+}
 
 void spec_eagle_req_release(spec_eagle *e, spec_draft_req *r)
 {
