@@ -185,9 +185,6 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
     if (c->args.algo == SPEC_ALGO_EAGLE || c->args.algo == SPEC_ALGO_EAGLE3) {
         log_info("speculative decoding: %s, head %s, %d draft tokens per step (chain, topk 1, greedy)",
                  c->args.algo == SPEC_ALGO_EAGLE3 ? "EAGLE3" : "EAGLE", c->draft_path, c->args.num_draft_tokens - 1);
-        if (c->token_map)
-            log_info("speculative decoding: token map %s, drafts restricted to %d hot ids", c->token_map_path,
-                     c->token_map->n);
         return 0;
     }
     if (c->args.algo == SPEC_ALGO_STANDALONE) {

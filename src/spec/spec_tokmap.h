@@ -5,14 +5,15 @@
  * The file is a torch.save'd 1-D integer tensor (or list) of target token
  * ids, the "hot" vocabulary (util/pt_reader.h reads it).  SGLang cuts the
  * draft's LM head to those rows (head[hot]) and maps a draft index i back
- * to the target id hot[i] before verification.  Here the draft's logits
- * (over the target vocabulary) are masked to the hot rows (the others set
- * to -inf) before the draft picks: the same choice as SGLang's cut head
- * (the same dot products, already in target ids), and whatever picks from
- * the logits (argmax, a top-k) sees only tokens of the map.  The LM head
- * itself is still evaluated in full
- * (the target's head may be quantized or packed per ISA; cutting it is not
- * done yet), so the map restricts the drafts without saving compute.
+ * to the target id hot[i] before verification.  Here too: the target's
+ * LM head rows hot[] are read back (kern_mat_row_f32: any float panel
+ * layout, or raw blocks of a row-major quantized head) into a head of n
+ * rows (spec_tokmap_head), the draft step runs that one (n/vocab of the
+ * LM head's work), and its logits are scattered into a target-vocabulary
+ * row with -inf elsewhere, so whatever picks from the logits (argmax, a
+ * top-k) sees target ids, only those of the map.  Where the head cannot
+ * be read back (a repacked quantized head, TP) the full head runs and is
+ * masked (spec_tokmap_mask): the same logits, without the saving.
  *
  * Checked at start-up: 1 <= n <= vocab, every id in [0, vocab), no
  * duplicates.  EAGLE3 heads carry their own map (d2t): SGLang ignores the
@@ -24,6 +25,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/kernels.h"
 
 typedef struct spec_tokmap {
     int32_t *hot;         /* (n) target ids, owned */
@@ -44,5 +47,20 @@ int spec_tokmap_bind(spec_tokmap *m, int vocab, char *err, size_t errlen);
 /* logits (m->vocab) of ids outside the map set to -inf.  m must be bound. */
 void spec_tokmap_mask(const spec_tokmap *m, float *logits);
 void spec_tokmap_destroy(spec_tokmap *m);
+
+/* The LM head cut to a map's rows. */
+typedef struct spec_tokmap_head {
+    kern_mat mat;  /* (n, k) rows hot[] of the target's LM head; owned (kern_mat_free) */
+    float *lg;     /* (n) logits of the hot rows */
+    void *scr;     /* kern_matmul scratch for one row */
+} spec_tokmap_head;
+/* Build h from lm (borrowed; the target's LM head, n = vocab rows) for the
+ * bound map m.  0 built; 1 lm's layout cannot be read back (h stays empty:
+ * mask the full head instead); -1 out of memory. */
+int spec_tokmap_head_init(spec_tokmap_head *h, const spec_tokmap *m, const kern_mat *lm);
+/* logits (m->vocab) of x (k): the cut head's values at the hot ids, -inf
+ * elsewhere (one thread). */
+void spec_tokmap_head_logits(spec_tokmap_head *h, const spec_tokmap *m, const float *x, float *logits);
+void spec_tokmap_head_free(spec_tokmap_head *h);
 
 #endif

@@ -11,6 +11,7 @@
 #   random head alone, or over all 62 used tokens, gets none) — the map is
 #   applied;
 # - EAGLE3 (heads with d2t): ignored with a warning, output identical;
+# - the log says the draft's LM head is cut to the map's rows;
 # - --help lists the flag as supported;
 # - usage errors before the model loads (exit 2, naming the file): a
 #   missing file, a float tensor, a 2-D tensor, a dict, a legacy-format
@@ -99,6 +100,10 @@ gen "$T/e0.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "
 same "EAGLE without a map: identical" "$T/e0.jsonl"
 gen "$T/e1.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "$H1" --speculative-token-map "$T/used.pt"
 same "EAGLE + map of the used tokens (int64): identical" "$T/e1.jsonl"
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/e1i.jsonl" --threads 1 --skip-tokenizer-init \
+    --log-level info --speculative-algorithm EAGLE --speculative-draft-model-path "$H1" --speculative-token-map "$T/used.pt" \
+    2>"$T/info.log"
+check "the draft's LM head cut to the map's rows (log)" "grep -q 'token map: [0-9]* of 2048 ids; the draft.s LM head is cut to them' '$T/info.log'"
 gen "$T/e2.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "$H1" --speculative-token-map "$T/used32.pt"
 same "EAGLE + the map as int32: identical" "$T/e2.jsonl"
 check "int32 map: the same accepted drafts as int64" "cmp -s '$T/e1.jsonl.acc' '$T/e2.jsonl.acc'"
@@ -125,7 +130,8 @@ gen "$T/x3.jsonl" --speculative-algorithm EAGLE3 --speculative-draft-model-path 
 same "EAGLE3 + map: identical" "$T/x3.jsonl"
 check "EAGLE3 + map: ignored with a warning (the head has d2t)" "grep -q 'speculative-token-map .*is ignored: EAGLE3 heads carry their own token map' '$T/err'"
 "$BIN" serve --help >"$T/help.txt" 2>&1
-check "--help: the flag listed with its EAGLE3 rule" "grep -A6 -- '--speculative-token-map' '$T/help.txt' | grep -q 'Ignored with a warning for EAGLE3'"
+check "--help: the flag listed with its EAGLE3 rule" \
+    "grep -A8 -- '--speculative-token-map' '$T/help.txt' | tr -s ' \\n' '  ' | grep -q 'Ignored with a warning for EAGLE3'"
 
 usage() {  # usage NAME PATTERN ARGS...: exit 2 before the model loads
     local name=$1 pat=$2

@@ -13,7 +13,10 @@
  *     signature, the legacy pickle format, a compressed entry, a bad CRC,
  *     big-endian byteorder, no or two data.pkl, a missing storage;
  *   - spec_tokmap: bind refuses ids out of range, duplicates, more ids than
- *     the vocabulary; the mask keeps exactly the hot logits.
+ *     the vocabulary; the mask keeps exactly the hot logits; the LM head
+ *     cut to the hot rows (f32, bf16 panels, Q8_0) gives bit-identical
+ *     logits to the full head masked; kern_mat_row_f32 reads back the
+ *     stored rows of packed weights.
  * PT_SEED_DIR=DIR writes the fuzzer's seed images (fuzz_pt_reader) there. */
 #include <math.h>
 #include <setjmp.h>
@@ -26,7 +29,10 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "kernels/kern_types.h"
+#include "kernels/kernels.h"
 #include "spec/spec_tokmap.h"
+#include "util/dtype.h"
 #include "util/pt_reader.h"
 
 #include "pt_build.h"
@@ -364,6 +370,57 @@ static void test_tokmap(void **st)
 
 /* fuzz_pt_reader's seeds: byte 0 even + a whole image, or odd + a pickle
  * (the fuzzer wraps it with a storage of 8 int64) */
+/* the cut LM head (spec_tokmap_head over kern_mat_row_f32) gives the same
+ * logits as the full head masked, for f32, bf16 (packed panels under the
+ * ISA in use) and row-major Q8_0 heads of odd sizes */
+static void test_cut_head(void **st)
+{
+    (void)st;
+    enum { V = 301, K = 96, NH = 37 };
+    static float w[V * K], x[K], full[V], cut[V], row[K];
+    uint32_t seed = 12345;
+    for (int i = 0; i < V * K; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w[i] = ((float)(seed >> 8) / 16777216.0f - 0.5f);
+    }
+    for (int i = 0; i < K; i++) x[i] = sinf((float)i * 0.37f);
+    int64_t ids[NH];
+    for (int i = 0; i < NH; i++) ids[i] = (i * 97 + 5) % V; /* distinct: 97 is prime to 301 */
+    char err[256];
+    spec_tokmap *m = spec_tokmap_from_ids(ids, NH, err, sizeof err);
+    assert_non_null(m);
+    assert_int_equal(spec_tokmap_bind(m, V, err, sizeof err), 0);
+    const int types[3] = {KERN_TYPE_F32, KERN_TYPE_BF16, KERN_TYPE_Q8_0};
+    for (int t = 0; t < 3; t++) {
+        kern_mat lm;
+        assert_int_equal(kern_mat_init_kt(&lm, w, KERN_TYPE_F32, V, K, types[t], 0), 0);
+        if (types[t] != KERN_TYPE_Q8_0) /* the stored values read back, from any layout */
+            for (int r = 0; r < V; r += 50) {
+                assert_int_equal(kern_mat_row_f32(&lm, r, row), 0);
+                for (int c = 0; c < K; c++) {
+                    float want = types[t] == KERN_TYPE_BF16 ? bf16_to_f32(f32_to_bf16(w[r * K + c])) : w[r * K + c];
+                    assert_true(row[c] == want);
+                }
+            }
+        assert_int_equal(kern_mat_row_f32(&lm, V, row), -1);
+        void *scr = aligned_alloc(64, (kern_matmul_scratch(1, K) + 63) & ~(size_t)63);
+        kern_matmul(full, x, 1, &lm, NULL, 0, 1, scr);
+        spec_tokmap_mask(m, full);
+        spec_tokmap_head h;
+        assert_int_equal(spec_tokmap_head_init(&h, m, &lm), 0);
+        spec_tokmap_head_logits(&h, m, x, cut);
+        for (int i = 0; i < V; i++) {
+            if (isinf(full[i])) assert_true(isinf(cut[i]) && cut[i] < 0);
+            else if (cut[i] != full[i]) fail_msg("type %d id %d: cut %g full %g", types[t], i, cut[i], full[i]);
+        }
+        assert_int_equal(h.mat.n, NH);
+        spec_tokmap_head_free(&h);
+        free(scr);
+        kern_mat_free(&lm);
+    }
+    spec_tokmap_destroy(m);
+}
+
 static int write_seed(const char *dir, const char *name, uint8_t mode, const uint8_t *p, size_t n)
 {
     char path[4096];
@@ -393,11 +450,12 @@ int main(void)
 {
     const char *seed = getenv("PT_SEED_DIR");
     if (seed) return write_seeds(seed);
+    kernels_init(NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),           cmocka_unit_test(test_list),
         cmocka_unit_test(test_mutations),       cmocka_unit_test(test_hostile_pickles),
         cmocka_unit_test(test_hostile_tensors), cmocka_unit_test(test_zip),
-        cmocka_unit_test(test_tokmap),
+        cmocka_unit_test(test_tokmap),          cmocka_unit_test(test_cut_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
