@@ -47,7 +47,9 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
             c->token_map_path = a->speculative_token_map;
             spec_tokmap *tm = spec_tokmap_load(c->token_map_path, err, sizeof err);
             if (!tm) {
-                fprintf(stderr, "sglc %s: --speculative-token-map %s: %s\n", name, c->token_map_path, err);
+                /* SGLang downloads a path that is not local from the hub; sglc reads local files only */
+                fprintf(stderr, "sglc %s: --speculative-token-map %s: %s%s\n", name, c->token_map_path, err,
+                        access(c->token_map_path, F_OK) ? " (a local file is needed: hub paths are not downloaded)" : "");
                 return -1;
             }
             spec_tokmap_destroy(tm);

@@ -21,6 +21,9 @@
  *              -> target id = id + d2t[id]); t2d is not needed.  Without a
  *              lm_head the target's is used.
  *
+ * --speculative-token-map (EAGLE-1 / NEXTN; spec_tokmap.h): the logits come
+ * from the target's LM head cut to the map's rows, -inf elsewhere.
+ *
  * The target's hidden states come from model_set_capture: every target
  * forward writes each token row's capture rows into a store indexed by the
  * target KV slot (the store mirrors the KV cache, so radix-cache prefixes
