@@ -31,6 +31,30 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
                 name, a->speculative_eagle_topk);
         return -1;
     }
+    if (a->speculative_token_map) {
+        /* SGLang: EAGLE3 heads have their map (d2t), the flag is ignored with a warning */
+        if (algo == SPEC_ALGO_EAGLE3) {
+            log_warn("--speculative-token-map %s is ignored: EAGLE3 heads carry their own token map (d2t)",
+                     a->speculative_token_map);
+        } else if (algo != SPEC_ALGO_EAGLE) {
+            fprintf(stderr, "sglc %s: --speculative-token-map applies to --speculative-algorithm EAGLE / NEXTN heads, not %s\n",
+                    name, a->speculative_algorithm);
+            return -1;
+        } else {
+            /* read now for a usage error before the model loads; read again by
+             * cli_spec_setup (the commands copy a checked cli_spec per replica) */
+            char err[512];
+            c->token_map_path = a->speculative_token_map;
+            spec_tokmap *tm = spec_tokmap_load(c->token_map_path, err, sizeof err);
+            if (!tm) {
+                /* SGLang downloads a path that is not local from the hub; sglc reads local files only */
+                fprintf(stderr, "sglc %s: --speculative-token-map %s: %s%s\n", name, c->token_map_path, err,
+                        access(c->token_map_path, F_OK) ? " (a local file is needed: hub paths are not downloaded)" : "");
+                return -1;
+            }
+            spec_tokmap_destroy(tm);
+        }
+    }
     if (algo == SPEC_ALGO_STANDALONE || eagle) {
         const char *an = a->speculative_algorithm;
         c->draft_path = a->speculative_draft_model_path;
@@ -118,6 +142,15 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
         c->args.target_model = sched_model(s);
         c->args.target_slots = st.max_total_num_tokens;
         c->args.draft_kv_tokens = st.max_total_num_tokens < 65536 ? st.max_total_num_tokens : 65536;
+        if (c->token_map_path && !(c->token_map = spec_tokmap_load(c->token_map_path, err, sizeof err))) {
+            fprintf(stderr, "error: --speculative-token-map %s: %s\n", c->token_map_path, err);
+            return -1;
+        }
+        if (c->token_map && spec_tokmap_bind(c->token_map, model_get_config(m)->vocab_size, err, sizeof err)) {
+            fprintf(stderr, "error: --speculative-token-map %s: %s\n", c->token_map_path, err);
+            return -1;
+        }
+        c->args.token_map = c->token_map;
     }
     if (c->args.algo == SPEC_ALGO_STANDALONE) {
         cli_model_opts dmo = *mo;
@@ -176,4 +209,6 @@ void cli_spec_free(cli_spec *c)
     c->drafter = NULL;
     model_free(c->draft);
     c->draft = NULL;
+    spec_tokmap_destroy(c->token_map);
+    c->token_map = NULL;
 }

@@ -9,8 +9,8 @@
  * before sched_start; STANDALONE loads the draft model
  * (--speculative-draft-model-path, --speculative-draft-load-format) with
  * the target's dtype and threads and refuses one of another vocabulary.
- * EAGLE / EAGLE3 / NEXTN are refused with a clear message (not
- * implemented).
+ * EAGLE / EAGLE3 / NEXTN load a head (spec_eagle.h); EAGLE / NEXTN read
+ * --speculative-token-map (spec_tokmap.h) before the model loads.
  *
  * Ownership: cli_spec owns the drafter; free it after the scheduler
  * (which borrows it). */
@@ -44,6 +44,9 @@ typedef struct cli_spec {
     const char *draft_quant;     /* --speculative-draft-model-quantization (borrowed), NULL = none */
     double accept_single, accept_acc; /* --speculative-accept-threshold-single / -acc (sched_set_spec_accept) */
     model *draft;                /* STANDALONE: owned draft model */
+    const char *token_map_path;  /* EAGLE: --speculative-token-map (borrowed from the args) */
+    spec_tokmap *token_map;      /* EAGLE: owned, read and bound by cli_spec_setup (NULL until then: a
+                                  * checked cli_spec may be copied per replica) */
     spec_drafter *drafter;       /* owned, NULL = no speculative decoding */
 } cli_spec;
 

@@ -52,6 +52,7 @@ typedef struct kern_mat {
     int qtype;         /* 0: a float weight of dt; else the block-quantized kern_type
                         * (kern_types.h) of data: row-major GGUF blocks, layout 0 */
     int layout;        /* 0 = row-major (n, k); other values are private to an ISA file */
+    int panel_nb;      /* > 0: a float weight in kern_pack_panels' column panels of panel_nb rows */
     kern_isa isa;      /* the ISA whose layout `data` is in */
     const void *data;  /* borrowed (e.g. mmap) unless owned != NULL */
     void *owned;       /* allocated copy (converted or repacked); freed by kern_mat_free */
@@ -89,6 +90,11 @@ int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtyp
 int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int want_t,
                      int borrow_ok);
 void kern_mat_free(kern_mat *m);
+/* Row r of m as k floats into out, whatever ISA layout m was packed into
+ * (float panels, row-major float or block-quantized): the stored values,
+ * exactly.  0, or -1 where the layout cannot be read back (a repacked
+ * block-quantized weight, an act-order permutation, r out of range). */
+int kern_mat_row_f32(const kern_mat *m, int r, float *out);
 /* Threads kern_mat_init may use to pack one large weight (default 1;
  * clamped to 1..256).  Set before loading, not while weights are packed. */
 void kern_set_pack_threads(int n);

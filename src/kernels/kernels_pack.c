@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/kern_types.h"
 #include "kernels/kernels_impl.h"
+#include "util/dtype.h"
 
 static inline float src_get(const void *src, dtype dt, size_t idx)
 {
@@ -164,6 +166,38 @@ int kern_pack_panels(kern_mat *m, const void *src, dtype sdt, int nb, int layout
         m->bytes = bytes;
         m->layout = layout_f32;
     }
+    m->panel_nb = nb;
     m->data = m->owned;
+    return 0;
+}
+
+int kern_mat_row_f32(const kern_mat *m, int r, float *out)
+{
+    const int k = m->k;
+    if (r < 0 || r >= m->n || !m->data) return -1;
+    if (m->qtype) {
+        const kern_type_traits *tr = kern_type_get((kern_type)m->qtype);
+        if (m->layout != 0 || m->perm || !tr || !tr->row_to_f32) return -1;
+        tr->row_to_f32(out, (const char *)m->data + (size_t)r * kern_type_row_bytes((kern_type)m->qtype, k), k);
+        return 0;
+    }
+    if (m->dt != DTYPE_F32 && m->dt != DTYPE_BF16) return -1;
+    if (m->layout == 0) {
+        for (int c = 0; c < k; c++)
+            out[c] = m->dt == DTYPE_F32 ? ((const float *)m->data)[(size_t)r * k + c]
+                                        : bf16_to_f32(((const uint16_t *)m->data)[(size_t)r * k + c]);
+        return 0;
+    }
+    const int nb = m->panel_nb;
+    if (nb <= 0) return -1;
+    const size_t b = (size_t)(r / nb), j = (size_t)(r % nb);
+    if (m->dt == DTYPE_BF16) { /* panel b: k-pair p -> nb x (W[c][2p], W[c][2p+1]) */
+        const size_t k2 = (size_t)(k + 1) / 2;
+        const uint16_t *pan = (const uint16_t *)m->data + b * k2 * (size_t)nb * 2;
+        for (int c = 0; c < k; c++) out[c] = bf16_to_f32(pan[((size_t)c / 2) * (size_t)nb * 2 + j * 2 + (size_t)(c & 1)]);
+    } else { /* panel b: index i -> nb f32 */
+        const float *pan = (const float *)m->data + b * (size_t)k * (size_t)nb;
+        for (int c = 0; c < k; c++) out[c] = pan[(size_t)c * (size_t)nb + j];
+    }
     return 0;
 }

@@ -308,6 +308,9 @@ void model_embed_tokens(const model *m, const int32_t *tok, int n, float *out);
 /* logits (n, vocab) = the LM head over x (n, hidden_size), one thread (no
  * logit scaling / soft-cap: a draft's argmax only).  0, or -1 (OOM / TP). */
 int model_lm_head_rows(const model *m, const float *x, int n, float *logits);
+/* The LM head model_lm_head_rows multiplies by, (vocab, hidden_size),
+ * borrowed; NULL under tensor parallelism or with a bias. */
+const kern_mat *model_lm_head_mat(const model *m);
 
 /* ---- tensor parallelism (model_tp.c; see model_impl.h) ------------------
  * A model loaded with opts.dist holds this rank's shard.  Rank 0 is driven

@@ -348,6 +348,12 @@ void model_embed_tokens(const model *m, const int32_t *tok, int n, float *out)
     for (int i = 0; i < n; i++) model_embed_row(m->w, tok[i], out + (size_t)i * H);
 }
 
+const kern_mat *model_lm_head_mat(const model *m)
+{
+    const linear_weight *lw = &m->w->lm_head;
+    return m->w->tp.size > 1 || lw->bias || lw->n_adapters || lw->mat.n <= 0 ? NULL : &lw->mat;
+}
+
 int model_lm_head_rows(const model *m, const float *x, int n, float *logits)
 {
     const model_weights *w = m->w;

@@ -93,7 +93,8 @@ spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
     if (a->algo == SPEC_ALGO_NGRAM) ok = (d->trie = spec_ngram_create(&a->ngram, err, errlen)) != NULL;
     else if (eagle)
         ok = (d->eagle = spec_eagle_create(a->eagle_path, a->algo == SPEC_ALGO_EAGLE3, a->target_model, a->target_slots,
-                                           a->draft_kv_tokens > 0 ? a->draft_kv_tokens : 65536, err, errlen)) != NULL;
+                                           a->draft_kv_tokens > 0 ? a->draft_kv_tokens : 65536, err, errlen)) != NULL &&
+             spec_eagle_set_token_map(d->eagle, a->token_map, err, errlen) == 0;
     else
         ok = (d->draft = spec_draft_create(a->draft_model, a->target_vocab, a->draft_kv_tokens > 0 ? a->draft_kv_tokens : 65536,
                                            a->draft_threads, err, errlen)) != NULL;

@@ -50,6 +50,7 @@
 
 #include "sched/sched.h"
 #include "spec/spec_ngram.h"
+#include "spec/spec_tokmap.h"
 
 typedef enum { SPEC_ALGO_NONE = 0, SPEC_ALGO_NGRAM, SPEC_ALGO_STANDALONE, SPEC_ALGO_EAGLE, SPEC_ALGO_EAGLE3 } spec_algo;
 
@@ -70,6 +71,7 @@ typedef struct spec_args {
     const char *eagle_path;      /* EAGLE / EAGLE3: the head's folder (spec_eagle.h) */
     model *target_model;         /* EAGLE / EAGLE3: the scheduler's model (borrowed; capture installed on it) */
     int64_t target_slots;        /* EAGLE / EAGLE3: the scheduler's KV slots */
+    const spec_tokmap *token_map; /* EAGLE: --speculative-token-map, borrowed and bound (spec_tokmap.h); NULL = none */
 } spec_args;
 
 void spec_args_init(spec_args *a);

@@ -39,6 +39,8 @@ struct spec_eagle {
     float *fc_b, *bq, *bk, *bv, *bo;             /* optional biases */
     float *in_norm, *hid_norm, *post_norm, *fnorm;
     int64_t *d2t;                /* (Vd) EAGLE3: target id = id + d2t[id]; NULL = identity */
+    const spec_tokmap *hot;      /* EAGLE-1 --speculative-token-map, borrowed; NULL = none */
+    spec_tokmap_head hot_head;   /* the LM head cut to hot's rows (mat.data NULL: mask the full head) */
     float *cap;                  /* (cap_slots, n_cap * H) capture store (mmap) */
     size_t cap_bytes;
     int64_t cap_slots;
@@ -430,6 +432,7 @@ void spec_eagle_destroy(spec_eagle *e)
     free(e->fc_b), free(e->bq), free(e->bk), free(e->bv), free(e->bo);
     free(e->in_norm), free(e->hid_norm), free(e->post_norm), free(e->fnorm);
     free(e->d2t), free(e->inv_freq), free(e->free_slots);
+    spec_tokmap_head_free(&e->hot_head);
     free_scratch(e);
     free(e);
 }
@@ -528,7 +531,15 @@ static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const in
     mm(e, e->y, e->g, n, &e->wd, NULL);
     for (int t = 0; t < n; t++) kern_add(e->y + (size_t)t * H, e->y + (size_t)t * H, e->r + (size_t)t * H, H);
     const float *last = e->y + (size_t)(n - 1) * H;
-    if (!e->eagle3) return model_lm_head_rows(e->target, last, 1, e->lg);
+    if (!e->eagle3) {
+        if (e->hot && e->hot_head.mat.data) { /* the LM head cut to the hot rows */
+            spec_tokmap_head_logits(&e->hot_head, e->hot, last, e->lg);
+            return 0;
+        }
+        int rc = model_lm_head_rows(e->target, last, 1, e->lg);
+        if (!rc && e->hot) spec_tokmap_mask(e->hot, e->lg);
+        return rc;
+    }
     kern_rmsnorm(e->lrow, last, e->fnorm, H, e->eps, 0.0f);
     if (e->lm.data) {
         mm(e, e->lg, e->lrow, 1, &e->lm, NULL);
@@ -548,6 +559,26 @@ static int32_t pick(const spec_eagle *e)
 
 int64_t spec_eagle_slots_used(const spec_eagle *e) { return e->n_slots - e->n_free; }
 int spec_eagle_vocab(const spec_eagle *e) { return e->Vd; }
+
+int spec_eagle_set_token_map(spec_eagle *e, const spec_tokmap *m, char *err, size_t errlen)
+{
+    if (m && (e->eagle3 || m->vocab != e->V)) {
+        snprintf(err, errlen, e->eagle3 ? "EAGLE3 heads carry their own token map (d2t)"
+                                        : "the token map is not bound to the target's vocabulary");
+        return -1;
+    }
+    spec_tokmap_head_free(&e->hot_head);
+    e->hot = m;
+    if (m && spec_tokmap_head_init(&e->hot_head, m, model_lm_head_mat(e->target)) < 0) {
+        snprintf(err, errlen, "out of memory for the token map's LM head");
+        return -1;
+    }
+    if (m)
+        log_info("token map: %d of %d ids; %s", m->n, e->V,
+                 e->hot_head.mat.data ? "the draft's LM head is cut to them"
+                                      : "the target's LM head cannot be read back: the full head runs, masked");
+    return 0;
+}
 
 void spec_eagle_req_release(spec_eagle *e, spec_draft_req *r)
 {

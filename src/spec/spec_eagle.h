@@ -21,6 +21,9 @@
  *              -> target id = id + d2t[id]); t2d is not needed.  Without a
  *              lm_head the target's is used.
  *
+ * --speculative-token-map (EAGLE-1 / NEXTN; spec_tokmap.h): the logits come
+ * from the target's LM head cut to the map's rows, -inf elsewhere.
+ *
  * The target's hidden states come from model_set_capture: every target
  * forward writes each token row's capture rows into a store indexed by the
  * target KV slot (the store mirrors the KV cache, so radix-cache prefixes
@@ -54,6 +57,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "spec/spec_draft.h"
+#include "spec/spec_tokmap.h"
 
 typedef struct spec_eagle spec_eagle;
 
@@ -89,6 +93,12 @@ int spec_eagle_propose(spec_eagle *e, spec_draft_req *r, const int32_t *seq, int
                        int32_t *draft, int k);
 void spec_eagle_req_release(spec_eagle *e, spec_draft_req *r);
 int64_t spec_eagle_slots_used(const spec_eagle *e);
+
+/* EAGLE-1 / NEXTN: restrict the drafts to the hot ids of m (borrowed,
+ * bound to the target's vocabulary; NULL = none), SGLang's
+ * --speculative-token-map (spec_tokmap.h).  0, or -1 with err (an EAGLE3
+ * head, which has d2t; a map bound to another vocabulary). */
+int spec_eagle_set_token_map(spec_eagle *e, const spec_tokmap *m, char *err, size_t errlen);
 
 /* Tests: the first-step logits (draft vocabulary; *n_vocab set) of the
  * pairs 0..len-2 of seq after a target forward over seq's first len-1

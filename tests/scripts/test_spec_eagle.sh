@@ -9,7 +9,7 @@
 # - `sglc serve` with EAGLE3: /generate meta_info spec fields; bench-offline;
 # - start-up errors: a head of the wrong hidden size, a folder without
 #   weights, the other EAGLE version; usage errors (exit 2): topk 2,
-#   --speculative-token-map, no head path.
+#   no head path (--speculative-token-map: test_spec_tokmap.sh).
 # The heads are random: drafts are almost never right (accept length ~1).
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -145,8 +145,6 @@ usage() {  # usage NAME PATTERN ARGS...
 }
 usage "topk 2" "speculative-eagle-topk 2 is not supported by sglc yet" --speculative-algorithm EAGLE \
     --speculative-draft-model-path "$H1" --speculative-eagle-topk 2
-usage "token map" "speculative-token-map is not supported by sglc yet" --speculative-algorithm EAGLE \
-    --speculative-draft-model-path "$H1" --speculative-token-map "$T/map.pt"
 usage "missing head path" "no such file or directory" --speculative-algorithm EAGLE3 --speculative-draft-model-path /nonexistent/head
 
 [ "$fails" -eq 0 ] && echo "test_spec_eagle: all passed" || echo "test_spec_eagle: $fails failed"
