@@ -139,8 +139,8 @@ X(tp_size, INT, "--tp-size --tensor-parallel-size", "1", NULL, RUNTIME, SUPPORTE
 X(pp_size, INT, "--pp-size --pipeline-parallel-size", "1", NULL, RUNTIME, SUPPORTED, "The pipeline parallelism size.") \
 X(attn_cp_size, INT, "--attn-cp-size --attention-context-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The attention context parallelism size.") \
 X(moe_dp_size, INT, "--moe-dp-size --moe-data-parallel-size", "1", NULL, RUNTIME, NOT_YET, "The MoE data parallelism size.") \
-X(pp_max_micro_batch_size, INT, "--pp-max-micro-batch-size", NULL, NULL, RUNTIME, NOT_YET, "The maximum micro batch size in pipeline parallelism.") \
-X(pp_async_batch_depth, INT, "--pp-async-batch-depth", "0", NULL, RUNTIME, NOT_YET, "The async batch depth of pipeline parallelism.") \
+X(pp_max_micro_batch_size, INT, "--pp-max-micro-batch-size", NULL, NULL, RUNTIME, SUPPORTED, "The maximum micro batch size in pipeline parallelism: each forward's requests are split into micro-batches of at most this many, pipelined through the stages (stage p runs micro-batch i while p+1 runs i-1); unset: ceil(requests / --pp-size) per forward (SGLang: max_running_requests / pp_size per in-flight batch). Outputs are the same for every value.") \
+X(pp_async_batch_depth, INT, "--pp-async-batch-depth", "0", NULL, RUNTIME, IGNORED, "The async batch depth of pipeline parallelism. (no effect: sglc pipelines the micro-batches of one scheduler step and returns the step whole, so no later step is in flight)") \
 X(stream_interval, INT, "--stream-interval", "1", NULL, RUNTIME, SUPPORTED, "The interval (in tokens) for streaming.") \
 X(incremental_streaming_output, BOOL, "--incremental-streaming-output", "false", NULL, RUNTIME, SUPPORTED, "Stream output as disjoint segments.") \
 X(enable_streaming_session, BOOL, "--enable-streaming-session", "false", NULL, RUNTIME, NOT_YET, "Enable streaming sessions.") \

@@ -55,6 +55,18 @@ int cli_args_parse(const char *name, const args_cmd *cmd, bool need_model, args_
         args_server_free(a);
         return 2;
     }
+    if (!cmd->no_server_args && a->pp_max_micro_batch_size != ARGS_INT_NONE && a->pp_max_micro_batch_size < 1) {
+        fprintf(stderr, "sglc %s: --pp-max-micro-batch-size %lld: at least 1 request per micro-batch\n", name,
+                (long long)a->pp_max_micro_batch_size);
+        args_server_free(a);
+        return 2;
+    }
+    if (!cmd->no_server_args && a->pp_async_batch_depth != ARGS_INT_NONE && a->pp_async_batch_depth < 0) {
+        fprintf(stderr, "sglc %s: --pp-async-batch-depth %lld: not negative\n", name,
+                (long long)a->pp_async_batch_depth);
+        args_server_free(a);
+        return 2;
+    }
     if (!cmd->no_server_args && a->log_level && log_level_parse(a->log_level) >= 0)
         log_set_level(log_level_parse(a->log_level));
     return -1;
@@ -91,6 +103,8 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     mo->dist.tp_size = a->tp_size != ARGS_INT_NONE && a->tp_size > 0 ? (int)a->tp_size : 1;
     mo->dist.dp_size = a->dp_size != ARGS_INT_NONE && a->dp_size > 1 ? (int)a->dp_size : 1;
     mo->dist.pp_size = a->pp_size != ARGS_INT_NONE && a->pp_size > 1 ? (int)a->pp_size : 1;
+    mo->dist.pp_micro = a->pp_max_micro_batch_size != ARGS_INT_NONE && a->pp_max_micro_batch_size > 0
+                            ? (int)a->pp_max_micro_batch_size : 0;
     mo->dist.nnodes = a->nnodes != ARGS_INT_NONE && a->nnodes > 0 ? (int)a->nnodes : 1;
     mo->dist.node_rank = a->node_rank != ARGS_INT_NONE ? (int)a->node_rank : 0;
     mo->dist.init_addr = a->dist_init_addr && *a->dist_init_addr ? a->dist_init_addr : NULL;

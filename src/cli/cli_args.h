@@ -34,7 +34,7 @@
         ARG_ID_kv_cache_dtype, ARG_ID_quantization_param_path, ARG_ID_context_length, ARG_ID_json_model_override_args,            \
         ARG_ID_random_seed, ARG_ID_trust_remote_code, ARG_ID_log_level, ARG_ID_enable_fp32_lm_head, \
         ARG_ID_model_loader_extra_config, ARG_ID_quantization, ARG_ID_tp_size, ARG_ID_nnodes,       \
-        ARG_ID_node_rank, ARG_ID_dist_init_addr, ARG_ID_dist_timeout, ARG_ID_pp_size, ARG_ID_base_gpu_id, ARG_ID_gpu_id_step, ARG_ID_numa_node, \
+        ARG_ID_node_rank, ARG_ID_dist_init_addr, ARG_ID_dist_timeout, ARG_ID_pp_size, ARG_ID_pp_max_micro_batch_size, ARG_ID_pp_async_batch_depth, ARG_ID_base_gpu_id, ARG_ID_gpu_id_step, ARG_ID_numa_node, \
         ARG_ID_ep_size, ARG_ID_moe_a2a_backend, ARG_ID_ep_num_redundant_experts, ARG_ID_init_expert_location, \
         ARG_ID_enable_eplb, ARG_ID_eplb_algorithm, ARG_ID_eplb_rebalance_num_iterations, ARG_ID_ep_dispatch_algorithm, \
         ARG_ID_eplb_min_rebalancing_utilization_threshold, ARG_ID_eplb_rebalance_layers_per_chunk, \

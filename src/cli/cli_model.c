@@ -163,6 +163,7 @@ int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
             }
             return -1;
         }
+        model_set_pp_micro(m, o->dist.pp_micro);
         out[k] = m;
         if (ng > 1) log_info("dp_rank %d: its tensor-parallel rank 0 loaded (%.2f GiB)", k,
                              (double)model_weight_bytes(m) / 1073741824.0);

@@ -578,9 +578,11 @@ static int check_batch(const model *m, const model_kv *kv, const model_batch *b,
     return 0;
 }
 
-/* Run one already-checked batch of at most chunk_tokens rows. */
+/* Run one already-checked batch of at most chunk_tokens rows.  comm 0: a
+ * micro-batch of a pipelined forward (forward_pp_micro sends the command
+ * and runs the stage boundaries): this rank's layers only. */
 static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
-                               tpool *pool)
+                               tpool *pool, int comm)
 {
     int nth = pool ? tpool_size(pool) : 1;
     if (model_reserve(m, b->n_tokens, max_kv, nth)) return -1;
@@ -598,7 +600,7 @@ static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int
         free(row_ad);
         return -1;
     }
-    if (model_tp_send_forward(m, kv, b) || model_pp_before(m, b)) {
+    if (comm && (model_tp_send_forward(m, kv, b, 0) || model_pp_before(m, b))) {
         log_error("tensor parallelism: %s", model_tp_error(m));
         free(row_ad);
         return -1;
@@ -622,13 +624,116 @@ static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int
     free(row_ad);
     if (m->cfg->n_mamba) mamba2_end(kv, b);
     /* a stage's broken TP group stops it before it passes rows on (TP x PP) */
-    if (model_tp_stage_failed(m) || model_tp_gather_logits(m, b, logits) || model_pp_after(m, b, logits) ||
-        model_tp_failed(m)) {
+    if (model_tp_stage_failed(m) || model_tp_gather_logits(m, b, logits) ||
+        (comm && model_pp_after(m, b, logits)) || model_tp_failed(m)) {
         model_tp_stage_failed(m); /* TP x PP: the stage group's error reaches every rank */
         log_error("tensor parallelism: %s", model_tp_error(m));
         return -1;
     }
-    return model_ep_after_forward(m); /* recorder pass; EPLB every N forwards (same point on every rank) */
+    return comm ? model_ep_after_forward(m) : 0; /* recorder pass; EPLB every N forwards (same point on every rank) */
+}
+
+/* Pipeline micro-batches (--pp-max-micro-batch-size).  Rank 0 picks the
+ * size M (0: one micro-batch) and sends it with the batch; a worker takes
+ * the command's.  Only batches whose every part splits by sequence: no
+ * Mamba states, checkpoints or draft trees, and logit rows in row order
+ * (each micro-batch's output rows are then one run of the batch's). */
+static int pp_micro_size(const model *m, const model_batch *b)
+{
+    const model_tp *t = &m->w->tp;
+    if (t->pp_n <= 1) return 0;
+    if (t->rank != 0) return m->pp_mb_rx;
+    int M = t->pp_mb > 0 ? t->pp_mb : (b->n_seqs + t->pp_n - 1) / t->pp_n;
+    if (M < 1 || b->n_seqs <= M || m->cfg->n_mamba || b->seq_snap || b->seq_tree) return 0;
+    for (int i = 1; i < b->n_logits; i++)
+        if (b->logit_rows[i] <= b->logit_rows[i - 1]) return 0;
+    return M;
+}
+
+/* One forward as micro-batches of M sequences through the pipeline.  With
+ * n micro-batches and P stages it runs n + P - 1 ticks; at tick k stage p
+ * computes micro-batch k - p (its rows arrived in the previous round),
+ * then every rank runs the tick's round of broadcasts over the group, in
+ * the one order all ranks share: the last stage's output rows of
+ * micro-batch k - (P-1) first, then each boundary s = P-2 .. 0 (stage s's
+ * residual rows of micro-batch k - s, which stage s + 1 takes into m->x for
+ * the next tick; the other ranks take them into scratch).  Last stage
+ * first, so a middle stage sends its rows before the previous stage's
+ * overwrite them.  Each row's arithmetic is the one-micro-batch run's
+ * (rows, heads and sequences are independent in every op), so the
+ * outputs are the same. */
+static int forward_pp_micro(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
+                            tpool *pool, int M)
+{
+    model_tp *t = &m->w->tp;
+    const int P = t->pp_n, p = t->stage, n = (b->n_seqs + M - 1) / M;
+    const int H = m->cfg->hidden_size, V = b->want_hidden ? H : m->cfg->vocab_size;
+    int rc = -1;
+    if (model_reserve(m, b->n_tokens, max_kv, pool ? tpool_size(pool) : 1)) return -1;
+    int32_t *start = malloc(sizeof(int32_t) * (size_t)(b->n_seqs + n)); /* rebased seq_start per micro-batch */
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)(b->n_logits + 1)); /* rebased logit rows */
+    int32_t *tok0 = malloc(sizeof(int32_t) * 4 * (size_t)n), *ntok = tok0 + n, *j0 = tok0 + 2 * n, *nl = tok0 + 3 * n;
+    float *scr = NULL;
+    if (!start || !rows || !tok0) goto oom;
+    int max_tok = 0;
+    for (int i = 0, j = 0; i < n; i++) {
+        int s0 = i * M, s1 = s0 + M < b->n_seqs ? s0 + M : b->n_seqs;
+        tok0[i] = b->seq_start[s0], ntok[i] = b->seq_start[s1] - tok0[i];
+        if (ntok[i] > max_tok) max_tok = ntok[i];
+        for (int s = s0; s <= s1; s++) start[s + i] = b->seq_start[s] - tok0[i];
+        j0[i] = j;
+        while (j < b->n_logits && b->logit_rows[j] < b->seq_start[s1]) {
+            rows[j] = b->logit_rows[j] - tok0[i];
+            j++;
+        }
+        nl[i] = j - j0[i];
+    }
+    scr = malloc(sizeof(float) * (size_t)max_tok * H + 1);
+    if (!scr) goto oom;
+    if (model_tp_send_forward(m, kv, b, M)) {
+        log_error("tensor parallelism: %s", model_tp_error(m));
+        goto out;
+    }
+    for (int k = 0; k < n + P - 1; k++) {
+        int i = k - p;
+        if (i >= 0 && i < n) {
+            int s0 = i * M, s1 = s0 + M < b->n_seqs ? s0 + M : b->n_seqs, mkv = 0;
+            for (int s = s0; s < s1; s++)
+                if (b->seq_kv_len[s] > mkv) mkv = b->seq_kv_len[s];
+            model_batch sub = {.n_tokens = ntok[i], .tokens = b->tokens + tok0[i],
+                               .positions = b->positions + tok0[i], .n_seqs = s1 - s0, .seq_start = start + s0 + i,
+                               .seq_kv_len = b->seq_kv_len + s0, .seq_slots = b->seq_slots + s0,
+                               .n_logits = nl[i], .logit_rows = rows + j0[i],
+                               .rope_pos = b->rope_pos ? b->rope_pos + tok0[i] : NULL,
+                               .seq_rope_len = b->seq_rope_len ? b->seq_rope_len + s0 : NULL,
+                               .want_hidden = b->want_hidden, .n_adapters = b->n_adapters,
+                               .adapters = b->adapters, .seq_adapter = b->seq_adapter ? b->seq_adapter + s0 : NULL,
+                               .seq_state = b->seq_state ? b->seq_state + s0 : NULL};
+            if (forward_checked_run(m, kv, &sub, mkv, logits ? logits + (size_t)j0[i] * V : NULL, pool, 0)) goto out;
+        }
+        int q = k - (P - 1); /* the round: output rows, then boundaries P-2 .. 0 */
+        if (q >= 0 && q < n && nl[q] &&
+            model_pp_bcast(m, logits + (size_t)j0[q] * V, sizeof(float) * (size_t)nl[q] * V, P - 1))
+            goto fail;
+        for (int s = P - 2; s >= 0; s--) {
+            q = k - s;
+            if (q < 0 || q >= n) continue;
+            float *buf = p == s + 1 || (p == s && t->tp_rank == 0) ? m->x : scr;
+            if (model_pp_bcast(m, buf, sizeof(float) * (size_t)ntok[q] * H, s)) goto fail;
+        }
+    }
+    m->pp_fwd_micro++, m->pp_n_micro += n;
+    rc = model_ep_after_forward(m);
+    goto out;
+fail:
+    model_tp_stage_failed(m);
+    log_error("tensor parallelism: %s", model_tp_error(m));
+    goto out;
+oom:
+    log_error("out of memory splitting a batch of %d sequences into micro-batches", b->n_seqs);
+out:
+    free(start), free(rows), free(tok0), free(scr);
+    return rc;
 }
 
 /* As forward_checked_run, holding the tensor-parallel group (rank 0: a
@@ -637,7 +742,9 @@ static int forward_checked(model *m, model_kv *kv, const model_batch *b, int max
                            tpool *pool)
 {
     model_tp_lock(m);
-    int rc = forward_checked_run(m, kv, b, max_kv, logits, pool);
+    int M = pp_micro_size(m, b);
+    int rc = M ? forward_pp_micro(m, kv, b, max_kv, logits, pool, M)
+               : forward_checked_run(m, kv, b, max_kv, logits, pool, 1);
     model_tp_unlock(m);
     return rc;
 }

@@ -271,6 +271,13 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
 #define MODEL_DEFAULT_CHUNK 2048
 void model_set_chunk_tokens(model *m, int n);
 
+/* Pipeline parallelism (--pp-max-micro-batch-size): rank 0 splits each
+ * forward's sequences into micro-batches of at most n and the stages
+ * pipeline them (stage p runs micro-batch i while stage p + 1 runs i - 1);
+ * n <= 0: unset, ceil(sequences / pp_size) per forward.  Outputs are the
+ * one-micro-batch run's.  No effect without --pp-size. */
+void model_set_pp_micro(model *m, int n);
+
 /* MLA (DeepSeek): n >= 1: sequences with at least n new tokens in a
  * forward run the expanded attention (per-head K/V decompressed from the
  * latent cache, mla.c), the others (decode included) absorbed; n = 0: the

@@ -90,6 +90,8 @@ typedef struct model_tp {
                                         * n_groups < tp_n: its B / C replicated) */
     int ssm_l0, ssm_nl, ssm_nl_max;    /* Mamba layers: this stage's first index and count,
                                         * the most any stage holds (state pool sizing) */
+    int pp_mb;                         /* rank 0: --pp-max-micro-batch-size (0 = unset: a step's
+                                        * sequences in pp_n micro-batches; model_set_pp_micro) */
     int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
     int shut;                          /* rank 0: shutdown sent */
 } model_tp;
@@ -139,6 +141,7 @@ struct model {
     model_weights *w;                  /* shared (refcounted); read-only once loaded */
     const model_config *cfg;           /* = &w->cfg */
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
+    int pp_mb_rx;                      /* a worker: the micro-batch size of the FORWARD it runs */
     int mla_expand_min;                /* MLA: model_set_mla_expand_min (from w's at creation) */
     float *kv_k_scale, *kv_v_scale;    /* (n_layer) owned or NULL: model_set_kv_scales */
     size_t touched_bytes;              /* expert bytes the current/last forward read */
@@ -179,6 +182,7 @@ struct model {
     size_t tp_cap;                     /* floats in tp_logits */
     double tp_comm_s;                  /* seconds thread 0 spent in all-reduces (waits included) */
     long tp_n_allreduce;
+    long pp_fwd_micro, pp_n_micro;     /* pipelined forwards and the micro-batches they ran */
     /* hidden-state capture for EAGLE drafters (model_set_capture): per
      * token row, the rows at the capture points go to store[slot] */
     struct {
@@ -237,8 +241,13 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
  * output rows into `out` (model_pp_after).  No-ops without PP.  0/-1. */
 int model_pp_before(model *m, const model_batch *b);
 int model_pp_after(model *m, const model_batch *b, float *out);
-/* Rank 0 before a checked forward of b: send it to the workers.  0/-1. */
-int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b);
+/* One pipeline broadcast over the whole group from stage `stage`'s TP rank
+ * 0 (the stage-boundary timeout); every rank calls it.  0/-1. */
+int model_pp_bcast(model *m, void *buf, size_t bytes, int stage);
+/* Rank 0 before a checked forward of b: send it to the workers; pp_mb > 0:
+ * the stages pipeline it in micro-batches of pp_mb sequences (decoder.c
+ * forward_pp_micro; the workers read it into m->pp_mb_rx).  0/-1. */
+int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b, int pp_mb);
 /* After the decoder: the LM head rows of every rank into logits (rank 0)
  * or to rank 0 (workers).  0/-1. */
 int model_tp_gather_logits(model *m, const model_batch *b, float *logits);

@@ -53,6 +53,8 @@ model *model_share(model *m)
 void model_free(model *m)
 {
     if (!m) return;
+    if (m->pp_fwd_micro && m->w->tp.rank == 0)
+        log_info("pipeline parallelism: %ld forwards ran as %ld micro-batches", m->pp_fwd_micro, m->pp_n_micro);
     free(m->scratch_mem);
     mla_plan_free(m->mla_plan);
     free(m->kv_k_scale), free(m->kv_v_scale);
@@ -71,6 +73,7 @@ size_t model_last_read_bytes(const model *m)
 dtype model_weight_dtype(const model *m) { return m->w->wdt; }
 
 void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
+void model_set_pp_micro(model *m, int n) { m->w->tp.pp_mb = n > 0 ? n : 0; }
 void model_set_mla_expand_min(model *m, int n) { m->mla_expand_min = n >= 0 ? n : m->w->mla_expand_min; }
 
 /* ---- KV cache ------------------------------------------------------------ */

@@ -47,8 +47,10 @@
  * order); stage 0 embeds, each stage runs its layers and broadcasts its
  * residual rows to the next (model_pp_before / model_pp_after), the last
  * one runs the final norm and LM head and broadcasts the output rows,
- * which rank 0 returns.  One micro-batch: the stages run one after the
- * other (no overlap yet).
+ * which rank 0 returns.  A forward of more sequences than the micro-batch
+ * size runs pipelined (decoder.c forward_pp_micro): the same broadcasts,
+ * one round per tick, so stage p computes micro-batch i while p + 1
+ * computes i - 1; else the stages run one after the other.
  * TP x PP (--tp-size T --pp-size P): rank = stage * T + tp_rank; a stage's
  * T ranks shard its layers as above, their all-reduces and the last
  * stage's logits gather run on the stage's group (tg, a dist_split of g),
@@ -77,6 +79,7 @@ typedef struct tp_hdr {
     int32_t n_slots, dt;
     int32_t n_free, n_ad;  /* FORWARD / LORA_FREE: uids freed; FORWARD: the batch's adapters */
     int32_t mamba, n_snap; /* FORWARD: 1 seq_state, 2 Mamba checkpoints follow (n_snap of them) */
+    int32_t pp_mb, pad;    /* FORWARD: > 0, the stages pipeline micro-batches of pp_mb sequences */
     int64_t payload;       /* bytes after the header */
 } tp_hdr;
 
@@ -289,7 +292,7 @@ static int send_cmd(model_tp *t, const tp_hdr *h, const void *payload)
     return 0;
 }
 
-int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
+int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b, int pp_mb)
 {
     model_tp *t = &m->w->tp;
     if (t->size <= 1 || t->rank != 0) return 0;
@@ -337,7 +340,7 @@ int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b)
     tp_hdr h = {.cmd = TP_CMD_FORWARD, .kv_id = kv->tp_id, .n_tokens = b->n_tokens,
                 .n_seqs = b->n_seqs, .n_logits = b->n_logits, .want_hidden = b->want_hidden,
                 .n_free = n_free, .n_ad = n_ad, .payload = (int64_t)(n * sizeof(int32_t)),
-                .mamba = (b->seq_state ? 1 : 0) | (b->seq_snap ? 2 : 0), .n_snap = n_snap};
+                .mamba = (b->seq_state ? 1 : 0) | (b->seq_snap ? 2 : 0), .n_snap = n_snap, .pp_mb = pp_mb};
     int rc = send_cmd(t, &h, p);
     free(p);
     return rc;
@@ -437,6 +440,12 @@ int model_pp_after(model *m, const model_batch *b, float *out)
                                   (t->pp_n - 1) * t->tp_n, pp_timeout(t)))
         return -1;
     return 0;
+}
+
+int model_pp_bcast(model *m, void *buf, size_t bytes, int stage)
+{
+    model_tp *t = &m->w->tp;
+    return bytes ? dist_bcast(t->g, buf, bytes, stage * t->tp_n, pp_timeout(t)) : 0;
 }
 
 int model_tp_stage_failed(model *m)
@@ -824,6 +833,7 @@ int model_tp_worker_loop(model *m, tpool *pool)
             b.snap_state = q, q += h.n_snap;
         }
         if (m->chunk_tokens < h.n_tokens) m->chunk_tokens = h.n_tokens; /* rank 0 chunked already */
+        m->pp_mb_rx = h.pp_mb; /* rank 0 decided the micro-batches (every rank runs the same plan) */
         if (model_forward(m, kvs[h.kv_id], &b, out, pool)) {
             model_tp_stage_failed(m); /* TP x PP: the stage group's error, to every rank */
             if (!dist_broken(t->g)) dist_abort(t->g, "a forward failed on a worker rank");
