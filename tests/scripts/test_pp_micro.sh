@@ -42,20 +42,34 @@ with open(sys.argv[1], "w") as f:
     for k, (n, new) in enumerate(lens):
         ids = [1] + [(k * 131 + i * 37) % 997 + 3 for i in range(n - 1)]
         f.write(json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": new, "temperature": 0,
-                                                                  "ignore_eos": True}}) + "\n")
+                                                                  "ignore_eos": True}, "return_logprob": True}) + "\n")
 PYEOF
-ids_of() { "$PY" -c 'import json,sys; print([json.loads(l)["output_ids"] for l in open(sys.argv[1])])' "$1"; }
+# same_out A B: output_ids identical, output logprobs within 1e-5 (prints the largest difference)
+same_out() {
+    "$PY" - "$1" "$2" <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+if len(a) != len(b) or any(x["output_ids"] != y["output_ids"] for x, y in zip(a, b)): sys.exit(1)
+d = max(abs(p[0] - q[0]) for x, y in zip(a, b)
+        for p, q in zip(x["meta_info"]["output_token_logprobs"], y["meta_info"]["output_token_logprobs"]))
+print(f"{d:.2g}")
+if len(sys.argv) > 3 and d: sys.exit(1)
+sys.exit(0 if d <= 1e-5 else 1)
+PYEOF
+}
 # run NAME MODEL-ARGS... : generate --requests into $T/NAME.{out,err}; 0 when it ran
 run() {
     local name=$1; shift
     timeout 240 "$BIN" generate --requests "$T/req.jsonl" --chunked-prefill-size 16 --max-running-requests 5 \
         --dtype float32 "$@" >"$T/$name.out" 2>"$T/$name.err"
 }
-# check NAME LABEL REF WANT: ids = REF's, leak check ran clean, micro-batches WANT (yes / no)
+# check NAME LABEL REF WANT [exact]: ids = REF's (exact: logprobs bitwise too), leak check ran
+# clean, micro-batches WANT (yes / no)
 check() {
     local name=$1 label=$2 ref=$3 want=$4 line nf nm
-    if [ "$(ids_of "$T/$name.out")" != "$(ids_of "$T/$ref.out")" ]; then
-        bad "$label: output_ids differ from one process"; return
+    local d
+    if ! d=$(same_out "$T/$name.out" "$T/$ref.out" ${5:-}); then
+        bad "$label: output_ids or logprobs differ from $ref ($d)"; return
     fi
     line=$(grep -o 'leak checks [0-9]* ([0-9]* failed)' "$T/$name.err" | tail -1)
     if ! echo "$line" | grep -Eq '^leak checks [1-9][0-9]* \(0 failed\)$'; then
@@ -67,7 +81,7 @@ check() {
         bad "$label: not pipelined ('$line')"; return
     fi
     if [ "$want" = no ] && [ -n "$line" ]; then bad "$label: pipelined with one micro-batch ('$line')"; return; fi
-    ok "$label: 7 requests' output_ids = one process, $line${line:+, }leak checks clean"
+    ok "$label: 7 requests' output_ids = $ref's (logprobs max |d| $d), $line${line:+, }leak checks clean"
 }
 
 # 1. offline through the scheduler
@@ -78,12 +92,71 @@ for M in 1 2 3 default 8; do
     mb=(--pp-max-micro-batch-size "$M"); [ "$M" = default ] && mb=()
     want=yes; [ "$M" = 8 ] && want=no
     run "ts-pp2-m$M" "${TSA[@]}" --threads 2 --pp-size 2 "${mb[@]}" &&
-        check "ts-pp2-m$M" "pp=2 M=$M" ts-one $want || { bad "pp=2 M=$M failed"; tail -5 "$T/ts-pp2-m$M.err"; }
+        check "ts-pp2-m$M" "pp=2 M=$M" ts-one $want exact || { bad "pp=2 M=$M failed"; tail -5 "$T/ts-pp2-m$M.err"; }
 done
+# TP x PP: ids = one process (logprobs differ by the all-reduce's summation order), bitwise the
+# one-micro-batch TP x PP run
+run ts-tp2pp2-m8 "${TSA[@]}" --threads 4 --tp-size 2 --pp-size 2 --pp-max-micro-batch-size 8 ||
+    { bad "tp=2 x pp=2 M=8 failed"; tail -5 "$T/ts-tp2pp2-m8.err"; }
 run ts-tp2pp2 "${TSA[@]}" --threads 4 --tp-size 2 --pp-size 2 --pp-max-micro-batch-size 2 &&
-    check ts-tp2pp2 "tp=2 x pp=2 M=2" ts-one yes || { bad "tp=2 x pp=2 failed"; tail -5 "$T/ts-tp2pp2.err"; }
+    check ts-tp2pp2 "tp=2 x pp=2 M=2 vs one process" ts-one yes &&
+    check ts-tp2pp2 "tp=2 x pp=2 M=2 vs tp=2 x pp=2 M=8" ts-tp2pp2-m8 yes exact || { bad "tp=2 x pp=2 failed"; tail -5 "$T/ts-tp2pp2.err"; }
 run d-one "${DUM[@]}" --threads 1 || { bad "dummy one process failed"; tail -5 "$T/d-one.err"; }
 for M in 1 2 3; do
     run "d-pp3-m$M" "${DUM[@]}" --threads 3 --pp-size 3 --pp-max-micro-batch-size "$M" &&
-        check "d-pp3-m$M" "pp=3 M=$M (3-layer dummy)" d-one yes || { bad "pp=3 M=$M failed"; tail -5 "$T/d-pp3-m$M.err"; }
+        check "d-pp3-m$M" "pp=3 M=$M (3-layer dummy)" d-one yes exact || { bad "pp=3 M=$M failed"; tail -5 "$T/d-pp3-m$M.err"; }
 done
+
+# 2. serve: a streaming request cut by its client and one aborted mid-stream
+SV=(--model-path "$TS" --disable-radix-cache)
+gen4() {  # gen4 OUT: 4 concurrent greedy requests of different lengths, output_ids one per line
+    local i
+    for i in 1 2 3 4; do
+        curl -s -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' \
+            -d "{\"input_ids\":[1,$((100 + i * 37)),$((200 + i)),$((300 + i * 3))$(printf ',%d' $(seq 5 $((5 + i * 9))))],\"sampling_params\":{\"max_new_tokens\":$((8 + i * 6)),\"temperature\":0,\"ignore_eos\":true}}" \
+            >"$1.$i" &
+    done
+    wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
+    for i in 1 2 3 4; do "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_ids"])' "$1.$i" || echo "bad $i"; done >"$1"
+}
+stream_body() { echo "{\"rid\":\"$1\",\"input_ids\":[1,7,8,9],\"stream\":true,\"sampling_params\":{\"max_new_tokens\":400,\"temperature\":0,\"ignore_eos\":true}}"; }
+used() { curl -s "$SERVER_URL/metrics" | awk '/^sglang:num_used_tokens/ {print $NF + 0}' | head -1; }
+server_start "$T/one.log" "${SV[@]}" --threads 1 || server_fail "$T/one.log"
+gen4 "$T/sref"; server_stop
+server_start "$T/pp.log" "${SV[@]}" --threads 2 --pp-size 2 --pp-max-micro-batch-size 2 --enable-metrics || server_fail "$T/pp.log"
+curl -s -N -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' -d "$(stream_body victim)" >"$T/victim" &
+bg_track $!
+(curl -s -N -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' -d "$(stream_body gone)" | head -n 6 >"$T/gone") &
+bg_track $!
+for i in $(seq 1 100); do [ "$(grep -c '^data:' "$T/victim" 2>/dev/null)" -ge 3 ] && break; sleep 0.05; done
+gen4 "$T/sgot" &
+g=$!
+curl -s -m 10 "$SERVER_URL/abort_request" -H 'content-type: application/json' -d '{"rid":"victim"}' >/dev/null
+wait $g
+for i in $(seq 1 100); do grep -q '\[DONE\]' "$T/victim" && break; sleep 0.1; done
+if cmp -s "$T/sref" "$T/sgot" && ! grep -q bad "$T/sgot"; then ok "serve pp=2 M=2: 4 concurrent greedy requests = one process, beside the aborts"
+else bad "serve pp=2 M=2: outputs differ"; diff "$T/sref" "$T/sgot"; fi
+n=$(grep -c '^data: {' "$T/victim")
+if grep -q '"abort"' "$T/victim" && [ "$n" -lt 400 ]; then ok "the streamed request aborted mid-stream (after $n chunks)"
+else bad "no mid-stream abort ($n chunks)"; tail -c 300 "$T/victim"; fi
+gen4 "$T/sgot2"
+cmp -s "$T/sref" "$T/sgot2" && ok "serve pp=2 M=2: the 4 again, same answers" || bad "serve: second round differs"
+for i in $(seq 1 50); do [ "$(used)" = 0 ] && break; sleep 0.1; done
+[ "$(used)" = 0 ] && ok "no KV token in use once idle (num_used_tokens 0)" || bad "num_used_tokens $(used) when idle"
+server_stop TERM
+if [ "$SERVER_RC" = 0 ] && ! grep -qi 'leak detected' "$T/pp.log" && grep -q 'forwards ran as' "$T/pp.log"; then
+    ok "serve pp=2 M=2: clean exit, no leak logged, $(grep -o '[0-9]* forwards ran as [0-9]* micro-batches' "$T/pp.log" | tail -1)"
+else bad "serve pp=2: exit $SERVER_RC or leak / no micro-batches"; tail -5 "$T/pp.log"; fi
+
+# 3. arguments
+e=$("$BIN" generate --model-path "$TS" --input-ids 1,2 --pp-size 2 --pp-max-micro-batch-size 0 2>&1)
+[ $? = 2 ] && echo "$e" | grep -q 'pp-max-micro-batch-size 0: at least 1' && ok "--pp-max-micro-batch-size 0 refused" ||
+    bad "--pp-max-micro-batch-size 0: $e"
+e=$("$BIN" generate --model-path "$TS" --input-ids 1,2 --pp-async-batch-depth -1 2>&1)
+[ $? = 2 ] && echo "$e" | grep -q 'pp-async-batch-depth -1' && ok "--pp-async-batch-depth -1 refused" || bad "--pp-async-batch-depth -1: $e"
+e=$("$BIN" generate --model-path "$TS" --input-ids 1,2 --max-new-tokens 2 --pp-size 2 --pp-async-batch-depth 1 2>&1)
+[ $? = 0 ] && echo "$e" | grep -q 'no effect.*--pp-async-batch-depth' && ok "--pp-async-batch-depth 1: accepted, warned (no effect)" ||
+    bad "--pp-async-batch-depth 1: $(echo "$e" | tail -3)"
+
+[ "$fails" = 0 ] && echo "all passed" || echo "$fails failed"
+[ "$fails" = 0 ]
