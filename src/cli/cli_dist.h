@@ -59,7 +59,7 @@ typedef struct cli_dist_opts {
     int tp_size;          /* 1 = one process */
     int dp_size;          /* data-parallel replicas (each a group of tp_size x pp_size ranks) */
     int pp_size;          /* pipeline stages (1 = none); times tp_size ranks in all */
-    int pp_micro;         /* --pp-max-micro-batch-size (0 = unset: ceil(sequences / pp_size)) */
+    int pp_micro;         /* --pp-max-micro-batch-size (0 = unset: model_pp_default_micro) */
     int nnodes, node_rank;
     const char *init_addr; /* --dist-init-addr HOST:PORT, or NULL */
     int timeout_s;        /* --dist-timeout; 0 = default (300 s) */

@@ -643,7 +643,7 @@ static int pp_micro_size(const model *m, const model_batch *b)
     const model_tp *t = &m->w->tp;
     if (t->pp_n <= 1) return 0;
     if (t->rank != 0) return m->pp_mb_rx;
-    int M = t->pp_mb > 0 ? t->pp_mb : (b->n_seqs + t->pp_n - 1) / t->pp_n;
+    int M = t->pp_mb;
     if (M < 1 || b->n_seqs <= M || m->cfg->n_mamba || b->seq_snap || b->seq_tree) return 0;
     for (int i = 1; i < b->n_logits; i++)
         if (b->logit_rows[i] <= b->logit_rows[i - 1]) return 0;

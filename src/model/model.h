@@ -272,11 +272,14 @@ int model_reserve(model *m, int max_tokens, int max_kv, int n_threads);
 void model_set_chunk_tokens(model *m, int n);
 
 /* Pipeline parallelism (--pp-max-micro-batch-size): rank 0 splits each
- * forward's sequences into micro-batches of at most n and the stages
- * pipeline them (stage p runs micro-batch i while stage p + 1 runs i - 1);
- * n <= 0: unset, ceil(sequences / pp_size) per forward.  Outputs are the
- * one-micro-batch run's.  No effect without --pp-size. */
+ * forward of more than n sequences into micro-batches of at most n and
+ * the stages pipeline them (stage p runs micro-batch i while stage p + 1
+ * runs i - 1); n <= 0: unset (one micro-batch).  Outputs are the
+ * one-micro-batch run's.  No effect without --pp-size.
+ * model_pp_default_micro: when unset, SGLang's default,
+ * max(max_running_requests / pp_size, 1) (the scheduler calls it). */
 void model_set_pp_micro(model *m, int n);
+void model_pp_default_micro(model *m, int max_running);
 
 /* MLA (DeepSeek): n >= 1: sequences with at least n new tokens in a
  * forward run the expanded attention (per-head K/V decompressed from the

@@ -90,8 +90,8 @@ typedef struct model_tp {
                                         * n_groups < tp_n: its B / C replicated) */
     int ssm_l0, ssm_nl, ssm_nl_max;    /* Mamba layers: this stage's first index and count,
                                         * the most any stage holds (state pool sizing) */
-    int pp_mb;                         /* rank 0: --pp-max-micro-batch-size (0 = unset: a step's
-                                        * sequences in pp_n micro-batches; model_set_pp_micro) */
+    int pp_mb;                         /* rank 0: --pp-max-micro-batch-size (0 = unset: one
+                                        * micro-batch; model_set_pp_micro / _default_micro) */
     int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
     int shut;                          /* rank 0: shutdown sent */
 } model_tp;

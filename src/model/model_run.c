@@ -74,6 +74,11 @@ dtype model_weight_dtype(const model *m) { return m->w->wdt; }
 
 void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
 void model_set_pp_micro(model *m, int n) { m->w->tp.pp_mb = n > 0 ? n : 0; }
+void model_pp_default_micro(model *m, int max_running)
+{
+    model_tp *t = &m->w->tp;
+    if (t->pp_n > 1 && t->pp_mb <= 0) t->pp_mb = max_running / t->pp_n > 1 ? max_running / t->pp_n : 1;
+}
 void model_set_mla_expand_min(model *m, int n) { m->mla_expand_min = n >= 0 ? n : m->w->mla_expand_min; }
 
 /* ---- KV cache ------------------------------------------------------------ */

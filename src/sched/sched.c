@@ -124,6 +124,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
         mr = min64(max64(mr, 2048), 4096);
         s->lim.max_running = (int)min64(mr, max64(1, tokens / 2));
     }
+    model_pp_default_micro(m, s->lim.max_running); /* unset --pp-max-micro-batch-size: SGLang's */
     s->adm.init_ratio = fmin(INIT_NEW_TOKEN_RATIO * a->schedule_conservativeness, 1.0);
     s->blog.log_decode_tic = time_now_sec();
     s->adm.min_ratio = fmin(s->adm.init_ratio * MIN_NEW_TOKEN_RATIO_FACTOR, 1.0);
