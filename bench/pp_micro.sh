@@ -6,7 +6,9 @@
 # to LAYERS layers (bf16).  Prints each run's prefill and decode
 # throughput, then the medians and the ratios to M = 8, and the load
 # average before and after.  Usage: bench/pp_micro.sh [ROUNDS] [LAYERS]
-# [INPUT_LEN] [OUTPUT_LEN]  (defaults 5, 8, 128, 16).
+# [INPUT_LEN] [OUTPUT_LEN]  (defaults 5, 8, 128, 16); VOCAB=N in the
+# environment also cuts the vocabulary (a lighter LM head on the last
+# stage: more even stages).
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -18,7 +20,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$R"); do
     for M in 8 4 2; do
         nice "$BIN" bench-one-batch --model-path "$LD" --load-format dummy --dtype bfloat16 \
-            --json-model-override-args "{\"num_hidden_layers\": $LAYERS}" --pp-size 2 --threads 2 \
+            --json-model-override-args "{\"num_hidden_layers\": $LAYERS${VOCAB:+, \"vocab_size\": $VOCAB}}" --pp-size 2 --threads 2 \
             --pp-max-micro-batch-size "$M" --batch-size 8 --input-len "$IN" --output-len "$OUT" \
             --result-filename "$T/m$M.jsonl" >/dev/null 2>"$T/err" || { tail -5 "$T/err"; exit 1; }
         tail -1 "$T/m$M.jsonl" | /usr/bin/python3 -c 'import json, sys

@@ -6,10 +6,11 @@
 #     3 to 70 prompt tokens and 5 to 24 new ones (the batch shrinks as they
 #     finish), --chunked-prefill-size 16 (long prompts span steps, mixed
 #     with decodes), --max-running-requests 5 (later ones wait, then join):
-#     output_ids identical to one process for --pp-size 2 (TinyStories-656K)
-#     with M = 1, 2, 3 and the default (SGLang's max_running_requests /
-#     pp_size = 2 here), --pp-size 3 (a dummy 3-layer
-#     Llama-3.2-1B) with M = 1, 2, 3, and --tp-size 2 --pp-size 2 with M = 2;
+#     output_ids and logprobs bitwise equal to one process for --pp-size 2
+#     (TinyStories-656K) with M = 1, 2, 3, 8 and the default (SGLang's
+#     max_running_requests / pp_size = 2 here) and --pp-size 3 (a dummy
+#     3-layer Llama-3.2-1B) with M = 1, 2, 3; --tp-size 2 --pp-size 2 with
+#     M = 2: ids = one process, bitwise the M = 8 run of the same layout;
 #     the leak check ran and found nothing; the log's "N forwards ran as K
 #     micro-batches" shows K > N (pipelined), none with M = 8 (one
 #     micro-batch per step);
