@@ -13,7 +13,8 @@
 #     M = 2: ids = one process, bitwise the M = 8 run of the same layout;
 #     the leak check ran and found nothing; the log's "N forwards ran as K
 #     micro-batches" shows K > N (pipelined), none with M = 8 (one
-#     micro-batch per step);
+#     micro-batch per step); --pp-size 2 M = 2 with a stage per "node"
+#     (two commands, --nnodes 2, gloo over 127.0.0.1): bitwise too;
 #  2. `serve --pp-size 2 --pp-max-micro-batch-size 2`: 4 concurrent greedy
 #     requests = a one-process server, while a streaming request is cut
 #     mid-stream (client gone) and another aborted by /abort_request; then
@@ -108,6 +109,18 @@ for M in 1 2 3; do
     run "d-pp3-m$M" "${DUM[@]}" --threads 3 --pp-size 3 --pp-max-micro-batch-size "$M" &&
         check "d-pp3-m$M" "pp=3 M=$M (3-layer dummy)" d-one yes exact || { bad "pp=3 M=$M failed"; tail -5 "$T/d-pp3-m$M.err"; }
 done
+# two "nodes" over gloo (each command one stage): the same pipelined ticks over TCP
+if ldd "$BIN" | grep -q libgloo; then
+    P=$(freeport)
+    run g-n1 "${TSA[@]}" --threads 1 --pp-size 2 --pp-max-micro-batch-size 2 --nnodes 2 --node-rank 1 \
+        --dist-init-addr "127.0.0.1:$P" &
+    n1=$!
+    run g-n0 "${TSA[@]}" --threads 1 --pp-size 2 --pp-max-micro-batch-size 2 --nnodes 2 --node-rank 0 \
+        --dist-init-addr "127.0.0.1:$P" && wait $n1 && check g-n0 "pp=2 M=2, a stage per node (gloo)" ts-one yes exact ||
+        { bad "pp=2 over gloo failed"; tail -5 "$T/g-n0.err" "$T/g-n1.err"; }
+else
+    echo "skip pp=2 over gloo: $BIN built without gloo"
+fi
 
 # 2. serve: a streaming request cut by its client and one aborted mid-stream
 SV=(--model-path "$TS" --disable-radix-cache)
