@@ -68,9 +68,10 @@ static int forward(sched *s, const model_batch *mb, bool with_decode)
     if (with_decode) {
         while (s->q.n_running > 0) {
             sreq *r = s->q.running[--s->q.n_running];
-            free(r->life.abort_msg);
-            r->life.abort_msg = sched_strdup("Internal error: model forward failed.");
-            r->life.abort_status = 500;
+            free(r->life.abort_msg); /* decoding requests: 503 too when a rank failed */
+            r->life.abort_msg = sched_strdup(*tpe ? "Service unavailable: a tensor-parallel rank failed."
+                                                  : "Internal error: model forward failed.");
+            r->life.abort_status = *tpe ? 503 : 500;
             sched_req_abort(s, r);
         }
     }

@@ -19,6 +19,9 @@
 #     requests = a one-process server, while a streaming request is cut
 #     mid-stream (client gone) and another aborted by /abort_request; then
 #     the 4 again (same answers), a clean exit (rc 0), no leak logged;
+#     stage 1 SIGSTOPped while 3 requests run in pipelined steps (M = 1):
+#     all 3 answer 503 within --dist-timeout 3, the server exits non-zero
+#     naming rank 1;
 #  3. --pp-max-micro-batch-size 0 and --pp-async-batch-depth -1 refused;
 #     --pp-async-batch-depth 1 accepted with its "no effect" warning.
 set -u
@@ -162,6 +165,34 @@ server_stop TERM
 if [ "$SERVER_RC" = 0 ] && ! grep -qi 'leak detected' "$T/pp.log" && grep -q 'forwards ran as' "$T/pp.log"; then
     ok "serve pp=2 M=2: clean exit, no leak logged, $(grep -o '[0-9]* forwards ran as [0-9]* micro-batches' "$T/pp.log" | tail -1)"
 else bad "serve pp=2: exit $SERVER_RC or leak / no micro-batches"; tail -5 "$T/pp.log"; fi
+
+# a stage that hangs mid-pipeline: every running request answers 503, the server exits naming it
+rank_pid() {  # rank_pid SERVER R: the forked worker of rank R
+    local p
+    for p in $(pgrep -P "$1" -x sglc); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SGLC_DIST_RANK=$2" && { echo "$p"; return; }
+    done
+}
+nrun() { curl -s "$SERVER_URL/metrics" | awk '/^sglang:num_running_reqs/ {print $NF + 0}' | head -1; }
+server_start "$T/hang.log" "${SV[@]}" --threads 2 --pp-size 2 --pp-max-micro-batch-size 1 --dist-timeout 3 --enable-metrics ||
+    server_fail "$T/hang.log"
+W=$(rank_pid "$SERVER_PID" 1)
+for i in 1 2 3; do
+    curl -s -m 30 -o /dev/null -w '%{http_code}\n' "$SERVER_URL/generate" -H 'content-type: application/json' \
+        -d "{\"input_ids\":[1,$((40 + i)),9],\"sampling_params\":{\"max_new_tokens\":500,\"temperature\":0,\"ignore_eos\":true}}" >"$T/hang.$i" &
+done
+for i in $(seq 1 100); do [ "$(nrun)" = 3 ] && break; sleep 0.02; done
+n=$(nrun); [ -n "$W" ] && kill -STOP "$W"
+t0=$(date +%s.%N)
+wait $(jobs -p | grep -v "^$SERVER_PID\$") 2>/dev/null
+dt=$("$PY" -c "import time; print(round(time.time() - $t0, 1))")
+codes=$(cat "$T"/hang.[123] | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+for i in $(seq 1 60); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$SERVER_PID" 2>/dev/null; then server_stop KILL; else wait "$SERVER_PID"; SERVER_RC=$?; SERVER_PID=; fi
+if [ "$n" = 3 ] && [ "$codes" = " 3 503;" ] && [ "${SERVER_RC:-0}" != 0 ] && grep -qF "rank 1 (pid $W)" "$T/hang.log"; then
+    ok "rank 1 stopped with 3 requests in pipelined steps: 3 x 503 after ${dt}s, exit $SERVER_RC, $(grep -oF "rank 1 (pid $W)" "$T/hang.log" | head -1) named"
+else bad "hang: $n running, codes '$codes', exit ${SERVER_RC:-?}"; tail -5 "$T/hang.log"; fi
+[ -n "$W" ] && kill -KILL "$W" 2>/dev/null
 
 # 3. arguments
 e=$("$BIN" generate --model-path "$TS" --input-ids 1,2 --pp-size 2 --pp-max-micro-batch-size 0 2>&1)
