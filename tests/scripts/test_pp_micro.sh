@@ -11,6 +11,7 @@
 #     max_running_requests / pp_size = 2 here) and --pp-size 3 (a dummy
 #     3-layer Llama-3.2-1B) with M = 1, 2, 3; --tp-size 2 --pp-size 2 with
 #     M = 2: ids = one process, bitwise the M = 8 run of the same layout;
+#     likewise --tp-size 2 --pp-size 3 (a middle stage, 6 ranks);
 #     the leak check ran and found nothing; the log's "N forwards ran as K
 #     micro-batches" shows K > N (pipelined), none with M = 8 (one
 #     micro-batch per step); --pp-size 2 M = 2 with a stage per "node"
@@ -112,6 +113,11 @@ for M in 1 2 3; do
     run "d-pp3-m$M" "${DUM[@]}" --threads 3 --pp-size 3 --pp-max-micro-batch-size "$M" &&
         check "d-pp3-m$M" "pp=3 M=$M (3-layer dummy)" d-one yes exact || { bad "pp=3 M=$M failed"; tail -5 "$T/d-pp3-m$M.err"; }
 done
+# TP x PP with a middle stage (6 ranks): bitwise the one-micro-batch run of the same layout
+run d-tp2pp3-m8 "${DUM[@]}" --threads 6 --tp-size 2 --pp-size 3 --pp-max-micro-batch-size 8 &&
+    run d-tp2pp3 "${DUM[@]}" --threads 6 --tp-size 2 --pp-size 3 --pp-max-micro-batch-size 2 &&
+    check d-tp2pp3 "tp=2 x pp=3 M=2 vs M=8 (3-layer dummy)" d-tp2pp3-m8 yes exact ||
+    { bad "tp=2 x pp=3 failed"; tail -5 "$T/d-tp2pp3.err"; }
 # two "nodes" over gloo (each command one stage): the same pipelined ticks over TCP
 if ldd "$BIN" | grep -q libgloo; then
     P=$(freeport)
