@@ -327,17 +327,6 @@ static int tab_put(gr_cicache *c, gr_ci *ci)
  * only if it finishes all of those frames part way through: one frame of
  * context would leave every token " x" undecided at a whitespace rule's
  * end, as that rule alone may finish after the space. */
-static gr_ci *ci_build(grammar_matcher *m, gr_cicache *c, const int32_t *key, const int32_t *chain, int nk, int to_root);
-
-/* The key of the inner classification of a full chain: its top two
- * frames over GM_BOTTOM (INT32_MIN marks it; real keys hold node ids,
- * -1 and -2 - node). */
-#define CI_INNER_MARK INT32_MIN
-/* above n_tok / this many inner "depends" tokens, the direct block walk */
-#define CI_INNER_MAX_FRAC 16
-
-long gm_ci_two_level_n;
-
 static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
 {
     int32_t key[GR_CI_DEPTH], chain[GR_CI_DEPTH], nk = 0, fr = top;
@@ -345,13 +334,6 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
     int to_root = fr == GM_ROOT;
     for (int i = nk; i < GR_CI_DEPTH; i++) key[i] = -1;
     if (!to_root && nk == GR_CI_DEPTH) key[GR_CI_DEPTH - 1] = -2 - key[GR_CI_DEPTH - 1]; /* bottom not root */
-    return ci_build(m, c, key, chain, nk, to_root);
-}
-
-/* The classification of chain[0..nk) (top first) over GM_ROOT (to_root)
- * or GM_BOTTOM, cached under key. */
-static gr_ci *ci_build(grammar_matcher *m, gr_cicache *c, const int32_t *key, const int32_t *chain, int nk, int to_root)
-{
     grammar *gm = (grammar *)m->g;
     pthread_mutex_lock(&gm->mu);
     gr_ci *ci = tab_find(c, key);
@@ -359,7 +341,7 @@ static gr_ci *ci_build(grammar_matcher *m, gr_cicache *c, const int32_t *key, co
     if (ci) return ci;
     ci = calloc(1, sizeof *ci);
     if (!ci) return NULL;
-    memcpy(ci->key, key, sizeof ci->key);
+    memcpy(ci->key, key, sizeof key);
     size_t words = grammar_mask_words(m->v);
     ci->accept = calloc(words, sizeof *ci->accept);
     gm_ibuf unc = {0}, bacc = {0}, bunc = {0};
@@ -390,31 +372,6 @@ static gr_ci *ci_build(grammar_matcher *m, gr_cicache *c, const int32_t *key, co
                 if (gm_push(&unc, e->unc[i]) < 0) ok = 0;
             whole = 0;
             goto done_blocks;
-        }
-    }
-    /* two levels (a full chain): the top two frames alone over GM_BOTTOM
-     * decide every token that does not finish both of them part way
-     * through — the same sets step by step until then, with the deeper
-     * frame below instead of GM_BOTTOM — so their accepted set is this
-     * one's, their rejected tokens are rejected here, and only their
-     * "depends" tokens (a string's tokens that pass its closing quote)
-     * are walked from the full chain.  The inner classification is
-     * shared by every context the pair is used in, and its blocks'
-     * memo keys stop at GM_BOTTOM, so a string's content in a new
-     * surrounding context costs its few quote-crossing tokens instead of
-     * a walk of every block. */
-    if (ok && nk == GR_CI_DEPTH) {
-        int32_t ikey[GR_CI_DEPTH] = {chain[0], chain[1], CI_INNER_MARK};
-        gr_ci *in = ci_build(m, c, ikey, chain, 2, 0);
-        if (in && in->n_unc <= v->n_tok / CI_INNER_MAX_FRAC) {
-            memcpy(ci->accept, in->accept, words * sizeof *ci->accept);
-            w.unc = &unc;
-            m->scratch.n = 0;
-            gm_push(&m->scratch, f);
-            run_walk(&w, (const int32_t *)in->unc, 0, in->n_unc, 1, 0);
-            if (m->oom) ok = 0;
-            __atomic_add_fetch(&gm_ci_two_level_n, 1, __ATOMIC_RELAXED);
-            goto done_blocks_put;
         }
     }
     /* block by block (tokens sharing a first byte), re-using the shared
@@ -485,7 +442,6 @@ static gr_ci *ci_build(grammar_matcher *m, gr_cicache *c, const int32_t *key, co
         for (int32_t i = 0; ok && i < n_unc; i++)
             if (gm_push(&unc, uncr[i]) < 0) ok = 0;
     }
-done_blocks_put:
     if (ok && whole)
         gv_memo_put((grammar_vocab *)v, w1, w2, 512, (const int32_t *)ci->accept, (int32_t)words, unc.p, unc.n);
 done_blocks:
