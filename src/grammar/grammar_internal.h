@@ -258,10 +258,6 @@ const gm_hist *gm_cur(const grammar_matcher *m);
 /* grammar_mask.c */
 void gm_fill_mask_full(grammar_matcher *m, uint32_t *mask); /* no cache: the reference */
 void gr_ci_free_all(grammar *g);
-/* block parts classified by the grouped walk (grammar_mask.c; atomic,
- * for tests) */
-extern long gm_grouped_parts;
-extern int32_t gm_grouped_min; /* parts with fewer tokens are walked plainly */
 /* grammar_memo.c */
 /* Structural hash of the top set src->p[off..off+n) with flags fl (the
  * nodes reachable from every frame of every stack within max_depth bytes,

@@ -48,20 +48,11 @@ typedef struct walk {
     uint8_t *disa;              /* the set at depth is the anchor (the start depth's set) */
     uint64_t idk[4], idno[4];   /* bytes known to step the anchor to itself / not */
     uint8_t idfl[256];          /* the flags of those steps */
-    /* grouped walk (walk_part): the walk notes per rank its outcome
-     * (1 accepted, 2 depends, 0 rejected) | 4 when every set it stepped
-     * from had all its tops in the node set R the byte classes hold on */
-    uint8_t *out;               /* (n_tok) or NULL */
-    uint8_t *dinr;              /* (max_len + 2) sets at depths 1..d all in R */
-    const uint32_t *rstamp;     /* node in R: rstamp[node] == rgen */
-    uint32_t rgen;
 } walk;
 
 static void classify(walk *w, int32_t r, int32_t tl, int32_t D)
 {
-    if (w->out) w->out[r] = w->dinr[D - 1] ? 4 : 0;
     if (D == tl && (w->dn[tl] > 0 || (w->dfl[tl] & (GM_CAN_END | GM_POPPED)))) {
-        if (w->out) w->out[r] |= 1;
         if (w->acc) {
             if (gm_push(w->acc, r) < 0) w->m->oom = 1;
             return;
@@ -72,19 +63,7 @@ static void classify(walk *w, int32_t r, int32_t tl, int32_t D)
     }
     if (!w->ci) return;
     int32_t d = D == tl ? tl - 1 : D;
-    if (w->dcum[d]) {
-        if (w->out) w->out[r] |= 2;
-        if (gm_push(w->unc, r) < 0) w->m->oom = 1;
-    }
-}
-
-/* The tops of the set at depth d are all in R (grouped walk). */
-static int set_in_r(const walk *w, int32_t d)
-{
-    const grammar_matcher *m = w->m;
-    for (int32_t i = 0; i < w->dn[d]; i++)
-        if (w->rstamp[m->frames[m->scratch.p[w->doff[d] + i]].node] != w->rgen) return 0;
-    return 1;
+    if (w->dcum[d] && gm_push(w->unc, r) < 0) w->m->oom = 1;
 }
 
 /* Walk the ranks list[idx0..count) (list NULL: the ranks idx0..count)
@@ -139,10 +118,7 @@ static void run_walk(walk *w, const int32_t *list, int32_t idx0, int32_t count, 
                     int32_t rr = list ? list[idx] : idx;
                     classify(w, rr, v->len[rr], dead);
                 }
-            } else if (w->out) {
-                for (; idx < lo; idx++) w->out[list ? list[idx] : idx] = w->dinr[dead - 1] ? 4 : 0;
-            } else
-                idx = lo;
+            } else idx = lo;
             continue;
         }
         int32_t k = L < valid ? L : valid;
@@ -182,7 +158,6 @@ static void run_walk(walk *w, const int32_t *list, int32_t idx0, int32_t count, 
             w->dfl[d + 1] = (uint8_t)fl;
             w->dcum[d + 1] = w->dcum[d] | (uint8_t)(fl & GM_POPPED);
             w->dmark[d + 1] = m->n_frames;
-            if (w->out) w->dinr[d + 1] = w->dinr[d] && set_in_r(w, d + 1);
             if (w->dn[d + 1] == 0) {
                 dead = d + 1;
                 break;
@@ -212,8 +187,7 @@ static int walk_init(walk *w, grammar_matcher *m, int ci, uint32_t *mask, gm_ibu
     w->dfl = malloc(d);
     w->dcum = malloc(d);
     w->disa = calloc(d, 1);
-    w->dinr = calloc(d, 1);
-    if (!w->doff || !w->dn || !w->dmark || !w->dfl || !w->dcum || !w->disa || !w->dinr) return -1;
+    if (!w->doff || !w->dn || !w->dmark || !w->dfl || !w->dcum || !w->disa) return -1;
     return 0;
 }
 
@@ -225,7 +199,6 @@ static void walk_free(walk *w)
     free(w->dfl);
     free(w->dcum);
     free(w->disa);
-    free(w->dinr);
 }
 
 static void set_end(const grammar_matcher *m, uint32_t *mask)
@@ -250,235 +223,6 @@ void gm_fill_mask_full(grammar_matcher *m, uint32_t *mask)
         run_walk(&w, NULL, 0, m->v->n_tok, h->n_tops, 0);
     }
     walk_free(&w);
-}
-
-/* ---- the grouped block walk ------------------------------------------------ */
-
-long gm_grouped_parts;
-
-/* Buffers of walk_part, made on first use per classification. */
-typedef struct grp {
-    uint8_t *out;       /* (n_tok) */
-    uint32_t *rstamp;   /* (n_nodes) */
-    uint32_t rgen;
-    gm_ibuf rq, reps, fall, tacc, tunc;
-    int32_t *gidx;      /* (n_tok) group of the idx-th token of the part */
-    int32_t *tab;       /* (GRP_TAB) group + 1, open addressing */
-    uint64_t *tkey;     /* (GRP_TAB) the group's key hash */
-    uint32_t *tstamp;   /* (GRP_TAB) slot used in part tgen */
-    uint32_t tgen;
-    int r_state;        /* 0 R not built, 1 built, -1 too large */
-    int32_t r_root;     /* the classification's start frame */
-    uint8_t cls[256];   /* byte classes over R */
-} grp;
-
-#define GRP_TAB 8192     /* > 2 * the most groups tried */
-/* smaller parts are walked plainly (a variable: tests lower it, and
- * then every part is grouped however few tokens a group holds) */
-int32_t gm_grouped_min = 256;
-#define GRP_R_MAX 128    /* nodes in R */
-
-static void grp_free(grp *gp)
-{
-    free(gp->out);
-    free(gp->rstamp);
-    free(gp->rq.p);
-    free(gp->reps.p);
-    free(gp->fall.p);
-    free(gp->tacc.p);
-    free(gp->tunc.p);
-    free(gp->gidx);
-    free(gp->tab);
-    free(gp->tkey);
-    free(gp->tstamp);
-}
-
-/* Walk the short part plist[0..pn) from the depth-1 set already in w,
- * one token per group of tokens that must walk alike.  R: the nodes
- * reachable from the set's stacks through byte ranges at least 3 wide
- * and rule references (a string's content: the plain-character and UTF-8
- * positions, not the escape or closing quote).  Two bytes are alike when
- * every node of R sends them to the same target; tokens of one length
- * whose bytes after the first are alike position by position step through
- * the same sets as long as those sets' tops are in R (by induction: the
- * same frames step alike bytes to the same frames).  The walk of each
- * group's first token records whether that held; then every token of the
- * group takes its outcome, and the groups where it did not hold (a token
- * that reached an escape or the quote) are walked token by token.  A
- * counted string's new position then costs its few hundred groups, not
- * the block's thousands of tokens.  0, or -1 when grouping does not pay
- * (the caller walks the part plainly). */
-static int grp_build_r(walk *w, grp *gp, int32_t root);
-static int walk_groups(walk *w, grp *gp, const int32_t *plist, int32_t pn, gm_ibuf *acc, gm_ibuf *unc);
-
-static int walk_part(walk *w, grp *gp, const int32_t *plist, int32_t pn, gm_ibuf *acc, gm_ibuf *unc)
-{
-    grammar_matcher *m = w->m;
-    const grammar *g = m->g;
-    const grammar_vocab *v = w->v;
-    if (pn < gm_grouped_min) return -1;
-    if (!gp->out) {
-        gp->out = calloc((size_t)v->n_tok, 1);
-        gp->rstamp = calloc((size_t)g->n_nodes, sizeof *gp->rstamp);
-        gp->gidx = malloc((size_t)v->n_tok * sizeof *gp->gidx);
-        gp->tab = malloc(GRP_TAB * sizeof *gp->tab);
-        gp->tkey = malloc(GRP_TAB * sizeof *gp->tkey);
-        gp->tstamp = calloc(GRP_TAB, sizeof *gp->tstamp);
-        if (!gp->out || !gp->rstamp || !gp->gidx || !gp->tab || !gp->tkey || !gp->tstamp) return -1;
-    }
-    /* only a set that lets most bytes through (a string's content, a
-     * broad class) is worth it: elsewhere most tokens die at their second
-     * byte and the plain walk settles them by binary search */
-    int wide = 0;
-    for (int32_t i = 0; i < w->dn[1] && !wide; i++) {
-        const gr_node *nd = &g->nodes[m->frames[m->scratch.p[w->doff[1] + i]].node];
-        for (uint32_t k = 0; k < nd->ne && !wide; k++) wide = g->edges[nd->e_off + k].hi - g->edges[nd->e_off + k].lo >= 29;
-    }
-    if (!wide) return -1;
-    if (gp->r_state == 0 && grp_build_r(w, gp, gp->r_root) < 0) gp->r_state = -1;
-    if (gp->r_state < 0) return -1;
-    w->rstamp = gp->rstamp;
-    w->rgen = gp->rgen;
-    if (!set_in_r(w, 1)) return -1; /* the depth-1 set itself must be in R */
-    const uint8_t *cls = gp->cls;
-    if (++gp->tgen == 0) {
-        memset(gp->tstamp, 0, GRP_TAB * sizeof *gp->tstamp);
-        gp->tgen = 1;
-    }
-    /* groups: (length, classes of bytes 1..) */
-    gm_ibuf *reps = &gp->reps;
-    reps->n = 0;
-    for (int32_t i = 0; i < pn; i++) {
-        int32_t r = plist[i], l = v->len[r];
-        const uint8_t *tb = v->blob + v->off[r];
-        uint64_t h = (uint64_t)l * 0x100000001B3ull;
-        for (int32_t k = 1; k < l; k++) h = (h ^ cls[tb[k]]) * 0x100000001B3ull;
-        h ^= h >> 29;
-        uint32_t j = (uint32_t)(h >> 40) & (GRP_TAB - 1);
-        int32_t gi = -1;
-        for (; gp->tstamp[j] == gp->tgen; j = (j + 1) & (GRP_TAB - 1)) {
-            if (gp->tkey[j] != h) continue;
-            int32_t rr = reps->p[gp->tab[j]];
-            const uint8_t *rb = v->blob + v->off[rr];
-            int32_t k = 1;
-            if (v->len[rr] == l)
-                while (k < l && cls[rb[k]] == cls[tb[k]]) k++;
-            if (v->len[rr] == l && k == l) {
-                gi = gp->tab[j];
-                break;
-            }
-        }
-        if (gi < 0) {
-            if ((gm_grouped_min >= 256 && reps->n * 4 >= pn) || reps->n * 2 >= GRP_TAB) return -1; /* does not pay */
-            gi = reps->n;
-            if (gm_push(reps, r) < 0) return -1;
-            gp->tstamp[j] = gp->tgen;
-            gp->tab[j] = gi;
-            gp->tkey[j] = h;
-        }
-        gp->gidx[i] = gi;
-    }
-    return walk_groups(w, gp, plist, pn, acc, unc);
-}
-
-/* R and the byte classes, from the classification's start frame root:
- * see walk_part.  0 or -1 (too large). */
-static int grp_build_r(walk *w, grp *gp, int32_t root)
-{
-    grammar_matcher *m = w->m;
-    const grammar *g = m->g;
-    if (++gp->rgen == 0) {
-        memset(gp->rstamp, 0, (size_t)g->n_nodes * sizeof *gp->rstamp);
-        gp->rgen = 1;
-    }
-    gp->r_state = 1;
-    gm_ibuf *q = &gp->rq;
-    q->n = 0;
-    for (int32_t fr = root; fr > GM_BOTTOM; fr = m->frames[fr].parent) {
-        int32_t x = m->frames[fr].node;
-        if (gp->rstamp[x] != gp->rgen) {
-            gp->rstamp[x] = gp->rgen;
-            if (gm_push(q, x) < 0) return -1;
-        }
-    }
-    for (int32_t qi = 0; qi < q->n; qi++) {
-        if (q->n > GRP_R_MAX) return gp->r_state = -1, -1;
-        const gr_node *nd = &g->nodes[q->p[qi]];
-        for (uint32_t k = 0; k < nd->ne + 2u * nd->nr; k++) {
-            int32_t y;
-            if (k < nd->ne) {
-                const gr_edge *e = &g->edges[nd->e_off + k];
-                if (e->hi - e->lo < 2) continue;
-                y = e->to;
-            } else {
-                const gr_ref *r = &g->refs[nd->r_off + (k - nd->ne) / 2];
-                y = (k - nd->ne) % 2 ? r->to : g->rule_start[r->rule];
-            }
-            if (y >= 0 && gp->rstamp[y] != gp->rgen) {
-                gp->rstamp[y] = gp->rgen;
-                if (gm_push(q, y) < 0) return -1;
-            }
-        }
-    }
-    /* byte classes: the intervals between the edge bounds of R's nodes
-     * (bytes of one interval go to the same target at every node of R) */
-    uint8_t *cls = gp->cls, cut[257];
-    memset(cut, 0, sizeof cut);
-    for (int32_t qi = 0; qi < q->n; qi++) {
-        const gr_node *nd = &g->nodes[q->p[qi]];
-        for (uint32_t k = 0; k < nd->ne; k++) {
-            const gr_edge *e = &g->edges[nd->e_off + k];
-            cut[e->lo] = 1;
-            cut[e->hi + 1] = 1;
-        }
-    }
-    int ncls = 0;
-    for (int b = 0; b < 256; b++) {
-        if (cut[b] && b) ncls++;
-        cls[b] = (uint8_t)ncls;
-    }
-    (void)ncls;
-    return 0;
-}
-
-/* The second half of walk_part: walk each group's first token, hand its
- * outcome to the group, walk the rest token by token. */
-static int walk_groups(walk *w, grp *gp, const int32_t *plist, int32_t pn, gm_ibuf *acc, gm_ibuf *unc)
-{
-    grammar_matcher *m = w->m;
-    gm_ibuf *reps = &gp->reps;
-    /* walk the groups' first tokens (plist is sorted, so reps are) */
-    gp->tacc.n = gp->tunc.n = 0;
-    w->out = gp->out;
-    w->rstamp = gp->rstamp;
-    w->rgen = gp->rgen;
-    w->dinr[0] = 1;
-    w->dinr[1] = 1; /* R holds every node of the depth-1 set's stacks */
-    w->acc = &gp->tacc;
-    w->unc = &gp->tunc;
-    int32_t mark0 = w->dmark[0];
-    w->dmark[0] = w->dmark[1]; /* keep the depth-1 set for the second walk */
-    run_walk(w, reps->p, 0, reps->n, 1, 1);
-    w->dmark[0] = mark0;
-    w->out = NULL;
-    /* every token takes its group's outcome, or is walked itself */
-    gm_ibuf *fall = &gp->fall;
-    fall->n = 0;
-    for (int32_t i = 0; i < pn && !m->oom; i++) {
-        uint8_t o = gp->out[reps->p[gp->gidx[i]]];
-        if (!(o & 4)) {
-            if (gm_push(fall, plist[i]) < 0) m->oom = 1;
-        } else if ((o & 3) == 1) {
-            if (gm_push(acc, plist[i]) < 0) m->oom = 1;
-        } else if ((o & 3) == 2) {
-            if (gm_push(unc, plist[i]) < 0) m->oom = 1;
-        }
-    }
-    w->acc = acc;
-    w->unc = unc;
-    if (fall->n) run_walk(w, fall->p, 0, fall->n, 1, 1);
-    __atomic_add_fetch(&gm_grouped_parts, 1, __ATOMIC_RELAXED);
-    return 0;
 }
 
 /* ---- the cache ------------------------------------------------------------ */
@@ -602,7 +346,6 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
     ci->accept = calloc(words, sizeof *ci->accept);
     gm_ibuf unc = {0}, bacc = {0}, bunc = {0};
     gm_ibuf keys[8] = {{0}};
-    grp gp = {0};
     uint64_t kh1[8], kh2[8];
     int khashed[8], nkeys = 0;
     walk w;
@@ -631,7 +374,6 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
             goto done_blocks;
         }
     }
-    gp.r_root = f;
     /* block by block (tokens sharing a first byte), re-using the shared
      * classification of a structurally equal stack set (grammar_memo.c) */
     for (int p = 0; ok && p < 512; p++) {
@@ -686,13 +428,7 @@ static gr_ci *ci_get(grammar_matcher *m, gr_cicache *c, int32_t top)
             bacc.n = bunc.n = 0;
             w.acc = &bacc;
             w.unc = &bunc;
-            if ((p & 1) || walk_part(&w, &gp, plist, pn, &bacc, &bunc) < 0) {
-                bacc.n = bunc.n = 0;
-                w.acc = &bacc;
-                w.unc = &bunc;
-                w.out = NULL;
-                run_walk(&w, plist, 0, pn, 1, 1);
-            }
+            run_walk(&w, plist, 0, pn, 1, 1);
             w.acc = NULL;
             if (m->oom) ok = 0;
             if (ok && hashed) e = gv_memo_put((grammar_vocab *)v, h1, h2, p, bacc.p, bacc.n, bunc.p, bunc.n);
@@ -714,7 +450,6 @@ done_blocks:
     walk_free(&w);
     free(bacc.p);
     free(bunc.p);
-    grp_free(&gp);
     for (int k = 0; k < 8; k++) free(keys[k].p);
     if (!ok) {
         free(unc.p);
