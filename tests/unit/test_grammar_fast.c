@@ -44,6 +44,8 @@ static const char *toks[] = {
     ".5", "e", "E+", "true", "false", "null", "tr", "ue", "\xC3", "\xA9", "\xC3\xA9", "a\xC3", "\xA9z", "\xE6\x97",
     "\xA5", "\xE6\x97\xA5", "\xF0\x9F", "\x98\x80", "\xFF", "\x01", "\"\"", "\"a\"", "\"ab\": \"cd\"", "name",
     "\"name\"", "\"name\": \"", "x\"}]", "zzzzzzzzzzzzzzzzzzzzzzzz\"", "a b c d e f g h", "abc, def",
+    /* alike byte by byte until an escape, then not */
+    "a\\nb", "a\\zb", "ab\\\"c", "ab\\qc", "b\\u00", "b\\uzz",
 };
 
 static const char *grammars[] = {
@@ -61,6 +63,13 @@ static const char *grammars[] = {
     "str ::= \"\\\"\" [a-z \\u00e9\\u65e5]{0,12} \"\\\"\"\n",
     /* strings nested deeper than the cache's context */
     "root ::= \"[\" a (\",\" a)* \"]\"\na ::= b\nb ::= c\nc ::= \"\\\"\" [^\"\\\\]* \"\\\"\" | [0-9]+\n",
+    /* one string rule (bounded and unbounded content) in several
+     * surrounding contexts three frames deep, two of them (through w)
+     * equal in their top two frames and different in the third */
+    "root ::= \"[\" v (\",\" \" \"? v)* \"]\" | (\"{\" w \"}\" | \":\" w \"]\")+\nw ::= s\n"
+    "v ::= p | q | \"{\" kv (\", \" kv)* \"}\"\n"
+    "p ::= s \"}\" | s \",\" s\nq ::= s \": \" s \"]\"?\nkv ::= s \": \" (s | \"12\")\n"
+    "s ::= \"\\\"\" ([a-z \\u00e9]{2,6} | \"n\" jc*) \"\\\"\"\njc ::= [^\"\\\\] | \"\\\\\" [\"n]\n",
 };
 
 static void brute(grammar_matcher *m, const grammar_vocab *v, uint32_t *c, size_t w)
