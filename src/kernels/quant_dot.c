@@ -530,9 +530,9 @@ void quant_repack_q6_Kx8(void *dst, const void *src, int n, int nb)
                 for (int j = 0; j < 16; j++) o->sc[j / 2][r][j % 2] = x->scales[j];
                 for (int h = 0; h < 2; h++)
                     for (int c = 0; c < 8; c++) {
-                        memcpy(o->ql[h][0][c][r], x->ql + 64 * h + 4 * c, 4);
-                        memcpy(o->ql[h][1][c][r], x->ql + 64 * h + 32 + 4 * c, 4);
-                        memcpy(o->qh[h][c][r], x->qh + 32 * h + 4 * c, 4);
+                        memcpy(o->q[h][c][0][r], x->ql + 64 * h + 4 * c, 4);
+                        memcpy(o->q[h][c][1][r], x->ql + 64 * h + 32 + 4 * c, 4);
+                        memcpy(o->q[h][c][2][r], x->qh + 32 * h + 4 * c, 4);
                     }
             }
         }
@@ -548,9 +548,9 @@ static void unpack_q6_Kx8_row(block_q6_K *dst, const void *w, int nb, int j)
         for (int i = 0; i < 16; i++) dst[b].scales[i] = x->sc[i / 2][r][i % 2];
         for (int h = 0; h < 2; h++)
             for (int c = 0; c < 8; c++) {
-                memcpy(dst[b].ql + 64 * h + 4 * c, x->ql[h][0][c][r], 4);
-                memcpy(dst[b].ql + 64 * h + 32 + 4 * c, x->ql[h][1][c][r], 4);
-                memcpy(dst[b].qh + 32 * h + 4 * c, x->qh[h][c][r], 4);
+                memcpy(dst[b].ql + 64 * h + 4 * c, x->q[h][c][0][r], 4);
+                memcpy(dst[b].ql + 64 * h + 32 + 4 * c, x->q[h][c][1][r], 4);
+                memcpy(dst[b].qh + 32 * h + 4 * c, x->q[h][c][2][r], 4);
             }
     }
 }

@@ -128,9 +128,9 @@ void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, siz
  * ((quant_q6_Kx8 *)w)[g * nb + b]:
  *   d[r]                 the row's f16 d;
  *   sc[p][r][i]          the row's int8 scale of sub-block (of 16 values) 2p + i;
- *   ql[h][0][c][r][0..3] the row's bytes ql[64 h + 4 c .. + 3]  ("A"),
- *   ql[h][1][c][r][0..3] the row's bytes ql[64 h + 32 + 4 c .. + 3] ("B"),
- *   qh[h][c][r][0..3]    the row's bytes qh[32 h + 4 c .. + 3]  ("H"),
+ *   q[h][c][0][r][0..3]  the row's bytes ql[64 h + 4 c .. + 3]       ("A"),
+ *   q[h][c][1][r][0..3]  the row's bytes ql[64 h + 32 + 4 c .. + 3]  ("B"),
+ *   q[h][c][2][r][0..3]  the row's bytes qh[32 h + 4 c .. + 3]       ("H"),
  * for half h < 2, chunk c < 8: 1680 bytes = 8 x 210, the same size.  For
  * l = 4 c + i (i < 4) the unsigned 6-bit codes (0..63) of the row's values
  *   128 h + l      = (A & 15) | (H & 3) << 4         sub-block 8 h + c / 4
@@ -143,13 +143,15 @@ void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, siz
  * row its partial sum in its own lane.  AVX2: two chunks' pair sums add in
  * int16 (4 x 63 x 127 < 32767), then one vpmaddwd with (sc, sc) per row;
  * the -32 goes through the Q8_K bsums: sc[p] as int16 lanes (row, i) meets
- * the bsum pair (2p, 2p + 1) in one vpmaddwd. */
+ * the bsum pair (2p, 2p + 1) in one vpmaddwd.  The codes lie in the order
+ * the kernel reads them (h, c, A B H): one forward stream per group, which
+ * the hardware prefetchers follow (three interleaved streams did not: the
+ * GEMV ran at a quarter of the read bandwidth). */
 #define QUANT_LAYOUT_Q6_KX8 0x0414
 typedef struct {
     uint16_t d[8];
     int8_t sc[8][8][2];         /* [sub-block pair][row][which] */
-    uint8_t ql[2][2][8][8][4];  /* [half][A/B][chunk][row][4] */
-    uint8_t qh[2][8][8][4];     /* [half][chunk][row][4] */
+    uint8_t q[2][8][3][8][4];   /* [half][chunk][A, B, H][row][4] */
 } quant_q6_Kx8;
 void quant_repack_q6_Kx8(void *dst, const void *src, int n, int nb);
 void quant_q6_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,

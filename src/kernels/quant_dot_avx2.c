@@ -633,6 +633,8 @@ AI void body_q6_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t
         for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const quant_q6_Kx8 *x = grp + b;
+            /* two super-blocks ahead (the next group's first ones past the end) */
+            for (int o = 0; o < (int)sizeof *x; o += 64) _mm_prefetch((const char *)(x + 2) + o, _MM_HINT_T0);
             __m256i sumi[QUANT_MAX_R], off[QUANT_MAX_R];
             for (int r = 0; r < R; r++) sumi[r] = off[r] = _mm256_setzero_si256();
             for (int h = 0; h < 2; h++)
@@ -640,9 +642,9 @@ AI void body_q6_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t
                     /* codes of chunks c, c + 1: value groups 128 h + 32 i + 4 c' */
                     __m256i v[4][2];
                     for (int e = 0; e < 2; e++) {
-                        __m256i A = _mm256_loadu_si256((const __m256i *)x->ql[h][0][c + e]);
-                        __m256i B = _mm256_loadu_si256((const __m256i *)x->ql[h][1][c + e]);
-                        __m256i H = _mm256_loadu_si256((const __m256i *)x->qh[h][c + e]);
+                        __m256i A = _mm256_loadu_si256((const __m256i *)x->q[h][c + e][0]);
+                        __m256i B = _mm256_loadu_si256((const __m256i *)x->q[h][c + e][1]);
+                        __m256i H = _mm256_loadu_si256((const __m256i *)x->q[h][c + e][2]);
                         v[0][e] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(H, m3), 4));
                         v[1][e] = _mm256_or_si256(_mm256_and_si256(B, m4),
                                                   _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
