@@ -555,12 +555,58 @@ static void unpack_q6_Kx8_row(block_q6_K *dst, const void *w, int nb, int j)
     }
 }
 
+void quant_repack_q5_Kx8(void *dst, const void *src, int n, int nb)
+{
+    const block_q5_K *s = src;
+    quant_q5_Kx8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q5_Kx8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q5_K *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                o->dmin[r] = x->dmin;
+                for (int j = 0; j < 8; j++) {
+                    int sc, mn;
+                    scale_min_k4(j, x->scales, &sc, &mn);
+                    o->sc[j][r] = (uint8_t)sc;
+                    o->mn[j / 2][r][j % 2] = (uint8_t)mn;
+                }
+                for (int c = 0; c < 8; c++) memcpy(o->qh[c][r], x->qh + 4 * c, 4);
+                for (int j = 0; j < 4; j++)
+                    for (int c = 0; c < 8; c++) memcpy(o->qs[j][c][r], x->qs + 32 * j + 4 * c, 4);
+            }
+        }
+}
+
+static void unpack_q5_Kx8_row(block_q5_K *dst, const void *w, int nb, int j)
+{
+    const quant_q5_Kx8 *grp = (const quant_q5_Kx8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        const quant_q5_Kx8 *x = grp + b;
+        uint8_t sc[8], mn[8];
+        for (int i = 0; i < 8; i++) sc[i] = x->sc[i][r], mn[i] = x->mn[i / 2][r][i % 2];
+        dst[b].d = x->d[r];
+        dst[b].dmin = x->dmin[r];
+        for (int i = 0; i < 4; i++) {
+            dst[b].scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
+            dst[b].scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
+            dst[b].scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
+        }
+        for (int c = 0; c < 8; c++) memcpy(dst[b].qh + 4 * c, x->qh[c][r], 4);
+        for (int q = 0; q < 4; q++)
+            for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 32 * q + 4 * c, x->qs[q][c][r], 4);
+    }
+}
+
 int quant_x8_layout(kern_type t, int n, kern_isa isa)
 {
     if (n % 8 || isa == KERN_ISA_SCALAR) return 0;
     switch (t) {
     case KERN_TYPE_Q4_0: return QUANT_LAYOUT_Q4_0X8;
     case KERN_TYPE_Q4_K: return QUANT_LAYOUT_Q4_KX8;
+    case KERN_TYPE_Q5_K: return QUANT_LAYOUT_Q5_KX8;
     case KERN_TYPE_Q6_K: return QUANT_LAYOUT_Q6_KX8;
     case KERN_TYPE_Q8_0: return QUANT_LAYOUT_Q8_0X8;
     default: return 0;
@@ -573,6 +619,7 @@ static void x8_info(int layout, kern_type *t, size_t *gbytes, int *bs)
     switch (layout) {
     case QUANT_LAYOUT_Q4_0X8: *t = KERN_TYPE_Q4_0, *gbytes = sizeof(quant_q4_0x8), *bs = QK4_0; break;
     case QUANT_LAYOUT_Q4_KX8: *t = KERN_TYPE_Q4_K, *gbytes = sizeof(quant_q4_Kx8), *bs = QK_K; break;
+    case QUANT_LAYOUT_Q5_KX8: *t = KERN_TYPE_Q5_K, *gbytes = sizeof(quant_q5_Kx8), *bs = QK_K; break;
     case QUANT_LAYOUT_Q6_KX8: *t = KERN_TYPE_Q6_K, *gbytes = sizeof(quant_q6_Kx8), *bs = QK_K; break;
     default: *t = KERN_TYPE_Q8_0, *gbytes = sizeof(quant_q8_0x8), *bs = QK8_0; break;
     }
@@ -604,6 +651,7 @@ static void *x8_thread(void *arg)
     switch (J->layout) {
     case QUANT_LAYOUT_Q4_0X8: quant_repack_q4_0x8(d, s, n, J->nb); break;
     case QUANT_LAYOUT_Q4_KX8: quant_repack_q4_Kx8(d, s, n, J->nb); break;
+    case QUANT_LAYOUT_Q5_KX8: quant_repack_q5_Kx8(d, s, n, J->nb); break;
     case QUANT_LAYOUT_Q6_KX8: quant_repack_q6_Kx8(d, s, n, J->nb); break;
     default: quant_repack_q8_0x8(d, s, n, J->nb); break;
     }
@@ -646,10 +694,11 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
                       kern_isa isa)
 {
     const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8, is_8 = w->layout == QUANT_LAYOUT_Q8_0X8,
-              is_6 = w->layout == QUANT_LAYOUT_Q6_KX8;
-    const kern_type t = is_k ? KERN_TYPE_Q4_K : is_8 ? KERN_TYPE_Q8_0 : is_6 ? KERN_TYPE_Q6_K : KERN_TYPE_Q4_0;
+              is_6 = w->layout == QUANT_LAYOUT_Q6_KX8, is_5 = w->layout == QUANT_LAYOUT_Q5_KX8;
+    const kern_type t = is_k ? KERN_TYPE_Q4_K : is_8 ? KERN_TYPE_Q8_0 : is_6 ? KERN_TYPE_Q6_K
+                      : is_5 ? KERN_TYPE_Q5_K : KERN_TYPE_Q4_0;
     const int n = w->n, k = w->k, nb = k / kern_type_get(t)->block_size;
-    const size_t arb = kern_type_row_bytes(is_k || is_6 ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
+    const size_t arb = kern_type_row_bytes(is_k || is_6 || is_5 ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
     int g0, g1;
     kern_split(n / 8, ith, nth, &g0, &g1);
     if (g0 >= g1) return;
@@ -663,6 +712,7 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
                 if (is_k) unpack_q4_Kx8_row(row, w->data, nb, j);
                 else if (is_8) unpack_q8_0x8_row(row, w->data, nb, j);
                 else if (is_6) unpack_q6_Kx8_row(row, w->data, nb, j);
+                else if (is_5) unpack_q5_Kx8_row(row, w->data, nb, j);
                 else unpack_q4_0x8_row(row, w->data, nb, j);
                 for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                     int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
@@ -673,7 +723,7 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
-    for (int c0 = 0; c0 < m && (is_k || is_8 || is_6); c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && (is_k || is_8 || is_6 || is_5); c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         const quant_ops *op = quant_ops_for(t, isa);
         for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
@@ -681,12 +731,12 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
             int ge = gg + gb < g1 ? gg + gb : g1;
             for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                 int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
-                (is_k ? quant_q4_Kx8_avx2 : is_6 ? quant_q6_Kx8_avx2 : quant_q8_0x8_avx2)(
+                (is_k ? quant_q4_Kx8_avx2 : is_6 ? quant_q6_Kx8_avx2 : is_5 ? quant_q5_Kx8_avx2 : quant_q8_0x8_avx2)(
                     w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R, y + (size_t)(c0 + r0) * n, (size_t)n);
             }
         }
     }
-    for (int c0 = 0; c0 < m && !is_k && !is_8 && !is_6; c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && !is_k && !is_8 && !is_6 && !is_5; c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         float *aux = (float *)(a + (size_t)mc * arb + 64 - (((uintptr_t)(a + (size_t)mc * arb)) & 63));
         for (int r = 0; r < mc; r++) {
@@ -743,7 +793,7 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
     if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8 ||
-        w->layout == QUANT_LAYOUT_Q8_0X8 || w->layout == QUANT_LAYOUT_Q6_KX8) {
+        w->layout == QUANT_LAYOUT_Q8_0X8 || w->layout == QUANT_LAYOUT_Q6_KX8 || w->layout == QUANT_LAYOUT_Q5_KX8) {
         int g0, g1;
         kern_split(n / 8, ith, nth, &g0, &g1);
         matmul_x8(y, x, m, w, ith, nth, a, isa);

@@ -157,6 +157,26 @@ void quant_repack_q6_Kx8(void *dst, const void *src, int n, int nb);
 void quant_q6_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                        float *y, size_t ys);
 
+/* ---- Q5_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q5_KX8) ------
+ * Q4_Kx8's fields and order (d, dmin, sc, mn, qs with the low 4 bits of
+ * each code) plus, before qs, the fifth bits: qh[c][r][0..3] = the row's
+ * bytes qh[4 c .. 4 c + 3] (c < 8), whose bit 2 j (2 j + 1) is the fifth
+ * bit of the code in the low (high) nibble of qs[j][c][r][same byte], i.e.
+ * of value 64 j + 4 c + i (64 j + 32 + 4 c + i): 1440 bytes for 8 x 176
+ * (+2.3%).  Codes reach 31, so AVX2 adds 4 chunks' pair sums in int16
+ * (4 x 2 x 31 x 127 < 32767) before each vpmaddwd with the scales. */
+#define QUANT_LAYOUT_Q5_KX8 0x0413
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8][8];       /* [sub-block][row] */
+    uint8_t mn[4][8][2];    /* [sub-block pair][row][which] */
+    uint8_t qh[8][8][4];    /* [c][row][4] */
+    uint8_t qs[4][8][8][4]; /* [chunk][c][row][4] */
+} quant_q5_Kx8;
+void quant_repack_q5_Kx8(void *dst, const void *src, int n, int nb);
+void quant_q5_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
 /* The repacked layout an owned weight of type t with n rows gets on isa
  * (0 = plain), and the bytes it takes (n rows of k values). */
 int quant_x8_layout(kern_type t, int n, kern_isa isa);

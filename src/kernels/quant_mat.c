@@ -82,7 +82,7 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         m->data = src;
         return 0;
     }
-    /* an owned Q4_0 / Q4_K / Q6_K / Q8_0 weight on a SIMD ISA: the 8-row
+    /* an owned Q4_0 / Q4_K / Q5_K / Q6_K / Q8_0 weight on a SIMD ISA: the 8-row
      * repacked layout (quant_dot.h; large ones repacked on kern_pack_threads) */
     const int layout = quant_x8_layout((kern_type)want_t, n, m->isa), repack = layout != 0;
     const size_t plain_bytes = m->bytes;

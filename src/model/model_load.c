@@ -234,7 +234,7 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
              L->no_quant ? "read as float here" : "split by input columns (tensor parallelism)");
         return;
     }
-    /* Q4_0 / Q4_K / Q6_K / Q8_0 with whole 8-row groups: an owned copy,
+    /* Q4_0 / Q4_K / Q5_K / Q6_K / Q8_0 with whole 8-row groups: an owned copy,
      * which the SIMD kernels repack 8 rows at a time (about 2x the GEMV
      * compute rate of the file's layout, which is compute-bound on AVX2);
      * the mapped pages of the tensor are dropped as soon as it is copied

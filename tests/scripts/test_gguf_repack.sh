@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # GGUF tensors repacked at load (docs/notes/qkern.md, 8-row layouts): a file
-# whose Q4_0 / Q4_K / Q6_K / Q8_0 matrices the loader copies into the x8
+# whose Q4_0 / Q4_K / Q5_K / Q6_K / Q8_0 matrices the loader copies into the x8
 # layouts must give the logits and greedy ids of the same file read in its
 # own layout (SGLC_QUANT_REPACK=0: every tensor borrowed from the mapping).
 # Models (tests/ref/make_kquant_model.py, 256 wide): kq-llama (untied,
 # output Q6_K), kq-moe (tied: token_embd is the LM head, repacked while the
 # lookups read the mapped rows; experts sliced from 3-D tensors), kq-odd
 # (vocab 517, intermediate 516: rows not a multiple of 8 stay in place next
-# to repacked ones).  Presets Q4_K_M (Q4_K + Q6_K), Q4_0, Q8_0, Q6_K.
+# to repacked ones).  Presets Q4_K_M (Q4_K + Q6_K), Q5_K_M (Q5_K + Q6_K), Q4_0,
+# Q8_0, Q6_K.
 # Bound: both loads compute exact int8 dot products per block; only the
 # order of the f32 sums differs (8 rows per vector vs one row's horizontal
 # sum: ~1e-7 relative, checked per kernel by test_quant_kernels).  Such a
@@ -58,12 +59,12 @@ PYEOF
 }
 TS="$SHARED/models/TinyStories-656K"
 
-for ty in Q4_K_M Q4_0 Q8_0 Q6_K; do
+for ty in Q4_K_M Q5_K_M Q4_0 Q8_0 Q6_K; do
     for name in kq-llama kq-moe kq-odd TinyStories; do
         tag="$ty $name" md="$T/kq/$name"
         [ $name = TinyStories ] && md=$TS
         [ $name = TinyStories ] && [ ! -f "$TS/config.json" ] && continue
-        [ $name = TinyStories ] && case $ty in Q4_K_M | Q6_K) continue ;; esac # 128 wide: no K-quant rows
+        [ $name = TinyStories ] && case $ty in Q4_K_M | Q5_K_M | Q6_K) continue ;; esac # 128 wide: no K-quant rows
         if ! "$BIN" quantize --model-path "$md" --output "$T/q.gguf" --type $ty 2>"$T/q.err"; then
             bad "$tag: quantize: $(tail -1 "$T/q.err")"; continue
         fi

@@ -459,12 +459,13 @@ static void test_matmul_all(void **state)
                 assert_int_equal(linear_init_kt(&wc, wq, t, s.n, s.k, t, 0), 0);
                 assert_non_null(wc.mat.owned);
                 int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ||
-                                t == KERN_TYPE_Q6_K) &&
+                                t == KERN_TYPE_Q6_K || t == KERN_TYPE_Q5_K) &&
                                s.n % 8 == 0 && isa > 0;
                 assert_int_equal(wc.mat.layout, !repacked                ? 0
                                                 : t == KERN_TYPE_Q4_0 ? QUANT_LAYOUT_Q4_0X8
                                                 : t == KERN_TYPE_Q8_0 ? QUANT_LAYOUT_Q8_0X8
                                                 : t == KERN_TYPE_Q6_K ? QUANT_LAYOUT_Q6_KX8
+                                                : t == KERN_TYPE_Q5_K ? QUANT_LAYOUT_Q5_KX8
                                                                       : QUANT_LAYOUT_Q4_KX8);
                 assert_int_equal(kern_quant_repacks(t, s.n), repacked);
                 if (t == KERN_TYPE_Q6_K && repacked) assert_int_equal(linear_bytes(&wc), wb); /* same size */
@@ -688,9 +689,9 @@ static void test_pool_threads(void **state)
 static void test_repack_threads(void **state)
 {
     (void)state;
-    const kern_type ts[] = {KERN_TYPE_Q4_0, KERN_TYPE_Q4_K, KERN_TYPE_Q6_K, KERN_TYPE_Q8_0};
+    const kern_type ts[] = {KERN_TYPE_Q4_0, KERN_TYPE_Q4_K, KERN_TYPE_Q5_K, KERN_TYPE_Q6_K, KERN_TYPE_Q8_0};
     const int n = 1024, k = 8192; /* >= 4 MiB each: the threaded path */
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < 5; ti++) {
         kern_type t = ts[ti];
         int layout = quant_x8_layout(t, n, KERN_ISA_AVX2);
         assert_int_not_equal(layout, 0);
@@ -703,7 +704,7 @@ static void test_repack_threads(void **state)
         quant_repack_x8(layout, d1, wq, n, k, 1);
         quant_repack_x8(layout, d3, wq, n, k, 3);
         assert_memory_equal(d1, d3, xb);
-        if (t != KERN_TYPE_Q4_K) assert_int_equal(xb, wb);
+        if (t != KERN_TYPE_Q4_K && t != KERN_TYPE_Q5_K) assert_int_equal(xb, wb);
         free(wq), free(d1), free(d3);
     }
 }
