@@ -81,14 +81,18 @@ int kern_mat_init(kern_mat *m, const void *src, dtype src_dt, int n, int k, dtyp
  *     row_from_f32; Q8_0 also without it), into an owned buffer;
  *   - quantized src, other want: dequantized (row_to_f32, else the
  *     kernels' own decoder) and converted / requantized.
- * An owned Q4_0, Q4_K or Q8_0 weight with n % 8 == 0 on an AVX2 / AVX-512
+ * An owned Q4_0, Q4_K, Q5_K, Q6_K or Q8_0 weight with n % 8 == 0 on an AVX2 / AVX-512
  * CPU is repacked 8 rows at a time (layout != 0, kernels/quant_dot.h):
  * about 2x the plain layout's GEMV compute rate; pass borrow_ok = 0 to
- * get it for a mapped GGUF tensor (costs a copy; Q4_K +2.8% bytes).
+ * get it for a mapped GGUF tensor (costs a copy; Q4_K +2.8% bytes, Q5_K +2.3%,
+ * the others keep their size).
  * k must be a multiple of want's (and src_t's) block size.  Returns 0, or
  * -1 with a message (bad shape, a type with no kernel, out of memory). */
 int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int want_t,
                      int borrow_ok);
+/* 1 when an owned weight of quantized type t with n rows gets a repacked
+ * layout on this CPU (so borrow_ok = 0 is worth its copy), else 0. */
+int kern_quant_repacks(int t, int n);
 void kern_mat_free(kern_mat *m);
 /* Row r of m as k floats into out, whatever ISA layout m was packed into
  * (float panels, row-major float or block-quantized): the stored values,

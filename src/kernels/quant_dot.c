@@ -13,6 +13,7 @@
 #include "kernels/quant_dot.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/quant_blocks.h"
@@ -516,15 +517,188 @@ static void unpack_q8_0x8_row(block_q8_0 *dst, const void *w, int nb, int j)
     }
 }
 
-/* The repacked Q4_0 / Q4_K products (see quant_dot.h); threads split
- * groups of 8 rows. */
+void quant_repack_q6_Kx8(void *dst, const void *src, int n, int nb)
+{
+    const block_q6_K *s = src;
+    quant_q6_Kx8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q6_Kx8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q6_K *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                for (int j = 0; j < 16; j++) o->sc[j / 2][r][j % 2] = x->scales[j];
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < 8; c++) {
+                        memcpy(o->q[h][c][0][r], x->ql + 64 * h + 4 * c, 4);
+                        memcpy(o->q[h][c][1][r], x->ql + 64 * h + 32 + 4 * c, 4);
+                        memcpy(o->q[h][c][2][r], x->qh + 32 * h + 4 * c, 4);
+                    }
+            }
+        }
+}
+
+static void unpack_q6_Kx8_row(block_q6_K *dst, const void *w, int nb, int j)
+{
+    const quant_q6_Kx8 *grp = (const quant_q6_Kx8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        const quant_q6_Kx8 *x = grp + b;
+        dst[b].d = x->d[r];
+        for (int i = 0; i < 16; i++) dst[b].scales[i] = x->sc[i / 2][r][i % 2];
+        for (int h = 0; h < 2; h++)
+            for (int c = 0; c < 8; c++) {
+                memcpy(dst[b].ql + 64 * h + 4 * c, x->q[h][c][0][r], 4);
+                memcpy(dst[b].ql + 64 * h + 32 + 4 * c, x->q[h][c][1][r], 4);
+                memcpy(dst[b].qh + 32 * h + 4 * c, x->q[h][c][2][r], 4);
+            }
+    }
+}
+
+void quant_repack_q5_Kx8(void *dst, const void *src, int n, int nb)
+{
+    const block_q5_K *s = src;
+    quant_q5_Kx8 *d = dst;
+    for (int g = 0; g < n / 8; g++)
+        for (int b = 0; b < nb; b++) {
+            quant_q5_Kx8 *o = d + (size_t)g * nb + b;
+            for (int r = 0; r < 8; r++) {
+                const block_q5_K *x = s + (size_t)(8 * g + r) * nb + b;
+                o->d[r] = x->d;
+                o->dmin[r] = x->dmin;
+                for (int j = 0; j < 8; j++) {
+                    int sc, mn;
+                    scale_min_k4(j, x->scales, &sc, &mn);
+                    o->sc[j][r] = (uint8_t)sc;
+                    o->mn[j / 2][r][j % 2] = (uint8_t)mn;
+                }
+                for (int c = 0; c < 8; c++) memcpy(o->qh[c][r], x->qh + 4 * c, 4);
+                for (int j = 0; j < 4; j++)
+                    for (int c = 0; c < 8; c++) memcpy(o->qs[j][c][r], x->qs + 32 * j + 4 * c, 4);
+            }
+        }
+}
+
+static void unpack_q5_Kx8_row(block_q5_K *dst, const void *w, int nb, int j)
+{
+    const quant_q5_Kx8 *grp = (const quant_q5_Kx8 *)w + (size_t)(j / 8) * nb;
+    int r = j % 8;
+    for (int b = 0; b < nb; b++) {
+        const quant_q5_Kx8 *x = grp + b;
+        uint8_t sc[8], mn[8];
+        for (int i = 0; i < 8; i++) sc[i] = x->sc[i][r], mn[i] = x->mn[i / 2][r][i % 2];
+        dst[b].d = x->d[r];
+        dst[b].dmin = x->dmin[r];
+        for (int i = 0; i < 4; i++) {
+            dst[b].scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
+            dst[b].scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
+            dst[b].scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
+        }
+        for (int c = 0; c < 8; c++) memcpy(dst[b].qh + 4 * c, x->qh[c][r], 4);
+        for (int q = 0; q < 4; q++)
+            for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 32 * q + 4 * c, x->qs[q][c][r], 4);
+    }
+}
+
+int quant_x8_layout(kern_type t, int n, kern_isa isa)
+{
+    if (n % 8 || isa == KERN_ISA_SCALAR) return 0;
+    switch (t) {
+    case KERN_TYPE_Q4_0: return QUANT_LAYOUT_Q4_0X8;
+    case KERN_TYPE_Q4_K: return QUANT_LAYOUT_Q4_KX8;
+    case KERN_TYPE_Q5_K: return QUANT_LAYOUT_Q5_KX8;
+    case KERN_TYPE_Q6_K: return QUANT_LAYOUT_Q6_KX8;
+    case KERN_TYPE_Q8_0: return QUANT_LAYOUT_Q8_0X8;
+    default: return 0;
+    }
+}
+
+/* the plain type, the group struct's size and the values per block of a layout */
+static void x8_info(int layout, kern_type *t, size_t *gbytes, int *bs)
+{
+    switch (layout) {
+    case QUANT_LAYOUT_Q4_0X8: *t = KERN_TYPE_Q4_0, *gbytes = sizeof(quant_q4_0x8), *bs = QK4_0; break;
+    case QUANT_LAYOUT_Q4_KX8: *t = KERN_TYPE_Q4_K, *gbytes = sizeof(quant_q4_Kx8), *bs = QK_K; break;
+    case QUANT_LAYOUT_Q5_KX8: *t = KERN_TYPE_Q5_K, *gbytes = sizeof(quant_q5_Kx8), *bs = QK_K; break;
+    case QUANT_LAYOUT_Q6_KX8: *t = KERN_TYPE_Q6_K, *gbytes = sizeof(quant_q6_Kx8), *bs = QK_K; break;
+    default: *t = KERN_TYPE_Q8_0, *gbytes = sizeof(quant_q8_0x8), *bs = QK8_0; break;
+    }
+}
+
+size_t quant_x8_bytes(int layout, int n, int k)
+{
+    kern_type t;
+    size_t gb;
+    int bs;
+    x8_info(layout, &t, &gb, &bs);
+    return (size_t)(n / 8) * (size_t)(k / bs) * gb;
+}
+
+typedef struct {
+    int layout, nb;
+    size_t gbytes, rbytes; /* group struct bytes; plain bytes of one row */
+    char *dst;
+    const char *src;
+    int g0, g1;
+} x8_job;
+
+static void *x8_thread(void *arg)
+{
+    const x8_job *J = arg;
+    char *d = J->dst + (size_t)J->g0 * J->nb * J->gbytes;
+    const char *s = J->src + (size_t)J->g0 * 8 * J->rbytes;
+    int n = 8 * (J->g1 - J->g0);
+    switch (J->layout) {
+    case QUANT_LAYOUT_Q4_0X8: quant_repack_q4_0x8(d, s, n, J->nb); break;
+    case QUANT_LAYOUT_Q4_KX8: quant_repack_q4_Kx8(d, s, n, J->nb); break;
+    case QUANT_LAYOUT_Q5_KX8: quant_repack_q5_Kx8(d, s, n, J->nb); break;
+    case QUANT_LAYOUT_Q6_KX8: quant_repack_q6_Kx8(d, s, n, J->nb); break;
+    default: quant_repack_q8_0x8(d, s, n, J->nb); break;
+    }
+    return NULL;
+}
+
+#define X8_MAX_THREADS 64
+#define X8_PAR_MIN_BYTES ((size_t)4 << 20) /* smaller weights: one thread */
+
+void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int nth)
+{
+    kern_type t;
+    x8_job J = {.layout = layout, .dst = dst, .src = src};
+    int bs;
+    x8_info(layout, &t, &J.gbytes, &bs);
+    J.nb = k / bs;
+    J.rbytes = kern_type_row_bytes(t, k);
+    const int ng = n / 8;
+    if (nth > X8_MAX_THREADS) nth = X8_MAX_THREADS;
+    if (nth > ng) nth = ng;
+    if (nth < 1 || J.rbytes * (size_t)n < X8_PAR_MIN_BYTES) nth = 1;
+    x8_job jobs[X8_MAX_THREADS];
+    pthread_t th[X8_MAX_THREADS];
+    int started[X8_MAX_THREADS] = {0};
+    for (int i = 0; i < nth; i++) {
+        jobs[i] = J;
+        jobs[i].g0 = (int)((int64_t)ng * i / nth);
+        jobs[i].g1 = (int)((int64_t)ng * (i + 1) / nth);
+    }
+    for (int i = 1; i < nth; i++) started[i] = pthread_create(&th[i], NULL, x8_thread, &jobs[i]) == 0;
+    x8_thread(&jobs[0]);
+    for (int i = 1; i < nth; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else x8_thread(&jobs[i]);
+    }
+}
+
+/* The repacked products (see quant_dot.h); threads split groups of 8 rows. */
 static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int ith, int nth, char *a,
                       kern_isa isa)
 {
-    const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8, is_8 = w->layout == QUANT_LAYOUT_Q8_0X8;
-    const kern_type t = is_k ? KERN_TYPE_Q4_K : is_8 ? KERN_TYPE_Q8_0 : KERN_TYPE_Q4_0;
+    const int is_k = w->layout == QUANT_LAYOUT_Q4_KX8, is_8 = w->layout == QUANT_LAYOUT_Q8_0X8,
+              is_6 = w->layout == QUANT_LAYOUT_Q6_KX8, is_5 = w->layout == QUANT_LAYOUT_Q5_KX8;
+    const kern_type t = is_k ? KERN_TYPE_Q4_K : is_8 ? KERN_TYPE_Q8_0 : is_6 ? KERN_TYPE_Q6_K
+                      : is_5 ? KERN_TYPE_Q5_K : KERN_TYPE_Q4_0;
     const int n = w->n, k = w->k, nb = k / kern_type_get(t)->block_size;
-    const size_t arb = kern_type_row_bytes(is_k ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
+    const size_t arb = kern_type_row_bytes(is_k || is_6 || is_5 ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
     int g0, g1;
     kern_split(n / 8, ith, nth, &g0, &g1);
     if (g0 >= g1) return;
@@ -537,6 +711,8 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
             for (int j = 8 * g0; j < 8 * g1; j++) {
                 if (is_k) unpack_q4_Kx8_row(row, w->data, nb, j);
                 else if (is_8) unpack_q8_0x8_row(row, w->data, nb, j);
+                else if (is_6) unpack_q6_Kx8_row(row, w->data, nb, j);
+                else if (is_5) unpack_q5_Kx8_row(row, w->data, nb, j);
                 else unpack_q4_0x8_row(row, w->data, nb, j);
                 for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                     int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
@@ -547,7 +723,7 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
-    for (int c0 = 0; c0 < m && (is_k || is_8); c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && (is_k || is_8 || is_6 || is_5); c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         const quant_ops *op = quant_ops_for(t, isa);
         for (int r = 0; r < mc; r++) op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
@@ -555,12 +731,12 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
             int ge = gg + gb < g1 ? gg + gb : g1;
             for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
                 int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
-                (is_k ? quant_q4_Kx8_avx2 : quant_q8_0x8_avx2)(w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R,
-                                                               y + (size_t)(c0 + r0) * n, (size_t)n);
+                (is_k ? quant_q4_Kx8_avx2 : is_6 ? quant_q6_Kx8_avx2 : is_5 ? quant_q5_Kx8_avx2 : quant_q8_0x8_avx2)(
+                    w->data, nb, gg, ge, a + (size_t)r0 * arb, arb, R, y + (size_t)(c0 + r0) * n, (size_t)n);
             }
         }
     }
-    for (int c0 = 0; c0 < m && !is_k && !is_8; c0 += QCHUNK) {
+    for (int c0 = 0; c0 < m && !is_k && !is_8 && !is_6 && !is_5; c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         float *aux = (float *)(a + (size_t)mc * arb + 64 - (((uintptr_t)(a + (size_t)mc * arb)) & 63));
         for (int r = 0; r < mc; r++) {
@@ -617,7 +793,7 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
     if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8 ||
-        w->layout == QUANT_LAYOUT_Q8_0X8) {
+        w->layout == QUANT_LAYOUT_Q8_0X8 || w->layout == QUANT_LAYOUT_Q6_KX8 || w->layout == QUANT_LAYOUT_Q5_KX8) {
         int g0, g1;
         kern_split(n / 8, ith, nth, &g0, &g1);
         matmul_x8(y, x, m, w, ith, nth, a, isa);

@@ -123,6 +123,68 @@ void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb);
 void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                        float *y, size_t ys);
 
+/* ---- Q6_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q6_KX8) ------
+ * Per super-block b (256 values) a group of rows 8g..8g+7 holds, at
+ * ((quant_q6_Kx8 *)w)[g * nb + b]:
+ *   d[r]                 the row's f16 d;
+ *   sc[p][r][i]          the row's int8 scale of sub-block (of 16 values) 2p + i;
+ *   q[h][c][0][r][0..3]  the row's bytes ql[64 h + 4 c .. + 3]       ("A"),
+ *   q[h][c][1][r][0..3]  the row's bytes ql[64 h + 32 + 4 c .. + 3]  ("B"),
+ *   q[h][c][2][r][0..3]  the row's bytes qh[32 h + 4 c .. + 3]       ("H"),
+ * for half h < 2, chunk c < 8: 1680 bytes = 8 x 210, the same size.  For
+ * l = 4 c + i (i < 4) the unsigned 6-bit codes (0..63) of the row's values
+ *   128 h + l      = (A & 15) | (H & 3) << 4         sub-block 8 h + c / 4
+ *   128 h + 32 + l = (B & 15) | (H >> 2 & 3) << 4    sub-block 8 h + 2 + c / 4
+ *   128 h + 64 + l = (A >> 4) | (H >> 4 & 3) << 4    sub-block 8 h + 4 + c / 4
+ *   128 h + 96 + l = (B >> 4) | (H >> 6) << 4        sub-block 8 h + 6 + c / 4
+ * (GGUF's own bit assignment, regrouped), and value = d sc (code - 32).
+ * So a 32-byte load of A, B or H is 4 consecutive codes of each of the 8
+ * rows, and one vpmaddubsw with 4 broadcast activation bytes gives every
+ * row its partial sum in its own lane.  AVX2: two chunks' pair sums add in
+ * int16 (4 x 63 x 127 < 32767), then one vpmaddwd with (sc, sc) per row;
+ * the -32 goes through the Q8_K bsums: sc[p] as int16 lanes (row, i) meets
+ * the bsum pair (2p, 2p + 1) in one vpmaddwd.  The codes lie in the order
+ * the kernel reads them (h, c, A B H): one forward stream per group, which
+ * the hardware prefetchers follow (three interleaved streams did not: the
+ * GEMV ran at a quarter of the read bandwidth). */
+#define QUANT_LAYOUT_Q6_KX8 0x0414
+typedef struct {
+    uint16_t d[8];
+    int8_t sc[8][8][2];         /* [sub-block pair][row][which] */
+    uint8_t q[2][8][3][8][4];   /* [half][chunk][A, B, H][row][4] */
+} quant_q6_Kx8;
+void quant_repack_q6_Kx8(void *dst, const void *src, int n, int nb);
+void quant_q6_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
+/* ---- Q5_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q5_KX8) ------
+ * Q4_Kx8's fields and order (d, dmin, sc, mn, qs with the low 4 bits of
+ * each code) plus, before qs, the fifth bits: qh[c][r][0..3] = the row's
+ * bytes qh[4 c .. 4 c + 3] (c < 8), whose bit 2 j (2 j + 1) is the fifth
+ * bit of the code in the low (high) nibble of qs[j][c][r][same byte], i.e.
+ * of value 64 j + 4 c + i (64 j + 32 + 4 c + i): 1440 bytes for 8 x 176
+ * (+2.3%).  Codes reach 31, so AVX2 adds 4 chunks' pair sums in int16
+ * (4 x 2 x 31 x 127 < 32767) before each vpmaddwd with the scales. */
+#define QUANT_LAYOUT_Q5_KX8 0x0413
+typedef struct {
+    uint16_t d[8], dmin[8];
+    uint8_t sc[8][8];       /* [sub-block][row] */
+    uint8_t mn[4][8][2];    /* [sub-block pair][row][which] */
+    uint8_t qh[8][8][4];    /* [c][row][4] */
+    uint8_t qs[4][8][8][4]; /* [chunk][c][row][4] */
+} quant_q5_Kx8;
+void quant_repack_q5_Kx8(void *dst, const void *src, int n, int nb);
+void quant_q5_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys);
+
+/* The repacked layout an owned weight of type t with n rows gets on isa
+ * (0 = plain), and the bytes it takes (n rows of k values). */
+int quant_x8_layout(kern_type t, int n, kern_isa isa);
+size_t quant_x8_bytes(int layout, int n, int k);
+/* Repack n rows (plain blocks at src) into dst in `layout`, groups split
+ * over up to `nth` threads (large weights only). */
+void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int nth);
+
 /* Matmul of a quantized weight on the ops of `isa` (see kern_matmul). */
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
                   int nth, void *scratch, kern_isa isa);

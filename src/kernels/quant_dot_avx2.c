@@ -616,6 +616,159 @@ void quant_q4_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, siz
     }
 }
 
+/* ---- Q5_K repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+AI void body_q5_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+                    float *y, size_t ys)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+    for (int g = g0; g < g1; g++) {
+        const quant_q5_Kx8 *grp = (const quant_q5_Kx8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q5_Kx8 *x = grp + b;
+            __m256i sumi[QUANT_MAX_R];
+            for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+            for (int j = 0; j < 4; j++) {
+                __m256i sl = rows_pair16(x->sc[2 * j]), sh = rows_pair16(x->sc[2 * j + 1]);
+                for (int c0 = 0; c0 < 8; c0 += 4) {
+                    __m256i slo[QUANT_MAX_R], shi[QUANT_MAX_R];
+                    for (int r = 0; r < R; r++) slo[r] = shi[r] = _mm256_setzero_si256();
+                    for (int c = c0; c < c0 + 4; c++) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[j][c]);
+                        __m256i hv = _mm256_loadu_si256((const __m256i *)x->qh[c]);
+                        __m256i lo = _mm256_or_si256(
+                            _mm256_and_si256(v, m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * j), one), 4));
+                        __m256i hi = _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                            _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hv, 2 * j + 1), one), 4));
+                        for (int r = 0; r < R; r++) {
+                            const int8_t *q = ((const block_q8_K *)ACT(r) + b)->qs + 64 * j + 4 * c;
+                            slo[r] = _mm256_add_epi16(slo[r], _mm256_maddubs_epi16(lo, bcast32(q)));
+                            shi[r] = _mm256_add_epi16(shi[r], _mm256_maddubs_epi16(hi, bcast32(q + 32)));
+                        }
+                    }
+                    for (int r = 0; r < R; r++)
+                        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(slo[r], sl),
+                                                                             _mm256_madd_epi16(shi[r], sh)));
+                }
+            }
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->dmin));
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                __m256i ms = _mm256_setzero_si256();
+                int32_t s8v[4];
+                _mm_storeu_si128((__m128i *)s8v, s8);
+                for (int p = 0; p < 4; p++) {
+                    __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->mn[p]));
+                    ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, _mm256_set1_epi32(s8v[p])));
+                }
+                __m256 da = _mm256_set1_ps(yb->d);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(mv, da), _mm256_cvtepi32_ps(ms), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q5_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q5_Kx8(w, nb, g0, g1, a, as, 1, y, ys); break;
+    case 2: body_q5_Kx8(w, nb, g0, g1, a, as, 2, y, ys); break;
+    case 3: body_q5_Kx8(w, nb, g0, g1, a, as, 3, y, ys); break;
+    default: body_q5_Kx8(w, nb, g0, g1, a, as, 4, y, ys); break;
+    }
+}
+
+/* ---- Q6_K repacked 8 rows at a time (quant_dot.h) --------------------- */
+
+AI void body_q6_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+                    float *y, size_t ys)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03), m30 = _mm256_set1_epi8(0x30);
+    /* int16 lanes (row, i) of a scale pair -> (sc_i, sc_i) in the row's int32 lane */
+    const __m256i dup[2] = {_mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4,
+                                             5, 8, 9, 8, 9, 12, 13, 12, 13),
+                            _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15, 2, 3, 2, 3, 6,
+                                             7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15)};
+    for (int g = g0; g < g1; g++) {
+        const quant_q6_Kx8 *grp = (const quant_q6_Kx8 *)w + (size_t)g * nb;
+        __m256 acc[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q6_Kx8 *x = grp + b;
+            /* two super-blocks ahead (the next group's first ones past the end) */
+            for (int o = 0; o < (int)sizeof *x; o += 64) _mm_prefetch((const char *)(x + 2) + o, _MM_HINT_T0);
+            __m256i sumi[QUANT_MAX_R], off[QUANT_MAX_R];
+            for (int r = 0; r < R; r++) sumi[r] = off[r] = _mm256_setzero_si256();
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 8; c += 2) {
+                    /* codes of chunks c, c + 1: value groups 128 h + 32 i + 4 c' */
+                    __m256i v[4][2];
+                    for (int e = 0; e < 2; e++) {
+                        __m256i A = _mm256_loadu_si256((const __m256i *)x->q[h][c + e][0]);
+                        __m256i B = _mm256_loadu_si256((const __m256i *)x->q[h][c + e][1]);
+                        __m256i H = _mm256_loadu_si256((const __m256i *)x->q[h][c + e][2]);
+                        v[0][e] = _mm256_or_si256(_mm256_and_si256(A, m4), _mm256_slli_epi16(_mm256_and_si256(H, m3), 4));
+                        v[1][e] = _mm256_or_si256(_mm256_and_si256(B, m4),
+                                                  _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                        v[2][e] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), m4),
+                                                  _mm256_and_si256(H, m30));
+                        v[3][e] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), m4),
+                                                  _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                    }
+                    for (int i = 0; i < 4; i++) {
+                        /* sub-block 8 h + 2 i + c / 4 = pair 4 h + i, member c / 4 */
+                        __m256i sp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->sc[4 * h + i]));
+                        __m256i s = _mm256_shuffle_epi8(sp, dup[c / 4]);
+                        for (int r = 0; r < R; r++) {
+                            const int8_t *q = ((const block_q8_K *)ACT(r) + b)->qs + 128 * h + 32 * i + 4 * c;
+                            /* 2 chunks x 2 products of <= 63 * 127: int16 */
+                            __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(v[i][0], bcast32(q)),
+                                                         _mm256_maddubs_epi16(v[i][1], bcast32(q + 4)));
+                            sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(t, s));
+                        }
+                    }
+                }
+            for (int r = 0; r < R; r++) { /* the -32: sum_j sc[j] bsums[j] per row */
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                int32_t bs2[8];
+                memcpy(bs2, yb->bsums, sizeof bs2);
+                for (int p = 0; p < 8; p++) {
+                    __m256i sp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->sc[p]));
+                    off[r] = _mm256_add_epi32(off[r], _mm256_madd_epi16(sp, _mm256_set1_epi32(bs2[p])));
+                }
+            }
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                __m256i t = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(off[r], 5));
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_set1_ps(yb->d)), _mm256_cvtepi32_ps(t), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q6_Kx8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                       float *y, size_t ys)
+{
+    switch (R) {
+    case 1: body_q6_Kx8(w, nb, g0, g1, a, as, 1, y, ys); break;
+    case 2: body_q6_Kx8(w, nb, g0, g1, a, as, 2, y, ys); break;
+    case 3: body_q6_Kx8(w, nb, g0, g1, a, as, 3, y, ys); break;
+    default: body_q6_Kx8(w, nb, g0, g1, a, as, 4, y, ys); break;
+    }
+}
+
 /* ---- activation quantizers (bit-identical to quant_dot.c's) ------------ */
 
 /* 32 floats -> 32 int8 at q; returns amax */

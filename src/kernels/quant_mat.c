@@ -35,21 +35,7 @@ static int row_from_f32(int want_t, void *dst, const float *src, int k)
     return 0;
 }
 
-/* plain Q4_0 / Q4_K rows at src -> m's owned buffer in the 8-row layout;
- * bytes: Q4_0 keeps its size, Q4_K grows by 32 bytes per 8 x 144 */
-static void repack_x8(kern_mat *m, const void *src)
-{
-    if (m->qtype == KERN_TYPE_Q4_0) {
-        quant_repack_q4_0x8(m->owned, src, m->n, m->k / 32);
-        m->layout = QUANT_LAYOUT_Q4_0X8;
-    } else if (m->qtype == KERN_TYPE_Q8_0) {
-        quant_repack_q8_0x8(m->owned, src, m->n, m->k / 32);
-        m->layout = QUANT_LAYOUT_Q8_0X8;
-    } else {
-        quant_repack_q4_Kx8(m->owned, src, m->n, m->k / 256);
-        m->layout = QUANT_LAYOUT_Q4_KX8;
-    }
-}
+int kern_quant_repacks(int t, int n) { return quant_x8_layout((kern_type)t, n, kernels_isa()) != 0; }
 
 int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int want_t,
                      int borrow_ok)
@@ -96,12 +82,11 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         m->data = src;
         return 0;
     }
-    /* an owned Q4_0 / Q4_K weight on a SIMD ISA: the 8-row repacked layout (quant_dot.h) */
-    const int repack = (want_t == KERN_TYPE_Q4_0 || want_t == KERN_TYPE_Q4_K || want_t == KERN_TYPE_Q8_0) &&
-                       n % 8 == 0 &&
-                       m->isa != KERN_ISA_SCALAR;
+    /* an owned Q4_0 / Q4_K / Q5_K / Q6_K / Q8_0 weight on a SIMD ISA: the 8-row
+     * repacked layout (quant_dot.h; large ones repacked on kern_pack_threads) */
+    const int layout = quant_x8_layout((kern_type)want_t, n, m->isa), repack = layout != 0;
     const size_t plain_bytes = m->bytes;
-    if (repack && want_t == KERN_TYPE_Q4_K) m->bytes = (size_t)(n / 8) * (k / 256) * sizeof(quant_q4_Kx8);
+    if (repack) m->bytes = quant_x8_bytes(layout, n, k);
     m->owned = kern_weight_alloc(m->bytes);
     if (!m->owned) {
         log_error("out of memory (%zu bytes)", m->bytes);
@@ -114,7 +99,8 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
         return 0;
     }
     if (src_t == want_t) {
-        repack_x8(m, src);
+        quant_repack_x8(layout, m->owned, src, n, k, kern_pack_threads());
+        m->layout = layout;
         return 0;
     }
     float *row = malloc((size_t)k * sizeof(float));
@@ -145,7 +131,8 @@ int kern_mat_init_kt(kern_mat *m, const void *src, int src_t, int n, int k, int 
             return -1;
         }
         memcpy(plain, m->owned, plain_bytes);
-        repack_x8(m, plain);
+        quant_repack_x8(layout, m->owned, plain, n, k, kern_pack_threads());
+        m->layout = layout;
         free(plain);
     }
     return 0;

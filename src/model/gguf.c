@@ -576,6 +576,16 @@ void gguf_release_unused(gguf_file *g)
     free(keep);
 }
 
+void gguf_drop_range(gguf_file *g, const void *p, size_t len)
+{
+    if (!g->map || !p || !len) return;
+    const uint8_t *lo = p, *base = g->map;
+    if (lo < base + g->data_off || lo + len > base + g->map_len) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t b = ((size_t)(lo - base) + page - 1) / page * page, e = (size_t)(lo + len - base) / page * page;
+    if (e > b) madvise((char *)g->map + b, e - b, MADV_DONTNEED);
+}
+
 const gguf_kv *gguf_find_kv(const gguf_file *g, const char *key)
 {
     int64_t lo = 0, hi = g->n_kv - 1;

@@ -122,6 +122,10 @@ void gguf_close(gguf_file *g);
 /* madvise(DONTNEED) the pages of the data section that hold no `keep`
  * tensor (after loading copied what it needs). */
 void gguf_release_unused(gguf_file *g);
+/* madvise(DONTNEED) the pages wholly inside [p, p + len) when that range
+ * lies in the mapping's data section (a tensor copied out); the bytes
+ * read back from the file if touched again. */
+void gguf_drop_range(gguf_file *g, const void *p, size_t len);
 
 const gguf_kv *gguf_find_kv(const gguf_file *g, const char *key);
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);

@@ -344,8 +344,10 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     {
         double dt = time_now_sec() - t0;
         size_t rss = model_rss_bytes();
-        char qnote[64] = "";
-        if (L.n_quant) snprintf(qnote, sizeof qnote, " (%d block-quantized matrices in place)", L.n_quant);
+        char qnote[96] = "";
+        if (L.n_quant)
+            snprintf(qnote, sizeof qnote, " (%d block-quantized matrices: %d in place, %d repacked 8 rows at a time)",
+                     L.n_quant, L.n_quant - L.n_repacked, L.n_repacked);
         /* named as before the source split: logs and scripts look for it */
         if (log_level_current <= LOG_INFO)
             log_write(LOG_INFO, "model_load", "loaded %s (%s, %d layers, hidden %d, vocab %d) from %s in %.2f s: weights %.1f "

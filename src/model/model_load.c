@@ -234,19 +234,29 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
              L->no_quant ? "read as float here" : "split by input columns (tensor parallelism)");
         return;
     }
-    /* Q4_0 / Q4_K / Q8_0 with whole 8-row groups: an owned copy, which the
-     * SIMD kernels repack 8 rows at a time (about 2x the GEMV compute rate
-     * of the file's layout, which is compute-bound on AVX2); the mapped
-     * pages are then dropped (release_unused), so resident stays ~1x.  Not
-     * the embedding table as a tied LM head: its rows stay mapped for the
-     * lookups, so a copy would double it */
+    /* Q4_0 / Q4_K / Q5_K / Q6_K / Q8_0 with whole 8-row groups: an owned copy,
+     * which the SIMD kernels repack 8 rows at a time (about 2x the GEMV
+     * compute rate of the file's layout, which is compute-bound on AVX2);
+     * the mapped pages of the tensor are dropped as soon as it is copied
+     * (wsrc_drop), so resident stays ~1x during the load as after it.  The
+     * embedding table as a tied LM head too when it lives in a GGUF
+     * mapping: lookups read the mapped rows, whose pages fault back in one
+     * per token seen; from other sources (an HF quantized checkpoint's
+     * blocks in memory) a copy would double it.  SGLC_QUANT_REPACK=0 (a
+     * debug switch) keeps every stored layout (borrowed in place). */
     int tied = part->name && (strstr(part->name, "token_embd") || strstr(part->name, "embed_tokens"));
-    int repack = !L->no_quant && !tied && n % 8 == 0 && kernels_isa() != KERN_ISA_SCALAR &&
-                  (kt == KERN_TYPE_Q4_0 || kt == KERN_TYPE_Q4_K || kt == KERN_TYPE_Q8_0);
+    static int no_repack = -1;
+    if (no_repack < 0) {
+        const char *e = getenv("SGLC_QUANT_REPACK");
+        no_repack = e && !strcmp(e, "0");
+    }
+    int repack = !L->no_quant && !no_repack && (!tied || wsrc_gguf_file(L->src)) &&
+                 kern_quant_repacks(kt, n);
     if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, !repack)) {
         fail(L, "cannot prepare %s weight '%s'", kern_type_get(kt)->name, name);
         return;
     }
+    if (repack && !L->shard_buf) wsrc_drop(L->src, part);
     if (!w->mat.owned) {
         if (L->shard_buf) { /* a slice's own copy: the weights keep it */
             if (add_block(L->m, L->shard_buf)) fail(L, "out of memory");
@@ -257,6 +267,7 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
     }
     L->m->weight_bytes += linear_bytes(w);
     if (w->mat.qtype) L->n_quant++;
+    if (w->mat.qtype && w->mat.layout) L->n_repacked++;
     if (part->perm) { /* the kernels gather x[perm]: a copy the weights own */
         int32_t *p = malloc(sizeof(int32_t) * (size_t)k);
         if (!p || add_block(L->m, p)) {

@@ -22,6 +22,7 @@ typedef struct loader {
     int no_quant;        /* the matrix being loaded is wanted as float even from a block type */
     int keep_f32;        /* the vector being loaded keeps its f32 values (not rounded to --dtype) */
     int n_quant;         /* block-quantized matrices kept in their type */
+    int n_repacked;      /* of those, owned copies in an 8-row layout */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
     void *shard_buf;     /* tensor parallelism: the owned bytes of the slice being loaded */

@@ -22,6 +22,11 @@ void wsrc_keep(const wsrc *s, const wsrc_tensor *t)
     if (s->ops && s->ops->keep) s->ops->keep(s->self, t);
 }
 
+void wsrc_drop(const wsrc *s, const wsrc_tensor *t)
+{
+    if (s->ops && s->ops->drop) s->ops->drop(s->self, t);
+}
+
 void wsrc_release_unused(const wsrc *s)
 {
     if (s->ops && s->ops->release_unused) s->ops->release_unused(s->self);

@@ -75,6 +75,11 @@ typedef struct wsrc_ops {
     void (*read_row)(void *self, const wsrc_tensor *t, int64_t r, float *dst);
     /* t's bytes are borrowed for the life of the source.  May be NULL. */
     void (*keep)(void *self, const wsrc_tensor *t);
+    /* The loader copied t's bytes (a repacked weight) and will not read
+     * them again while loading: the source may drop their pages now
+     * (pages shared with another tensor stay until release_unused).  A
+     * later read still sees the bytes.  May be NULL. */
+    void (*drop)(void *self, const wsrc_tensor *t);
     /* Loading is over: drop what is not kept.  May be NULL. */
     void (*release_unused)(void *self);
     void (*close)(void *self);
@@ -105,6 +110,7 @@ int wsrc_open_dummy(wsrc *s, uint64_t seed, dtype prec);
 int wsrc_find(const wsrc *s, const char *name, int ndim, const int64_t *expect, wsrc_tensor *out);
 int wsrc_read(const wsrc *s, const wsrc_tensor *t, void *dst, dtype dst_dt);
 void wsrc_keep(const wsrc *s, const wsrc_tensor *t);
+void wsrc_drop(const wsrc *s, const wsrc_tensor *t);
 void wsrc_release_unused(const wsrc *s);
 void wsrc_close(wsrc *s);
 

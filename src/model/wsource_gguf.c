@@ -331,6 +331,15 @@ static void g_keep(void *self, const wsrc_tensor *t)
     s->g.tensors[r - s->rec].keep = 1;
 }
 
+static void g_drop(void *self, const wsrc_tensor *t)
+{
+    gg_src *s = self;
+    if (t->tag == UINT64_MAX || !t->data) return;
+    const gg_rec *r = t->priv;
+    if (!r || r->owned || s->g.tensors[r - s->rec].keep) return; /* a copy of ours, or borrowed */
+    gguf_drop_range(&s->g, t->data, t->nbytes);
+}
+
 static void g_release_unused(void *self)
 {
     gg_src *s = self;
@@ -353,6 +362,7 @@ static const wsrc_ops gguf_ops = {
     .read = g_read,
     .read_row = g_read_row,
     .keep = g_keep,
+    .drop = g_drop,
     .release_unused = g_release_unused,
     .close = g_close,
 };

@@ -9,7 +9,10 @@ DESIGN
     kq-llama  LlamaForCausalLM, 4 layers, GQA 2:1, head_dim 64, untied
               (output.weight: Q6_K in the K presets);
     kq-moe    Qwen3MoeForCausalLM, 2 layers, 4 experts top-2 (3-D expert
-              tensors quantized as a whole, sliced per expert on load).
+              tensors quantized as a whole, sliced per expert on load);
+    kq-odd    LlamaForCausalLM, 2 layers, untied, vocab 517 and intermediate
+              516: row counts that are not a multiple of 8 (no 8-row
+              repack for output / gate / up; down falls back to F16).
   Weights: seeded numpy normal, linear N(0, 1/fan_in), embeddings N(0, 0.1^2),
   norms 1 + 0.1 N(0, 1); F32 safetensors + config.json.  The router is 8x
   larger, so top-2 choices are decisive: the int8 rounding of activations
@@ -35,9 +38,10 @@ def weights(cfg, moe, seed):
     r = np.random.RandomState(seed)
     lin = lambda o, i: (r.randn(o, i) / np.sqrt(i)).astype(np.float32)
     norm = lambda n: (1 + 0.1 * r.randn(n)).astype(np.float32)
-    w = {"model.embed_tokens.weight": (0.1 * r.randn(V, H)).astype(np.float32), "model.norm.weight": norm(H)}
+    nv = cfg["vocab_size"]
+    w = {"model.embed_tokens.weight": (0.1 * r.randn(nv, H)).astype(np.float32), "model.norm.weight": norm(H)}
     if not cfg["tie_word_embeddings"]:
-        w["lm_head.weight"] = lin(V, H)
+        w["lm_head.weight"] = lin(nv, H)
     for il in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{il}."
         w[p + "input_layernorm.weight"] = norm(H)
@@ -75,6 +79,8 @@ def main(out):
                        intermediate_size=512, moe_intermediate_size=256, num_experts=4,
                        num_experts_per_tok=2, norm_topk_prob=True, rope_theta=1e6,
                        tie_word_embeddings=True),
+        "kq-odd": dict(base, architectures=["LlamaForCausalLM"], num_hidden_layers=2, vocab_size=517,
+                       intermediate_size=516, rope_theta=10000.0, tie_word_embeddings=False),
     }
     for i, (name, cfg) in enumerate(specs.items()):
         d = os.path.join(out, name)

@@ -458,12 +458,17 @@ static void test_matmul_all(void **state)
                 linear_weight wc;
                 assert_int_equal(linear_init_kt(&wc, wq, t, s.n, s.k, t, 0), 0);
                 assert_non_null(wc.mat.owned);
-                int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0) &&
+                int repacked = (t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ||
+                                t == KERN_TYPE_Q6_K || t == KERN_TYPE_Q5_K) &&
                                s.n % 8 == 0 && isa > 0;
                 assert_int_equal(wc.mat.layout, !repacked                ? 0
                                                 : t == KERN_TYPE_Q4_0 ? QUANT_LAYOUT_Q4_0X8
                                                 : t == KERN_TYPE_Q8_0 ? QUANT_LAYOUT_Q8_0X8
+                                                : t == KERN_TYPE_Q6_K ? QUANT_LAYOUT_Q6_KX8
+                                                : t == KERN_TYPE_Q5_K ? QUANT_LAYOUT_Q5_KX8
                                                                       : QUANT_LAYOUT_Q4_KX8);
+                assert_int_equal(kern_quant_repacks(t, s.n), repacked);
+                if (t == KERN_TYPE_Q6_K && repacked) assert_int_equal(linear_bytes(&wc), wb); /* same size */
                 if (!repacked) assert_memory_equal(wc.mat.data, wq, wb);
                 wc.bias = w.bias;
                 float *y3 = malloc(sizeof(float) * s.m * s.n);
@@ -679,13 +684,38 @@ static void test_pool_threads(void **state)
     tpool_destroy(pool);
 }
 
+/* The repack of a large weight split over threads (kern_pack_threads)
+ * writes the bytes of the one-thread repack, for every 8-row layout. */
+static void test_repack_threads(void **state)
+{
+    (void)state;
+    const kern_type ts[] = {KERN_TYPE_Q4_0, KERN_TYPE_Q4_K, KERN_TYPE_Q5_K, KERN_TYPE_Q6_K, KERN_TYPE_Q8_0};
+    const int n = 1024, k = 8192; /* >= 4 MiB each: the threaded path */
+    for (int ti = 0; ti < 5; ti++) {
+        kern_type t = ts[ti];
+        int layout = quant_x8_layout(t, n, KERN_ISA_AVX2);
+        assert_int_not_equal(layout, 0);
+        assert_int_equal(quant_x8_layout(t, n + 4, KERN_ISA_AVX2), 0);
+        assert_int_equal(quant_x8_layout(t, n, KERN_ISA_SCALAR), 0);
+        size_t wb = kern_type_mat_bytes(t, n, k), xb = quant_x8_bytes(layout, n, k);
+        void *wq = malloc(wb), *d1 = malloc(xb), *d3 = malloc(xb);
+        random_blocks(t, wq, wb / kern_type_get(t)->block_bytes);
+        memset(d1, 0xAA, xb), memset(d3, 0x55, xb);
+        quant_repack_x8(layout, d1, wq, n, k, 1);
+        quant_repack_x8(layout, d3, wq, n, k, 3);
+        assert_memory_equal(d1, d3, xb);
+        if (t != KERN_TYPE_Q4_K && t != KERN_TYPE_Q5_K) assert_int_equal(xb, wb);
+        free(wq), free(d1), free(d3);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode),      cmocka_unit_test(test_act_quant),
         cmocka_unit_test(test_matmul_all),  cmocka_unit_test(test_load_paths),
         cmocka_unit_test(test_zero_rows),   cmocka_unit_test(test_pool_threads),
-        cmocka_unit_test(test_load_any_type),
+        cmocka_unit_test(test_load_any_type), cmocka_unit_test(test_repack_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
