@@ -52,8 +52,20 @@ const quant_ops *quant_ops_scalar(kern_type t);
  * the driver then uses the scalar ops). */
 const quant_ops *quant_ops_avx2(kern_type t);
 /* The ops the driver uses for a weight packed under isa: the ISA's own,
- * else scalar (AVX-512 CPUs run the AVX2 kernels). */
+ * else scalar; on AVX-512 the VNNI dot where quant_avx512_uses() says so,
+ * else the AVX2 ops. */
 const quant_ops *quant_ops_for(kern_type t, kern_isa isa);
+
+/* ---- AVX-512 VNNI (quant_dot_avx512.c) --------------------------------
+ * The VNNI dot of t (NULL where there is none); it reads the activation
+ * rows the AVX2 ops' quantizer writes. */
+quant_dot_fn quant_dot_avx512(kern_type t);
+/* Whether an AVX-512 CPU runs t's VNNI kernel (x8 != 0: the repacked 8-row
+ * layout of t, else the plain one) instead of the AVX2 one: a table of the
+ * types measured faster (qkern.md), overridden by SGLC_QUANT_AVX512 =
+ * all | none, read by quant_avx512_select (kern_types_init). */
+int quant_avx512_uses(kern_type t, int x8);
+void quant_avx512_select(const char *spec);
 
 /* Scalar activation quantizers (shared with the AVX2 file's tails and tests). */
 void quant_act_q8_0(void *dst, const float *x, int k);
@@ -122,6 +134,17 @@ typedef struct { uint16_t d[8]; int8_t qs[8][8][4]; } quant_q8_0x8;
 void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb);
 void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                        float *y, size_t ys);
+
+/* The AVX-512 VNNI kernels of the three layouts above (same arguments as
+ * the AVX2 ones, but the Q4_0 / Q8_0 code offsets come as int32 starts:
+ * off[r * nb + b] = -8 (Q4_0) or -128 (Q8_0: codes go in as code + 128)
+ * times the code sum of row r's activation block b). */
+void quant_q4_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                         const int32_t *off, int R, float *y, size_t ys);
+void quant_q8_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                         const int32_t *off, int R, float *y, size_t ys);
+void quant_q4_Kx8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                         float *y, size_t ys);
 
 /* Matmul of a quantized weight on the ops of `isa` (see kern_matmul). */
 void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,

@@ -38,16 +38,31 @@
 #include "util/dtype.h"
 #include "util/threadpool.h"
 
-static const char *const k_isas[] = {"scalar", "avx2", "avx512"};
+/* avx512: the kernels quant_avx512_uses picks (VNNI or AVX2 per type);
+ * avx512-vnni: every VNNI kernel (SGLC_QUANT_AVX512=all), whatever the
+ * table says, so each one is checked on an AVX-512 CPU */
+static const char *const k_isas[] = {"scalar", "avx2", "avx512", "avx512-vnni"};
+#define N_ISAS 4
 
 static int use_isa(int idx)
 {
     const cpu_features *c = cpu_get();
     if (idx == 1 && !(c->avx2 && c->fma && c->f16c)) return 0;
-    if (idx == 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
+    if (idx >= 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
                       c->avx512vnni))
         return 0;
-    return kernels_init(k_isas[idx]) == 0;
+    if (idx == 3) setenv("SGLC_QUANT_AVX512", "all", 1);
+    else unsetenv("SGLC_QUANT_AVX512");
+    int rc = kernels_init(idx >= 2 ? "avx512" : k_isas[idx]);
+    if (idx == 3 && rc == 0) /* the VNNI kernels really are the ones that run */
+        for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++)
+            if (quant_dot_avx512((kern_type)t)) {
+                assert_true(quant_avx512_uses((kern_type)t, 0) && quant_avx512_uses((kern_type)t, 1));
+                assert_ptr_equal(quant_ops_for((kern_type)t, KERN_ISA_AVX512)->dot,
+                                 quant_dot_avx512((kern_type)t));
+            }
+    unsetenv("SGLC_QUANT_AVX512");
+    return rc == 0;
 }
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -436,7 +451,7 @@ static void test_matmul_all(void **state)
             for (int i = 0; i < s.m * s.k; i++) x[i] = frand() * (i % 5 == 0 ? 4.0f : 1.0f);
             for (int j = 0; j < s.n; j++) bias[j] = frand();
             float *y0 = NULL;
-            for (int isa = 0; isa < 3; isa++) {
+            for (int isa = 0; isa < N_ISAS; isa++) {
                 if (!use_isa(isa)) continue;
                 linear_weight w;
                 assert_int_equal(linear_init_kt(&w, wq, t, s.n, s.k, t, 1), 0);
@@ -611,7 +626,7 @@ static void test_load_any_type(void **state)
 static void test_zero_rows(void **state)
 {
     (void)state;
-    for (int isa = 0; isa < 3; isa++) {
+    for (int isa = 0; isa < N_ISAS; isa++) {
         if (!use_isa(isa)) continue;
         for (int ti = 0; ti < N_WTYPES; ti++) {
             kern_type t = k_wtypes[ti];
