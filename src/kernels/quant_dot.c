@@ -583,8 +583,9 @@ static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w,
         }
         for (int gg = g0; gg < g1; gg += gb) {
             int ge = gg + gb < g1 ? gg + gb : g1;
-            for (int r0 = 0; r0 < mc; r0 += QUANT_MAX_R) {
-                int R = mc - r0 < QUANT_MAX_R ? mc - r0 : QUANT_MAX_R;
+            const int rmax = is_k ? QUANT_MAX_R : QUANT_X8_MAX_R512;
+            for (int r0 = 0; r0 < mc; r0 += rmax) {
+                int R = mc - r0 < rmax ? mc - r0 : rmax;
                 const char *ar = a + (size_t)r0 * arb;
                 float *yr = y + (size_t)(c0 + r0) * n;
                 if (is_k) quant_q4_Kx8_avx512(w->data, nb, gg, ge, ar, arb, R, yr, (size_t)n);

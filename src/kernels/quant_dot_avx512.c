@@ -226,9 +226,10 @@ AI void body_q45_K(int k, const void *w, const void *a, size_t as, const int R, 
         k4_scales(s12, sc);
         __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
         __m128i mins16 = _mm_cvtepu8_epi16(_mm_srli_si128(sc8, 8));
+        const __m256i scd = _mm256_cvtepu8_epi32(sc8); /* the 8 scales as dwords */
         __m256i hb = five ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
-        __m256i sumi[QUANT_MAX_R];
-        for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+        __m256i sumi[QUANT_MAX_R], sum2[QUANT_MAX_R]; /* two chains: vpdpwssd's latency */
+        for (int r = 0; r < R; r++) sumi[r] = sum2[r] = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
             __m256i ql = _mm256_and_si256(q, m4), qhh = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -236,18 +237,20 @@ AI void body_q45_K(int k, const void *w, const void *a, size_t as, const int R, 
                 ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4));
                 qhh = _mm256_or_si256(qhh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4));
             }
-            const __m256i s_l = _mm256_set1_epi32(sc[2 * j]), s_h = _mm256_set1_epi32(sc[2 * j + 1]);
+            const __m256i s_l = _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(2 * j));
+            const __m256i s_h = _mm256_permutevar8x32_epi32(scd, _mm256_set1_epi32(2 * j + 1));
             for (int r = 0; r < R; r++) {
                 const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
                 __m256i yl = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j));
                 __m256i yh = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * j + 32));
                 sumi[r] = dpsc(sumi[r], dpbu(z, ql, yl), s_l);
-                sumi[r] = dpsc(sumi[r], dpbu(z, qhh, yh), s_h);
+                sum2[r] = dpsc(sum2[r], dpbu(z, qhh, yh), s_h);
             }
         }
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi[r], sum2[r])),
+                                     acc[r]);
             macc[r] += dmin * y->d * (float)k4_min_dot(mins16, y);
         }
     }
@@ -262,12 +265,17 @@ AI void body_q5_K(int k, const void *w, const void *a, size_t as, const int R, f
     body_q45_K(k, w, a, as, R, out, os, 1);
 }
 
-/* the (scale, 0) dwords of a 16-value scale pair: lanes 0..3 s0, 4..7 s1
- * (a negative scale masked to 16 bits: the high half must stay 0) */
-AI __m256i sc_pair(int s0, int s1)
+/* 16 int16 scales -> two vectors of (scale, 0) dwords (scales 0..7, 8..15;
+ * zero-extended: the high half must stay 0 for a negative scale) */
+AI void sc_dwords(__m256i sc16, __m256i *lo, __m256i *hi)
 {
-    s0 &= 0xFFFF, s1 &= 0xFFFF;
-    return _mm256_setr_epi32(s0, s0, s0, s0, s1, s1, s1, s1);
+    *lo = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(sc16));
+    *hi = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(sc16, 1));
+}
+/* the scale pair (i, i + 1) of 8 dword scales: lanes 0..3 scale i, 4..7 scale i + 1 */
+AI __m256i sc_pair(__m256i scd, int i)
+{
+    return _mm256_permutevar8x32_epi32(scd, _mm256_setr_epi32(i, i, i, i, i + 1, i + 1, i + 1, i + 1));
 }
 
 /* Q6_K: q in 0..63, w = d sc (q - 32); the -32 goes through the bsums.
@@ -283,13 +291,15 @@ AI void body_q6_K(int k, const void *w, const void *a, size_t as, const int R, f
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_K *xb = x + b;
         const int8_t *sc = xb->scales;
-        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-        __m256i sumi[QUANT_MAX_R];
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)), scd[2];
+        sc_dwords(sc16, &scd[0], &scd[1]);
+        __m256i sumi[QUANT_MAX_R], sum2[QUANT_MAX_R]; /* two chains: vpdpwssd's latency */
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
             /* start at -32 * sum_g sc[g] * bsums[g] */
             __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
             sumi[r] = _mm256_sub_epi32(z, _mm256_slli_epi32(off, 5));
+            sum2[r] = z;
         }
         for (int hh = 0; hh < 2; hh++) {
             __m256i q4a = _mm256_loadu_si256((const __m256i *)(xb->ql + 64 * hh));
@@ -301,19 +311,21 @@ AI void body_q6_K(int k, const void *w, const void *a, size_t as, const int R, f
             c[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4a, 4), m4), _mm256_and_si256(qhv, m30));
             c[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q4b, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(qhv, 2), m30));
-            for (int ci = 0; ci < 4; ci++) {
-                const __m256i s = sc_pair(sc[8 * hh + 2 * ci], sc[8 * hh + 2 * ci + 1]);
+            for (int ci = 0; ci < 4; ci += 2) {
+                const __m256i s0 = sc_pair(scd[hh], 2 * ci), s1 = sc_pair(scd[hh], 2 * ci + 2);
                 for (int r = 0; r < R; r++) {
                     const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
-                    __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * hh + 32 * ci));
-                    sumi[r] = dpsc(sumi[r], dpbu(z, c[ci], qy), s);
+                    const int8_t *qy = y->qs + 128 * hh + 32 * ci;
+                    sumi[r] = dpsc(sumi[r], dpbu(z, c[ci], _mm256_loadu_si256((const __m256i *)qy)), s0);
+                    sum2[r] = dpsc(sum2[r], dpbu(z, c[ci + 1], _mm256_loadu_si256((const __m256i *)(qy + 32))), s1);
                 }
             }
         }
         float d = h2f(xb->d);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi[r], sum2[r])),
+                                     acc[r]);
         }
     }
     STORE_ACC
@@ -331,25 +343,29 @@ AI void body_q2_K(int k, const void *w, const void *a, size_t as, const int R, f
         const block_q2_K *xb = x + b;
         __m128i s8 = _mm_loadu_si128((const __m128i *)xb->scales);
         __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0F)));
-        __m256i sumi[QUANT_MAX_R];
-        for (int r = 0; r < R; r++) sumi[r] = z;
+        __m256i scd[2];
+        sc_dwords(_mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0F))), &scd[0], &scd[1]);
+        __m256i sumi[QUANT_MAX_R], sum2[QUANT_MAX_R];
+        for (int r = 0; r < R; r++) sumi[r] = sum2[r] = z;
         for (int hh = 0; hh < 2; hh++) {
             __m256i qv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * hh));
-            for (int j = 0; j < 4; j++) {
-                __m256i c = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                const int g = 8 * hh + 2 * j;
-                const __m256i s = sc_pair(xb->scales[g] & 0xF, xb->scales[g + 1] & 0xF);
+            for (int j = 0; j < 4; j += 2) {
+                __m256i c0 = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
+                __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j + 2), m3);
+                const __m256i s0 = sc_pair(scd[hh], 2 * j), s1 = sc_pair(scd[hh], 2 * j + 2);
                 for (int r = 0; r < R; r++) {
                     const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
-                    __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * hh + 32 * j));
-                    sumi[r] = dpsc(sumi[r], dpbu(z, c, qy), s);
+                    const int8_t *qy = y->qs + 128 * hh + 32 * j;
+                    sumi[r] = dpsc(sumi[r], dpbu(z, c0, _mm256_loadu_si256((const __m256i *)qy)), s0);
+                    sum2[r] = dpsc(sum2[r], dpbu(z, c1, _mm256_loadu_si256((const __m256i *)(qy + 32))), s1);
                 }
             }
         }
         float d = h2f(xb->d), dmin = h2f(xb->dmin);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi[r], sum2[r])),
+                                     acc[r]);
             __m256i mp = _mm256_madd_epi16(mins16, _mm256_loadu_si256((const __m256i *)y->bsums));
             macc[r] += dmin * y->d * (float)hsumi8(mp);
         }
@@ -369,42 +385,46 @@ AI void body_q3_K(int k, const void *w, const void *a, size_t as, const int R, f
     for (int b = 0; b < k / QK_K; b++) {
         const block_q3_K *xb = x + b;
         const uint8_t *s = xb->scales;
-        int sc[16];
-        for (int j = 0; j < 16; j++) {
-            int lo = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
-            int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-            sc[j] = (lo | (hi << 4)) - 32;
-        }
-        __m256i sc16 = _mm256_setr_epi16((short)sc[0], (short)sc[1], (short)sc[2], (short)sc[3], (short)sc[4],
-                                         (short)sc[5], (short)sc[6], (short)sc[7], (short)sc[8], (short)sc[9],
-                                         (short)sc[10], (short)sc[11], (short)sc[12], (short)sc[13],
-                                         (short)sc[14], (short)sc[15]);
+        /* the 16 6-bit scales as 4 dwords (scale j = byte j): low nibbles
+         * from bytes 0..7 (j < 8) or their high nibbles (j >= 8), the two
+         * high bits from bytes 8..11, bit pair j / 4 */
+        uint32_t u0, u1, u2;
+        memcpy(&u0, s, 4), memcpy(&u1, s + 4, 4), memcpy(&u2, s + 8, 4);
+        const uint32_t m4 = 0x0f0f0f0f, m2 = 0x03030303;
+        __m128i sc8 = _mm_setr_epi32((int)((u0 & m4) | ((u2 & m2) << 4)), (int)((u1 & m4) | (((u2 >> 2) & m2) << 4)),
+                                     (int)(((u0 >> 4) & m4) | (((u2 >> 4) & m2) << 4)),
+                                     (int)(((u1 >> 4) & m4) | (((u2 >> 6) & m2) << 4)));
+        __m256i sc16 = _mm256_sub_epi16(_mm256_cvtepu8_epi16(sc8), _mm256_set1_epi16(32)), scd[2];
+        sc_dwords(sc16, &scd[0], &scd[1]);
         __m256i hm = _mm256_loadu_si256((const __m256i *)xb->hmask);
-        __m256i sumi[QUANT_MAX_R];
+        __m256i sumi[QUANT_MAX_R], sum2[QUANT_MAX_R];
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
             __m256i off = _mm256_madd_epi16(sc16, _mm256_loadu_si256((const __m256i *)y->bsums));
             sumi[r] = _mm256_sub_epi32(z, _mm256_slli_epi32(off, 2));
+            sum2[r] = z;
         }
         for (int hh = 0; hh < 2; hh++) {
             __m256i qv = _mm256_loadu_si256((const __m256i *)(xb->qs + 32 * hh));
             for (int j = 0; j < 4; j++) {
                 __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qv, 2 * j), m3);
-                __m256i hbit = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * hh + j), _mm256_set1_epi8(1));
-                __m256i c = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbit, 2), four));
-                const int g = 8 * hh + 2 * j;
-                const __m256i sv = sc_pair(sc[g], sc[g + 1]);
+                /* bit 4 hh + j of each hmask byte, moved to bit 2 */
+                __m256i hb = _mm256_srli_epi16(hm, 4 * hh + j);
+                __m256i c = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 2), four));
+                const __m256i sv = sc_pair(scd[hh], 2 * j);
                 for (int r = 0; r < R; r++) {
                     const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
                     __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 128 * hh + 32 * j));
-                    sumi[r] = dpsc(sumi[r], dpbu(z, c, qy), sv);
+                    if (j & 1) sum2[r] = dpsc(sum2[r], dpbu(z, c, qy), sv);
+                    else sumi[r] = dpsc(sumi[r], dpbu(z, c, qy), sv);
                 }
             }
         }
         float d = h2f(xb->d);
         for (int r = 0; r < R; r++) {
             const block_q8_K *y = (const block_q8_K *)ACT(r) + b;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * y->d), _mm256_cvtepi32_ps(_mm256_add_epi32(sumi[r], sum2[r])),
+                                     acc[r]);
         }
     }
     STORE_ACC
@@ -446,6 +466,9 @@ AI void body_iq4_xs(int k, const void *w, const void *a, size_t as, const int R,
 
 /* ---- repacked 8-row layouts (quant_dot.h) ------------------------------ */
 
+/* Q4_0 / Q8_0 x8 take up to Q512_XR activation rows (EVEX has 32 ymm) */
+#define Q512_XR QUANT_X8_MAX_R512
+
 /* Q4_0 x8: off[r * nb + b] = -8 * (activation block b's code sum) */
 AI void body_q4_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
                     const int R, float *y, size_t ys)
@@ -453,7 +476,7 @@ AI void body_q4_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     for (int g = g0; g < g1; g++) {
         const quant_q4_0x8 *grp = (const quant_q4_0x8 *)w + (size_t)g * nb;
-        __m256 acc[QUANT_MAX_R];
+        __m256 acc[Q512_XR];
         for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const quant_q4_0x8 *x = grp + b;
@@ -467,12 +490,17 @@ AI void body_q4_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t
             for (int r = 0; r < R; r++) {
                 const block_q8_0 *yb = (const block_q8_0 *)ACT(r) + b;
                 const int8_t *q = yb->qs;
-                /* two chains of 4 (the low and the high nibbles) */
                 __m256i s0 = _mm256_set1_epi32(off[(size_t)r * nb + b]), s1 = _mm256_setzero_si256();
-                for (int c = 0; c < 4; c++) {
-                    s0 = dpbu(s0, lo[c], bcast32(q + 4 * c));
-                    s1 = dpbu(s1, hi[c], bcast32(q + 16 + 4 * c));
-                }
+                if (R <= 2) /* two chains of 4 (the low and the high nibbles): vpdpbusd's latency */
+                    for (int c = 0; c < 4; c++) {
+                        s0 = dpbu(s0, lo[c], bcast32(q + 4 * c));
+                        s1 = dpbu(s1, hi[c], bcast32(q + 16 + 4 * c));
+                    }
+                else /* rows enough to hide it, and registers for 8 of them */
+                    for (int c = 0; c < 4; c++) {
+                        s0 = dpbu(s0, lo[c], bcast32(q + 4 * c));
+                        s0 = dpbu(s0, hi[c], bcast32(q + 16 + 4 * c));
+                    }
                 __m256 f = _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1));
                 acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, _mm256_broadcast_ss(&quant_f16_table[yb->d])), f, acc[r]);
             }
@@ -485,10 +513,10 @@ void quant_q4_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, s
                          int R, float *y, size_t ys)
 {
     switch (R) {
-    case 1: body_q4_0x8(w, nb, g0, g1, a, as, off, 1, y, ys); break;
-    case 2: body_q4_0x8(w, nb, g0, g1, a, as, off, 2, y, ys); break;
-    case 3: body_q4_0x8(w, nb, g0, g1, a, as, off, 3, y, ys); break;
-    default: body_q4_0x8(w, nb, g0, g1, a, as, off, 4, y, ys); break;
+#define C(n) case n: body_q4_0x8(w, nb, g0, g1, a, as, off, n, y, ys); break;
+        C(1) C(2) C(3) C(4) C(5) C(6) C(7)
+#undef C
+    default: body_q4_0x8(w, nb, g0, g1, a, as, off, Q512_XR, y, ys); break;
     }
 }
 
@@ -500,11 +528,12 @@ AI void body_q8_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     for (int g = g0; g < g1; g++) {
         const quant_q8_0x8 *grp = (const quant_q8_0x8 *)w + (size_t)g * nb;
-        __m256 acc[QUANT_MAX_R];
+        __m256 acc[Q512_XR];
         for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const quant_q8_0x8 *x = grp + b;
-            __m256i s0[QUANT_MAX_R], s1[QUANT_MAX_R];
+            /* two chains per row for R <= 2 (vpdpbusd's latency), one for more */
+            __m256i s0[Q512_XR], s1[Q512_XR];
             for (int r = 0; r < R; r++)
                 s0[r] = _mm256_set1_epi32(off[(size_t)r * nb + b]), s1[r] = _mm256_setzero_si256();
             for (int c = 0; c < 8; c += 2) {
@@ -513,7 +542,8 @@ AI void body_q8_0x8(const void *w, int nb, int g0, int g1, const void *a, size_t
                 for (int r = 0; r < R; r++) {
                     const int8_t *q = ((const block_q8_0 *)ACT(r) + b)->qs + 4 * c;
                     s0[r] = dpbu(s0[r], u0, bcast32(q));
-                    s1[r] = dpbu(s1[r], u1, bcast32(q + 4));
+                    if (R <= 2) s1[r] = dpbu(s1[r], u1, bcast32(q + 4));
+                    else s0[r] = dpbu(s0[r], u1, bcast32(q + 4));
                 }
             }
             __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
@@ -531,10 +561,10 @@ void quant_q8_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, s
                          int R, float *y, size_t ys)
 {
     switch (R) {
-    case 1: body_q8_0x8(w, nb, g0, g1, a, as, off, 1, y, ys); break;
-    case 2: body_q8_0x8(w, nb, g0, g1, a, as, off, 2, y, ys); break;
-    case 3: body_q8_0x8(w, nb, g0, g1, a, as, off, 3, y, ys); break;
-    default: body_q8_0x8(w, nb, g0, g1, a, as, off, 4, y, ys); break;
+#define C(n) case n: body_q8_0x8(w, nb, g0, g1, a, as, off, n, y, ys); break;
+        C(1) C(2) C(3) C(4) C(5) C(6) C(7)
+#undef C
+    default: body_q8_0x8(w, nb, g0, g1, a, as, off, Q512_XR, y, ys); break;
     }
 }
 
