@@ -583,7 +583,7 @@ static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w,
         }
         for (int gg = g0; gg < g1; gg += gb) {
             int ge = gg + gb < g1 ? gg + gb : g1;
-            const int rmax = is_k ? QUANT_MAX_R : QUANT_X8_MAX_R512;
+            const int rmax = QUANT_X8_MAX_R512;
             for (int r0 = 0; r0 < mc; r0 += rmax) {
                 int R = mc - r0 < rmax ? mc - r0 : rmax;
                 const char *ar = a + (size_t)r0 * arb;

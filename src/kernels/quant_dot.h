@@ -139,7 +139,7 @@ void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, siz
  * the AVX2 ones, but the Q4_0 / Q8_0 code offsets come as int32 starts:
  * off[r * nb + b] = -8 (Q4_0) or -128 (Q8_0: codes go in as code + 128)
  * times the code sum of row r's activation block b). */
-#define QUANT_X8_MAX_R512 8 /* activation rows per call of the two below (R <= this) */
+#define QUANT_X8_MAX_R512 8 /* activation rows per call of the three below (R <= this) */
 void quant_q4_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
                          const int32_t *off, int R, float *y, size_t ys);
 void quant_q8_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,

@@ -568,9 +568,11 @@ void quant_q8_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, s
     }
 }
 
-/* Q4_K x8: a row's sub-block sum is one int32 lane after 8 vpdpbusd
- * (<= 32 * 15 * 127, past int16), so its scale is a vpmulld */
-AI void body_q4_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+/* Q4_K x8, R <= 4: both sub-blocks of a chunk at once (each chunk loaded
+ * once, two independent chains per row).  A row's sub-block sum is one
+ * int32 lane after 8 vpdpbusd (<= 32 * 15 * 127, past int16), so its scale
+ * is a vpmulld. */
+AI void body_q4_Kx8_pairs(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
                     float *y, size_t ys)
 {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -624,14 +626,71 @@ AI void body_q4_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t
     }
 }
 
+/* Q4_K x8, R > 4: one sub-block at a time (the chunk is loaded again for
+ * the high nibbles), so 8 rows fit the 32 registers. */
+AI void body_q4_Kx8(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R,
+                    float *y, size_t ys)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int g = g0; g < g1; g++) {
+        const quant_q4_Kx8 *grp = (const quant_q4_Kx8 *)w + (size_t)g * nb;
+        __m256 acc[Q512_XR];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q4_Kx8 *x = grp + b;
+            __m256i sumi[Q512_XR];
+            for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+            for (int sb = 0; sb < 8; sb++) { /* sub-block sb: chunk j = sb / 2, the low or high nibbles */
+                const int j = sb / 2, hi = sb % 2;
+                __m256i ss[Q512_XR];
+                for (int r = 0; r < R; r++) ss[r] = _mm256_setzero_si256();
+                for (int c = 0; c < 8; c++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)x->qs[j][c]);
+                    __m256i u = _mm256_and_si256(hi ? _mm256_srli_epi16(v, 4) : v, m4);
+                    for (int r = 0; r < R; r++) {
+                        /* codes 64j + 32 hi + 4c.. */
+                        const int8_t *q = ((const block_q8_K *)ACT(r) + b)->qs + 64 * j + 32 * hi + 4 * c;
+                        ss[r] = dpbu(ss[r], u, bcast32(q));
+                    }
+                }
+                __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)x->sc[sb]));
+                for (int r = 0; r < R; r++) sumi[r] = _mm256_add_epi32(sumi[r], _mm256_mullo_epi32(ss[r], sc));
+            }
+            __m256 dv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->d));
+            __m256 mv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)x->dmin));
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                /* sums of the 8 sub-blocks of 32 as int16; dword p = the pair (2p, 2p + 1) */
+                __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                int32_t s8v[4];
+                _mm_storeu_si128((__m128i *)s8v, s8);
+                __m256i ms = _mm256_setzero_si256();
+                for (int p = 0; p < 4; p++) {
+                    __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)x->mn[p]));
+                    ms = dpsc(ms, mn, _mm256_set1_epi32(s8v[p]));
+                }
+                __m256 da = _mm256_set1_ps(yb->d);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dv, da), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+                acc[r] = _mm256_fnmadd_ps(_mm256_mul_ps(mv, da), _mm256_cvtepi32_ps(ms), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm256_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
 void quant_q4_Kx8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R, float *y,
                          size_t ys)
 {
     switch (R) {
-    case 1: body_q4_Kx8(w, nb, g0, g1, a, as, 1, y, ys); break;
-    case 2: body_q4_Kx8(w, nb, g0, g1, a, as, 2, y, ys); break;
-    case 3: body_q4_Kx8(w, nb, g0, g1, a, as, 3, y, ys); break;
-    default: body_q4_Kx8(w, nb, g0, g1, a, as, 4, y, ys); break;
+#define C(n) case n: body_q4_Kx8(w, nb, g0, g1, a, as, n, y, ys); break;
+        C(5) C(6) C(7)
+#undef C
+    case 1: body_q4_Kx8_pairs(w, nb, g0, g1, a, as, 1, y, ys); break;
+    case 2: body_q4_Kx8_pairs(w, nb, g0, g1, a, as, 2, y, ys); break;
+    case 3: body_q4_Kx8_pairs(w, nb, g0, g1, a, as, 3, y, ys); break;
+    case 4: body_q4_Kx8_pairs(w, nb, g0, g1, a, as, 4, y, ys); break;
+    default: body_q4_Kx8(w, nb, g0, g1, a, as, Q512_XR, y, ys); break;
     }
 }
 

@@ -437,7 +437,8 @@ static void test_matmul_all(void **state)
     const shape shapes256[] = {{1, 1, 256, 1}, {1, 7, 512, 3}, {3, 5, 768, 1},
                                {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2},
                                {65, 3, 256, 3}, {4, 16, 256, 2}, {5, 24, 512, 3},
-                               {1, 8, 2048, 1}, {66, 40, 256, 2}};
+                               {1, 8, 2048, 1}, {66, 40, 256, 2},
+                               {15, 16, 256, 2}, {14, 8, 512, 1}}; /* 8-row tails of 7, 6 */
     for (int ti = 0; ti < N_WTYPES; ti++) {
         kern_type t = k_wtypes[ti];
         const kern_type_traits *tr = kern_type_get(t);
