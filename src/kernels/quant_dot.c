@@ -414,7 +414,9 @@ void quant_avx512_select(const char *spec)
         g_q512[t] = 0;
         if (!o2 || !d) continue;
         g_ops512[t] = (quant_ops){o2->act_type, o2->act, d};
-        g_q512[t] = none ? 0 : all ? (Q512_PLAIN | Q512_X8) : g_q512_default[t];
+        /* VNNI x8 kernels exist for these three layouts only */
+        const int x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ? Q512_X8 : 0;
+        g_q512[t] = (none ? 0 : all ? (Q512_PLAIN | Q512_X8) : g_q512_default[t]) & (Q512_PLAIN | x8);
     }
 }
 
