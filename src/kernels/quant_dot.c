@@ -385,22 +385,24 @@ kern_row_dot_fn quant_row_dot_slot(kern_type t)
 
 /* ---- AVX-512 choice ----------------------------------------------------
  * Per type and layout, whether the VNNI kernel runs: set from the
- * measurements on the CPUs measured (bench_quant, qkern.md: Zen 4), the
- * rest stay on the AVX2 kernels. */
-enum { Q512_PLAIN = 1, Q512_X8 = 2 };
-static unsigned char g_q512_default[KERN_TYPE_COUNT] = {
-    [KERN_TYPE_Q8_0] = Q512_PLAIN | Q512_X8,
-    [KERN_TYPE_Q4_0] = Q512_PLAIN | Q512_X8,
-    [KERN_TYPE_Q4_K] = Q512_PLAIN | Q512_X8,
-    [KERN_TYPE_Q5_K] = Q512_PLAIN,
-    [KERN_TYPE_Q6_K] = Q512_PLAIN,
-    [KERN_TYPE_Q4_1] = Q512_PLAIN,
-    [KERN_TYPE_Q5_0] = Q512_PLAIN,
-    [KERN_TYPE_Q5_1] = Q512_PLAIN,
-    [KERN_TYPE_Q2_K] = Q512_PLAIN,
-    [KERN_TYPE_Q3_K] = Q512_PLAIN,
-    [KERN_TYPE_IQ4_NL] = Q512_PLAIN,
-    [KERN_TYPE_IQ4_XS] = Q512_PLAIN,
+ * measurements on the CPUs measured (bench_quant on Zen 4, qkern.md and
+ * PERF.md): plain layout decode (m = 1, the l2_resident compute rate),
+ * plain GEMM (m > 1, the m = 512 rate) and the x8 layout; where the VNNI
+ * kernel did not beat AVX2 the AVX2 one stays. */
+enum { Q512_GEMV = 1, Q512_GEMM = 2, Q512_X8 = 4, Q512_ALL = 7 };
+static const unsigned char g_q512_default[KERN_TYPE_COUNT] = {
+    [KERN_TYPE_Q8_0] = Q512_GEMM | Q512_X8, /* plain GEMV: AVX2 0.87-0.99x of it */
+    [KERN_TYPE_Q4_0] = Q512_ALL,
+    [KERN_TYPE_Q4_K] = Q512_ALL,
+    [KERN_TYPE_Q5_K] = Q512_ALL,
+    [KERN_TYPE_Q6_K] = Q512_ALL,
+    [KERN_TYPE_Q4_1] = Q512_ALL,
+    [KERN_TYPE_Q5_0] = Q512_ALL,
+    [KERN_TYPE_Q5_1] = Q512_ALL,
+    [KERN_TYPE_Q2_K] = Q512_ALL,
+    [KERN_TYPE_Q3_K] = Q512_ALL,
+    [KERN_TYPE_IQ4_NL] = Q512_ALL,
+    [KERN_TYPE_IQ4_XS] = 0, /* 0.95x (GEMV), 0.8-1.0x (GEMM) */
 };
 static unsigned char g_q512[KERN_TYPE_COUNT];
 static quant_ops g_ops512[KERN_TYPE_COUNT];
@@ -416,22 +418,25 @@ void quant_avx512_select(const char *spec)
         g_ops512[t] = (quant_ops){o2->act_type, o2->act, d};
         /* VNNI x8 kernels exist for these three layouts only */
         const int x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ? Q512_X8 : 0;
-        g_q512[t] = (none ? 0 : all ? (Q512_PLAIN | Q512_X8) : g_q512_default[t]) & (Q512_PLAIN | x8);
+        g_q512[t] = (none ? 0 : all ? Q512_ALL : g_q512_default[t]) & (Q512_GEMV | Q512_GEMM | x8);
     }
 }
 
-int quant_avx512_uses(kern_type t, int x8)
+int quant_avx512_uses(kern_type t, int x8, int m)
 {
     if ((int)t < 0 || t >= KERN_TYPE_COUNT) return 0;
-    return (g_q512[t] & (x8 ? Q512_X8 : Q512_PLAIN)) != 0;
+    return (g_q512[t] & (x8 ? Q512_X8 : m == 1 ? Q512_GEMV : Q512_GEMM)) != 0;
 }
 
-const quant_ops *quant_ops_for(kern_type t, kern_isa isa)
+/* The ops for m activation rows of plain-layout t under isa. */
+static const quant_ops *quant_ops_for_m(kern_type t, kern_isa isa, int m)
 {
-    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 0)) return &g_ops512[t];
+    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 0, m)) return &g_ops512[t];
     const quant_ops *o = isa != KERN_ISA_SCALAR ? quant_ops_avx2(t) : NULL;
     return o ? o : quant_ops_scalar(t);
 }
+
+const quant_ops *quant_ops_for(kern_type t, kern_isa isa) { return quant_ops_for_m(t, isa, 2); }
 
 /* Dot of a stored row with f32 x: dequantize a block at a time, f32 sum
  * (no activation rounding: the reference the traits' dot slot promises). */
@@ -630,7 +635,7 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
-    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 1)) {
+    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 1, m)) {
         matmul_x8_avx512(y, x, m, w, t, nb, g0, g1, gb, a);
         return;
     }
@@ -700,7 +705,7 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
         return;
     }
     const int n = w->n;
-    const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
+    const quant_ops *op = quant_ops_for_m((kern_type)w->qtype, isa, m);
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
     if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8 ||

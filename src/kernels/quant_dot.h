@@ -52,19 +52,20 @@ const quant_ops *quant_ops_scalar(kern_type t);
  * the driver then uses the scalar ops). */
 const quant_ops *quant_ops_avx2(kern_type t);
 /* The ops the driver uses for a weight packed under isa: the ISA's own,
- * else scalar; on AVX-512 the VNNI dot where quant_avx512_uses() says so,
- * else the AVX2 ops. */
+ * else scalar; on AVX-512 the VNNI dot where quant_avx512_uses() says so
+ * for the GEMM (m > 1), else the AVX2 ops. */
 const quant_ops *quant_ops_for(kern_type t, kern_isa isa);
 
 /* ---- AVX-512 VNNI (quant_dot_avx512.c) --------------------------------
  * The VNNI dot of t (NULL where there is none); it reads the activation
  * rows the AVX2 ops' quantizer writes. */
 quant_dot_fn quant_dot_avx512(kern_type t);
-/* Whether an AVX-512 CPU runs t's VNNI kernel (x8 != 0: the repacked 8-row
- * layout of t, else the plain one) instead of the AVX2 one: a table of the
- * types measured faster (qkern.md), overridden by SGLC_QUANT_AVX512 =
- * all | none, read by quant_avx512_select (kern_types_init). */
-int quant_avx512_uses(kern_type t, int x8);
+/* Whether an AVX-512 CPU runs t's VNNI kernel instead of the AVX2 one for
+ * m activation rows (x8 != 0: the repacked 8-row layout of t, else the
+ * plain one, decode m == 1 and GEMM m > 1 apart): a table of what measured
+ * faster (qkern.md), overridden by SGLC_QUANT_AVX512 = all | none, read by
+ * quant_avx512_select (kern_types_init). */
+int quant_avx512_uses(kern_type t, int x8, int m);
 void quant_avx512_select(const char *spec);
 
 /* Scalar activation quantizers (shared with the AVX2 file's tails and tests). */
