@@ -18,7 +18,8 @@
  * 65, 67: past the 64-row activation chunk),
  * odd n, k of 1..12 blocks and Llama's 2048 / 8192, threads nth 1 and 3
  * (each share computed with its own scratch).  The ISA paths are
- * compared with each other too. */
+ * compared with each other too; on an AVX-512 CPU twice: the kernels the
+ * per-type table picks, and every VNNI kernel (SGLC_QUANT_AVX512=all). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
