@@ -27,8 +27,10 @@ int cmd_cpu_info(int argc, char **argv)
     printf("amx-tile: %d amx-bf16: %d\n", c->amx_tile, c->amx_bf16);
     printf("kernels: %s\n", kernels_desc());
     /* the matmul each weight type gets on this CPU's ISA: the ISA's own
-     * kernel, or the scalar reference where the ISA has none (a static
-     * table today, not chosen by measurement) */
+     * kernel, or the scalar reference where the ISA has none; on AVX-512
+     * the quantized types' VNNI-or-AVX2 choice (a table checked by
+     * bench_quant, qkern.md): "avx512[gemm,x8]/avx2" = those paths VNNI,
+     * the rest AVX2 */
     kern_isa isa = kernels_isa();
     printf("weight types (matmul on %s):", kernels_isa_name(isa));
     for (int t = 0; t < KERN_TYPE_COUNT; t++) {
@@ -40,7 +42,9 @@ int cmd_cpu_info(int argc, char **argv)
                           : isa != KERN_ISA_SCALAR && f == tr->matmul[KERN_ISA_SCALAR] ? "scalar"
                           : isa == KERN_ISA_AVX512 && f == tr->matmul[KERN_ISA_AVX2] ? "avx2" /* AVX2 body in the slot */
                                                                                       : kernels_isa_name(isa);
-        printf(" %s=%s", tr->name, how);
+        const char *part = isa == KERN_ISA_AVX512 ? kern_type_avx512_partial((kern_type)t) : NULL;
+        if (part) printf(" %s=avx512[%s]/avx2", tr->name, part);
+        else printf(" %s=%s", tr->name, how);
     }
     printf("\n");
     return 0;

@@ -12,6 +12,9 @@
 #include "kernels/quant_fp8.h"
 #include "kernels/quant_ref.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 static void f32_to_f32_row(float *dst, const void *src, int64_t k)
@@ -248,8 +251,10 @@ void kern_types_init(void)
             avx512->matmul ? avx512->matmul : kern_ref_matmul;
     }
     /* block-quantized weight types: the int8 dots of quant_dot*.c (the
-     * AVX-512 slot runs the AVX2 kernels); dot is the dequantizing f32 one */
+     * AVX-512 slot runs the VNNI kernels of the types quant_avx512_uses
+     * picks, the AVX2 ones otherwise); dot is the dequantizing f32 one */
     quant_init();
+    if (avx512) quant_avx512_select(getenv("SGLC_QUANT_AVX512"));
     for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++) {
         if (!quant_ops_scalar((kern_type)t)) continue; /* Q8_K, Q8_1: activations only */
         kern_type_traits *q = &g_traits[t];
@@ -257,11 +262,32 @@ void kern_types_init(void)
         q->dot[KERN_ISA_SCALAR] = quant_row_dot_slot((kern_type)t);
         q->matmul[KERN_ISA_SCALAR] = quant_matmul_slot(KERN_ISA_SCALAR);
         if (avx2) q->matmul[KERN_ISA_AVX2] = quant_matmul_slot(KERN_ISA_AVX2);
-        if (avx512) q->matmul[KERN_ISA_AVX512] = quant_matmul_slot(KERN_ISA_AVX2);
+        if (avx512)
+            q->matmul[KERN_ISA_AVX512] =
+                quant_matmul_slot(quant_avx512_uses((kern_type)t, 0, 1) || quant_avx512_uses((kern_type)t, 0, 2) ||
+                                          quant_avx512_uses((kern_type)t, 1, 1)
+                                      ? KERN_ISA_AVX512
+                                      : KERN_ISA_AVX2);
     }
     kern_type_traits *f8 = &g_traits[KERN_TYPE_F8_B128]; /* the AVX-512 slot runs the AVX2 kernels */
     if (avx2) f8->dot[KERN_ISA_AVX2] = qf8_dot_avx2, f8->matmul[KERN_ISA_AVX2] = qf8_matmul_avx2;
     if (avx512) f8->dot[KERN_ISA_AVX512] = qf8_dot_avx2, f8->matmul[KERN_ISA_AVX512] = qf8_matmul_avx2;
+}
+
+const char *kern_type_avx512_partial(kern_type t)
+{
+    static char buf[KERN_TYPE_COUNT][24];
+    if ((int)t < KERN_TYPE_FLOAT_COUNT || t >= KERN_TYPE_COUNT || !quant_dot_avx512(t)) return NULL;
+    const int has_x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0;
+    const int u[3] = {quant_avx512_uses(t, 0, 1), quant_avx512_uses(t, 0, 2), has_x8 && quant_avx512_uses(t, 1, 1)};
+    const char *nm[3] = {"gemv", "gemm", "x8"};
+    int on = u[0] + u[1] + u[2];
+    if (on == 0 || on == 2 + has_x8) return NULL;
+    char *b = buf[t];
+    b[0] = 0;
+    for (int i = 0; i < 3; i++)
+        if (u[i]) snprintf(b + strlen(b), sizeof buf[t] - strlen(b), "%s%s", b[0] ? "," : "", nm[i]);
+    return b;
 }
 
 const kern_type_traits *kern_type_get(kern_type t)

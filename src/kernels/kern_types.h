@@ -85,6 +85,11 @@ void kern_types_init(void);
 
 /* Traits of a type; NULL for an id outside [0, KERN_TYPE_COUNT). */
 const kern_type_traits *kern_type_get(kern_type t);
+/* For a block-quantized weight type on an AVX-512 CPU, the matmul paths
+ * that run its VNNI kernel when only some do ("gemm,x8": the plain-layout
+ * GEMM and the repacked layout; the others run the AVX2 kernel); NULL when
+ * all or none do, or for any other type (cpu-info). */
+const char *kern_type_avx512_partial(kern_type t);
 static inline kern_type kern_type_of_dtype(dtype d) { return (kern_type)d; }
 /* The kern_type of a GGUF (ggml) tensor type id; -1 when sglc has none. */
 int kern_type_of_ggml(int ggml_type);

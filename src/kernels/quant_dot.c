@@ -384,11 +384,60 @@ kern_row_dot_fn quant_row_dot_slot(kern_type t)
     }
 }
 
-const quant_ops *quant_ops_for(kern_type t, kern_isa isa)
+/* ---- AVX-512 choice ----------------------------------------------------
+ * Per type and layout, whether the VNNI kernel runs: set from the
+ * measurements on the CPUs measured (bench_quant on Zen 4, qkern.md and
+ * PERF.md): plain layout decode (m = 1, the l2_resident compute rate),
+ * plain GEMM (m > 1, the m = 512 rate) and the x8 layout; where the VNNI
+ * kernel did not beat AVX2 the AVX2 one stays. */
+enum { Q512_GEMV = 1, Q512_GEMM = 2, Q512_X8 = 4, Q512_ALL = 7 };
+static const unsigned char g_q512_default[KERN_TYPE_COUNT] = {
+    [KERN_TYPE_Q8_0] = Q512_GEMM | Q512_X8, /* plain GEMV: AVX2 0.87-0.99x of it */
+    [KERN_TYPE_Q4_0] = Q512_ALL,
+    [KERN_TYPE_Q4_K] = Q512_ALL,
+    [KERN_TYPE_Q5_K] = Q512_ALL,
+    [KERN_TYPE_Q6_K] = Q512_ALL,
+    [KERN_TYPE_Q4_1] = Q512_ALL,
+    [KERN_TYPE_Q5_0] = Q512_ALL,
+    [KERN_TYPE_Q5_1] = Q512_ALL,
+    [KERN_TYPE_Q2_K] = Q512_ALL,
+    [KERN_TYPE_Q3_K] = Q512_ALL,
+    [KERN_TYPE_IQ4_NL] = Q512_ALL,
+    [KERN_TYPE_IQ4_XS] = 0, /* 0.95x (GEMV), 0.8-1.0x (GEMM) */
+};
+static unsigned char g_q512[KERN_TYPE_COUNT];
+static quant_ops g_ops512[KERN_TYPE_COUNT];
+
+void quant_avx512_select(const char *spec)
 {
+    const int all = spec && !strcmp(spec, "all"), none = spec && !strcmp(spec, "none");
+    for (int t = 0; t < KERN_TYPE_COUNT; t++) {
+        const quant_ops *o2 = quant_ops_avx2((kern_type)t);
+        quant_dot_fn d = quant_dot_avx512((kern_type)t);
+        g_q512[t] = 0;
+        if (!o2 || !d) continue;
+        g_ops512[t] = (quant_ops){o2->act_type, o2->act, d};
+        /* VNNI x8 kernels exist for these three layouts only */
+        const int x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ? Q512_X8 : 0;
+        g_q512[t] = (none ? 0 : all ? Q512_ALL : g_q512_default[t]) & (Q512_GEMV | Q512_GEMM | x8);
+    }
+}
+
+int quant_avx512_uses(kern_type t, int x8, int m)
+{
+    if ((int)t < 0 || t >= KERN_TYPE_COUNT) return 0;
+    return (g_q512[t] & (x8 ? Q512_X8 : m == 1 ? Q512_GEMV : Q512_GEMM)) != 0;
+}
+
+/* The ops for m activation rows of plain-layout t under isa. */
+static const quant_ops *quant_ops_for_m(kern_type t, kern_isa isa, int m)
+{
+    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 0, m)) return &g_ops512[t];
     const quant_ops *o = isa != KERN_ISA_SCALAR ? quant_ops_avx2(t) : NULL;
     return o ? o : quant_ops_scalar(t);
 }
+
+const quant_ops *quant_ops_for(kern_type t, kern_isa isa) { return quant_ops_for_m(t, isa, 2); }
 
 /* Dot of a stored row with f32 x: dequantize a block at a time, f32 sum
  * (no activation rounding: the reference the traits' dot slot promises). */
@@ -690,6 +739,47 @@ void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int n
 }
 
 /* The repacked products (see quant_dot.h); threads split groups of 8 rows. */
+/* The VNNI kernels of the repacked layouts: the activation rows of a chunk,
+ * then (Q4_0, Q8_0) each block's code sum times -8 / -128 as the int32
+ * start of its accumulators, then the blocks of gb groups. */
+static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w, kern_type t, int nb,
+                             int g0, int g1, int gb, char *a)
+{
+    const int n = w->n, k = w->k, is_k = t == KERN_TYPE_Q4_K;
+    const size_t arb = kern_type_row_bytes(is_k ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
+    const quant_ops *op = quant_ops_for(t, KERN_ISA_AVX512);
+    const int mul = t == KERN_TYPE_Q4_0 ? -8 : -128;
+    for (int c0 = 0; c0 < m; c0 += QCHUNK) {
+        const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
+        int32_t *off = (int32_t *)(a + (size_t)mc * arb + 64 - (((uintptr_t)(a + (size_t)mc * arb)) & 63));
+        for (int r = 0; r < mc; r++) {
+            op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
+            if (is_k) continue;
+            const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)r * arb);
+            for (int b = 0; b < nb; b++) {
+                int sum = 0;
+                for (int i = 0; i < QK8_0; i++) sum += ab[b].qs[i];
+                off[(size_t)r * nb + b] = mul * sum;
+            }
+        }
+        for (int gg = g0; gg < g1; gg += gb) {
+            int ge = gg + gb < g1 ? gg + gb : g1;
+            const int rmax = QUANT_X8_MAX_R512;
+            for (int r0 = 0; r0 < mc; r0 += rmax) {
+                int R = mc - r0 < rmax ? mc - r0 : rmax;
+                const char *ar = a + (size_t)r0 * arb;
+                float *yr = y + (size_t)(c0 + r0) * n;
+                if (is_k) quant_q4_Kx8_avx512(w->data, nb, gg, ge, ar, arb, R, yr, (size_t)n);
+                else if (t == KERN_TYPE_Q8_0)
+                    quant_q8_0x8_avx512(w->data, nb, gg, ge, ar, arb, off + (size_t)r0 * nb, R, yr, (size_t)n);
+                else quant_q4_0x8_avx512(w->data, nb, gg, ge, ar, arb, off + (size_t)r0 * nb, R, yr, (size_t)n);
+            }
+        }
+    }
+}
+
+/* The repacked Q4_0 / Q4_K products (see quant_dot.h); threads split
+ * groups of 8 rows. */
 static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int ith, int nth, char *a,
                       kern_isa isa)
 {
@@ -723,6 +813,10 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
+    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 1, m)) {
+        matmul_x8_avx512(y, x, m, w, t, nb, g0, g1, gb, a);
+        return;
+    }
     for (int c0 = 0; c0 < m && (is_k || is_8 || is_6 || is_5); c0 += QCHUNK) {
         const int mc = m - c0 < QCHUNK ? m - c0 : QCHUNK;
         const quant_ops *op = quant_ops_for(t, isa);
@@ -789,7 +883,7 @@ void quant_matmul(float *y, const float *x, int m, const kern_mat *w, const floa
         return;
     }
     const int n = w->n;
-    const quant_ops *op = quant_ops_for((kern_type)w->qtype, isa);
+    const quant_ops *op = quant_ops_for_m((kern_type)w->qtype, isa, m);
     char *a = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     int lo, hi;
     if (w->layout == QUANT_LAYOUT_Q4_0X8 || w->layout == QUANT_LAYOUT_Q4_KX8 ||
@@ -849,7 +943,13 @@ static void qmm_avx2(float *y, const float *x, int m, const kern_mat *w, const f
     quant_matmul(y, x, m, w, bias, ith, nth, scratch, KERN_ISA_AVX2);
 }
 
+static void qmm_avx512(float *y, const float *x, int m, const kern_mat *w, const float *bias, int ith,
+                       int nth, void *scratch)
+{
+    quant_matmul(y, x, m, w, bias, ith, nth, scratch, KERN_ISA_AVX512);
+}
+
 kern_matmul_fn quant_matmul_slot(kern_isa isa)
 {
-    return isa == KERN_ISA_SCALAR ? qmm_scalar : qmm_avx2;
+    return isa == KERN_ISA_SCALAR ? qmm_scalar : isa == KERN_ISA_AVX512 ? qmm_avx512 : qmm_avx2;
 }

@@ -52,8 +52,21 @@ const quant_ops *quant_ops_scalar(kern_type t);
  * the driver then uses the scalar ops). */
 const quant_ops *quant_ops_avx2(kern_type t);
 /* The ops the driver uses for a weight packed under isa: the ISA's own,
- * else scalar (AVX-512 CPUs run the AVX2 kernels). */
+ * else scalar; on AVX-512 the VNNI dot where quant_avx512_uses() says so
+ * for the GEMM (m > 1), else the AVX2 ops. */
 const quant_ops *quant_ops_for(kern_type t, kern_isa isa);
+
+/* ---- AVX-512 VNNI (quant_dot_avx512.c) --------------------------------
+ * The VNNI dot of t (NULL where there is none); it reads the activation
+ * rows the AVX2 ops' quantizer writes. */
+quant_dot_fn quant_dot_avx512(kern_type t);
+/* Whether an AVX-512 CPU runs t's VNNI kernel instead of the AVX2 one for
+ * m activation rows (x8 != 0: the repacked 8-row layout of t, else the
+ * plain one, decode m == 1 and GEMM m > 1 apart): a table of what measured
+ * faster (qkern.md), overridden by SGLC_QUANT_AVX512 = all | none, read by
+ * quant_avx512_select (kern_types_init). */
+int quant_avx512_uses(kern_type t, int x8, int m);
+void quant_avx512_select(const char *spec);
 
 /* Scalar activation quantizers (shared with the AVX2 file's tails and tests). */
 void quant_act_q8_0(void *dst, const float *x, int k);
@@ -122,6 +135,18 @@ typedef struct { uint16_t d[8]; int8_t qs[8][8][4]; } quant_q8_0x8;
 void quant_repack_q8_0x8(void *dst, const void *src, int n, int nb);
 void quant_q8_0x8_avx2(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                        float *y, size_t ys);
+
+/* The AVX-512 VNNI kernels of the Q4_0 / Q4_K / Q8_0 layouts above (Q5_K / Q6_K x8 run their AVX2 kernels on AVX-512 CPUs) (same arguments as
+ * the AVX2 ones, but the Q4_0 / Q8_0 code offsets come as int32 starts:
+ * off[r * nb + b] = -8 (Q4_0) or -128 (Q8_0: codes go in as code + 128)
+ * times the code sum of row r's activation block b). */
+#define QUANT_X8_MAX_R512 8 /* activation rows per call of the three below (R <= this) */
+void quant_q4_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                         const int32_t *off, int R, float *y, size_t ys);
+void quant_q8_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                         const int32_t *off, int R, float *y, size_t ys);
+void quant_q4_Kx8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                         float *y, size_t ys);
 
 /* ---- Q6_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q6_KX8) ------
  * Per super-block b (256 values) a group of rows 8g..8g+7 holds, at

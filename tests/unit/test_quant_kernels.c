@@ -18,7 +18,8 @@
  * 65, 67: past the 64-row activation chunk),
  * odd n, k of 1..12 blocks and Llama's 2048 / 8192, threads nth 1 and 3
  * (each share computed with its own scratch).  The ISA paths are
- * compared with each other too. */
+ * compared with each other too; on an AVX-512 CPU twice: the kernels the
+ * per-type table picks, and every VNNI kernel (SGLC_QUANT_AVX512=all). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,16 +39,33 @@
 #include "util/dtype.h"
 #include "util/threadpool.h"
 
-static const char *const k_isas[] = {"scalar", "avx2", "avx512"};
+/* avx512: the kernels quant_avx512_uses picks (VNNI or AVX2 per type);
+ * avx512-vnni: every VNNI kernel (SGLC_QUANT_AVX512=all), whatever the
+ * table says, so each one is checked on an AVX-512 CPU */
+static const char *const k_isas[] = {"scalar", "avx2", "avx512", "avx512-vnni"};
+#define N_ISAS 4
 
 static int use_isa(int idx)
 {
     const cpu_features *c = cpu_get();
     if (idx == 1 && !(c->avx2 && c->fma && c->f16c)) return 0;
-    if (idx == 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
+    if (idx >= 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
                       c->avx512vnni))
         return 0;
-    return kernels_init(k_isas[idx]) == 0;
+    if (idx == 3) setenv("SGLC_QUANT_AVX512", "all", 1);
+    else unsetenv("SGLC_QUANT_AVX512");
+    int rc = kernels_init(idx >= 2 ? "avx512" : k_isas[idx]);
+    if (idx == 3 && rc == 0) /* the VNNI kernels really are the ones that run */
+        for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++)
+            if (quant_dot_avx512((kern_type)t)) {
+                assert_true(quant_avx512_uses((kern_type)t, 0, 1) && quant_avx512_uses((kern_type)t, 0, 2));
+                assert_int_equal(quant_avx512_uses((kern_type)t, 1, 1),
+                                 t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0);
+                assert_ptr_equal(quant_ops_for((kern_type)t, KERN_ISA_AVX512)->dot,
+                                 quant_dot_avx512((kern_type)t));
+            }
+    unsetenv("SGLC_QUANT_AVX512");
+    return rc == 0;
 }
 
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
@@ -416,11 +434,14 @@ static void test_matmul_all(void **state)
                               {5, 33, 160, 3}, {13, 11, 384, 2}, {2, 3, 2048, 1},
                               {67, 5, 64, 2}, /* m past one 64-row activation chunk */
                               /* n % 8 == 0: Q4_0's repacked 8-row layout when owned */
-                              {1, 16, 64, 1}, {5, 24, 96, 3}, {3, 40, 2048, 2}, {67, 8, 64, 2}, {2, 72, 32, 4}};
+                              {1, 16, 64, 1}, {5, 24, 96, 3}, {3, 40, 2048, 2}, {67, 8, 64, 2}, {2, 72, 32, 4},
+                              /* the AVX-512 x8 kernels take 8 rows a call: tails of 4, 6, 7 */
+                              {12, 16, 96, 2}, {14, 8, 64, 1}, {15, 24, 64, 3}};
     const shape shapes256[] = {{1, 1, 256, 1}, {1, 7, 512, 3}, {3, 5, 768, 1},
                                {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2},
                                {65, 3, 256, 3}, {4, 16, 256, 2}, {5, 24, 512, 3},
-                               {1, 8, 2048, 1}, {66, 40, 256, 2}};
+                               {1, 8, 2048, 1}, {66, 40, 256, 2},
+                               {15, 16, 256, 2}, {14, 8, 512, 1}}; /* 8-row tails of 7, 6 */
     for (int ti = 0; ti < N_WTYPES; ti++) {
         kern_type t = k_wtypes[ti];
         const kern_type_traits *tr = kern_type_get(t);
@@ -436,7 +457,7 @@ static void test_matmul_all(void **state)
             for (int i = 0; i < s.m * s.k; i++) x[i] = frand() * (i % 5 == 0 ? 4.0f : 1.0f);
             for (int j = 0; j < s.n; j++) bias[j] = frand();
             float *y0 = NULL;
-            for (int isa = 0; isa < 3; isa++) {
+            for (int isa = 0; isa < N_ISAS; isa++) {
                 if (!use_isa(isa)) continue;
                 linear_weight w;
                 assert_int_equal(linear_init_kt(&w, wq, t, s.n, s.k, t, 1), 0);
@@ -616,7 +637,7 @@ static void test_load_any_type(void **state)
 static void test_zero_rows(void **state)
 {
     (void)state;
-    for (int isa = 0; isa < 3; isa++) {
+    for (int isa = 0; isa < N_ISAS; isa++) {
         if (!use_isa(isa)) continue;
         for (int ti = 0; ti < N_WTYPES; ti++) {
             kern_type t = k_wtypes[ti];
