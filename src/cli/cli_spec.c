@@ -169,8 +169,11 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
             return -1;
         }
         c->args.token_map = c->token_map;
-        if (c->eagle_auto) { /* SGLang's _auto_choose_speculative_params: (steps, topk, draft tokens) */
-            bool llama = !strcmp(model_get_config(m)->architecture, "LlamaForCausalLM");
+        if (c->eagle_auto) { /* SGLang's _auto_choose_speculative_params (arg_groups/speculative_hook.py):
+                              * (steps, topk, draft tokens) = (5, 4, 8) for Llama and Grok-1, else (3, 1, 4) */
+            const char *arch = model_get_config(m)->architecture;
+            bool llama = !strcmp(arch, "LlamaForCausalLM") || !strcmp(arch, "Grok1ForCausalLM") ||
+                         !strcmp(arch, "Grok1VForCausalLM");
             c->args.eagle_steps = llama ? 5 : 3;
             c->args.eagle_topk = llama ? 4 : 1;
             c->args.num_draft_tokens = llama ? 8 : 4;
