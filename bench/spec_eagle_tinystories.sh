@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# EAGLE / EAGLE3 with RANDOM heads (tests/ref/eagle_ref.py make) on
-# TinyStories-656K, batch 1, greedy: accept length and decode rate against
-# plain decoding in the same script (the setup of bench/spec_tinystories.sh:
-# `sglc generate --requests --threads 1`, the scheduler's "requests in X s").
-# Runs interleaved (off, EAGLE, EAGLE3, repeated REPS times); medians and
-# the ratio to the off median.  A random head is almost never right, so
-# this measures the cost of drafting, not a speed-up.
+# EAGLE / EAGLE3 on TinyStories-656K, batch 1, greedy: accept length and
+# decode rate against plain decoding in the same script (the setup of
+# bench/spec_tinystories.sh: `sglc generate --requests --threads 1`, the
+# scheduler's "requests in X s").  Runs interleaved (every configuration
+# once, repeated REPS times); medians and the ratio to the off median.
+#   EAGLE / EAGLE3   RANDOM heads (tests/ref/eagle_ref.py make): almost never
+#                    right, so these measure the cost of drafting;
+#   fit chain/tree   an EAGLE-1 head fitted (eagle_ref.py fit) to the plain
+#                    greedy outputs of the bench prompt (FIT=self, default) or
+#                    of six other story openings (FIT=other): the chain
+#                    (5 steps, topk 1) against trees of 7 nodes (5 steps,
+#                    topk 2 and topk 4 = SGLang's Llama default).  A
+#                    self-fitted head's accept lengths are optimistic.
 #   bench/spec_eagle_tinystories.sh [REPS] [MAX_NEW]
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,30 +19,59 @@ BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=${SGLC_SHARED:-$ROOT/../shared}/models/TinyStories-656K
 H=$(mktemp -d); trap 'rm -rf "$H"' EXIT
 /usr/bin/python3 "$ROOT/tests/ref/eagle_ref.py" make "$H" "$M" || exit 1
-exec /usr/bin/python3 - "$BIN" "$M" "$H" "${1:-5}" "${2:-300}" <<'PYEOF'
+exec /usr/bin/python3 - "$BIN" "$M" "$H" "${1:-5}" "${2:-300}" "${FIT:-self}" "$ROOT" <<'PYEOF'
 import json, os, re, statistics, subprocess, sys, tempfile
-binp, model, heads, reps, maxnew = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+binp, model, heads, reps, maxnew, fit, root = sys.argv[1:8]
+reps, maxnew = int(reps), int(maxnew)
 text = "Once upon a time, there was a little girl named Lily. She liked to play with her ball."
-req = os.path.join(tempfile.mkdtemp(), "r.jsonl")
-with open(req, "w") as f:
-    f.write(json.dumps({"text": text, "sampling_params": {"temperature": 0, "max_new_tokens": maxnew,
-                        "ignore_eos": True}}) + "\n")
+others = ["One day, a boy named Tom went to the park.", "Once upon a time, there was a big dog.",
+          "Sam and Mia were best friends.", "The sun was shining and the birds were singing.",
+          "Once upon a time, in a small town, there lived a kind old man.", "Tim had a red ball."]
+tmp = tempfile.mkdtemp()
+tok = subprocess.run([binp, "tokenize", "--tokenizer-path", model], capture_output=True, text=True, check=True,
+                     input="".join(json.dumps({"text": t}) + "\n" for t in [text] + others)).stdout.splitlines()
+ids = [json.loads(l)["ids"] for l in tok]
+def reqfile(name, prompts):
+    p = os.path.join(tmp, name)
+    with open(p, "w") as f:
+        for x in prompts:
+            f.write(json.dumps({"input_ids": x, "sampling_params": {"temperature": 0, "max_new_tokens": maxnew,
+                                "ignore_eos": True}}) + "\n")
+    return p
+req = reqfile("r.jsonl", ids[:1])
+tprompts = ids[:1] if fit == "self" else ids[1:]
+out = subprocess.run([binp, "generate", "--model-path", model, "--requests", reqfile("train.jsonl", tprompts),
+                      "--threads", "1", "--skip-tokenizer-init", "--log-level", "warning"], capture_output=True,
+                     text=True, check=True).stdout.splitlines()
+json.dump([x + json.loads(l)["output_ids"] for x, l in zip(tprompts, out)], open(os.path.join(tmp, "seqs.json"), "w"))
+subprocess.run(["/usr/bin/python3", os.path.join(root, "tests/ref/eagle_ref.py"), "fit", heads + "/fit", model,
+                os.path.join(tmp, "seqs.json")], check=True)
+E = ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path"]
 confs = [("off", []),
-         ("EAGLE", ["--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", heads + "/eagle1"]),
-         ("EAGLE3", ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", heads + "/eagle3"])]
+         ("EAGLE", E + [heads + "/eagle1", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]),
+         ("EAGLE3", ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", heads + "/eagle3",
+                     "--speculative-num-steps", "3", "--speculative-eagle-topk", "1"]),
+         ("fit chain", E + [heads + "/fit", "--speculative-num-steps", "5", "--speculative-eagle-topk", "1"]),
+         ("fit tree k2", E + [heads + "/fit", "--speculative-num-steps", "5", "--speculative-eagle-topk", "2",
+                              "--speculative-num-draft-tokens", "8"]),
+         ("fit tree k4", E + [heads + "/fit"])]  # SGLang's default for a Llama target: 5, 4, 8
 res = {c: [] for c, _ in confs}
-acc = {}
+acc, trees = {}, {}
 for _ in range(reps):
     for name, extra in confs:
-        p = subprocess.run(["nice", binp, "generate", "--model-path", model, "--requests", req, "--threads", "1"] + extra,
+        p = subprocess.run(["nice", binp, "generate", "--model-path", model, "--requests", req, "--threads", "1",
+                            "--skip-tokenizer-init"] + extra,
                            capture_output=True, text=True, check=True)
         wall = float(re.search(r"requests in ([0-9.]+) s", p.stderr).group(1))
         o = json.loads(p.stdout.splitlines()[0])
         res[name].append(len(o["output_ids"]) / wall)
         acc[name] = o["meta_info"].get("spec_accept_length", 1.0)
+        m = re.search(r"speculative: .* ([0-9]+) tree verifies", p.stderr)
+        trees[name] = m.group(1) if m else "-"
 off = statistics.median(res["off"])
-print("%-7s %12s %8s %7s" % ("spec", "median tok/s", "vs off", "accept"))
+print("fit on: %s" % ("the bench prompt's own output" if fit == "self" else "six other story openings"))
+print("%-12s %12s %8s %7s %6s" % ("spec", "median tok/s", "vs off", "accept", "trees"))
 for name, _ in confs:
     m = statistics.median(res[name])
-    print("%-7s %12.1f %8.2f %7.3f" % (name, m, m / off, acc[name]))
+    print("%-12s %12.1f %8.2f %7.3f %6s" % (name, m, m / off, acc[name], trees[name]))
 PYEOF

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "spec/spec_eagle.h"
 #include "util/log.h"
 
 int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
@@ -24,11 +25,15 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
     }
     c->args.algo = (spec_algo)algo;
     bool eagle = algo == SPEC_ALGO_EAGLE || algo == SPEC_ALGO_EAGLE3;
-    if (eagle && a->speculative_eagle_topk != ARGS_INT_NONE && a->speculative_eagle_topk != 1) {
-        fprintf(stderr,
-                "sglc %s: --speculative-eagle-topk %d is not supported by sglc yet (tree drafts need a tree attention "
-                "mask in verification; topk 1, a chain, is)\n",
-                name, a->speculative_eagle_topk);
+    if (eagle && a->speculative_eagle_topk != ARGS_INT_NONE &&
+        (a->speculative_eagle_topk < 1 || a->speculative_eagle_topk > SPEC_EAGLE_TOPK_MAX)) {
+        fprintf(stderr, "sglc %s: --speculative-eagle-topk must be between 1 and %d (got %d)\n", name,
+                SPEC_EAGLE_TOPK_MAX, a->speculative_eagle_topk);
+        return -1;
+    }
+    if (algo == SPEC_ALGO_STANDALONE && a->speculative_eagle_topk != ARGS_INT_NONE && a->speculative_eagle_topk != 1) {
+        fprintf(stderr, "sglc %s: --speculative-eagle-topk %d with STANDALONE is not supported by sglc yet (its drafts "
+                        "are chains; EAGLE / EAGLE3 draft trees)\n", name, a->speculative_eagle_topk);
         return -1;
     }
     if (a->speculative_token_map) {
@@ -87,12 +92,25 @@ int cli_spec_args_from_args(cli_spec *c, const args_server *a, const char *name)
             fprintf(stderr, "sglc %s: --speculative-num-steps must be between 1 and 63 (got %d)\n", name, steps);
             return -1;
         }
-        if (a->speculative_num_draft_tokens != ARGS_INT_NONE && a->speculative_num_draft_tokens != steps + 1 &&
+        bool tree = eagle && a->speculative_eagle_topk != ARGS_INT_NONE && a->speculative_eagle_topk > 1;
+        if (!tree && a->speculative_num_draft_tokens != ARGS_INT_NONE && a->speculative_num_draft_tokens != steps + 1 &&
             a->speculative_num_steps != ARGS_INT_NONE)
             log_warn("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 (%d)", steps + 1);
         c->args.num_draft_tokens = a->speculative_num_steps == ARGS_INT_NONE && a->speculative_num_draft_tokens != ARGS_INT_NONE
                                        ? a->speculative_num_draft_tokens
                                        : steps + 1;
+        if (eagle) {
+            /* SGLang: none of steps / topk / draft tokens given -> chosen from the target's
+             * architecture (cli_spec_setup); topk > 1: a tree of num_draft_tokens - 1 nodes,
+             * num_steps deep (SGLang requires the three then; sglc takes 8 draft tokens) */
+            c->eagle_auto = a->speculative_num_steps == ARGS_INT_NONE && a->speculative_eagle_topk == ARGS_INT_NONE &&
+                            a->speculative_num_draft_tokens == ARGS_INT_NONE;
+            c->args.eagle_topk = a->speculative_eagle_topk != ARGS_INT_NONE ? a->speculative_eagle_topk : 1;
+            c->args.eagle_steps = steps;
+            if (c->args.eagle_topk > 1)
+                c->args.num_draft_tokens =
+                    a->speculative_num_draft_tokens != ARGS_INT_NONE ? a->speculative_num_draft_tokens : 8;
+        }
         if (c->args.num_draft_tokens < 1 || c->args.num_draft_tokens > 64) {
             fprintf(stderr, "sglc %s: --speculative-num-draft-tokens must be between 1 and 64 (got %d)\n", name,
                     c->args.num_draft_tokens);
@@ -151,6 +169,15 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
             return -1;
         }
         c->args.token_map = c->token_map;
+        if (c->eagle_auto) { /* SGLang's _auto_choose_speculative_params (arg_groups/speculative_hook.py):
+                              * (steps, topk, draft tokens) = (5, 4, 8) for Llama and Grok-1, else (3, 1, 4) */
+            const char *arch = model_get_config(m)->architecture;
+            bool llama = !strcmp(arch, "LlamaForCausalLM") || !strcmp(arch, "Grok1ForCausalLM") ||
+                         !strcmp(arch, "Grok1VForCausalLM");
+            c->args.eagle_steps = llama ? 5 : 3;
+            c->args.eagle_topk = llama ? 4 : 1;
+            c->args.num_draft_tokens = llama ? 8 : 4;
+        }
     }
     if (c->args.algo == SPEC_ALGO_STANDALONE) {
         cli_model_opts dmo = *mo;
@@ -185,8 +212,13 @@ int cli_spec_setup(cli_spec *c, sched *s, model *m, const cli_model_opts *mo)
                  "their output no longer follows the target distribution exactly (greedy ones unchanged)",
                  c->accept_single, c->accept_acc);
     if (c->args.algo == SPEC_ALGO_EAGLE || c->args.algo == SPEC_ALGO_EAGLE3) {
-        log_info("speculative decoding: %s, head %s, %d draft tokens per step (chain, topk 1, greedy)",
-                 c->args.algo == SPEC_ALGO_EAGLE3 ? "EAGLE3" : "EAGLE", c->draft_path, c->args.num_draft_tokens - 1);
+        if (c->args.eagle_topk > 1)
+            log_info("speculative decoding: %s, head %s, draft trees of up to %d nodes (%d steps, topk %d, greedy%s)",
+                     c->args.algo == SPEC_ALGO_EAGLE3 ? "EAGLE3" : "EAGLE", c->draft_path, c->args.num_draft_tokens - 1,
+                     c->args.eagle_steps, c->args.eagle_topk, c->eagle_auto ? "; SGLang's defaults for the target" : "");
+        else
+            log_info("speculative decoding: %s, head %s, %d draft tokens per step (chain, topk 1, greedy)",
+                     c->args.algo == SPEC_ALGO_EAGLE3 ? "EAGLE3" : "EAGLE", c->draft_path, c->args.num_draft_tokens - 1);
         return 0;
     }
     if (c->args.algo == SPEC_ALGO_STANDALONE) {

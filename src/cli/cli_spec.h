@@ -9,8 +9,9 @@
  * before sched_start; STANDALONE loads the draft model
  * (--speculative-draft-model-path, --speculative-draft-load-format) with
  * the target's dtype and threads and refuses one of another vocabulary.
- * EAGLE / EAGLE3 / NEXTN load a head (spec_eagle.h); EAGLE / NEXTN read
- * --speculative-token-map (spec_tokmap.h) before the model loads.
+ * EAGLE / EAGLE3 / NEXTN load a head (spec_eagle.h; topk > 1 drafts trees);
+ * EAGLE / NEXTN read --speculative-token-map (spec_tokmap.h) before the
+ * model loads.
  *
  * Ownership: cli_spec owns the drafter; free it after the scheduler
  * (which borrows it). */
@@ -42,6 +43,8 @@ typedef struct cli_spec {
     bool draft_dummy;            /* --speculative-draft-load-format dummy */
     const char *draft_revision;  /* --speculative-draft-model-revision (borrowed), NULL = main */
     const char *draft_quant;     /* --speculative-draft-model-quantization (borrowed), NULL = none */
+    bool eagle_auto;             /* EAGLE: no steps / topk / draft tokens given: SGLang's choice by the target's
+                                  * architecture at setup (LlamaForCausalLM 5, 4, 8; others 3, 1, 4) */
     double accept_single, accept_acc; /* --speculative-accept-threshold-single / -acc (sched_set_spec_accept) */
     model *draft;                /* STANDALONE: owned draft model */
     const char *token_map_path;  /* EAGLE: --speculative-token-map (borrowed from the args) */

@@ -51,6 +51,7 @@ void spec_args_init(spec_args *a)
     spec_ngram_params_init(&a->ngram);
     a->num_draft_tokens = 0; /* 0 = the algorithm's default */
     a->adaptive = true;
+    a->eagle_topk = 1;
     const char *t = getenv("SGLC_SPEC_TREE"); /* 0: NGRAM verifies its first branch only (measurements) */
     a->tree = !(t && !strcmp(t, "0"));
 }
@@ -81,6 +82,11 @@ spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
         snprintf(err, errlen, "--speculative-num-draft-tokens must be between 1 and 64 (got %d)", ndt);
         return NULL;
     }
+    if (eagle && (a->eagle_topk < 1 || a->eagle_topk > SPEC_EAGLE_TOPK_MAX || a->eagle_steps < 0 || a->eagle_steps > 63)) {
+        snprintf(err, errlen, "--speculative-eagle-topk must be between 1 and %d and --speculative-num-steps between 1 "
+                 "and 63 (got %d, %d)", SPEC_EAGLE_TOPK_MAX, a->eagle_topk, a->eagle_steps);
+        return NULL;
+    }
     spec_drafter *d = calloc(1, sizeof *d);
     if (!d) {
         snprintf(err, errlen, "out of memory");
@@ -89,6 +95,7 @@ spec_drafter *spec_drafter_create(const spec_args *a, char *err, size_t errlen)
     d->a = *a;
     d->a.num_draft_tokens = ndt;
     d->k = ndt - 1;
+    if (d->a.eagle_steps <= 0) d->a.eagle_steps = 3;
     bool ok;
     if (a->algo == SPEC_ALGO_NGRAM) ok = (d->trie = spec_ngram_create(&a->ngram, err, errlen)) != NULL;
     else if (eagle)
@@ -266,11 +273,20 @@ int spec_drafter_draft_tree(void *ctx, uint64_t id, int index, const int32_t *se
     if (k > d->k) k = d->k;
     if (k <= 0) return 0;
     /* NGRAM: the whole tree when the scheduler verifies trees (and SGLC_SPEC_TREE is not 0);
-     * EAGLE / STANDALONE draft chains (topk 1) */
-    bool tree = parent && d->trie && d->a.tree;
+     * EAGLE: a tree with topk > 1 (a chain of at most num_steps tokens when the scheduler
+     * wants chains), else a chain; STANDALONE: chains */
+    bool etree = d->eagle && d->a.eagle_topk > 1;
+    bool tree = parent && ((d->trie && d->a.tree) || etree);
+    /* an EAGLE tree keeps its breadth under the back-off: k_cap bounds its depth, the
+     * scheduler's max_draft and num_draft_tokens - 1 its nodes */
+    int tree_nodes = max_draft < d->k ? max_draft : d->k;
+    const int32_t *ts = d->eagle && d->s ? sched_draft_slots(d->s) : NULL;
     int n = d->trie    ? (tree ? spec_ngram_draft_tree(d->trie, &e->cur, seq, len, draft, parent, k)
                                : spec_ngram_draft_cursor(d->trie, &e->cur, seq, len, draft, k))
-            : d->eagle ? spec_eagle_propose(d->eagle, &e->dr, seq, len, d->s ? sched_draft_slots(d->s) : NULL, draft, k)
+            : tree     ? spec_eagle_propose_tree(d->eagle, &e->dr, seq, len, ts, draft, parent, NULL, tree_nodes,
+                                                 k < d->a.eagle_steps ? k : d->a.eagle_steps, d->a.eagle_topk)
+            : d->eagle ? spec_eagle_propose(d->eagle, &e->dr, seq, len, ts, draft,
+                                            etree && k > d->a.eagle_steps ? d->a.eagle_steps : k)
                        : spec_draft_propose(d->draft, &e->dr, seq, len, draft, k);
     if (n > 0 && parent && !tree)
         for (int i = 0; i < n; i++) parent[i] = i - 1;

@@ -72,6 +72,9 @@ typedef struct spec_args {
     model *target_model;         /* EAGLE / EAGLE3: the scheduler's model (borrowed; capture installed on it) */
     int64_t target_slots;        /* EAGLE / EAGLE3: the scheduler's KV slots */
     const spec_tokmap *token_map; /* EAGLE: --speculative-token-map, borrowed and bound (spec_tokmap.h); NULL = none */
+    int eagle_topk;              /* EAGLE / EAGLE3: --speculative-eagle-topk (1 = a chain of num_draft_tokens - 1;
+                                  * > 1 = a tree of num_draft_tokens - 1 nodes, spec_eagle_propose_tree) */
+    int eagle_steps;             /* EAGLE / EAGLE3 with topk > 1: --speculative-num-steps, the tree's depth (0 = 3) */
 } spec_args;
 
 void spec_args_init(spec_args *a);
@@ -91,8 +94,10 @@ void spec_drafter_attach(spec_drafter *d, sched *s);
 int spec_drafter_draft(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                        int max_draft);
 /* The tree hook (sched_draft_tree_fn) spec_drafter_attach installs: NGRAM
- * writes its whole draft tree when parent is non-NULL; the other
- * algorithms (and NGRAM with tree off) a chain, parent[k] = k - 1. */
+ * writes its whole draft tree when parent is non-NULL, and so does EAGLE
+ * with eagle_topk > 1 (asked for a chain, it drafts one of at most
+ * eagle_steps tokens); the other algorithms (and NGRAM with tree off) a
+ * chain, parent[k] = k - 1. */
 int spec_drafter_draft_tree(void *ctx, uint64_t id, int index, const int32_t *seq, int64_t len, int32_t *draft,
                             int32_t *parent, int max_draft);
 

@@ -8,6 +8,15 @@
  *   r = x + att Wo; y = r + mlp(post_attention_layernorm(r))
  *   EAGLE-1  logits = target lm_head(y)           next hidden = y
  *   EAGLE3   logits = lm_head(norm(y)) -> d2t     next hidden = y
+ *
+ * Tree drafts (topk > 1, spec_eagle_propose_tree) run the same layer over
+ * a frontier of topk rows per step:
+ *
+ *   pairs 0..len-2 | f0 f1 f2 f3 | f4 f5 f6 f7 | ...   draft KV positions
+ *   (catch-up)       depth 1       depth 2            rope: len-2+depth
+ *
+ * frontier node f sees every pair and, among the f's, its ancestors and
+ * itself (the attention kernel's tree mask, tree_base = len - 1).
  */
 #include "spec/spec_eagle.h"
 
@@ -53,6 +62,8 @@ struct spec_eagle {
     float *emb, *hin, *x, *a, *q, *k, *v, *att, *r, *xn, *g, *u, *y, *cs, *sn, *lg, *lrow;
     void *mscr, *ascr;
     int32_t *tok, *pos;
+    float *tlg;                  /* (tlg_rows, Vd) tree steps: the logits of every frontier row */
+    int tlg_rows;
 };
 
 /* ---- loading ------------------------------------------------------------------ */
@@ -434,6 +445,7 @@ void spec_eagle_destroy(spec_eagle *e)
     free(e->d2t), free(e->inv_freq), free(e->free_slots);
     spec_tokmap_head_free(&e->hot_head);
     free_scratch(e);
+    free(e->tlg);
     free(e);
 }
 
@@ -480,9 +492,13 @@ static void mm(spec_eagle *e, float *y, const float *x, int n, const kern_mat *w
 }
 
 /* The layer over n rows: e->tok (tokens p+1), e->hin (n, hin_w) hidden
- * inputs, positions pos0..pos0+n-1 over slots.  Writes e->y (n, H), and the
- * logits of the last row into e->lg (draft vocabulary).  0 or -1. */
-static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const int32_t *slots)
+ * inputs, kv positions pos0..pos0+n-1 over slots (rope at the same
+ * positions), causal.  Writes e->y (n, H), and the logits of the last row
+ * into e->lg (draft vocabulary).  A tree step (tree non-NULL) instead
+ * turns row t by rpos[t], masks the attention with tree's tree_* fields
+ * and leaves the logits to the caller (tree_logits).  0 or -1. */
+static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const int32_t *slots, const int32_t *rpos,
+                         const kern_attn_args *tree)
 {
     const int H = e->H, nh = e->nh, nkv = e->nkv, hd = e->hd, qd = nh * hd, kvd = nkv * hd, I = e->I;
     const int kvl = (int)(pos0 + n);
@@ -508,7 +524,7 @@ static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const in
     mm(e, e->v, e->a, n, &e->wv, e->bv);
     for (int t = 0; t < n; t++) {
         int p = (int)pos0 + t;
-        kern_rope_cache(e->cs, e->sn, p, e->inv_freq, e->half, e->attn_factor);
+        kern_rope_cache(e->cs, e->sn, rpos ? rpos[t] : p, e->inv_freq, e->half, e->attn_factor);
         kern_rope_apply(e->q + (size_t)t * qd, nh, hd, e->rot, e->cs, e->sn, 1);
         kern_rope_apply(e->k + (size_t)t * kvd, nkv, hd, e->rot, e->cs, e->sn, 1);
         kern_kv_store(e->kc, DTYPE_F32, slots[p], kvd, e->k + (size_t)t * kvd);
@@ -518,6 +534,12 @@ static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const in
                          .q_stride = (size_t)qd, .k_cache = e->kc, .v_cache = e->vc, .kv_dt = DTYPE_F32,
                          .k_scale = 1.0f, .v_scale = 1.0f, .slots = slots, .scale = 1.0f / sqrtf((float)hd),
                          .out = e->att, .out_stride = (size_t)qd};
+    if (tree) {
+        aa.tree_mask = tree->tree_mask;
+        aa.tree_depth = tree->tree_depth;
+        aa.tree_base = tree->tree_base;
+        aa.tree_n = tree->tree_n;
+    }
     kern_attention(&aa, 0, 1, e->ascr);
     mm(e, e->r, e->att, n, &e->wo, e->bo);
     for (int t = 0; t < n; t++) {
@@ -530,6 +552,7 @@ static int layer_forward(spec_eagle *e, int n, int hin_w, int64_t pos0, const in
     for (int t = 0; t < n; t++) kern_silu_mul(e->g + (size_t)t * I, e->g + (size_t)t * I, e->u + (size_t)t * I, I);
     mm(e, e->y, e->g, n, &e->wd, NULL);
     for (int t = 0; t < n; t++) kern_add(e->y + (size_t)t * H, e->y + (size_t)t * H, e->r + (size_t)t * H, H);
+    if (tree) return 0;
     const float *last = e->y + (size_t)(n - 1) * H;
     if (!e->eagle3) {
         if (e->hot && e->hot_head.mat.data) { /* the LM head cut to the hot rows */
@@ -644,7 +667,7 @@ static int64_t catch_up(spec_eagle *e, spec_draft_req *r, const int32_t *seq, in
         e->tok[i] = seq[p + 1];
         memcpy(e->hin + (size_t)i * W, e->cap + (size_t)ts * W, sizeof(float) * W);
     }
-    if (layer_forward(e, (int)n, W, valid, r->slots)) return -1;
+    if (layer_forward(e, (int)n, W, valid, r->slots, NULL, NULL)) return -1;
     memcpy(r->fed, seq, sizeof(int32_t) * (size_t)len);
     r->n_fed = np;
     return n;
@@ -674,13 +697,220 @@ int spec_eagle_propose(spec_eagle *e, spec_draft_req *r, const int32_t *seq, int
         /* (the previous step's output, its token) at position len-2+nd */
         memmove(e->hin, last, sizeof(float) * (size_t)e->H);
         e->tok[0] = draft[nd - 1];
-        if (layer_forward(e, 1, e->H, len - 2 + nd, r->slots)) break;
+        if (layer_forward(e, 1, e->H, len - 2 + nd, r->slots, NULL, NULL)) break;
         draft[nd++] = pick(e);
         last = e->y;
     }
 out:
     trim_slots(e, r, len - 1);
     return nd;
+}
+
+/* ---- tree drafts (topk > 1) ---------------------------------------------------------- */
+
+/* Draft id -> target id. */
+static int32_t to_target(const spec_eagle *e, int id) { return e->d2t ? (int32_t)(id + e->d2t[id]) : id; }
+
+int32_t spec_eagle_target_id(const spec_eagle *e, int draft_id) { return to_target(e, draft_id); }
+
+/* Logits of the n rows of e->y into e->tlg (n, Vd): the tail of
+ * layer_forward for every row (EAGLE-1 with a token map: the cut head or
+ * the masked full one, as there).  0 or -1. */
+static int tree_logits(spec_eagle *e, int n)
+{
+    if (n > e->tlg_rows) {
+        float *t = realloc(e->tlg, sizeof(float) * (size_t)n * (size_t)(e->Vd > e->V ? e->Vd : e->V));
+        if (!t) return -1;
+        e->tlg = t;
+        e->tlg_rows = n;
+    }
+    if (!e->eagle3) {
+        if (e->hot && e->hot_head.mat.data) {
+            for (int t = 0; t < n; t++)
+                spec_tokmap_head_logits(&e->hot_head, e->hot, e->y + (size_t)t * e->H, e->tlg + (size_t)t * e->Vd);
+            return 0;
+        }
+        int rc = model_lm_head_rows(e->target, e->y, n, e->tlg);
+        for (int t = 0; !rc && e->hot && t < n; t++) spec_tokmap_mask(e->hot, e->tlg + (size_t)t * e->Vd);
+        return rc;
+    }
+    for (int t = 0; t < n; t++)
+        kern_rmsnorm(e->xn + (size_t)t * e->H, e->y + (size_t)t * e->H, e->fnorm, e->H, e->eps, 0.0f);
+    if (e->lm.data) {
+        mm(e, e->tlg, e->xn, n, &e->lm, NULL);
+        return 0;
+    }
+    return model_lm_head_rows(e->target, e->xn, n, e->tlg);
+}
+
+/* The kk best entries of row (nv logits) by log-softmax, best first, ties
+ * to the lower id: ids into id, log-probabilities into lp.  NaN rows give
+ * -inf. */
+static void row_topk(const float *row, int nv, int kk, int32_t *id, double *lp)
+{
+    float mx = row[0];
+    for (int i = 1; i < nv; i++)
+        if (row[i] > mx) mx = row[i];
+    double sum = 0;
+    for (int i = 0; i < nv; i++) sum += exp((double)row[i] - mx);
+    double lse = (double)mx + log(sum);
+    int n = 0;
+    for (int i = 0; i < nv; i++) {
+        float v = row[i];
+        if (n == kk && !(v > row[id[n - 1]])) continue;
+        int j = n < kk ? n++ : n - 1;
+        while (j > 0 && v > row[id[j - 1]]) id[j] = id[j - 1], j--;
+        id[j] = i;
+    }
+    for (int j = 0; j < n; j++) {
+        double l = (double)row[id[j]] - lse;
+        lp[j] = isnan(l) ? -INFINITY : l;
+    }
+}
+
+/* Indices of the kk best of score[0..n) (ties to the lower index), best
+ * first, into out; returns how many. */
+static int best_of(const double *score, int n, int kk, int32_t *out)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        double v = score[i];
+        if (m == kk && !(v > score[out[m - 1]])) continue;
+        int j = m < kk ? m++ : m - 1;
+        while (j > 0 && v > score[out[j - 1]]) out[j] = out[j - 1], j--;
+        out[j] = i;
+    }
+    return m;
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int spec_eagle_propose_tree(spec_eagle *e, spec_draft_req *r, const int32_t *seq, int64_t len, const int32_t *tslots,
+                            int32_t *draft, int32_t *parent, double *score, int k, int steps, int topk)
+{
+    if (k <= 0 || steps <= 0 || topk <= 0 || len < 2 || !tslots) return 0;
+    if (topk > e->Vd) topk = e->Vd;
+    if (topk > 64) topk = 64;
+    if (steps > k) steps = k; /* k nodes are at most k deep */
+    if (len + steps > e->ctx) steps = (int)(e->ctx - len);
+    if (steps <= 0) return 0;
+    /* candidates: topk children of the root, then topk x topk per later step; the
+     * frontier nodes forwarded (steps - 1 times topk) get draft KV past len - 2 */
+    const int C = topk + (steps - 1) * topk * topk, N = (steps - 1) * topk;
+    const size_t ni = (size_t)C * 4 + (size_t)N * 3 + (size_t)topk * 2 + 2;
+    int32_t *ib = malloc(sizeof(int32_t) * ni);
+    double *cs = malloc(sizeof(double) * ((size_t)C + (size_t)topk));
+    uint8_t *mask = N ? calloc((size_t)N * (size_t)N, 1) : NULL;
+    int nd = 0;
+    if (!ib || !cs || (N && !mask)) goto done;
+    int32_t *ctok = ib, *cpar = ctok + C, *cfn = cpar + C, *map = cfn + C; /* (C) each */
+    int32_t *fcand = map + C, *fpar = fcand + N, *fdep = fpar + N;       /* (N) each */
+    int32_t *rpos = fdep + N, *tid = rpos + topk;                         /* (topk) each */
+    double *tlp = cs + C;
+    if (ensure_slots(e, r, len - 1 + N) || reserve(e, topk, (int)(len - 1 + N))) {
+        trim_slots(e, r, 0);
+        r->n_fed = 0;
+        goto done;
+    }
+    int64_t n = catch_up(e, r, seq, len, tslots, N > 0 ? N : 1);
+    if (n < 0) {
+        r->n_fed = 0;
+        goto out;
+    }
+    /* depth 1: the root's topk */
+    row_topk(e->lg, e->Vd, topk, tid, tlp);
+    int nc = 0;
+    for (int j = 0; j < topk; j++) ctok[nc] = tid[j], cpar[nc] = -1, cs[nc] = tlp[j], cfn[nc] = -1, nc++;
+    int lo = 0, hi = nc;                        /* this depth's candidates */
+    int nf = 0;                                 /* frontier nodes forwarded so far */
+    int fprev = 0;                              /* the first frontier node of the last forward (its rows in e->y) */
+    const float *root_y = e->y + (size_t)(n - 1) * e->H;
+    memcpy(e->hin, root_y, sizeof(float) * (size_t)e->H); /* row 0 keeps it for depth 1 */
+    for (int d = 1; d < steps; d++) {
+        /* the frontier: the topk best of depth d, forwarded at position len - 2 + d */
+        int32_t sel[64];
+        int m = best_of(cs + lo, hi - lo, topk, sel);
+        const int f0 = nf;
+        for (int t = 0; t < m; t++) {
+            int c = lo + sel[t];
+            int f = nf++;
+            fcand[f] = c;
+            cfn[c] = f;
+            fpar[f] = cpar[c] < 0 ? -1 : cfn[cpar[c]];
+            fdep[f] = d - 1;
+            rpos[t] = (int32_t)(len - 2 + d);
+            e->tok[t] = to_target(e, ctok[c]);
+        }
+        /* hidden inputs: the layer output of each node's parent (depth 1: the root's) */
+        for (int t = m - 1; t >= 0; t--) { /* (row 0 last: at depth 1 it is the source) */
+            int pf = fpar[f0 + t];
+            const float *src = pf < 0 ? e->hin : e->y + (size_t)(pf - fprev) * e->H;
+            memmove(e->hin + (size_t)t * e->H, src, sizeof(float) * (size_t)e->H);
+        }
+        fprev = f0;
+        for (int u = 0; u < nf; u++) {
+            memset(mask + (size_t)u * nf, 0, (size_t)nf);
+            for (int v = u; v >= 0; v = fpar[v]) mask[(size_t)u * nf + v] = 1;
+        }
+        kern_attn_args ta = {.tree_mask = mask, .tree_depth = fdep, .tree_base = (int)(len - 1), .tree_n = nf};
+        if (layer_forward(e, m, e->H, len - 1 + f0, r->slots, rpos, &ta) || tree_logits(e, m)) goto out;
+        lo = nc;
+        for (int t = 0; t < m; t++) {
+            int pc = fcand[f0 + t];
+            row_topk(e->tlg + (size_t)t * e->Vd, e->Vd, topk, tid, tlp);
+            for (int j = 0; j < topk; j++)
+                ctok[nc] = tid[j], cpar[nc] = pc, cs[nc] = cs[pc] + tlp[j], cfn[nc] = -1, nc++;
+        }
+        hi = nc;
+    }
+    /* the k best of the whole tree, in candidate order (parents first); a
+     * child's score never exceeds its parent's (log-probabilities <= 0, ties
+     * to the lower index), so the kept set is closed under parents, checked */
+    int32_t best[64];
+    int kk = k < 64 ? k : 64;
+    int nb = best_of(cs, nc, kk, best);
+    qsort(best, (size_t)nb, sizeof(int32_t), cmp_i32);
+    for (int c = 0; c < nc; c++) map[c] = -1;
+    for (int i = 0; i < nb; i++) {
+        int c = best[i];
+        if (cpar[c] >= 0 && map[cpar[c]] < 0) continue;
+        map[c] = nd;
+        draft[nd] = to_target(e, ctok[c]);
+        parent[nd] = cpar[c] < 0 ? -1 : map[cpar[c]];
+        if (score) score[nd] = cs[c];
+        nd++;
+    }
+out:
+    trim_slots(e, r, len - 1);
+done:
+    free(ib), free(cs), free(mask);
+    return nd;
+}
+
+int spec_eagle_path_logits(spec_eagle *e, const int32_t *seq, int64_t len, const int32_t *tslots, const int32_t *path,
+                           int n_path, float *out)
+{
+    spec_draft_req r = {0};
+    int rc = -1;
+    if (len < 2 || n_path < 0 || ensure_slots(e, &r, len - 1 + n_path)) goto fail;
+    int64_t n = catch_up(e, &r, seq, len, tslots, n_path + 1);
+    if (n < 0) goto fail;
+    const float *last = e->y + (size_t)(n - 1) * e->H;
+    for (int j = 0; j < n_path; j++) { /* the chain step with a given token */
+        memmove(e->hin, last, sizeof(float) * (size_t)e->H);
+        e->tok[0] = path[j];
+        if (layer_forward(e, 1, e->H, len - 1 + j, r.slots, NULL, NULL)) goto fail;
+        last = e->y;
+    }
+    memcpy(out, e->lg, sizeof(float) * (size_t)e->Vd);
+    rc = 0;
+fail:
+    spec_eagle_req_release(e, &r);
+    return rc;
 }
 
 int spec_eagle_first_logits(spec_eagle *e, const int32_t *seq, int64_t len, const int32_t *tslots, float *out,

@@ -37,7 +37,7 @@
  *   catch-up   the pairs not yet in the draft KV up to (h[len-2], seq[len-1])
  *              -> d0 = argmax of the last row
  *   chain j    (draft hidden of step j-1, d(j-1)) at position len-2+j -> dj
- * (topk 1: a chain of k tokens).  The chain positions' slots go back to
+ * (topk 1: a chain of k tokens; topk > 1: spec_eagle_propose_tree).  The chain positions' slots go back to
  * the free stack after the proposal (rejected or not, they are recomputed
  * from the target's hidden states once verified).  Greedy drafts; the
  * scheduler's verification keeps outputs identical to plain decoding.
@@ -60,6 +60,8 @@
 #include "spec/spec_tokmap.h"
 
 typedef struct spec_eagle spec_eagle;
+
+#define SPEC_EAGLE_TOPK_MAX 16   /* --speculative-eagle-topk: sglc's bound (a step forwards topk rows) */
 
 /* What the head's config.json says (spec_eagle_config_parse). */
 typedef struct spec_eagle_config {
@@ -91,6 +93,24 @@ void spec_eagle_destroy(spec_eagle *e);
  * failure: no slots, too short, context). */
 int spec_eagle_propose(spec_eagle *e, spec_draft_req *r, const int32_t *seq, int64_t len, const int32_t *tslots,
                        int32_t *draft, int k);
+/* A draft tree (SGLang's EAGLE tree, --speculative-eagle-topk > 1): the
+ * catch-up's row gives the root's topk children; then steps - 1 times the
+ * topk best nodes of the newest depth by cumulative log-probability (the
+ * frontier) run through the head as one tree-masked forward (each row sees
+ * the sequence's pairs, its ancestors and itself; rope at its depth) and
+ * each adds its topk children; finally the k best nodes of the whole tree
+ * (ties to the earlier node; a node never outscores its parent, so the set
+ * keeps every kept node's parents).  draft / parent get them parents first
+ * (parent -1 = a child of the last token), score (optional) their
+ * cumulative log-probabilities.  Returns how many (0 on any failure).  The
+ * frontier's draft KV goes back to the free stack before it returns. */
+int spec_eagle_propose_tree(spec_eagle *e, spec_draft_req *r, const int32_t *seq, int64_t len, const int32_t *tslots,
+                            int32_t *draft, int32_t *parent, double *score, int k, int steps, int topk);
+/* Tests: the head's logits (draft vocabulary) after the catch-up and n_path
+ * causal chain steps fed the given tokens (path[j] at position len - 1 + j),
+ * the reference a tree node is checked against.  0 or -1. */
+int spec_eagle_path_logits(spec_eagle *e, const int32_t *seq, int64_t len, const int32_t *tslots, const int32_t *path,
+                           int n_path, float *out);
 void spec_eagle_req_release(spec_eagle *e, spec_draft_req *r);
 int64_t spec_eagle_slots_used(const spec_eagle *e);
 
@@ -105,6 +125,8 @@ int spec_eagle_set_token_map(spec_eagle *e, const spec_tokmap *m, char *err, siz
  * tokens at slots tslots; out gets the last row's logits.  0 or -1. */
 int spec_eagle_first_logits(spec_eagle *e, const int32_t *seq, int64_t len, const int32_t *tslots, float *out,
                             int *n_vocab);
+/* A draft-vocabulary id as a target id (EAGLE3's d2t; else itself). */
+int32_t spec_eagle_target_id(const spec_eagle *e, int draft_id);
 /* The draft vocabulary size (target's for EAGLE-1). */
 int spec_eagle_vocab(const spec_eagle *e);
 

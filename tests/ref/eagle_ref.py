@@ -15,6 +15,9 @@ DESIGN
                     OUT/eagle1_bf16 (eagle1 stored as BF16), OUT/wrong_h
                     (hidden_size 64) and OUT/nofile (config only).  Seeded
                     numpy weights, N(0, 1/fan_in) matrices, norms 1 + 0.1 N.
+  fit OUT TARGET SEQS
+                    an EAGLE-1 head fitted to the target's greedy outputs
+                    SEQS (fit(): drafts that often come true there).
   check HEAD TARGET DUMP
                     DUMP (from test_spec_eagle) holds the token ids, the
                     engine's first-step logits of the last pair and its k
@@ -116,6 +119,58 @@ def make(out, target):
     tw.update(layer("layers.0.", 64, 64, cw, False))
     write("wrong_h", cw, tw)
     write("nofile", c1, None)
+
+
+def fit(out, target, seqs_path):
+    """OUT: an EAGLE-1 head whose drafts are often right on the given
+    sequences (SEQS: a JSON list of token id lists, the target's own greedy
+    outputs after their prompts), so that accepted drafts and tree-vs-chain
+    accept lengths mean something on this 656K-parameter target.  EAGLE's
+    training target is the next hidden state: fc is the ridge regression of
+    the target's final-normed h[p+1] on cat(embed(tok[p+1]), h[p]) over
+    those sequences (fitted to them, not a general head: about half of the
+    first drafts come true there); the layer is a random one scaled by 0.05
+    (its attention and MLP still move the logits, so a wrong draft mask or
+    position still shows)."""
+    with open(os.path.join(target, "config.json")) as f:
+        tcfg = json.load(f)
+    with open(seqs_path) as f:
+        seqs = json.load(f)
+    tm = torch_ref.Model(target)
+    H = tm.embed.shape[1]
+    xs, ys = [], []
+    with torch.no_grad():
+        for ids in seqs:
+            if len(ids) < 3:
+                continue
+            _, final = target_states(tm, ids)
+            emb = tm.embed[torch.tensor(ids)]
+            xs.append(torch.cat([emb[1:-1], final[:-2]], -1))
+            ys.append(final[1:-1])
+    X = torch.cat(xs).double()
+    Y = torch.cat(ys).double()
+    Xb = torch.cat([X, torch.ones(X.shape[0], 1, dtype=torch.float64)], -1)
+    A = Xb.T @ Xb + 1e-3 * torch.eye(Xb.shape[1], dtype=torch.float64)
+    W = torch.linalg.solve(A, Xb.T @ Y).T  # (H, 2H + 1)
+    c1 = head_config(tcfg, "LlamaForCausalLMEagle")
+    rs = np.random.RandomState(4321)
+
+    def mat(n, k, scale=1.0):
+        return (scale * rs.standard_normal((n, k)) / math.sqrt(k)).astype(np.float32)
+
+    hd = H // c1["num_attention_heads"]
+    qd, kvd, inter = c1["num_attention_heads"] * hd, c1["num_key_value_heads"] * hd, c1["intermediate_size"]
+    pre = "layers.0."
+    t = {"fc.weight": W[:, :2 * H].float().numpy().copy(), "fc.bias": W[:, 2 * H].float().numpy().copy(),
+         pre + "self_attn.q_proj.weight": mat(qd, H), pre + "self_attn.k_proj.weight": mat(kvd, H),
+         pre + "self_attn.v_proj.weight": mat(kvd, H), pre + "self_attn.o_proj.weight": mat(H, qd, 0.05),
+         pre + "mlp.gate_proj.weight": mat(inter, H), pre + "mlp.up_proj.weight": mat(inter, H),
+         pre + "mlp.down_proj.weight": mat(H, inter, 0.05),
+         pre + "post_attention_layernorm.weight": np.ones(H, dtype=np.float32)}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(c1, f, indent=1)
+    safetensors_np.write(os.path.join(out, "model.safetensors"), t)
 
 
 # ---------------------------------------------------------------------------
@@ -242,6 +297,9 @@ def check(head_dir, target, dump):
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "make":
         make(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if len(sys.argv) == 5 and sys.argv[1] == "fit":
+        fit(sys.argv[2], sys.argv[3], sys.argv[4])
         sys.exit(0)
     if len(sys.argv) == 5 and sys.argv[1] == "check":
         sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4]))

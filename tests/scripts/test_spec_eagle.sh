@@ -8,9 +8,15 @@
 # - a text prompt with a stop string: the same text and finish reason;
 # - `sglc serve` with EAGLE3: /generate meta_info spec fields; bench-offline;
 # - start-up errors: a head of the wrong hidden size, a folder without
-#   weights, the other EAGLE version; usage errors (exit 2): topk 2,
-#   no head path (--speculative-token-map: test_spec_tokmap.sh).
-# The heads are random: drafts are almost never right (accept length ~1).
+#   weights, the other EAGLE version; usage errors (exit 2): topk 0 / 17,
+#   STANDALONE topk 2, no head path (--speculative-token-map: test_spec_tokmap.sh);
+# - trees (--speculative-eagle-topk > 1) with a head fitted to the target
+#   (eagle_ref.py fit_head, so drafts are accepted): SGLang's defaults for
+#   a Llama target, topk 2..4, page 16 (chains), EAGLE3 topk 3 with chunked
+#   prefill, tiny llama3 / mistral-sw / qwen3 / qwen2 (random heads): ids
+#   identical, drafts accepted (fitted head), trees verified; SGLang's
+#   other default (3, 1, 4) for a target that is not LlamaForCausalLM.
+# The heads but eagle1_fit are random: their drafts are almost never right.
 set -u
 ROOT=${SGLC_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 SHARED=${SGLC_SHARED:-$ROOT/../shared}
@@ -83,6 +89,74 @@ gen "$T/pp.jsonl" --page-size 16
 gen "$T/ep.jsonl" --page-size 16 --speculative-algorithm EAGLE --speculative-draft-model-path "$H1"
 check "EAGLE with page 16: identical" "'$PY' -c '$cmp_py' '$T/pp.jsonl' '$T/ep.jsonl'"
 
+# trees (topk > 1) with the head fitted to the target (drafts accepted): SGLang's
+# defaults for a LlamaForCausalLM target (5 steps, topk 4, 8 draft tokens), topk 2..4,
+# batch, page 1 (trees verified) and 16 (chains), EAGLE3 topk 3; tiny models below
+acc_py='
+import json, sys
+b = [json.loads(l) for l in open(sys.argv[1])]
+acc = sum(y["meta_info"]["spec_accept_token_num"] for y in b)
+assert acc > 0, "no draft accepted"
+print(acc)
+'
+HF=$T/h/eagle1_fit  # fitted to the plain greedy outputs of req.jsonl (eagle_ref.py fit)
+"$PY" -c 'import json,sys; r=[json.loads(l)["input_ids"] for l in open(sys.argv[1])]; o=[json.loads(l)["output_ids"] for l in open(sys.argv[2])]; json.dump([a+b for a,b in zip(r,o)], open(sys.argv[3],"w"))' \
+    "$T/req.jsonl" "$T/p.jsonl" "$T/seqs.json" && "$PY" "$ROOT/tests/ref/eagle_ref.py" fit "$HF" "$M" "$T/seqs.json" ||
+    { echo "FAIL fitting the head"; fails=$((fails + 1)); }
+"$BIN" generate --model-path "$M" --requests "$T/req.jsonl" --output "$T/td.jsonl" --threads 1 --skip-tokenizer-init \
+    --log-level info --speculative-algorithm EAGLE --speculative-draft-model-path "$HF" 2>"$T/td.err"
+check "EAGLE defaults on a Llama target: SGLang's 5 steps, topk 4, 8 draft tokens (a tree)" \
+    "grep -q 'draft trees of up to 7 nodes (5 steps, topk 4' '$T/td.err'"
+trees() { sed -n 's/.*speculative: .* \([0-9][0-9]*\) tree verifies.*/\1/p' "$1" | tail -1; }
+check "EAGLE defaults (tree): identical, $(trees "$T/td.err") tree verifies, accepted $("$PY" -c "$acc_py" "$T/td.jsonl")" \
+    "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/td.jsonl' && '$PY' -c '$acc_py' '$T/td.jsonl' >/dev/null && [ \"\$(trees '$T/td.err')\" -gt 0 ]"
+gen "$T/tc.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "$HF" --speculative-num-steps 5 \
+    --speculative-eagle-topk 1
+echo "     (chain, 5 steps: accepted $("$PY" -c "$acc_py" "$T/tc.jsonl" 2>/dev/null))"
+for k in 2 3 4; do
+    gen "$T/t$k.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "$HF" --speculative-num-steps 4 \
+        --speculative-eagle-topk $k --speculative-num-draft-tokens 7
+    check "EAGLE topk $k (4 steps, 7 draft tokens): identical, accepted $("$PY" -c "$acc_py" "$T/t$k.jsonl" 2>/dev/null)" \
+        "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/t$k.jsonl' && '$PY' -c '$acc_py' '$T/t$k.jsonl' >/dev/null"
+    gen "$T/t${k}p.jsonl" --page-size 16 --speculative-algorithm EAGLE --speculative-draft-model-path "$HF" \
+        --speculative-num-steps 4 --speculative-eagle-topk $k --speculative-num-draft-tokens 7
+    check "EAGLE topk $k, page 16 (chains of 4): identical" "'$PY' -c '$cmp_py' '$T/pp.jsonl' '$T/t${k}p.jsonl'"
+done
+"$PY" -c 'import json,sys,torch; ids=sorted({t for l in open(sys.argv[1]) for t in json.loads(l)["output_ids"]}); torch.save(torch.tensor(ids, dtype=torch.int64), sys.argv[2])' \
+    "$T/p.jsonl" "$T/hot.pt"
+gen "$T/tm.jsonl" --speculative-algorithm EAGLE --speculative-draft-model-path "$HF" --speculative-num-steps 4 \
+    --speculative-eagle-topk 3 --speculative-num-draft-tokens 7 --speculative-token-map "$T/hot.pt"
+check "EAGLE topk 3 with --speculative-token-map (the output's tokens): identical, accepted $("$PY" -c "$acc_py" "$T/tm.jsonl" 2>/dev/null)" \
+    "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/tm.jsonl' && '$PY' -c '$acc_py' '$T/tm.jsonl' >/dev/null"
+gen "$T/t3e3.jsonl" --speculative-algorithm EAGLE3 --speculative-draft-model-path "$H3" --speculative-num-steps 3 \
+    --speculative-eagle-topk 3 --speculative-num-draft-tokens 8 --chunked-prefill-size 16 --enable-mixed-chunk
+check "EAGLE3 topk 3, chunked 16 + mixed: identical" "'$PY' -c '$cmp_py' '$T/pc.jsonl' '$T/t3e3.jsonl'"
+printf '%s\n' '{"input_ids": [1, 45, 99, 12, 45, 99, 12, 45, 99, 12, 45, 99], "sampling_params": {"max_new_tokens": 40, "temperature": 0, "ignore_eos": true}}' \
+    '{"input_ids": [1, 7, 300, 7, 300, 7, 300, 7, 300], "sampling_params": {"max_new_tokens": 40, "temperature": 1, "sampling_seed": 3, "ignore_eos": true}}' \
+    >"$T/tiny.jsonl"
+TINY=$ROOT/build/tiny-models  # tests/ref/make_tiny_model.py (cached there, as test_arch_logits.sh)
+"$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TINY" --only llama3,mistral-sw,qwen3,qwen2 >/dev/null 2>>"$T/err" ||
+    echo "skip: tiny models not made"
+for arch in llama3 mistral-sw qwen3 qwen2; do
+    TM=$TINY/$arch/f32
+    [ -d "$TM" ] || { echo "skip tiny $arch (no $TM)"; continue; }
+    "$PY" "$ROOT/tests/ref/eagle_ref.py" make "$T/h-$arch" "$TM" || { check "tiny $arch: heads" false; continue; }
+    "$BIN" generate --model-path "$TM" --requests "$T/tiny.jsonl" --output "$T/tp-$arch.jsonl" --threads 1 \
+        --skip-tokenizer-init --log-level warning 2>>"$T/err"
+    "$BIN" generate --model-path "$TM" --requests "$T/tiny.jsonl" --output "$T/tt-$arch.jsonl" --threads 1 \
+        --skip-tokenizer-init --speculative-algorithm EAGLE --speculative-draft-model-path "$T/h-$arch/eagle1" \
+        --speculative-num-steps 4 --speculative-eagle-topk 3 --speculative-num-draft-tokens 8 2>"$T/tt-$arch.err"
+    check "tiny $arch: EAGLE topk 3 ids = plain ($(trees "$T/tt-$arch.err") tree verifies)" \
+        "'$PY' -c 'import json,sys; a=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[1])]; b=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[2])]; assert a==b and len(a)==2' '$T/tp-$arch.jsonl' '$T/tt-$arch.jsonl' && [ \"\$(trees '$T/tt-$arch.err')\" -gt 0 ]"
+done
+if [ -d "$TINY/qwen2/f32" ]; then  # not a LlamaForCausalLM: SGLang's other default, (3, 1, 4), a chain
+    "$BIN" generate --model-path "$TINY/qwen2/f32" --requests "$T/tiny.jsonl" --output "$T/tq.jsonl" --threads 1 \
+        --skip-tokenizer-init --log-level info --speculative-algorithm EAGLE \
+        --speculative-draft-model-path "$T/h-qwen2/eagle1" 2>"$T/tq.err"
+    check "EAGLE defaults on Qwen2ForCausalLM: 3 draft tokens, topk 1 (a chain), ids = plain" \
+        "grep -q '3 draft tokens per step (chain, topk 1' '$T/tq.err' && '$PY' -c 'import json,sys; a=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[1])]; b=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[2])]; assert a==b' '$T/tp-qwen2.jsonl' '$T/tq.jsonl'"
+fi
+
 gen "$T/dp.jsonl" --threads 2 --dp-size 2 --speculative-algorithm EAGLE --speculative-draft-model-path "$H1"
 check "EAGLE under --dp-size 2 (a capture per replica): identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/dp.jsonl'"
 "$BIN" bench-offline --model-path "$M" --num-prompts 4 --random-input-len 16 --random-output-len 32 --threads 1 \
@@ -143,8 +217,12 @@ usage() {  # usage NAME PATTERN ARGS...
     check "$name (exit 2, message)" "[ $rc -eq 2 ] && grep -q -- '$pat' '$T/err'"
     : >"$T/err"
 }
-usage "topk 2" "speculative-eagle-topk 2 is not supported by sglc yet" --speculative-algorithm EAGLE \
-    --speculative-draft-model-path "$H1" --speculative-eagle-topk 2
+usage "topk 17" "speculative-eagle-topk must be between 1 and 16 (got 17)" --speculative-algorithm EAGLE \
+    --speculative-draft-model-path "$H1" --speculative-eagle-topk 17
+usage "topk 0" "speculative-eagle-topk must be between 1 and 16 (got 0)" --speculative-algorithm EAGLE3 \
+    --speculative-draft-model-path "$H3" --speculative-eagle-topk 0
+usage "STANDALONE topk 2" "speculative-eagle-topk 2 with STANDALONE is not supported" --speculative-algorithm STANDALONE \
+    --speculative-draft-model-path "$M" --speculative-eagle-topk 2
 usage "missing head path" "no such file or directory" --speculative-algorithm EAGLE3 --speculative-draft-model-path /nonexistent/head
 
 [ "$fails" -eq 0 ] && echo "test_spec_eagle: all passed" || echo "test_spec_eagle: $fails failed"

@@ -12,7 +12,12 @@
  *   the per-request counters add up; a stop token inside a drafted run;
  * - no KV page leaked (target pool) after a mixed workload with aborts;
  * - start-up errors: wrong hidden size, missing weights, a head of the
- *   other EAGLE version. */
+ *   other EAGLE version;
+ * - tree drafts (topk > 1): each node's log-probability against the head's
+ *   causal chain over its ancestors; outputs identical with topk 2..4
+ *   (batched, alone, pages 1 and 16) with accepted drafts from a head
+ *   fitted to the target (eagle_ref.py fit_head); seeded sampling keeps
+ *   the target's distribution (chi-square); aborts leak nothing. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -187,6 +192,8 @@ static void expect_same(const result *a, const result *b, int n, const char *wha
 
 static char g_heads[256]; /* the heads' folder ("" = not made) */
 static int g_algo = SPEC_ALGO_EAGLE;
+static int g_topk = 1, g_steps = 0, g_ndt = 0; /* the drafter's tree shape (topk 1: the chain as before) */
+static const char *g_head_name;                /* NULL: eagle1 / eagle3 by g_algo */
 
 static const char *target_dir(void)
 {
@@ -242,7 +249,10 @@ static spec_drafter *mk_drafter(sched *s, int64_t pool)
     spec_args a;
     spec_args_init(&a);
     a.algo = (spec_algo)g_algo;
-    a.eagle_path = head(g_algo == SPEC_ALGO_EAGLE3 ? "eagle3" : "eagle1");
+    a.eagle_path = head(g_head_name ? g_head_name : g_algo == SPEC_ALGO_EAGLE3 ? "eagle3" : "eagle1");
+    a.eagle_topk = g_topk;
+    a.eagle_steps = g_steps;
+    a.num_draft_tokens = g_ndt;
     a.target_model = sched_model(s);
     a.target_slots = pool;
     a.draft_kv_tokens = 8192;
@@ -410,20 +420,82 @@ static void test_stop_token(void **state)
     g_algo = SPEC_ALGO_EAGLE;
 }
 
+/* The workloads of the tree tests (greedy 0-5, seeded 6-7) and of the
+ * aborts test. */
+static const req_cfg TREE_CFG[8] = {
+    {0, 40, 70, false, 0, true, false, -1}, {2, 30, 60, false, 0, false, true, -1},
+    {1, 12, 50, false, 0, true, false, -1}, {0, 25, 1, false, 0, false, false, -1},
+    {2, 50, 64, false, 0, true, true, -1},  {1, 20, 48, false, 0, false, false, -1},
+    {2, 30, 40, true, 9, true, false, -1},  {0, 25, 33, true, 4, false, true, -1},
+};
+enum { N_ABORT = 12 };
+static req_cfg abort_cfg(int i)
+{
+    return (req_cfg){i % 3, 20 + 9 * (i % 5), 30 + 7 * (i % 4), false, 0, i % 2 == 0, i % 3 == 0, -1};
+}
+
+/* head("eagle1_fit"): an EAGLE-1 head fitted (tests/ref/eagle_ref.py fit)
+ * to the target's plain greedy outputs of these workloads, so that its
+ * drafts are often right and "accepted > 0" can fail.  Once per run;
+ * false when python could not make it. */
+static bool ensure_fit(void)
+{
+    static int done = 0; /* 1 made, -1 failed */
+    if (done) return done > 0;
+    done = -1;
+    enum { NF = 8 + N_ABORT };
+    static req_cfg cfg[NF];
+    static result res[NF];
+    for (int i = 0; i < 8; i++) cfg[i] = TREE_CFG[i], cfg[i].sample = false;
+    for (int i = 0; i < N_ABORT; i++) cfg[8 + i] = abort_cfg(i);
+    sched_cfg sc = {.page_size = 1};
+    run(cfg, NF, &sc, false, false, res, NULL, NULL);
+    char path[400];
+    snprintf(path, sizeof path, "%s/fit_seqs.json", g_heads);
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    fprintf(f, "[");
+    for (int i = 0; i < NF; i++) {
+        int32_t in[MAXT];
+        fill_prompt(&cfg[i], i < 8 ? i : i - 8, in);
+        fprintf(f, "%s[", i ? "," : "");
+        for (int t = 0; t < cfg[i].n_in; t++) fprintf(f, "%s%d", t ? "," : "", in[t]);
+        for (int t = 0; t < res[i].n; t++) fprintf(f, ",%d", res[i].ids[t]);
+        fprintf(f, "]");
+    }
+    fprintf(f, "]\n");
+    fclose(f);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/ref/eagle_ref.py fit %s %s %s", head("eagle1_fit"), target_dir(),
+             path);
+    if (system(cmd) != 0) return false;
+    done = 1;
+    return true;
+}
+
+#define NEED_FIT()                                                 \
+    do {                                                           \
+        NEED_HEADS();                                              \
+        if (!ensure_fit()) fail_msg("eagle_ref.py fit failed");     \
+    } while (0)
+
 /* Mixed workload (chunked prefill, mixed chunks, a small pool that
  * retracts) with aborts: no target KV page leaked, survivors identical. */
 static void test_aborts_no_leak(void **state)
 {
     (void)state;
     NEED_HEADS();
-    enum { N = 12 };
+    enum { N = N_ABORT };
     req_cfg cfg[N];
-    for (int i = 0; i < N; i++)
-        cfg[i] = (req_cfg){i % 3, 20 + 9 * (i % 5), 30 + 7 * (i % 4), false, 0, i % 2 == 0, i % 3 == 0, -1};
+    for (int i = 0; i < N; i++) cfg[i] = abort_cfg(i);
+    if (!ensure_fit()) fail_msg("eagle_ref.py fit failed");
     const sched_cfg scs[2] = {{.page_size = 1, .chunked = 16, .mixed = true},
                               {.page_size = 1, .pool = 600, .conservativeness = 0.05}};
-    for (int c = 0; c < 2; c++) {
-        g_algo = c ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
+    for (int pass = 0; pass < 4; pass++) { /* 2, 3: topk 4 trees of the fitted head */
+        const int c = pass % 2;
+        g_algo = c && pass < 2 ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
+        g_head_name = pass < 2 ? NULL : "eagle1_fit";
+        g_topk = pass < 2 ? 1 : 4, g_steps = pass < 2 ? 0 : 5, g_ndt = pass < 2 ? 0 : 8;
         static result ref[N], got[N];
         run(cfg, N, &scs[c], false, false, ref, NULL, NULL);
         sched *s = mk(&scs[c]);
@@ -454,10 +526,236 @@ static void test_aborts_no_leak(void **state)
         spec_drafter_stats dst;
         spec_drafter_get_stats(d, &dst);
         assert_true(dst.proposed > 0);
+        if (pass >= 2) {
+            sched_stats st;
+            sched_get_stats(s, &st);
+            assert_true(st.spec_tree_verifies > 0);
+            assert_true(st.spec_accepted_tokens > 0);
+        }
         sched_destroy(s);
         spec_drafter_destroy(d);
     }
-    g_algo = SPEC_ALGO_EAGLE;
+    g_algo = SPEC_ALGO_EAGLE, g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
+}
+
+/* Tree drafts against the head itself: every node's cumulative
+ * log-probability minus its parent's equals the log-softmax of its token
+ * under the head's logits after the causal chain of its ancestors
+ * (spec_eagle_path_logits: no tree mask), so a wrong mask, rope position,
+ * hidden input or parent shows; parents come first and never score below
+ * their children; the frontier's slots go back; topk 1 gives the chain. */
+static void tree_vs_path(const char *name, int eagle3, bool with_map)
+{
+    enum { N = 21, SLOTS = 256, K = 12 };
+    model_kv *kv = model_kv_create(g_model, SLOTS, DTYPE_F32);
+    assert_non_null(kv);
+    char err[512];
+    spec_eagle *e = spec_eagle_create(head(name), eagle3, g_model, SLOTS, 1024, err, sizeof err);
+    if (!e) fail_msg("%s", err);
+    spec_tokmap *map = NULL; /* --speculative-token-map: the multiples of 3 */
+    if (with_map) {
+        int64_t hot[683];
+        for (int i = 0; i < 683; i++) hot[i] = 3 * i;
+        map = spec_tokmap_from_ids(hot, 683, err, sizeof err);
+        assert_non_null(map);
+        assert_int_equal(spec_tokmap_bind(map, model_get_config(g_model)->vocab_size, err, sizeof err), 0);
+        assert_int_equal(spec_eagle_set_token_map(e, map, err, sizeof err), 0);
+    }
+    int32_t ids[N], pos[N], slots[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = i == 0 ? 1 : (int32_t)((37 * i * i + 11 * i) % 2000 + 3);
+        pos[i] = i;
+        slots[i] = 200 - 3 * i;
+    }
+    int32_t start[2] = {0, N - 1}, kvl[1] = {N - 1};
+    const int32_t *sl[1] = {slots};
+    model_batch b = {.n_tokens = N - 1, .tokens = ids, .positions = pos, .n_seqs = 1, .seq_start = start,
+                     .seq_kv_len = kvl, .seq_slots = sl, .n_logits = 0};
+    assert_int_equal(model_forward(g_model, kv, &b, NULL, NULL), 0);
+    const int Vd = spec_eagle_vocab(e);
+    float *lg = malloc(sizeof(float) * (size_t)Vd);
+    spec_draft_req r = {0};
+    const int shapes[3][2] = {{5, 4}, {4, 2}, {3, 3}}; /* (steps, topk) */
+    for (int sh = 0; sh < 3; sh++) {
+        int32_t draft[K], par[K];
+        double sc[K];
+        int n = spec_eagle_propose_tree(e, &r, ids, N, slots, draft, par, sc, K, shapes[sh][0], shapes[sh][1]);
+        assert_int_equal(n, K); /* enough candidates: topk + (steps - 1) topk^2 >= 12 */
+        assert_int_equal(spec_eagle_slots_used(e), N - 1);
+        int depth[K], maxd = 0;
+        for (int c = 0; c < n; c++) {
+            assert_true(par[c] >= -1 && par[c] < c);
+            if (map) assert_int_equal(draft[c] % 3, 0);
+            depth[c] = par[c] < 0 ? 1 : depth[par[c]] + 1;
+            if (depth[c] > maxd) maxd = depth[c];
+            assert_true(depth[c] <= shapes[sh][0]);
+            if (par[c] >= 0) assert_true(sc[c] <= sc[par[c]]);
+            int32_t path[K];
+            int np = 0;
+            for (int v = par[c]; v >= 0; v = par[v]) path[np++] = draft[v];
+            for (int i = 0; i < np / 2; i++) {
+                int32_t t = path[i];
+                path[i] = path[np - 1 - i], path[np - 1 - i] = t;
+            }
+            assert_int_equal(spec_eagle_path_logits(e, ids, N, slots, path, np, lg), 0);
+            float mx = lg[0];
+            for (int i = 1; i < Vd; i++) mx = lg[i] > mx ? lg[i] : mx;
+            double sum = 0;
+            for (int i = 0; i < Vd; i++) sum += exp((double)lg[i] - mx);
+            int di = -1;
+            for (int i = 0; i < Vd && di < 0; i++)
+                if (spec_eagle_target_id(e, i) == draft[c]) di = i;
+            assert_true(di >= 0);
+            double want = (double)lg[di] - mx - log(sum), got = sc[c] - (par[c] >= 0 ? sc[par[c]] : 0.0);
+            if (fabs(want - got) > 1e-3)
+                fail_msg("%s steps %d topk %d node %d (depth %d): log-prob %.6f, the head's chain says %.6f", name,
+                         shapes[sh][0], shapes[sh][1], c, depth[c], got, want);
+            /* and the node's token is among its parent's topk */
+            int better = 0;
+            for (int i = 0; i < Vd; i++) better += lg[i] > lg[di];
+            assert_true(better < shapes[sh][1]);
+        }
+        assert_true(maxd >= 2); /* the tree reached past the first step */
+    }
+    /* topk 1: the chain */
+    int32_t chain[4], t1[4], p1[4];
+    assert_int_equal(spec_eagle_propose(e, &r, ids, N, slots, chain, 4), 4);
+    assert_int_equal(spec_eagle_propose_tree(e, &r, ids, N, slots, t1, p1, NULL, 4, 4, 1), 4);
+    assert_memory_equal(chain, t1, sizeof chain);
+    for (int i = 0; i < 4; i++) assert_int_equal(p1[i], i - 1);
+    spec_eagle_req_release(e, &r);
+    assert_int_equal(spec_eagle_slots_used(e), 0);
+    free(lg);
+    spec_eagle_destroy(e);
+    spec_tokmap_destroy(map);
+    model_kv_destroy(kv);
+}
+
+static void test_tree_vs_path(void **state)
+{
+    (void)state;
+    NEED_FIT();
+    tree_vs_path("eagle1", 0, false);
+    tree_vs_path("eagle3", 1, false);
+    tree_vs_path("eagle1_fit", 0, false);
+    tree_vs_path("eagle1", 0, true); /* with a token map: drafts and log-probabilities over its ids */
+}
+
+/* topk 2..4 trees: outputs identical to plain decoding (greedy and seeded),
+ * batched and alone, page 1 (trees verified) and 16 (the scheduler asks for
+ * chains), with accepted drafts (the fitted head) and the counters adding
+ * up; the random EAGLE3 head too. */
+static void test_tree_identical(void **state)
+{
+    (void)state;
+    NEED_FIT();
+    const req_cfg *cfg = TREE_CFG;
+    const int n = 8;
+    static result ref[8], got[8];
+    sched_stats st_ref, st;
+    spec_drafter_stats dst;
+    const sched_cfg scs[2] = {{.page_size = 1}, {.page_size = 16}};
+    int64_t acc_chain = -1;
+    for (int h = 0; h < 2; h++) {
+        g_algo = h ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
+        g_head_name = h ? NULL : "eagle1_fit";
+        for (int c = 0; c < 2; c++)
+            for (int alone = 0; alone < 2; alone++) {
+                if (c == 1 && alone) continue;
+                run(cfg, n, &scs[c], false, alone, ref, &st_ref, NULL);
+                for (int topk = 1; topk <= 4; topk++) {
+                    if (topk == 1 && (h || c || alone)) continue; /* the chain: for the accept comparison only */
+                    g_topk = topk, g_steps = 5, g_ndt = topk == 1 ? 6 : 8;
+                    run(cfg, n, &scs[c], true, alone, got, &st, &dst);
+                    char what[128];
+                    snprintf(what, sizeof what, "%s, page %d, %s, topk %d", h ? "EAGLE3" : "EAGLE fit",
+                             scs[c].page_size, alone ? "alone" : "batch", topk);
+                    expect_same(ref, got, n, what);
+                    assert_int_equal(st.generated_tokens, st_ref.generated_tokens);
+                    assert_true(st.spec_draft_tokens > 0);
+                    int64_t acc = 0;
+                    for (int i = 0; i < n; i++) {
+                        acc += got[i].accepted;
+                        assert_true(got[i].accepted <= got[i].drafted);
+                        assert_int_equal(got[i].n - 1, got[i].verify_ct + got[i].accepted);
+                    }
+                    assert_int_equal(acc, st.spec_accepted_tokens);
+                    if (topk > 1) assert_true((st.spec_tree_verifies > 0) == (c == 0));
+                    if (!h) assert_true(st.spec_accepted_tokens > 0);
+                    if (topk == 1) acc_chain = acc;
+                    print_message("%s: accepted %lld of %lld drafts, %lld tree verifies, %lld off the first branch\n",
+                                  what, (long long)acc, (long long)st.spec_draft_tokens, (long long)st.spec_tree_verifies,
+                                  (long long)st.spec_tree_off_branch);
+                }
+            }
+    }
+    assert_true(acc_chain > 0);
+    g_algo = SPEC_ALGO_EAGLE, g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
+}
+
+/* Wilson-Hilferty: the chi-square quantile for df degrees of freedom at
+ * upper tail probability given by the normal quantile z. */
+static double chi2_quantile(int df, double z)
+{
+    double h = 2.0 / (9.0 * df);
+    double c = 1.0 - h + z * sqrt(h);
+    return df * c * c * c;
+}
+
+/* Seeded sampling at temperature 1 with topk 4 trees: the same seeds give
+ * the same ids as plain decoding, and other seeds the same distribution of
+ * the token at output position 8 (two-sample chi-square over 240 requests
+ * each, bins of >= 10 tokens, the rest pooled by id, p = 0.001). */
+static void test_tree_sampling_distribution(void **state)
+{
+    (void)state;
+    NEED_FIT();
+    enum { N = 240, POS = 8 };
+    static req_cfg cfg[N];
+    static result a[N], b[N], b_same[N];
+    sched_cfg sc = {.page_size = 1};
+    g_head_name = "eagle1_fit", g_topk = 4, g_steps = 5, g_ndt = 8;
+    for (int i = 0; i < N; i++) cfg[i] = (req_cfg){i % 3, 30, POS + 2, true, 1 + (uint64_t)i, false, false, -1};
+    run(cfg, N, &sc, false, false, a, NULL, NULL);
+    sched_stats st;
+    run(cfg, N, &sc, true, false, b_same, &st, NULL);
+    expect_same(a, b_same, N, "tree, seeded sampling, same seeds");
+    for (int i = 0; i < N; i++) cfg[i].seed = 100000 + (uint64_t)i;
+    run(cfg, N, &sc, true, false, b, &st, NULL);
+    assert_true(st.spec_accepted_tokens > 0);
+    assert_true(st.spec_tree_verifies > 0);
+    int V = model_get_config(g_model)->vocab_size;
+    int *ca = calloc((size_t)V, sizeof(int)), *cb = calloc((size_t)V, sizeof(int));
+    for (int i = 0; i < N; i++) ca[a[i].ids[POS]]++, cb[b[i].ids[POS]]++;
+    double chi = 0, oa[9] = {0}, ob[9] = {0};
+    int bins = 0;
+    for (int t = 0; t < V; t++) {
+        int tot = ca[t] + cb[t];
+        if (tot < 10) {
+            oa[t % 8] += ca[t], ob[t % 8] += cb[t];
+            continue;
+        }
+        double e = tot / 2.0;
+        chi += (ca[t] - e) * (ca[t] - e) / e + (cb[t] - e) * (cb[t] - e) / e;
+        bins++;
+    }
+    for (int g = 0; g <= 8; g++) {
+        if (g < 8 && oa[g] + ob[g] < 10) {
+            oa[8] += oa[g], ob[8] += ob[g];
+            continue;
+        }
+        if (g == 8 && oa[8] + ob[8] < 10) break;
+        double e = (oa[g] + ob[g]) / 2.0;
+        chi += (oa[g] - e) * (oa[g] - e) / e + (ob[g] - e) * (ob[g] - e) / e;
+        bins++;
+    }
+    free(ca), free(cb);
+    g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
+    assert_true(bins >= 5);
+    double bound = chi2_quantile(bins - 1, 3.09);
+    print_message("tree sampling: accepted %lld, chi-square %.2f over %d bins (bound %.2f at p = 0.001)\n",
+                  (long long)st.spec_accepted_tokens, chi, bins, bound);
+    assert_true(chi < bound);
 }
 
 static void expect_error(const char *name, int eagle3, const char *msg)
@@ -484,7 +782,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logits_vs_torch), cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_stop_token),      cmocka_unit_test(test_aborts_no_leak),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),          cmocka_unit_test(test_tree_vs_path),
+        cmocka_unit_test(test_tree_identical),  cmocka_unit_test(test_tree_sampling_distribution),
     };
     return cmocka_run_group_tests(tests, heads_setup, heads_teardown);
 }
