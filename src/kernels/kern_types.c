@@ -278,7 +278,7 @@ const char *kern_type_avx512_partial(kern_type t)
 {
     static char buf[KERN_TYPE_COUNT][24];
     if ((int)t < KERN_TYPE_FLOAT_COUNT || t >= KERN_TYPE_COUNT || !quant_dot_avx512(t)) return NULL;
-    const int has_x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0;
+    const int has_x8 = quant_x8_layout(t, 8, KERN_ISA_AVX512) != 0; /* Q5_K / Q6_K x8: AVX2 kernels */
     const int u[3] = {quant_avx512_uses(t, 0, 1), quant_avx512_uses(t, 0, 2), has_x8 && quant_avx512_uses(t, 1, 1)};
     const char *nm[3] = {"gemv", "gemm", "x8"};
     int on = u[0] + u[1] + u[2];
