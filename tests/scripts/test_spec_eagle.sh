@@ -13,7 +13,8 @@
 # - trees (--speculative-eagle-topk > 1) with a head fitted to the target
 #   (eagle_ref.py fit_head, so drafts are accepted): SGLang's defaults for
 #   a Llama target, topk 2..4, page 16 (chains), EAGLE3 topk 3 with chunked
-#   prefill, tiny llama3 / mistral-sw / qwen3 / qwen2 (random heads): ids
+#   prefill, tiny llama3 / mistral-sw / qwen3 / qwen2 / qwen3-moe / mixtral /
+#   granitemoe / llama-bias / deepseek-v2-lite (MLA) / qwen2-moe / gemma3 / phi4-mini (random heads): ids
 #   identical, drafts accepted (fitted head), trees verified; SGLang's
 #   other default (3, 1, 4) for a target that is not LlamaForCausalLM.
 # The heads but eagle1_fit are random: their drafts are almost never right.
@@ -135,10 +136,20 @@ printf '%s\n' '{"input_ids": [1, 45, 99, 12, 45, 99, 12, 45, 99, 12, 45, 99], "s
     '{"input_ids": [1, 7, 300, 7, 300, 7, 300, 7, 300], "sampling_params": {"max_new_tokens": 40, "temperature": 1, "sampling_seed": 3, "ignore_eos": true}}' \
     >"$T/tiny.jsonl"
 TINY=$ROOT/build/tiny-models  # tests/ref/make_tiny_model.py (cached there, as test_arch_logits.sh)
-"$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TINY" --only llama3,mistral-sw,qwen3,qwen2 >/dev/null 2>>"$T/err" ||
+"$PY" "$ROOT/tests/ref/make_tiny_model.py" --out "$TINY" --only llama3,mistral-sw,qwen3,qwen2,qwen3-moe,mixtral,granitemoe,llama-bias >/dev/null 2>>"$T/err" ||
     echo "skip: tiny models not made"
-for arch in llama3 mistral-sw qwen3 qwen2; do
+# the other families' tiny models: DeepSeek V2-Lite (MLA) and Qwen2-MoE
+# (tests/ref/make_tiny_ds.py), Gemma 3 (tests/ref/gemma_ref.py)
+"$PY" "$ROOT/tests/ref/make_tiny_ds.py" --out "$TINY" --only deepseek-v2-lite,qwen2-moe >/dev/null 2>>"$T/err" ||
+    echo "skip: make_tiny_ds failed"
+GEMMA3=$("$PY" -c 'import sys, os; sys.path.insert(0, sys.argv[1]); import gemma_ref; print(os.path.join(gemma_ref.build("gemma3", sys.argv[2])[0], "f32"))' \
+    "$ROOT/tests/ref" "$TINY" 2>>"$T/err" | tail -1)
+PHI4=$("$PY" -c 'import sys, os; sys.path.insert(0, sys.argv[1]); import phi3_ref; print(os.path.join(phi3_ref.build("phi4-mini", sys.argv[2], sys.argv[3]), "f32"))' \
+    "$ROOT/tests/ref" "$TINY" "$SHARED" 2>>"$T/err" | tail -1)
+for arch in llama3 mistral-sw qwen3 qwen2 qwen3-moe mixtral granitemoe llama-bias deepseek-v2-lite qwen2-moe gemma3 phi4-mini; do
     TM=$TINY/$arch/f32
+    [ "$arch" = gemma3 ] && TM=$GEMMA3
+    [ "$arch" = phi4-mini ] && TM=$PHI4
     [ -d "$TM" ] || { echo "skip tiny $arch (no $TM)"; continue; }
     "$PY" "$ROOT/tests/ref/eagle_ref.py" make "$T/h-$arch" "$TM" || { check "tiny $arch: heads" false; continue; }
     "$BIN" generate --model-path "$TM" --requests "$T/tiny.jsonl" --output "$T/tp-$arch.jsonl" --threads 1 \
