@@ -16,8 +16,10 @@
 #     micro-batches" shows K > N (pipelined), none with M = 8 (one
 #     micro-batch per step); --pp-size 2 M = 2 with a stage per "node"
 #     (two commands, --nnodes 2, gloo over 127.0.0.1): bitwise too;
-#  2. `serve --pp-size 2 --pp-max-micro-batch-size 2`: 4 concurrent greedy
-#     requests = a one-process server, while a streaming request is cut
+#  2. `serve --pp-size 2 --pp-max-micro-batch-size 2` on a 2-layer dummy
+#     Llama-3.2-1B (f32, seeded; slow enough that the streams below are still
+#     running when they are cut): 4 concurrent greedy requests = the same
+#     server with one micro-batch (M = 8), while a streaming request is cut
 #     mid-stream (client gone) and another aborted by /abort_request; then
 #     the 4 again (same answers), a clean exit (rc 0), no leak logged;
 #     stage 1 SIGSTOPped while 3 requests run in pipelined steps (M = 1):
@@ -132,7 +134,11 @@ else
 fi
 
 # 2. serve: a streaming request cut by its client and one aborted mid-stream
-SV=(--model-path "$TS" --disable-radix-cache)
+# a model slow enough (~20 ms a token: Llama-3.2-1B's 128,256 x 2,048 LM head,
+# two dummy layers) that a 400-token stream is still running when the abort
+# and the stopped stage arrive; TinyStories finishes 400 tokens in ~40 ms
+SV=(--model-path "$LD" --load-format dummy --dtype float32 --json-model-override-args '{"num_hidden_layers": 2}' --random-seed 1
+    --tokenizer-path "$SHARED/models/tokenizers/llama3_1" --disable-radix-cache)
 gen4() {  # gen4 OUT: 4 concurrent greedy requests of different lengths, output_ids one per line
     local i
     for i in 1 2 3 4; do
@@ -145,7 +151,9 @@ gen4() {  # gen4 OUT: 4 concurrent greedy requests of different lengths, output_
 }
 stream_body() { echo "{\"rid\":\"$1\",\"input_ids\":[1,7,8,9],\"stream\":true,\"sampling_params\":{\"max_new_tokens\":400,\"temperature\":0,\"ignore_eos\":true}}"; }
 used() { curl -s "$SERVER_URL/metrics" | awk '/^sglang:num_used_tokens/ {print $NF + 0}' | head -1; }
-server_start "$T/one.log" "${SV[@]}" --threads 1 || server_fail "$T/one.log"
+# the reference: the same PP server with one micro-batch per forward (dummy
+# weights are drawn per stage, so a one-process run has other values)
+server_start "$T/one.log" "${SV[@]}" --threads 2 --pp-size 2 --pp-max-micro-batch-size 8 || server_fail "$T/one.log"
 gen4 "$T/sref"; server_stop
 server_start "$T/pp.log" "${SV[@]}" --threads 2 --pp-size 2 --pp-max-micro-batch-size 2 --enable-metrics || server_fail "$T/pp.log"
 curl -s -N -m 60 "$SERVER_URL/generate" -H 'content-type: application/json' -d "$(stream_body victim)" >"$T/victim" &
@@ -158,7 +166,7 @@ g=$!
 curl -s -m 10 "$SERVER_URL/abort_request" -H 'content-type: application/json' -d '{"rid":"victim"}' >/dev/null
 wait $g
 for i in $(seq 1 100); do grep -q '\[DONE\]' "$T/victim" && break; sleep 0.1; done
-if cmp -s "$T/sref" "$T/sgot" && ! grep -q bad "$T/sgot"; then ok "serve pp=2 M=2: 4 concurrent greedy requests = one process, beside the aborts"
+if cmp -s "$T/sref" "$T/sgot" && ! grep -q bad "$T/sgot"; then ok "serve pp=2 M=2: 4 concurrent greedy requests = pp=2 M=8 (one micro-batch), beside the aborts"
 else bad "serve pp=2 M=2: outputs differ"; diff "$T/sref" "$T/sgot"; fi
 n=$(grep -c '^data: {' "$T/victim")
 if grep -q '"abort"' "$T/victim" && [ "$n" -lt 400 ]; then ok "the streamed request aborted mid-stream (after $n chunks)"
