@@ -151,8 +151,9 @@ gen4() {  # gen4 OUT: 4 concurrent greedy requests of different lengths, output_
 }
 stream_body() { echo "{\"rid\":\"$1\",\"input_ids\":[1,7,8,9],\"stream\":true,\"sampling_params\":{\"max_new_tokens\":400,\"temperature\":0,\"ignore_eos\":true}}"; }
 used() { curl -s "$SERVER_URL/metrics" | awk '/^sglang:num_used_tokens/ {print $NF + 0}' | head -1; }
-# the reference: the same PP server with one micro-batch per forward (dummy
-# weights are drawn per stage, so a one-process run has other values)
+# the reference: the same PP server with one micro-batch per forward (what
+# micro-batching must not change; the offline part above compares PP with
+# one process)
 server_start "$T/one.log" "${SV[@]}" --threads 2 --pp-size 2 --pp-max-micro-batch-size 8 || server_fail "$T/one.log"
 gen4 "$T/sref"; server_stop
 server_start "$T/pp.log" "${SV[@]}" --threads 2 --pp-size 2 --pp-max-micro-batch-size 2 --enable-metrics || server_fail "$T/pp.log"
