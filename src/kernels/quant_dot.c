@@ -496,6 +496,30 @@ static void unpack_q4_0x8_row(block_q4_0 *dst, const void *w, int nb, int j)
     }
 }
 
+/* The 6-bit scales and mins of row r of a K-quant super-block (Q4_K's and
+ * Q5_K's 12-byte form) into the x8 layouts' byte arrays, and back: the exact
+ * inverse of scale_min_k4. */
+static void kx8_put_scales(uint8_t sc[8][8], uint8_t mn[4][8][2], int r, const uint8_t *scales)
+{
+    for (int j = 0; j < 8; j++) {
+        int s, m;
+        scale_min_k4(j, scales, &s, &m);
+        sc[j][r] = (uint8_t)s;
+        mn[j / 2][r][j % 2] = (uint8_t)m;
+    }
+}
+
+static void kx8_get_scales(uint8_t *scales, const uint8_t sc8[8][8], const uint8_t mn8[4][8][2], int r)
+{
+    uint8_t sc[8], mn[8];
+    for (int i = 0; i < 8; i++) sc[i] = sc8[i][r], mn[i] = mn8[i / 2][r][i % 2];
+    for (int i = 0; i < 4; i++) {
+        scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
+        scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
+        scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
+    }
+}
+
 void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb)
 {
     const block_q4_K *s = src;
@@ -507,35 +531,23 @@ void quant_repack_q4_Kx8(void *dst, const void *src, int n, int nb)
                 const block_q4_K *x = s + (size_t)(8 * g + r) * nb + b;
                 o->d[r] = x->d;
                 o->dmin[r] = x->dmin;
-                for (int j = 0; j < 8; j++) {
-                    int sc, mn;
-                    scale_min_k4(j, x->scales, &sc, &mn);
-                    o->sc[j][r] = (uint8_t)sc;
-                    o->mn[j / 2][r][j % 2] = (uint8_t)mn;
-                }
+                kx8_put_scales(o->sc, o->mn, r, x->scales);
                 for (int j = 0; j < 4; j++)
                     for (int c = 0; c < 8; c++) memcpy(o->qs[j][c][r], x->qs + 32 * j + 4 * c, 4);
             }
         }
 }
 
-/* Row j of a repacked Q4_K weight back as plain blocks (scales re-packed
- * into the 12-byte form: the exact inverse of scale_min_k4). */
+/* Row j of a repacked Q4_K weight back as plain blocks. */
 static void unpack_q4_Kx8_row(block_q4_K *dst, const void *w, int nb, int j)
 {
     const quant_q4_Kx8 *grp = (const quant_q4_Kx8 *)w + (size_t)(j / 8) * nb;
     int r = j % 8;
     for (int b = 0; b < nb; b++) {
         const quant_q4_Kx8 *x = grp + b;
-        uint8_t sc[8], mn[8];
-        for (int i = 0; i < 8; i++) sc[i] = x->sc[i][r], mn[i] = x->mn[i / 2][r][i % 2];
         dst[b].d = x->d[r];
         dst[b].dmin = x->dmin[r];
-        for (int i = 0; i < 4; i++) {
-            dst[b].scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
-            dst[b].scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
-            dst[b].scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
-        }
+        kx8_get_scales(dst[b].scales, x->sc, x->mn, r);
         for (int q = 0; q < 4; q++)
             for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 32 * q + 4 * c, x->qs[q][c][r], 4);
     }
@@ -615,12 +627,7 @@ void quant_repack_q5_Kx8(void *dst, const void *src, int n, int nb)
                 const block_q5_K *x = s + (size_t)(8 * g + r) * nb + b;
                 o->d[r] = x->d;
                 o->dmin[r] = x->dmin;
-                for (int j = 0; j < 8; j++) {
-                    int sc, mn;
-                    scale_min_k4(j, x->scales, &sc, &mn);
-                    o->sc[j][r] = (uint8_t)sc;
-                    o->mn[j / 2][r][j % 2] = (uint8_t)mn;
-                }
+                kx8_put_scales(o->sc, o->mn, r, x->scales);
                 for (int c = 0; c < 8; c++) memcpy(o->qh[c][r], x->qh + 4 * c, 4);
                 for (int j = 0; j < 4; j++)
                     for (int c = 0; c < 8; c++) memcpy(o->qs[j][c][r], x->qs + 32 * j + 4 * c, 4);
@@ -634,15 +641,9 @@ static void unpack_q5_Kx8_row(block_q5_K *dst, const void *w, int nb, int j)
     int r = j % 8;
     for (int b = 0; b < nb; b++) {
         const quant_q5_Kx8 *x = grp + b;
-        uint8_t sc[8], mn[8];
-        for (int i = 0; i < 8; i++) sc[i] = x->sc[i][r], mn[i] = x->mn[i / 2][r][i % 2];
         dst[b].d = x->d[r];
         dst[b].dmin = x->dmin[r];
-        for (int i = 0; i < 4; i++) {
-            dst[b].scales[i] = (uint8_t)(sc[i] | ((sc[i + 4] >> 4) << 6));
-            dst[b].scales[i + 4] = (uint8_t)(mn[i] | ((mn[i + 4] >> 4) << 6));
-            dst[b].scales[i + 8] = (uint8_t)((sc[i + 4] & 0xF) | ((mn[i + 4] & 0xF) << 4));
-        }
+        kx8_get_scales(dst[b].scales, x->sc, x->mn, r);
         for (int c = 0; c < 8; c++) memcpy(dst[b].qh + 4 * c, x->qh[c][r], 4);
         for (int q = 0; q < 4; q++)
             for (int c = 0; c < 8; c++) memcpy(dst[b].qs + 32 * q + 4 * c, x->qs[q][c][r], 4);
