@@ -342,6 +342,43 @@ static void load_mat_part(loader *L, linear_weight *w, const wsrc_tensor *part, 
     m->weight_bytes += linear_bytes(w);
 }
 
+/* The bytes a slice is cut from: t's own (stored type), or, for a tensor
+ * without bytes, the whole (n rows of rb_full bytes) read through the
+ * source as `want` into *full (p then reports that type).  NULL after
+ * fail(). */
+static const char *shard_source(loader *L, const wsrc_tensor *t, const char *name, int n, size_t rb_full,
+                                dtype want, kern_type ty, wsrc_tensor *p, char **full)
+{
+    *full = NULL;
+    if (t->data) return t->data;
+    *full = aligned_alloc(64, ((size_t)n * rb_full + 63) & ~(size_t)63);
+    if (!*full) {
+        fail(L, "out of memory for the slice of weight '%s'", name);
+        return NULL;
+    }
+    if (wsrc_read(L->src, t, *full, want)) {
+        free(*full), *full = NULL;
+        fail(L, "cannot read weight '%s' from %s", name, t->origin);
+        return NULL;
+    }
+    p->type = (int)ty;
+    p->type_name = dtype_name(want);
+    return *full;
+}
+
+/* Load the owned slice buf (bytes, rows x cols) described by p as w; the
+ * kernels copy it, so buf is freed here. */
+static void load_shard_buf(loader *L, linear_weight *w, wsrc_tensor *p, char *buf, size_t bytes,
+                           const char *name, int rows, int cols, dtype want)
+{
+    p->data = buf;
+    p->nbytes = bytes;
+    L->shard_buf = buf;
+    load_mat_part(L, w, p, name, rows, cols, want);
+    free(L->shard_buf); /* not borrowed: the kernels made their own copy */
+    L->shard_buf = NULL;
+}
+
 /* As load_mat_part for this rank's slice `sel` of the (n, k) tensor t: the
  * slice is copied into an owned buffer first (in the stored type when t
  * has bytes, block-aligned for block types; else the whole tensor is read
@@ -367,23 +404,14 @@ static void load_mat_sel(loader *L, linear_weight *w, const wsrc_tensor *t, cons
     }
     size_t rb_full = kern_type_row_bytes(ty, k), rb = kern_type_row_bytes(ty, cols);
     size_t off_b = kern_type_row_bytes(ty, sel.off), bytes = (size_t)rows * rb;
-    char *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    const char *src = t->data;
-    char *full = NULL;
-    if (buf && !src) {
-        full = aligned_alloc(64, ((size_t)n * rb_full + 63) & ~(size_t)63);
-        if (full && wsrc_read(L->src, t, full, want)) {
-            free(buf), free(full);
-            fail(L, "cannot read weight '%s' from %s", name, t->origin);
-            return;
-        }
-        src = full;
-        p.type = (int)ty;
-        p.type_name = dtype_name(want);
-    }
-    if (!buf || !src) {
-        free(buf), free(full);
+    char *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *full;
+    if (!buf) {
         fail(L, "out of memory for the slice of weight '%s'", name);
+        return;
+    }
+    const char *src = shard_source(L, t, name, n, rb_full, want, ty, &p, &full);
+    if (!src) {
+        free(buf);
         return;
     }
     if (sel.kind == SH_ROWS)
@@ -391,12 +419,7 @@ static void load_mat_sel(loader *L, linear_weight *w, const wsrc_tensor *t, cons
     else
         for (int i = 0; i < rows; i++) memcpy(buf + (size_t)i * rb, src + (size_t)i * rb_full + off_b, rb);
     free(full);
-    p.data = buf;
-    p.nbytes = bytes;
-    L->shard_buf = buf;
-    load_mat_part(L, w, &p, name, rows, cols, want);
-    free(L->shard_buf); /* not borrowed: the kernels made their own copy */
-    L->shard_buf = NULL;
+    load_shard_buf(L, w, &p, buf, bytes, name, rows, cols, want);
     if (!L->failed)
         w->shard = (linear_shard){sel.kind == SH_ROWS ? sel.off : 0, rows, n,
                                   sel.kind == SH_COLS ? sel.off : 0, cols, k};
@@ -467,33 +490,20 @@ void load_proj_segs(loader *L, linear_weight *w, const char *pat, int il, int n,
     const size_t rb = kern_type_row_bytes(ty, k), bytes = (size_t)rows * rb;
     wsrc_tensor p = t;
     p.ndim = 2, p.shape[0] = rows, p.shape[1] = k, p.priv = NULL;
-    char *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *full = NULL;
-    const char *src = t.data;
-    if (buf && !src) {
-        full = aligned_alloc(64, ((size_t)n * rb + 63) & ~(size_t)63);
-        if (full && wsrc_read(L->src, &t, full, want)) {
-            free(buf), free(full);
-            fail(L, "cannot read weight '%s' from %s", name, t.origin);
-            return;
-        }
-        src = full;
-        p.type = (int)ty;
-        p.type_name = dtype_name(want);
-    }
-    if (!buf || !src) {
-        free(buf), free(full);
+    char *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63), *full;
+    if (!buf) {
         fail(L, "out of memory for the slice of weight '%s'", name);
+        return;
+    }
+    const char *src = shard_source(L, &t, name, n, rb, want, ty, &p, &full);
+    if (!src) {
+        free(buf);
         return;
     }
     for (int j = 0, r = 0; j < nseg; r += len[j++])
         memcpy(buf + (size_t)r * rb, src + (size_t)off[j] * rb, (size_t)len[j] * rb);
     free(full);
-    p.data = buf;
-    p.nbytes = bytes;
-    L->shard_buf = buf;
-    load_mat_part(L, w, &p, name, rows, k, want);
-    free(L->shard_buf); /* not borrowed: the kernels made their own copy */
-    L->shard_buf = NULL;
+    load_shard_buf(L, w, &p, buf, bytes, name, rows, k, want);
     if (!L->failed) w->shard = (linear_shard){0, rows, n, 0, k, k};
     if (has_bias && !L->failed) {
         snprintf(name, sizeof name, pat, il);
