@@ -30,6 +30,7 @@
 #include "util/log.h"
 
 #include "tinystories_fixture.h"
+#include "chi2_two_sample.h"
 
 #define MAXR 512
 #define MAXT 160
@@ -353,15 +354,6 @@ static void test_stop_token(void **state)
     assert_int_equal(got[0].n, k + 1);
 }
 
-/* Wilson-Hilferty: the chi-square quantile for df degrees of freedom at
- * upper tail probability given by the normal quantile z. */
-static double chi2_quantile(int df, double z)
-{
-    double h = 2.0 / (9.0 * df);
-    double c = 1.0 - h + z * sqrt(h);
-    return df * c * c * c;
-}
-
 static void test_sampling_distribution(void **state)
 {
     (void)state;
@@ -385,31 +377,9 @@ static void test_sampling_distribution(void **state)
         ca[a[i].ids[POS]]++;
         cb[b[i].ids[POS]]++;
     }
-    /* bins: tokens seen >= 10 times in both samples together; the rest
-     * pooled into 8 groups by token id (a fixed partition: the test stays a
-     * two-sample homogeneity test); groups below 10 pooled once more */
-    double chi = 0, oa[9] = {0}, ob[9] = {0};
-    int bins = 0;
-    for (int t = 0; t < V; t++) {
-        int tot = ca[t] + cb[t];
-        if (tot < 10) {
-            oa[t % 8] += ca[t], ob[t % 8] += cb[t];
-            continue;
-        }
-        double e = tot / 2.0; /* equal sample sizes */
-        chi += (ca[t] - e) * (ca[t] - e) / e + (cb[t] - e) * (cb[t] - e) / e;
-        bins++;
-    }
-    for (int g = 0; g <= 8; g++) {
-        if (g < 8 && oa[g] + ob[g] < 10) {
-            oa[8] += oa[g], ob[8] += ob[g];
-            continue;
-        }
-        if (g == 8 && oa[8] + ob[8] < 10) break;
-        double e = (oa[g] + ob[g]) / 2.0;
-        chi += (oa[g] - e) * (oa[g] - e) / e + (ob[g] - e) * (ob[g] - e) / e;
-        bins++;
-    }
+    /* bins: chi2_two_sample.h */
+    int bins;
+    double chi = chi2_two_sample(ca, cb, V, &bins);
     free(ca), free(cb);
     g_temperature = 1.0;
     assert_true(bins >= 5); /* the position is not (nearly) deterministic */

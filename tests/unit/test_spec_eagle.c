@@ -38,6 +38,7 @@
 #include "util/log.h"
 
 #include "tinystories_fixture.h"
+#include "chi2_two_sample.h"
 
 #define MAXR 512
 #define MAXT 160
@@ -693,15 +694,6 @@ static void test_tree_identical(void **state)
     g_algo = SPEC_ALGO_EAGLE, g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
 }
 
-/* Wilson-Hilferty: the chi-square quantile for df degrees of freedom at
- * upper tail probability given by the normal quantile z. */
-static double chi2_quantile(int df, double z)
-{
-    double h = 2.0 / (9.0 * df);
-    double c = 1.0 - h + z * sqrt(h);
-    return df * c * c * c;
-}
-
 /* Seeded sampling at temperature 1 with topk 4 trees: the same seeds give
  * the same ids as plain decoding, and other seeds the same distribution of
  * the token at output position 8 (two-sample chi-square over 240 requests
@@ -727,28 +719,8 @@ static void test_tree_sampling_distribution(void **state)
     int V = model_get_config(g_model)->vocab_size;
     int *ca = calloc((size_t)V, sizeof(int)), *cb = calloc((size_t)V, sizeof(int));
     for (int i = 0; i < N; i++) ca[a[i].ids[POS]]++, cb[b[i].ids[POS]]++;
-    double chi = 0, oa[9] = {0}, ob[9] = {0};
-    int bins = 0;
-    for (int t = 0; t < V; t++) {
-        int tot = ca[t] + cb[t];
-        if (tot < 10) {
-            oa[t % 8] += ca[t], ob[t % 8] += cb[t];
-            continue;
-        }
-        double e = tot / 2.0;
-        chi += (ca[t] - e) * (ca[t] - e) / e + (cb[t] - e) * (cb[t] - e) / e;
-        bins++;
-    }
-    for (int g = 0; g <= 8; g++) {
-        if (g < 8 && oa[g] + ob[g] < 10) {
-            oa[8] += oa[g], ob[8] += ob[g];
-            continue;
-        }
-        if (g == 8 && oa[8] + ob[8] < 10) break;
-        double e = (oa[g] + ob[g]) / 2.0;
-        chi += (oa[g] - e) * (oa[g] - e) / e + (ob[g] - e) * (ob[g] - e) / e;
-        bins++;
-    }
+    int bins;
+    double chi = chi2_two_sample(ca, cb, V, &bins);
     free(ca), free(cb);
     g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
     assert_true(bins >= 5);
