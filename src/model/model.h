@@ -197,6 +197,12 @@ typedef struct model_tree {
  * pipeline parallelism: the tree does not travel to other ranks) and no Mamba2 layers (a
  * recurrent state cannot branch). */
 int model_tree_ok(const model *m);
+/* Tree verification at page size > 1: the KV an accepted tree node computed
+ * at slot src (every attention layer's K and V rows, an int8 cache's token
+ * scales, and the EAGLE capture rows of model_set_capture) is copied to
+ * slot dst, the slot of the position its token now has.  0, or -1
+ * (logged: a slot outside the cache). */
+int model_tree_copy_slot(model *m, model_kv *kv, int32_t dst, int32_t src);
 
 /* Load per opts.  NULL on failure with a message in err (names the file
  * and the problem).  Logs weight bytes and VmRSS after load. */

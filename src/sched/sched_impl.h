@@ -303,7 +303,7 @@ struct sched {
         void *stop_ctx;         /* borrowed */
         sched_draft_fn draft_fn; /* speculative decoding seam (set with a tree hook too) */
         sched_draft_tree_fn draft_tree_fn; /* tree drafts, or NULL */
-        bool tree_ok;           /* the model verifies trees (model_tree_ok) and page size 1 */
+        bool tree_ok;           /* the model verifies trees (model_tree_ok); any page size */
         void *draft_ctx;        /* borrowed */
         int max_draft;
         const int32_t *draft_slots; /* during a draft hook call: that request's KV slots (EAGLE) */

@@ -490,10 +490,11 @@ static void test_aborts_no_leak(void **state)
     req_cfg cfg[N];
     for (int i = 0; i < N; i++) cfg[i] = abort_cfg(i);
     if (!ensure_fit()) fail_msg("eagle_ref.py fit failed");
-    const sched_cfg scs[2] = {{.page_size = 1, .chunked = 16, .mixed = true},
-                              {.page_size = 1, .pool = 600, .conservativeness = 0.05}};
-    for (int pass = 0; pass < 4; pass++) { /* 2, 3: topk 4 trees of the fitted head */
-        const int c = pass % 2;
+    const sched_cfg scs[3] = {{.page_size = 1, .chunked = 16, .mixed = true},
+                              {.page_size = 1, .pool = 600, .conservativeness = 0.05},
+                              {.page_size = 16, .chunked = 32, .mixed = true, .pool = 480, .conservativeness = 0.05}};
+    for (int pass = 0; pass < 5; pass++) { /* 2, 3, 4: topk 4 trees of the fitted head (4: page 16) */
+        const int c = pass < 4 ? pass % 2 : 2;
         g_algo = c && pass < 2 ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
         g_head_name = pass < 2 ? NULL : "eagle1_fit";
         g_topk = pass < 2 ? 1 : 4, g_steps = pass < 2 ? 0 : 5, g_ndt = pass < 2 ? 0 : 8;
@@ -532,6 +533,10 @@ static void test_aborts_no_leak(void **state)
             sched_get_stats(s, &st);
             assert_true(st.spec_tree_verifies > 0);
             assert_true(st.spec_accepted_tokens > 0);
+            if (c == 2) assert_true(st.num_retractions > 0);
+            print_message("aborts pass %d (page %d): %lld tree verifies, %lld accepted, %lld retractions\n", pass,
+                          scs[c].page_size, (long long)st.spec_tree_verifies, (long long)st.spec_accepted_tokens,
+                          (long long)st.num_retractions);
         }
         sched_destroy(s);
         spec_drafter_destroy(d);
@@ -643,8 +648,9 @@ static void test_tree_vs_path(void **state)
 }
 
 /* topk 2..4 trees: outputs identical to plain decoding (greedy and seeded),
- * batched and alone, page 1 (trees verified) and 16 (the scheduler asks for
- * chains), with accepted drafts (the fitted head) and the counters adding
+ * batched and alone, page 1 and 16 (trees verified at both; at 16 the
+ * accepted nodes' KV and hidden-state capture rows are copied into place),
+ * with accepted drafts (the fitted head) and the counters adding
  * up; the random EAGLE3 head too. */
 static void test_tree_identical(void **state)
 {
@@ -657,6 +663,7 @@ static void test_tree_identical(void **state)
     spec_drafter_stats dst;
     const sched_cfg scs[2] = {{.page_size = 1}, {.page_size = 16}};
     int64_t acc_chain = -1;
+    int64_t at1[2][5][4]; /* page 1, batch: (accepted, drafted, tree verifies, off-branch) per head, topk */
     for (int h = 0; h < 2; h++) {
         g_algo = h ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
         g_head_name = h ? NULL : "eagle1_fit";
@@ -681,9 +688,14 @@ static void test_tree_identical(void **state)
                         assert_int_equal(got[i].n - 1, got[i].verify_ct + got[i].accepted);
                     }
                     assert_int_equal(acc, st.spec_accepted_tokens);
-                    if (topk > 1) assert_true((st.spec_tree_verifies > 0) == (c == 0));
+                    if (topk > 1) assert_true(st.spec_tree_verifies > 0); /* page 16 too: KV copied into place */
                     if (!h) assert_true(st.spec_accepted_tokens > 0);
                     if (topk == 1) acc_chain = acc;
+                    /* page 16 verifies the same trees as page 1: the same drafts, so the accepted
+                     * nodes' KV and the EAGLE capture rows (the drafter's next input) were copied */
+                    const int64_t cur[4] = {acc, st.spec_draft_tokens, st.spec_tree_verifies, st.spec_tree_off_branch};
+                    if (c == 0 && !alone) memcpy(at1[h][topk], cur, sizeof cur);
+                    if (c == 1) assert_memory_equal(at1[h][topk], cur, sizeof cur);
                     print_message("%s: accepted %lld of %lld drafts, %lld tree verifies, %lld off the first branch\n",
                                   what, (long long)acc, (long long)st.spec_draft_tokens, (long long)st.spec_tree_verifies,
                                   (long long)st.spec_tree_off_branch);
