@@ -709,7 +709,8 @@ static void test_tree_identical(void **state)
 /* Seeded sampling at temperature 1 with topk 4 trees: the same seeds give
  * the same ids as plain decoding, and other seeds the same distribution of
  * the token at output position 8 (two-sample chi-square over 240 requests
- * each, bins of >= 10 tokens, the rest pooled by id, p = 0.001). */
+ * each, bins of >= 10 tokens, the rest pooled by id, p = 0.001); at page
+ * size 1 and 16. */
 static void test_tree_sampling_distribution(void **state)
 {
     (void)state;
@@ -717,29 +718,31 @@ static void test_tree_sampling_distribution(void **state)
     enum { N = 240, POS = 8 };
     static req_cfg cfg[N];
     static result a[N], b[N], b_same[N];
-    sched_cfg sc = {.page_size = 1};
     g_head_name = "eagle1_fit", g_topk = 4, g_steps = 5, g_ndt = 8;
-    for (int i = 0; i < N; i++) cfg[i] = (req_cfg){i % 3, 30, POS + 2, true, 1 + (uint64_t)i, false, false, -1};
-    run(cfg, N, &sc, false, false, a, NULL, NULL);
-    sched_stats st;
-    run(cfg, N, &sc, true, false, b_same, &st, NULL);
-    expect_same(a, b_same, N, "tree, seeded sampling, same seeds");
-    for (int i = 0; i < N; i++) cfg[i].seed = 100000 + (uint64_t)i;
-    run(cfg, N, &sc, true, false, b, &st, NULL);
-    assert_true(st.spec_accepted_tokens > 0);
-    assert_true(st.spec_tree_verifies > 0);
-    int V = model_get_config(g_model)->vocab_size;
-    int *ca = calloc((size_t)V, sizeof(int)), *cb = calloc((size_t)V, sizeof(int));
-    for (int i = 0; i < N; i++) ca[a[i].ids[POS]]++, cb[b[i].ids[POS]]++;
-    int bins;
-    double chi = chi2_two_sample(ca, cb, V, &bins);
-    free(ca), free(cb);
+    for (int pg = 1; pg <= 16; pg += 15) { /* page 16: the accepted nodes' KV copied into the pages */
+        sched_cfg sc = {.page_size = pg};
+        for (int i = 0; i < N; i++) cfg[i] = (req_cfg){i % 3, 30, POS + 2, true, 1 + (uint64_t)i, false, false, -1};
+        run(cfg, N, &sc, false, false, a, NULL, NULL);
+        sched_stats st;
+        run(cfg, N, &sc, true, false, b_same, &st, NULL);
+        expect_same(a, b_same, N, "tree, seeded sampling, same seeds");
+        for (int i = 0; i < N; i++) cfg[i].seed = 100000 + (uint64_t)i;
+        run(cfg, N, &sc, true, false, b, &st, NULL);
+        assert_true(st.spec_accepted_tokens > 0);
+        assert_true(st.spec_tree_verifies > 0);
+        int V = model_get_config(g_model)->vocab_size;
+        int *ca = calloc((size_t)V, sizeof(int)), *cb = calloc((size_t)V, sizeof(int));
+        for (int i = 0; i < N; i++) ca[a[i].ids[POS]]++, cb[b[i].ids[POS]]++;
+        int bins;
+        double chi = chi2_two_sample(ca, cb, V, &bins);
+        free(ca), free(cb);
+        assert_true(bins >= 5);
+        double bound = chi2_quantile(bins - 1, 3.09);
+        print_message("tree sampling, page %d: accepted %lld, chi-square %.2f over %d bins (bound %.2f at p = 0.001)\n",
+                      pg, (long long)st.spec_accepted_tokens, chi, bins, bound);
+        assert_true(chi < bound);
+    }
     g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
-    assert_true(bins >= 5);
-    double bound = chi2_quantile(bins - 1, 3.09);
-    print_message("tree sampling: accepted %lld, chi-square %.2f over %d bins (bound %.2f at p = 0.001)\n",
-                  (long long)st.spec_accepted_tokens, chi, bins, bound);
-    assert_true(chi < bound);
 }
 
 static void expect_error(const char *name, int eagle3, const char *msg)
