@@ -26,6 +26,10 @@ int cmd_cpu_info(int argc, char **argv)
            c->avx512vl, c->avx512dq, c->avx512bf16, c->avx512vnni);
     printf("amx-tile: %d amx-bf16: %d\n", c->amx_tile, c->amx_bf16);
     printf("kernels: %s\n", kernels_desc());
+    /* the per-CPU path choice of kernels_init (kernels.h kern_choice): the
+     * bf16 matmul body with the single-thread rates that decided it */
+    char line[512];
+    printf("%s\n", kernels_choice_line(line, sizeof line));
     /* the matmul each weight type gets on this CPU's ISA: the ISA's own
      * kernel, or the scalar reference where the ISA has none; on AVX-512
      * the quantized types' VNNI-or-AVX2 choice (a table checked by
