@@ -131,7 +131,29 @@ AINLINE void mk_bf16d(const int R, const uint32_t *xb, const uint16_t *w, int np
     acc_store(R, acc, y, ldy, m0, m1, bias);
 }
 
+/* 32 floats -> 16 bf16 pairs (lo = even k) for the vdpbf16ps activation
+ * pack: f32_to_bf16's integer rounding (nearest even, NaN quieted; not
+ * vcvtne2ps2bf16, which treats denormal inputs as zero), 16 lanes at a time,
+ * then the high halves of the 32 rounded words gathered by one vpermt2w. */
+static void bf16_pairs16(uint32_t *out, const float *src)
+{
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i qbit = _mm512_set1_epi32(0x00400000);
+    __m512i r[2];
+    for (int h = 0; h < 2; h++) {
+        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + 16 * h));
+        __m512i v = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, absm), inf);
+        r[h] = _mm512_mask_or_epi32(v, nan, u, qbit);
+    }
+    const __m512i hi_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+                                              27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    _mm512_storeu_si512(out, _mm512_permutex2var_epi16(r[0], hi_words, r[1]));
+}
+
 #define ROWS_BF16_DOT 1
+#define ROWS_BF16_PAIRS16 bf16_pairs16
 #define ROWS_DEFINE_KERNELS
 #include "kernels/kernels_rows_impl.h"
 
