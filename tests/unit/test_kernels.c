@@ -20,6 +20,9 @@
 
 #include "kernels/kernels.h"
 #include "kernels/kernels_impl.h"
+#include "kernels/kern_types.h"
+#include "kernels/quant_dot.h"
+#include "kernels/quant_select.h"
 #include "util/cpu.h"
 #include "util/dtype.h"
 
@@ -938,6 +941,56 @@ static void test_bf16_choice(void **state)
     kernels_init(NULL);
 }
 
+/* The quantized kernels' VNNI-or-AVX2 choice: SGLC_QUANT_AVX512=table is
+ * the table alone (nothing measured); the default checks it by timing and
+ * follows the rule: the table's pick unless the other kernel measured more
+ * than 10 % faster; all / none still force. */
+static void test_quant_choice(void **state)
+{
+    (void)state;
+    if (!use_isa(2)) {
+        kernels_init(NULL);
+        print_message("skipped: no AVX-512\n");
+        return;
+    }
+    int table[KERN_TYPE_COUNT][2];
+    setenv("SGLC_QUANT_AVX512", "table", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(quant_select_get()->n_checked, 0);
+    assert_string_equal(quant_select_get()->how, "SGLC_QUANT_AVX512=table");
+    for (int t = 0; t < KERN_TYPE_COUNT; t++)
+        for (int p = 0; p < 2; p++) table[t][p] = quant_avx512_uses((kern_type)t, 0, p ? 2 : 1);
+    unsetenv("SGLC_QUANT_AVX512");
+    assert_int_equal(kernels_init("avx512"), 0);
+    const quant_select_info *qi = quant_select_get();
+    assert_string_equal(qi->how, "table checked by measurement");
+    assert_true(qi->n_checked >= 10); /* every type with both kernels */
+    int overturned = 0;
+    for (int t = 0; t < KERN_TYPE_COUNT; t++)
+        for (int p = 0; p < 2; p++) {
+            double r = quant_select_ratio((kern_type)t, p);
+            int got = quant_avx512_uses((kern_type)t, 0, p ? 2 : 1);
+            if (r <= 0) {
+                assert_int_equal(got, table[t][p]); /* not measured: the table */
+                continue;
+            }
+            int want = r > 1.1 ? 1 : r < 1.0 / 1.1 ? 0 : table[t][p];
+            if (got != want)
+                fail_msg("type %d path %d: ratio %.3f table %d -> %d, want %d", t, p, r, table[t][p], got, want);
+            overturned += got != table[t][p];
+        }
+    assert_int_equal(overturned, qi->n_overturned);
+    setenv("SGLC_QUANT_AVX512", "all", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(quant_select_get()->n_checked, 0);
+    assert_int_equal(quant_avx512_uses(KERN_TYPE_IQ4_XS, 0, 1), 1);
+    setenv("SGLC_QUANT_AVX512", "none", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(quant_avx512_uses(KERN_TYPE_Q4_K, 0, 2), 0);
+    unsetenv("SGLC_QUANT_AVX512");
+    kernels_init(NULL);
+}
+
 /* Batch invariance under each bf16 body: row r of an m-row product is
  * bit-identical to the same row computed alone (m = 1) and inside other
  * batch sizes, for the fma body, the dot body and x_exact under mode 1. */
@@ -1021,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_bf16_decide),
         cmocka_unit_test(test_bf16_choice),
         cmocka_unit_test(test_bf16_batch_invariance),
+        cmocka_unit_test(test_quant_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
