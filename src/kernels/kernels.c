@@ -243,11 +243,11 @@ static void choose_bf16(kern_isa isa)
         g_choice.measure_ms = wall_ms;
         dot = kern_bf16_decide(t[0], BM_REPS, t[1], BM_REPS, g_choice.table_dot, BM_MARGIN);
         int clear = kern_bf16_decide(t[0], BM_REPS, t[1], BM_REPS, 1 - dot, BM_MARGIN) == dot;
-        g_choice.bf16_why = !clear                  ? (g_choice.table ? "measured: near tie, table" : "measured: near tie, fma")
-                            : g_choice.table_dot >= 0 && g_choice.table_dot != dot ? "measured: against the table"
-                                                                                   : "measured";
+        const int against = clear && g_choice.table_dot >= 0 && g_choice.table_dot != dot;
+        if (!clear) g_choice.bf16_why = g_choice.table ? "measured: near tie, table" : "measured: near tie, fma";
+        else g_choice.bf16_why = against ? "measured: against the table" : "measured";
         static int warned;
-        if (clear && g_choice.table_dot >= 0 && g_choice.table_dot != dot && !warned++)
+        if (against && !warned++)
             log_warn("kernels: the bf16 matmul measurement (fma %.1f, dot %.1f GFLOP/s) contradicts the %s table "
                      "entry; using %s", g_choice.fma_gflops, g_choice.dot_gflops, g_choice.table, dot ? "dot" : "fma");
     }
