@@ -63,12 +63,14 @@ int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
         fprintf(stderr, "error: kernel selection failed (SGLC_KERNELS?)\n");
         return -1;
     }
-    log_info("kernels: %s", kernels_desc());
+    char kline[512];
+    log_info("kernels: %s; %s", kernels_desc(), kernels_choice_line(kline, sizeof kline));
     /* the LM head is f32 math already (f32 hidden states, bf16 weights
-     * widened exactly, f32 accumulation: what SGLang's fp32 lm_head does);
-     * only the AVX-512 debug switch SGLC_BF16_DOT=1 rounds activations */
+     * widened exactly, f32 accumulation: what SGLang's fp32 lm_head does;
+     * it is x_exact, so the measured vdpbf16ps choice leaves it on FMA);
+     * only the AVX-512 switch SGLC_BF16_DOT=1 rounds its activations */
     const char *dot = getenv("SGLC_BF16_DOT");
-    if (o->fp32_lm_head && kernels_isa() == KERN_ISA_AVX512 && dot && *dot && strcmp(dot, "0") != 0) {
+    if (o->fp32_lm_head && kernels_choice()->bf16_dot == 2) {
         fprintf(stderr, "error: --enable-fp32-lm-head: SGLC_BF16_DOT=%s rounds the activations of every bf16 "
                         "matmul, the LM head included, to bf16; unset it\n", dot);
         return -1;

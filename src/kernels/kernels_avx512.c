@@ -13,11 +13,14 @@
  * Tails are zero padded (columns >= n, the odd k of the last pair), so the
  * inner loops have no bounds checks; y is written with masked stores.
  *
- * bf16 weights, default path: each 32-bit pair is widened in registers to
- * two f32 vectors (even k: << 16, odd k: & 0xffff0000) and multiplied with
- * f32 activations by vfmadd231ps.  On the CPUs measured vdpbf16ps zmm
- * issues at half the FMA rate (bench_ceilings), so this is faster and keeps
- * x exact.  SGLC_BF16_DOT=1 selects vdpbf16ps on bf16-rounded x instead.
+ * bf16 weights, two bodies, one chosen per process by kernels_init()
+ * (kern_choice in kernels.h: SGLC_BF16_DOT, else a start-up measurement):
+ * "fma" widens each 32-bit pair in registers to two f32 vectors (even k:
+ * << 16, odd k: & 0xffff0000) and multiplies f32 activations by
+ * vfmadd231ps (exact in x; faster where vdpbf16ps zmm issues at half the
+ * FMA rate, e.g. Sapphire Rapids); "dot" runs vdpbf16ps on x rounded to
+ * bf16 (faster where it issues at twice the FMA rate, e.g. Zen 4).  Weights
+ * marked x_exact (the LM head) keep the fma body unless SGLC_BF16_DOT=1.
  * Either way every output element is one fixed sequence of multiply-adds,
  * independent of m, of the thread split and of the blocking (partial sums
  * go through y as f32, which is exact): results are batch-invariant.
@@ -78,12 +81,11 @@
 
 enum { LAYOUT_BF16 = 0x5121, LAYOUT_F32 = 0x5122 };
 
-/* bf16 weights: 0 = f32 activations through vfmadd231ps (default: on the
- * CPUs measured, vdpbf16ps zmm issues at half the FMA rate, so this is both
- * faster and exact in the activations); 1 = activations rounded to bf16 and
- * vdpbf16ps.  Set by kernels_init() before compute threads exist. */
+/* bf16 weights: 0 = f32 activations through vfmadd231ps; 1 = activations
+ * rounded to bf16 and vdpbf16ps, except x_exact weights; 2 = vdpbf16ps for
+ * all (kernels_impl.h).  Set by kernels_init() before compute threads exist. */
 static int g_bf16_dot;
-void kern_avx512_set_bf16_dot(int on) { g_bf16_dot = on; }
+void kern_avx512_set_bf16_dot(int mode) { g_bf16_dot = mode; }
 
 /* AMX tiles for bf16 weights with m >= KERN_AMX_MIN_M (kernels_amx.c).
  * g_amx_ok: the CPU has AMX and the OS granted the tile state (scratch is
@@ -129,7 +131,29 @@ AINLINE void mk_bf16d(const int R, const uint32_t *xb, const uint16_t *w, int np
     acc_store(R, acc, y, ldy, m0, m1, bias);
 }
 
+/* 32 floats -> 16 bf16 pairs (lo = even k) for the vdpbf16ps activation
+ * pack: f32_to_bf16's integer rounding (nearest even, NaN quieted; not
+ * vcvtne2ps2bf16, which treats denormal inputs as zero), 16 lanes at a time,
+ * then the high halves of the 32 rounded words gathered by one vpermt2w. */
+static void bf16_pairs16(uint32_t *out, const float *src)
+{
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i qbit = _mm512_set1_epi32(0x00400000);
+    __m512i r[2];
+    for (int h = 0; h < 2; h++) {
+        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + 16 * h));
+        __m512i v = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, absm), inf);
+        r[h] = _mm512_mask_or_epi32(v, nan, u, qbit);
+    }
+    const __m512i hi_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+                                              27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    _mm512_storeu_si512(out, _mm512_permutex2var_epi16(r[0], hi_words, r[1]));
+}
+
 #define ROWS_BF16_DOT 1
+#define ROWS_BF16_PAIRS16 bf16_pairs16
 #define ROWS_DEFINE_KERNELS
 #include "kernels/kernels_rows_impl.h"
 
@@ -151,7 +175,8 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
         kern_amx_matmul(y, x, m, w, bias, ith, nth, scratch);
         return;
     }
-    const int kind = w->layout != LAYOUT_BF16 ? MK_F32 : g_bf16_dot ? MK_BF16D : MK_BF16F;
+    const int dot = g_bf16_dot == 2 || (g_bf16_dot == 1 && !w->x_exact);
+    const int kind = w->layout != LAYOUT_BF16 ? MK_F32 : dot ? MK_BF16D : MK_BF16F;
     matmul_panels512(y, x, m, w, bias, ith, nth, scratch, kind);
 }
 
