@@ -283,18 +283,35 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     }
     if (o->nnodes > 1) return start_gloo(o, tpr, N, n_groups, tmo, out, err, errlen);
     const char *shm = getenv("SGLC_DIST_SHM"), *rs = getenv("SGLC_DIST_RANK");
-    if (shm && rs) { /* a worker rank started by rank 0: one group, its replica's */
+    if (shm && rs) { /* a worker rank started by rank 0: rank r of one group, or of every replica's */
         int r = atoi(rs);
-        const char *sl = getenv("SGLC_DIST_SLOT"), *dr = getenv("SGLC_DP_RANK");
+        const char *gs = getenv("SGLC_DIST_GROUPS");
+        int ng = gs ? atoi(gs) : 1;
+        if (ng != n_groups) {
+            snprintf(err, errlen, "rank %d was started for %d groups, the command makes %d", r, ng, n_groups);
+            return -1;
+        }
         char who[64];
-        if (dr) snprintf(who, sizeof who, "dp_rank %s tensor-parallel rank %d", dr, r);
+        if (ng > 1) snprintf(who, sizeof who, "tensor-parallel rank %d (loading)", r);
         else snprintf(who, sizeof who, "tensor-parallel rank %d", r);
-        const char *ns = getenv("SGLC_DIST_SLOTS");
-        pin_rank(o, sl ? atoi(sl) : r, tpr, ns ? atoi(ns) : 0, who);
-        dist_group *g = dist_shm_create(shm, N, r, 0, tmo, err, errlen);
-        if (!g) return -1;
-        out[0] = g;
-        return 1;
+        /* DP x TP: this thread loads (replica 0's slot); each replica's
+         * thread pins itself to its own slot (cli_dist_pin_slot) */
+        pin_rank(o, r, tpr, ng > 1 ? ng * N : 0, who);
+        for (int k = 0; k < ng; k++) {
+            char name[112];
+            if (ng > 1) snprintf(name, sizeof name, "%s-dp%d", shm, k);
+            else snprintf(name, sizeof name, "%s", shm);
+            out[k] = dist_shm_create(name, N, r, 0, tmo, err, errlen);
+            if (!out[k]) {
+                for (int q = 0; q < k; q++) {
+                    dist_abort(out[q], err);
+                    dist_free(out[q]);
+                    out[q] = NULL;
+                }
+                return -1;
+            }
+        }
+        return ng;
     }
     char base[96];
     snprintf(base, sizeof base, "/sglc-tp-%d-%ld", (int)getpid(), (long)time(NULL));
@@ -307,37 +324,30 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     char exe[4096];
     self_exe(exe, sizeof exe);
     fflush(stdout), fflush(stderr);
-    /* group k's rank r is placement slot k * N + r (cli_dist.h) */
-    for (int k = 0; k < n_groups; k++)
-        for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
-            pid_t pid = fork();
-            if (pid < 0) {
-                snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
-                return -1;
-            }
-            if (pid == 0) {
-                char rb[16], sb[16], slb[16], kb[16], nsb[16], name[112];
-                snprintf(rb, sizeof rb, "%d", r);
-                snprintf(sb, sizeof sb, "%d", N);
-                snprintf(slb, sizeof slb, "%d", k * N + r);
-                snprintf(kb, sizeof kb, "%d", k);
-                snprintf(nsb, sizeof nsb, "%d", n_groups * N);
-                if (n_groups > 1) snprintf(name, sizeof name, "%s-dp%d", base, k);
-                else snprintf(name, sizeof name, "%s", base);
-                setenv("SGLC_DIST_SHM", name, 1);
-                setenv("SGLC_DIST_RANK", rb, 1);
-                setenv("SGLC_DIST_SIZE", sb, 1);
-                if (n_groups > 1) {
-                    setenv("SGLC_DIST_SLOT", slb, 1);
-                    setenv("SGLC_DP_RANK", kb, 1);
-                    setenv("SGLC_DIST_SLOTS", nsb, 1);
-                }
-                dup2(2, 1); /* a worker's stdout would mix with the command's output */
-                execv(exe, argv);
-                _exit(127);
-            }
-            g_child[g_n_child++] = pid;
+    /* one worker process per rank r >= 1; with several groups (--dp-size)
+     * it is rank r of every one of them (one copy of its shard, a thread
+     * per replica; group k's rank r is placement slot k * N + r, cli_dist.h) */
+    for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
+            return -1;
         }
+        if (pid == 0) {
+            char rb[16], sb[16], gb[16];
+            snprintf(rb, sizeof rb, "%d", r);
+            snprintf(sb, sizeof sb, "%d", N);
+            snprintf(gb, sizeof gb, "%d", n_groups);
+            setenv("SGLC_DIST_SHM", base, 1);
+            setenv("SGLC_DIST_RANK", rb, 1);
+            setenv("SGLC_DIST_SIZE", sb, 1);
+            if (n_groups > 1) setenv("SGLC_DIST_GROUPS", gb, 1);
+            dup2(2, 1); /* a worker's stdout would mix with the command's output */
+            execv(exe, argv);
+            _exit(127);
+        }
+        g_child[g_n_child++] = pid;
+    }
     free(argv[0]);
     free(argv);
     atexit(reap_children);
@@ -360,10 +370,16 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     }
     if (n_groups > 1)
         log_info("data parallelism x tensor parallelism: %d replicas of %d ranks on this machine (shared memory, "
-                 "one segment per replica), %d thread(s) per rank", n_groups, N, tpr);
+                 "one segment per replica; %d process(es), each rank's shard once, a thread per replica), "
+                 "%d thread(s) per rank", n_groups, N, N, tpr);
     else
         log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
     return n_groups;
+}
+
+void cli_dist_pin_slot(const cli_dist_opts *o, int slot, int tpr, int n_slots, const char *who)
+{
+    pin_rank(o, slot, tpr, n_slots, who);
 }
 
 int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen)
