@@ -44,13 +44,21 @@ static void reap_children(void)
 }
 
 /* Rank 0 of an MPI group at exit (after the commands freed their model,
- * which told the workers to stop): MPI_Finalize, as mpirun expects. */
-static dist_group *g_mpi, *g_mpi_stage;
+ * which told the workers to stop): MPI_Finalize, as mpirun expects.  The
+ * split communicators rank 0 keeps (stage groups, --dp-size's replica
+ * groups) go first, newest first; a worker frees its own and then, with
+ * --dp-size, the world here too. */
+static dist_group *g_mpi, *g_mpi_split[2 * MAX_CHILD];
+static int g_n_mpi_split;
+static void mpi_keep(dist_group *g)
+{
+    if (g_n_mpi_split < (int)(sizeof g_mpi_split / sizeof g_mpi_split[0])) g_mpi_split[g_n_mpi_split++] = g;
+}
 static void mpi_finish(void)
 {
-    if (g_mpi_stage) dist_free(g_mpi_stage); /* the split communicator before MPI_Finalize */
+    while (g_n_mpi_split > 0) dist_free(g_mpi_split[--g_n_mpi_split]);
     if (g_mpi) dist_free(g_mpi);
-    g_mpi = g_mpi_stage = NULL;
+    g_mpi = NULL;
 }
 
 /* argv of this process (NUL-separated /proc/self/cmdline); NULL on error. */
@@ -252,27 +260,39 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     int tmo = (o->timeout_s > 0 ? o->timeout_s : 300) * 1000;
     int msize, mrank;
     if (dist_mpi_env(&msize, &mrank) && msize > 1) {
-        if (n_groups > 1) {
-            snprintf(err, errlen, "--dp-size %d with --tp-size %d under mpirun is not supported: run sglc serve "
-                     "without mpirun on one machine (it starts the %d replicas' ranks itself)", n_groups,
-                     N, n_groups * N);
-            return -1;
-        }
         if (msize != N) {
-            snprintf(err, errlen, "mpirun started %d processes but --tp-size x --pp-size is %d (sglc "
-                     "runs one rank per process: use -np %d)", msize, N, N);
+            if (n_groups > 1 && msize == n_groups * N)
+                snprintf(err, errlen, "mpirun started %d processes = --dp-size %d x %d ranks, but sglc runs rank r "
+                         "of every replica in one process (one copy of its shard, a thread per replica): use "
+                         "-np %d", msize, n_groups, N, N);
+            else
+                snprintf(err, errlen, "mpirun started %d processes but --tp-size x --pp-size is %d (sglc "
+                         "runs one rank per process%s: use -np %d)", msize, N,
+                         n_groups > 1 ? ", each rank of every replica" : "", N);
             return -1;
         }
-        dist_group *g = dist_mpi_init(tmo, err, errlen);
+        dist_group *g = dist_mpi_init_threads(tmo, n_groups > 1, err, errlen);
         if (!g) return -1;
         log_info("tensor parallelism: rank %d of %d over Open MPI (node rank %d of %d)", dist_rank(g),
                  N, o->node_rank, o->nnodes);
-        if (dist_rank(g) == 0) {
+        if (dist_rank(g) == 0 || n_groups > 1) {
             g_mpi = g;
             atexit(mpi_finish);
         }
-        out[0] = g;
-        return 1;
+        if (n_groups == 1) {
+            out[0] = g;
+            return 1;
+        }
+        /* --dp-size: replica k's group is a communicator of its own over the
+         * same processes (every process is rank r of each replica) */
+        for (int k = 0; k < n_groups; k++) {
+            out[k] = dist_split(g, 0, dist_rank(g), err, errlen);
+            if (!out[k]) return -1;
+            if (dist_rank(g) == 0) mpi_keep(out[k]);
+        }
+        log_info("data parallelism x tensor parallelism: %d replicas of %d ranks over Open MPI (one communicator "
+                 "per replica), rank %d of each", n_groups, N, dist_rank(g));
+        return n_groups;
     }
     if (N == 1) return 0;
     if (o->nnodes > 1 && !o->init_addr) {
@@ -392,7 +412,7 @@ int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out
     if (!s) return -1;
     log_info("rank %d: pipeline stage %d of %d, tensor-parallel rank %d of %d (ranks %d-%d, %s)", r, stage, P,
              dist_rank(s), T, stage * T, stage * T + T - 1, dist_backend(s));
-    if (r == 0 && !strcmp(dist_backend(g), "mpi")) g_mpi_stage = s;
+    if (r == 0 && !strcmp(dist_backend(g), "mpi")) mpi_keep(s);
     *out = s;
     return 0;
 }

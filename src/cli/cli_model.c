@@ -45,6 +45,7 @@ static int cli_model_tp_meet(dist_group *g, int dp_rank)
 typedef struct tp_serve_arg {
     const cli_model_opts *o;
     model *m;
+    dist_group *g;
     int k, n, rank, size;
     int rc;
 } tp_serve_arg;
@@ -52,7 +53,7 @@ typedef struct tp_serve_arg {
 static void *tp_serve_main(void *arg)
 {
     tp_serve_arg *a = arg;
-    if (a->n > 1) { /* this replica's slot (cli_dist.h); its pool inherits it */
+    if (a->n > 1 && !strcmp(dist_backend(a->g), "shm")) { /* this replica's slot (cli_dist.h; mpirun places its own) */
         char who[64];
         snprintf(who, sizeof who, "dp_rank %d tensor-parallel rank %d", a->k, a->rank);
         cli_dist_pin_slot(&a->o->dist, a->k * a->size + a->rank, cli_threads(a->o), a->n * a->size, who);
@@ -78,7 +79,7 @@ static void cli_model_tp_serve(const cli_model_opts *o, model **ms, dist_group *
     pthread_t th[CLI_DIST_MAX_RANKS];
     int started[CLI_DIST_MAX_RANKS] = {0}, rc = 0;
     for (int k = 0; k < n; k++)
-        a[k] = (tp_serve_arg){.o = o, .m = ms[k], .k = k, .n = n, .rank = dist_rank(gs[k]), .size = dist_size(gs[k])};
+        a[k] = (tp_serve_arg){.o = o, .m = ms[k], .g = gs[k], .k = k, .n = n, .rank = dist_rank(gs[k]), .size = dist_size(gs[k])};
     for (int k = 1; k < n; k++) {
         if (pthread_create(&th[k], NULL, tp_serve_main, &a[k])) {
             log_error("tensor-parallel rank %d: cannot start the thread of dp_rank %d", a[k].rank, k);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dist.h"
 #include "util/log.h"
 
 sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa)
@@ -35,7 +36,9 @@ dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args
         o.threads = sa->threads * o.dp_size;
         o.cpu_stride = sa->threads * ranks;
         const char *p = getenv("SGLC_TP_PIN");
+        int msize, mrank;
         if (p && !strcmp(p, "0")) o.pin = false;
+        if (dist_mpi_env(&msize, &mrank) && msize > 1) o.pin = false; /* mpirun binds the processes */
     }
     char err[768];
     dp *d = dp_create(m, sa, &o, err, sizeof err);

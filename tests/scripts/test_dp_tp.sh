@@ -256,6 +256,57 @@ assert o[\"successful_requests\"] == 12 and o[\"dp_size\"] == 2, o
 assert o[\"output_throughput\"] > 0 and o[\"max_total_num_tokens\"] == 8192, o
 ' $T/bo.json" || tail -5 "$T/bo.log"
 
+# ------------------------------------------------------------ under mpirun: -np 2, each process rank r of both replicas
+if command -v mpirun >/dev/null && ldd "$BIN" | grep -q libmpi; then
+    MPI=(mpirun --oversubscribe --bind-to none -np 2)
+    [ "$(id -u)" = 0 ] && MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)
+    "${MPI[@]}" "$BIN" generate "${COMMON[@]}" --threads 4 --requests "$T/req.jsonl" --output "$T/gm.jsonl" \
+        --dp-size 2 --tp-size 2 >"$T/gm.log" 2>&1; rc=$?
+    outs "$T/gm.jsonl" >"$T/gm.txt" 2>/dev/null
+    check "mpirun -np 2 generate --requests --dp-size 2 --tp-size 2: 8 outputs identical to one process, both replicas used" \
+        "[ $rc = 0 ] && cmp -s $T/g1.txt $T/gm.txt && grep -q 'dp_rank 1: [1-9][0-9]* requests finished' $T/gm.log &&
+         grep -q '2 replicas of 2 ranks over Open MPI (one communicator per replica)' $T/gm.log" || tail -5 "$T/gm.log"
+    NAME=mpi
+    SERVER_PORT=$(freeport); URL=http://127.0.0.1:$SERVER_PORT
+    "${MPI[@]}" "$BIN" serve "${COMMON[@]}" --threads 4 --dp-size 2 --tp-size 2 --host 127.0.0.1 \
+        --port "$SERVER_PORT" >"$T/mpi.log" 2>&1 &
+    SERVER_PID=$!
+    if wait_http "$URL/health" "$SERVER_PID" 60; then
+        check "mpirun serve: the two processes' ranks, mpi backend, one shard load each" \
+            "[ \$(grep -c 'tensor-parallel rank 1 of 2 ready (mpi backend)' $T/mpi.log) = 2 ] && [ \$(grep -c 'model_load: loaded' $T/mpi.log) = 2 ]"
+        send_all mpi
+        check "mpirun serve: greedy /generate and /v1/completions identical to one process" "same_as_ref mpi"
+        pause
+        for k in 1 2 3 4; do post_bg "$T/m$k" /generate "$(body $((40 + k)) 8 64)"; done
+        wait_sum 4
+        check "mpirun serve: round_robin spreads 4 held requests 2/2 (/get_load per dp_rank)" "[ \"\$(loads)\" = '2 2' ]"
+        req POST /abort_request '{"abort_all":true}' >/dev/null
+        cont; waitgen
+        check "mpirun serve: abort_all reaches both replicas (4 aborted, none left)" \
+            "[ \$(grep -l '\"abort\"' $T/m1 $T/m2 $T/m3 $T/m4 | wc -l) = 4 ] && wait_sum 0 && [ \"\$(loads)\" = '0 0' ]"
+        check "mpirun serve: /flush_cache 200 (both replicas flushed)" "[ \$(req POST /flush_cache) = 200 ]"
+        check "mpirun serve: idle, no KV token in use on either replica" \
+            "req GET /get_load >/dev/null && [ \"\$(jq_ '[e[\"num_tokens\"] for e in sorted(d, key=lambda e: e[\"dp_rank\"])]')\" = '[0, 0]' ]"
+        # SIGTERM to rank 0 (mpirun's own SIGTERM ends the job at once): it
+        # drains, ends both groups, the worker exits 0, so does mpirun
+        R0=; for c in $(pgrep -P "$SERVER_PID"); do
+            tr '\0' '\n' </proc/$c/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=0$' && R0=$c
+        done
+        [ -n "$R0" ] && kill -TERM "$R0"
+        timeout 30 tail --pid="$SERVER_PID" -f /dev/null; wait "$SERVER_PID"; SERVER_RC=$?; SERVER_PID=
+        check "mpirun serve: SIGTERM to rank 0 -> mpirun exit 0 (rc $SERVER_RC), no KV leak logged" \
+            "[ -n '$R0' ] && [ $SERVER_RC = 0 ] && ! grep -qi 'leak detected' $T/mpi.log"
+        check "mpirun serve: each dp_rank finished requests with 0 leaks" \
+            "grep -q 'dp_rank 0: [1-9][0-9]* requests finished, [1-9][0-9]* leak checks, 0 leaks' $T/mpi.log &&
+             grep -q 'dp_rank 1: [1-9][0-9]* requests finished, [1-9][0-9]* leak checks, 0 leaks' $T/mpi.log"
+    else
+        check "mpirun -np 2 serve --dp-size 2 --tp-size 2: the server starts" false; tail -10 "$T/mpi.log"
+        kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=
+    fi
+else
+    echo "skip mpirun: no mpirun or $BIN built without Open MPI"
+fi
+
 # ------------------------------------------------------------ refusals
 refused() { # refused WHAT MESSAGE RC COMMAND...: exit RC (any: non-zero) and MESSAGE in the output
     local what=$1 msg=$2 want=$3; shift 3
@@ -274,7 +325,7 @@ refused "--ep-size" "--ep-size 2 with --dp-size 2 is not supported yet" 2 \
     "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --ep-size 2 --port "$P"
 refused "--numa-node" "--numa-node / --base-gpu-id / --gpu-id-step with --dp-size 2 and --tp-size 2 are not supported yet" 2 \
     "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --numa-node 0 0 --port "$P"
-refused "under mpirun" "--dp-size 2 with --tp-size 2 under mpirun is not supported" any \
+refused "mpirun -np 4 (dp x tp processes)" "mpirun started 4 processes = --dp-size 2 x 2 ranks, but sglc runs rank r of every replica in one process" any \
     env OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_RANK=0 "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 2 --threads 1 --port "$P"
 refused "--tp-size 3 (8 heads)" "--tp-size 3: num_attention_heads (8) is not divisible by it" any \
     "$BIN" serve --model-path "$M" --dp-size 2 --tp-size 3 --threads 1 --port "$P" --host 127.0.0.1
