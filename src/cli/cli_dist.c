@@ -48,6 +48,12 @@ static void reap_children(void)
  * split communicators rank 0 keeps (stage groups, --dp-size's replica
  * groups) go first, newest first; a worker frees its own and then, with
  * --dp-size, the world here too. */
+static dist_group *g_gloo_world; /* --dp-size over gloo: the world of the replicas' splits */
+static void gloo_finish(void)
+{
+    if (g_gloo_world) dist_free(g_gloo_world);
+    g_gloo_world = NULL;
+}
 static dist_group *g_mpi, *g_mpi_split[2 * MAX_CHILD];
 static int g_n_mpi_split;
 static void mpi_keep(dist_group *g)
@@ -167,11 +173,6 @@ static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int 
                       size_t errlen)
 {
     const int K = o->nnodes, R = o->node_rank;
-    if (n_groups > 1) {
-        snprintf(err, errlen, "--dp-size %d with --nnodes %d is not supported (one group of ranks across the nodes; "
-                 "data parallelism runs on one machine)", n_groups, K);
-        return -1;
-    }
     if (R < 0 || R >= K) {
         snprintf(err, errlen, "--node-rank %d: must be between 0 and --nnodes - 1 = %d", R, K - 1);
         return -1;
@@ -189,6 +190,7 @@ static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int 
     char cfg[160];
     snprintf(cfg, sizeof cfg, "--tp-size %d --pp-size %d --nnodes %d", o->tp_size > 0 ? o->tp_size : 1,
              o->pp_size > 1 ? o->pp_size : 1, K);
+    if (n_groups > 1) snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), " --dp-size %d", n_groups);
     const char *wr = getenv("SGLC_DIST_GLOO_RANK");
     int rank = R * per;
     if (wr) { /* a rank this node's command started */
@@ -228,15 +230,46 @@ static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int 
     }
     char who[64];
     snprintf(who, sizeof who, "rank %d (node %d)", rank, R);
-    pin_rank(o, rank - R * per, tpr, 0, who);
+    if (n_groups == 1) pin_rank(o, rank - R * per, tpr, 0, who); /* DP: each replica's thread pins itself */
     dist_gloo_opts go = {.init_addr = o->init_addr, .size = N, .rank = rank, .per_node = per, .timeout_ms = tmo,
                          .config = cfg};
     dist_group *g = dist_gloo_create(&go, err, errlen);
     if (!g) return -1;
     log_info("tensor parallelism: rank %d of %d on node %d of %d (%d per node) over gloo (TCP, rendezvous at %s), "
              "%d thread(s) each", rank, N, R, K, per, o->init_addr, tpr);
-    out[0] = g;
-    return 1;
+    if (n_groups == 1) {
+        out[0] = g;
+        return 1;
+    }
+    /* --dp-size: every process is rank r of each replica (SGLang's layout:
+     * a replica's ranks spread over the nodes, every rank 0 on node 0);
+     * replica k's group is a gloo context of its own over the same ranks */
+    for (int k = 0; k < n_groups; k++) {
+        out[k] = dist_split(g, 0, rank, err, errlen);
+        if (!out[k]) return -1;
+    }
+    g_gloo_world = g; /* the splits use its store connection: it lives as long as the process */
+    if (rank != 0) atexit(gloo_finish); /* a worker says goodbye to the store once its groups are done */
+    log_info("data parallelism x tensor parallelism: %d replicas of %d ranks over gloo (one context per replica), "
+             "rank %d of each on node %d", n_groups, N, rank, R);
+    return n_groups;
+}
+
+int cli_dist_slot(const cli_dist_opts *o, const dist_group *g, int k, int n_groups, int *n_slots)
+{
+    *n_slots = 0;
+    if (n_groups < 2 || !g) return -1;
+    const int N = dist_size(g), r = dist_rank(g);
+    if (!strcmp(dist_backend(g), "shm")) {
+        *n_slots = n_groups * N;
+        return k * N + r;
+    }
+    if (!strcmp(dist_backend(g), "gloo") && o->nnodes > 1) { /* this node's ranks: N / nnodes of each replica */
+        const int per = N / o->nnodes;
+        *n_slots = n_groups * per;
+        return k * per + r % per;
+    }
+    return -1; /* mpirun places its processes */
 }
 
 int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)

@@ -95,6 +95,11 @@ int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out
  * only when all n_slots slots fit in the allowed cores (else a log line,
  * nothing pinned).  SGLC_TP_PIN=0: nothing. */
 void cli_dist_pin_slot(const cli_dist_opts *o, int slot, int tpr, int n_slots, const char *who);
+/* The placement slot of replica k's rank in this process (group g, one of
+ * n_groups over the same processes): shm k * N + r; gloo across nodes
+ * k * (N / nnodes) + the node-local index; -1 (not pinned) under mpirun
+ * or with one group.  *n_slots: the slots on this machine. */
+int cli_dist_slot(const cli_dist_opts *o, const dist_group *g, int k, int n_groups, int *n_slots);
 /* Rank 0: start g's watcher thread (once per group); dp_rank >= 0 names
  * the replica in its log line (-1: the only group). */
 void cli_dist_watch(dist_group *g, int dp_rank);

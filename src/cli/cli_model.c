@@ -46,17 +46,18 @@ typedef struct tp_serve_arg {
     const cli_model_opts *o;
     model *m;
     dist_group *g;
-    int k, n, rank, size;
+    int k, n, rank;
     int rc;
 } tp_serve_arg;
 
 static void *tp_serve_main(void *arg)
 {
     tp_serve_arg *a = arg;
-    if (a->n > 1 && !strcmp(dist_backend(a->g), "shm")) { /* this replica's slot (cli_dist.h; mpirun places its own) */
+    int n_slots, slot = cli_dist_slot(&a->o->dist, a->g, a->k, a->n, &n_slots);
+    if (slot >= 0) { /* this replica's slot (cli_dist.h; mpirun places its own processes) */
         char who[64];
         snprintf(who, sizeof who, "dp_rank %d tensor-parallel rank %d", a->k, a->rank);
-        cli_dist_pin_slot(&a->o->dist, a->k * a->size + a->rank, cli_threads(a->o), a->n * a->size, who);
+        cli_dist_pin_slot(&a->o->dist, slot, cli_threads(a->o), n_slots, who);
     }
     tpool *pool = tpool_create(cli_threads(a->o));
     a->rc = pool ? model_tp_worker_loop(a->m, pool) : -1;
@@ -79,7 +80,7 @@ static void cli_model_tp_serve(const cli_model_opts *o, model **ms, dist_group *
     pthread_t th[CLI_DIST_MAX_RANKS];
     int started[CLI_DIST_MAX_RANKS] = {0}, rc = 0;
     for (int k = 0; k < n; k++)
-        a[k] = (tp_serve_arg){.o = o, .m = ms[k], .g = gs[k], .k = k, .n = n, .rank = dist_rank(gs[k]), .size = dist_size(gs[k])};
+        a[k] = (tp_serve_arg){.o = o, .m = ms[k], .g = gs[k], .k = k, .n = n, .rank = dist_rank(gs[k])};
     for (int k = 1; k < n; k++) {
         if (pthread_create(&th[k], NULL, tp_serve_main, &a[k])) {
             log_error("tensor-parallel rank %d: cannot start the thread of dp_rank %d", a[k].rank, k);

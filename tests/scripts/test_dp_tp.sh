@@ -307,6 +307,64 @@ else
     echo "skip mpirun: no mpirun or $BIN built without Open MPI"
 fi
 
+# ------------------------------------------------------------ two "nodes" (gloo over 127.0.0.1)
+# SGLang's layout: each replica's ranks spread over the nodes, every rank 0
+# on node 0 (with the front and controller); each node's processes are
+# rank r of every replica.  Node 1 is started first.
+if ldd "$BIN" | grep -q libgloo; then
+    export SGLC_TP_PIN=0 # the two "nodes" share this machine's cores
+    two_gen() { # TP: generate --requests over two nodes -> $T/n0.jsonl; 0 when both exit 0
+        local port; port=$(freeport)
+        timeout 120 "$BIN" generate "${COMMON[@]}" --threads 4 --requests "$T/req.jsonl" --output "$T/n1.jsonl" \
+            --dp-size 2 --tp-size "$1" --nnodes 2 --node-rank 1 --dist-init-addr "127.0.0.1:$port" --dist-timeout 30 \
+            >"$T/n1.log" 2>&1 &
+        local p1=$!; sleep 0.3
+        timeout 120 "$BIN" generate "${COMMON[@]}" --threads 4 --requests "$T/req.jsonl" --output "$T/n0.jsonl" \
+            --dp-size 2 --tp-size "$1" --nnodes 2 --node-rank 0 --dist-init-addr "127.0.0.1:$port" --dist-timeout 30 \
+            >"$T/n0.log" 2>&1
+        local rc0=$?; wait $p1; local rc1=$?
+        outs "$T/n0.jsonl" >"$T/n0.txt" 2>/dev/null
+        [ $rc0 = 0 ] && [ $rc1 = 0 ]
+    }
+    check "two nodes, generate --requests --dp-size 2 --tp-size 2 (a rank of each replica per node): outputs identical to one process" \
+        "two_gen 2 && cmp -s $T/g1.txt $T/n0.txt && grep -q 'dp_rank 1: [1-9][0-9]* requests finished' $T/n0.log &&
+         grep -q 'rank 1 of each on node 1' $T/n1.log" || tail -3 "$T/n0.log" "$T/n1.log"
+    check "two nodes, --dp-size 2 --tp-size 4 (two ranks of each replica per node, 4 processes): outputs identical" \
+        "two_gen 4 && cmp -s $T/g1.txt $T/n0.txt && grep -q 'rank 3 of each on node 1' $T/n1.log" || tail -3 "$T/n0.log" "$T/n1.log"
+    NAME=nodes
+    port=$(freeport); SERVER_PORT=$(freeport); URL=http://127.0.0.1:$SERVER_PORT
+    "$BIN" serve "${COMMON[@]}" --threads 4 --dp-size 2 --tp-size 2 --nnodes 2 --node-rank 1 \
+        --dist-init-addr "127.0.0.1:$port" --dist-timeout 30 >"$T/nodes1.log" 2>&1 &
+    N1=$!; bg_track $N1; sleep 0.3
+    "$BIN" serve "${COMMON[@]}" --threads 4 --dp-size 2 --tp-size 2 --nnodes 2 --node-rank 0 \
+        --dist-init-addr "127.0.0.1:$port" --dist-timeout 30 --host 127.0.0.1 --port "$SERVER_PORT" >"$T/nodes.log" 2>&1 &
+    SERVER_PID=$!
+    if wait_http "$URL/health" "$SERVER_PID" 60; then
+        send_all nodes
+        check "two nodes, serve: greedy /generate and /v1/completions identical to one process" "same_as_ref nodes"
+        pause
+        for k in 1 2 3 4; do post_bg "$T/q$k" /generate "$(body $((50 + k)) 8 64)"; done
+        wait_sum 4
+        check "two nodes, serve: round_robin 2/2 (/get_load per dp_rank)" "[ \"\$(loads)\" = '2 2' ]"
+        req POST /abort_request '{"abort_all":true}' >/dev/null
+        cont; waitgen
+        check "two nodes, serve: abort_all reaches both replicas" \
+            "[ \$(grep -l '\"abort\"' $T/q1 $T/q2 $T/q3 $T/q4 | wc -l) = 4 ] && wait_sum 0"
+        check "two nodes, serve: /flush_cache 200, no KV token in use on either replica" \
+            "[ \$(req POST /flush_cache) = 200 ] && req GET /get_load >/dev/null && [ \"\$(jq_ '[e[\"num_tokens\"] for e in d]')\" = '[0, 0]' ]"
+        stop
+        timeout 20 tail --pid=$N1 -f /dev/null; wait $N1; rc1=$?
+        check "two nodes, serve: node 1 exits 0 after node 0's shutdown (rc $rc1), 0 leaks on both replicas" \
+            "[ $rc1 = 0 ] && grep -q 'dp_rank 1: [1-9][0-9]* requests finished, [0-9]* leak checks, 0 leaks' $T/nodes.log"
+    else
+        check "two nodes: serve --dp-size 2 --tp-size 2 starts" false; tail -5 "$T/nodes.log" "$T/nodes1.log"
+        kill "$SERVER_PID" $N1 2>/dev/null; wait "$SERVER_PID" $N1 2>/dev/null; SERVER_PID=
+    fi
+    unset SGLC_TP_PIN
+else
+    echo "skip two nodes: $BIN built without gloo"
+fi
+
 # ------------------------------------------------------------ refusals
 refused() { # refused WHAT MESSAGE RC COMMAND...: exit RC (any: non-zero) and MESSAGE in the output
     local what=$1 msg=$2 want=$3; shift 3
