@@ -48,6 +48,8 @@ static void reap_children(void)
  * split communicators rank 0 keeps (stage groups, --dp-size's replica
  * groups) go first, newest first; a worker frees its own and then, with
  * --dp-size, the world here too. */
+static dist_group *g_stage_keep[MAX_CHILD + 1]; /* rank 0's TP x PP stage groups (shm, gloo) */
+static int g_n_stage_keep;
 static dist_group *g_gloo_world; /* --dp-size over gloo: the world of the replicas' splits */
 static void gloo_finish(void)
 {
@@ -446,6 +448,8 @@ int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out
     log_info("rank %d: pipeline stage %d of %d, tensor-parallel rank %d of %d (ranks %d-%d, %s)", r, stage, P,
              dist_rank(s), T, stage * T, stage * T + T - 1, dist_backend(s));
     if (r == 0 && !strcmp(dist_backend(g), "mpi")) mpi_keep(s);
+    else if (r == 0 && g_n_stage_keep < (int)(sizeof g_stage_keep / sizeof g_stage_keep[0]))
+        g_stage_keep[g_n_stage_keep++] = s; /* rank 0's models borrow it until exit (as the watched groups) */
     *out = s;
     return 0;
 }
