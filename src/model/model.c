@@ -100,7 +100,7 @@ static int choose_dtype(model_weights *m, int want, char *err, size_t errlen)
 void model_weights_free(model_weights *m)
 {
     if (!m) return;
-    model_tp_shutdown(m); /* rank 0 of a group: the workers exit */
+    model_tp_shutdown(&m->tp); /* rank 0 of the load's group: the workers exit (when model_free did not) */
     if (m->layers) {
         for (int i = 0; i < m->cfg.n_layer; i++) {
             model_layer *l = &m->layers[i];
