@@ -11,7 +11,9 @@
  *   - loads with 1, 2 and 3 pack threads (kern_set_pack_threads) give the
  *     same bytes;
  *   - the GGUF source after drop(): its row-order copy of attn_q is freed,
- *     and read() / find() still give the values (made again). */
+ *     and read() / find() still give the values (made again);
+ *   - quantize-at-load (w8a8_int8 -> Q8_0, fp8 -> F8_B128, over dummy
+ *     weights) with 3 pack threads writes the one-thread bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +27,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant_dot.h"
 #include "model/gguf.h"
+#include "model/hfq.h"
 #include "model/model.h"
 #include "model/model_impl.h"
 #include "model/wsource.h"
@@ -267,11 +270,46 @@ static void test_drop_permuted(void **state)
     unlink(path);
 }
 
+/* Quantize-at-load rows split over the pack threads: the same bytes. */
+static void test_at_load_threads(void **state)
+{
+    (void)state;
+    const char *flags[] = {"w8a8_int8", "fp8"};
+    const int64_t want[2] = {1024, 1536}; /* 1.5M values: split */
+    for (int f = 0; f < 2; f++) {
+        void *got[2] = {NULL, NULL};
+        size_t nb[2] = {0, 0};
+        int type[2] = {-1, -1};
+        for (int r = 0; r < 2; r++) {
+            kern_set_pack_threads(r ? 3 : 1);
+            wsrc s;
+            char err[512];
+            assert_int_equal(wsrc_open_dummy(&s, 1234, DTYPE_BF16), 0);
+            assert_int_equal(wsrc_wrap_hfq_at_load(&s, flags[f], err, sizeof err), 0);
+            wsrc_tensor t;
+            assert_int_equal(wsrc_find(&s, "model.layers.0.mlp.up_proj.weight", 2, want, &t), 1);
+            assert_non_null(t.data);
+            type[r] = t.type, nb[r] = t.nbytes;
+            got[r] = malloc(t.nbytes);
+            assert_non_null(got[r]);
+            memcpy(got[r], t.data, t.nbytes);
+            wsrc_close(&s);
+        }
+        kern_set_pack_threads(1);
+        assert_int_equal(type[0], f ? KERN_TYPE_F8_B128 : KERN_TYPE_Q8_0);
+        assert_int_equal(type[1], type[0]);
+        assert_int_equal(nb[1], nb[0]);
+        assert_memory_equal(got[1], got[0], nb[0]);
+        free(got[0]), free(got[1]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repacked_weights),
         cmocka_unit_test(test_drop_permuted),
+        cmocka_unit_test(test_at_load_threads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     for (size_t i = 0; i < NT; i++) free(g_bytes[i]);
