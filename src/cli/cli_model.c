@@ -123,7 +123,7 @@ int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
                         "matmul, the LM head included, to bf16; unset it\n", dot);
         return -1;
     }
-    kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : 1);
+    kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : cli_threads(o)); /* 0: the compute threads */
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];

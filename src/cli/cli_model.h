@@ -26,7 +26,7 @@ typedef struct cli_model_opts {
     int threads;           /* 0 = all cores */
     int trust_remote_code; /* accepted, no effect */
     int pack_threads;      /* threads packing one large weight at load (--model-loader-extra-config
-                            * enable_multithread_load / num_threads); 0 = one */
+                            * enable_multithread_load / num_threads); 0 = the compute threads */
     bool fp32_lm_head;     /* --enable-fp32-lm-head: refuse the debug switch SGLC_BF16_DOT=1, the one
                             * way sglc would round the LM head's activations to bf16 */
     const char *revision;     /* --revision: hub branch/tag/commit (NULL = main) */

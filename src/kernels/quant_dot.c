@@ -722,7 +722,7 @@ static void *x8_thread(void *arg)
 }
 
 #define X8_MAX_THREADS 64
-#define X8_PAR_MIN_BYTES ((size_t)4 << 20) /* smaller weights: one thread */
+#define X8_PAR_MIN_BYTES ((size_t)1 << 20) /* smaller weights: one thread */
 
 void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int nth)
 {
