@@ -30,8 +30,8 @@
  * The helpers (with AINLINE and round_up) the ISA file defines in between:
  *   attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
  *       one K or V row of f32 or bf16 -> f32, zero-padded to dp
- *   attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
- *       one row of an 8-bit float type (tab: its 256 values) -> f32 * scale
+ *   attn_load_kv_row8(float *dst, const uint8_t *src, int e5m2, float scale, int hd, int dp)
+ *       one row of an 8-bit float type (e5m2: 1, e4m3: 0) -> f32 * scale
  *   attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int hd, int dp)
  *       one row of sglc's int8 cache -> f32 * its token-head scale
  *   attn_block(const attn_blk *b)
@@ -93,7 +93,7 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     const int group = a->n_head / a->n_kv_head;
     const size_t kv_row = (size_t)a->n_kv_head * hd;
     const size_t esz = dtype_size(a->kv_dt);
-    const float *tab8 = dtype_f8_table(a->kv_dt); /* 8-bit caches: their values */
+    const int f8 = a->kv_dt == DTYPE_F8_E4M3 || a->kv_dt == DTYPE_F8_E5M2, e5m2 = a->kv_dt == DTYPE_F8_E5M2;
     const float ks = a->k_scale > 0.0f ? a->k_scale : 1.0f, vs = a->v_scale > 0.0f ? a->v_scale : 1.0f;
     float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
     float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
@@ -154,9 +154,9 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                             size_t si = (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl);
                             attn_load_kv_rowi8(kd, (const int8_t *)a->k_cache + off, a->k_tok_scale[si], hd, dp);
                             attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
-                        } else if (tab8) {
-                            attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, tab8, ks, hd, dp);
-                            attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, tab8, vs, hd, dp);
+                        } else if (f8) {
+                            attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, e5m2, ks, hd, dp);
+                            attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, e5m2, vs, hd, dp);
                         } else {
                             attn_load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
                             attn_load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);

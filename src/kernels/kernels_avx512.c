@@ -223,15 +223,32 @@ AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int
     }
 }
 
-/* One row of an 8-bit float cache: gather its values from the type's
- * 256-entry table, times the cache scale; zero-padded to dp. */
-AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
+/* One row of an 8-bit float cache -> f32 * scale, zero-padded to dp, by
+ * bit moves to f16 and vcvtph2ps (no table):
+ *   e5m2: the f16 pattern is the byte << 8 (e5m2 is f16 cut to 8 bits:
+ *         subnormals, infinities and NaNs come out exact);
+ *   e4m3: sign-extend to 16 bits, << 7 (exponent and mantissa land in the
+ *         f16 fields, the sign in bits 14 and 15), clear bit 14: the f16
+ *         value is the e4m3 value * 2^-8 for every finite code, subnormals
+ *         included (f16 has 2 more exponent bits, so e4m3's subnormals are
+ *         f16 subnormals with the same mantissa), so scale4 = scale * 256;
+ *         the NaN codes 0x7f / 0xff would read as +-480 and are set to NaN
+ *         by a compare.
+ * scale4 * (value * 2^-8) rounds exactly as scale * value (a power of 2). */
+AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, int e5m2, float scale, int hd, int dp)
 {
-    const __m512 sc = _mm512_set1_ps(scale);
+    const __m512 sc = _mm512_set1_ps(e5m2 ? scale : scale * 256.0f);
     for (int d = 0; d < dp; d += 16) {
         __mmask16 mk = simd_mask_n(hd - d > 0 ? hd - d : 0);
         __m128i b = _mm_maskz_loadu_epi8(mk, src + d);
-        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, _mm512_cvtepu8_epi32(b), tab, 4);
+        __m512 v;
+        if (e5m2) {
+            v = _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+        } else {
+            __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xBF80));
+            __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+            v = _mm512_mask_mov_ps(_mm512_cvtph_ps(h), nan, _mm512_set1_ps(NAN));
+        }
         _mm512_store_ps(dst + d, _mm512_mul_ps(v, sc));
     }
 }
