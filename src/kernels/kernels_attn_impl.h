@@ -70,6 +70,8 @@ typedef struct attn_blk {
     const float *qbuf, *kbuf, *vbuf;
     float *acc, *mx, *sm, *bm, *alpha, *sbuf;
     float softcap; /* > 0: s = cap * tanh(s / cap) */
+    float *pv_dummy;      /* (dp) scratch an ISA may write as a padding row's accumulator */
+    const float *pv_zero; /* (KB) zeros: a padding row's probabilities */
 } attn_blk;
 
 #endif /* SGLC_KERNELS_ATTN_IMPL_H */
@@ -79,12 +81,12 @@ typedef struct attn_blk {
 /* Scratch layout (floats, dp = head_dim rounded up to ATTN_VW):
  *   kbuf (KB, HKMAX, dp) | vbuf (KB, HKMAX, dp) | qbuf (AR, dp) | acc (AR, dp) |
  *   mx, sum[, block max, alpha] (AR each, ATTN_ROW_STATS of them) |
- *   scores (AR, KB), 64-byte aligned */
+ *   scores (AR, KB), 64-byte aligned | a padding row's acc (dp) | zeros (KB) */
 static size_t ATTN_SCRATCH_NAME(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), ATTN_VW);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB) * sizeof(float) + 192;
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB + dp + KB) * sizeof(float) + 192;
 }
 
 static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
@@ -100,6 +102,8 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     float *mx = acc + AR * dp, *sm = mx + AR;
     float *bm = ATTN_ROW_STATS >= 4 ? sm + AR : NULL, *alpha = ATTN_ROW_STATS >= 4 ? sm + 2 * AR : NULL;
     float *sbuf = (float *)round_up((uintptr_t)(mx + ATTN_ROW_STATS * AR), 64); /* (AR, KB) scores */
+    float *pv_dummy = sbuf + AR * KB, *pv_zero = pv_dummy + dp;
+    memset(pv_zero, 0, sizeof(float) * KB);
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -180,7 +184,7 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                 .kst = (size_t)nkh * dp, .rlo = rlo, .rhi = rhi, .tmask = in_tree ? tm : NULL,
                 .qbuf = qbuf, .kbuf = kbuf, .vbuf = vbuf,
                 .acc = acc, .mx = mx, .sm = sm, .bm = bm, .alpha = alpha, .sbuf = sbuf,
-                .softcap = a->softcap,
+                .softcap = a->softcap, .pv_dummy = pv_dummy, .pv_zero = pv_zero,
             };
             attn_block(&b);
         }

@@ -265,6 +265,46 @@ AINLINE void attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int 
     }
 }
 
+/* acc rows ar[0..NR) = ar * al + sum_j pr[j] V[j] over nk keys (V row j at
+ * vr + j * kst), NC chunks of 16: NR * NC accumulators in registers, each
+ * V vector loaded once for the NR rows.  Called with constant NC, NR. */
+AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], const float *const pr[],
+                     const float al[], const int NC, const int NR)
+{
+    __m512 o[4][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+        __m512 va = _mm512_set1_ps(al[i]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) o[i][c] = _mm512_mul_ps(_mm512_load_ps(ar[i] + c * 16), va);
+    }
+    for (int j = 0; j < nk; j++) {
+        __m512 pj[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) pj[i] = _mm512_set1_ps(pr[i][j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) {
+            __m512 vv = _mm512_load_ps(vr + j * kst + c * 16);
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) o[i][c] = _mm512_fmadd_ps(pj[i], vv, o[i][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
+}
+
+static void pv_row_any(const float *vr, size_t kst, int nk, float *ar, const float *pr, float al, int nc)
+{
+    __m512 va = _mm512_set1_ps(al);
+    for (int c = 0; c < nc; c++) {
+        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
+        for (int j = 0; j < nk; j++) o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
+        _mm512_store_ps(ar + c * 16, o);
+    }
+}
+
 /* One block of KB keys for every row of the unit (see attn_blk).  Three
  * passes over the rows, each with independent iterations so the core
  * overlaps rows (one fused pass was latency bound on the per-row max ->
@@ -321,23 +361,39 @@ AINLINE void attn_block(const attn_blk *b)
         _mm512_mask_storeu_ps(mx + r, mk, mn);
         _mm512_mask_storeu_ps(alpha + r, mk, al);
     }
-    /* 3: probabilities, sums, acc = acc * alpha + P V */
+    /* 3a: probabilities (over the scores, in place) and sums */
     for (int r = 0; r < R; r++) {
         if (bm[r] == neg_inf) continue; /* nothing visible: alpha is 1 */
         __m512 sv = _mm512_load_ps(sbuf + r * KB);
         __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
         __m512 pr = _mm512_maskz_mov_ps(ok, simd_exp(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
         sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
-        float pj[16];
-        _mm512_storeu_ps(pj, pr);
-        __m512 va = _mm512_set1_ps(alpha[r]);
-        const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
-        float *ar = acc + r * dp;
-        for (int c = 0; c < nc; c++) {
-            __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
-            for (int j = 0; j < nk; j++)
-                o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
-            _mm512_store_ps(ar + c * 16, o);
+        _mm512_store_ps(sbuf + r * KB, pr);
+    }
+    /* 3b: acc = acc * alpha + P V.  The rows of one kv head (nh consecutive
+     * rows) read the same V rows: up to 16 / nc of them at a time share each
+     * V load (a group padded with rows of p = 0 into a dummy accumulator) */
+    const int rb = nc == 4 ? 4 : nc == 8 ? 2 : 1;
+    for (int g0 = 0; g0 < R; g0 += nh) {
+        const float *vr = vbuf + (size_t)(g0 / nh % nkh) * dp;
+        int rl[AR], nr = 0;
+        for (int r = g0; r < g0 + nh; r++)
+            if (bm[r] != neg_inf) rl[nr++] = r;
+        for (int i0 = 0; i0 < nr; i0 += rb) {
+            float *ar[4];
+            const float *pr[4];
+            float al[4];
+            for (int i = 0; i < rb; i++) {
+                int ok = i0 + i < nr, r = ok ? rl[i0 + i] : 0;
+                ar[i] = ok ? acc + r * dp : b->pv_dummy;
+                pr[i] = ok ? sbuf + r * KB : b->pv_zero;
+                al[i] = ok ? alpha[r] : 1.0f;
+            }
+            if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
+            else if (rb == 4) pv_rows(vr, kst, nk, ar, pr, al, 4, 4);
+            else if (rb == 2 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 8, 2);
+            else if (rb == 2) pv_rows(vr, kst, nk, ar, pr, al, 8, 2);
+            else pv_row_any(vr, kst, nk, ar[0], pr[0], al[0], nc);
         }
     }
 }
