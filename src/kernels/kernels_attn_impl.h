@@ -143,6 +143,11 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
             /* prefetch the next block's K/V pieces: the slots are scattered */
             for (int j = 0; j < KB && p0 + KB + j < hi_all; j++) {
                 size_t off = ((size_t)a->slots[p0 + KB + j] * kv_row + (size_t)kh0 * hd) * esz;
+                if (a->kv_dt == DTYPE_I8) { /* and the int8 rows' token-head scales */
+                    size_t si = (size_t)a->slots[p0 + KB + j] * a->n_kv_head + (size_t)kh0;
+                    _mm_prefetch((const char *)(a->k_tok_scale + si), _MM_HINT_T1);
+                    _mm_prefetch((const char *)(a->v_tok_scale + si), _MM_HINT_T1);
+                }
                 for (size_t l = 0; l < seg; l += 64) {
                     _mm_prefetch((const char *)a->k_cache + off + l, _MM_HINT_T1);
                     _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
