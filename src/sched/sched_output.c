@@ -14,7 +14,11 @@
  *                           (sampling_apply_processors), then the grammar
  *                           mask of structured output (sched_grammar_mask;
  *                           logprobs are of the masked row, as SGLang's);
- *                           the sampled token is accepted by the matcher
+ *                           the sampled token is accepted by the matcher;
+ *                           near the token budget's end a greedy or plain
+ *                           temperature draw is checked against the budget
+ *                           (sched_grammar_fits) and redrawn without it
+ *                           while it does not fit (sample_append)
  *     2. sample or verify   sampling_sample_processed; with draft tokens
  *                           (speculative decoding, sched_set_draft_hook)
  *                           the next row is used only if the sampled token
