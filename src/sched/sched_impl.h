@@ -277,6 +277,7 @@ struct sched {
         int n_waiting, cap_waiting;
         uint32_t *mask;         /* (grammar_mask_words(v)) scratch */
         bool wake;              /* under in.mu: a job finished (the grammar thread's notify) */
+        bool close_full;        /* SGLC_GRAMMAR_CLOSE_FULL=1: no lazy close check (tests compare) */
     } gram;
     struct {                    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
         int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
