@@ -268,7 +268,7 @@ class Head:
         return int(i + self.t["d2t"][i]) if self.eagle3 else int(i)
 
 
-def check(head_dir, target, dump):
+def check(head_dir, target, dump, tol=1e-4):
     with open(dump) as f:
         d = json.load(f)
     ids, got, chain = d["ids"], torch.tensor(d["logits"], dtype=torch.float32), d["chain"]
@@ -290,7 +290,7 @@ def check(head_dir, target, dump):
         ref_chain.append(hd.to_target(int(torch.argmax(lg2))))
         last, pos = y2[-1:], pos + 1
     print(f"{os.path.basename(head_dir)}: first-step logits rel err {err:.3g}, chain {chain} ref {ref_chain}")
-    ok = err <= 1e-4 and chain == ref_chain
+    ok = err <= tol and chain == ref_chain
     return 0 if ok else 1
 
 
@@ -301,7 +301,7 @@ if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "fit":
         fit(sys.argv[2], sys.argv[3], sys.argv[4])
         sys.exit(0)
-    if len(sys.argv) == 5 and sys.argv[1] == "check":
-        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "check":
+        sys.exit(check(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]) if len(sys.argv) == 6 else 1e-4))
     print(__doc__)
     sys.exit(2)

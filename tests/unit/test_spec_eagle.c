@@ -338,7 +338,15 @@ static void logits_vs_torch(const char *name, int eagle3)
     fclose(f);
     free(lg);
     char cmd[1600];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/ref/eagle_ref.py check %s %s %s", head(name), target_dir(), dump);
+    /* f32 math (f32 heads, or bf16 ones widened exactly by the FMA body):
+     * 1e-4.  The vdpbf16ps body (kernels_choice()->bf16_dot, measured at
+     * start-up; Zen 4 picks it) rounds each matmul's activations to bf16,
+     * a relative error of up to 2^-9 per element that the head's layers
+     * and LM head carry into the logits (0.003 seen): 1e-2, and the chain
+     * must still equal the reference's. */
+    const int rounded = strstr(name, "bf16") && kernels_choice()->bf16_dot != 0;
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/ref/eagle_ref.py check %s %s %s %s", head(name), target_dir(), dump,
+             rounded ? "1e-2" : "1e-4");
     assert_int_equal(system(cmd), 0);
     spec_eagle_destroy(e);
     model_kv_destroy(kv);
