@@ -13,6 +13,7 @@
 #include "kernels/quant_dot.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -408,8 +409,12 @@ static const unsigned char g_q512_default[KERN_TYPE_COUNT] = {
 static unsigned char g_q512[KERN_TYPE_COUNT];
 static quant_ops g_ops512[KERN_TYPE_COUNT];
 
+int quant_x16_on = 1;
+
 void quant_avx512_select(const char *spec)
 {
+    const char *x16 = getenv("SGLC_QUANT_X16");
+    quant_x16_on = !(x16 && !strcmp(x16, "0"));
     const int all = spec && !strcmp(spec, "all"), none = spec && !strcmp(spec, "none");
     for (int t = 0; t < KERN_TYPE_COUNT; t++) {
         const quant_ops *o2 = quant_ops_avx2((kern_type)t);
@@ -740,6 +745,8 @@ void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int n
 }
 
 /* The repacked products (see quant_dot.h); threads split groups of 8 rows. */
+#define X16_MIN_R 4 /* activation rows from which the two-group zmm kernels run (not decode) */
+
 /* The VNNI kernels of the repacked layouts: the activation rows of a chunk,
  * then (Q4_0, Q8_0) each block's code sum times -8 / -128 as the int32
  * start of its accumulators, then the blocks of gb groups. */
@@ -770,10 +777,18 @@ static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w,
                 int R = mc - r0 < rmax ? mc - r0 : rmax;
                 const char *ar = a + (size_t)r0 * arb;
                 float *yr = y + (size_t)(c0 + r0) * n;
-                if (is_k) quant_q4_Kx8_avx512(w->data, nb, gg, ge, ar, arb, R, yr, (size_t)n);
-                else if (t == KERN_TYPE_Q8_0)
-                    quant_q8_0x8_avx512(w->data, nb, gg, ge, ar, arb, off + (size_t)r0 * nb, R, yr, (size_t)n);
-                else quant_q4_0x8_avx512(w->data, nb, gg, ge, ar, arb, off + (size_t)r0 * nb, R, yr, (size_t)n);
+                const int32_t *o = off + (size_t)r0 * nb;
+                /* pairs of groups in zmm for the GEMM (R >= X16_MIN_R), the odd one left in ymm */
+                int gp = quant_x16_on && R >= X16_MIN_R ? gg + ((ge - gg) & ~1) : gg;
+                if (gp > gg) {
+                    if (is_k) quant_q4_Kx16_avx512(w->data, nb, gg, gp, ar, arb, R, yr, (size_t)n);
+                    else if (t == KERN_TYPE_Q8_0) quant_q8_0x16_avx512(w->data, nb, gg, gp, ar, arb, o, R, yr, (size_t)n);
+                    else quant_q4_0x16_avx512(w->data, nb, gg, gp, ar, arb, o, R, yr, (size_t)n);
+                }
+                if (gp == ge) continue;
+                if (is_k) quant_q4_Kx8_avx512(w->data, nb, gp, ge, ar, arb, R, yr, (size_t)n);
+                else if (t == KERN_TYPE_Q8_0) quant_q8_0x8_avx512(w->data, nb, gp, ge, ar, arb, o, R, yr, (size_t)n);
+                else quant_q4_0x8_avx512(w->data, nb, gp, ge, ar, arb, o, R, yr, (size_t)n);
             }
         }
     }
