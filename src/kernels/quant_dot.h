@@ -157,6 +157,11 @@ void quant_q8_0x16_avx512(const void *w, int nb, int g0, int g1, const void *a, 
                           const int32_t *off, int R, float *y, size_t ys);
 void quant_q4_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                           float *y, size_t ys);
+/* Q6_K x8 (layout below) on Q8_K activations: off[(r * nb + b) * 16 + s] =
+ * -32 * bsums[s] of activation row r's super-block b.  There is no
+ * one-group VNNI Q6_K kernel: odd groups, R < 4 and decode run the AVX2 one. */
+void quant_q6_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                          const int32_t *off, int R, float *y, size_t ys);
 /* Whether the driver runs them (default 1; SGLC_QUANT_X16=0 keeps the
  * one-group kernels, for A/B runs and the test); set by quant_avx512_select. */
 extern int quant_x16_on;

@@ -848,6 +848,61 @@ void quant_q4_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, 
     }
 }
 
+/* Q6_K: the 6-bit codes of 16 rows rebuilt from the A / B / H planes per
+ * chunk (quant_dot.h's bit map); the -32 starts each sub-block's
+ * accumulator (off[(r nb + b) 16 + s] = -32 x bsums[s] of the activation
+ * row), so a sub-block of 16 values (4 chunks) sums (code - 32) a exactly,
+ * |sum| <= 16 x 32 x 127, times its int8 scale with one vpmulld. */
+AI void body_q6_Kx16(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                     const int R, float *y, size_t ys)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
+    for (int g = g0; g + 1 < g1; g += 2) {
+        const quant_q6_Kx8 *p0 = (const quant_q6_Kx8 *)w + (size_t)g * nb, *p1 = p0 + nb;
+        __m512 acc[Q512_XR];
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q6_Kx8 *x0 = p0 + b, *x1 = p1 + b;
+            __m512i sumi[Q512_XR];
+            for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++)
+                for (int i = 0; i < 4; i++) {
+                    /* the pair 4 h + i of scales: int16 (sc0, sc1) per row -> one int32 per row each */
+                    __m512i sp = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(
+                        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x0->sc[4 * h + i])),
+                        _mm_loadu_si128((const __m128i *)x1->sc[4 * h + i]), 1));
+                    const __m512i scw[2] = {_mm512_srai_epi32(_mm512_slli_epi32(sp, 16), 16),
+                                            _mm512_srai_epi32(sp, 16)};
+                    for (int hc = 0; hc < 2; hc++) {
+                        const int sb = 8 * h + 2 * i + hc;
+                        __m512i ss[Q512_XR];
+                        for (int r = 0; r < R; r++) ss[r] = _mm512_set1_epi32(off[((size_t)r * nb + b) * 16 + sb]);
+                        for (int c = 4 * hc; c < 4 * hc + 4; c++) {
+                            __m512i L = ld2(x0->q[h][c][i & 1], x1->q[h][c][i & 1]);
+                            __m512i H = ld2(x0->q[h][c][2], x1->q[h][c][2]);
+                            __m512i lo = _mm512_and_si512(i < 2 ? L : _mm512_srli_epi16(L, 4), m4);
+                            __m512i hb = i == 0   ? _mm512_slli_epi16(_mm512_and_si512(H, m3), 4)
+                                         : i == 1 ? _mm512_and_si512(_mm512_slli_epi16(H, 2), m30)
+                                         : i == 2 ? _mm512_and_si512(H, m30)
+                                                  : _mm512_and_si512(_mm512_srli_epi16(H, 2), m30);
+                            __m512i v = _mm512_or_si512(lo, hb);
+                            for (int r = 0; r < R; r++)
+                                ss[r] = _mm512_dpbusd_epi32(
+                                    ss[r], v, bcast32z(((const block_q8_K *)ACT(r) + b)->qs + 128 * h + 32 * i + 4 * c));
+                        }
+                        for (int r = 0; r < R; r++) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(ss[r], scw[hc]));
+                    }
+                }
+            __m512 dv = ld2_f16(x0->d, x1->d);
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(yb->d)), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
 #define X16_SWITCH(body)                                                                           \
     switch (R) {                                                                                   \
     case 1: body(w, nb, g0, g1, a, as, off, 1, y, ys); break;                                      \
@@ -870,6 +925,12 @@ void quant_q4_0x16_avx512(const void *w, int nb, int g0, int g1, const void *a, 
                           int R, float *y, size_t ys)
 {
     X16_SWITCH(body_q4_0x16)
+}
+
+void quant_q6_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                          int R, float *y, size_t ys)
+{
+    X16_SWITCH(body_q6_Kx16)
 }
 
 /* ---- the table --------------------------------------------------------- */

@@ -63,7 +63,8 @@ static int use_isa(int idx)
             if (quant_dot_avx512((kern_type)t)) {
                 assert_true(quant_avx512_uses((kern_type)t, 0, 1) && quant_avx512_uses((kern_type)t, 0, 2));
                 assert_int_equal(quant_avx512_uses((kern_type)t, 1, 1),
-                                 t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0);
+                                 t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ||
+                                     t == KERN_TYPE_Q6_K);
                 assert_ptr_equal(quant_ops_for((kern_type)t, KERN_ISA_AVX512)->dot,
                                  quant_dot_avx512((kern_type)t));
             }
