@@ -17,6 +17,7 @@
  *
  * Usage: build/bench/bench_attention [--threads N] [--reps R]
  *            [--kv f32,bf16,fp8_e4m3,fp8_e5m2,int8] [--cases decode4k,...]
+ *            [--contiguous 1: pages in order, every sequence's slots consecutive]
  * (--cases names: decode512 decode4k decode16k decode4k_b16 prefill
  * prefill_after_prefix; default all.) */
 #include <math.h>
@@ -71,15 +72,16 @@ static void atb_task(void *vctx, int ith, int nth)
 
 int main(int argc, char **argv)
 {
-    int nthreads = 2, reps = 7;
+    int nthreads = 2, reps = 7, contiguous = 0;
     const char *kv_list = NULL, *case_list = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--threads")) nthreads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kv")) kv_list = argv[i + 1];
         else if (!strcmp(argv[i], "--cases")) case_list = argv[i + 1];
+        else if (!strcmp(argv[i], "--contiguous")) contiguous = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--kv LIST] [--cases LIST]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--kv LIST] [--cases LIST] [--contiguous 0|1]\n", argv[0]);
             return 2;
         }
     }
@@ -87,8 +89,8 @@ int main(int argc, char **argv)
     if (kernels_init(NULL) != 0) return 1;
     tpool *pool = tpool_create(nthreads);
     if (!pool) return 1;
-    printf("{\"bench\":\"setup\",\"isa\":\"%s\",\"threads\":%d,\"reps\":%d}\n",
-           kernels_isa_name(kernels_isa()), nthreads, reps);
+    printf("{\"bench\":\"setup\",\"isa\":\"%s\",\"threads\":%d,\"reps\":%d,\"contiguous\":%d}\n",
+           kernels_isa_name(kernels_isa()), nthreads, reps, contiguous);
 
     enum { B16 = 16, L16 = 4096 };
     const int n_head = 32, n_kv_head = 8, hd = 64, max_kv = 16384;
@@ -103,7 +105,7 @@ int main(int argc, char **argv)
     int n_pages = n_slots / 16;
     int32_t *pages = malloc(sizeof(int32_t) * n_pages);
     for (int i = 0; i < n_pages; i++) pages[i] = i;
-    for (int i = n_pages - 1; i > 0; i--) {
+    for (int i = n_pages - 1; i > 0 && !contiguous; i--) {
         int j = (int)((frand() + 1.0f) * 0.5f * (float)i);
         int32_t t = pages[i];
         pages[i] = pages[j];

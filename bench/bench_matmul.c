@@ -13,12 +13,13 @@
  *  - decode step: the 16 layers x 7 matrices + lm_head of the model, all
  *    distinct memory (2.47 GB), one GEMV each, like one decode step of the
  *    weights; GB/s = all weight bytes / step time.
- *  - GEMM (m = 512): GFLOP/s = 2 m n k / time.
+ *  - GEMM (m = 512, or --m N): GFLOP/s = 2 m n k / time.
  * Medians (and best) over repeats; the pool has --threads threads (2).
  * Output: JSON lines.
  *
- * Usage: build/bench/bench_matmul [--threads N] [--reps R] [--no-step] [--only gemv|gemm]
- * (SGLC_KERNELS=avx2|scalar forces an ISA.) */
+ * Usage: build/bench/bench_matmul [--threads N] [--reps R] [--no-step] [--only gemv|gemm] [--m N]
+ * (SGLC_KERNELS=avx2|scalar forces an ISA; SGLC_BF16_DOT=0|1 the AVX-512
+ * bf16 body, else the start-up choice, printed in the setup line.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,28 +104,32 @@ static int validate(const char *what, const float *y, const float *x, int n, int
 
 int main(int argc, char **argv)
 {
-    int nthreads = 2, reps = 5, do_step = 1, do_gemv = 1, do_gemm = 1;
+    int nthreads = 2, reps = 5, do_step = 1, do_gemv = 1, do_gemm = 1, gemm_m = 512;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) nthreads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-step")) do_step = 0;
+        else if (!strcmp(argv[i], "--m") && i + 1 < argc) gemm_m = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             i++;
             do_gemv = !strcmp(argv[i], "gemv");
             do_gemm = !strcmp(argv[i], "gemm");
             do_step = do_gemv && do_step;
         } else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--no-step] [--only gemv|gemm]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--no-step] [--only gemv|gemm] [--m N]\n", argv[0]);
             return 2;
         }
     }
-    if (nthreads < 1 || reps < 1 || reps > 64) return 2;
+    if (nthreads < 1 || reps < 1 || reps > 64 || gemm_m < 1 || gemm_m > 4096) return 2;
     if (kernels_init(NULL) != 0) return 1;
     tpool *pool = tpool_create(nthreads);
     if (!pool) return 1;
     const cpu_features *f = cpu_get();
-    printf("{\"bench\":\"setup\",\"isa\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"reps\":%d}\n",
-           kernels_isa_name(kernels_isa()), nthreads, f->brand, reps);
+    char choice[512];
+    printf("{\"bench\":\"setup\",\"isa\":\"%s\",\"threads\":%d,\"cpu\":\"%s\",\"reps\":%d,\"bf16_body\":\"%s\","
+           "\"choice\":\"%s\"}\n",
+           kernels_isa_name(kernels_isa()), nthreads, f->brand, reps, kernels_choice()->bf16_dot ? "dot" : "fma",
+           kernels_choice_line(choice, sizeof choice));
 
     /* ceilings, measured now */
     double v[64], vc[64];
@@ -149,7 +154,7 @@ int main(int argc, char **argv)
            bw, bw_best, bw_cpu, bw_p90, peak, peak_best, peak_cpu);
     fflush(stdout);
 
-    const int M = 512;
+    const int M = gemm_m > 512 ? gemm_m : 512; /* x rows allocated (validation reads row 511) */
     int kmax = 8192;
     size_t ss = kern_matmul_scratch(M, kmax);
     void *scr[64];
@@ -303,24 +308,25 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    /* GEMM m = 512 */
+    /* GEMM m = 512 (--m) */
     if (do_gemm) {
+        const int GM = gemm_m;
         for (int s = 0; s < N_SHAPES; s++) {
             const kern_mat *w = &packed[s];
             int r_reps = w->n > 100000 ? (reps < 3 ? reps : 3) : reps;
-            run_mm(pool, y, x, M, w, scr);
+            run_mm(pool, y, x, GM, w, scr);
             for (int r = 0; r < r_reps; r++) {
                 double t0 = time_now_sec();
-                double cpu = run_mm(pool, y, x, M, w, scr);
+                double cpu = run_mm(pool, y, x, GM, w, scr);
                 double dt = time_now_sec() - t0;
-                v[r] = 2.0 * M * (double)w->n * w->k / dt * 1e-9;
-                vc[r] = 2.0 * M * (double)w->n * w->k / cpu * 1e-9;
+                v[r] = 2.0 * GM * (double)w->n * w->k / dt * 1e-9;
+                vc[r] = 2.0 * GM * (double)w->n * w->k / cpu * 1e-9;
             }
             double best = bench_max(v, r_reps), med = bench_median(v, r_reps), mcpu = bench_median(vc, r_reps);
             printf("{\"bench\":\"gemm\",\"shape\":\"%s\",\"m\":%d,\"n\":%d,\"k\":%d,\"gflops_median\":%.1f,"
                    "\"gflops_best\":%.1f,\"pct_of_bf16_peak\":%.1f,\"gflops_cpu\":%.1f,"
                    "\"pct_of_bf16_peak_cpu\":%.1f,\"reps\":%d}\n",
-                   k_shapes[s].name, M, w->n, w->k, med, best, peak > 0 ? 100.0 * med / peak : 0.0, mcpu,
+                   k_shapes[s].name, GM, w->n, w->k, med, best, peak > 0 ? 100.0 * med / peak : 0.0, mcpu,
                    peak_cpu > 0 ? 100.0 * mcpu / peak_cpu : 0.0, r_reps);
             fflush(stdout);
         }

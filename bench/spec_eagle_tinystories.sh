@@ -12,6 +12,13 @@
 #                    (5 steps, topk 1) against trees of 7 nodes (5 steps,
 #                    topk 2 and topk 4 = SGLang's Llama default).  A
 #                    self-fitted head's accept lengths are optimistic.
+#   PAGES="1 16" runs every configuration at each --page-size (interleaved;
+#                    trees at page > 1 copy the accepted nodes' KV into place);
+#                    ratios are to the off run of the same page size.
+#   SEQ=1            every run serves the bench prompt and the six other
+#                    openings one after another (--max-running-requests 1:
+#                    still batch 1), so a run lasts 7x longer against the
+#                    1 ms timer; FIT=self then fits the head to all seven.
 #   bench/spec_eagle_tinystories.sh [REPS] [MAX_NEW]
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,9 +26,11 @@ BIN=${SGLC_BIN:-$ROOT/build/sglc}
 M=${SGLC_SHARED:-$ROOT/../shared}/models/TinyStories-656K
 H=$(mktemp -d); trap 'rm -rf "$H"' EXIT
 /usr/bin/python3 "$ROOT/tests/ref/eagle_ref.py" make "$H" "$M" || exit 1
-exec /usr/bin/python3 - "$BIN" "$M" "$H" "${1:-5}" "${2:-300}" "${FIT:-self}" "$ROOT" <<'PYEOF'
+exec /usr/bin/python3 - "$BIN" "$M" "$H" "${1:-5}" "${2:-300}" "${FIT:-self}" "$ROOT" "${PAGES:-1}" "${SEQ:-0}" <<'PYEOF'
 import json, os, re, statistics, subprocess, sys, tempfile
-binp, model, heads, reps, maxnew, fit, root = sys.argv[1:8]
+binp, model, heads, reps, maxnew, fit, root, pages, seq = sys.argv[1:10]
+seq = seq == "1"
+pages = [int(x) for x in pages.split()]
 reps, maxnew = int(reps), int(maxnew)
 text = "Once upon a time, there was a little girl named Lily. She liked to play with her ball."
 others = ["One day, a boy named Tom went to the park.", "Once upon a time, there was a big dog.",
@@ -38,8 +47,8 @@ def reqfile(name, prompts):
             f.write(json.dumps({"input_ids": x, "sampling_params": {"temperature": 0, "max_new_tokens": maxnew,
                                 "ignore_eos": True}}) + "\n")
     return p
-req = reqfile("r.jsonl", ids[:1])
-tprompts = ids[:1] if fit == "self" else ids[1:]
+req = reqfile("r.jsonl", ids if seq else ids[:1])
+tprompts = (ids if seq else ids[:1]) if fit == "self" else ids[1:]
 out = subprocess.run([binp, "generate", "--model-path", model, "--requests", reqfile("train.jsonl", tprompts),
                       "--threads", "1", "--skip-tokenizer-init", "--log-level", "warning"], capture_output=True,
                      text=True, check=True).stdout.splitlines()
@@ -55,23 +64,31 @@ confs = [("off", []),
          ("fit tree k2", E + [heads + "/fit", "--speculative-num-steps", "5", "--speculative-eagle-topk", "2",
                               "--speculative-num-draft-tokens", "8"]),
          ("fit tree k4", E + [heads + "/fit"])]  # SGLang's default for a Llama target: 5, 4, 8
+if len(pages) > 1 or pages[0] != 1:
+    confs = [(n if pg == 1 else "%s p%d" % (n, pg), x + ["--page-size", str(pg)])
+             for pg in pages for n, x in confs if n not in ("EAGLE", "EAGLE3")]
 res = {c: [] for c, _ in confs}
 acc, trees = {}, {}
 for _ in range(reps):
     for name, extra in confs:
         p = subprocess.run(["nice", binp, "generate", "--model-path", model, "--requests", req, "--threads", "1",
-                            "--skip-tokenizer-init"] + extra,
+                            "--skip-tokenizer-init"] + (["--max-running-requests", "1"] if seq else []) + extra,
                            capture_output=True, text=True, check=True)
         wall = float(re.search(r"requests in ([0-9.]+) s", p.stderr).group(1))
-        o = json.loads(p.stdout.splitlines()[0])
-        res[name].append(len(o["output_ids"]) / wall)
-        acc[name] = o["meta_info"].get("spec_accept_length", 1.0)
+        outs = [json.loads(l) for l in p.stdout.splitlines()]
+        o = outs[0]
+        ntok = sum(len(x["output_ids"]) for x in outs)
+        res[name].append(ntok / wall)
+        vct = sum(x["meta_info"].get("spec_verify_ct", 0) for x in outs)
+        acc[name] = ntok / vct if vct else 1.0
         m = re.search(r"speculative: .* ([0-9]+) tree verifies", p.stderr)
         trees[name] = m.group(1) if m else "-"
-off = statistics.median(res["off"])
-print("fit on: %s" % ("the bench prompt's own output" if fit == "self" else "six other story openings"))
-print("%-12s %12s %8s %7s %6s" % ("spec", "median tok/s", "vs off", "accept", "trees"))
-for name, _ in confs:
+print("fit on: %s" % (("all seven prompts' own outputs" if seq else "the bench prompt's own output") if fit == "self"
+                      else "six other story openings"))
+print("%-16s %12s %8s %7s %6s" % ("spec", "median tok/s", "vs off", "accept", "trees"))
+for name, extra in confs:
+    pg = extra[-1] if "--page-size" in extra else "1"
+    off = statistics.median(res["off" if pg == "1" else "off p" + pg])
     m = statistics.median(res[name])
-    print("%-12s %12.1f %8.2f %7.3f %6s" % (name, m, m / off, acc[name], trees[name]))
+    print("%-16s %12.1f %8.2f %7.3f %6s" % (name, m, m / off, acc[name], trees[name]))
 PYEOF

@@ -134,10 +134,13 @@ void cli_model_opts_from_args(cli_model_opts *mo, const args_server *a, long lon
     for (size_t i = 0; a->numa_node && i < json_array_size(a->numa_node) && i < CLI_DIST_MAX_RANKS; i++)
         mo->dist.numa[mo->dist.n_numa++] = (int)json_integer_value(json_array_get(a->numa_node, i));
     /* SGLang's DefaultModelLoader keys (checked by args_validate):
-     * enable_multithread_load (false = one thread), num_threads (default 8) */
+     * enable_multithread_load true: num_threads (default 8, SGLang's) pack
+     * each large weight; false: one thread; absent: the compute threads
+     * (0 here, cli_threads at load; sglc's default: the repack / pack at
+     * load is compute, unlike SGLang's multithreaded shard reading) */
     json_t *xc = a->model_loader_extra_config ? json_loads(a->model_loader_extra_config, 0, NULL) : NULL;
     json_t *ml = json_object_get(xc, "enable_multithread_load"), *nt = json_object_get(xc, "num_threads");
-    mo->pack_threads = json_is_true(ml) ? (json_is_integer(nt) ? (int)json_integer_value(nt) : 8) : 1;
+    mo->pack_threads = json_is_true(ml) ? (json_is_integer(nt) ? (int)json_integer_value(nt) : 8) : ml ? 1 : 0;
     json_decref(xc);
 }
 

@@ -44,13 +44,29 @@ static void reap_children(void)
 }
 
 /* Rank 0 of an MPI group at exit (after the commands freed their model,
- * which told the workers to stop): MPI_Finalize, as mpirun expects. */
-static dist_group *g_mpi, *g_mpi_stage;
+ * which told the workers to stop): MPI_Finalize, as mpirun expects.  The
+ * split communicators rank 0 keeps (stage groups, --dp-size's replica
+ * groups) go first, newest first; a worker frees its own and then, with
+ * --dp-size, the world here too. */
+static dist_group *g_stage_keep[MAX_CHILD + 1]; /* rank 0's TP x PP stage groups (shm, gloo) */
+static int g_n_stage_keep;
+static dist_group *g_gloo_world; /* --dp-size over gloo: the world of the replicas' splits */
+static void gloo_finish(void)
+{
+    if (g_gloo_world) dist_free(g_gloo_world);
+    g_gloo_world = NULL;
+}
+static dist_group *g_mpi, *g_mpi_split[2 * MAX_CHILD];
+static int g_n_mpi_split;
+static void mpi_keep(dist_group *g)
+{
+    if (g_n_mpi_split < (int)(sizeof g_mpi_split / sizeof g_mpi_split[0])) g_mpi_split[g_n_mpi_split++] = g;
+}
 static void mpi_finish(void)
 {
-    if (g_mpi_stage) dist_free(g_mpi_stage); /* the split communicator before MPI_Finalize */
+    while (g_n_mpi_split > 0) dist_free(g_mpi_split[--g_n_mpi_split]);
     if (g_mpi) dist_free(g_mpi);
-    g_mpi = g_mpi_stage = NULL;
+    g_mpi = NULL;
 }
 
 /* argv of this process (NUL-separated /proc/self/cmdline); NULL on error. */
@@ -159,11 +175,6 @@ static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int 
                       size_t errlen)
 {
     const int K = o->nnodes, R = o->node_rank;
-    if (n_groups > 1) {
-        snprintf(err, errlen, "--dp-size %d with --nnodes %d is not supported (one group of ranks across the nodes; "
-                 "data parallelism runs on one machine)", n_groups, K);
-        return -1;
-    }
     if (R < 0 || R >= K) {
         snprintf(err, errlen, "--node-rank %d: must be between 0 and --nnodes - 1 = %d", R, K - 1);
         return -1;
@@ -181,6 +192,7 @@ static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int 
     char cfg[160];
     snprintf(cfg, sizeof cfg, "--tp-size %d --pp-size %d --nnodes %d", o->tp_size > 0 ? o->tp_size : 1,
              o->pp_size > 1 ? o->pp_size : 1, K);
+    if (n_groups > 1) snprintf(cfg + strlen(cfg), sizeof cfg - strlen(cfg), " --dp-size %d", n_groups);
     const char *wr = getenv("SGLC_DIST_GLOO_RANK");
     int rank = R * per;
     if (wr) { /* a rank this node's command started */
@@ -220,15 +232,46 @@ static int start_gloo(const cli_dist_opts *o, int tpr, int N, int n_groups, int 
     }
     char who[64];
     snprintf(who, sizeof who, "rank %d (node %d)", rank, R);
-    pin_rank(o, rank - R * per, tpr, 0, who);
+    if (n_groups == 1) pin_rank(o, rank - R * per, tpr, 0, who); /* DP: each replica's thread pins itself */
     dist_gloo_opts go = {.init_addr = o->init_addr, .size = N, .rank = rank, .per_node = per, .timeout_ms = tmo,
                          .config = cfg};
     dist_group *g = dist_gloo_create(&go, err, errlen);
     if (!g) return -1;
     log_info("tensor parallelism: rank %d of %d on node %d of %d (%d per node) over gloo (TCP, rendezvous at %s), "
              "%d thread(s) each", rank, N, R, K, per, o->init_addr, tpr);
-    out[0] = g;
-    return 1;
+    if (n_groups == 1) {
+        out[0] = g;
+        return 1;
+    }
+    /* --dp-size: every process is rank r of each replica (SGLang's layout:
+     * a replica's ranks spread over the nodes, every rank 0 on node 0);
+     * replica k's group is a gloo context of its own over the same ranks */
+    for (int k = 0; k < n_groups; k++) {
+        out[k] = dist_split(g, 0, rank, err, errlen);
+        if (!out[k]) return -1;
+    }
+    g_gloo_world = g; /* the splits use its store connection: it lives as long as the process */
+    if (rank != 0) atexit(gloo_finish); /* a worker says goodbye to the store once its groups are done */
+    log_info("data parallelism x tensor parallelism: %d replicas of %d ranks over gloo (one context per replica), "
+             "rank %d of each on node %d", n_groups, N, rank, R);
+    return n_groups;
+}
+
+int cli_dist_slot(const cli_dist_opts *o, const dist_group *g, int k, int n_groups, int *n_slots)
+{
+    *n_slots = 0;
+    if (n_groups < 2 || !g) return -1;
+    const int N = dist_size(g), r = dist_rank(g);
+    if (!strcmp(dist_backend(g), "shm")) {
+        *n_slots = n_groups * N;
+        return k * N + r;
+    }
+    if (!strcmp(dist_backend(g), "gloo") && o->nnodes > 1) { /* this node's ranks: N / nnodes of each replica */
+        const int per = N / o->nnodes;
+        *n_slots = n_groups * per;
+        return k * per + r % per;
+    }
+    return -1; /* mpirun places its processes */
 }
 
 int cli_dist_start(const cli_dist_opts *o, int tpr, dist_group **out, char *err, size_t errlen)
@@ -252,27 +295,39 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     int tmo = (o->timeout_s > 0 ? o->timeout_s : 300) * 1000;
     int msize, mrank;
     if (dist_mpi_env(&msize, &mrank) && msize > 1) {
-        if (n_groups > 1) {
-            snprintf(err, errlen, "--dp-size %d with --tp-size %d under mpirun is not supported: run sglc serve "
-                     "without mpirun on one machine (it starts the %d replicas' ranks itself)", n_groups,
-                     N, n_groups * N);
-            return -1;
-        }
         if (msize != N) {
-            snprintf(err, errlen, "mpirun started %d processes but --tp-size x --pp-size is %d (sglc "
-                     "runs one rank per process: use -np %d)", msize, N, N);
+            if (n_groups > 1 && msize == n_groups * N)
+                snprintf(err, errlen, "mpirun started %d processes = --dp-size %d x %d ranks, but sglc runs rank r "
+                         "of every replica in one process (one copy of its shard, a thread per replica): use "
+                         "-np %d", msize, n_groups, N, N);
+            else
+                snprintf(err, errlen, "mpirun started %d processes but --tp-size x --pp-size is %d (sglc "
+                         "runs one rank per process%s: use -np %d)", msize, N,
+                         n_groups > 1 ? ", each rank of every replica" : "", N);
             return -1;
         }
-        dist_group *g = dist_mpi_init(tmo, err, errlen);
+        dist_group *g = dist_mpi_init_threads(tmo, n_groups > 1, err, errlen);
         if (!g) return -1;
         log_info("tensor parallelism: rank %d of %d over Open MPI (node rank %d of %d)", dist_rank(g),
                  N, o->node_rank, o->nnodes);
-        if (dist_rank(g) == 0) {
+        if (dist_rank(g) == 0 || n_groups > 1) {
             g_mpi = g;
             atexit(mpi_finish);
         }
-        out[0] = g;
-        return 1;
+        if (n_groups == 1) {
+            out[0] = g;
+            return 1;
+        }
+        /* --dp-size: replica k's group is a communicator of its own over the
+         * same processes (every process is rank r of each replica) */
+        for (int k = 0; k < n_groups; k++) {
+            out[k] = dist_split(g, 0, dist_rank(g), err, errlen);
+            if (!out[k]) return -1;
+            if (dist_rank(g) == 0) mpi_keep(out[k]);
+        }
+        log_info("data parallelism x tensor parallelism: %d replicas of %d ranks over Open MPI (one communicator "
+                 "per replica), rank %d of each", n_groups, N, dist_rank(g));
+        return n_groups;
     }
     if (N == 1) return 0;
     if (o->nnodes > 1 && !o->init_addr) {
@@ -283,18 +338,35 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     }
     if (o->nnodes > 1) return start_gloo(o, tpr, N, n_groups, tmo, out, err, errlen);
     const char *shm = getenv("SGLC_DIST_SHM"), *rs = getenv("SGLC_DIST_RANK");
-    if (shm && rs) { /* a worker rank started by rank 0: one group, its replica's */
+    if (shm && rs) { /* a worker rank started by rank 0: rank r of one group, or of every replica's */
         int r = atoi(rs);
-        const char *sl = getenv("SGLC_DIST_SLOT"), *dr = getenv("SGLC_DP_RANK");
+        const char *gs = getenv("SGLC_DIST_GROUPS");
+        int ng = gs ? atoi(gs) : 1;
+        if (ng != n_groups) {
+            snprintf(err, errlen, "rank %d was started for %d groups, the command makes %d", r, ng, n_groups);
+            return -1;
+        }
         char who[64];
-        if (dr) snprintf(who, sizeof who, "dp_rank %s tensor-parallel rank %d", dr, r);
+        if (ng > 1) snprintf(who, sizeof who, "tensor-parallel rank %d (loading)", r);
         else snprintf(who, sizeof who, "tensor-parallel rank %d", r);
-        const char *ns = getenv("SGLC_DIST_SLOTS");
-        pin_rank(o, sl ? atoi(sl) : r, tpr, ns ? atoi(ns) : 0, who);
-        dist_group *g = dist_shm_create(shm, N, r, 0, tmo, err, errlen);
-        if (!g) return -1;
-        out[0] = g;
-        return 1;
+        /* DP x TP: this thread loads (replica 0's slot); each replica's
+         * thread pins itself to its own slot (cli_dist_pin_slot) */
+        pin_rank(o, r, tpr, ng > 1 ? ng * N : 0, who);
+        for (int k = 0; k < ng; k++) {
+            char name[112];
+            if (ng > 1) snprintf(name, sizeof name, "%s-dp%d", shm, k);
+            else snprintf(name, sizeof name, "%s", shm);
+            out[k] = dist_shm_create(name, N, r, 0, tmo, err, errlen);
+            if (!out[k]) {
+                for (int q = 0; q < k; q++) {
+                    dist_abort(out[q], err);
+                    dist_free(out[q]);
+                    out[q] = NULL;
+                }
+                return -1;
+            }
+        }
+        return ng;
     }
     char base[96];
     snprintf(base, sizeof base, "/sglc-tp-%d-%ld", (int)getpid(), (long)time(NULL));
@@ -307,37 +379,30 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     char exe[4096];
     self_exe(exe, sizeof exe);
     fflush(stdout), fflush(stderr);
-    /* group k's rank r is placement slot k * N + r (cli_dist.h) */
-    for (int k = 0; k < n_groups; k++)
-        for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
-            pid_t pid = fork();
-            if (pid < 0) {
-                snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
-                return -1;
-            }
-            if (pid == 0) {
-                char rb[16], sb[16], slb[16], kb[16], nsb[16], name[112];
-                snprintf(rb, sizeof rb, "%d", r);
-                snprintf(sb, sizeof sb, "%d", N);
-                snprintf(slb, sizeof slb, "%d", k * N + r);
-                snprintf(kb, sizeof kb, "%d", k);
-                snprintf(nsb, sizeof nsb, "%d", n_groups * N);
-                if (n_groups > 1) snprintf(name, sizeof name, "%s-dp%d", base, k);
-                else snprintf(name, sizeof name, "%s", base);
-                setenv("SGLC_DIST_SHM", name, 1);
-                setenv("SGLC_DIST_RANK", rb, 1);
-                setenv("SGLC_DIST_SIZE", sb, 1);
-                if (n_groups > 1) {
-                    setenv("SGLC_DIST_SLOT", slb, 1);
-                    setenv("SGLC_DP_RANK", kb, 1);
-                    setenv("SGLC_DIST_SLOTS", nsb, 1);
-                }
-                dup2(2, 1); /* a worker's stdout would mix with the command's output */
-                execv(exe, argv);
-                _exit(127);
-            }
-            g_child[g_n_child++] = pid;
+    /* one worker process per rank r >= 1; with several groups (--dp-size)
+     * it is rank r of every one of them (one copy of its shard, a thread
+     * per replica; group k's rank r is placement slot k * N + r, cli_dist.h) */
+    for (int r = 1; r < N && g_n_child < MAX_CHILD; r++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(err, errlen, "fork for tensor-parallel rank %d failed", r);
+            return -1;
         }
+        if (pid == 0) {
+            char rb[16], sb[16], gb[16];
+            snprintf(rb, sizeof rb, "%d", r);
+            snprintf(sb, sizeof sb, "%d", N);
+            snprintf(gb, sizeof gb, "%d", n_groups);
+            setenv("SGLC_DIST_SHM", base, 1);
+            setenv("SGLC_DIST_RANK", rb, 1);
+            setenv("SGLC_DIST_SIZE", sb, 1);
+            if (n_groups > 1) setenv("SGLC_DIST_GROUPS", gb, 1);
+            dup2(2, 1); /* a worker's stdout would mix with the command's output */
+            execv(exe, argv);
+            _exit(127);
+        }
+        g_child[g_n_child++] = pid;
+    }
     free(argv[0]);
     free(argv);
     atexit(reap_children);
@@ -360,10 +425,16 @@ int cli_dist_start_groups(const cli_dist_opts *o, int tpr, int n_groups, dist_gr
     }
     if (n_groups > 1)
         log_info("data parallelism x tensor parallelism: %d replicas of %d ranks on this machine (shared memory, "
-                 "one segment per replica), %d thread(s) per rank", n_groups, N, tpr);
+                 "one segment per replica; %d process(es), each rank's shard once, a thread per replica), "
+                 "%d thread(s) per rank", n_groups, N, N, tpr);
     else
         log_info("tensor parallelism: %d ranks on this machine (shared memory), %d thread(s) each", N, tpr);
     return n_groups;
+}
+
+void cli_dist_pin_slot(const cli_dist_opts *o, int slot, int tpr, int n_slots, const char *who)
+{
+    pin_rank(o, slot, tpr, n_slots, who);
 }
 
 int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen)
@@ -376,7 +447,9 @@ int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out
     if (!s) return -1;
     log_info("rank %d: pipeline stage %d of %d, tensor-parallel rank %d of %d (ranks %d-%d, %s)", r, stage, P,
              dist_rank(s), T, stage * T, stage * T + T - 1, dist_backend(s));
-    if (r == 0 && !strcmp(dist_backend(g), "mpi")) g_mpi_stage = s;
+    if (r == 0 && !strcmp(dist_backend(g), "mpi")) mpi_keep(s);
+    else if (r == 0 && g_n_stage_keep < (int)(sizeof g_stage_keep / sizeof g_stage_keep[0]))
+        g_stage_keep[g_n_stage_keep++] = s; /* rank 0's models borrow it until exit (as the watched groups) */
     *out = s;
     return 0;
 }

@@ -31,14 +31,18 @@
  *
  * `serve --dp-size D --tp-size N` (cli_dp_tp.h): the command makes D
  * groups (cli_dist_start_groups), one shm segment each (named
- * BASE-dpK), and starts D x (N - 1) worker processes; the command itself
- * is rank 0 of every group (D rank-0 models in one process, each driven
- * by its replica's scheduler thread).  Group K's rank r is placement
- * slot K * N + r: its core group (below) with --base-gpu-id 0 and
- * --gpu-id-step 1; the command's own process is not pinned then (the
- * data-parallel controller pins each replica's threads to slot K * N).
- * Each group has its own watcher; any failure ends the server (exit 1),
- * the log naming the dp_rank and the rank.  Not under mpirun.
+ * BASE-dpK), and starts N - 1 worker processes (SGLC_DIST_GROUPS=D):
+ * process r is rank r of every group, as the command itself is rank 0 of
+ * every group — each process loads its rank's shard once and drives each
+ * group from its own thread over a run state of that one copy
+ * (model_share_group; the command's D rank-0 run states are driven by
+ * the replicas' scheduler threads, a worker's by one thread per group).
+ * Group K's rank r is placement slot K * N + r: its core group (below)
+ * with --base-gpu-id 0 and --gpu-id-step 1; the threads pin themselves
+ * (cli_dist_pin_slot; the data-parallel controller pins each replica's
+ * scheduler thread and pool to slot K * N).  Each group has its own
+ * watcher; any failure ends the server (exit 1), the log naming the
+ * dp_rank and the rank.  Not under mpirun.
  */
 #ifndef SGLC_CLI_DIST_H
 #define SGLC_CLI_DIST_H
@@ -73,9 +77,10 @@ typedef struct cli_dist_opts {
 int cli_dist_start(const cli_dist_opts *o, int threads_per_rank, dist_group **out, char *err,
                    size_t errlen);
 /* n_groups groups of tp_size x pp_size ranks (--dp-size with --tp-size:
- * one per replica): out[0..n-1] filled.  Returns the number of groups
- * made (0: one rank, nothing to make; a worker rank gets its one group),
- * or -1 with the message in err. */
+ * one per replica): out[0..n-1] filled, this process at the same rank in
+ * each.  Returns the number of groups made (0: one rank, nothing to make;
+ * a worker rank gets the same n_groups, as rank r of each), or -1 with
+ * the message in err. */
 int cli_dist_start_groups(const cli_dist_opts *o, int threads_per_rank, int n_groups, dist_group **out,
                           char *err, size_t errlen);
 /* TP x PP (tp_size and pp_size > 1): this rank's stage group, a
@@ -85,6 +90,16 @@ int cli_dist_start_groups(const cli_dist_opts *o, int threads_per_rank, int n_gr
  * machine, consecutive MPI ranks under mpirun.  0 with *out = NULL when
  * not TP x PP, 0 with the group, or -1 with the message in err. */
 int cli_dist_stage_group(const cli_dist_opts *o, dist_group *g, dist_group **out, char *err, size_t errlen);
+/* Pin the calling thread (threads it creates inherit it) to placement
+ * slot `slot` of tpr cores, as a rank's process is pinned; n_slots > 0:
+ * only when all n_slots slots fit in the allowed cores (else a log line,
+ * nothing pinned).  SGLC_TP_PIN=0: nothing. */
+void cli_dist_pin_slot(const cli_dist_opts *o, int slot, int tpr, int n_slots, const char *who);
+/* The placement slot of replica k's rank in this process (group g, one of
+ * n_groups over the same processes): shm k * N + r; gloo across nodes
+ * k * (N / nnodes) + the node-local index; -1 (not pinned) under mpirun
+ * or with one group.  *n_slots: the slots on this machine. */
+int cli_dist_slot(const cli_dist_opts *o, const dist_group *g, int k, int n_groups, int *n_slots);
 /* Rank 0: start g's watcher thread (once per group); dp_rank >= 0 names
  * the replica in its log line (-1: the only group). */
 void cli_dist_watch(dist_group *g, int dp_rank);

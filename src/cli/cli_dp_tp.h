@@ -4,17 +4,22 @@
  * and the one data-parallel controller (dp/dp.h).
  *
  * DESIGN: the least new machinery.  The command's process is rank 0 of every
- * replica's group: it loads D rank-0 shards (cli_model_load_replicas, one
- * shm segment and rank numbering per group, cli_dist.h) and hands them to
- * dp_create (dp_opts.models) in place of model_share copies, so the
- * replicas are the ordinary DP replicas (own scheduler thread, KV pool,
- * radix tree, compute pool; every --load-balance-method, /get_load per
- * dp_rank, the fan-out of control) whose model happens to send each step
- * to its own worker processes (model_tp.c: one lock per group, so the
- * replicas never wait for each other).  D x (T - 1) worker processes run
- * model_tp_worker_loop.  Each replica holds its own weight shards: D
- * copies of the sharded weights in all (replicas over one copy, as plain
- * --dp-size does, would need the group per run state, not per weights).
+ * replica's group: it loads the rank-0 shard once and makes D run states
+ * over it, each driving its own group (cli_model_load_replicas:
+ * model_share_group, one shm segment and rank numbering per group,
+ * cli_dist.h), and hands them to dp_create (dp_opts.models) in place of
+ * model_share copies, so the replicas are the ordinary DP replicas (own
+ * scheduler thread, KV pool, radix tree, compute pool; every
+ * --load-balance-method, /get_load per dp_rank, the fan-out of control)
+ * whose model happens to send each step to its own group (model_tp.c:
+ * one lock per group, so the replicas never wait for each other).  T - 1
+ * worker processes, process r being rank r of every group: one copy of
+ * its shard, a thread per replica running model_tp_worker_loop over a
+ * run state of it.  One copy of each rank's shard in all, whatever D.
+ * Under mpirun: -np T (tp x pp) processes, each rank r of every replica
+ * (one communicator per replica); across nodes (--nnodes, gloo): each
+ * node's processes are their ranks of every replica, every rank 0 on
+ * node 0 (cli_dist.h).
  *
  * Threads and cores: --threads (default: the cores) / (D x T) per rank
  * (at least 1).  Replica k's rank r is placement slot k x T + r; slot s
@@ -28,8 +33,8 @@
  * with a message (exit 2): any other command (bench-one-batch; generate
  * --prompt and perplexity refuse --dp-size itself), LoRA,
  * --ep-size > 1, --numa-node / --base-gpu-id / --gpu-id-step (the slots
- * above are the one placement), mpirun (cli_dist), and a weight update
- * (as for --tp-size). */
+ * above are the one placement), mpirun -np D x T (cli_dist: -np T), and a
+ * weight update (as for --tp-size). */
 #ifndef SGLC_CLI_DP_TP_H
 #define SGLC_CLI_DP_TP_H
 

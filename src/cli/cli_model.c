@@ -2,6 +2,7 @@
 #include "cli/cli_model.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,31 +29,78 @@ static char g_model_dir[4096];
 
 const char *cli_model_dir(void) { return g_model_dir; }
 
-/* Every rank loaded its shard: meet (a rank that failed to load is named
- * here).  Rank 0 returns m (and watches the group); the other ranks run
- * the worker loop and exit here. */
-static model *cli_model_tp_ready(const cli_model_opts *o, model *m, dist_group *g, dist_group *sg,
-                                 int dp_rank)
+/* Every rank loaded its shard: meet on g (a rank that failed to load is
+ * named here).  0; -1 after printing the error (a worker rank exits). */
+static int cli_model_tp_meet(dist_group *g, int dp_rank)
 {
     /* loading may take long on a slow disk: a long timeout for this one */
-    if (dist_barrier(g, 3600 * 1000)) {
-        if (dp_rank >= 0) fprintf(stderr, "error: dp_rank %d: tensor parallelism: %s\n", dp_rank, dist_error(g));
-        else fprintf(stderr, "error: tensor parallelism: %s\n", dist_error(g));
-        if (dist_rank(g) != 0) exit(1);
-        model_free(m);
-        return NULL;
+    if (!dist_barrier(g, 3600 * 1000)) return 0;
+    if (dp_rank >= 0) fprintf(stderr, "error: dp_rank %d: tensor parallelism: %s\n", dp_rank, dist_error(g));
+    else fprintf(stderr, "error: tensor parallelism: %s\n", dist_error(g));
+    if (dist_rank(g) != 0) exit(1);
+    return -1;
+}
+
+/* A worker rank's group k (DP x TP: one thread per replica). */
+typedef struct tp_serve_arg {
+    const cli_model_opts *o;
+    model *m;
+    dist_group *g;
+    int k, n, rank;
+    int rc;
+} tp_serve_arg;
+
+static void *tp_serve_main(void *arg)
+{
+    tp_serve_arg *a = arg;
+    int n_slots, slot = cli_dist_slot(&a->o->dist, a->g, a->k, a->n, &n_slots);
+    if (slot >= 0) { /* this replica's slot (cli_dist.h; mpirun places its own processes) */
+        char who[64];
+        snprintf(who, sizeof who, "dp_rank %d tensor-parallel rank %d", a->k, a->rank);
+        cli_dist_pin_slot(&a->o->dist, slot, cli_threads(a->o), n_slots, who);
     }
-    if (dist_rank(g) == 0) {
-        cli_dist_watch(g, dp_rank);
-        return m;
-    }
-    tpool *pool = tpool_create(cli_threads(o));
-    lora_shard_install(); /* rank 0's LoRA loads reach this rank (lora/lora_shard.c) */
-    int rc = pool ? model_tp_worker_loop(m, pool) : -1;
+    tpool *pool = tpool_create(cli_threads(a->o));
+    a->rc = pool ? model_tp_worker_loop(a->m, pool) : -1;
     tpool_destroy(pool);
-    model_free(m);
-    dist_free(sg);
-    dist_free(g);
+    if (a->rc && a->n > 1) { /* one broken replica: this process's other groups go with it (rank 0 exits) */
+        log_error("dp_rank %d: tensor-parallel rank %d failed; exiting", a->k, a->rank);
+        fflush(stdout), fflush(stderr);
+        _exit(1);
+    }
+    return NULL;
+}
+
+/* A worker rank (> 0) after every group met: serve them (group 0 on this
+ * thread, the others on threads of their own) until rank 0 shuts each
+ * down, then exit (0; 1 on a failure).  Never returns. */
+static void cli_model_tp_serve(const cli_model_opts *o, model **ms, dist_group **gs, dist_group **sgs, int n)
+{
+    lora_shard_install(); /* rank 0's LoRA loads reach this rank (lora/lora_shard.c) */
+    tp_serve_arg a[CLI_DIST_MAX_RANKS];
+    pthread_t th[CLI_DIST_MAX_RANKS];
+    int started[CLI_DIST_MAX_RANKS] = {0}, rc = 0;
+    for (int k = 0; k < n; k++)
+        a[k] = (tp_serve_arg){.o = o, .m = ms[k], .g = gs[k], .k = k, .n = n, .rank = dist_rank(gs[k])};
+    for (int k = 1; k < n; k++) {
+        if (pthread_create(&th[k], NULL, tp_serve_main, &a[k])) {
+            log_error("tensor-parallel rank %d: cannot start the thread of dp_rank %d", a[k].rank, k);
+            fflush(stdout), fflush(stderr);
+            _exit(1);
+        }
+        started[k] = 1;
+    }
+    tp_serve_main(&a[0]);
+    rc |= a[0].rc;
+    for (int k = 1; k < n; k++)
+        if (started[k]) {
+            pthread_join(th[k], NULL);
+            rc |= a[k].rc;
+        }
+    for (int k = n - 1; k >= 0; k--) {
+        model_free(ms[k]);
+        dist_free(sgs[k]);
+        dist_free(gs[k]);
+    }
     exit(rc ? 1 : 0);
 }
 
@@ -63,17 +111,19 @@ int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
         fprintf(stderr, "error: kernel selection failed (SGLC_KERNELS?)\n");
         return -1;
     }
-    log_info("kernels: %s", kernels_desc());
+    char kline[512];
+    log_info("kernels: %s; %s", kernels_desc(), kernels_choice_line(kline, sizeof kline));
     /* the LM head is f32 math already (f32 hidden states, bf16 weights
-     * widened exactly, f32 accumulation: what SGLang's fp32 lm_head does);
-     * only the AVX-512 debug switch SGLC_BF16_DOT=1 rounds activations */
+     * widened exactly, f32 accumulation: what SGLang's fp32 lm_head does;
+     * it is x_exact, so the measured vdpbf16ps choice leaves it on FMA);
+     * only the AVX-512 switch SGLC_BF16_DOT=1 rounds its activations */
     const char *dot = getenv("SGLC_BF16_DOT");
-    if (o->fp32_lm_head && kernels_isa() == KERN_ISA_AVX512 && dot && *dot && strcmp(dot, "0") != 0) {
+    if (o->fp32_lm_head && kernels_choice()->bf16_dot == 2) {
         fprintf(stderr, "error: --enable-fp32-lm-head: SGLC_BF16_DOT=%s rounds the activations of every bf16 "
                         "matmul, the LM head included, to bf16; unset it\n", dot);
         return -1;
     }
-    kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : 1);
+    kern_set_pack_threads(o->pack_threads > 0 ? o->pack_threads : cli_threads(o)); /* 0: the compute threads */
     char err[1024];
     model_load_opts lo = o->load;
     char dir[4096];
@@ -128,7 +178,8 @@ int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
         for (int k = 0; k < ng; k++) dist_abort(dgs[k], err);
         return -1;
     }
-    int want = ng > 1 ? ng : 1; /* a worker made one group (its replica's) */
+    dist_group *sgs[CLI_DIST_MAX_RANKS] = {NULL};
+    int want = ng > 1 ? ng : 1; /* groups this process is a rank of (every rank: all of them) */
     for (int k = 0; k < want; k++) {
         dist_group *dg = dgs[k], *sg = NULL; /* TP x PP: this rank's stage of group k */
         if (dg && cli_dist_stage_group(&o->dist, dg, &sg, err, sizeof err)) {
@@ -140,34 +191,53 @@ int cli_model_load_replicas(const cli_model_opts *o, int n, model **out)
             }
             return -1;
         }
-        lo.dist = dg;
-        lo.dist_tp = sg;
-        lo.pp_size = o->dist.pp_size;
-        lo.ep = &o->ep;
-        model *m = model_load(&lo, err, sizeof err);
-        char kerr[900];
-        if (m && o->kv_scales_path && cli_kv_scales_load(m, o->kv_scales_path, o->kv_dtype, kerr, sizeof kerr)) {
-            snprintf(err, sizeof err, "--quantization-param-path: %s", kerr);
+        sgs[k] = sg;
+        model *m;
+        if (k == 0) { /* this rank's shard, once */
+            lo.dist = dg;
+            lo.dist_tp = sg;
+            lo.pp_size = o->dist.pp_size;
+            lo.ep = &o->ep;
+            m = model_load(&lo, err, sizeof err);
+            char kerr[900];
+            if (m && o->kv_scales_path && cli_kv_scales_load(m, o->kv_scales_path, o->kv_dtype, kerr, sizeof kerr)) {
+                snprintf(err, sizeof err, "--quantization-param-path: %s", kerr);
+                model_free(m);
+                m = NULL;
+            }
+            if (m) model_set_pp_micro(m, o->dist.pp_micro);
+        } else { /* replica k: the same shard, driving group k */
+            m = model_share_group(out[0], dg, sg, err, sizeof err);
+        }
+        if (m && dg && dist_size(dg) > 1 && cli_model_tp_meet(dg, ng > 1 ? k : -1)) {
             model_free(m);
             m = NULL;
+            err[0] = 0; /* printed */
+        } else if (!m && ng > 1) {
+            fprintf(stderr, "error: dp_rank %d: %s\n", k, err);
+        } else if (!m) {
+            fprintf(stderr, "error: %s\n", err);
         }
-        if (m && dg && dist_size(dg) > 1) m = cli_model_tp_ready(o, m, dg, sg, ng > 1 ? k : -1);
-        else if (!m && ng > 1) fprintf(stderr, "error: dp_rank %d: %s\n", k, err);
-        else if (!m) fprintf(stderr, "error: %s\n", err);
         if (!m) {
             for (int q = k; q < ng; q++)
-                if (dgs[q] && !dist_broken(dgs[q])) dist_abort(dgs[q], err);
+                if (dgs[q] && !dist_broken(dgs[q])) dist_abort(dgs[q], err[0] ? err : "start-up failed");
             for (int q = 0; q < k; q++) {
                 model_free(out[q]); /* tells its workers to stop */
                 out[q] = NULL;
             }
             return -1;
         }
-        model_set_pp_micro(m, o->dist.pp_micro);
         out[k] = m;
-        if (ng > 1) log_info("dp_rank %d: its tensor-parallel rank 0 loaded (%.2f GiB)", k,
-                             (double)model_weight_bytes(m) / 1073741824.0);
+        if (dg && dist_size(dg) > 1 && dist_rank(dg) == 0) cli_dist_watch(dg, ng > 1 ? k : -1);
+        if (ng > 1 && dist_rank(dg) == 0) {
+            if (k == 0)
+                log_info("dp_rank 0: its tensor-parallel rank 0 loaded (%.2f GiB)",
+                         (double)model_weight_bytes(m) / 1073741824.0);
+            else
+                log_info("dp_rank %d: its tensor-parallel rank 0 runs over dp_rank 0's shard (one copy)", k);
+        }
     }
+    if (dgs[0] && dist_size(dgs[0]) > 1 && dist_rank(dgs[0]) != 0) cli_model_tp_serve(o, out, dgs, sgs, want);
     return 0;
 }
 

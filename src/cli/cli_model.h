@@ -26,7 +26,7 @@ typedef struct cli_model_opts {
     int threads;           /* 0 = all cores */
     int trust_remote_code; /* accepted, no effect */
     int pack_threads;      /* threads packing one large weight at load (--model-loader-extra-config
-                            * enable_multithread_load / num_threads); 0 = one */
+                            * enable_multithread_load / num_threads); 0 = the compute threads */
     bool fp32_lm_head;     /* --enable-fp32-lm-head: refuse the debug switch SGLC_BF16_DOT=1, the one
                             * way sglc would round the LM head's activations to bf16 */
     const char *revision;     /* --revision: hub branch/tag/commit (NULL = main) */
@@ -46,10 +46,11 @@ void cli_model_opts_init(cli_model_opts *o);
  * NULL on failure after printing the error. */
 model *cli_model_load(const cli_model_opts *o);
 /* serve --dp-size n with --tp-size / --pp-size (cli_dp_tp.h): n groups of
- * ranks (cli_dist_start_groups) and n models, out[k] the rank-0 shard of
- * replica k (each its own weights: n copies of rank 0's shard).  n = 1 is
- * cli_model_load.  A worker rank never returns.  0, or -1 after printing
- * the error (nothing left loaded). */
+ * ranks (cli_dist_start_groups) and n run states over this rank's one
+ * shard (loaded once; out[k] drives replica k's group, model_share_group).
+ * n = 1 is cli_model_load.  A worker rank never returns: it serves every
+ * group (a thread each) until rank 0 shuts them down.  0, or -1 after
+ * printing the error (nothing left loaded). */
 int cli_model_load_replicas(const cli_model_opts *o, int n, model **out);
 /* The local folder the last cli_model_load read (after hub resolution);
  * "" before any load.  Points into static storage. */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/dist.h"
 #include "util/log.h"
 
 sched *cli_sched_create(model *m, const cli_model_opts *mo, sched_args *sa)
@@ -32,10 +33,13 @@ dp *cli_dp_create(model *m, const cli_model_opts *mo, sched_args *sa, const args
                  .threads = sa->threads, .pin = true, .models = models};
     if (models) { /* DP x TP: each replica's rank 0 has a rank's threads, at slot r x ranks (cli_dp_tp.h) */
         int ranks = (mo->dist.tp_size > 1 ? mo->dist.tp_size : 1) * (mo->dist.pp_size > 1 ? mo->dist.pp_size : 1);
+        if (mo->dist.nnodes > 1 && ranks % mo->dist.nnodes == 0) ranks /= mo->dist.nnodes; /* this node's ranks */
         o.threads = sa->threads * o.dp_size;
         o.cpu_stride = sa->threads * ranks;
         const char *p = getenv("SGLC_TP_PIN");
+        int msize, mrank;
         if (p && !strcmp(p, "0")) o.pin = false;
+        if (dist_mpi_env(&msize, &mrank) && msize > 1) o.pin = false; /* mpirun binds the processes */
     }
     char err[768];
     dp *d = dp_create(m, sa, &o, err, sizeof err);

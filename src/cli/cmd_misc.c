@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "kernels/kern_types.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_select.h"
 #include "util/cpu.h"
 
 int cmd_version(int argc, char **argv)
@@ -26,6 +27,26 @@ int cmd_cpu_info(int argc, char **argv)
            c->avx512vl, c->avx512dq, c->avx512bf16, c->avx512vnni);
     printf("amx-tile: %d amx-bf16: %d\n", c->amx_tile, c->amx_bf16);
     printf("kernels: %s\n", kernels_desc());
+    /* the per-CPU path choice of kernels_init (kernels.h kern_choice): the
+     * bf16 matmul body with the single-thread rates that decided it */
+    char line[512];
+    printf("%s\n", kernels_choice_line(line, sizeof line));
+    if (kernels_isa() == KERN_ISA_AVX512) {
+        /* the quantized kernels' VNNI-or-AVX2 table and its start-up check
+         * (quant_select.c): AVX2 time / VNNI time per type, decode and GEMM */
+        const quant_select_info *qi = quant_select_get();
+        printf("int8 kernels: %s", qi->how ? qi->how : "?");
+        if (qi->n_checked) {
+            printf(" (%d types, 1 thread, %.1f ms; %d table entries overturned%s%s)\nint8 vnni speed-up (gemv/gemm):",
+                   qi->n_checked, qi->ms, qi->n_overturned, qi->n_overturned ? ": " : "", qi->overturned);
+            for (int t = 0; t < KERN_TYPE_COUNT; t++) {
+                double g1 = quant_select_ratio((kern_type)t, 0), g2 = quant_select_ratio((kern_type)t, 1);
+                const kern_type_traits *tr = kern_type_get((kern_type)t);
+                if (g1 > 0 && tr && tr->name) printf(" %s %.2f/%.2f", tr->name, g1, g2);
+            }
+        }
+        printf("\n");
+    }
     /* the matmul each weight type gets on this CPU's ISA: the ISA's own
      * kernel, or the scalar reference where the ISA has none; on AVX-512
      * the quantized types' VNNI-or-AVX2 choice (a table checked by

@@ -62,6 +62,10 @@ dist_group *dist_shm_create(const char *name, int size, int rank, size_t slot_by
  * caller was started by mpirun).  NULL with a message in err (also when
  * sglc was built without Open MPI). */
 dist_group *dist_mpi_init(int timeout_ms, char *err, size_t errlen);
+/* The same; multiple: MPI_THREAD_MULTIPLE (several threads each drive a
+ * group of their own at once: --dp-size's per-replica splits), else
+ * MPI_THREAD_SERIALIZED.  Refused when Open MPI gives less. */
+dist_group *dist_mpi_init_threads(int timeout_ms, int multiple, char *err, size_t errlen);
 /* 1 when the process looks started by mpirun (OMPI_COMM_WORLD_SIZE / PMI
  * environment), with the world size and rank in *size / *rank. */
 int dist_mpi_env(int *size, int *rank);

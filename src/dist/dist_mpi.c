@@ -13,7 +13,9 @@
  * back is reported with MPI_Error_string.  bf16 sums use a user op that
  * adds in f32 and rounds once (the shm backend's result for two ranks).
  * MPI is initialised MPI_THREAD_SERIALIZED: the driving thread may be
- * another than main (serve's scheduler thread).
+ * another than main (serve's scheduler thread); MPI_THREAD_MULTIPLE when
+ * several groups (--dp-size: one communicator per replica, dist_split of
+ * the world) are driven by their own threads at once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,12 @@ int dist_mpi_available(void) { return 0; }
 
 dist_group *dist_mpi_init(int timeout_ms, char *err, size_t errlen)
 {
-    (void)timeout_ms;
+    return dist_mpi_init_threads(timeout_ms, 0, err, errlen);
+}
+
+dist_group *dist_mpi_init_threads(int timeout_ms, int multiple, char *err, size_t errlen)
+{
+    (void)timeout_ms, (void)multiple;
     snprintf(err, errlen, "this sglc was built without Open MPI (install libopenmpi-dev and rebuild) "
              "so it cannot run ranks across machines");
     return NULL;
@@ -227,14 +234,23 @@ static const dist_ops mpi_ops = {
 
 dist_group *dist_mpi_init(int timeout_ms, char *err, size_t errlen)
 {
+    return dist_mpi_init_threads(timeout_ms, 0, err, errlen);
+}
+
+dist_group *dist_mpi_init_threads(int timeout_ms, int multiple, char *err, size_t errlen)
+{
     int inited = 0, prov = 0;
+    const int want = multiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &prov) != MPI_SUCCESS) {
+    if (!inited && MPI_Init_thread(NULL, NULL, want, &prov) != MPI_SUCCESS) {
         snprintf(err, errlen, "MPI_Init_thread failed");
         return NULL;
     }
-    if (!inited && prov < MPI_THREAD_SERIALIZED) {
-        snprintf(err, errlen, "Open MPI gives thread level %d, sglc needs MPI_THREAD_SERIALIZED", prov);
+    if (inited) MPI_Query_thread(&prov);
+    if (prov < want) {
+        snprintf(err, errlen, "Open MPI gives thread level %d, sglc needs %s%s", prov,
+                 multiple ? "MPI_THREAD_MULTIPLE" : "MPI_THREAD_SERIALIZED",
+                 multiple ? " (--dp-size: each replica's group is driven by its own thread)" : "");
         return NULL;
     }
     dist_group *g = calloc(1, sizeof *g);

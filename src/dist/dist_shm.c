@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <immintrin.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
@@ -110,13 +111,44 @@ static void publish(shm_impl *S, line32 *c, uint32_t g)
     ring(S);
 }
 
+/* Children this process reaped while checking a group (a worker process
+ * is a peer in every replica's group, --dp-size with --tp-size): the
+ * first check that reaps it keeps its status here, so every group names
+ * the same cause instead of "no process" for the others. */
+#define REAPED_MAX 64
+static struct {
+    pid_t pid;
+    int st;
+} reaped[REAPED_MAX];
+static int n_reaped;
+static pthread_mutex_t reaped_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* waitpid(pid, WNOHANG) that remembers: pid when it ended (status in *st). */
+static pid_t reap_child(pid_t pid, int *st)
+{
+    pthread_mutex_lock(&reaped_mu);
+    pid_t w = 0;
+    for (int i = 0; i < n_reaped && i < REAPED_MAX && !w; i++)
+        if (reaped[i].pid == pid) *st = reaped[i].st, w = pid;
+    if (!w) {
+        w = waitpid(pid, st, WNOHANG);
+        if (w == pid) { /* a ring: the oldest entry goes first */
+            reaped[n_reaped % REAPED_MAX].pid = pid;
+            reaped[n_reaped % REAPED_MAX].st = *st;
+            n_reaped++;
+        }
+    }
+    pthread_mutex_unlock(&reaped_mu);
+    return w;
+}
+
 /* Is peer r's process gone?  Fills why. */
 static int peer_dead(shm_impl *S, int r, char *why, size_t n)
 {
     int pid = __atomic_load_n(&S->h->pid[r], __ATOMIC_ACQUIRE);
     if (pid <= 0) return 0;
     int st;
-    pid_t w = waitpid(pid, &st, WNOHANG);
+    pid_t w = reap_child(pid, &st);
     if (w == pid) {
         if (WIFEXITED(st)) snprintf(why, n, "exited with status %d", WEXITSTATUS(st));
         else if (WIFSIGNALED(st)) snprintf(why, n, "was killed by signal %d", WTERMSIG(st));

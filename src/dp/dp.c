@@ -210,8 +210,9 @@ dp *dp_create(model *m, const sched_args *a, const dp_opts *o, char *err, size_t
             return NULL;
         }
     if (n > 1 && o->models)
-        log_info("dp: %d replicas, each over its own weights (%.2f GiB each), load balance method %s", n,
-                 (double)model_weight_bytes(m) / 1073741824.0, dp_lb_name(o->method));
+        log_info("dp: %d replicas, each driving its own group of ranks over one copy of each rank's shard "
+                 "(%.2f GiB on rank 0), load balance method %s", n, (double)model_weight_bytes(m) / 1073741824.0,
+                 dp_lb_name(o->method));
     else if (n > 1)
         log_info("dp: %d replicas over one copy of the weights (%.2f GiB), load balance method %s", n,
                  (double)model_weight_bytes(m) / 1073741824.0, dp_lb_name(o->method));

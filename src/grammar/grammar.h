@@ -102,8 +102,17 @@ int32_t grammar_matcher_min_bytes_to_end(grammar_matcher *m);
  * The plain mask when no token fits.  Costs an accept and a rollback per
  * allowed token: for the last steps of a budget only. */
 void grammar_matcher_fill_mask_within(grammar_matcher *m, uint32_t *mask, int32_t budget);
+/* One token of the plain mask against the same rule: 1 when the grammar
+ * can still complete in budget - 1 more bytes after id (end tokens, and
+ * any token when budget < 1, fit), else 0; the matcher is unchanged.
+ * fill_mask_within keeps exactly the mask's tokens that fit (or the
+ * whole mask when none does).  A sampler that needs only the chosen
+ * token checks it alone: greedy takes the argmax of the plain mask and
+ * drops it while it does not fit (sched_grammar). */
+int grammar_matcher_token_fits(grammar_matcher *m, int32_t id, int32_t budget);
 
-/* Apply a mask to a logits row: disallowed ids become -inf. */
+/* Apply a mask to a logits row: disallowed ids become -inf.  Word by
+ * word: an all-ones word is skipped, an all-zero word is 32 stores. */
 void grammar_apply_mask(float *logits, int32_t vocab, const uint32_t *mask);
 
 /* ---- JSON Schema (grammar_json_schema.c) -------------------------------- */

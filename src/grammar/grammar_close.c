@@ -101,6 +101,16 @@ int32_t grammar_matcher_min_bytes_to_end(grammar_matcher *m)
     return best >= GC_INF ? -1 : best;
 }
 
+int grammar_matcher_token_fits(grammar_matcher *m, int32_t id, int32_t budget)
+{
+    if (budget < 1) return 1;
+    if (gv_is_end(m->v, id)) return 1; /* in the mask only where the grammar may end */
+    if (!grammar_matcher_accept_token(m, id)) return 0;
+    int32_t rest = grammar_matcher_min_bytes_to_end(m);
+    grammar_matcher_rollback(m, 1);
+    return rest >= 0 && rest <= budget - 1;
+}
+
 void grammar_matcher_fill_mask_within(grammar_matcher *m, uint32_t *mask, int32_t budget)
 {
     grammar_matcher_fill_mask(m, mask);
@@ -113,14 +123,7 @@ void grammar_matcher_fill_mask_within(grammar_matcher *m, uint32_t *mask, int32_
     for (size_t w = 0; w < words; w++) {
         for (uint32_t bits = mask[w]; bits; bits &= bits - 1) {
             int32_t id = (int32_t)(w * 32 + (size_t)__builtin_ctz(bits));
-            if (gv_is_end(v, id)) { /* in the mask only where the grammar may end */
-                keep[w] |= 1u << (id % 32), any = 1;
-                continue;
-            }
-            if (!grammar_matcher_accept_token(m, id)) continue;
-            int32_t rest = grammar_matcher_min_bytes_to_end(m);
-            grammar_matcher_rollback(m, 1);
-            if (rest >= 0 && rest <= budget - 1) keep[w] |= 1u << (id % 32), any = 1;
+            if (grammar_matcher_token_fits(m, id, budget)) keep[w] |= 1u << (id % 32), any = 1;
         }
     }
     if (any) memcpy(mask, keep, words * sizeof *mask);

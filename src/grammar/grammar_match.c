@@ -351,6 +351,17 @@ int grammar_matcher_rollback(grammar_matcher *m, int n)
 
 void grammar_apply_mask(float *logits, int32_t vocab, const uint32_t *mask)
 {
-    for (int32_t i = 0; i < vocab; i++)
+    int32_t full = vocab / 32;
+    for (int32_t w = 0; w < full; w++) {
+        uint32_t b = mask[w];
+        if (b == UINT32_MAX) continue;
+        float *x = logits + (size_t)w * 32;
+        if (!b) {
+            for (int j = 0; j < 32; j++) x[j] = -__builtin_inff();
+            continue;
+        }
+        for (uint32_t z = ~b; z; z &= z - 1) x[__builtin_ctz(z)] = -__builtin_inff();
+    }
+    for (int32_t i = full * 32; i < vocab; i++)
         if (!(mask[i >> 5] >> (i & 31) & 1)) logits[i] = -__builtin_inff();
 }

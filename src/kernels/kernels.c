@@ -5,10 +5,13 @@
  * thread exists, and only read afterwards. */
 #include "kernels/kernels.h"
 
+#include <cpuid.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "kernels/kern_types.h"
 #include "kernels/kernels_impl.h"
@@ -75,6 +78,200 @@ static const kern_vtable *isa_table(kern_isa isa)
     }
 }
 
+/* ---- the bf16 path choice ----------------------------------------------
+ * A table of the cores measured (the prior, which wins near ties), checked
+ * by timing both bodies at start-up (kern_bf16_decide). */
+typedef struct cpu_model_row {
+    const char *vendor;
+    int family, model_lo, model_hi;
+    const char *name;
+    int dot; /* 1: vdpbf16ps measured faster than widen + FMA */
+} cpu_model_row;
+
+static const cpu_model_row k_cpu_models[] = {
+    /* family 19h with AVX-512 BF16 is Zen 4: bench_ceilings vdpbf16ps 446
+     * vs FMA 224 GFLOP/s (2 threads), GEMM m = 512 1.4-1.8x (PERF.md) */
+    {"AuthenticAMD", 0x19, 0x00, 0xff, "amd-zen4", 1},
+    /* Sapphire Rapids: vdpbf16ps zmm at half the FMA rate (108 vs 213
+     * GFLOP/s per core), GEMM 1.5-1.9x faster through FMA (kernels.md) */
+    {"GenuineIntel", 6, 0x8f, 0x8f, "intel-sapphire-rapids", 0},
+};
+
+static const cpu_model_row *cpu_model_lookup(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return NULL;
+    char vendor[13];
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    vendor[12] = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return NULL;
+    int fam = (a >> 8) & 0xf, model = (a >> 4) & 0xf;
+    if (fam == 0xf) fam += (a >> 20) & 0xff;
+    if (fam == 0x6 || fam >= 0xf) model |= ((a >> 16) & 0xf) << 4;
+    for (size_t i = 0; i < sizeof k_cpu_models / sizeof k_cpu_models[0]; i++) {
+        const cpu_model_row *r = &k_cpu_models[i];
+        if (!strcmp(vendor, r->vendor) && fam == r->family && model >= r->model_lo && model <= r->model_hi)
+            return r;
+    }
+    return NULL;
+}
+
+int kern_bf16_decide(const double *t_fma, int nf, const double *t_dot, int nd, int prior, double margin)
+{
+    double bf = INFINITY, bd = INFINITY;
+    for (int i = 0; i < nf; i++)
+        if (t_fma[i] > 0.0 && t_fma[i] < bf) bf = t_fma[i]; /* NaN fails both tests */
+    for (int i = 0; i < nd; i++)
+        if (t_dot[i] > 0.0 && t_dot[i] < bd) bd = t_dot[i];
+    const int tie_pick = prior == 1 ? 1 : 0;
+    if (!isfinite(bf) || !isfinite(bd)) return tie_pick;
+    if (bf > bd * (1.0 + margin)) return 1;
+    if (bd > bf * (1.0 + margin)) return 0;
+    return tie_pick;
+}
+
+/* The measurement: one thread, a GEMM of BM_M rows on a bf16 weight of
+ * BM_N x BM_K (384 KiB: stays in a 1 MiB L2; two k blocks; 12 panels, so
+ * the per-thread activation packing weighs about as much as in a model's
+ * GEMMs) through each body, BM_REPS timed runs each after one warm-up,
+ * interleaved (the order alternates) so a burst of load on the shared
+ * machine hits both; the best run of each counts.  2-4 ms in all. */
+#define BM_M 36
+#define BM_N 384
+#define BM_K 512
+#define BM_REPS 7
+#define BM_MARGIN 0.10
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* 0 and the best times (seconds) of each body in t[2][BM_REPS], or -1. */
+static int bf16_measure(double t[2][BM_REPS], double *wall_ms)
+{
+    const kern_vtable *tab = isa_table(KERN_ISA_AVX512);
+    double w0 = now_s();
+    uint16_t *src = malloc(sizeof(uint16_t) * BM_N * BM_K);
+    float *x = malloc(sizeof(float) * BM_M * BM_K);
+    float *y = malloc(sizeof(float) * BM_M * BM_N);
+    void *scratch = malloc(tab->matmul_scratch(BM_M, BM_K));
+    kern_mat w;
+    memset(&w, 0, sizeof w);
+    int rc = -1;
+    if (!src || !x || !y || !scratch) goto out;
+    uint32_t s = 0x2545F491u;
+    for (int i = 0; i < BM_N * BM_K; i++) {
+        s = s * 1664525u + 1013904223u;
+        src[i] = f32_to_bf16(((float)(s >> 8) / (float)(1 << 24) - 0.5f) * 0.25f);
+    }
+    for (int i = 0; i < BM_M * BM_K; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)(s >> 8) / (float)(1 << 24) - 0.5f;
+    }
+    w.n = BM_N;
+    w.k = BM_K;
+    w.dt = DTYPE_BF16;
+    w.isa = KERN_ISA_AVX512;
+    if (!tab->mat_pack || tab->mat_pack(&w, src, DTYPE_BF16)) goto out;
+    kern_avx512_set_amx(0); /* BM_M >= KERN_AMX_MIN_M: time the panel bodies */
+    for (int rep = -1; rep < BM_REPS; rep++)
+        for (int j = 0; j < 2; j++) {
+            int body = (rep & 1) ? 1 - j : j;
+            kern_avx512_set_bf16_dot(body ? 2 : 0);
+            double t0 = now_s();
+            tab->matmul(y, x, BM_M, &w, NULL, 0, 1, scratch);
+            double dt = now_s() - t0;
+            if (rep >= 0) t[body][rep] = dt;
+        }
+    rc = 0;
+out:
+    if (w.owned) free(w.owned);
+    free(src);
+    free(x);
+    free(y);
+    free(scratch);
+    *wall_ms = (now_s() - w0) * 1e3;
+    return rc;
+}
+
+static kern_choice g_choice;
+
+static void choose_bf16(kern_isa isa)
+{
+    static int measured; /* once per process: kernels_init may run many times */
+    static double t[2][BM_REPS], wall_ms;
+    static int meas_rc = -1;
+    const cpu_model_row *row = cpu_model_lookup();
+    g_choice.table = row ? row->name : NULL;
+    g_choice.table_dot = row ? row->dot : -1;
+    g_choice.fma_gflops = g_choice.dot_gflops = g_choice.measure_ms = 0.0;
+    if (isa != KERN_ISA_AVX512) {
+        g_choice.bf16_dot = 0;
+        g_choice.bf16_why = isa == KERN_ISA_AVX2 ? "avx2: no vdpbf16ps" : "scalar";
+        return;
+    }
+    const char *env = getenv("SGLC_BF16_DOT");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        int on = strcmp(env, "0") != 0;
+        g_choice.bf16_dot = on ? 2 : 0;
+        g_choice.bf16_why = on ? "SGLC_BF16_DOT=1" : "SGLC_BF16_DOT=0";
+        kern_avx512_set_bf16_dot(g_choice.bf16_dot);
+        return;
+    }
+    if (!measured) {
+        meas_rc = bf16_measure(t, &wall_ms);
+        measured = 1;
+    }
+    int dot;
+    if (meas_rc != 0) {
+        dot = g_choice.table_dot == 1;
+        g_choice.bf16_why = "measurement failed (out of memory): table";
+    } else {
+        double bf = INFINITY, bd = INFINITY;
+        for (int i = 0; i < BM_REPS; i++) {
+            if (t[0][i] < bf) bf = t[0][i];
+            if (t[1][i] < bd) bd = t[1][i];
+        }
+        const double flop = 2.0 * BM_M * BM_N * BM_K;
+        g_choice.fma_gflops = bf > 0 ? flop / bf * 1e-9 : 0.0;
+        g_choice.dot_gflops = bd > 0 ? flop / bd * 1e-9 : 0.0;
+        g_choice.measure_ms = wall_ms;
+        dot = kern_bf16_decide(t[0], BM_REPS, t[1], BM_REPS, g_choice.table_dot, BM_MARGIN);
+        int clear = kern_bf16_decide(t[0], BM_REPS, t[1], BM_REPS, 1 - dot, BM_MARGIN) == dot;
+        const int against = clear && g_choice.table_dot >= 0 && g_choice.table_dot != dot;
+        if (!clear) g_choice.bf16_why = g_choice.table ? "measured: near tie, table" : "measured: near tie, fma";
+        else g_choice.bf16_why = against ? "measured: against the table" : "measured";
+        static int warned;
+        if (against && !warned++)
+            log_warn("kernels: the bf16 matmul measurement (fma %.1f, dot %.1f GFLOP/s) contradicts the %s table "
+                     "entry; using %s", g_choice.fma_gflops, g_choice.dot_gflops, g_choice.table, dot ? "dot" : "fma");
+    }
+    g_choice.bf16_dot = dot;
+    kern_avx512_set_bf16_dot(dot);
+}
+
+const kern_choice *kernels_choice(void) { return &g_choice; }
+
+char *kernels_choice_line(char *buf, size_t n)
+{
+    const kern_choice *c = &g_choice;
+    int o = snprintf(buf, n, "bf16 matmul: %s (%s", c->bf16_dot ? "dot" : "fma", c->bf16_why ? c->bf16_why : "?");
+    if (c->fma_gflops > 0 && o >= 0 && (size_t)o < n)
+        o += snprintf(buf + o, n - (size_t)o, "; 1 thread, m=%d n=%d k=%d, best of %d: fma %.1f, dot %.1f GFLOP/s, %.1f ms",
+                      BM_M, BM_N, BM_K, BM_REPS, c->fma_gflops, c->dot_gflops, c->measure_ms);
+    if (c->table && o >= 0 && (size_t)o < n)
+        o += snprintf(buf + o, n - (size_t)o, "; table %s: %s", c->table, c->table_dot ? "dot" : "fma");
+    if (c->bf16_dot == 1 && o >= 0 && (size_t)o < n) o += snprintf(buf + o, n - (size_t)o, "; LM head fma");
+    if (o >= 0 && (size_t)o < n)
+        snprintf(buf + o, n - (size_t)o, "); amx: %s (%s)", c->amx ? "on for m >= 16" : "off", c->amx_why ? c->amx_why : "?");
+    return buf;
+}
+
 int kernels_init(const char *force)
 {
     kern_types_init();
@@ -120,17 +317,23 @@ int kernels_init(const char *force)
     if (!g_vt.argmax) g_vt.argmax = vt_scalar.argmax;
     if (!g_vt.dot_f32) g_vt.dot_f32 = vt_scalar.dot_f32;
     g_isa = want;
+    choose_bf16(want);
     if (want == KERN_ISA_AVX512) {
-        const char *dot = getenv("SGLC_BF16_DOT");
-        kern_avx512_set_bf16_dot(dot && *dot && strcmp(dot, "0") != 0);
         kern_avx512_set_amx(amx);
         const char *one = getenv("SGLC_AMX_BF16");
         kern_amx_set_split(!(one && *one && strcmp(one, "0") != 0));
         g_amx = amx && kern_avx512_amx_ok();
+        const cpu_features *c = cpu_get();
+        g_choice.amx_why = g_amx ? "cpuid + OS grant"
+                           : !amx ? "forced avx512 (SGLC_KERNELS=avx512)"
+                           : c->amx_tile && c->amx_bf16 ? "the OS refused the tile state"
+                                                        : "no AMX";
     } else {
         g_amx = 0;
         if (kern_vtable_avx512) kern_avx512_set_amx(0);
+        g_choice.amx_why = "not avx512";
     }
+    g_choice.amx = g_amx;
     return 0;
 }
 

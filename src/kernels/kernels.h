@@ -44,6 +44,45 @@ int kernels_amx(void);
 /* "avx512+amx", "avx512", "avx2" or "scalar": the current selection. */
 const char *kernels_desc(void);
 
+/* ---- kernel path choice (per CPU, at start-up) -------------------------
+ * On AVX-512 a bf16-weight matmul has two bodies: widen bf16 -> f32 and
+ * vfmadd231ps on f32 activations ("fma", exact in x), or vdpbf16ps on
+ * activations rounded to bf16 ("dot").  Which one is faster depends on the
+ * core (Sapphire Rapids: dot at half the FMA rate; Zen 4: at twice), so
+ * kernels_init() decides once per process: SGLC_BF16_DOT=0 / 1 forces;
+ * otherwise (unset or "auto") it times a small packed GEMM through each
+ * body, single thread, best of several interleaved runs
+ * (kern_bf16_decide), with a CPU-model table as the prior that wins near
+ * ties.  One path for every m of a weight type (batch invariance).  In
+ * auto mode weights with x_exact (the LM head) keep the fma body (f32
+ * logits); SGLC_BF16_DOT=1 rounds them too.  AMX (m >= KERN_AMX_MIN_M on
+ * CPUs with tiles) keeps its rule: on unless SGLC_KERNELS=avx512. */
+typedef struct kern_choice {
+    int bf16_dot;          /* 0 = fma body, 1 = dot body (x_exact weights: fma), 2 = dot for all */
+    const char *bf16_why;  /* "measured", "measured: tie, table", "SGLC_BF16_DOT=1", "not avx512", ... */
+    double fma_gflops, dot_gflops; /* best measured rates (1 thread); 0 = not measured */
+    double measure_ms;     /* wall time the measurement took */
+    const char *table;     /* CPU-model table entry ("amd-zen4", ...) or NULL */
+    int table_dot;         /* the table's prior: -1 none, 0 fma, 1 dot */
+    int amx;               /* kernels_amx() */
+    const char *amx_why;   /* "cpuid + OS grant", "SGLC_KERNELS=avx512", "no AMX", ... */
+} kern_choice;
+
+/* The choice in force (valid after kernels_init). */
+const kern_choice *kernels_choice(void);
+/* One line describing it ("bf16 matmul: dot (measured 1 thread: fma 101.2, dot
+ * 190.3 GFLOP/s; table amd-zen4: dot); amx: off (no AMX)"); returns buf. */
+char *kernels_choice_line(char *buf, size_t n);
+
+/* The decision rule of the measurement, exposed for tests.  t_fma[0..nf)
+ * and t_dot[0..nd): times (any unit) of the same work through each body;
+ * entries <= 0 or NaN are ignored, the best (smallest) of each counts.
+ * The dot body wins when best_fma > best_dot * (1 + margin), the fma body
+ * when best_dot > best_fma * (1 + margin); otherwise (a near tie, or no
+ * valid time on a side) the prior wins: 1 = dot, 0 or -1 (none) = fma.
+ * Returns 1 for dot, 0 for fma. */
+int kern_bf16_decide(const double *t_fma, int nf, const double *t_dot, int nd, int prior, double margin);
+
 /* ---- weight matrices --------------------------------------------------- */
 
 typedef struct kern_mat {

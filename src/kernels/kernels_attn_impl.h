@@ -30,8 +30,8 @@
  * The helpers (with AINLINE and round_up) the ISA file defines in between:
  *   attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int dp)
  *       one K or V row of f32 or bf16 -> f32, zero-padded to dp
- *   attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
- *       one row of an 8-bit float type (tab: its 256 values) -> f32 * scale
+ *   attn_load_kv_row8(float *dst, const uint8_t *src, int e5m2, float scale, int hd, int dp)
+ *       one row of an 8-bit float type (e5m2: 1, e4m3: 0) -> f32 * scale
  *   attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int hd, int dp)
  *       one row of sglc's int8 cache -> f32 * its token-head scale
  *   attn_block(const attn_blk *b)
@@ -70,6 +70,8 @@ typedef struct attn_blk {
     const float *qbuf, *kbuf, *vbuf;
     float *acc, *mx, *sm, *bm, *alpha, *sbuf;
     float softcap; /* > 0: s = cap * tanh(s / cap) */
+    float *pv_dummy;      /* (dp) scratch an ISA may write as a padding row's accumulator */
+    const float *pv_zero; /* (KB) zeros: a padding row's probabilities */
 } attn_blk;
 
 #endif /* SGLC_KERNELS_ATTN_IMPL_H */
@@ -79,12 +81,12 @@ typedef struct attn_blk {
 /* Scratch layout (floats, dp = head_dim rounded up to ATTN_VW):
  *   kbuf (KB, HKMAX, dp) | vbuf (KB, HKMAX, dp) | qbuf (AR, dp) | acc (AR, dp) |
  *   mx, sum[, block max, alpha] (AR each, ATTN_ROW_STATS of them) |
- *   scores (AR, KB), 64-byte aligned */
+ *   scores (AR, KB), 64-byte aligned | a padding row's acc (dp) | zeros (KB) */
 static size_t ATTN_SCRATCH_NAME(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), ATTN_VW);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB) * sizeof(float) + 192;
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB + dp + KB) * sizeof(float) + 192;
 }
 
 static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
@@ -93,13 +95,15 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     const int group = a->n_head / a->n_kv_head;
     const size_t kv_row = (size_t)a->n_kv_head * hd;
     const size_t esz = dtype_size(a->kv_dt);
-    const float *tab8 = dtype_f8_table(a->kv_dt); /* 8-bit caches: their values */
+    const int f8 = a->kv_dt == DTYPE_F8_E4M3 || a->kv_dt == DTYPE_F8_E5M2, e5m2 = a->kv_dt == DTYPE_F8_E5M2;
     const float ks = a->k_scale > 0.0f ? a->k_scale : 1.0f, vs = a->v_scale > 0.0f ? a->v_scale : 1.0f;
     float *kbuf = (float *)round_up((uintptr_t)scratch, 64);
     float *vbuf = kbuf + KB * HKMAX * dp, *qbuf = vbuf + KB * HKMAX * dp, *acc = qbuf + AR * dp;
     float *mx = acc + AR * dp, *sm = mx + AR;
     float *bm = ATTN_ROW_STATS >= 4 ? sm + AR : NULL, *alpha = ATTN_ROW_STATS >= 4 ? sm + 2 * AR : NULL;
     float *sbuf = (float *)round_up((uintptr_t)(mx + ATTN_ROW_STATS * AR), 64); /* (AR, KB) scores */
+    float *pv_dummy = sbuf + AR * KB, *pv_zero = pv_dummy + dp;
+    memset(pv_zero, 0, sizeof(float) * KB);
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -139,6 +143,11 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
             /* prefetch the next block's K/V pieces: the slots are scattered */
             for (int j = 0; j < KB && p0 + KB + j < hi_all; j++) {
                 size_t off = ((size_t)a->slots[p0 + KB + j] * kv_row + (size_t)kh0 * hd) * esz;
+                if (a->kv_dt == DTYPE_I8) { /* and the int8 rows' token-head scales */
+                    size_t si = (size_t)a->slots[p0 + KB + j] * a->n_kv_head + (size_t)kh0;
+                    _mm_prefetch((const char *)(a->k_tok_scale + si), _MM_HINT_T1);
+                    _mm_prefetch((const char *)(a->v_tok_scale + si), _MM_HINT_T1);
+                }
                 for (size_t l = 0; l < seg; l += 64) {
                     _mm_prefetch((const char *)a->k_cache + off + l, _MM_HINT_T1);
                     _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
@@ -154,9 +163,9 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                             size_t si = (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl);
                             attn_load_kv_rowi8(kd, (const int8_t *)a->k_cache + off, a->k_tok_scale[si], hd, dp);
                             attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
-                        } else if (tab8) {
-                            attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, tab8, ks, hd, dp);
-                            attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, tab8, vs, hd, dp);
+                        } else if (f8) {
+                            attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, e5m2, ks, hd, dp);
+                            attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, e5m2, vs, hd, dp);
                         } else {
                             attn_load_kv_row(kd, (const char *)a->k_cache + off, a->kv_dt, hd, dp);
                             attn_load_kv_row(vd, (const char *)a->v_cache + off, a->kv_dt, hd, dp);
@@ -180,7 +189,7 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                 .kst = (size_t)nkh * dp, .rlo = rlo, .rhi = rhi, .tmask = in_tree ? tm : NULL,
                 .qbuf = qbuf, .kbuf = kbuf, .vbuf = vbuf,
                 .acc = acc, .mx = mx, .sm = sm, .bm = bm, .alpha = alpha, .sbuf = sbuf,
-                .softcap = a->softcap,
+                .softcap = a->softcap, .pv_dummy = pv_dummy, .pv_zero = pv_zero,
             };
             attn_block(&b);
         }

@@ -89,15 +89,25 @@ AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int
     for (; d < dp; d++) dst[d] = 0.0f;
 }
 
-/* One row of an 8-bit float cache: gather its values from the type's
- * 256-entry table, times the cache scale. */
-AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
+/* One row of an 8-bit float cache -> f32 * scale, 8 values at a time by
+ * bit moves to f16 and vcvtph2ps (the AVX-512 file's attn_load_kv_row8
+ * says why this is exact; scale4 = scale * 256 for e4m3); the tail from
+ * the type's table. */
+AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, int e5m2, float scale, int hd, int dp)
 {
     int d = 0;
-    const __m256 sc = _mm256_set1_ps(scale);
+    const float *tab = dtype_f8_table(e5m2 ? DTYPE_F8_E5M2 : DTYPE_F8_E4M3);
+    const __m256 sc = _mm256_set1_ps(e5m2 ? scale : scale * 256.0f);
     for (; d + 8 <= hd; d += 8) {
         __m128i b = _mm_loadl_epi64((const __m128i *)(src + d));
-        __m256 v = _mm256_i32gather_ps(tab, _mm256_cvtepu8_epi32(b), 4);
+        __m256 v;
+        if (e5m2) {
+            v = _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(b), 8));
+        } else {
+            __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(b), 7), _mm_set1_epi16((short)0xBF80));
+            __m128i nan = _mm_cmpeq_epi8(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+            v = _mm256_blendv_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(NAN), _mm256_castsi256_ps(_mm256_cvtepi8_epi32(nan)));
+        }
         _mm256_store_ps(dst + d, _mm256_mul_ps(v, sc));
     }
     for (; d < hd; d++) dst[d] = tab[src[d]] * scale;

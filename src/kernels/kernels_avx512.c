@@ -13,11 +13,14 @@
  * Tails are zero padded (columns >= n, the odd k of the last pair), so the
  * inner loops have no bounds checks; y is written with masked stores.
  *
- * bf16 weights, default path: each 32-bit pair is widened in registers to
- * two f32 vectors (even k: << 16, odd k: & 0xffff0000) and multiplied with
- * f32 activations by vfmadd231ps.  On the CPUs measured vdpbf16ps zmm
- * issues at half the FMA rate (bench_ceilings), so this is faster and keeps
- * x exact.  SGLC_BF16_DOT=1 selects vdpbf16ps on bf16-rounded x instead.
+ * bf16 weights, two bodies, one chosen per process by kernels_init()
+ * (kern_choice in kernels.h: SGLC_BF16_DOT, else a start-up measurement):
+ * "fma" widens each 32-bit pair in registers to two f32 vectors (even k:
+ * << 16, odd k: & 0xffff0000) and multiplies f32 activations by
+ * vfmadd231ps (exact in x; faster where vdpbf16ps zmm issues at half the
+ * FMA rate, e.g. Sapphire Rapids); "dot" runs vdpbf16ps on x rounded to
+ * bf16 (faster where it issues at twice the FMA rate, e.g. Zen 4).  Weights
+ * marked x_exact (the LM head) keep the fma body unless SGLC_BF16_DOT=1.
  * Either way every output element is one fixed sequence of multiply-adds,
  * independent of m, of the thread split and of the blocking (partial sums
  * go through y as f32, which is exact): results are batch-invariant.
@@ -78,12 +81,11 @@
 
 enum { LAYOUT_BF16 = 0x5121, LAYOUT_F32 = 0x5122 };
 
-/* bf16 weights: 0 = f32 activations through vfmadd231ps (default: on the
- * CPUs measured, vdpbf16ps zmm issues at half the FMA rate, so this is both
- * faster and exact in the activations); 1 = activations rounded to bf16 and
- * vdpbf16ps.  Set by kernels_init() before compute threads exist. */
+/* bf16 weights: 0 = f32 activations through vfmadd231ps; 1 = activations
+ * rounded to bf16 and vdpbf16ps, except x_exact weights; 2 = vdpbf16ps for
+ * all (kernels_impl.h).  Set by kernels_init() before compute threads exist. */
 static int g_bf16_dot;
-void kern_avx512_set_bf16_dot(int on) { g_bf16_dot = on; }
+void kern_avx512_set_bf16_dot(int mode) { g_bf16_dot = mode; }
 
 /* AMX tiles for bf16 weights with m >= KERN_AMX_MIN_M (kernels_amx.c).
  * g_amx_ok: the CPU has AMX and the OS granted the tile state (scratch is
@@ -129,7 +131,29 @@ AINLINE void mk_bf16d(const int R, const uint32_t *xb, const uint16_t *w, int np
     acc_store(R, acc, y, ldy, m0, m1, bias);
 }
 
+/* 32 floats -> 16 bf16 pairs (lo = even k) for the vdpbf16ps activation
+ * pack: f32_to_bf16's integer rounding (nearest even, NaN quieted; not
+ * vcvtne2ps2bf16, which treats denormal inputs as zero), 16 lanes at a time,
+ * then the high halves of the 32 rounded words gathered by one vpermt2w. */
+static void bf16_pairs16(uint32_t *out, const float *src)
+{
+    const __m512i one = _mm512_set1_epi32(1), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i absm = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i qbit = _mm512_set1_epi32(0x00400000);
+    __m512i r[2];
+    for (int h = 0; h < 2; h++) {
+        __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + 16 * h));
+        __m512i v = _mm512_add_epi32(u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+        __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, absm), inf);
+        r[h] = _mm512_mask_or_epi32(v, nan, u, qbit);
+    }
+    const __m512i hi_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29,
+                                              27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    _mm512_storeu_si512(out, _mm512_permutex2var_epi16(r[0], hi_words, r[1]));
+}
+
 #define ROWS_BF16_DOT 1
+#define ROWS_BF16_PAIRS16 bf16_pairs16
 #define ROWS_DEFINE_KERNELS
 #include "kernels/kernels_rows_impl.h"
 
@@ -151,7 +175,8 @@ static void matmul512(float *y, const float *x, int m, const kern_mat *w, const 
         kern_amx_matmul(y, x, m, w, bias, ith, nth, scratch);
         return;
     }
-    const int kind = w->layout != LAYOUT_BF16 ? MK_F32 : g_bf16_dot ? MK_BF16D : MK_BF16F;
+    const int dot = g_bf16_dot == 2 || (g_bf16_dot == 1 && !w->x_exact);
+    const int kind = w->layout != LAYOUT_BF16 ? MK_F32 : dot ? MK_BF16D : MK_BF16F;
     matmul_panels512(y, x, m, w, bias, ith, nth, scratch, kind);
 }
 
@@ -223,15 +248,32 @@ AINLINE void attn_load_kv_row(float *dst, const void *src, dtype dt, int hd, int
     }
 }
 
-/* One row of an 8-bit float cache: gather its values from the type's
- * 256-entry table, times the cache scale; zero-padded to dp. */
-AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, const float *tab, float scale, int hd, int dp)
+/* One row of an 8-bit float cache -> f32 * scale, zero-padded to dp, by
+ * bit moves to f16 and vcvtph2ps (no table):
+ *   e5m2: the f16 pattern is the byte << 8 (e5m2 is f16 cut to 8 bits:
+ *         subnormals, infinities and NaNs come out exact);
+ *   e4m3: sign-extend to 16 bits, << 7 (exponent and mantissa land in the
+ *         f16 fields, the sign in bits 14 and 15), clear bit 14: the f16
+ *         value is the e4m3 value * 2^-8 for every finite code, subnormals
+ *         included (f16 has 2 more exponent bits, so e4m3's subnormals are
+ *         f16 subnormals with the same mantissa), so scale4 = scale * 256;
+ *         the NaN codes 0x7f / 0xff would read as +-480 and are set to NaN
+ *         by a compare.
+ * scale4 * (value * 2^-8) rounds exactly as scale * value (a power of 2). */
+AINLINE void attn_load_kv_row8(float *dst, const uint8_t *src, int e5m2, float scale, int hd, int dp)
 {
-    const __m512 sc = _mm512_set1_ps(scale);
+    const __m512 sc = _mm512_set1_ps(e5m2 ? scale : scale * 256.0f);
     for (int d = 0; d < dp; d += 16) {
         __mmask16 mk = simd_mask_n(hd - d > 0 ? hd - d : 0);
         __m128i b = _mm_maskz_loadu_epi8(mk, src + d);
-        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, _mm512_cvtepu8_epi32(b), tab, 4);
+        __m512 v;
+        if (e5m2) {
+            v = _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+        } else {
+            __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(b), 7), _mm256_set1_epi16((short)0xBF80));
+            __mmask16 nan = _mm_cmpeq_epi8_mask(_mm_and_si128(b, _mm_set1_epi8(0x7f)), _mm_set1_epi8(0x7f));
+            v = _mm512_mask_mov_ps(_mm512_cvtph_ps(h), nan, _mm512_set1_ps(NAN));
+        }
         _mm512_store_ps(dst + d, _mm512_mul_ps(v, sc));
     }
 }
@@ -245,6 +287,46 @@ AINLINE void attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int 
         __mmask16 mk = simd_mask_n(hd - d > 0 ? hd - d : 0);
         __m128i b = _mm_maskz_loadu_epi8(mk, src + d);
         _mm512_store_ps(dst + d, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)), sc));
+    }
+}
+
+/* acc rows ar[0..NR) = ar * al + sum_j pr[j] V[j] over nk keys (V row j at
+ * vr + j * kst), NC chunks of 16: NR * NC accumulators in registers, each
+ * V vector loaded once for the NR rows.  Called with constant NC, NR. */
+AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], const float *const pr[],
+                     const float al[], const int NC, const int NR)
+{
+    __m512 o[4][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+        __m512 va = _mm512_set1_ps(al[i]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) o[i][c] = _mm512_mul_ps(_mm512_load_ps(ar[i] + c * 16), va);
+    }
+    for (int j = 0; j < nk; j++) {
+        __m512 pj[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) pj[i] = _mm512_set1_ps(pr[i][j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) {
+            __m512 vv = _mm512_load_ps(vr + j * kst + c * 16);
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) o[i][c] = _mm512_fmadd_ps(pj[i], vv, o[i][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
+}
+
+static void pv_row_any(const float *vr, size_t kst, int nk, float *ar, const float *pr, float al, int nc)
+{
+    __m512 va = _mm512_set1_ps(al);
+    for (int c = 0; c < nc; c++) {
+        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
+        for (int j = 0; j < nk; j++) o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
+        _mm512_store_ps(ar + c * 16, o);
     }
 }
 
@@ -304,23 +386,39 @@ AINLINE void attn_block(const attn_blk *b)
         _mm512_mask_storeu_ps(mx + r, mk, mn);
         _mm512_mask_storeu_ps(alpha + r, mk, al);
     }
-    /* 3: probabilities, sums, acc = acc * alpha + P V */
+    /* 3a: probabilities (over the scores, in place) and sums */
     for (int r = 0; r < R; r++) {
         if (bm[r] == neg_inf) continue; /* nothing visible: alpha is 1 */
         __m512 sv = _mm512_load_ps(sbuf + r * KB);
         __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
         __m512 pr = _mm512_maskz_mov_ps(ok, simd_exp(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
         sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
-        float pj[16];
-        _mm512_storeu_ps(pj, pr);
-        __m512 va = _mm512_set1_ps(alpha[r]);
-        const float *vr = vbuf + (size_t)(r / nh % nkh) * dp;
-        float *ar = acc + r * dp;
-        for (int c = 0; c < nc; c++) {
-            __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
-            for (int j = 0; j < nk; j++)
-                o = _mm512_fmadd_ps(_mm512_set1_ps(pj[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
-            _mm512_store_ps(ar + c * 16, o);
+        _mm512_store_ps(sbuf + r * KB, pr);
+    }
+    /* 3b: acc = acc * alpha + P V.  The rows of one kv head (nh consecutive
+     * rows) read the same V rows: up to 16 / nc of them at a time share each
+     * V load (a group padded with rows of p = 0 into a dummy accumulator) */
+    const int rb = nc == 4 ? 4 : nc == 8 ? 2 : 1;
+    for (int g0 = 0; g0 < R; g0 += nh) {
+        const float *vr = vbuf + (size_t)(g0 / nh % nkh) * dp;
+        int rl[AR], nr = 0;
+        for (int r = g0; r < g0 + nh; r++)
+            if (bm[r] != neg_inf) rl[nr++] = r;
+        for (int i0 = 0; i0 < nr; i0 += rb) {
+            float *ar[4];
+            const float *pr[4];
+            float al[4];
+            for (int i = 0; i < rb; i++) {
+                int ok = i0 + i < nr, r = ok ? rl[i0 + i] : 0;
+                ar[i] = ok ? acc + r * dp : b->pv_dummy;
+                pr[i] = ok ? sbuf + r * KB : b->pv_zero;
+                al[i] = ok ? alpha[r] : 1.0f;
+            }
+            if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
+            else if (rb == 4) pv_rows(vr, kst, nk, ar, pr, al, 4, 4);
+            else if (rb == 2 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 8, 2);
+            else if (rb == 2) pv_rows(vr, kst, nk, ar, pr, al, 8, 2);
+            else pv_row_any(vr, kst, nk, ar[0], pr[0], al[0], nc);
         }
     }
 }

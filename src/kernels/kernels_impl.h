@@ -80,10 +80,13 @@ static inline void kern_attn_plan_make(kern_attn_plan *p, const kern_attn_args *
     }
 }
 
-/* AVX-512 bf16-weight matmul variant: 1 = vdpbf16ps on bf16-rounded
- * activations, 0 = f32 FMA (default).  kernels_init() sets it from the
- * SGLC_BF16_DOT environment variable. */
-void kern_avx512_set_bf16_dot(int on);
+/* AVX-512 bf16-weight matmul body (kern_choice.bf16_dot): 0 = widen to f32
+ * + FMA; 1 = vdpbf16ps on bf16-rounded activations except for x_exact
+ * weights (those stay on FMA); 2 = vdpbf16ps for every bf16 weight.
+ * kernels_init() sets it (SGLC_BF16_DOT, else measured) before compute
+ * threads exist; the start-up measurement also switches it while it times
+ * the two bodies. */
+void kern_avx512_set_bf16_dot(int mode);
 
 /* AMX (kernels_amx.c).  kern_amx_request asks the OS for the tile data
  * state (once per process); 0 = granted.  kernels_avx512.c's matmul hands

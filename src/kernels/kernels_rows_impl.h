@@ -225,7 +225,19 @@ static void pack_x(void *dst, const float *x, int mc, int k, int s0, int sc, int
                 }
             } else {
                 uint32_t *d = (uint32_t *)dst + (size_t)rb * kc + r;
-                for (int s = 0; s < sc; s++) {
+                int s = 0;
+#ifdef ROWS_BF16_PAIRS16
+                /* full steps 16 at a time: ROWS_BF16_PAIRS16(out, src) writes the 16
+                 * pairs of 32 floats, bit-identical to f32_to_bf16 below */
+                int full = (k - 2 * s0) / 2;
+                if (full > sc) full = sc;
+                for (; s + 16 <= full; s += 16) {
+                    uint32_t t16[16];
+                    ROWS_BF16_PAIRS16(t16, src + 2 * (s0 + s));
+                    for (int j = 0; j < 16; j++) d[(size_t)(s + j) * R] = t16[j];
+                }
+#endif
+                for (; s < sc; s++) {
                     int i = 2 * (s0 + s);
                     uint32_t lo = i < k ? f32_to_bf16(src[i]) : 0;
                     uint32_t hi = i + 1 < k ? f32_to_bf16(src[i + 1]) : 0;

@@ -11,6 +11,7 @@
  * a time, so each weight block is read from memory once and unpacked once
  * per QUANT_MAX_R rows. */
 #include "kernels/quant_dot.h"
+#include "kernels/quant_select.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -416,6 +417,11 @@ void quant_avx512_select(const char *spec)
     const char *x16 = getenv("SGLC_QUANT_X16");
     quant_x16_on = !(x16 && !strcmp(x16, "0"));
     const int all = spec && !strcmp(spec, "all"), none = spec && !strcmp(spec, "none");
+    /* default: the table, each plain-layout entry checked by a start-up
+     * timing (quant_select.c); "table": the table alone */
+    const int measure = !all && !none && !(spec && !strcmp(spec, "table"));
+    quant_select_reset(all ? "SGLC_QUANT_AVX512=all" : none ? "SGLC_QUANT_AVX512=none"
+                       : measure ? "table checked by measurement" : "SGLC_QUANT_AVX512=table");
     for (int t = 0; t < KERN_TYPE_COUNT; t++) {
         const quant_ops *o2 = quant_ops_avx2((kern_type)t);
         quant_dot_fn d = quant_dot_avx512((kern_type)t);
@@ -426,6 +432,13 @@ void quant_avx512_select(const char *spec)
         const int x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 || t == KERN_TYPE_Q6_K
                            ? Q512_X8 : 0;
         g_q512[t] = (none ? 0 : all ? Q512_ALL : g_q512_default[t]) & (Q512_GEMV | Q512_GEMM | x8);
+        int gv, gm;
+        const int tv = (g_q512[t] & Q512_GEMV) != 0, tm = (g_q512[t] & Q512_GEMM) != 0;
+        if (measure && quant_avx512_measure((kern_type)t, tv, tm, &gv, &gm) == 0) {
+            quant_select_note((kern_type)t, 0, tv, gv);
+            quant_select_note((kern_type)t, 1, tm, gm);
+            g_q512[t] = (unsigned char)((g_q512[t] & ~(Q512_GEMV | Q512_GEMM)) | (gv ? Q512_GEMV : 0) | (gm ? Q512_GEMM : 0));
+        }
     }
 }
 
@@ -717,7 +730,7 @@ static void *x8_thread(void *arg)
 }
 
 #define X8_MAX_THREADS 64
-#define X8_PAR_MIN_BYTES ((size_t)4 << 20) /* smaller weights: one thread */
+#define X8_PAR_MIN_BYTES ((size_t)1 << 20) /* smaller weights: one thread */
 
 void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int nth)
 {

@@ -640,7 +640,7 @@ static int forward_checked_run(model *m, model_kv *kv, const model_batch *b, int
  * (each micro-batch's output rows are then one run of the batch's). */
 static int pp_micro_size(const model *m, const model_batch *b)
 {
-    const model_tp *t = &m->w->tp;
+    const model_tp *t = &m->tp;
     if (t->pp_n <= 1) return 0;
     if (t->rank != 0) return m->pp_mb_rx;
     int M = t->pp_mb;
@@ -665,7 +665,7 @@ static int pp_micro_size(const model *m, const model_batch *b)
 static int forward_pp_micro(model *m, model_kv *kv, const model_batch *b, int max_kv, float *logits,
                             tpool *pool, int M)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     const int P = t->pp_n, p = t->stage, n = (b->n_seqs + M - 1) / M;
     const int H = m->cfg->hidden_size, V = b->want_hidden ? H : m->cfg->vocab_size;
     int rc = -1;

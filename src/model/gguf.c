@@ -566,6 +566,10 @@ void gguf_release_unused(gguf_file *g)
         for (size_t p = b / page; p <= (b + t->nbytes - 1) / page; p++) keep[p] = 1;
     }
     size_t first = (g->data_off + page - 1) / page, npages = (g->map_len + page - 1) / page;
+    /* the metadata (the tokenizer's 128K-entry arrays: ~8 MiB for Llama 3)
+     * was read while loading; its records point into the mapping, so a
+     * later look faults the pages back in from the file */
+    if (first > 1) madvise(g->map, (first - 1) * page, MADV_DONTNEED);
     size_t run = first;
     for (size_t p = first; p <= npages; p++) {
         if (p == npages || keep[p]) {

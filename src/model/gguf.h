@@ -120,7 +120,8 @@ int gguf_parse_buffer(gguf_file *g, const uint8_t *buf, size_t len, const char *
 int gguf_open(gguf_file *g, const char *path, char *err, size_t errlen);
 void gguf_close(gguf_file *g);
 /* madvise(DONTNEED) the pages of the data section that hold no `keep`
- * tensor (after loading copied what it needs). */
+ * tensor, and the metadata's (after loading copied what it needs; a
+ * later read of either faults the pages back in from the file). */
 void gguf_release_unused(gguf_file *g);
 /* madvise(DONTNEED) the pages wholly inside [p, p + len) when that range
  * lies in the mapping's data section (a tensor copied out); the bytes

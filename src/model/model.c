@@ -39,6 +39,7 @@
  * MLA / embedding loaders are in model_load.c (model_load.h).
  */
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -59,20 +60,23 @@
 #include "util/timeutil.h"
 #include "util/rng.h"
 
-size_t model_rss_bytes(void)
+/* A field ("VmRSS:", "RssAnon:") of /proc/self/status in bytes, 0 if absent. */
+static size_t status_bytes(const char *key)
 {
     FILE *f = fopen("/proc/self/status", "r");
     if (!f) return 0;
     char line[256];
-    size_t kb = 0;
+    size_t kb = 0, kl = strlen(key);
     while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) {
-            kb = strtoull(line + 6, NULL, 10);
+        if (!strncmp(line, key, kl)) {
+            kb = strtoull(line + kl, NULL, 10);
             break;
         }
     fclose(f);
     return kb * 1024;
 }
+
+size_t model_rss_bytes(void) { return status_bytes("VmRSS:"); }
 
 
 static int choose_dtype(model_weights *m, int want, char *err, size_t errlen)
@@ -100,7 +104,7 @@ static int choose_dtype(model_weights *m, int want, char *err, size_t errlen)
 void model_weights_free(model_weights *m)
 {
     if (!m) return;
-    model_tp_shutdown(m); /* rank 0 of a group: the workers exit */
+    model_tp_shutdown(&m->tp); /* rank 0 of the load's group: the workers exit (when model_free did not) */
     if (m->layers) {
         for (int i = 0; i < m->cfg.n_layer; i++) {
             model_layer *l = &m->layers[i];
@@ -158,7 +162,7 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
         m->src = *src;
         src->ops = NULL, src->self = NULL;
     }
-    double t0 = time_now_sec();
+    double t0 = time_now_sec(), t_open = 0, t_weights = 0;
     /* GGUF (a .gguf file, a folder holding one, or --load-format gguf): the
      * config comes from the file's metadata and the weights from the file */
     char gpath[4096];
@@ -206,6 +210,8 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
                                 "--load-format dummy has none");
         goto fail;
     }
+    t_open = time_now_sec() - t0; /* the source opened, the config parsed */
+    size_t anon_open = status_bytes("RssAnon:");
 
     /* vector arena: norms, biases, q/k norms (+ padding per vector) */
     /* norms (2H), q/k norms (2hd), q/k/v/o biases, gate/up/down biases, padding */
@@ -305,6 +311,10 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
     }
     m->weight_bytes += m->vecs_used * sizeof(float);
     wsrc_release_unused(&m->src);
+    /* the source's transient copies (GGUF's row-order attn_q / attn_k,
+     * freed after their repack) back to the system, not kept by malloc */
+    malloc_trim(0);
+    t_weights = time_now_sec() - t0 - t_open;
 
     m->rot_dim = model_rope_dim(c);
     m->inv_freq = malloc(sizeof(float) * (size_t)(m->rot_dim / 2));
@@ -357,6 +367,10 @@ static model *load(const model_load_opts *o, wsrc *src, char *err, size_t errlen
                  m->prec == MODEL_PREC_F16 ? "float16 values in float32" : dtype_name(m->wdt),
                  qnote,
                  rss / 1048576.0, m->weight_bytes ? 100.0 * rss / m->weight_bytes : 0.0);
+        log_info("load breakdown: open + config %.3f s, weights %.3f s (block-quantized copies %.3f s), "
+                 "rest %.3f s; RssAnon %.1f MiB (%.1f after open), RssFile %.1f MiB",
+                 t_open, t_weights, L.t_quant, dt - t_open - t_weights,
+                 status_bytes("RssAnon:") / 1048576.0, anon_open / 1048576.0, status_bytes("RssFile:") / 1048576.0);
     }
     return run;
 fail:

@@ -197,6 +197,12 @@ typedef struct model_tree {
  * pipeline parallelism: the tree does not travel to other ranks) and no Mamba2 layers (a
  * recurrent state cannot branch). */
 int model_tree_ok(const model *m);
+/* Tree verification at page size > 1: the KV an accepted tree node computed
+ * at slot src (every attention layer's K and V rows, an int8 cache's token
+ * scales, and the EAGLE capture rows of model_set_capture) is copied to
+ * slot dst, the slot of the position its token now has.  0, or -1
+ * (logged: a slot outside the cache). */
+int model_tree_copy_slot(model *m, model_kv *kv, int32_t dst, int32_t src);
 
 /* Load per opts.  NULL on failure with a message in err (names the file
  * and the problem).  Logs weight bytes and VmRSS after load. */
@@ -214,6 +220,16 @@ model *model_load_source(const model_load_opts *opts, struct wsrc *src, char *er
  * driven by one thread at a time).  The weights are freed with the last
  * of them (model_free, any order).  NULL when out of memory. */
 model *model_share(model *m);
+/* Another run state over m's weights (no copy) that drives a group of its
+ * own: g (and, TP x PP, its stage group tg) of the same size with this
+ * process at the same rank as m's group (--dp-size with --tp-size: the
+ * replicas' rank-r shards are one copy, each replica's group in its own
+ * run state).  Rank 0: its forwards, KV caches and shutdown (at
+ * model_free) go to g's workers; a worker rank: model_tp_worker_loop over
+ * it serves g.  m's chunk size, micro-batch size and KV scales are kept.
+ * NULL with a message in err (a group that does not match, expert
+ * parallelism, out of memory). */
+model *model_share_group(model *m, struct dist_group *g, struct dist_group *tg, char *err, size_t errlen);
 /* Free a run state (and the weights with the last one). */
 void model_free(model *m);
 

@@ -93,7 +93,6 @@ typedef struct model_tp {
     int pp_mb;                         /* rank 0: --pp-max-micro-batch-size (0 = unset: one
                                         * micro-batch; model_set_pp_micro / _default_micro) */
     int next_kv_id;                    /* rank 0: ids of the KV caches the workers mirror */
-    int shut;                          /* rank 0: shutdown sent */
 } model_tp;
 
 typedef struct model_weights {
@@ -140,6 +139,10 @@ typedef struct model_weights {
 struct model {
     model_weights *w;                  /* shared (refcounted); read-only once loaded */
     const model_config *cfg;           /* = &w->cfg */
+    model_tp tp;                       /* the group this run state drives: a copy of w->tp (the
+                                        * shard, the same for every group over w) with its own g /
+                                        * tg (model_share_group) and rank 0's command state
+                                        * (pp_mb, next_kv_id).  Runtime code reads m->tp */
     int chunk_tokens;                  /* rows per internal forward (model_set_chunk_tokens) */
     int pp_mb_rx;                      /* a worker: the micro-batch size of the FORWARD it runs */
     int mla_expand_min;                /* MLA: model_set_mla_expand_min (from w's at creation) */
@@ -260,7 +263,7 @@ float *model_tp_logits_out(model *m, const model_batch *b, float *logits);
 /* A collective of this model's group failed (the forward's result is void). */
 static inline int model_tp_failed(const model *m)
 {
-    return (m->w->tp.g && dist_broken(m->w->tp.g)) || (m->w->tp.tg && dist_broken(m->w->tp.tg));
+    return (m->tp.g && dist_broken(m->tp.g)) || (m->tp.tg && dist_broken(m->tp.tg));
 }
 /* TP x PP: when this stage's group broke, break the whole group with its
  * error (the other stages stop waiting).  1 when either is broken. */
@@ -276,8 +279,9 @@ int model_tp_mamba_copy(model_kv *kv, int dst, int src);
 /* mamba2.c, from model_tp_setup: this rank's Mamba heads, groups and
  * layers (all of them in one process).  0, or -1 with err. */
 int model_tp_setup_mamba(model_weights *w, char *err, size_t errlen);
-/* Rank 0: tell the workers to exit (once; model_weights_free calls it). */
-void model_tp_shutdown(model_weights *w);
+/* Rank 0: tell t's group's workers to exit (once per group; model_free
+ * calls it for its run state's group, model_weights_free for the load's). */
+void model_tp_shutdown(model_tp *t);
 /* Rank 0: hold the group for one command sequence (a forward, a LoRA load)
  * against another thread's (recursive; no-ops in one process). */
 void model_tp_lock(const model *m);

@@ -21,6 +21,7 @@
 #include "model/moe.h"
 #include "util/errmsg.h"
 #include "util/log.h"
+#include "util/timeutil.h"
 
 static int add_block(model_weights *m, void *p)
 {
@@ -252,11 +253,13 @@ static void load_mat_quant(loader *L, linear_weight *w, const wsrc_tensor *part,
     }
     int repack = !L->no_quant && !no_repack && (!tied || wsrc_gguf_file(L->src)) &&
                  kern_quant_repacks(kt, n);
+    double t0 = time_now_sec();
     if (linear_init_kt(w, part->data, kt, n, k, L->no_quant ? kern_type_of_dtype(want) : kt, !repack)) {
         fail(L, "cannot prepare %s weight '%s'", kern_type_get(kt)->name, name);
         return;
     }
     if (repack && !L->shard_buf) wsrc_drop(L->src, part);
+    L->t_quant += time_now_sec() - t0;
     if (!w->mat.owned) {
         if (L->shard_buf) { /* a slice's own copy: the weights keep it */
             if (add_block(L->m, L->shard_buf)) fail(L, "out of memory");

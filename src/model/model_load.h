@@ -23,6 +23,7 @@ typedef struct loader {
     int keep_f32;        /* the vector being loaded keeps its f32 values (not rounded to --dtype) */
     int n_quant;         /* block-quantized matrices kept in their type */
     int n_repacked;      /* of those, owned copies in an 8-row layout */
+    double t_quant;      /* seconds in the block-quantized matrices' copy / repack (the load log) */
     char missing[1024];  /* names of missing tensors, comma-separated */
     int n_missing;
     void *shard_buf;     /* tensor parallelism: the owned bytes of the slice being loaded */

@@ -10,6 +10,7 @@
  * after load.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +27,7 @@ model *model_run_create(model_weights *w)
     m->cfg = &w->cfg;
     m->chunk_tokens = MODEL_DEFAULT_CHUNK;
     m->mla_expand_min = w->mla_expand_min;
+    m->tp = w->tp; /* the load's group; model_share_group puts another one in */
     __atomic_add_fetch(&w->refs, 1, __ATOMIC_ACQ_REL);
     return m;
 }
@@ -50,11 +52,55 @@ model *model_share(model *m)
     return s;
 }
 
+model *model_share_group(model *m, struct dist_group *g, struct dist_group *tg, char *err, size_t errlen)
+{
+    const model_tp *t = m ? &m->w->tp : NULL;
+    if (!t || t->size <= 1 || !g) {
+        snprintf(err, errlen, "model_share_group: the model is not tensor- or pipeline-parallel");
+        return NULL;
+    }
+    if (dist_size(g) != t->size || dist_rank(g) != t->rank) {
+        snprintf(err, errlen, "model_share_group: the group has rank %d of %d, the shard is rank %d of %d",
+                 dist_rank(g), dist_size(g), t->rank, t->size);
+        return NULL;
+    }
+    if (t->tp_n > 1 && t->pp_n > 1 && (!tg || dist_size(tg) != t->tp_n || dist_rank(tg) != t->tp_rank)) {
+        snprintf(err, errlen, "model_share_group: no stage group of %d ranks with rank %d", t->tp_n, t->tp_rank);
+        return NULL;
+    }
+    if (m->w->ep) { /* EPLB moves experts in the weights: one driver per copy */
+        snprintf(err, errlen, "model_share_group: expert parallelism (--ep-size) keeps one group per copy of the "
+                 "weights");
+        return NULL;
+    }
+    model *s = model_run_create(m->w);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->tp.g = g;
+    s->tp.tg = t->tp_n > 1 ? (t->pp_n > 1 ? tg : g) : NULL;
+    s->tp.pp_mb = m->tp.pp_mb;
+    s->tp.next_kv_id = 0;
+    s->chunk_tokens = m->chunk_tokens;
+    s->mla_expand_min = m->mla_expand_min;
+    if (m->kv_k_scale && m->kv_v_scale && model_set_kv_scales(s, m->kv_k_scale, m->kv_v_scale, m->cfg->n_layer)) {
+        model_free(s);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return s;
+}
+
 void model_free(model *m)
 {
     if (!m) return;
-    if (m->pp_fwd_micro && m->w->tp.rank == 0)
+    if (m->pp_fwd_micro && m->tp.rank == 0)
         log_info("pipeline parallelism: %ld forwards ran as %ld micro-batches", m->pp_fwd_micro, m->pp_n_micro);
+    /* rank 0: this run state's group ends with it (model_share refuses
+     * tensor-parallel models, so each rank-0 run state drives a group of
+     * its own: the load's, or model_share_group's) */
+    model_tp_shutdown(&m->tp);
     free(m->scratch_mem);
     mla_plan_free(m->mla_plan);
     free(m->kv_k_scale), free(m->kv_v_scale);
@@ -73,10 +119,10 @@ size_t model_last_read_bytes(const model *m)
 dtype model_weight_dtype(const model *m) { return m->w->wdt; }
 
 void model_set_chunk_tokens(model *m, int n) { m->chunk_tokens = n > 0 ? n : MODEL_DEFAULT_CHUNK; }
-void model_set_pp_micro(model *m, int n) { m->w->tp.pp_mb = n > 0 ? n : 0; }
+void model_set_pp_micro(model *m, int n) { m->tp.pp_mb = n > 0 ? n : 0; }
 void model_pp_default_micro(model *m, int max_running)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->pp_n > 1 && t->pp_mb <= 0) t->pp_mb = max_running / t->pp_n > 1 ? max_running / t->pp_n : 1;
 }
 void model_set_mla_expand_min(model *m, int n) { m->mla_expand_min = n >= 0 ? n : m->w->mla_expand_min; }

@@ -132,14 +132,14 @@ static pthread_mutex_t *group_lock(const struct dist_group *g)
 
 void model_tp_lock(const model *m)
 {
-    if (m->w->tp.size <= 1 || m->w->tp.rank != 0) return;
-    pthread_mutex_lock(group_lock(m->w->tp.g));
+    if (m->tp.size <= 1 || m->tp.rank != 0) return;
+    pthread_mutex_lock(group_lock(m->tp.g));
 }
 
 void model_tp_unlock(const model *m)
 {
-    if (m->w->tp.size <= 1 || m->w->tp.rank != 0) return;
-    pthread_mutex_unlock(group_lock(m->w->tp.g));
+    if (m->tp.size <= 1 || m->tp.rank != 0) return;
+    pthread_mutex_unlock(group_lock(m->tp.g));
 }
 
 /* LoRA: the workers' hooks, and rank 0's uids freed since the last step
@@ -269,11 +269,11 @@ int model_tp_setup(model_weights *w, struct dist_group *g, struct dist_group *tg
     return 0;
 }
 
-int model_tp_size(const model *m) { return m->w->tp.size; }
-int model_tp_rank(const model *m) { return m->w->tp.rank; }
+int model_tp_size(const model *m) { return m->tp.size; }
+int model_tp_rank(const model *m) { return m->tp.rank; }
 const char *model_tp_error(const model *m)
 {
-    const model_tp *t = &m->w->tp;
+    const model_tp *t = &m->tp;
     if (t->tg && t->tg != t->g && dist_broken(t->tg) && !dist_broken(t->g)) return dist_error(t->tg);
     return t->g ? dist_error(t->g) : "";
 }
@@ -294,7 +294,7 @@ static int send_cmd(model_tp *t, const tp_hdr *h, const void *payload)
 
 int model_tp_send_forward(model *m, model_kv *kv, const model_batch *b, int pp_mb)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->size <= 1 || t->rank != 0) return 0;
     size_t nslot = 0;
     for (int s = 0; s < b->n_seqs; s++) nslot += (size_t)b->seq_kv_len[s];
@@ -351,7 +351,7 @@ static int lm_stage(const model_tp *t) { return t->stage == t->pp_n - 1; }
 
 float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->tp_n <= 1 || !lm_stage(t) || b->want_hidden || !b->n_logits) return logits;
     size_t need = (size_t)b->n_logits * t->vocab_max;
     if (need > m->tp_cap) {
@@ -370,7 +370,7 @@ float *model_tp_logits_out(model *m, const model_batch *b, float *logits)
 
 int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->tp_n <= 1 || !lm_stage(t) || b->want_hidden || !b->n_logits) return 0;
     const int L = b->n_logits, vm = t->vocab_max, V = m->w->cfg.vocab_size;
     float *mine = m->tp_logits;
@@ -393,7 +393,7 @@ int model_tp_gather_logits(model *m, const model_batch *b, float *logits)
 
 void model_tp_allreduce(model *m, float *x, size_t n, int ith, tpool *pool)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->tp_n <= 1) return;
     if (ith == 0) {
         double t0 = time_now_sec();
@@ -419,7 +419,7 @@ static int pp_timeout(const model_tp *t)
 
 int model_pp_before(model *m, const model_batch *b)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->pp_n <= 1) return 0;
     size_t bytes = sizeof(float) * (size_t)b->n_tokens * m->w->cfg.hidden_size;
     for (int s = 0; s < t->stage; s++) /* the last one is this stage's input */
@@ -429,7 +429,7 @@ int model_pp_before(model *m, const model_batch *b)
 
 int model_pp_after(model *m, const model_batch *b, float *out)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->pp_n <= 1) return 0;
     const model_config *c = &m->w->cfg;
     size_t bytes = sizeof(float) * (size_t)b->n_tokens * c->hidden_size;
@@ -444,20 +444,20 @@ int model_pp_after(model *m, const model_batch *b, float *out)
 
 int model_pp_bcast(model *m, void *buf, size_t bytes, int stage)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     return bytes ? dist_bcast(t->g, buf, bytes, stage * t->tp_n, pp_timeout(t)) : 0;
 }
 
 int model_tp_stage_failed(model *m)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->tg && t->tg != t->g && dist_broken(t->tg)) dist_break_from(t->g, t->tg);
     return model_tp_failed(m);
 }
 
 int model_tp_kv_created(model *m, model_kv *kv)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     kv->tp_id = -1;
     kv->tp_w = NULL;
     if (t->size <= 1 || t->rank != 0) return 0;
@@ -480,7 +480,7 @@ int model_tp_kv_created(model *m, model_kv *kv)
 
 int model_tp_mamba_states(model *m, model_kv *kv, int n_states, dtype ssm_dt)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->size <= 1 || t->rank != 0 || !kv->tp_w) return 0;
     model_tp_lock(m);
     tp_hdr h = {.cmd = TP_CMD_MAMBA_STATES, .kv_id = kv->tp_id, .n_slots = n_states, .dt = (int32_t)ssm_dt};
@@ -520,10 +520,9 @@ void model_tp_kv_destroyed(model_kv *kv)
     pthread_mutex_unlock(mu);
 }
 
-void model_tp_shutdown(model_weights *w)
+void model_tp_shutdown(model_tp *t)
 {
-    model_tp *t = &w->tp;
-    if (t->size <= 1 || t->rank != 0 || is_shut(t->g)) return;
+    if (t->size <= 1 || t->rank != 0 || !t->g || is_shut(t->g)) return;
     /* marked first: a watcher must not take the workers' exit for a failure */
     int slot = __atomic_fetch_add(&n_shut, 1, __ATOMIC_ACQ_REL);
     if (slot < (int)(sizeof shut_groups / sizeof shut_groups[0]))
@@ -539,7 +538,7 @@ void model_tp_shutdown(model_weights *w)
 
 int model_tp_lora_load(model *m, uint64_t uid, const void *msg, size_t len, char *err, size_t errlen)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->size <= 1 || t->rank != 0) return 0;
     char *pay = malloc(sizeof uid + len), *st = malloc((size_t)t->size * TP_STATUS);
     if (!pay || !st) {
@@ -594,7 +593,7 @@ double model_tp_comm_seconds(const model *m, long *n_allreduce, double *wait_s)
 {
     if (n_allreduce) *n_allreduce = m->tp_n_allreduce;
     if (wait_s) *wait_s = 0;
-    if (wait_s && m->w->tp.tg) dist_allreduce_stats(m->w->tp.tg, NULL, wait_s, NULL);
+    if (wait_s && m->tp.tg) dist_allreduce_stats(m->tp.tg, NULL, wait_s, NULL);
     return m->tp_comm_s;
 }
 
@@ -643,7 +642,7 @@ static int tab_reserve(tp_lora_tab *tb)
  * when the group failed. */
 static int worker_lora_load(model *m, tp_lora_tab *tb, const char *pay, size_t len)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     char st[TP_STATUS] = {0};
     int32_t rc = -1;
     uint64_t uid = 0;
@@ -672,7 +671,7 @@ static int worker_lora_load(model *m, tp_lora_tab *tb, const char *pay, size_t l
 
 int model_tp_worker_loop(model *m, tpool *pool)
 {
-    model_tp *t = &m->w->tp;
+    model_tp *t = &m->tp;
     if (t->size <= 1 || t->rank == 0) {
         log_error("model_tp_worker_loop: not a worker rank");
         return -1;

@@ -12,6 +12,9 @@
  *     position the token will have if its path is accepted (SGLang's
  *     positions = seq_len + depth in build_tree_kernel);
  *   - the sliding window counts depth (kern_attn_args.tree_depth).
+ * At page size > 1 an accepted node's KV cannot follow it by a page swap
+ * (a page holds several positions): the scheduler copies its rows to the
+ * position's slot (model_tree_copy_slot).
  * Under tensor / pipeline parallelism the other ranks would not get the
  * tree (model_tp.c sends tokens, positions and slots), and a Mamba2
  * layer's recurrent state cannot follow branches: both are refused. */
@@ -22,6 +25,32 @@
 #include "util/log.h"
 
 int model_tree_ok(const model *m) { return model_tp_size(m) <= 1 && m->cfg->n_mamba == 0; }
+
+int model_tree_copy_slot(model *m, model_kv *kv, int32_t dst, int32_t src)
+{
+    if (dst < 0 || src < 0 || dst >= kv->n_slots || src >= kv->n_slots) {
+        log_error("a tree node's KV cannot be copied from slot %d to slot %d (%d slots)", src, dst, kv->n_slots);
+        return -1;
+    }
+    if (dst == src) return 0;
+    const size_t row = (size_t)kv->row_len;
+    const size_t eb = kv->dt == DTYPE_F32 ? 4 : kv->dt == DTYPE_BF16 ? 2 : 1; /* f8 and int8: one byte */
+    for (int l = 0; l < kv->n_layer; l++) {
+        for (int h = 0; h < 2; h++) {
+            char *c = h ? kv->v[l] : kv->k[l];
+            if (!c || (h && kv->v[l] == kv->k[l])) continue; /* no attention here; MLA: one latent row */
+            memcpy(c + (size_t)dst * row * eb, c + (size_t)src * row * eb, row * eb);
+            float *ts = kv->dt == DTYPE_I8 ? (h ? kv->v_tok[l] : kv->k_tok[l]) : NULL;
+            if (ts) memcpy(ts + (size_t)dst * kv->n_tok_head, ts + (size_t)src * kv->n_tok_head,
+                           sizeof(float) * (size_t)kv->n_tok_head);
+        }
+    }
+    if (m->capture.store && dst < m->capture.n_slots && src < m->capture.n_slots) {
+        const size_t w = (size_t)m->capture.n_at * (size_t)m->cfg->hidden_size;
+        memcpy(m->capture.store + (size_t)dst * w, m->capture.store + (size_t)src * w, sizeof(float) * w);
+    }
+    return 0;
+}
 
 void model_tree_buf_free(model_tree_buf *tb)
 {

@@ -77,8 +77,10 @@ typedef struct wsrc_ops {
     void (*keep)(void *self, const wsrc_tensor *t);
     /* The loader copied t's bytes (a repacked weight) and will not read
      * them again while loading: the source may drop their pages now
-     * (pages shared with another tensor stay until release_unused).  A
-     * later read still sees the bytes.  May be NULL. */
+     * (pages shared with another tensor stay until release_unused), or
+     * free bytes it made itself (GGUF's row-order copies), so t->data is
+     * not to be used after this; a later read(t), or find() again, still
+     * sees the values.  May be NULL. */
     void (*drop)(void *self, const wsrc_tensor *t);
     /* Loading is over: drop what is not kept.  May be NULL. */
     void (*release_unused)(void *self);

@@ -23,8 +23,10 @@
  * rotate-half order to interleaved pairs: gguf row 2i = hf row i, gguf row
  * 2i+1 = hf row i + d/2.  The loader wants the HF order, so those tensors
  * are copied once with whole rows moved back (a row is whole blocks, so
- * this is exact for quantized rows too) and the copies are what find()
- * returns; they live until close.  qwen2 / qwen3 / qwen3moe files are not
+ * this is exact for quantized rows too; the tensor's mapped pages are
+ * dropped then) and the copies are what find() returns; they live until
+ * close, or until drop() of the whole tensor (the loader repacked it into
+ * its own copy: freed, made again by a later find() or read()).  qwen2 / qwen3 / qwen3moe files are not
  * permuted.
  *
  * Gemma 2 / 3 files (llama.cpp's converter, and sglc quantize, store every
@@ -146,6 +148,7 @@ static int rec_prepare(gg_src *s, int64_t i)
         r->owned = unpermute(t, heads);
         if (!r->owned) return -1;
         r->bytes = r->owned;
+        gguf_drop_range(&s->g, t->data, t->nbytes); /* the copy is what is read from now on */
     }
     r->ready = 1;
     return 0;
@@ -306,6 +309,7 @@ static int g_read(void *self, const wsrc_tensor *t, void *dst, dtype dst_dt)
     }
     const gg_rec *r = t->priv;
     if (!r || r->kt < 0) return -1;
+    if (!r->ready && rec_prepare(self, r - ((gg_src *)self)->rec)) return -1; /* its copy was dropped */
     const uint8_t *src = r->bytes + kern_type_row_bytes((kern_type)r->kt, (int64_t)t->tag);
     return wsrc_convert(dst, dst_dt, src, r->kt, (size_t)wsrc_numel(t));
 }
@@ -335,8 +339,19 @@ static void g_drop(void *self, const wsrc_tensor *t)
 {
     gg_src *s = self;
     if (t->tag == UINT64_MAX || !t->data) return;
-    const gg_rec *r = t->priv;
-    if (!r || r->owned || s->g.tensors[r - s->rec].keep) return; /* a copy of ours, or borrowed */
+    gg_rec *r = (gg_rec *)t->priv;
+    if (!r || s->g.tensors[r - s->rec].keep) return; /* borrowed */
+    if (r->owned) {
+        /* our row-order copy (attn_q / attn_k), all of it copied by the
+         * loader (an 8-row repack): freed, made again if asked for again */
+        if (t->data == r->owned && t->nbytes == s->g.tensors[r - s->rec].nbytes) {
+            free(r->owned);
+            r->owned = NULL;
+            r->bytes = NULL;
+            r->ready = 0;
+        }
+        return;
+    }
     gguf_drop_range(&s->g, t->data, t->nbytes);
 }
 

@@ -29,11 +29,13 @@
  * with the tensor's name. */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quant_fp8.h"
 #include "model/hfq.h"
@@ -469,7 +471,78 @@ done:
     return res;
 }
 
-/* Quantize-at-load of an unquantized weight. */
+/* Rows [r0, r1) of a quantize-at-load: W8A8 (Q8_0 blocks into q8) or
+ * fp8 (codes into f8, or rounded in place in w). */
+typedef struct qal_job {
+    const kern_type_traits *tr; /* W8A8: Q8_0's; NULL for fp8 */
+    float *w;
+    int64_t in, r0, r1;
+    char *q8;
+    block_f8b *f8;
+} qal_job;
+
+static void qal_rows(const qal_job *J)
+{
+    const int64_t in = J->in;
+    if (J->tr) {
+        size_t rb = kern_type_row_bytes(KERN_TYPE_Q8_0, in);
+        for (int64_t o = J->r0; o < J->r1; o++) J->tr->row_from_f32(J->q8 + rb * (size_t)o, J->w + o * in, in);
+        return;
+    }
+    /* fp8: per-row scale amax / 448, e4m3 codes */
+    const int64_t nb = in / QK_F8B;
+    for (int64_t o = J->r0; o < J->r1; o++) {
+        float *r = J->w + o * in, amax = 0.0f;
+        for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
+        float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
+        if (J->f8) {
+            for (int64_t k = 0; k < nb; k++) {
+                block_f8b *d = J->f8 + o * nb + k;
+                d->d = sc;
+                for (int i = 0; i < QK_F8B; i++) d->q[i] = f32_to_f8e4m3(r[k * QK_F8B + i] / sc);
+            }
+        } else {
+            for (int64_t i = 0; i < in; i++) r[i] = f8e4m3_to_f32(f32_to_f8e4m3(r[i] / sc)) * sc;
+        }
+    }
+}
+
+static void *qal_thread(void *arg)
+{
+    qal_rows(arg);
+    return NULL;
+}
+
+#define QAL_MAX_THREADS 64
+/* The out rows of J split over the load's pack threads (kern_pack_threads:
+ * the compute threads unless --model-loader-extra-config says otherwise)
+ * for a weight of >= 1M values; each row is one thread's, so the bytes are
+ * the one-thread bytes.  A thread that cannot start leaves its rows to the
+ * caller. */
+static void qal_run(qal_job J, int64_t out)
+{
+    int nth = kern_pack_threads();
+    if (nth > QAL_MAX_THREADS) nth = QAL_MAX_THREADS;
+    if (nth > out) nth = (int)out;
+    if (nth < 1 || out * J.in < ((int64_t)1 << 20)) nth = 1;
+    qal_job jobs[QAL_MAX_THREADS];
+    pthread_t th[QAL_MAX_THREADS];
+    int started[QAL_MAX_THREADS] = {0};
+    for (int i = 0; i < nth; i++) {
+        jobs[i] = J;
+        jobs[i].r0 = out * i / nth;
+        jobs[i].r1 = out * (i + 1) / nth;
+    }
+    for (int i = 1; i < nth; i++) started[i] = pthread_create(&th[i], NULL, qal_thread, &jobs[i]) == 0;
+    qal_rows(&jobs[0]);
+    for (int i = 1; i < nth; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        else qal_rows(&jobs[i]);
+    }
+}
+
+/* Quantize-at-load of an unquantized weight (rows split over threads,
+ * qal_run). */
 static void *do_at_load(job *j, const wsrc_tensor *t, int64_t out, int64_t in, int *type)
 {
     float *w = floats(j, t);
@@ -483,8 +556,7 @@ static void *do_at_load(job *j, const wsrc_tensor *t, int64_t out, int64_t in, i
         }
         size_t rb = kern_type_row_bytes(KERN_TYPE_Q8_0, in);
         char *b = malloc(rb * (size_t)out);
-        if (b)
-            for (int64_t o = 0; o < out; o++) tr->row_from_f32(b + rb * (size_t)o, w + o * in, in);
+        if (b) qal_run((qal_job){.tr = tr, .w = w, .in = in, .q8 = b}, out);
         free(w);
         *type = KERN_TYPE_Q8_0;
         return b;
@@ -499,27 +571,12 @@ static void *do_at_load(job *j, const wsrc_tensor *t, int64_t out, int64_t in, i
             free(w);
             return NULL;
         }
-        for (int64_t o = 0; o < out; o++) {
-            const float *r = w + o * in;
-            float amax = 0.0f;
-            for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
-            float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-            for (int64_t k = 0; k < nb; k++) {
-                block_f8b *d = b + o * nb + k;
-                d->d = sc;
-                for (int i = 0; i < QK_F8B; i++) d->q[i] = f32_to_f8e4m3(r[k * QK_F8B + i] / sc);
-            }
-        }
+        qal_run((qal_job){.w = w, .in = in, .f8 = b}, out);
         free(w);
         *type = KERN_TYPE_F8_B128;
         return b;
     }
-    for (int64_t o = 0; o < out; o++) {
-        float *r = w + o * in, amax = 0.0f;
-        for (int64_t i = 0; i < in; i++) amax = fmaxf(amax, fabsf(r[i]));
-        float sc = amax > 0.0f ? amax / 448.0f : 1.0f;
-        for (int64_t i = 0; i < in; i++) r[i] = f8e4m3_to_f32(f32_to_f8e4m3(r[i] / sc)) * sc;
-    }
+    qal_run((qal_job){.w = w, .in = in}, out);
     *type = t->type == DTYPE_F32 ? DTYPE_F32 : DTYPE_BF16;
     if (*type == DTYPE_F32) return w;
     uint16_t *b = malloc(sizeof(uint16_t) * (size_t)(out * in));

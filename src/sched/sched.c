@@ -99,7 +99,7 @@ sched *sched_create(model *m, const sched_args *a, char *err, size_t errlen)
     s->eng.c = c;
     s->lim.P = P;
     s->lim.V = c->vocab_size;
-    s->hooks.tree_ok = P == 1 && model_tree_ok(m); /* draft trees need single slots and attention layers */
+    s->hooks.tree_ok = model_tree_ok(m); /* draft trees need one process and attention layers */
     s->out.efd = -1;
     s->lim.capacity = tokens;
     s->lim.n_eos = c->n_eos;

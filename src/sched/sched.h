@@ -316,10 +316,12 @@ void sched_set_spec_accept(sched *s, double threshold_single, double threshold_a
  * greedy request takes the target's argmax path (SGLang's
  * verify_tree_greedy), a sampled one draws each token from the target
  * distribution exactly as plain decoding does ("sample, then match a
- * child"), so outputs stay identical.  The accepted nodes' KV pages move
- * into place, the others are freed in the same step.  parent is NULL when
- * the scheduler needs a chain for this request (page size > 1, a model
- * without tree support: model_tree_ok, tensor parallelism): the hook then
+ * child"), so outputs stay identical.  The accepted nodes' KV moves into
+ * place (page size 1: their pages; larger pages: their rows are copied,
+ * model_tree_copy_slot), the others are freed in the same step.  parent is
+ * NULL when the scheduler needs a chain for this request (accept thresholds
+ * below 1, a model without tree support: model_tree_ok, tensor / pipeline
+ * parallelism, Mamba2): the hook then
  * returns a chain.  A request with a grammar gets its tree pruned to the
  * nodes the grammar allows (sched_grammar_prune_tree).  Replaces a
  * sched_set_draft_hook hook (and the other way round). */

@@ -342,8 +342,8 @@ static int64_t rope_draft_limit(const sched *s, int64_t len)
  * what the request may still accept (max_new - out - 1) and to the pages
  * the pool can give now (a request gets none rather than forcing a
  * retraction), and to what keeps the rope tables of plain decoding
- * (rope_draft_limit).  A tree hook's drafts are a tree when the model and
- * page size allow it (s->hooks.tree_ok), else a chain.  Call after
+ * (rope_draft_limit).  A tree hook's drafts are a tree when the model
+ * allows it (s->hooks.tree_ok), else a chain.  Call after
  * sched_batch_alloc_decode. */
 void sched_batch_draft(sched *s)
 {
@@ -365,7 +365,7 @@ void sched_batch_draft(sched *s)
             if (!pa || !mp) continue;
         }
         r->spec.cap_draft = (int)c;
-        /* a tree needs page size 1 and a model that verifies trees (sched_set_draft_tree_hook);
+        /* a tree needs a model that verifies trees (sched_set_draft_tree_hook, any page size);
          * accept thresholds below 1 (sched_set_spec_accept) verify chains only */
         int32_t *par = s->hooks.draft_tree_fn && s->hooks.tree_ok && !s->hooks.accept_relaxed ? r->spec.parent : NULL;
         s->hooks.draft_slots = r->kv.slots; /* sched_draft_slots */

@@ -59,6 +59,8 @@ void sched_set_grammar(sched *s, grammar_queue *q, const grammar_vocab *v, doubl
     s->gram.v = q ? v : NULL;
     s->gram.gv = s->gram.v ? grammar_vocab_size(s->gram.v) : 0;
     s->gram.timeout_s = timeout_s > 0 ? timeout_s : 300.0;
+    const char *cf = getenv("SGLC_GRAMMAR_CLOSE_FULL");
+    s->gram.close_full = cf && *cf == '1';
     if (!s->gram.q) return;
     s->gram.mask = malloc(sizeof(uint32_t) * grammar_mask_words(v));
     if (!s->gram.mask) {
@@ -208,22 +210,128 @@ static bool force_after(sched *s, sreq *r, float *row, int64_t left)
     return true;
 }
 
-void sched_grammar_mask(sched *s, sreq *r, float *row)
+/* The lazy close check is exact for these samplers: greedy takes the
+ * argmax of the allowed-and-fitting set (argmax of the plain mask, dropped
+ * while it does not fit); plain temperature sampling by rejection draws
+ * from the same distribution (the row restricted to fitting tokens).
+ * Top-k / top-p / min-p depend on the whole set and logprobs are of the
+ * narrowed row, so those take the full narrowed mask. */
+static bool lazy_close_ok(const sched *s, const sreq *r)
 {
-    if (!r->gram.m) return;
+    const sampling_params *p = &r->samp.params;
+    if (r->lpr.return_logprob) return false;
+    return p->top_k <= 1 || (p->top_k >= s->lim.V && p->top_p >= 1.0 && p->min_p <= 0);
+}
+
+int32_t sched_grammar_mask(sched *s, sreq *r, float *row, bool lazy)
+{
+    if (!r->gram.m) return 0;
     int64_t left = r->tok.max_new - (r->tok.len - r->tok.n_input); /* tokens left, this one included */
     if (!r->gram.active) {
         force_after(s, r, row, left);
-        return;
+        return 0;
     }
     int32_t need = left <= (int64_t)GRAMMAR_CLOSE_MARGIN * 8 ? grammar_matcher_min_bytes_to_end(r->gram.m) : -1;
-    if (need > 0 && left <= (int64_t)need + GRAMMAR_CLOSE_MARGIN)
-        grammar_matcher_fill_mask_within(r->gram.m, s->gram.mask, (int32_t)left);
-    else
-        grammar_matcher_fill_mask(r->gram.m, s->gram.mask);
+    /* need 0 too: where the grammar may end now, a token can still take it
+     * away from the end (a `[a-z]+x` after its x) with no budget left to come back */
+    bool closing = need >= 0 && left <= (int64_t)need + GRAMMAR_CLOSE_MARGIN;
+    int32_t budget = closing && lazy && !s->gram.close_full && lazy_close_ok(s, r) ? (int32_t)left : 0;
+    if (closing && !budget) grammar_matcher_fill_mask_within(r->gram.m, s->gram.mask, (int32_t)left);
+    else grammar_matcher_fill_mask(r->gram.m, s->gram.mask);
     int32_t n = s->gram.gv < s->lim.V ? s->gram.gv : s->lim.V;
     grammar_apply_mask(row, n, s->gram.mask);
     for (int32_t i = n; i < s->lim.V; i++) row[i] = -INFINITY; /* padding rows of the LM head */
+    return budget;
+}
+
+bool sched_grammar_fits(sched *s, sreq *r, int32_t tok, int32_t budget)
+{
+    (void)s;
+    return !r->gram.m || grammar_matcher_token_fits(r->gram.m, tok, budget);
+}
+
+/* Greedy's search when the argmax and the next few did not fit: rounds of
+ * the GREEDY_ROUND best remaining ids (value desc, id asc: argmax_first's
+ * order), checked in order; a checked id is set to -inf.  The first that
+ * fits is the argmax of the narrowed row.  After GREEDY_ROUNDS rounds the
+ * full narrowed mask decides. */
+#define GREEDY_ROUND 256
+#define GREEDY_ROUNDS 4
+
+static inline bool rank_gt(const float *row, int32_t a, int32_t b) /* a before b */
+{
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+}
+
+/* The k best finite ids of row (k <= GREEDY_ROUND) into out, best first; returns k. */
+static int best_ids(const float *row, int32_t V, int32_t *out)
+{
+    int32_t h[GREEDY_ROUND]; /* min-heap by rank: h[0] the worst kept */
+    int n = 0;
+    for (int32_t i = 0; i < V; i++) {
+        if (!(row[i] > -INFINITY)) continue;
+        if (n == GREEDY_ROUND && !rank_gt(row, i, h[0])) continue;
+        int c;
+        if (n < GREEDY_ROUND) { /* sift up */
+            c = n++;
+            while (c > 0 && rank_gt(row, h[(c - 1) / 2], i)) h[c] = h[(c - 1) / 2], c = (c - 1) / 2;
+            h[c] = i;
+            continue;
+        }
+        c = 0; /* replace the root, sift down */
+        for (;;) {
+            int l = 2 * c + 1, m = l;
+            if (l >= n) break;
+            if (l + 1 < n && rank_gt(row, h[l], h[l + 1])) m = l + 1;
+            if (!rank_gt(row, i, h[m])) break;
+            h[c] = h[m], c = m;
+        }
+        h[c] = i;
+    }
+    for (int k = n; k > 0; k--) { /* pop the worst to the back */
+        out[k - 1] = h[0];
+        int32_t last = h[k - 1];
+        int c = 0, m2 = k - 1;
+        for (;;) {
+            int l = 2 * c + 1, m = l;
+            if (l >= m2) break;
+            if (l + 1 < m2 && rank_gt(row, h[l], h[l + 1])) m = l + 1;
+            if (!rank_gt(row, last, h[m])) break;
+            h[c] = h[m], c = m;
+        }
+        h[c] = last;
+    }
+    return n;
+}
+
+int32_t sched_grammar_greedy_fit(sched *s, sreq *r, float *row, int32_t budget, int32_t first)
+{
+    int32_t ids[GREEDY_ROUND];
+    for (int round = 0; round < GREEDY_ROUNDS; round++) {
+        int k = best_ids(row, s->lim.V, ids);
+        if (!k) return first; /* every allowed id checked: none fits (the plain mask's argmax) */
+        for (int i = 0; i < k; i++) {
+            if (grammar_matcher_token_fits(r->gram.m, ids[i], budget)) return ids[i];
+            row[ids[i]] = -INFINITY;
+        }
+    }
+    /* the ids left unchecked: the narrowed mask over the plain one; when it
+     * still holds `first` (which does not fit) nothing fits */
+    grammar_matcher_fill_mask_within(r->gram.m, s->gram.mask, budget);
+    if (first >= 0 && first < s->gram.gv && (s->gram.mask[first >> 5] >> (first & 31) & 1)) return first;
+    int32_t n = s->gram.gv < s->lim.V ? s->gram.gv : s->lim.V;
+    grammar_apply_mask(row, n, s->gram.mask);
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (row[i] > -INFINITY && (best < 0 || row[i] > row[best])) best = i;
+    return best >= 0 ? best : first;
+}
+
+void sched_grammar_narrow(sched *s, sreq *r, float *row, int32_t budget)
+{
+    grammar_matcher_fill_mask_within(r->gram.m, s->gram.mask, budget);
+    int32_t n = s->gram.gv < s->lim.V ? s->gram.gv : s->lim.V;
+    grammar_apply_mask(row, n, s->gram.mask);
 }
 
 int sched_grammar_accept(sched *s, sreq *r, int32_t tok)

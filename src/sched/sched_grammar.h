@@ -24,8 +24,28 @@ sreq *sched_grammar_next_ready(sched *s);
 sreq *sched_grammar_remove(sched *s, int i);
 
 /* Logit processor: the grammar's mask on r's logits row (V) when its
- * matcher is active (ids past the grammar vocabulary are disallowed). */
-void sched_grammar_mask(sched *s, sreq *r, float *row);
+ * matcher is active (ids past the grammar vocabulary are disallowed).
+ * Near the end of the token budget the mask is narrowed to tokens after
+ * which the grammar still completes (grammar_matcher_fill_mask_within);
+ * with lazy, for greedy and plain temperature sampling without logprobs,
+ * the plain mask is applied instead and the budget returned (> 0): the
+ * caller then checks only the sampled token (sched_grammar_fits), drops
+ * it from the row and samples again while it does not fit — the same
+ * token (greedy) or distribution (temperature) as the narrowed mask, at
+ * one accept + rollback instead of one per allowed token.  0: no check. */
+int32_t sched_grammar_mask(sched *s, sreq *r, float *row, bool lazy);
+/* The lazy close check: does tok leave a completion within budget - 1
+ * bytes (grammar_matcher_token_fits)? */
+bool sched_grammar_fits(sched *s, sreq *r, int32_t tok, int32_t budget);
+/* Greedy's lazy check after several misses: the best id of row (value
+ * desc, id asc) that fits, searched in rounds of the best remaining ids
+ * (checked ids are set to -inf in row), then by the full narrowed mask;
+ * `first` (the plain mask's argmax, which did not fit) when none fits —
+ * exactly the argmax of the row under fill_mask_within's mask. */
+int32_t sched_grammar_greedy_fit(sched *s, sreq *r, float *row, int32_t budget, int32_t first);
+/* The lazy check's fallback after several misses: narrow the row (already
+ * masked) by the full fill_mask_within of this budget. */
+void sched_grammar_narrow(sched *s, sreq *r, float *row, int32_t budget);
 
 /* r accepted token tok (already appended to seq).  Advances the matcher
  * (or, before the grammar starts, watches for the "after" sequence).

@@ -277,6 +277,7 @@ struct sched {
         int n_waiting, cap_waiting;
         uint32_t *mask;         /* (grammar_mask_words(v)) scratch */
         bool wake;              /* under in.mu: a job finished (the grammar thread's notify) */
+        bool close_full;        /* SGLC_GRAMMAR_CLOSE_FULL=1: no lazy close check (tests compare) */
     } gram;
     struct {                    /* batch log lines (--decode-log-interval): SGLang's log_prefill_stats / log_decode_stats */
         int64_t log_new_tokens, log_hit_tokens; /* this step's prefill: extend / prefix-hit tokens */
@@ -303,7 +304,7 @@ struct sched {
         void *stop_ctx;         /* borrowed */
         sched_draft_fn draft_fn; /* speculative decoding seam (set with a tree hook too) */
         sched_draft_tree_fn draft_tree_fn; /* tree drafts, or NULL */
-        bool tree_ok;           /* the model verifies trees (model_tree_ok) and page size 1 */
+        bool tree_ok;           /* the model verifies trees (model_tree_ok); any page size */
         void *draft_ctx;        /* borrowed */
         int max_draft;
         const int32_t *draft_slots; /* during a draft hook call: that request's KV slots (EAGLE) */

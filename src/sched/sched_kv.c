@@ -106,9 +106,14 @@ void sched_kv_trim(sched *s, sreq *r, int64_t upto)
 
 void sched_kv_move_page(sched *s, sreq *r, int64_t dst, int64_t src)
 {
-    if (s->lim.P != 1 || dst == src || dst >= r->kv.n_pages || src >= r->kv.n_pages) {
+    const int64_t P = s->lim.P;
+    if (dst == src || dst < 0 || src < 0 || dst >= r->kv.n_pages * P || src >= r->kv.n_pages * P) {
         log_error("request %s: a tree node's KV cannot move from %" PRId64 " to %" PRId64, r->who.rid, src, dst);
         r->kv.kv_broken = true; /* its KV is not cached at release */
+        return;
+    }
+    if (P > 1) { /* a page holds other positions: copy the node's rows into place */
+        if (model_tree_copy_slot(s->eng.m, s->eng.kv, r->kv.slots[dst], r->kv.slots[src])) r->kv.kv_broken = true;
         return;
     }
     int32_t t = r->kv.pages[dst];

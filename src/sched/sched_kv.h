@@ -21,9 +21,11 @@ int sched_kv_alloc_upto(sched *s, sreq *r, int64_t upto);
  * pages a rejected draft used).  Tree pages are never past kv_len. */
 void sched_kv_trim(sched *s, sreq *r, int64_t upto);
 
-/* Tree verification (page size 1): swap the pages (= slots) of r's kv
- * positions dst and src, both past its locked tree prefix, so the KV an
- * accepted tree node computed at src serves position dst. */
+/* Tree verification: the KV an accepted tree node computed at r's kv
+ * position src serves position dst (dst < src, both past its locked tree
+ * prefix).  Page size 1: the two pages (= slots) swap; larger pages: the
+ * node's rows are copied to dst's slot (model_tree_copy_slot), which the
+ * walk's increasing rows make safe (no later path node lives at dst). */
 void sched_kv_move_page(sched *s, sreq *r, int64_t dst, int64_t src);
 
 /* Give back r's KV: pages past its computed KV to the pool, the rest to

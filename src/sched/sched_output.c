@@ -14,7 +14,11 @@
  *                           (sampling_apply_processors), then the grammar
  *                           mask of structured output (sched_grammar_mask;
  *                           logprobs are of the masked row, as SGLang's);
- *                           the sampled token is accepted by the matcher
+ *                           the sampled token is accepted by the matcher;
+ *                           near the token budget's end a greedy or plain
+ *                           temperature draw is checked against the budget
+ *                           (sched_grammar_fits) and redrawn without it
+ *                           while it does not fit (sample_append)
  *     2. sample or verify   sampling_sample_processed; with draft tokens
  *                           (speculative decoding, sched_set_draft_hook)
  *                           the next row is used only if the sampled token
@@ -124,7 +128,10 @@ static void abort_internal(sched *s, sreq *r, const char *msg)
  * (sched_set_spec_accept) it is verified by SGLang's rule, else the
  * caller compares the sampled token with it.  0, or -1 when r was
  * aborted (freed). */
-static int sample_append(sched *s, sreq *r, const float *row, int32_t draft)
+/* The lazy close check's draws before the full narrowed mask (sched_grammar_mask). */
+#define CLOSE_TRIES 8
+
+static int sample_append(sched *s, sreq *r, float *row, int32_t draft, int32_t close_budget)
 {
     sampling_logprob_req lpq = {
         .want = r->lpr.return_logprob, .top_n = r->lpr.top_n, .ids = r->lpr.tids, .n_ids = r->lpr.n_tid};
@@ -136,10 +143,37 @@ static int sample_append(sched *s, sreq *r, const float *row, int32_t draft)
     sampling_result res = {.top_ids = s->buf.tmp_top_ids, .top_logprobs = s->buf.tmp_top_lp, .ids_logprobs = s->buf.tmp_tid_lp};
     const sampling_logprob_req *lpp = r->lpr.return_logprob ? &lpq : NULL;
     bool relaxed = draft >= 0 && draft < s->lim.V && s->hooks.accept_relaxed;
-    if ((relaxed ? sampling_verify_processed(&r->samp.st, row, s->buf.scratch, draft, s->hooks.accept_single,
-                                             s->hooks.accept_acc, lpp, &res)
-                 : sampling_sample_processed(&r->samp.st, row, s->buf.scratch, lpp, &res)) ||
-        sampling_state_accept(&r->samp.st, res.token)) {
+    /* close_budget > 0: the row has the plain grammar mask and the drawn
+     * token must still let the grammar complete; a token that does not is
+     * dropped from the row and the draw repeated (exact for greedy and
+     * plain temperature, sched_grammar_mask); after CLOSE_TRIES misses the
+     * dropped logits come back and the full narrowed mask decides */
+    int32_t rej[CLOSE_TRIES];
+    float rej_l[CLOSE_TRIES];
+    int n_rej = 0;
+    for (;;) {
+        if (relaxed ? sampling_verify_processed(&r->samp.st, row, s->buf.scratch, draft, s->hooks.accept_single,
+                                                s->hooks.accept_acc, lpp, &res)
+                    : sampling_sample_processed(&r->samp.st, row, s->buf.scratch, lpp, &res)) {
+            abort_internal(s, r, "Internal error: sampling failed.");
+            return -1;
+        }
+        if (close_budget <= 0 || sched_grammar_fits(s, r, res.token, close_budget)) break;
+        if (n_rej == CLOSE_TRIES && r->samp.params.top_k <= 1) {
+            res.token = sched_grammar_greedy_fit(s, r, row, close_budget, rej[0]);
+            break;
+        }
+        if (n_rej == CLOSE_TRIES) {
+            while (n_rej > 0) n_rej--, row[rej[n_rej]] = rej_l[n_rej]; /* reverse: a repeat restores the first value */
+            sched_grammar_narrow(s, r, row, close_budget);
+            close_budget = 0;
+            continue;
+        }
+        rej[n_rej] = res.token;
+        rej_l[n_rej++] = row[res.token];
+        row[res.token] = -INFINITY;
+    }
+    if (sampling_state_accept(&r->samp.st, res.token)) {
         abort_internal(s, r, "Internal error: sampling failed.");
         return -1;
     }
@@ -213,7 +247,10 @@ int sched_process_request_tree(sched *s, sreq *r, float *rows, int n_rows, const
             *finished = true;
             return n;
         }
-        sched_grammar_mask(s, r, rowp);
+        /* relaxed verification (a chain's next draft with --speculative-accept-threshold-*)
+         * takes the full narrowed mask near the budget's end */
+        int32_t draft_next = !parent && row + 1 < n_rows ? draft[row] : -1;
+        int32_t close_budget = sched_grammar_mask(s, r, rowp, !(draft_next >= 0 && s->hooks.accept_relaxed));
         /* 2. sample (row 0) or verify (rows 1..: reached only when the
          *    previous sample confirmed the draft the forward ran) */
         if (j > 0) { /* draft j - 1 was confirmed: counted before a finish builds the event */
@@ -225,7 +262,7 @@ int sched_process_request_tree(sched *s, sreq *r, float *rows, int n_rows, const
         }
         /* relaxed thresholds verify a chain's next draft by SGLang's rule
          * (sched_batch_draft gives such a scheduler chains only) */
-        if (sample_append(s, r, rowp, !parent && row + 1 < n_rows ? draft[row] : -1)) {
+        if (sample_append(s, r, rowp, draft_next, close_budget)) {
             *finished = true;
             return n;
         }

@@ -227,14 +227,17 @@ def main():
                    f"{name} [default rule]: the 64-token prompt is expanded ({line.split('INFO ')[-1][:90]!r})")
         golden.guard(f"{name} default rule", go_auto)
         # bf16 weights and cache: the reference that caches bf16 latents (as
-        # test_arch_deepseek.sh), BF16_TOL; both modes
+        # test_arch_deepseek.sh), BF16_TOL; both modes.  The fma bf16 body
+        # (SGLC_BF16_DOT=0), exact in the activations like the reference:
+        # the vdpbf16ps body rounds them to bf16, which flips these MoE
+        # models' near-tied expert choices (golden.check_bf16_logits)
         ref_bf16, _ = ds_ref.DSModel(os.path.join(d, "bf16"), "bfloat16", mla_mode="latent",
                                      kv_bf16=True).generate(prompt, 1)
         for mode, thr in MODES.items():
-            env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr)
+            env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr, SGLC_BF16_DOT="0")
             env.pop("SGLC_KERNELS", None)
             golden.guard(f"{name} bf16 {mode}", lambda: golden.check_logits(
-                f"{name} [bf16, {mode}] 64-token prefill",
+                f"{name} [bf16 (fma body), {mode}] 64-token prefill",
                 one_prefill(a.sglc, os.path.join(d, "bf16"), prompt, 1, env, "bfloat16")[1], ref_bf16,
                 golden.BF16_TOL))
         # 8-bit latent caches: no reference; expanded == absorbed (both read

@@ -60,6 +60,24 @@ $PY -c "import json; print(json.dumps({'kv_cache':{'dtype':'float8_e5m2','scalin
 check "scales for another fp8 type: clear error" "! $BIN generate --model-path $M --prompt x --max-new-tokens 1 --kv-cache-dtype fp8_e4m3 --quantization-param-path $T/e5.json 2>$T/e >/dev/null && grep -q 'scales are for float8_e5m2, the KV cache is float8_e4m3fn' $T/e"
 check "scales file not JSON: clear error" "echo '{' >$T/bad.json; ! $BIN generate --model-path $M --prompt x --max-new-tokens 1 --kv-cache-dtype fp8_e4m3 --quantization-param-path $T/bad.json 2>$T/e >/dev/null && grep -q 'quantization-param-path' $T/e"
 check "fp4_e2m1: refused with the reason" "! $BIN generate --model-path $M --prompt x --max-new-tokens 1 --kv-cache-dtype fp4_e2m1 2>$T/e >/dev/null && grep -q 'fp4_e2m1 is not supported on CPUs' $T/e"
+# greedy decode (48 tokens, every step reads the cache through the decode
+# kernel) with each KV dtype on every kernel path this CPU runs: the SIMD
+# paths read the 8-bit bytes directly (bit moves to f16, int8 convert) and
+# must choose the scalar reference path's tokens
+for kv in fp8_e4m3 fp8_e5m2 int8 bf16; do
+    for isa in scalar avx2 avx512; do
+        if ! SGLC_KERNELS=$isa "$BIN" generate --model-path "$M" --threads 1 --prompt x --max-new-tokens 1 >/dev/null 2>"$T/e"; then
+            grep -q 'kernel selection failed' "$T/e" && continue
+            echo "FAIL $isa: generate failed"; fails=$((fails + 1)); continue
+        fi
+        SGLC_KERNELS=$isa "$BIN" generate --model-path "$M" --threads 2 --prompt "$P" --max-new-tokens 48 --ignore-eos \
+            --temperature 0 --kv-cache-dtype $kv --json 2>"$T/e" |
+            $PY -c "import json,sys; print(json.load(sys.stdin)['output_ids'])" >"$T/g_${kv}_$isa" 2>>"$T/e"
+        [ -s "$T/g_${kv}_$isa" ] || { echo "FAIL $kv $isa: no output"; cat "$T/e"; fails=$((fails + 1)); continue; }
+        [ $isa = scalar ] && continue
+        check "$kv KV, $isa: 48 greedy tokens = the scalar path's" "cmp -s $T/g_${kv}_scalar $T/g_${kv}_$isa"
+    done
+done
 # serving with an fp8 cache
 PORT=$((20000 + RANDOM % 20000))
 "$BIN" serve --model-path "$M" --threads 1 --port $PORT --kv-cache-dtype fp8_e4m3 --max-total-tokens 4000 >"$T/serve.log" 2>&1 &

@@ -12,7 +12,7 @@
 #   STANDALONE topk 2, no head path (--speculative-token-map: test_spec_tokmap.sh);
 # - trees (--speculative-eagle-topk > 1) with a head fitted to the target
 #   (eagle_ref.py fit_head, so drafts are accepted): SGLang's defaults for
-#   a Llama target, topk 2..4, page 16 (chains), EAGLE3 topk 3 with chunked
+#   a Llama target, topk 2..4, page 16 (trees, same accepted count as page 1), EAGLE3 topk 3 with chunked
 #   prefill, tiny llama3 / mistral-sw / qwen3 / qwen2 / qwen3-moe / mixtral /
 #   granitemoe / llama-bias / deepseek-v2-lite (MLA) / qwen2-moe / gemma3 / phi4-mini (random heads): ids
 #   identical, drafts accepted (fitted head), trees verified; SGLang's
@@ -92,7 +92,7 @@ check "EAGLE with page 16: identical" "'$PY' -c '$cmp_py' '$T/pp.jsonl' '$T/ep.j
 
 # trees (topk > 1) with the head fitted to the target (drafts accepted): SGLang's
 # defaults for a LlamaForCausalLM target (5 steps, topk 4, 8 draft tokens), topk 2..4,
-# batch, page 1 (trees verified) and 16 (chains), EAGLE3 topk 3; tiny models below
+# batch, page 1 and 16 (trees verified at both), EAGLE3 topk 3; tiny models below
 acc_py='
 import json, sys
 b = [json.loads(l) for l in open(sys.argv[1])]
@@ -121,7 +121,10 @@ for k in 2 3 4; do
         "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/t$k.jsonl' && '$PY' -c '$acc_py' '$T/t$k.jsonl' >/dev/null"
     gen "$T/t${k}p.jsonl" --page-size 16 --speculative-algorithm EAGLE --speculative-draft-model-path "$HF" \
         --speculative-num-steps 4 --speculative-eagle-topk $k --speculative-num-draft-tokens 7
-    check "EAGLE topk $k, page 16 (chains of 4): identical" "'$PY' -c '$cmp_py' '$T/pp.jsonl' '$T/t${k}p.jsonl'"
+    # page 16 verifies the same trees (KV and capture rows copied into place): the same accepted count
+    a1=$("$PY" -c "$acc_py" "$T/t$k.jsonl" 2>/dev/null); a16=$("$PY" -c "$acc_py" "$T/t${k}p.jsonl" 2>/dev/null)
+    check "EAGLE topk $k, page 16 (trees): identical, accepted $a16 = page 1's $a1" \
+        "'$PY' -c '$cmp_py' '$T/pp.jsonl' '$T/t${k}p.jsonl' && [ -n '$a16' ] && [ '$a16' = '$a1' ]"
 done
 "$PY" -c 'import json,sys,torch; ids=sorted({t for l in open(sys.argv[1]) for t in json.loads(l)["output_ids"]}); torch.save(torch.tensor(ids, dtype=torch.int64), sys.argv[2])' \
     "$T/p.jsonl" "$T/hot.pt"
@@ -159,6 +162,11 @@ for arch in llama3 mistral-sw qwen3 qwen2 qwen3-moe mixtral granitemoe llama-bia
         --speculative-num-steps 4 --speculative-eagle-topk 3 --speculative-num-draft-tokens 8 2>"$T/tt-$arch.err"
     check "tiny $arch: EAGLE topk 3 ids = plain ($(trees "$T/tt-$arch.err") tree verifies)" \
         "'$PY' -c 'import json,sys; a=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[1])]; b=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[2])]; assert a==b and len(a)==2' '$T/tp-$arch.jsonl' '$T/tt-$arch.jsonl' && [ \"\$(trees '$T/tt-$arch.err')\" -gt 0 ]"
+    "$BIN" generate --model-path "$TM" --requests "$T/tiny.jsonl" --output "$T/tt16-$arch.jsonl" --threads 1 \
+        --skip-tokenizer-init --page-size 16 --speculative-algorithm EAGLE --speculative-draft-model-path "$T/h-$arch/eagle1" \
+        --speculative-num-steps 4 --speculative-eagle-topk 3 --speculative-num-draft-tokens 8 2>"$T/tt16-$arch.err"
+    check "tiny $arch: EAGLE topk 3, page 16: ids = plain ($(trees "$T/tt16-$arch.err") tree verifies)" \
+        "'$PY' -c 'import json,sys; a=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[1])]; b=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[2])]; assert a==b and len(a)==2' '$T/tp-$arch.jsonl' '$T/tt16-$arch.jsonl' && [ \"\$(trees '$T/tt16-$arch.err')\" -gt 0 ]"
 done
 if [ -d "$TINY/qwen2/f32" ]; then  # not a LlamaForCausalLM: SGLang's other default, (3, 1, 4), a chain
     "$BIN" generate --model-path "$TINY/qwen2/f32" --requests "$T/tiny.jsonl" --output "$T/tq.jsonl" --threads 1 \
@@ -167,6 +175,18 @@ if [ -d "$TINY/qwen2/f32" ]; then  # not a LlamaForCausalLM: SGLang's other defa
     check "EAGLE defaults on Qwen2ForCausalLM: 3 draft tokens, topk 1 (a chain), ids = plain" \
         "grep -q '3 draft tokens per step (chain, topk 1' '$T/tq.err' && '$PY' -c 'import json,sys; a=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[1])]; b=[json.loads(l)[\"output_ids\"] for l in open(sys.argv[2])]; assert a==b' '$T/tp-qwen2.jsonl' '$T/tq.jsonl'"
 fi
+
+# 8-bit KV caches at page 16: the copied rows carry int8's per-token scales; the same accepted count as page 1
+for kvd in int8 fp8_e4m3; do
+    gen "$T/kp-$kvd.jsonl" --kv-cache-dtype $kvd
+    for pg in 1 16; do
+        gen "$T/kt$pg-$kvd.jsonl" --kv-cache-dtype $kvd --page-size $pg --speculative-algorithm EAGLE \
+            --speculative-draft-model-path "$HF" --speculative-num-steps 4 --speculative-eagle-topk 4 --speculative-num-draft-tokens 8
+    done
+    a1=$("$PY" -c "$acc_py" "$T/kt1-$kvd.jsonl" 2>/dev/null); a16=$("$PY" -c "$acc_py" "$T/kt16-$kvd.jsonl" 2>/dev/null)
+    check "KV $kvd: EAGLE topk 4 trees at page 1 and 16 = plain, accepted $a16 = $a1" \
+        "'$PY' -c '$cmp_py' '$T/kp-$kvd.jsonl' '$T/kt1-$kvd.jsonl' && '$PY' -c '$cmp_py' '$T/kp-$kvd.jsonl' '$T/kt16-$kvd.jsonl' && [ -n '$a16' ] && [ '$a16' = '$a1' ]"
+done
 
 gen "$T/dp.jsonl" --threads 2 --dp-size 2 --speculative-algorithm EAGLE --speculative-draft-model-path "$H1"
 check "EAGLE under --dp-size 2 (a capture per replica): identical" "'$PY' -c '$cmp_py' '$T/p.jsonl' '$T/dp.jsonl'"

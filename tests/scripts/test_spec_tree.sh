@@ -8,7 +8,8 @@
 #   accept length on the repeating prompt >= the chain's;
 # - the same batch with chunked prefill 16 + mixed chunks, and a 400-token
 #   pool that retracts: identical, no KV leak (leak checks 0 failed);
-# - page size 16: chains only (0 tree verifies), identical;
+# - page size 16 (alone, and with a 400-token pool + chunked 32 + mixed):
+#   trees verified (accepted nodes' KV copied into the pages), identical, no leak;
 # - tiny MLA (deepseek-v2) and sliding-window (mistral-sw, gemma2) models
 #   verify trees and keep plain decoding's ids.
 set -u
@@ -89,8 +90,14 @@ check "chunked 16 + mixed: tree = plain, no leak" "$PY -c '$same' $T/mixplain.ou
 TREE=plain gen poolplain "$T/batch.jsonl" --max-total-tokens 400
 TREE=1 gen pool1 "$T/batch.jsonl" --max-total-tokens 400
 check "400-token pool: tree = plain, no leak" "$PY -c '$same' $T/poolplain.out $T/pool1.out && noleak pool1"
+# page 16: trees too (the accepted nodes' KV copied into the pages), and with a
+# 400-token pool that retracts
+TREE=plain gen page16plain "$T/batch.jsonl" --page-size 16
 TREE=1 gen page16 "$T/batch.jsonl" --page-size 16
-check "page 16: chains only ($(trees page16) tree verifies), = plain" "[ \"\$(trees page16)\" = 0 ] && $PY -c '$same' $T/batchplain.out $T/page16.out"
+check "page 16: $(trees page16) tree verifies, = plain, no leak" "[ \"\$(trees page16)\" -gt 0 ] && $PY -c '$same' $T/page16plain.out $T/page16.out && noleak page16"
+TREE=plain gen page16poolplain "$T/batch.jsonl" --page-size 16 --max-total-tokens 400 --chunked-prefill-size 32 --enable-mixed-chunk
+TREE=1 gen page16pool "$T/batch.jsonl" --page-size 16 --max-total-tokens 400 --chunked-prefill-size 32 --enable-mixed-chunk
+check "page 16, 400-token pool, chunked 32 + mixed: $(trees page16pool) tree verifies, = plain, no leak" "[ \"\$(trees page16pool)\" -gt 0 ] && $PY -c '$same' $T/page16poolplain.out $T/page16pool.out && noleak page16pool"
 
 # tiny models: MLA and sliding windows verify trees too
 for arch in deepseek-v2 mistral-sw gemma2 llama3; do

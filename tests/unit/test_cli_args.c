@@ -329,7 +329,7 @@ static void test_model_mapping(void **state)
     assert_int_equal(mo.kv_dtype, -1);
     assert_int_equal(mo.threads, 0);
     assert_null(mo.revision);
-    assert_int_equal(mo.pack_threads, 1);
+    assert_int_equal(mo.pack_threads, 0); /* the compute threads */
     assert_false(mo.fp32_lm_head);
     args_server_free(&a);
     /* --model-loader-extra-config: SGLang's DefaultModelLoader keys */
@@ -341,7 +341,7 @@ static void test_model_mapping(void **state)
         {"{\"enable_multithread_load\": true}", ARGS_OK, 8, NULL},
         {"{\"enable_multithread_load\": true, \"num_threads\": 3}", ARGS_OK, 3, NULL},
         {"{\"enable_multithread_load\": false, \"num_threads\": 3}", ARGS_OK, 1, NULL},
-        {"{}", ARGS_OK, 1, NULL},
+        {"{}", ARGS_OK, 0, NULL}, /* absent: the compute threads */
         {"{\"foo\": 1}", ARGS_EUSAGE, 0, "Unexpected extra config keys for load format auto: {'foo'}"},
         {"{\"num_threads\": 0}", ARGS_EUSAGE, 0, "num_threads must be an integer in [1, 256]"},
         {"{\"enable_multithread_load\": 1}", ARGS_EUSAGE, 0, "enable_multithread_load must be true or false"},

@@ -19,6 +19,10 @@
 #include <cmocka.h>
 
 #include "kernels/kernels.h"
+#include "kernels/kernels_impl.h"
+#include "kernels/kern_types.h"
+#include "kernels/quant_dot.h"
+#include "kernels/quant_select.h"
 #include "util/cpu.h"
 #include "util/dtype.h"
 
@@ -122,18 +126,27 @@ static void run_matmul_case(int m, int n, int k, dtype wdt, dtype src_dt, int wi
         }
 
     const void *src = src_dt == DTYPE_F32 ? (const void *)wf : (const void *)wsrc16;
-    /* variants 0..2: the ISAs; 3: AVX-512 with the vdpbf16ps path (bf16
-     * activations); 4: AVX-512 + AMX tiles (m >= 16: activations split in
-     * hi + lo bf16, close to f32); 5: AMX with one bf16 rounding */
-    for (int var = 0; var < 6; var++) {
+    /* variants 0..2: the ISAs (2: AVX-512 with the widen + FMA bf16 body,
+     * SGLC_BF16_DOT=0); 3: AVX-512 with the vdpbf16ps body (bf16
+     * activations, SGLC_BF16_DOT=1); 4: AVX-512 + AMX tiles (m >= 16:
+     * activations split in hi + lo bf16, close to f32; below, the fma
+     * body); 5: AMX with one bf16 rounding; 6: AVX-512 with the measured
+     * choice (kern_choice), the weight x_exact for odd m (it must then stay
+     * exact in x whatever was chosen, unless SGLC_BF16_DOT=1) */
+    for (int var = 0; var < 7; var++) {
+        if (var == 2 || var == 4 || var == 5) setenv("SGLC_BF16_DOT", "0", 1);
         if (var == 3) setenv("SGLC_BF16_DOT", "1", 1);
         if (var == 5) setenv("SGLC_AMX_BF16", "1", 1);
-        int ok = use_isa(var < 3 ? var : var == 3 ? 2 : 3);
-        if (var == 3) unsetenv("SGLC_BF16_DOT");
+        int ok = use_isa(var < 3 ? var : var == 3 || var == 6 ? 2 : 3);
+        unsetenv("SGLC_BF16_DOT");
         if (var == 5) unsetenv("SGLC_AMX_BF16");
         if (!ok) continue;
         kern_mat w;
         assert_int_equal(kern_mat_init(&w, src, src_dt, n, k, wdt, 0), 0);
+        if (var == 6) w.x_exact = m & 1;
+        const int chosen = kernels_choice()->bf16_dot;
+        if (var == 2 || var == 4 || var == 5) assert_int_equal(chosen, 0);
+        if (var == 3) assert_int_equal(chosen, 2);
         /* the source may be freed after packing: poison a copy's worth by
          * checking the kernel never reads src (data must be owned) */
         assert_true(w.data != src);
@@ -146,7 +159,8 @@ static void run_matmul_case(int m, int n, int k, dtype wdt, dtype src_dt, int wi
             char what[128];
             snprintf(what, sizeof what, "matmul m=%d n=%d k=%d w=%s src=%s bias=%d nth=%d var=%d", m, n,
                      k, dtype_name(wdt), dtype_name(src_dt), with_bias, nth, var);
-            int bf16_act = wdt == DTYPE_BF16 && (var == 3 || (var == 5 && m >= 16));
+            int bf16_act = wdt == DTYPE_BF16 && (var == 3 || (var == 5 && m >= 16) ||
+                                                 (var == 6 && (chosen == 2 || (chosen == 1 && !w.x_exact))));
             if (bf16_act) {
                 check_close(y, yref_r, scale, (size_t)m * n, 2e-5f, 1e-6f, what);
                 check_close(y, yref, scale, (size_t)m * n, 1e-2f, 1e-6f, what);
@@ -839,6 +853,197 @@ static void test_rope_tails(void **state)
         }
 }
 
+/* kern_bf16_decide with injected timings: clear wins either way whatever
+ * the prior, near ties (inside the margin, and exactly on it) go to the
+ * prior (fma without one), the best run counts (slow outliers from a busy
+ * machine do not matter), invalid times are ignored. */
+static void test_bf16_decide(void **state)
+{
+    (void)state;
+    const double m = 0.10;
+    const double f_slow[] = {10.0, 11.0, 12.5}, d_fast[] = {5.2, 5.0, 6.1};
+    for (int prior = -1; prior <= 1; prior++) {
+        assert_int_equal(kern_bf16_decide(f_slow, 3, d_fast, 3, prior, m), 1);
+        assert_int_equal(kern_bf16_decide(d_fast, 3, f_slow, 3, prior, m), 0);
+    }
+    /* near tie: 10 vs 9.5 (5 %) */
+    const double f10[] = {10.0}, d95[] = {9.5};
+    assert_int_equal(kern_bf16_decide(f10, 1, d95, 1, 1, m), 1);
+    assert_int_equal(kern_bf16_decide(f10, 1, d95, 1, 0, m), 0);
+    assert_int_equal(kern_bf16_decide(f10, 1, d95, 1, -1, m), 0);
+    assert_int_equal(kern_bf16_decide(d95, 1, f10, 1, 1, m), 1);
+    /* exactly on the margin is still a tie; just past it is not */
+    const double f11[] = {11.0}, f111[] = {11.1};
+    assert_int_equal(kern_bf16_decide(f11, 1, f10, 1, 0, m), 0);
+    assert_int_equal(kern_bf16_decide(f111, 1, f10, 1, 0, m), 1);
+    assert_int_equal(kern_bf16_decide(f10, 1, f11, 1, 1, m), 1);
+    assert_int_equal(kern_bf16_decide(f10, 1, f111, 1, 1, m), 0);
+    /* noise: preempted runs only ever look slower; the best run decides */
+    const double f_noisy[] = {80.0, 10.0, 55.0, 31.0}, d_noisy[] = {40.0, 70.0, 6.0, 90.0};
+    assert_int_equal(kern_bf16_decide(f_noisy, 4, d_noisy, 4, 0, m), 1);
+    const double d_noisy_tie[] = {40.0, 9.6, 90.0};
+    assert_int_equal(kern_bf16_decide(f_noisy, 4, d_noisy_tie, 3, 0, m), 0);
+    assert_int_equal(kern_bf16_decide(f_noisy, 4, d_noisy_tie, 3, 1, m), 1);
+    /* invalid entries (0, negative, NaN) are skipped; none valid: the prior */
+    const double f_bad[] = {0.0, -1.0, NAN, 10.0}, d_bad[] = {NAN, 0.0, 4.0};
+    assert_int_equal(kern_bf16_decide(f_bad, 4, d_bad, 3, 0, m), 1);
+    const double none[] = {0.0, NAN};
+    assert_int_equal(kern_bf16_decide(none, 2, d_bad, 3, 0, m), 0);
+    assert_int_equal(kern_bf16_decide(none, 2, d_bad, 3, 1, m), 1);
+    assert_int_equal(kern_bf16_decide(f10, 1, none, 0, -1, m), 0);
+    /* margin 0: any difference decides */
+    const double d999[] = {9.99};
+    assert_int_equal(kern_bf16_decide(f10, 1, d999, 1, 0, 0.0), 1);
+}
+
+/* The start-up choice: SGLC_BF16_DOT=0 / 1 force it (no measurement
+ * reported), auto measures once per process and follows kern_bf16_decide's
+ * rule on the rates it reports; non-AVX-512 ISAs always report fma. */
+static void test_bf16_choice(void **state)
+{
+    (void)state;
+    char line[512];
+    assert_int_equal(kernels_init("scalar"), 0);
+    assert_int_equal(kernels_choice()->bf16_dot, 0);
+    assert_non_null(strstr(kernels_choice_line(line, sizeof line), "bf16 matmul: fma"));
+    if (!use_isa(2)) {
+        kernels_init(NULL);
+        print_message("skipped: no AVX-512 BF16 (%s)\n", kernels_choice_line(line, sizeof line));
+        return;
+    }
+    setenv("SGLC_BF16_DOT", "0", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(kernels_choice()->bf16_dot, 0);
+    assert_string_equal(kernels_choice()->bf16_why, "SGLC_BF16_DOT=0");
+    assert_true(kernels_choice()->fma_gflops == 0.0);
+    setenv("SGLC_BF16_DOT", "1", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(kernels_choice()->bf16_dot, 2);
+    assert_non_null(strstr(kernels_choice_line(line, sizeof line), "bf16 matmul: dot (SGLC_BF16_DOT=1"));
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) setenv("SGLC_BF16_DOT", "auto", 1);
+        else unsetenv("SGLC_BF16_DOT");
+        assert_int_equal(kernels_init("avx512"), 0);
+        const kern_choice *c = kernels_choice();
+        assert_true(c->fma_gflops > 0.0 && c->dot_gflops > 0.0);
+        assert_true(c->bf16_dot == 0 || c->bf16_dot == 1);
+        assert_non_null(c->bf16_why);
+        assert_true(!strncmp(c->bf16_why, "measured", 8));
+        /* the rule, on the reported rates (time ~ 1 / rate) */
+        double tf = 1.0 / c->fma_gflops, td = 1.0 / c->dot_gflops;
+        assert_int_equal(c->bf16_dot, kern_bf16_decide(&tf, 1, &td, 1, c->table_dot, 0.10));
+        static double first_fma, first_dot;
+        if (!pass) first_fma = c->fma_gflops, first_dot = c->dot_gflops;
+        else assert_true(first_fma == c->fma_gflops && first_dot == c->dot_gflops); /* measured once */
+        print_message("%s\n", kernels_choice_line(line, sizeof line));
+    }
+    unsetenv("SGLC_BF16_DOT");
+    kernels_init(NULL);
+}
+
+/* The quantized kernels' VNNI-or-AVX2 choice: SGLC_QUANT_AVX512=table is
+ * the table alone (nothing measured); the default checks it by timing and
+ * follows the rule: the table's pick unless the other kernel measured more
+ * than 10 % faster; all / none still force. */
+static void test_quant_choice(void **state)
+{
+    (void)state;
+    if (!use_isa(2)) {
+        kernels_init(NULL);
+        print_message("skipped: no AVX-512\n");
+        return;
+    }
+    int table[KERN_TYPE_COUNT][2];
+    setenv("SGLC_QUANT_AVX512", "table", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(quant_select_get()->n_checked, 0);
+    assert_string_equal(quant_select_get()->how, "SGLC_QUANT_AVX512=table");
+    for (int t = 0; t < KERN_TYPE_COUNT; t++)
+        for (int p = 0; p < 2; p++) table[t][p] = quant_avx512_uses((kern_type)t, 0, p ? 2 : 1);
+    unsetenv("SGLC_QUANT_AVX512");
+    assert_int_equal(kernels_init("avx512"), 0);
+    const quant_select_info *qi = quant_select_get();
+    assert_string_equal(qi->how, "table checked by measurement");
+    assert_true(qi->n_checked >= 10); /* every type with both kernels */
+    int overturned = 0;
+    for (int t = 0; t < KERN_TYPE_COUNT; t++)
+        for (int p = 0; p < 2; p++) {
+            double r = quant_select_ratio((kern_type)t, p);
+            int got = quant_avx512_uses((kern_type)t, 0, p ? 2 : 1);
+            if (r <= 0) {
+                assert_int_equal(got, table[t][p]); /* not measured: the table */
+                continue;
+            }
+            int want = r > 1.1 ? 1 : r < 1.0 / 1.1 ? 0 : table[t][p];
+            if (got != want)
+                fail_msg("type %d path %d: ratio %.3f table %d -> %d, want %d", t, p, r, table[t][p], got, want);
+            overturned += got != table[t][p];
+        }
+    assert_int_equal(overturned, qi->n_overturned);
+    setenv("SGLC_QUANT_AVX512", "all", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(quant_select_get()->n_checked, 0);
+    assert_int_equal(quant_avx512_uses(KERN_TYPE_IQ4_XS, 0, 1), 1);
+    setenv("SGLC_QUANT_AVX512", "none", 1);
+    assert_int_equal(kernels_init("avx512"), 0);
+    assert_int_equal(quant_avx512_uses(KERN_TYPE_Q4_K, 0, 2), 0);
+    unsetenv("SGLC_QUANT_AVX512");
+    kernels_init(NULL);
+}
+
+/* Batch invariance under each bf16 body: row r of an m-row product is
+ * bit-identical to the same row computed alone (m = 1) and inside other
+ * batch sizes, for the fma body, the dot body and x_exact under mode 1. */
+static void test_bf16_batch_invariance(void **state)
+{
+    (void)state;
+    if (!use_isa(2)) {
+        kernels_init(NULL);
+        print_message("skipped: no AVX-512 BF16\n");
+        return;
+    }
+    const int n = 70, k = 520, mmax = 40;
+    float *x = malloc(sizeof(float) * mmax * k), *wf = malloc(sizeof(float) * n * k);
+    float *y = malloc(sizeof(float) * mmax * n), *y1 = malloc(sizeof(float) * n);
+    fill(x, (size_t)mmax * k, 2.0f);
+    fill(wf, (size_t)n * k, 0.5f);
+    static const int ms[] = {1, 2, 12, 13, 16, 25, 40};
+    float *yall[3][2];
+    for (int mode = 0; mode <= 2; mode++)
+        for (int xe = 0; xe <= 1; xe++) {
+            assert_int_equal(kernels_init("avx512"), 0); /* no AMX: the panel bodies */
+            kern_avx512_set_bf16_dot(mode);
+            kern_mat w;
+            assert_int_equal(kern_mat_init(&w, wf, DTYPE_F32, n, k, DTYPE_BF16, 0), 0);
+            w.x_exact = xe;
+            void *scratch = malloc(kern_matmul_scratch(mmax, k));
+            for (size_t a = 0; a < sizeof ms / sizeof *ms; a++) {
+                int m = ms[a];
+                kern_matmul(y, x, m, &w, NULL, 0, 1, scratch);
+                for (int r = 0; r < m; r += 7) {
+                    kern_matmul(y1, x + (size_t)r * k, 1, &w, NULL, 0, 1, scratch);
+                    if (memcmp(y1, y + (size_t)r * n, sizeof(float) * n) != 0)
+                        fail_msg("bf16 mode %d x_exact %d: row %d of m=%d differs from m=1", mode, xe, r, m);
+                }
+            }
+            yall[mode][xe] = malloc(sizeof(float) * mmax * n);
+            memcpy(yall[mode][xe], y, sizeof(float) * mmax * n); /* the m = 40 product */
+            free(scratch);
+            kern_mat_free(&w);
+        }
+    /* which body ran: mode 0 is fma for both, mode 2 dot for both, mode 1
+     * dot except x_exact; the two bodies differ (x is rounded to bf16) */
+    const size_t yb = sizeof(float) * mmax * n;
+    assert_memory_equal(yall[0][0], yall[0][1], yb);
+    assert_memory_equal(yall[2][0], yall[2][1], yb);
+    assert_memory_equal(yall[1][1], yall[0][0], yb);
+    assert_memory_equal(yall[1][0], yall[2][0], yb);
+    assert_memory_not_equal(yall[0][0], yall[2][0], yb);
+    for (int i = 0; i < 6; i++) free(yall[i / 2][i % 2]);
+    kernels_init(NULL);
+    free(x), free(wf), free(y), free(y1);
+}
+
 static void test_isa_names(void **state)
 {
     (void)state;
@@ -866,6 +1071,10 @@ int main(void)
         cmocka_unit_test(test_matmul_every_r),
         cmocka_unit_test(test_matmul_amx),
         cmocka_unit_test(test_pack_threads),
+        cmocka_unit_test(test_bf16_decide),
+        cmocka_unit_test(test_bf16_choice),
+        cmocka_unit_test(test_bf16_batch_invariance),
+        cmocka_unit_test(test_quant_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

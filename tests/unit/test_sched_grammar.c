@@ -13,6 +13,11 @@
  *   given token sequence (logit_bias forces that token first);
  * - drafts the grammar forbids are cut before the forward (the output is
  *   the same as without drafts);
+ * - the budget's end (grammar_close.c): with few tokens left the output
+ *   still completes the grammar, and the lazy check (only the sampled
+ *   token is checked, sched_grammar_mask) gives greedy the same output as
+ *   the full narrowed mask (SGLC_GRAMMAR_CLOSE_FULL=1); temperature
+ *   sampling by rejection completes too;
  * - grammar_structural_tag_to_ebnf / grammar_ebnf_prefix_rules, walked
  *   byte by byte through the engine. */
 #include <math.h>
@@ -430,6 +435,71 @@ static void test_prefix_rules(void **state)
     free(sb.p);
 }
 
+/* [a-z]{1,40}(ab){6}: the whole text */
+static bool close_match(const char *t)
+{
+    size_t n = strlen(t);
+    if (n < 13) return false;
+    for (size_t i = 0; i < 6; i++)
+        if (strncmp(t + n - 12 + 2 * i, "ab", 2)) return false;
+    size_t m = n - 12;
+    if (m < 1 || m > 40) return false;
+    for (size_t i = 0; i < m; i++)
+        if (t[i] < 'a' || t[i] > 'z') return false;
+    return true;
+}
+
+/* n requests with max_new tokens, greedy (top_k 1) or temperature 1; close_full
+ * sets SGLC_GRAMMAR_CLOSE_FULL for the scheduler.  Returns how many ended
+ * at the length limit. */
+static int run_close(result *res, int n, int max_new, bool greedy, bool close_full)
+{
+    if (close_full) setenv("SGLC_GRAMMAR_CLOSE_FULL", "1", 1);
+    rig r = mk(60);
+    unsetenv("SGLC_GRAMMAR_CLOSE_FULL");
+    static const char *prompts[] = {"Once upon a time", "The cat", "Lily and Tom went to the park", "A big dog"};
+    memset(res, 0, sizeof *res * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        sched_req_spec sp = spec(prompts[i % 4], max_new, (uint64_t)i + 11);
+        if (greedy) sp.params.top_k = 1;
+        sp.params.regex = strdup("[a-z]{1,40}(ab){6}");
+        res[i].id = sched_submit(r.s, &sp);
+    }
+    run(&r, res, n);
+    int at_length = 0;
+    for (int i = 0; i < n; i++) {
+        assert_true(res[i].done);
+        assert_int_equal(res[i].status, 200);
+        bool stop = res[i].finish == SCHED_FINISH_STOP_TOKEN;
+        assert_true(stop || res[i].finish == SCHED_FINISH_LENGTH);
+        at_length += !stop;
+        char *t = text_of(&res[i], stop);
+        if (!close_match(t)) fail_msg("request %d (max_new %d, full %d, greedy %d, finish %d, n %d): '%s' does not match", i, max_new, close_full, greedy, (int)res[i].finish, res[i].n, t);
+        free(t);
+    }
+    rig_free(&r);
+    return at_length;
+}
+
+static void test_budget_close_lazy(void **state)
+{
+    (void)state;
+    NEED_MODEL();
+    enum { N = 4 };
+    result lazy[N], full[N];
+    int lengths = 0;
+    for (int max_new = 14; max_new <= 30; max_new += 8) {
+        run_close(full, N, max_new, true, true);
+        lengths += run_close(lazy, N, max_new, true, false);
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(lazy[i].n, full[i].n);
+            assert_memory_equal(lazy[i].ids, full[i].ids, sizeof(int32_t) * (size_t)lazy[i].n);
+        }
+        run_close(lazy, N, max_new, false, false); /* temperature 1: by rejection */
+    }
+    assert_true(lengths > 0); /* the budget was reached: the close path ran */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +509,7 @@ int main(void)
         cmocka_unit_test(test_grammar_after),
         cmocka_unit_test(test_drafts_trimmed),
         cmocka_unit_test(test_structural_tag),
+        cmocka_unit_test(test_budget_close_lazy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

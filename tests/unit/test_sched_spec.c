@@ -33,6 +33,7 @@
 #include "tinystories_fixture.h"
 
 static int64_t g_pool_tokens = 8192;
+static int g_kv_dtype = -1; /* sched_args.kv_cache_dtype */
 static double g_conservativeness = 1.0;
 
 static sched *mk(int page_size)
@@ -44,6 +45,7 @@ static sched *mk(int page_size)
     a.threads = 1;
     a.random_seed = 7;
     a.page_size = page_size;
+    a.kv_cache_dtype = g_kv_dtype;
     char err[512];
     sched *s = sched_create(g_model, &a, err, sizeof err);
     if (!s) fail_msg("sched_create: %s", err);
@@ -306,9 +308,9 @@ static void test_draft_stop_token(void **state)
 
 /* A scheduler with one greedy streaming request that has been prefilled
  * (one output token) and is running; its events drained into *res. */
-static sched *one_running(int max_new, int32_t stop_id, result *res)
+static sched *one_running_page(int max_new, int32_t stop_id, result *res, int page_size)
 {
-    sched *s = mk(1);
+    sched *s = mk(page_size);
     req_cfg c = {10, max_new, false, true, true, stop_id};
     sched_req_spec sp = spec_of(&c, 0);
     memset(res, 0, sizeof *res);
@@ -318,6 +320,46 @@ static sched *one_running(int max_new, int32_t stop_id, result *res)
     drain(s, res, 1);
     assert_int_equal(res->n, 1);
     return s;
+}
+
+static sched *one_running(int max_new, int32_t stop_id, result *res)
+{
+    return one_running_page(max_new, stop_id, res, 1);
+}
+
+/* Page size > 1: every attention layer's K and V row at kv position p of
+ * r filled with the byte mark (what the forward would have stored there). */
+static void mark_kv(sched *s, sreq *r, int64_t p, uint8_t mark)
+{
+    model_kv *kv = s->eng.kv;
+    size_t eb = kv->dt == DTYPE_F32 ? 4 : kv->dt == DTYPE_BF16 ? 2 : 1, row = (size_t)kv->row_len * eb;
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv->k[l]) memset((char *)kv->k[l] + (size_t)r->kv.slots[p] * row, mark, row);
+        if (kv->v[l]) memset((char *)kv->v[l] + (size_t)r->kv.slots[p] * row, mark + 100, row);
+        for (int h = 0; kv->dt == DTYPE_I8 && kv->k[l] && h < kv->n_tok_head; h++) {
+            kv->k_tok[l][(size_t)r->kv.slots[p] * kv->n_tok_head + h] = (float)mark;
+            kv->v_tok[l][(size_t)r->kv.slots[p] * kv->n_tok_head + h] = (float)mark + 0.5f;
+        }
+    }
+}
+
+/* 1 when every K and V row at kv position p of r holds mark (mark_kv). */
+static bool kv_marked(sched *s, sreq *r, int64_t p, uint8_t mark)
+{
+    model_kv *kv = s->eng.kv;
+    size_t eb = kv->dt == DTYPE_F32 ? 4 : kv->dt == DTYPE_BF16 ? 2 : 1, row = (size_t)kv->row_len * eb;
+    for (int l = 0; l < kv->n_layer; l++)
+        for (size_t i = 0; i < row; i++) {
+            if (kv->k[l] && ((uint8_t *)kv->k[l])[(size_t)r->kv.slots[p] * row + i] != mark) return false;
+            if (kv->v[l] && ((uint8_t *)kv->v[l])[(size_t)r->kv.slots[p] * row + i] != (uint8_t)(mark + 100))
+                return false;
+        }
+    for (int l = 0; kv->dt == DTYPE_I8 && l < kv->n_layer; l++)
+        for (int h = 0; kv->k[l] && h < kv->n_tok_head; h++)
+            if (kv->k_tok[l][(size_t)r->kv.slots[p] * kv->n_tok_head + h] != (float)mark ||
+                kv->v_tok[l][(size_t)r->kv.slots[p] * kv->n_tok_head + h] != (float)mark + 0.5f)
+                return false;
+    return true;
 }
 
 /* k rows whose greedy choices are toks[0..k-1]; the request's pages made
@@ -461,7 +503,10 @@ static void test_process_k_max_new_mid(void **state)
  * 77 (the target's argmax path, SGLang's verify_tree_greedy), the pages of
  * rows 2, 4, 5 moved to positions len, len + 1, len + 2, the rest trimmed
  * without a leak.  Then: a root whose sample matches no child (1 token), and
- * a stop token on the path. */
+ * a stop token on the path.  At page size 16 (c >= 3) the pages stay and the
+ * K / V rows of rows 2, 4, 5 are copied to positions len, len + 1, len + 2
+ * (each row's KV marked with its own bytes beforehand); also over an int8
+ * cache, whose per-token scales must follow. */
 static void test_process_tree_walk(void **state)
 {
     (void)state;
@@ -469,17 +514,21 @@ static void test_process_tree_walk(void **state)
     const int32_t draft[6] = {100, 200, 300, 400, 500, 600};
     const int32_t parent[6] = {-1, -1, 0, 1, 3, 1}; /* draft k follows draft parent[k] (-1 = the root row) */
     const int32_t toks[7] = {200, 300, 400, 999, 500, 77, 999};
-    for (int c = 0; c < 3; c++) {
+    for (int cc = 0; cc < 9; cc++) {
+        const int c = cc % 3, P = cc < 3 ? 1 : 16;
+        g_kv_dtype = cc >= 6 ? DTYPE_I8 : -1; /* 6..8: page 16 over an int8 cache (token scales move too) */
         result res;
-        sched *s = one_running(20, c == 2 ? 500 : -1, &res);
+        sched *s = one_running_page(20, c == 2 ? 500 : -1, &res, P);
         sreq *r = s->q.running[0];
         int32_t t2[7];
         memcpy(t2, toks, sizeof t2);
         if (c == 1) t2[0] = 123; /* the root samples 123: no child */
         float *rows = rows_for(s, r, t2, 7);
         int64_t len0 = r->tok.len;
-        int32_t pg[7];
-        for (int k = 0; k < 7; k++) pg[k] = r->kv.pages[len0 - 1 + k];
+        int32_t pg[7], sl[7];
+        for (int k = 0; k < 7; k++) sl[k] = r->kv.slots[len0 - 1 + k];
+        for (int k = 0; k < 7 && P == 1; k++) pg[k] = r->kv.pages[len0 - 1 + k];
+        for (int k = 0; k < 7 && P > 1; k++) mark_kv(s, r, len0 - 1 + k, (uint8_t)(k + 1));
         bool fin;
         int n = sched_process_request_tree(s, r, rows, 7, draft, parent, &fin);
         free(rows);
@@ -489,19 +538,30 @@ static void test_process_tree_walk(void **state)
             const int32_t want[4] = {200, 400, 500, 77};
             assert_memory_equal(r->tok.seq + len0, want, sizeof want);
             assert_int_equal(r->kv.kv_len, len0 + 3);
-            assert_int_equal(r->kv.pages[len0 - 1], pg[0]); /* the root stays */
-            assert_int_equal(r->kv.pages[len0], pg[2]);
-            assert_int_equal(r->kv.pages[len0 + 1], pg[4]);
-            assert_int_equal(r->kv.pages[len0 + 2], pg[5]);
-            for (int k = 0; k < 4; k++) assert_int_equal(r->kv.slots[len0 - 1 + k], r->kv.pages[len0 - 1 + k]);
+            if (P == 1) {
+                assert_int_equal(r->kv.pages[len0 - 1], pg[0]); /* the root stays */
+                assert_int_equal(r->kv.pages[len0], pg[2]);
+                assert_int_equal(r->kv.pages[len0 + 1], pg[4]);
+                assert_int_equal(r->kv.pages[len0 + 2], pg[5]);
+                for (int k = 0; k < 4; k++) assert_int_equal(r->kv.slots[len0 - 1 + k], r->kv.pages[len0 - 1 + k]);
+            } else {
+                for (int k = 0; k < 7; k++) assert_int_equal(r->kv.slots[len0 - 1 + k], sl[k]); /* no slot moves */
+                assert_true(kv_marked(s, r, len0 - 1, 1)); /* the root stays */
+                assert_true(kv_marked(s, r, len0, 3));     /* row 2's KV */
+                assert_true(kv_marked(s, r, len0 + 1, 5)); /* row 4's */
+                assert_true(kv_marked(s, r, len0 + 2, 6)); /* row 5's */
+                assert_false(r->kv.kv_broken);
+            }
             assert_int_equal(r->spec.accepted, 3);
             sched_kv_trim(s, r, r->kv.kv_len + 1); /* what the stage does: rejected nodes' pages go back */
-            assert_int_equal(r->kv.n_pages, len0 + 4);
+            assert_int_equal(r->kv.n_pages, (len0 + 4 + P - 1) / P);
         } else if (c == 1) {
             assert_int_equal(n, 1);
             assert_false(fin);
             assert_int_equal(r->tok.seq[len0], 123);
-            for (int k = 0; k < 7; k++) assert_int_equal(r->kv.pages[len0 - 1 + k], pg[k]); /* nothing moved */
+            for (int k = 0; k < 7 && P == 1; k++) /* nothing moved */
+                assert_int_equal(r->kv.pages[len0 - 1 + k], pg[k]);
+            for (int k = 0; k < 7 && P > 1; k++) assert_true(kv_marked(s, r, len0 - 1 + k, (uint8_t)(k + 1)));
             sched_kv_trim(s, r, r->kv.kv_len + 1);
         } else {
             assert_int_equal(n, 3); /* 200 400 500, and 500 is the stop token */
@@ -518,6 +578,7 @@ static void test_process_tree_walk(void **state)
         }
         sched_destroy(s);
     }
+    g_kv_dtype = -1;
 }
 
 int main(void)

@@ -490,10 +490,11 @@ static void test_aborts_no_leak(void **state)
     req_cfg cfg[N];
     for (int i = 0; i < N; i++) cfg[i] = abort_cfg(i);
     if (!ensure_fit()) fail_msg("eagle_ref.py fit failed");
-    const sched_cfg scs[2] = {{.page_size = 1, .chunked = 16, .mixed = true},
-                              {.page_size = 1, .pool = 600, .conservativeness = 0.05}};
-    for (int pass = 0; pass < 4; pass++) { /* 2, 3: topk 4 trees of the fitted head */
-        const int c = pass % 2;
+    const sched_cfg scs[3] = {{.page_size = 1, .chunked = 16, .mixed = true},
+                              {.page_size = 1, .pool = 600, .conservativeness = 0.05},
+                              {.page_size = 16, .chunked = 32, .mixed = true, .pool = 480, .conservativeness = 0.05}};
+    for (int pass = 0; pass < 5; pass++) { /* 2, 3, 4: topk 4 trees of the fitted head (4: page 16) */
+        const int c = pass < 4 ? pass % 2 : 2;
         g_algo = c && pass < 2 ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
         g_head_name = pass < 2 ? NULL : "eagle1_fit";
         g_topk = pass < 2 ? 1 : 4, g_steps = pass < 2 ? 0 : 5, g_ndt = pass < 2 ? 0 : 8;
@@ -532,6 +533,10 @@ static void test_aborts_no_leak(void **state)
             sched_get_stats(s, &st);
             assert_true(st.spec_tree_verifies > 0);
             assert_true(st.spec_accepted_tokens > 0);
+            if (c == 2) assert_true(st.num_retractions > 0);
+            print_message("aborts pass %d (page %d): %lld tree verifies, %lld accepted, %lld retractions\n", pass,
+                          scs[c].page_size, (long long)st.spec_tree_verifies, (long long)st.spec_accepted_tokens,
+                          (long long)st.num_retractions);
         }
         sched_destroy(s);
         spec_drafter_destroy(d);
@@ -643,8 +648,9 @@ static void test_tree_vs_path(void **state)
 }
 
 /* topk 2..4 trees: outputs identical to plain decoding (greedy and seeded),
- * batched and alone, page 1 (trees verified) and 16 (the scheduler asks for
- * chains), with accepted drafts (the fitted head) and the counters adding
+ * batched and alone, page 1 and 16 (trees verified at both; at 16 the
+ * accepted nodes' KV and hidden-state capture rows are copied into place),
+ * with accepted drafts (the fitted head) and the counters adding
  * up; the random EAGLE3 head too. */
 static void test_tree_identical(void **state)
 {
@@ -657,6 +663,7 @@ static void test_tree_identical(void **state)
     spec_drafter_stats dst;
     const sched_cfg scs[2] = {{.page_size = 1}, {.page_size = 16}};
     int64_t acc_chain = -1;
+    int64_t at1[2][5][4]; /* page 1, batch: (accepted, drafted, tree verifies, off-branch) per head, topk */
     for (int h = 0; h < 2; h++) {
         g_algo = h ? SPEC_ALGO_EAGLE3 : SPEC_ALGO_EAGLE;
         g_head_name = h ? NULL : "eagle1_fit";
@@ -681,9 +688,14 @@ static void test_tree_identical(void **state)
                         assert_int_equal(got[i].n - 1, got[i].verify_ct + got[i].accepted);
                     }
                     assert_int_equal(acc, st.spec_accepted_tokens);
-                    if (topk > 1) assert_true((st.spec_tree_verifies > 0) == (c == 0));
+                    if (topk > 1) assert_true(st.spec_tree_verifies > 0); /* page 16 too: KV copied into place */
                     if (!h) assert_true(st.spec_accepted_tokens > 0);
                     if (topk == 1) acc_chain = acc;
+                    /* page 16 verifies the same trees as page 1: the same drafts, so the accepted
+                     * nodes' KV and the EAGLE capture rows (the drafter's next input) were copied */
+                    const int64_t cur[4] = {acc, st.spec_draft_tokens, st.spec_tree_verifies, st.spec_tree_off_branch};
+                    if (c == 0 && !alone) memcpy(at1[h][topk], cur, sizeof cur);
+                    if (c == 1) assert_memory_equal(at1[h][topk], cur, sizeof cur);
                     print_message("%s: accepted %lld of %lld drafts, %lld tree verifies, %lld off the first branch\n",
                                   what, (long long)acc, (long long)st.spec_draft_tokens, (long long)st.spec_tree_verifies,
                                   (long long)st.spec_tree_off_branch);
@@ -697,7 +709,8 @@ static void test_tree_identical(void **state)
 /* Seeded sampling at temperature 1 with topk 4 trees: the same seeds give
  * the same ids as plain decoding, and other seeds the same distribution of
  * the token at output position 8 (two-sample chi-square over 240 requests
- * each, bins of >= 10 tokens, the rest pooled by id, p = 0.001). */
+ * each, bins of >= 10 tokens, the rest pooled by id, p = 0.001); at page
+ * size 1 and 16. */
 static void test_tree_sampling_distribution(void **state)
 {
     (void)state;
@@ -705,29 +718,31 @@ static void test_tree_sampling_distribution(void **state)
     enum { N = 240, POS = 8 };
     static req_cfg cfg[N];
     static result a[N], b[N], b_same[N];
-    sched_cfg sc = {.page_size = 1};
     g_head_name = "eagle1_fit", g_topk = 4, g_steps = 5, g_ndt = 8;
-    for (int i = 0; i < N; i++) cfg[i] = (req_cfg){i % 3, 30, POS + 2, true, 1 + (uint64_t)i, false, false, -1};
-    run(cfg, N, &sc, false, false, a, NULL, NULL);
-    sched_stats st;
-    run(cfg, N, &sc, true, false, b_same, &st, NULL);
-    expect_same(a, b_same, N, "tree, seeded sampling, same seeds");
-    for (int i = 0; i < N; i++) cfg[i].seed = 100000 + (uint64_t)i;
-    run(cfg, N, &sc, true, false, b, &st, NULL);
-    assert_true(st.spec_accepted_tokens > 0);
-    assert_true(st.spec_tree_verifies > 0);
-    int V = model_get_config(g_model)->vocab_size;
-    int *ca = calloc((size_t)V, sizeof(int)), *cb = calloc((size_t)V, sizeof(int));
-    for (int i = 0; i < N; i++) ca[a[i].ids[POS]]++, cb[b[i].ids[POS]]++;
-    int bins;
-    double chi = chi2_two_sample(ca, cb, V, &bins);
-    free(ca), free(cb);
+    for (int pg = 1; pg <= 16; pg += 15) { /* page 16: the accepted nodes' KV copied into the pages */
+        sched_cfg sc = {.page_size = pg};
+        for (int i = 0; i < N; i++) cfg[i] = (req_cfg){i % 3, 30, POS + 2, true, 1 + (uint64_t)i, false, false, -1};
+        run(cfg, N, &sc, false, false, a, NULL, NULL);
+        sched_stats st;
+        run(cfg, N, &sc, true, false, b_same, &st, NULL);
+        expect_same(a, b_same, N, "tree, seeded sampling, same seeds");
+        for (int i = 0; i < N; i++) cfg[i].seed = 100000 + (uint64_t)i;
+        run(cfg, N, &sc, true, false, b, &st, NULL);
+        assert_true(st.spec_accepted_tokens > 0);
+        assert_true(st.spec_tree_verifies > 0);
+        int V = model_get_config(g_model)->vocab_size;
+        int *ca = calloc((size_t)V, sizeof(int)), *cb = calloc((size_t)V, sizeof(int));
+        for (int i = 0; i < N; i++) ca[a[i].ids[POS]]++, cb[b[i].ids[POS]]++;
+        int bins;
+        double chi = chi2_two_sample(ca, cb, V, &bins);
+        free(ca), free(cb);
+        assert_true(bins >= 5);
+        double bound = chi2_quantile(bins - 1, 3.09);
+        print_message("tree sampling, page %d: accepted %lld, chi-square %.2f over %d bins (bound %.2f at p = 0.001)\n",
+                      pg, (long long)st.spec_accepted_tokens, chi, bins, bound);
+        assert_true(chi < bound);
+    }
     g_head_name = NULL, g_topk = 1, g_steps = 0, g_ndt = 0;
-    assert_true(bins >= 5);
-    double bound = chi2_quantile(bins - 1, 3.09);
-    print_message("tree sampling: accepted %lld, chi-square %.2f over %d bins (bound %.2f at p = 0.001)\n",
-                  (long long)st.spec_accepted_tokens, chi, bins, bound);
-    assert_true(chi < bound);
 }
 
 static void expect_error(const char *name, int eagle3, const char *msg)
