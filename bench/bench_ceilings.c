@@ -4,6 +4,7 @@
  *   {"bench":"mem_read","threads":T,"bytes":B,"best_gbs":..,"median_gbs":..,"reps":R}
  *   {"bench":"bf16_dot_peak","threads":T,"best_gflops":..,"median_gflops":..}
  *   {"bench":"f32_fma_peak", ...}
+ *   {"bench":"int8_vnni_peak","width":512|256, ...} (GOP/s, vpdpbusd)
  * for T = 1 and 2 (or --threads N as the upper value).  The buffer is
  * SGLC_BENCH_MEM_MB MiB (default 1024), touched before timing.
  *
@@ -68,6 +69,13 @@ int main(int argc, char **argv)
                    "\"median_gflops\":%.1f,\"cpu_best_gflops\":%.1f,\"cpu_median_gflops\":%.1f,"
                    "\"reps\":%d}\n",
                    t, best, med, bench_max(vc, reps), bench_median(vc, reps), reps);
+        }
+        for (int kind = 2; kind <= 3 && f->avx512f && f->avx512vnni; kind++) {
+            bench_peak(pool, kind, reps, v, vc);
+            printf("{\"bench\":\"int8_vnni_peak\",\"width\":%d,\"threads\":%d,\"best_gops\":%.1f,"
+                   "\"median_gops\":%.1f,\"cpu_best_gops\":%.1f,\"cpu_median_gops\":%.1f,\"reps\":%d}\n",
+                   kind == 2 ? 512 : 256, t, bench_max(v, reps), bench_median(v, reps), bench_max(vc, reps),
+                   bench_median(vc, reps), reps);
         }
         if (f->avx512f) {
             bench_peak(pool, 0, reps, v, vc);

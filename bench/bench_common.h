@@ -191,8 +191,49 @@ __attribute__((target("avx512f,fma"))) static inline float bench_f32_loop(long i
     return _mm512_reduce_add_ps(s);
 }
 
+/* int8 VNNI: vpdpbusd on 12 independent accumulators, in asm (with
+ * arrays of vector accumulators GCC spills them to the stack every
+ * iteration, which measures the stores); zmm (128 int ops an
+ * instruction) or ymm (64). */
+#define BENCH_VNNI_STEP(W)                                                                        \
+    __asm__ volatile("vpdpbusd %[b], %[a], %[x0]\n\tvpdpbusd %[b], %[a], %[x1]\n\t"                \
+                     "vpdpbusd %[b], %[a], %[x2]\n\tvpdpbusd %[b], %[a], %[x3]\n\t"                \
+                     "vpdpbusd %[b], %[a], %[x4]\n\tvpdpbusd %[b], %[a], %[x5]\n\t"                \
+                     "vpdpbusd %[b], %[a], %[x6]\n\tvpdpbusd %[b], %[a], %[x7]\n\t"                \
+                     "vpdpbusd %[b], %[a], %[x8]\n\tvpdpbusd %[b], %[a], %[x9]\n\t"                \
+                     "vpdpbusd %[b], %[a], %[x10]\n\tvpdpbusd %[b], %[a], %[x11]\n\t"              \
+                     : [x0] "+v"(x0), [x1] "+v"(x1), [x2] "+v"(x2), [x3] "+v"(x3), [x4] "+v"(x4),     \
+                       [x5] "+v"(x5), [x6] "+v"(x6), [x7] "+v"(x7), [x8] "+v"(x8), [x9] "+v"(x9),      \
+                       [x10] "+v"(x10), [x11] "+v"(x11)                                              \
+                     : [a] "v"(a), [b] "v"(b))
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))) static inline float bench_vnni_loop(long iters,
+                                                                                                   int zmm)
+{
+    int s = 0;
+    if (zmm) {
+        __m512i a = _mm512_set1_epi8(1), b = a, x0 = a, x1 = a, x2 = a, x3 = a, x4 = a, x5 = a, x6 = a,
+                x7 = a, x8 = a, x9 = a, x10 = a, x11 = a;
+        for (long it = 0; it < 2 * iters; it++) BENCH_VNNI_STEP(512);
+        __m512i t = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(x0, x1), _mm512_add_epi32(x2, x3)),
+                                     _mm512_add_epi32(_mm512_add_epi32(x4, x5), _mm512_add_epi32(x6, x7)));
+        t = _mm512_add_epi32(t, _mm512_add_epi32(_mm512_add_epi32(x8, x9), _mm512_add_epi32(x10, x11)));
+        s = _mm512_reduce_add_epi32(t);
+    } else {
+        __m256i a = _mm256_set1_epi8(1), b = a, x0 = a, x1 = a, x2 = a, x3 = a, x4 = a, x5 = a, x6 = a,
+                x7 = a, x8 = a, x9 = a, x10 = a, x11 = a;
+        for (long it = 0; it < 2 * iters; it++) BENCH_VNNI_STEP(256);
+        __m256i t = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(x0, x1), _mm256_add_epi32(x2, x3)),
+                                     _mm256_add_epi32(_mm256_add_epi32(x4, x5), _mm256_add_epi32(x6, x7)));
+        t = _mm256_add_epi32(t, _mm256_add_epi32(_mm256_add_epi32(x8, x9), _mm256_add_epi32(x10, x11)));
+        int32_t v[8];
+        _mm256_storeu_si256((__m256i *)v, t);
+        for (int j = 0; j < 8; j++) s += v[j];
+    }
+    return (float)s;
+}
+
 typedef struct {
-    int bf16;
+    int bf16; /* 0 f32 FMA, 1 bf16 dot, 2 int8 VNNI zmm, 3 int8 VNNI ymm */
     long iters;
     volatile float sink[64];
     double cpu[64];
@@ -203,18 +244,22 @@ static inline void bench_peak_task(void *vctx, int ith, int nth)
     (void)nth;
     bench_peak_ctx *c = vctx;
     double c0 = bench_thread_cpu();
-    c->sink[ith * 8 % 64] = c->bf16 ? bench_bf16_loop(c->iters) : bench_f32_loop(c->iters);
+    c->sink[ith * 8 % 64] = c->bf16 == 1   ? bench_bf16_loop(c->iters)
+                            : c->bf16 >= 2 ? bench_vnni_loop(c->iters, c->bf16 == 2)
+                                           : bench_f32_loop(c->iters);
     c->cpu[ith] = bench_thread_cpu() - c0;
 }
 
 /* Peak GFLOP/s of the pool's threads together (wall time in out, per
- * thread-CPU time in out_cpu if non-NULL); needs avx512f (+bf16). */
+ * thread-CPU time in out_cpu if non-NULL); needs avx512f (+bf16); kind 0
+ * f32 FMA, 1 bf16 dot, 2 / 3 int8 vpdpbusd zmm / ymm (+vnni: GOP/s, a
+ * multiply-add counted as 2 ops like a FLOP). */
 static inline void bench_peak(tpool *pool, int bf16, int reps, double *out, double *out_cpu)
 {
     bench_peak_ctx c = {.bf16 = bf16, .iters = BENCH_PEAK_ITERS / 10};
     tpool_run(pool, bench_peak_task, &c); /* warm the clocks */
     c.iters = BENCH_PEAK_ITERS;
-    double flop_per_inst = bf16 ? 64.0 : 32.0;
+    double flop_per_inst = bf16 == 1 ? 64.0 : bf16 == 2 ? 128.0 : bf16 == 3 ? 64.0 : 32.0;
     for (int r = 0; r < reps; r++) {
         double t0 = time_now_sec();
         tpool_run(pool, bench_peak_task, &c);

@@ -30,7 +30,7 @@
  * blocks in place ("plain"), as a GGUF mmap would be.
  *
  * Usage: build/bench/bench_quant [--threads N] [--reps R] [--types q4_0,q4_K,...]
- *        [--only gemv|gemm] [--owned 0|1] [--shape qo_proj|...|l2_resident]
+ *        [--only gemv|gemm] [--owned 0|1] [--shape qo_proj|...|l2_resident] [--gemm-shapes all]
  *        (--shape: GEMV of that shape only; SGLC_KERNELS=scalar|avx2 forces an ISA) */
 #include <math.h>
 #include <stddef.h>
@@ -161,6 +161,7 @@ static double time_call(tpool *pool, mm_ctx *c)
 }
 
 /* kern_matmul on the current ISA vs kern_ref_matmul (scalar int8 path) */
+static int g_gemm_all = 0; /* --gemm-shapes all: the m = 512 GEMM of every layer shape, not only qo_proj */
 static int g_borrow = 1; /* 0 with --owned: owned copies (the repacked 8-row layouts) */
 
 static const char *layout_name(const kern_mat *w) { return !w->qtype ? "panels" : w->layout ? "x8" : "plain"; }
@@ -200,10 +201,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--types")) types = argv[i + 1];
         else if (!strcmp(argv[i], "--owned")) g_borrow = !atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--gemm-shapes")) g_gemm_all = !strcmp(argv[i + 1], "all");
         else if (!strcmp(argv[i], "--shape")) only_shape = argv[i + 1];
         else if (!strcmp(argv[i], "--only")) do_gemv = !strcmp(argv[i + 1], "gemv"), do_gemm = !do_gemv;
         else {
-            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm] [--owned 0|1] [--shape NAME]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--threads N] [--reps R] [--types a,b] [--only gemv|gemm] [--owned 0|1] [--shape NAME] [--gemm-shapes all]\n", argv[0]);
             return 2;
         }
     }
@@ -267,15 +269,16 @@ int main(int argc, char **argv)
             size_t wb = kern_type_mat_bytes(t, s->n, s->k);
             b_shape[si] = wb;
             int copies = s->per_layer < 0 ? 1 : (int)((ws + wb - 1) / wb);
-            if (!do_gemv && si > 0) break;
+            const int gemm_here = do_gemm && (si == 0 || (g_gemm_all && s->per_layer > 0));
+            if (!do_gemv && !gemm_here && si > 0) break;
             const int gemv_here = do_gemv && (!only_shape || !strcmp(only_shape, s->name));
-            if (!gemv_here && !(si == 0 && do_gemm)) continue;
+            if (!gemv_here && !gemm_here) continue;
             unsigned char *buf = kern_weight_alloc(wb * (size_t)copies);
             if (!buf) return 1;
             fill_weight(t, buf, wb);
             for (int c = 1; c < copies; c++) memcpy(buf + (size_t)c * wb, buf, wb);
             if (si == 0 && t >= KERN_TYPE_FLOAT_COUNT && validate(t, buf, s->n, s->k, scr)) return 1;
-            if (si == 0 && do_gemm) {
+            if (gemm_here) {
                 kern_mat w;
                 if (kern_mat_init_kt(&w, buf, t, s->n, s->k, t, g_borrow)) return 1;
                 for (int ti = 0; ti < tcount; ti++) {

@@ -14,6 +14,7 @@
 #include "kernels/quant_select.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -409,8 +410,12 @@ static const unsigned char g_q512_default[KERN_TYPE_COUNT] = {
 static unsigned char g_q512[KERN_TYPE_COUNT];
 static quant_ops g_ops512[KERN_TYPE_COUNT];
 
+int quant_x16_on = 1;
+
 void quant_avx512_select(const char *spec)
 {
+    const char *x16 = getenv("SGLC_QUANT_X16");
+    quant_x16_on = !(x16 && !strcmp(x16, "0"));
     const int all = spec && !strcmp(spec, "all"), none = spec && !strcmp(spec, "none");
     /* default: the table, each plain-layout entry checked by a start-up
      * timing (quant_select.c); "table": the table alone */
@@ -423,8 +428,9 @@ void quant_avx512_select(const char *spec)
         g_q512[t] = 0;
         if (!o2 || !d) continue;
         g_ops512[t] = (quant_ops){o2->act_type, o2->act, d};
-        /* VNNI x8 kernels exist for these three layouts only */
-        const int x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ? Q512_X8 : 0;
+        /* VNNI x8 kernels exist for these layouts only (Q6_K: the GEMM x16 one) */
+        const int x8 = t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 || t == KERN_TYPE_Q6_K
+                           ? Q512_X8 : 0;
         g_q512[t] = (none ? 0 : all ? Q512_ALL : g_q512_default[t]) & (Q512_GEMV | Q512_GEMM | x8);
         int gv, gm;
         const int tv = (g_q512[t] & Q512_GEMV) != 0, tm = (g_q512[t] & Q512_GEMM) != 0;
@@ -480,6 +486,8 @@ size_t quant_matmul_scratch(int m, int k)
     size_t s = (size_t)(m < QCHUNK ? m : QCHUNK) * row + (size_t)(k / 32 + 1) * 36 + 256;
     size_t f8 = qf8_matmul_scratch(m, k); /* the fp8 type's panel */
     /* + the gathered activation rows of a permuted (act-order) weight */
+    /* + the Q6_K x16 kernel's offsets: 16 int32 per 256 values and row */
+    s += (size_t)(m < QCHUNK ? m : QCHUNK) * (size_t)(k / 256 + 1) * 64;
     return (s > f8 ? s : f8) + (size_t)(m < QCHUNK ? m : QCHUNK) * k * sizeof(float) + 64;
 }
 
@@ -753,14 +761,16 @@ void quant_repack_x8(int layout, void *dst, const void *src, int n, int k, int n
 }
 
 /* The repacked products (see quant_dot.h); threads split groups of 8 rows. */
+#define X16_MIN_R 4 /* activation rows from which the two-group zmm kernels run (not decode) */
+
 /* The VNNI kernels of the repacked layouts: the activation rows of a chunk,
  * then (Q4_0, Q8_0) each block's code sum times -8 / -128 as the int32
  * start of its accumulators, then the blocks of gb groups. */
 static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w, kern_type t, int nb,
                              int g0, int g1, int gb, char *a)
 {
-    const int n = w->n, k = w->k, is_k = t == KERN_TYPE_Q4_K;
-    const size_t arb = kern_type_row_bytes(is_k ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
+    const int n = w->n, k = w->k, is_k = t == KERN_TYPE_Q4_K, is_6 = t == KERN_TYPE_Q6_K;
+    const size_t arb = kern_type_row_bytes(is_k || is_6 ? KERN_TYPE_Q8_K : KERN_TYPE_Q8_0, k);
     const quant_ops *op = quant_ops_for(t, KERN_ISA_AVX512);
     const int mul = t == KERN_TYPE_Q4_0 ? -8 : -128;
     for (int c0 = 0; c0 < m; c0 += QCHUNK) {
@@ -769,6 +779,12 @@ static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w,
         for (int r = 0; r < mc; r++) {
             op->act(a + (size_t)r * arb, x + (size_t)(c0 + r) * k, k);
             if (is_k) continue;
+            if (is_6) { /* -32 x the sums of 16 */
+                const block_q8_K *ab = (const block_q8_K *)(a + (size_t)r * arb);
+                for (int b = 0; b < nb; b++)
+                    for (int i = 0; i < 16; i++) off[((size_t)r * nb + b) * 16 + i] = -32 * ab[b].bsums[i];
+                continue;
+            }
             const block_q8_0 *ab = (const block_q8_0 *)(a + (size_t)r * arb);
             for (int b = 0; b < nb; b++) {
                 int sum = 0;
@@ -783,10 +799,26 @@ static void matmul_x8_avx512(float *y, const float *x, int m, const kern_mat *w,
                 int R = mc - r0 < rmax ? mc - r0 : rmax;
                 const char *ar = a + (size_t)r0 * arb;
                 float *yr = y + (size_t)(c0 + r0) * n;
-                if (is_k) quant_q4_Kx8_avx512(w->data, nb, gg, ge, ar, arb, R, yr, (size_t)n);
-                else if (t == KERN_TYPE_Q8_0)
-                    quant_q8_0x8_avx512(w->data, nb, gg, ge, ar, arb, off + (size_t)r0 * nb, R, yr, (size_t)n);
-                else quant_q4_0x8_avx512(w->data, nb, gg, ge, ar, arb, off + (size_t)r0 * nb, R, yr, (size_t)n);
+                const int32_t *o = off + (size_t)r0 * nb * (is_6 ? 16 : 1);
+                if (is_6) { /* pairs in zmm, the rest on the AVX2 kernel (R <= 4) */
+                    int gp = R >= X16_MIN_R ? gg + ((ge - gg) & ~1) : gg;
+                    if (gp > gg) quant_q6_Kx16_avx512(w->data, nb, gg, gp, ar, arb, o, R, yr, (size_t)n);
+                    for (int q0 = 0; q0 < R && gp < ge; q0 += QUANT_MAX_R)
+                        quant_q6_Kx8_avx2(w->data, nb, gp, ge, ar + (size_t)q0 * arb, arb,
+                                          R - q0 < QUANT_MAX_R ? R - q0 : QUANT_MAX_R, yr + (size_t)q0 * n, (size_t)n);
+                    continue;
+                }
+                /* pairs of groups in zmm for the GEMM (R >= X16_MIN_R), the odd one left in ymm */
+                int gp = quant_x16_on && R >= X16_MIN_R ? gg + ((ge - gg) & ~1) : gg;
+                if (gp > gg) {
+                    if (is_k) quant_q4_Kx16_avx512(w->data, nb, gg, gp, ar, arb, R, yr, (size_t)n);
+                    else if (t == KERN_TYPE_Q8_0) quant_q8_0x16_avx512(w->data, nb, gg, gp, ar, arb, o, R, yr, (size_t)n);
+                    else quant_q4_0x16_avx512(w->data, nb, gg, gp, ar, arb, o, R, yr, (size_t)n);
+                }
+                if (gp == ge) continue;
+                if (is_k) quant_q4_Kx8_avx512(w->data, nb, gp, ge, ar, arb, R, yr, (size_t)n);
+                else if (t == KERN_TYPE_Q8_0) quant_q8_0x8_avx512(w->data, nb, gp, ge, ar, arb, o, R, yr, (size_t)n);
+                else quant_q4_0x8_avx512(w->data, nb, gp, ge, ar, arb, o, R, yr, (size_t)n);
             }
         }
     }
@@ -827,7 +859,9 @@ static void matmul_x8(float *y, const float *x, int m, const kern_mat *w, int it
         return;
     }
     const int gb = 8; /* groups per block of the GEMM (8 x 8 rows x k / 2 bytes) */
-    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 1, m)) {
+    /* Q6_K: VNNI only through the two-group GEMM kernel */
+    if (isa == KERN_ISA_AVX512 && quant_avx512_uses(t, 1, m) &&
+        (!is_6 || (quant_x16_on && m >= X16_MIN_R))) {
         matmul_x8_avx512(y, x, m, w, t, nb, g0, g1, gb, a);
         return;
     }

@@ -148,6 +148,24 @@ void quant_q8_0x8_avx512(const void *w, int nb, int g0, int g1, const void *a, s
 void quant_q4_Kx8_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
                          float *y, size_t ys);
 
+/* The GEMM micro-kernels over two groups at a time (rows 8g .. 8g + 15 in
+ * one zmm; quant_dot_avx512.c): the same arguments and results as the
+ * three above for [g0, g1) holding an even number of groups. */
+void quant_q4_0x16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                          const int32_t *off, int R, float *y, size_t ys);
+void quant_q8_0x16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                          const int32_t *off, int R, float *y, size_t ys);
+void quant_q4_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R,
+                          float *y, size_t ys);
+/* Q6_K x8 (layout below) on Q8_K activations: off[(r * nb + b) * 16 + s] =
+ * -32 * bsums[s] of activation row r's super-block b.  There is no
+ * one-group VNNI Q6_K kernel: odd groups, R < 4 and decode run the AVX2 one. */
+void quant_q6_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as,
+                          const int32_t *off, int R, float *y, size_t ys);
+/* Whether the driver runs them (default 1; SGLC_QUANT_X16=0 keeps the
+ * one-group kernels, for A/B runs and the test); set by quant_avx512_select. */
+extern int quant_x16_on;
+
 /* ---- Q6_K repacked 8 rows at a time (layout QUANT_LAYOUT_Q6_KX8) ------
  * Per super-block b (256 values) a group of rows 8g..8g+7 holds, at
  * ((quant_q6_Kx8 *)w)[g * nb + b]:

@@ -690,6 +690,249 @@ void quant_q4_Kx8_avx512(const void *w, int nb, int g0, int g1, const void *a, s
     }
 }
 
+/* ---- two 8-row groups at once in zmm (the GEMM micro-kernels) ----------
+ * Groups g and g + 1 of an x8 layout are rows 8g .. 8g + 15: a chunk of each
+ * (32 bytes) goes into one zmm (vinserti64x4), so one vpdpbusd with a
+ * {1to16} broadcast of 4 activation bytes serves 16 weight rows, the 16
+ * outputs of an activation row are one contiguous 64-byte store, and the
+ * per-block epilogue (convert, scale, FMA) is one zmm op per 16 rows.  Per
+ * 4 values and R rows: 2 weight loads + R broadcasts for R zmm vpdpbusd
+ * (the ymm kernels above: 1 + R for R ymm ones).  One accumulator chain
+ * per activation row (R of them in flight).  [g0, g1) must hold an even
+ * number of groups; R <= QUANT_X8_MAX_R512. */
+
+AI __m512i ld2(const void *p0, const void *p1)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                              _mm256_loadu_si256((const __m256i *)p1), 1);
+}
+
+AI __m512 ld2_f16(const uint16_t *d0, const uint16_t *d1)
+{
+    __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)d0)),
+                                        _mm_loadu_si128((const __m128i *)d1), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+AI __m512i bcast32z(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+AI void body_q8_0x16(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                     const int R, float *y, size_t ys)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int g = g0; g + 1 < g1; g += 2) {
+        const quant_q8_0x8 *p0 = (const quant_q8_0x8 *)w + (size_t)g * nb, *p1 = p0 + nb;
+        __m512 acc[Q512_XR];
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q8_0x8 *x0 = p0 + b, *x1 = p1 + b;
+            __m512i s[Q512_XR];
+            for (int r = 0; r < R; r++) s[r] = _mm512_set1_epi32(off[(size_t)r * nb + b]);
+            for (int c = 0; c < 8; c++) {
+                __m512i u = _mm512_xor_si512(ld2(x0->qs[c], x1->qs[c]), flip);
+                for (int r = 0; r < R; r++)
+                    s[r] = _mm512_dpbusd_epi32(s[r], u, bcast32z(((const block_q8_0 *)ACT(r) + b)->qs + 4 * c));
+            }
+            __m512 dv = ld2_f16(x0->d, x1->d);
+            for (int r = 0; r < R; r++) {
+                const block_q8_0 *yb = (const block_q8_0 *)ACT(r) + b;
+                __m512 sc = _mm512_mul_ps(dv, _mm512_set1_ps(quant_f16_table[yb->d]));
+                acc[r] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+AI void body_q4_0x16(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                     const int R, float *y, size_t ys)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int g = g0; g + 1 < g1; g += 2) {
+        const quant_q4_0x8 *p0 = (const quant_q4_0x8 *)w + (size_t)g * nb, *p1 = p0 + nb;
+        __m512 acc[Q512_XR];
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q4_0x8 *x0 = p0 + b, *x1 = p1 + b;
+            __m512i s[Q512_XR];
+            for (int r = 0; r < R; r++) s[r] = _mm512_set1_epi32(off[(size_t)r * nb + b]);
+            for (int c = 0; c < 4; c++) {
+                __m512i v = ld2(x0->qs[c], x1->qs[c]);
+                __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                for (int r = 0; r < R; r++) {
+                    const int8_t *q = ((const block_q8_0 *)ACT(r) + b)->qs;
+                    s[r] = _mm512_dpbusd_epi32(s[r], lo, bcast32z(q + 4 * c));
+                    s[r] = _mm512_dpbusd_epi32(s[r], hi, bcast32z(q + 16 + 4 * c));
+                }
+            }
+            __m512 dv = ld2_f16(x0->d, x1->d);
+            for (int r = 0; r < R; r++) {
+                const block_q8_0 *yb = (const block_q8_0 *)ACT(r) + b;
+                __m512 sc = _mm512_mul_ps(dv, _mm512_set1_ps(quant_f16_table[yb->d]));
+                acc[r] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(s[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+/* Q4_K: a sub-block (32 values: 8 chunks of one nibble half) per step,
+ * its int32 sums times the 6-bit scales (vpmulld), the mins through the
+ * Q8_K bsums as in body_q4_Kx8 */
+AI void body_q4_Kx16(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int R, float *y,
+                     size_t ys)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int g = g0; g + 1 < g1; g += 2) {
+        const quant_q4_Kx8 *p0 = (const quant_q4_Kx8 *)w + (size_t)g * nb, *p1 = p0 + nb;
+        __m512 acc[Q512_XR];
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q4_Kx8 *x0 = p0 + b, *x1 = p1 + b;
+            __m512i sumi[Q512_XR];
+            for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
+            for (int sb = 0; sb < 8; sb++) {
+                const int j = sb / 2, hi = sb % 2;
+                __m512i ss[Q512_XR];
+                for (int r = 0; r < R; r++) ss[r] = _mm512_setzero_si512();
+                for (int c = 0; c < 8; c++) {
+                    __m512i v = ld2(x0->qs[j][c], x1->qs[j][c]);
+                    __m512i u = _mm512_and_si512(hi ? _mm512_srli_epi16(v, 4) : v, m4);
+                    for (int r = 0; r < R; r++)
+                        ss[r] = _mm512_dpbusd_epi32(
+                            ss[r], u, bcast32z(((const block_q8_K *)ACT(r) + b)->qs + 64 * j + 32 * hi + 4 * c));
+                }
+                __m128i sc8 = _mm_unpacklo_epi64(_mm_loadl_epi64((const __m128i *)x0->sc[sb]),
+                                                 _mm_loadl_epi64((const __m128i *)x1->sc[sb]));
+                __m512i sc = _mm512_cvtepu8_epi32(sc8);
+                for (int r = 0; r < R; r++) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(ss[r], sc));
+            }
+            __m512i mn[4];
+            for (int p = 0; p < 4; p++)
+                mn[p] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x0->mn[p])),
+                    _mm_loadu_si128((const __m128i *)x1->mn[p]), 1));
+            __m512 dv = ld2_f16(x0->d, x1->d), mv = ld2_f16(x0->dmin, x1->dmin);
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                __m256i bs = _mm256_loadu_si256((const __m256i *)yb->bsums);
+                /* sums of the 8 sub-blocks of 32 as int16; dword p = the pair (2p, 2p + 1) */
+                __m128i s8 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+                __m512i ms = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mn[0],
+                                                 _mm512_set1_epi32(_mm_cvtsi128_si32(s8)));
+                ms = _mm512_dpwssd_epi32(ms, mn[1], _mm512_set1_epi32(_mm_extract_epi32(s8, 1)));
+                ms = _mm512_dpwssd_epi32(ms, mn[2], _mm512_set1_epi32(_mm_extract_epi32(s8, 2)));
+                ms = _mm512_dpwssd_epi32(ms, mn[3], _mm512_set1_epi32(_mm_extract_epi32(s8, 3)));
+                __m512 da = _mm512_set1_ps(yb->d);
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, da), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+                acc[r] = _mm512_fnmadd_ps(_mm512_mul_ps(mv, da), _mm512_cvtepi32_ps(ms), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+void quant_q4_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, int R, float *y,
+                          size_t ys)
+{
+    switch (R) {
+#define C(n) case n: body_q4_Kx16(w, nb, g0, g1, a, as, n, y, ys); break;
+        C(1) C(2) C(3) C(4) C(5) C(6) C(7)
+#undef C
+    default: body_q4_Kx16(w, nb, g0, g1, a, as, Q512_XR, y, ys); break;
+    }
+}
+
+/* Q6_K: the 6-bit codes of 16 rows rebuilt from the A / B / H planes per
+ * chunk (quant_dot.h's bit map); the -32 starts each sub-block's
+ * accumulator (off[(r nb + b) 16 + s] = -32 x bsums[s] of the activation
+ * row), so a sub-block of 16 values (4 chunks) sums (code - 32) a exactly,
+ * |sum| <= 16 x 32 x 127, times its int8 scale with one vpmulld. */
+AI void body_q6_Kx16(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                     const int R, float *y, size_t ys)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m3 = _mm512_set1_epi8(0x03), m30 = _mm512_set1_epi8(0x30);
+    for (int g = g0; g + 1 < g1; g += 2) {
+        const quant_q6_Kx8 *p0 = (const quant_q6_Kx8 *)w + (size_t)g * nb, *p1 = p0 + nb;
+        __m512 acc[Q512_XR];
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const quant_q6_Kx8 *x0 = p0 + b, *x1 = p1 + b;
+            __m512i sumi[Q512_XR];
+            for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++)
+                for (int i = 0; i < 4; i++) {
+                    /* the pair 4 h + i of scales: int16 (sc0, sc1) per row -> one int32 per row each */
+                    __m512i sp = _mm512_cvtepi8_epi16(_mm256_inserti128_si256(
+                        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)x0->sc[4 * h + i])),
+                        _mm_loadu_si128((const __m128i *)x1->sc[4 * h + i]), 1));
+                    const __m512i scw[2] = {_mm512_srai_epi32(_mm512_slli_epi32(sp, 16), 16),
+                                            _mm512_srai_epi32(sp, 16)};
+                    for (int hc = 0; hc < 2; hc++) {
+                        const int sb = 8 * h + 2 * i + hc;
+                        __m512i ss[Q512_XR];
+                        for (int r = 0; r < R; r++) ss[r] = _mm512_set1_epi32(off[((size_t)r * nb + b) * 16 + sb]);
+                        for (int c = 4 * hc; c < 4 * hc + 4; c++) {
+                            __m512i L = ld2(x0->q[h][c][i & 1], x1->q[h][c][i & 1]);
+                            __m512i H = ld2(x0->q[h][c][2], x1->q[h][c][2]);
+                            __m512i lo = _mm512_and_si512(i < 2 ? L : _mm512_srli_epi16(L, 4), m4);
+                            __m512i hb = i == 0   ? _mm512_slli_epi16(_mm512_and_si512(H, m3), 4)
+                                         : i == 1 ? _mm512_and_si512(_mm512_slli_epi16(H, 2), m30)
+                                         : i == 2 ? _mm512_and_si512(H, m30)
+                                                  : _mm512_and_si512(_mm512_srli_epi16(H, 2), m30);
+                            __m512i v = _mm512_or_si512(lo, hb);
+                            for (int r = 0; r < R; r++)
+                                ss[r] = _mm512_dpbusd_epi32(
+                                    ss[r], v, bcast32z(((const block_q8_K *)ACT(r) + b)->qs + 128 * h + 32 * i + 4 * c));
+                        }
+                        for (int r = 0; r < R; r++) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(ss[r], scw[hc]));
+                    }
+                }
+            __m512 dv = ld2_f16(x0->d, x1->d);
+            for (int r = 0; r < R; r++) {
+                const block_q8_K *yb = (const block_q8_K *)ACT(r) + b;
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(yb->d)), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + (size_t)r * ys + 8 * (size_t)g, acc[r]);
+    }
+}
+
+#define X16_SWITCH(body)                                                                           \
+    switch (R) {                                                                                   \
+    case 1: body(w, nb, g0, g1, a, as, off, 1, y, ys); break;                                      \
+    case 2: body(w, nb, g0, g1, a, as, off, 2, y, ys); break;                                      \
+    case 3: body(w, nb, g0, g1, a, as, off, 3, y, ys); break;                                      \
+    case 4: body(w, nb, g0, g1, a, as, off, 4, y, ys); break;                                      \
+    case 5: body(w, nb, g0, g1, a, as, off, 5, y, ys); break;                                      \
+    case 6: body(w, nb, g0, g1, a, as, off, 6, y, ys); break;                                      \
+    case 7: body(w, nb, g0, g1, a, as, off, 7, y, ys); break;                                      \
+    default: body(w, nb, g0, g1, a, as, off, Q512_XR, y, ys); break;                               \
+    }
+
+void quant_q8_0x16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                          int R, float *y, size_t ys)
+{
+    X16_SWITCH(body_q8_0x16)
+}
+
+void quant_q4_0x16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                          int R, float *y, size_t ys)
+{
+    X16_SWITCH(body_q4_0x16)
+}
+
+void quant_q6_Kx16_avx512(const void *w, int nb, int g0, int g1, const void *a, size_t as, const int32_t *off,
+                          int R, float *y, size_t ys)
+{
+    X16_SWITCH(body_q6_Kx16)
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 /* The activation quantizers are the AVX2 ones (quant_ops_avx2's act: the

@@ -42,8 +42,8 @@
 /* avx512: the kernels quant_avx512_uses picks (VNNI or AVX2 per type);
  * avx512-vnni: every VNNI kernel (SGLC_QUANT_AVX512=all), whatever the
  * table says, so each one is checked on an AVX-512 CPU */
-static const char *const k_isas[] = {"scalar", "avx2", "avx512", "avx512-vnni"};
-#define N_ISAS 4
+static const char *const k_isas[] = {"scalar", "avx2", "avx512", "avx512-vnni", "avx512-vnni-x8"};
+#define N_ISAS 5 /* avx512-vnni-x8: every VNNI kernel, the one-group x8 GEMM kernels (SGLC_QUANT_X16=0) */
 
 static int use_isa(int idx)
 {
@@ -52,19 +52,24 @@ static int use_isa(int idx)
     if (idx >= 2 && !(c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512bf16 &&
                       c->avx512vnni))
         return 0;
-    if (idx == 3) setenv("SGLC_QUANT_AVX512", "all", 1);
+    if (idx >= 3) setenv("SGLC_QUANT_AVX512", "all", 1);
     else unsetenv("SGLC_QUANT_AVX512");
+    if (idx == 4) setenv("SGLC_QUANT_X16", "0", 1);
+    else unsetenv("SGLC_QUANT_X16");
     int rc = kernels_init(idx >= 2 ? "avx512" : k_isas[idx]);
-    if (idx == 3 && rc == 0) /* the VNNI kernels really are the ones that run */
+    if (idx >= 2 && rc == 0) assert_int_equal(quant_x16_on, idx != 4);
+    if (idx >= 3 && rc == 0) /* the VNNI kernels really are the ones that run */
         for (int t = KERN_TYPE_FLOAT_COUNT; t < KERN_TYPE_COUNT; t++)
             if (quant_dot_avx512((kern_type)t)) {
                 assert_true(quant_avx512_uses((kern_type)t, 0, 1) && quant_avx512_uses((kern_type)t, 0, 2));
                 assert_int_equal(quant_avx512_uses((kern_type)t, 1, 1),
-                                 t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0);
+                                 t == KERN_TYPE_Q4_0 || t == KERN_TYPE_Q4_K || t == KERN_TYPE_Q8_0 ||
+                                     t == KERN_TYPE_Q6_K);
                 assert_ptr_equal(quant_ops_for((kern_type)t, KERN_ISA_AVX512)->dot,
                                  quant_dot_avx512((kern_type)t));
             }
     unsetenv("SGLC_QUANT_AVX512");
+    unsetenv("SGLC_QUANT_X16");
     return rc == 0;
 }
 
@@ -436,12 +441,17 @@ static void test_matmul_all(void **state)
                               /* n % 8 == 0: Q4_0's repacked 8-row layout when owned */
                               {1, 16, 64, 1}, {5, 24, 96, 3}, {3, 40, 2048, 2}, {67, 8, 64, 2}, {2, 72, 32, 4},
                               /* the AVX-512 x8 kernels take 8 rows a call: tails of 4, 6, 7 */
-                              {12, 16, 96, 2}, {14, 8, 64, 1}, {15, 24, 64, 3}};
+                              {12, 16, 96, 2}, {14, 8, 64, 1}, {15, 24, 64, 3},
+                              /* the two-group zmm GEMM kernels (R >= 4, pairs of groups): R tails
+                               * of 4..7, an odd group left to the one-group kernel, a 64-row chunk */
+                              {12, 32, 96, 1}, {13, 40, 64, 2}, {71, 48, 64, 1}, {7, 16, 32, 1}};
     const shape shapes256[] = {{1, 1, 256, 1}, {1, 7, 512, 3}, {3, 5, 768, 1},
                                {5, 33, 256, 3}, {13, 11, 512, 2}, {2, 3, 2048, 2},
                                {65, 3, 256, 3}, {4, 16, 256, 2}, {5, 24, 512, 3},
                                {1, 8, 2048, 1}, {66, 40, 256, 2},
-                               {15, 16, 256, 2}, {14, 8, 512, 1}}; /* 8-row tails of 7, 6 */
+                               {15, 16, 256, 2}, {14, 8, 512, 1}, /* 8-row tails of 7, 6 */
+                               /* two-group zmm kernels: R tails, an odd group, past a chunk */
+                               {12, 32, 256, 1}, {13, 40, 512, 2}, {69, 16, 256, 1}, {6, 48, 256, 1}};
     for (int ti = 0; ti < N_WTYPES; ti++) {
         kern_type t = k_wtypes[ti];
         const kern_type_traits *tr = kern_type_get(t);
