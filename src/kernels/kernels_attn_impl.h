@@ -81,6 +81,11 @@ typedef struct attn_blk {
     const float *ksc, *qsc;
     const int32_t *qcor;
     int ng;
+    /* int8-q with head_dim a multiple of ATTN_VW: V is read from the cache in P.V (vrow
+     * (nkh, KB) row pointers, NULL past nk) and its token-head scales vsc (nkh, KB) are
+     * folded into the probabilities; vrow NULL otherwise (V in vbuf) */
+    const int8_t *const *vrow;
+    const float *vsc;
 } attn_blk;
 
 #endif /* SGLC_KERNELS_ATTN_IMPL_H */
@@ -101,7 +106,7 @@ static size_t ATTN_SCRATCH_NAME(int n_kv, int head_dim)
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), ATTN_VW);
     size_t qb = round_up((size_t)(head_dim > 0 ? head_dim : 1), 64);
-    size_t extra = ATTN_I8QDOT ? HKMAX * qb * KB + AR * qb + (HKMAX * KB + 2 * AR) * 4 + 128 : 0;
+    size_t extra = ATTN_I8QDOT ? HKMAX * qb * KB + AR * qb + (2 * HKMAX * KB + 2 * AR) * 4 + HKMAX * KB * sizeof(void *) + 128 : 0;
     return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB + dp + KB) * sizeof(float) + 192 + extra;
 }
 
@@ -127,6 +132,9 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     uint32_t *qi = kt + (size_t)HKMAX * ng * KB; /* (AR, ng) */
     float *ksc = (float *)(qi + (size_t)AR * ng), *qsc = ksc + HKMAX * KB;
     int32_t *qcor = (int32_t *)(qsc + AR);
+    float *vsc = (float *)(qcor + AR);
+    const int8_t **vrow = (const int8_t **)round_up((uintptr_t)(vsc + HKMAX * KB), sizeof(void *));
+    const int vdirect = qd && hd % ATTN_VW == 0; /* V read in P.V, no f32 copy */
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -193,6 +201,8 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                         size_t si = j < nk ? (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl) : 0;
                         kp[j] = j < nk ? (const int8_t *)a->k_cache + si * hd : NULL;
                         ksc[khl * KB + j] = j < nk ? a->k_tok_scale[si] : 0.0f;
+                        vrow[khl * KB + j] = j < nk ? (const int8_t *)a->v_cache + si * hd : NULL;
+                        vsc[khl * KB + j] = j < nk ? a->v_tok_scale[si] : 0.0f;
                     }
                     attn_i8_kt(kt + (size_t)khl * ng * KB, kp, hd, ng);
                 }
@@ -206,7 +216,7 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                         if (a->kv_dt == DTYPE_I8) {
                             size_t si = (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl);
                             if (!qd) attn_load_kv_rowi8(kd, (const int8_t *)a->k_cache + off, a->k_tok_scale[si], hd, dp);
-                            attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
+                            if (!vdirect) attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
                         } else if (f8) {
                             attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, e5m2, ks, hd, dp);
                             attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, e5m2, vs, hd, dp);
@@ -235,6 +245,7 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                 .acc = acc, .mx = mx, .sm = sm, .bm = bm, .alpha = alpha, .sbuf = sbuf,
                 .softcap = a->softcap, .pv_dummy = pv_dummy, .pv_zero = pv_zero,
                 .kt = qd ? kt : NULL, .qi = qi, .ksc = ksc, .qsc = qsc, .qcor = qcor, .ng = ng,
+                .vrow = vdirect ? vrow : NULL, .vsc = vsc,
             };
             attn_block(&b);
         }

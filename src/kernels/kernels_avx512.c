@@ -378,6 +378,47 @@ AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], con
         for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
 }
 
+/* pv_rows with V read from sglc's int8 cache (vp[j]: key j's row, NC * 16
+ * values), its scale folded into pr by the caller. */
+AINLINE void pv_rows_i8(const int8_t *const vp[], int nk, float *const ar[], const float *const pr[],
+                        const float al[], const int NC, const int NR)
+{
+    __m512 o[4][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+        __m512 va = _mm512_set1_ps(al[i]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) o[i][c] = _mm512_mul_ps(_mm512_load_ps(ar[i] + c * 16), va);
+    }
+    for (int j = 0; j < nk; j++) {
+        __m512 pj[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) pj[i] = _mm512_set1_ps(pr[i][j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) {
+            __m512 vv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16))));
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) o[i][c] = _mm512_fmadd_ps(pj[i], vv, o[i][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
+}
+
+static void pv_row_i8_any(const int8_t *const vp[], int nk, float *ar, const float *pr, float al, int nc)
+{
+    __m512 va = _mm512_set1_ps(al);
+    for (int c = 0; c < nc; c++) {
+        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
+        for (int j = 0; j < nk; j++)
+            o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]),
+                                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16)))), o);
+        _mm512_store_ps(ar + c * 16, o);
+    }
+}
+
 static void pv_row_any(const float *vr, size_t kst, int nk, float *ar, const float *pr, float al, int nc)
 {
     __m512 va = _mm512_set1_ps(al);
@@ -485,6 +526,7 @@ AINLINE void attn_block(const attn_blk *b)
         __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
         __m512 pr = _mm512_maskz_mov_ps(ok, simd_exp(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
         sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
+        if (b->vrow) pr = _mm512_mul_ps(pr, _mm512_loadu_ps(b->vsc + (r / nh % nkh) * KB)); /* V's scales */
         _mm512_store_ps(sbuf + r * KB, pr);
     }
     /* 3b: acc = acc * alpha + P V.  The rows of one kv head (nh consecutive
@@ -506,7 +548,14 @@ AINLINE void attn_block(const attn_blk *b)
                 pr[i] = ok ? sbuf + r * KB : b->pv_zero;
                 al[i] = ok ? alpha[r] : 1.0f;
             }
-            if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
+            if (b->vrow) {
+                const int8_t *const *vp = b->vrow + (size_t)(g0 / nh % nkh) * KB;
+                if (rb == 4 && nk == KB) pv_rows_i8(vp, KB, ar, pr, al, 4, 4);
+                else if (rb == 4) pv_rows_i8(vp, nk, ar, pr, al, 4, 4);
+                else if (rb == 2 && nk == KB) pv_rows_i8(vp, KB, ar, pr, al, 8, 2);
+                else if (rb == 2) pv_rows_i8(vp, nk, ar, pr, al, 8, 2);
+                else pv_row_i8_any(vp, nk, ar[0], pr[0], al[0], nc);
+            } else if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
             else if (rb == 4) pv_rows(vr, kst, nk, ar, pr, al, 4, 4);
             else if (rb == 2 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 8, 2);
             else if (rb == 2) pv_rows(vr, kst, nk, ar, pr, al, 8, 2);
