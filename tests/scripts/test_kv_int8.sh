@@ -162,7 +162,9 @@ if [ -n "${DSM:-}" ]; then
     r=$($PY "$T/ds.py" "$ROOT" "$T" cmp "$DSIDS" 2>&1 | tail -1)
     echo "MLA int8 (default kernels): rel to ds_ref with the same rounding, rel to unrounded, greedy ids equal (not checked): $r"
     set -- $r
-    check "MLA int8, default kernels: within the int8 bound of ds_ref's int8 (rel < 2e-2)" "awk 'BEGIN{exit !(${1:-1} < 2e-2)}'"
+    # q's rounding is of K's size (absmax / 254 per element) and K's moved these logits by
+    # 2.4e-2 (one scale over the 576-wide latent + rope row): bound 5e-2 (measured 1.8e-2)
+    check "MLA int8, default kernels: within the int8 bound of ds_ref's int8 (rel < 5e-2)" "awk 'BEGIN{exit !(${1:-1} < 5e-2)}'"
 else
     echo "FAIL build the tiny DeepSeek model"; cat "$T/dse"; fails=$((fails + 1))
 fi
