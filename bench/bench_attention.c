@@ -173,11 +173,18 @@ int main(int argc, char **argv)
             ar.n_q = nv;
             ar.q = a->q + qs * (size_t)(a->n_q - nv);
             ar.out = ref;
-            kern_ref_attention(&ar, 0, 1, ref_scr);
-            double worst = 0.0;
-            for (size_t i = 0; i < qs * (size_t)nv; i++) {
-                double e = fabs((double)out[qs * (size_t)(a->n_q - nv) + i] - ref[i]);
-                if (e > worst) worst = e;
+            /* int8: the AVX-512 kernel scores with an int8 q unless SGLC_KV_INT8_QDOT=0
+             * (kern_ref_attention_i8q); the others are exact: the nearer reference counts */
+            double worst = 1e30;
+            for (int rk = 0; rk < (a->kv_dt == DTYPE_I8 ? 2 : 1); rk++) {
+                if (rk) kern_ref_attention_i8q(&ar, 0, 1, ref_scr);
+                else kern_ref_attention(&ar, 0, 1, ref_scr);
+                double w = 0.0;
+                for (size_t i = 0; i < qs * (size_t)nv; i++) {
+                    double e = fabs((double)out[qs * (size_t)(a->n_q - nv) + i] - ref[i]);
+                    if (e > w) w = e;
+                }
+                if (w < worst) worst = w;
             }
             if (worst > 1e-4) {
                 printf("{\"bench\":\"validate\",\"case\":\"%s\",\"n_kv\":%d,\"max_abs_err\":%.3g,\"ok\":false}\n",

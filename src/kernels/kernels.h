@@ -270,6 +270,16 @@ float kern_dot_f32(const float *a, const float *b, int n);
 void kern_ref_matmul(float *y, const float *x, int m, const kern_mat *w, const float *bias,
                      int ith, int nth, void *scratch);
 void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch);
+/* The int8-q ("qdot") attention over sglc's int8 cache, the AVX-512 VNNI kernel's numerics
+ * (on unless SGLC_KV_INT8_QDOT=0): each query row q (head_dim) times the softmax scale is
+ * quantized once, qs = absmax / 127, qi = round-half-even(q * scale / qs) clamped to
+ * [-127, 127] (kern_attn_quant_q_i8); the score of key k (int8 ki, token-head scale ks) is
+ * (float)(sum qi ki) * (qs * ks), the integer sum exact; softmax and P.V as kern_ref_attention. */
+void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scratch);
+/* qi[0..hd) = the quantized q * scale as above; returns qs (0 for a row of zeros). */
+float kern_attn_quant_q_i8(int8_t *qi, const float *q, float scale, int hd);
+/* 1 unless the environment has SGLC_KV_INT8_QDOT=0 (read at each call). */
+int kern_attn_i8qdot_on(void);
 void kern_ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps, float w_offset);
 void kern_ref_rope_apply(float *x, int n_head, int head_dim, int rot_dim, const float *cos_t,
                          const float *sin_t, int neox);

@@ -72,6 +72,20 @@ typedef struct attn_blk {
     float softcap; /* > 0: s = cap * tanh(s / cap) */
     float *pv_dummy;      /* (dp) scratch an ISA may write as a padding row's accumulator */
     const float *pv_zero; /* (KB) zeros: a padding row's probabilities */
+    /* int8-q scores (ISAs that define ATTN_I8QDOT; kt NULL otherwise): kt (nkh, ng, KB)
+     * 32-bit groups, ng = qb / 4: group g of key j of kv head khl = bytes 4g..4g+3 of its
+     * K row + 128 (as u8), at kt[(khl * ng + g) * KB + j]; keys >= nk and bytes >= hd are
+     * 128; ksc (nkh, KB) the keys' token-head scales (0 past nk); qi (AR, qb) bytes of each
+     * row's quantized q as 32-bit groups (zero-padded), qsc its scale, qcor 128 * sum qi. */
+    const uint32_t *kt, *qi;
+    const float *ksc, *qsc;
+    const int32_t *qcor;
+    int ng;
+    /* int8-q with head_dim a multiple of ATTN_VW: V is read from the cache in P.V (vrow
+     * (nkh, KB) row pointers, NULL past nk) and its token-head scales vsc (nkh, KB) are
+     * folded into the probabilities; vrow NULL otherwise (V in vbuf) */
+    const int8_t *const *vrow;
+    const float *vsc;
 } attn_blk;
 
 #endif /* SGLC_KERNELS_ATTN_IMPL_H */
@@ -82,11 +96,18 @@ typedef struct attn_blk {
  *   kbuf (KB, HKMAX, dp) | vbuf (KB, HKMAX, dp) | qbuf (AR, dp) | acc (AR, dp) |
  *   mx, sum[, block max, alpha] (AR each, ATTN_ROW_STATS of them) |
  *   scores (AR, KB), 64-byte aligned | a padding row's acc (dp) | zeros (KB) */
+#ifndef ATTN_I8QDOT
+#define ATTN_I8QDOT 0
+#endif
+/* int8-q extra (ATTN_I8QDOT): kt (HKMAX, qb / 4, KB) u32 | qi (AR, qb) | ksc (HKMAX, KB) |
+ * qsc, qcor (AR each), qb = head_dim rounded up to 64 bytes */
 static size_t ATTN_SCRATCH_NAME(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), ATTN_VW);
-    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB + dp + KB) * sizeof(float) + 192;
+    size_t qb = round_up((size_t)(head_dim > 0 ? head_dim : 1), 64);
+    size_t extra = ATTN_I8QDOT ? HKMAX * qb * KB + AR * qb + (2 * HKMAX * KB + 2 * AR) * 4 + HKMAX * KB * sizeof(void *) + 128 : 0;
+    return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB + dp + KB) * sizeof(float) + 192 + extra;
 }
 
 static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
@@ -104,6 +125,16 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     float *sbuf = (float *)round_up((uintptr_t)(mx + ATTN_ROW_STATS * AR), 64); /* (AR, KB) scores */
     float *pv_dummy = sbuf + AR * KB, *pv_zero = pv_dummy + dp;
     memset(pv_zero, 0, sizeof(float) * KB);
+    /* int8-q scores: sglc's int8 cache on an ISA with integer dots, unless SGLC_KV_INT8_QDOT=0 */
+    const int qd = ATTN_I8QDOT && a->kv_dt == DTYPE_I8 && kern_attn_i8qdot_on();
+    const int qb = (int)round_up((size_t)hd, 64), ng = qb / 4;
+    uint32_t *kt = (uint32_t *)round_up((uintptr_t)(pv_zero + KB), 64);
+    uint32_t *qi = kt + (size_t)HKMAX * ng * KB; /* (AR, ng) */
+    float *ksc = (float *)(qi + (size_t)AR * ng), *qsc = ksc + HKMAX * KB;
+    int32_t *qcor = (int32_t *)(qsc + AR);
+    float *vsc = (float *)(qcor + AR);
+    const int8_t **vrow = (const int8_t **)round_up((uintptr_t)(vsc + HKMAX * KB), sizeof(void *));
+    const int vdirect = qd && hd % ATTN_VW == 0; /* V read in P.V, no f32 copy */
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -134,6 +165,14 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                 qbuf[r * dp + d] = d < hd ? q[d] * a->scale : 0.0f;
                 acc[r * dp + d] = 0.0f;
             }
+            if (qd) {
+                int8_t *qr = (int8_t *)(qi + (size_t)r * ng);
+                memset(qr, 0, (size_t)qb);
+                qsc[r] = kern_attn_quant_q_i8(qr, q, a->scale, hd);
+                int32_t sq = 0;
+                for (int d = 0; d < hd; d++) sq += qr[d];
+                qcor[r] = 128 * sq;
+            }
             mx[r] = neg_inf;
             sm[r] = 0.0f;
         }
@@ -153,6 +192,21 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                     _mm_prefetch((const char *)a->v_cache + off + l, _MM_HINT_T1);
                 }
             }
+            /* int8-q: K stays int8, regrouped for the integer dots (kt, ksc) */
+#if ATTN_I8QDOT
+            if (qd)
+                for (int khl = 0; khl < nkh; khl++) {
+                    const int8_t *kp[KB];
+                    for (int j = 0; j < KB; j++) {
+                        size_t si = j < nk ? (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl) : 0;
+                        kp[j] = j < nk ? (const int8_t *)a->k_cache + si * hd : NULL;
+                        ksc[khl * KB + j] = j < nk ? a->k_tok_scale[si] : 0.0f;
+                        vrow[khl * KB + j] = j < nk ? (const int8_t *)a->v_cache + si * hd : NULL;
+                        vsc[khl * KB + j] = j < nk ? a->v_tok_scale[si] : 0.0f;
+                    }
+                    attn_i8_kt(kt + (size_t)khl * ng * KB, kp, hd, ng);
+                }
+#endif
             /* kbuf/vbuf: (KB, nkh, dp) f32 */
             for (int j = 0; j < KB; j++) {
                 for (int khl = 0; khl < nkh; khl++) {
@@ -161,8 +215,8 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                         size_t off = ((size_t)a->slots[p0 + j] * kv_row + (size_t)(kh0 + khl) * hd) * esz;
                         if (a->kv_dt == DTYPE_I8) {
                             size_t si = (size_t)a->slots[p0 + j] * a->n_kv_head + (size_t)(kh0 + khl);
-                            attn_load_kv_rowi8(kd, (const int8_t *)a->k_cache + off, a->k_tok_scale[si], hd, dp);
-                            attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
+                            if (!qd) attn_load_kv_rowi8(kd, (const int8_t *)a->k_cache + off, a->k_tok_scale[si], hd, dp);
+                            if (!vdirect) attn_load_kv_rowi8(vd, (const int8_t *)a->v_cache + off, a->v_tok_scale[si], hd, dp);
                         } else if (f8) {
                             attn_load_kv_row8(kd, (const uint8_t *)a->k_cache + off, e5m2, ks, hd, dp);
                             attn_load_kv_row8(vd, (const uint8_t *)a->v_cache + off, e5m2, vs, hd, dp);
@@ -190,6 +244,8 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                 .qbuf = qbuf, .kbuf = kbuf, .vbuf = vbuf,
                 .acc = acc, .mx = mx, .sm = sm, .bm = bm, .alpha = alpha, .sbuf = sbuf,
                 .softcap = a->softcap, .pv_dummy = pv_dummy, .pv_zero = pv_zero,
+                .kt = qd ? kt : NULL, .qi = qi, .ksc = ksc, .qsc = qsc, .qcor = qcor, .ng = ng,
+                .vrow = vdirect ? vrow : NULL, .vsc = vsc,
             };
             attn_block(&b);
         }

@@ -290,6 +290,64 @@ AINLINE void attn_load_kv_rowi8(float *dst, const int8_t *src, float scale, int 
     }
 }
 
+/* int8-q scores (sglc's int8 cache, kern_ref_attention_i8q's numerics).
+ * vpdpbusd multiplies u8 by s8 in groups of 4 bytes per 32-bit lane, so
+ * the K rows of one block are regrouped once per kv head (shared by its
+ * query heads): 16 rows of 64 bytes, each + 128 (xor 0x80: u8), as a 16 x 16
+ * transpose of 32-bit groups -> vector g holds group g (bytes 4g..4g+3) of
+ * the 16 keys, so one vpdpbusd with q's group g broadcast adds 4 dims to
+ * all 16 scores and no horizontal sums are needed.  The +128 adds
+ * 128 * sum(qi) to every score: the row's qcor, subtracted at the end. */
+AINLINE void attn_i8_kt(uint32_t *kt, const int8_t *const kp[16], int hd, int ng)
+{
+    const __m512i x80 = _mm512_set1_epi8((char)0x80);
+    for (int cb = 0; cb < ng / 16; cb++) {
+        __mmask64 mk = hd - 64 * cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (hd - 64 * cb)) - 1);
+        __m512i v[16], a[16], b[16];
+        for (int j = 0; j < 16; j++)
+            v[j] = _mm512_xor_si512(kp[j] ? _mm512_maskz_loadu_epi8(mk, kp[j] + 64 * cb) : _mm512_setzero_si512(), x80);
+        for (int i = 0; i < 8; i++) {
+            a[2 * i] = _mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]);
+            a[2 * i + 1] = _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]);
+        }
+        for (int i = 0; i < 4; i++) {
+            b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+            b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+            b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+            b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+        }
+        /* b[4i + e], 128-bit lane L: rows 4i..4i+3 of group 4L + e */
+        __m512i *t = (__m512i *)(kt + (size_t)cb * 16 * 16);
+        for (int e = 0; e < 4; e++) {
+            __m512i c0 = _mm512_shuffle_i32x4(b[e], b[4 + e], 0x44), c1 = _mm512_shuffle_i32x4(b[e], b[4 + e], 0xEE);
+            __m512i c2 = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0x44), c3 = _mm512_shuffle_i32x4(b[8 + e], b[12 + e], 0xEE);
+            _mm512_store_si512(t + e, _mm512_shuffle_i32x4(c0, c2, 0x88));
+            _mm512_store_si512(t + 4 + e, _mm512_shuffle_i32x4(c0, c2, 0xDD));
+            _mm512_store_si512(t + 8 + e, _mm512_shuffle_i32x4(c1, c3, 0x88));
+            _mm512_store_si512(t + 12 + e, _mm512_shuffle_i32x4(c1, c3, 0xDD));
+        }
+    }
+}
+
+/* Integer scores of NR rows (quantized q at qr[i], ng groups) against the
+ * 16 keys of kt: each K vector loaded once for the NR rows. */
+AINLINE void qk16_i8(__m512i out[], const uint32_t *kt, const uint32_t *const qr[], int ng, const int NR)
+{
+    __m512i s[4][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    for (int g = 0; g < ng; g += 2) {
+        __m512i k0 = _mm512_load_si512(kt + (size_t)g * 16), k1 = _mm512_load_si512(kt + (size_t)(g + 1) * 16);
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) {
+            s[i][0] = _mm512_dpbusd_epi32(s[i][0], k0, _mm512_set1_epi32((int)qr[i][g]));
+            s[i][1] = _mm512_dpbusd_epi32(s[i][1], k1, _mm512_set1_epi32((int)qr[i][g + 1]));
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) out[i] = _mm512_add_epi32(s[i][0], s[i][1]);
+}
+
 /* acc rows ar[0..NR) = ar * al + sum_j pr[j] V[j] over nk keys (V row j at
  * vr + j * kst), NC chunks of 16: NR * NC accumulators in registers, each
  * V vector loaded once for the NR rows.  Called with constant NC, NR. */
@@ -318,6 +376,47 @@ AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], con
     for (int i = 0; i < NR; i++)
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
+}
+
+/* pv_rows with V read from sglc's int8 cache (vp[j]: key j's row, NC * 16
+ * values), its scale folded into pr by the caller. */
+AINLINE void pv_rows_i8(const int8_t *const vp[], int nk, float *const ar[], const float *const pr[],
+                        const float al[], const int NC, const int NR)
+{
+    __m512 o[4][8];
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++) {
+        __m512 va = _mm512_set1_ps(al[i]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) o[i][c] = _mm512_mul_ps(_mm512_load_ps(ar[i] + c * 16), va);
+    }
+    for (int j = 0; j < nk; j++) {
+        __m512 pj[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < NR; i++) pj[i] = _mm512_set1_ps(pr[i][j]);
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) {
+            __m512 vv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16))));
+#pragma GCC unroll 4
+            for (int i = 0; i < NR; i++) o[i][c] = _mm512_fmadd_ps(pj[i], vv, o[i][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; i++)
+#pragma GCC unroll 8
+        for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
+}
+
+static void pv_row_i8_any(const int8_t *const vp[], int nk, float *ar, const float *pr, float al, int nc)
+{
+    __m512 va = _mm512_set1_ps(al);
+    for (int c = 0; c < nc; c++) {
+        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
+        for (int j = 0; j < nk; j++)
+            o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]),
+                                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16)))), o);
+        _mm512_store_ps(ar + c * 16, o);
+    }
 }
 
 static void pv_row_any(const float *vr, size_t kst, int nk, float *ar, const float *pr, float al, int nc)
@@ -350,6 +449,40 @@ AINLINE void attn_block(const attn_blk *b)
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i vp = _mm512_add_epi32(_mm512_set1_epi32(p0), lane);
     /* 1: masked scores */
+    if (b->kt) { /* int8-q: integer dots, 4 rows of one kv head at a time */
+        const int step = nh % 4 == 0 ? 4 : 1;
+        for (int r0 = 0; r0 < R; r0 += step) {
+            const int khl = r0 / nh % nkh;
+            const uint32_t *kt = b->kt + (size_t)khl * b->ng * KB;
+            const uint32_t *qr[4];
+            __m512i is[4];
+            for (int i = 0; i < step; i++) qr[i] = b->qi + (size_t)(r0 + i) * b->ng;
+            if (step == 4) qk16_i8(is, kt, qr, b->ng, 4);
+            else qk16_i8(is, kt, qr, b->ng, 1);
+            const __m512 ks = _mm512_load_ps(b->ksc + khl * KB);
+            for (int i = 0; i < step; i++) {
+                const int r = r0 + i;
+                float *srow = sbuf + r * KB;
+                if (rhi[r] <= p0 || rlo[r] >= p0 + nk) {
+                    _mm512_store_ps(srow, _mm512_set1_ps(neg_inf));
+                    bm[r] = neg_inf;
+                    continue;
+                }
+                __m512 s = _mm512_cvtepi32_ps(_mm512_sub_epi32(is[i], _mm512_set1_epi32(b->qcor[r])));
+                s = _mm512_mul_ps(s, _mm512_mul_ps(_mm512_set1_ps(b->qsc[r]), ks));
+                if (softcap > 0.0f) {
+                    __m512 cap = _mm512_set1_ps(softcap);
+                    s = _mm512_mul_ps(cap, simd_tanh(_mm512_div_ps(s, cap)));
+                }
+                __mmask16 ok = _mm512_cmpge_epi32_mask(vp, _mm512_set1_epi32(rlo[r])) &
+                               _mm512_cmplt_epi32_mask(vp, _mm512_set1_epi32(rhi[r]));
+                if (tmask) ok &= (__mmask16)tmask[r];
+                s = _mm512_mask_blend_ps(ok, _mm512_set1_ps(neg_inf), s);
+                _mm512_store_ps(srow, s);
+                bm[r] = _mm512_reduce_max_ps(s);
+            }
+        }
+    } else
     for (int r = 0; r < R; r++) {
         float *srow = sbuf + r * KB;
         if (rhi[r] <= p0 || rlo[r] >= p0 + nk) {
@@ -393,6 +526,7 @@ AINLINE void attn_block(const attn_blk *b)
         __mmask16 ok = _mm512_cmp_ps_mask(sv, _mm512_set1_ps(neg_inf), _CMP_NEQ_OQ);
         __m512 pr = _mm512_maskz_mov_ps(ok, simd_exp(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
         sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
+        if (b->vrow) pr = _mm512_mul_ps(pr, _mm512_loadu_ps(b->vsc + (r / nh % nkh) * KB)); /* V's scales */
         _mm512_store_ps(sbuf + r * KB, pr);
     }
     /* 3b: acc = acc * alpha + P V.  The rows of one kv head (nh consecutive
@@ -414,7 +548,14 @@ AINLINE void attn_block(const attn_blk *b)
                 pr[i] = ok ? sbuf + r * KB : b->pv_zero;
                 al[i] = ok ? alpha[r] : 1.0f;
             }
-            if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
+            if (b->vrow) {
+                const int8_t *const *vp = b->vrow + (size_t)(g0 / nh % nkh) * KB;
+                if (rb == 4 && nk == KB) pv_rows_i8(vp, KB, ar, pr, al, 4, 4);
+                else if (rb == 4) pv_rows_i8(vp, nk, ar, pr, al, 4, 4);
+                else if (rb == 2 && nk == KB) pv_rows_i8(vp, KB, ar, pr, al, 8, 2);
+                else if (rb == 2) pv_rows_i8(vp, nk, ar, pr, al, 8, 2);
+                else pv_row_i8_any(vp, nk, ar[0], pr[0], al[0], nc);
+            } else if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
             else if (rb == 4) pv_rows(vr, kst, nk, ar, pr, al, 4, 4);
             else if (rb == 2 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 8, 2);
             else if (rb == 2) pv_rows(vr, kst, nk, ar, pr, al, 8, 2);
@@ -430,6 +571,7 @@ AINLINE void attn_store_row(float *o, const float *acc, float inv, int hd, int n
         _mm512_mask_storeu_ps(o + c * 16, simd_mask_n(hd - c * 16), _mm512_mul_ps(_mm512_load_ps(acc + c * 16), vi));
 }
 
+#define ATTN_I8QDOT 1
 #define ATTN_DEFINE_KERNEL
 #define ATTN_NAME attention512
 #define ATTN_SCRATCH_NAME attention_scratch512

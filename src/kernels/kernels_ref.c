@@ -4,6 +4,7 @@
  * order (attention uses a two-pass softmax over the full score row), so the
  * SIMD variants are checked against these with a relative tolerance. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
@@ -79,6 +80,73 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
             size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
             float wgt = scores[p] / sum;
             float vsc = i8 ? a->v_tok_scale[(size_t)a->slots[p] * a->n_kv_head + kh] : a->v_scale;
+            for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d, vsc);
+        }
+    }
+}
+
+float kern_attn_quant_q_i8(int8_t *qi, const float *q, float scale, int hd)
+{
+    float amax = 0.0f;
+    for (int d = 0; d < hd; d++) {
+        float v = fabsf(q[d] * scale);
+        if (v > amax) amax = v;
+    }
+    float qs = amax / 127.0f;
+    for (int d = 0; d < hd; d++) {
+        float t = qs > 0.0f ? rintf(q[d] * scale / qs) : 0.0f; /* half to even */
+        qi[d] = (int8_t)(t > 127.0f ? 127 : t < -127.0f ? -127 : t == t ? (int)t : 0);
+    }
+    return qs;
+}
+
+int kern_attn_i8qdot_on(void)
+{
+    const char *e = getenv("SGLC_KV_INT8_QDOT");
+    return !(e && e[0] == '0' && e[1] == 0);
+}
+
+void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scratch)
+{
+    if (a->kv_dt != DTYPE_I8) {
+        kern_ref_attention(a, ith, nth, scratch);
+        return;
+    }
+    float *scores = scratch; /* (n_kv) */
+    int8_t qi[4096];
+    int group = a->n_head / a->n_kv_head;
+    size_t row = (size_t)a->n_kv_head * a->head_dim;
+    int lo, hi;
+    kern_split(a->n_q * a->n_head, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        int i = t / a->n_head, h = t % a->n_head, kh = h / group;
+        int pos = a->n_kv - a->n_q + i;
+        int start = kern_attn_first_key(a, pos);
+        const float qs = kern_attn_quant_q_i8(qi, a->q + (size_t)i * a->q_stride + (size_t)h * a->head_dim,
+                                              a->scale, a->head_dim);
+        float mx = -INFINITY;
+        for (int p = start; p <= pos; p++) {
+            const int8_t *k = (const int8_t *)a->k_cache + (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
+            float ksc = a->k_tok_scale[(size_t)a->slots[p] * a->n_kv_head + kh];
+            int32_t isum = 0;
+            for (int d = 0; d < a->head_dim; d++) isum += (int32_t)qi[d] * k[d];
+            float s = (float)isum * (qs * ksc);
+            if (a->softcap > 0.0f) s = a->softcap * tanhf(s / a->softcap);
+            if (!kern_attn_tree_sees(a, pos, p)) s = -INFINITY;
+            scores[p] = s;
+            if (s > mx) mx = s;
+        }
+        float sum = 0.0f;
+        for (int p = start; p <= pos; p++) {
+            scores[p] = scores[p] == -INFINITY ? 0.0f : expf(scores[p] - mx);
+            sum += scores[p];
+        }
+        float *o = a->out + (size_t)i * a->out_stride + (size_t)h * a->head_dim;
+        for (int d = 0; d < a->head_dim; d++) o[d] = 0.0f;
+        for (int p = start; p <= pos; p++) {
+            size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
+            float wgt = scores[p] / sum;
+            float vsc = a->v_tok_scale[(size_t)a->slots[p] * a->n_kv_head + kh];
             for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d, vsc);
         }
     }

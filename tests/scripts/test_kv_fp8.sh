@@ -63,7 +63,9 @@ check "fp4_e2m1: refused with the reason" "! $BIN generate --model-path $M --pro
 # greedy decode (48 tokens, every step reads the cache through the decode
 # kernel) with each KV dtype on every kernel path this CPU runs: the SIMD
 # paths read the 8-bit bytes directly (bit moves to f16, int8 convert) and
-# must choose the scalar reference path's tokens
+# must choose the scalar reference path's tokens (int8: the exact path,
+# SGLC_KV_INT8_QDOT=0; the int8-q scores are test_kv_int8.sh's)
+export SGLC_KV_INT8_QDOT=0
 for kv in fp8_e4m3 fp8_e5m2 int8 bf16; do
     for isa in scalar avx2 avx512; do
         if ! SGLC_KERNELS=$isa "$BIN" generate --model-path "$M" --threads 1 --prompt x --max-new-tokens 1 >/dev/null 2>"$T/e"; then

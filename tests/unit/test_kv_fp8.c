@@ -273,6 +273,7 @@ static void test_random_vs_ref(void **state)
 
 int main(void)
 {
+    setenv("SGLC_KV_INT8_QDOT", "0", 1); /* int8 here: the exact path; int8-q: test_kv_i8q */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_code_v),
         cmocka_unit_test(test_k_codes),

@@ -269,6 +269,7 @@ static void test_attention_int8(void **state)
 
 int main(void)
 {
+    setenv("SGLC_KV_INT8_QDOT", "0", 1); /* the exact path; int8-q: test_kv_i8q */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_definition),
         cmocka_unit_test(test_attention_int8),
