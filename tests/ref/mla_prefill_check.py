@@ -241,12 +241,17 @@ def main():
                 one_prefill(a.sglc, os.path.join(d, "bf16"), prompt, 1, env, "bfloat16")[1], ref_bf16,
                 golden.BF16_TOL))
         # 8-bit latent caches: no reference; expanded == absorbed (both read
-        # the same stored values back)
+        # the same stored values back).  int8 on the exact attention path
+        # (SGLC_KV_INT8_QDOT=0): the default AVX-512 int8 path rounds the
+        # absorbed query to int8 for its integer-dot scores, which the
+        # expanded per-head attention does not, and these MoE models' near-
+        # tied expert choices turn that rounding into flips; int8-q against
+        # its own bound is tests/scripts/test_kv_int8.sh's check
         for kvd in ("int8", "fp8_e4m3"):
             def go8():
                 lg = {}
                 for mode, thr in MODES.items():
-                    env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr)
+                    env = dict(os.environ, SGLC_MLA_EXPAND_MIN=thr, SGLC_KV_INT8_QDOT="0")
                     env.pop("SGLC_KERNELS", None)
                     lg[mode] = one_prefill(a.sglc, md, prompt, 1, env, "float32", ["--kv-cache-dtype", kvd])[1]
                 e = rel_err(lg["expanded"], lg["absorbed"].astype(np.float64))
