@@ -174,10 +174,13 @@ int main(int argc, char **argv)
             ar.q = a->q + qs * (size_t)(a->n_q - nv);
             ar.out = ref;
             /* int8: the AVX-512 kernel scores with an int8 q unless SGLC_KV_INT8_QDOT=0
-             * (kern_ref_attention_i8q); the others are exact: the nearer reference counts */
+             * (kern_ref_attention_i8q) and, at head_dim 64k, also does P.V with integer dots
+             * unless SGLC_KV_INT8_PDOT=0 (kern_ref_attention_i8qp); the others are exact: the
+             * nearest reference counts */
             double worst = 1e30;
-            for (int rk = 0; rk < (a->kv_dt == DTYPE_I8 ? 2 : 1); rk++) {
-                if (rk) kern_ref_attention_i8q(&ar, 0, 1, ref_scr);
+            for (int rk = 0; rk < (a->kv_dt == DTYPE_I8 ? 3 : 1); rk++) {
+                if (rk == 2) kern_ref_attention_i8qp(&ar, 0, 1, ref_scr);
+                else if (rk) kern_ref_attention_i8q(&ar, 0, 1, ref_scr);
                 else kern_ref_attention(&ar, 0, 1, ref_scr);
                 double w = 0.0;
                 for (size_t i = 0; i < qs * (size_t)nv; i++) {

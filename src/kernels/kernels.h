@@ -276,6 +276,19 @@ void kern_ref_attention(const kern_attn_args *a, int ith, int nth, void *scratch
  * [-127, 127] (kern_attn_quant_q_i8); the score of key k (int8 ki, token-head scale ks) is
  * (float)(sum qi ki) * (qs * ks), the integer sum exact; softmax and P.V as kern_ref_attention. */
 void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scratch);
+/* kern_ref_attention_i8q's scores with integer P.V (the AVX-512 kernel's numerics for head_dim a
+ * multiple of 64 when every row of a kernel work unit starts at the same key, i.e. no sliding
+ * window; on unless SGLC_KV_INT8_PDOT=0): each row's keys [start, pos] go in blocks of 16 from
+ * start with the online softmax: block max bm, running max m' = max(m, bm), alpha = e^(m - m')
+ * (1 for the first), p_j = e^(s_j - m'), sum = sum * alpha + sum_j p_j; p'_j = p_j * vs_j (V's
+ * token-head scale) quantized per block to u8 (kern_attn_quant_p_u8: ps = max p' / 255, pu =
+ * round-half-even(p' / ps)); acc_d = acc_d * alpha + (float)(sum_j pu_j v_jd) * ps, the integer
+ * sum exact; out = acc / sum. */
+void kern_ref_attention_i8qp(const kern_attn_args *a, int ith, int nth, void *scratch);
+/* pu[0..n) = p (>= 0) quantized to u8 as above; returns ps (0 when every p is 0). */
+float kern_attn_quant_p_u8(uint8_t *pu, const float *p, int n);
+/* 1 unless the environment has SGLC_KV_INT8_PDOT=0 (read at each call). */
+int kern_attn_i8pdot_on(void);
 /* qi[0..hd) = the quantized q * scale as above; returns qs (0 for a row of zeros). */
 float kern_attn_quant_q_i8(int8_t *qi, const float *q, float scale, int hd);
 /* 1 unless the environment has SGLC_KV_INT8_QDOT=0 (read at each call). */

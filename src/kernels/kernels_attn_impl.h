@@ -86,6 +86,14 @@ typedef struct attn_blk {
      * folded into the probabilities; vrow NULL otherwise (V in vbuf) */
     const int8_t *const *vrow;
     const float *vsc;
+    /* integer P.V (kern_ref_attention_i8qp's numerics; vrow set, head_dim a multiple of 64, every
+     * row of the unit starting at p0 of the first block): vt (nkh, hd / 64, 4, 4) vectors of 64
+     * bytes, V of the block interleaved by 4 keys (ISA layout); pu (AR, KB) bytes: each row's
+     * quantized p', psc (AR) its scale; acc is then in the ISA's P.V order (attn_pv_unperm
+     * restores it); vt NULL otherwise */
+    const uint8_t *vt;
+    uint8_t *pu;
+    float *psc;
 } attn_blk;
 
 #endif /* SGLC_KERNELS_ATTN_IMPL_H */
@@ -100,13 +108,14 @@ typedef struct attn_blk {
 #define ATTN_I8QDOT 0
 #endif
 /* int8-q extra (ATTN_I8QDOT): kt (HKMAX, qb / 4, KB) u32 | qi (AR, qb) | ksc (HKMAX, KB) |
- * qsc, qcor (AR each), qb = head_dim rounded up to 64 bytes */
+ * qsc, qcor (AR each), qb = head_dim rounded up to 64 bytes | vsc, vrow | vt (HKMAX, qb * KB)
+ * bytes | pu (AR, KB) bytes | psc (AR) */
 static size_t ATTN_SCRATCH_NAME(int n_kv, int head_dim)
 {
     (void)n_kv;
     size_t dp = round_up((size_t)(head_dim > 0 ? head_dim : 1), ATTN_VW);
     size_t qb = round_up((size_t)(head_dim > 0 ? head_dim : 1), 64);
-    size_t extra = ATTN_I8QDOT ? HKMAX * qb * KB + AR * qb + (2 * HKMAX * KB + 2 * AR) * 4 + HKMAX * KB * sizeof(void *) + 128 : 0;
+    size_t extra = ATTN_I8QDOT ? HKMAX * qb * KB + AR * qb + (2 * HKMAX * KB + 2 * AR) * 4 + HKMAX * KB * sizeof(void *) + 128 + HKMAX * qb * KB + AR * KB + AR * 4 + 128 : 0;
     return (2 * KB * HKMAX * dp + 2 * AR * dp + ATTN_ROW_STATS * AR + AR * KB + dp + KB) * sizeof(float) + 192 + extra;
 }
 
@@ -135,6 +144,11 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
     float *vsc = (float *)(qcor + AR);
     const int8_t **vrow = (const int8_t **)round_up((uintptr_t)(vsc + HKMAX * KB), sizeof(void *));
     const int vdirect = qd && hd % ATTN_VW == 0; /* V read in P.V, no f32 copy */
+    uint8_t *vt = (uint8_t *)round_up((uintptr_t)(vrow + HKMAX * KB), 64);
+    uint8_t *pu = vt + (size_t)HKMAX * qb * KB;
+    float *psc = (float *)(pu + AR * KB);
+    /* integer P.V: unless SGLC_KV_INT8_PDOT=0; per unit only when its rows share a first key */
+    const int pdot_ok = ATTN_I8QDOT && vdirect && hd % 64 == 0 && kern_attn_i8pdot_on();
 
     kern_attn_plan pl;
     kern_attn_plan_make(&pl, a, nth, AR, HKMAX);
@@ -176,6 +190,9 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
             mx[r] = neg_inf;
             sm[r] = 0.0f;
         }
+        int pdot = pdot_ok;
+        for (int r = 1; r < R; r++)
+            if (rlo[r] != rlo[0]) pdot = 0;
         const size_t seg = (size_t)nkh * hd * esz; /* bytes of the unit's heads in one slot */
         for (int p0 = lo_all; p0 < hi_all; p0 += KB) {
             int nk = hi_all - p0 < KB ? hi_all - p0 : KB;
@@ -205,6 +222,7 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                         vsc[khl * KB + j] = j < nk ? a->v_tok_scale[si] : 0.0f;
                     }
                     attn_i8_kt(kt + (size_t)khl * ng * KB, kp, hd, ng);
+                    if (pdot) attn_i8_vt(vt + (size_t)khl * qb * KB, vrow + khl * KB, hd);
                 }
 #endif
             /* kbuf/vbuf: (KB, nkh, dp) f32 */
@@ -246,12 +264,20 @@ static void ATTN_NAME(const kern_attn_args *a, int ith, int nth, void *scratch)
                 .softcap = a->softcap, .pv_dummy = pv_dummy, .pv_zero = pv_zero,
                 .kt = qd ? kt : NULL, .qi = qi, .ksc = ksc, .qsc = qsc, .qcor = qcor, .ng = ng,
                 .vrow = vdirect ? vrow : NULL, .vsc = vsc,
+                .vt = pdot ? vt : NULL, .pu = pu, .psc = psc,
             };
             attn_block(&b);
         }
         for (int r = 0; r < R; r++) {
             int i = i0 + r / (nkh * nh), h = (kh0 + r / nh % nkh) * group + hc * pl.gh + r % nh;
             float *o = a->out + (size_t)i * a->out_stride + (size_t)h * hd;
+#if ATTN_I8QDOT
+            if (pdot) { /* integer P.V left acc in its own order */
+                attn_pv_unperm(pv_dummy, acc + r * dp, hd);
+                attn_store_row(o, pv_dummy, sm[r] > 0.0f ? 1.0f / sm[r] : 0.0f, hd, nc);
+                continue;
+            }
+#endif
             attn_store_row(o, acc + r * dp, sm[r] > 0.0f ? 1.0f / sm[r] : 0.0f, hd, nc);
         }
     }

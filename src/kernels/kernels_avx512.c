@@ -378,6 +378,79 @@ AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], con
         for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
 }
 
+/* Integer P.V (kern_ref_attention_i8qp's numerics).  vpdpbusd adds 4 u8 x s8
+ * products per 32-bit lane, so V's rows (token-major bytes) are interleaved
+ * once per block and kv head, shared by its query heads: per 64-dim chunk and
+ * group of 4 keys, two byte unpacks and two word unpacks of the 4 rows give
+ * W_k (k = 0..3) with dword i of 128-bit lane L = the 4 keys' bytes of dim
+ * 16L + 4k + i.  vt: (hd / 64, 4 groups, 4 k) vectors; keys past nk are 0. */
+AINLINE void attn_i8_vt(uint8_t *vt, const int8_t *const vp[16], int hd)
+{
+    __m512i *t = (__m512i *)vt;
+    for (int ch = 0; ch < hd / 64; ch++)
+        for (int g = 0; g < 4; g++) {
+            __m512i r[4];
+            for (int i = 0; i < 4; i++)
+                r[i] = vp[4 * g + i] ? _mm512_loadu_si512(vp[4 * g + i] + 64 * ch) : _mm512_setzero_si512();
+            __m512i a = _mm512_unpacklo_epi8(r[0], r[1]), b = _mm512_unpackhi_epi8(r[0], r[1]);
+            __m512i c = _mm512_unpacklo_epi8(r[2], r[3]), d = _mm512_unpackhi_epi8(r[2], r[3]);
+            __m512i *w = t + (ch * 4 + g) * 4;
+            _mm512_store_si512(w + 0, _mm512_unpacklo_epi16(a, c));
+            _mm512_store_si512(w + 1, _mm512_unpackhi_epi16(a, c));
+            _mm512_store_si512(w + 2, _mm512_unpacklo_epi16(b, d));
+            _mm512_store_si512(w + 3, _mm512_unpackhi_epi16(b, d));
+        }
+}
+
+/* The accumulators of integer P.V hold, per 64-dim chunk, dim 16L + 4k + i at
+ * 16k + 4L + i (the vt order): dst = acc in dim order (the map swaps L, k). */
+static void attn_pv_unperm(float *dst, const float *acc, int hd)
+{
+    for (int c = 0; c < hd; c += 64)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 4; l++)
+                for (int i = 0; i < 4; i++) dst[c + 16 * l + 4 * k + i] = acc[c + 16 * k + 4 * l + i];
+}
+
+/* acc rows ar[0..4) = ar * al + psc * sum_j pu_j V_j over the block (vt of one
+ * kv head, nch 64-dim chunks), 16 integer accumulators per chunk, each vt
+ * vector loaded once for the 4 rows. */
+AINLINE void pv_rows_u8(const uint8_t *vt, int nch, float *const ar[4], const uint8_t *const pu[4],
+                        const float ps[4], const float al[4])
+{
+    const __m512i *t = (const __m512i *)vt;
+    for (int ch = 0; ch < nch; ch++) {
+        __m512i s[4][4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) s[i][k] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512i w[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) w[k] = _mm512_load_si512(t + (ch * 4 + g) * 4 + k);
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                uint32_t pg;
+                memcpy(&pg, pu[i] + 4 * g, 4);
+                __m512i bp = _mm512_set1_epi32((int)pg);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) s[i][k] = _mm512_dpbusd_epi32(s[i][k], bp, w[k]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m512 va = _mm512_set1_ps(al[i]), vs = _mm512_set1_ps(ps[i]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                float *o = ar[i] + ch * 64 + k * 16;
+                _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][k]), vs, _mm512_mul_ps(_mm512_load_ps(o), va)));
+            }
+        }
+    }
+}
+
 /* pv_rows with V read from sglc's int8 cache (vp[j]: key j's row, NC * 16
  * values), its scale folded into pr by the caller. */
 AINLINE void pv_rows_i8(const int8_t *const vp[], int nk, float *const ar[], const float *const pr[],
@@ -527,7 +600,37 @@ AINLINE void attn_block(const attn_blk *b)
         __m512 pr = _mm512_maskz_mov_ps(ok, simd_exp(_mm512_sub_ps(sv, _mm512_set1_ps(mx[r]))));
         sm[r] = sm[r] * alpha[r] + _mm512_reduce_add_ps(pr);
         if (b->vrow) pr = _mm512_mul_ps(pr, _mm512_loadu_ps(b->vsc + (r / nh % nkh) * KB)); /* V's scales */
+        if (b->vt) { /* integer P.V: p' to u8, ps = max / 255, round half to even */
+            const float ps = _mm512_reduce_max_ps(pr) / 255.0f;
+            __m512i u = _mm512_setzero_si512();
+            if (ps > 0.0f) u = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_div_ps(pr, _mm512_set1_ps(ps))), _mm512_set1_epi32(255));
+            _mm_store_si128((__m128i *)(b->pu + r * KB), _mm512_cvtepi32_epi8(u));
+            b->psc[r] = ps;
+            continue;
+        }
         _mm512_store_ps(sbuf + r * KB, pr);
+    }
+    if (b->vt) { /* 3b with integer P.V: rows of one kv head 4 at a time */
+        static const uint8_t zero_pu[KB] = {0};
+        const size_t vst = (size_t)(dp / 64) * 16 * 64; /* vt bytes per kv head */
+        for (int g0 = 0; g0 < R; g0 += nh) {
+            int rl[AR], nr = 0;
+            for (int r = g0; r < g0 + nh; r++)
+                if (bm[r] != neg_inf) rl[nr++] = r;
+            for (int i0 = 0; i0 < nr; i0 += 4) {
+                float *ar[4], al[4], ps[4];
+                const uint8_t *pq[4];
+                for (int i = 0; i < 4; i++) {
+                    int ok = i0 + i < nr, r = ok ? rl[i0 + i] : 0;
+                    ar[i] = ok ? acc + r * dp : b->pv_dummy;
+                    pq[i] = ok ? b->pu + r * KB : zero_pu;
+                    ps[i] = ok ? b->psc[r] : 0.0f;
+                    al[i] = ok ? alpha[r] : 1.0f;
+                }
+                pv_rows_u8(b->vt + (size_t)(g0 / nh % nkh) * vst, dp / 64, ar, pq, ps, al);
+            }
+        }
+        return;
     }
     /* 3b: acc = acc * alpha + P V.  The rows of one kv head (nh consecutive
      * rows) read the same V rows: up to 16 / nc of them at a time share each

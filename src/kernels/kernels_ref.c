@@ -106,7 +106,62 @@ int kern_attn_i8qdot_on(void)
     return !(e && e[0] == '0' && e[1] == 0);
 }
 
-void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scratch)
+int kern_attn_i8pdot_on(void)
+{
+    const char *e = getenv("SGLC_KV_INT8_PDOT");
+    return !(e && e[0] == '0' && e[1] == 0);
+}
+
+float kern_attn_quant_p_u8(uint8_t *pu, const float *p, int n)
+{
+    float mx = 0.0f;
+    for (int j = 0; j < n; j++)
+        if (p[j] > mx) mx = p[j];
+    const float ps = mx / 255.0f;
+    for (int j = 0; j < n; j++) {
+        float t = ps > 0.0f ? rintf(p[j] / ps) : 0.0f; /* half to even; p >= 0 */
+        pu[j] = (uint8_t)(t > 255.0f ? 255 : t > 0.0f ? (int)t : 0);
+    }
+    return ps;
+}
+
+/* kern_ref_attention_i8qp's P.V: one row's keys [start, pos] in blocks of KB_PV from start,
+ * online softmax with the kernel's order of operations (see kernels.h). */
+#define KB_PV 16
+static void ref_pv_u8(const kern_attn_args *a, const float *scores, int start, int pos, int kh, float *o)
+{
+    size_t row = (size_t)a->n_kv_head * a->head_dim;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int d = 0; d < a->head_dim; d++) o[d] = 0.0f;
+    for (int p0 = start; p0 <= pos; p0 += KB_PV) {
+        int nk = pos + 1 - p0 < KB_PV ? pos + 1 - p0 : KB_PV;
+        float bm = -INFINITY;
+        for (int j = 0; j < nk; j++)
+            if (scores[p0 + j] > bm) bm = scores[p0 + j];
+        if (bm == -INFINITY) continue; /* nothing visible in this block */
+        float mn = mx > bm ? mx : bm, alpha = mx == -INFINITY ? 1.0f : expf(mx - mn);
+        mx = mn;
+        float p[KB_PV], pv[KB_PV], bs = 0.0f;
+        uint8_t pu[KB_PV];
+        for (int j = 0; j < nk; j++) {
+            p[j] = scores[p0 + j] == -INFINITY ? 0.0f : expf(scores[p0 + j] - mx);
+            bs += p[j];
+            pv[j] = p[j] * a->v_tok_scale[(size_t)a->slots[p0 + j] * a->n_kv_head + kh]; /* V's scale */
+        }
+        sum = sum * alpha + bs;
+        const float ps = kern_attn_quant_p_u8(pu, pv, nk);
+        for (int d = 0; d < a->head_dim; d++) {
+            int32_t isum = 0;
+            for (int j = 0; j < nk; j++)
+                isum += (int32_t)pu[j] * ((const int8_t *)a->v_cache)[(size_t)a->slots[p0 + j] * row + (size_t)kh * a->head_dim + d];
+            o[d] = o[d] * alpha + (float)isum * ps;
+        }
+    }
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int d = 0; d < a->head_dim; d++) o[d] *= inv;
+}
+
+static void ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scratch, int pdot)
 {
     if (a->kv_dt != DTYPE_I8) {
         kern_ref_attention(a, ith, nth, scratch);
@@ -136,12 +191,16 @@ void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scr
             scores[p] = s;
             if (s > mx) mx = s;
         }
+        float *o = a->out + (size_t)i * a->out_stride + (size_t)h * a->head_dim;
+        if (pdot) {
+            ref_pv_u8(a, scores, start, pos, kh, o);
+            continue;
+        }
         float sum = 0.0f;
         for (int p = start; p <= pos; p++) {
             scores[p] = scores[p] == -INFINITY ? 0.0f : expf(scores[p] - mx);
             sum += scores[p];
         }
-        float *o = a->out + (size_t)i * a->out_stride + (size_t)h * a->head_dim;
         for (int d = 0; d < a->head_dim; d++) o[d] = 0.0f;
         for (int p = start; p <= pos; p++) {
             size_t base = (size_t)a->slots[p] * row + (size_t)kh * a->head_dim;
@@ -150,6 +209,16 @@ void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scr
             for (int d = 0; d < a->head_dim; d++) o[d] += wgt * kv_elem(a->v_cache, a->kv_dt, base + d, vsc);
         }
     }
+}
+
+void kern_ref_attention_i8q(const kern_attn_args *a, int ith, int nth, void *scratch)
+{
+    ref_attention_i8q(a, ith, nth, scratch, 0);
+}
+
+void kern_ref_attention_i8qp(const kern_attn_args *a, int ith, int nth, void *scratch)
+{
+    ref_attention_i8q(a, ith, nth, scratch, 1);
 }
 
 void kern_ref_rmsnorm(float *y, const float *x, const float *w, int n, float eps, float w_offset)

@@ -64,13 +64,15 @@ static int have_avx512(void)
            kernels_init("avx512") == 0;
 }
 
-static void run(const kern_attn_args *a, int nth, int which) /* 0 kernel, 1 exact ref, 2 int8-q ref */
+/* 0 kernel, 1 exact ref, 2 int8-q ref, 3 int8-q ref with integer P.V */
+static void run(const kern_attn_args *a, int nth, int which)
 {
     char *scratch = malloc(kern_attention_scratch(a->n_kv, a->head_dim) + 64);
     assert_non_null(scratch);
     for (int ith = 0; ith < nth; ith++) {
         if (which == 1) kern_ref_attention(a, ith, nth, scratch);
         else if (which == 2) kern_ref_attention_i8q(a, ith, nth, scratch);
+        else if (which == 3) kern_ref_attention_i8qp(a, ith, nth, scratch);
         else kern_attention(a, ith, nth, scratch);
     }
     free(scratch);
@@ -115,6 +117,7 @@ static void test_integer_sums(void **state)
         return;
     }
     unsetenv("SGLC_KV_INT8_QDOT");
+    setenv("SGLC_KV_INT8_PDOT", "0", 1); /* the scores (P.V's rounding would blur them) */
     const int shapes[][3] = {{32, 8, 64}, {32, 8, 128}, {6, 6, 80}, {4, 1, 17}, {8, 2, 64}};
     int checked = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -170,8 +173,82 @@ static void test_integer_sums(void **state)
         }
         free(k), free(v), free(kts), free(vts), free(q), free(o), free(slots);
     }
+    unsetenv("SGLC_KV_INT8_PDOT");
     kernels_init(NULL);
     printf("  integer sums: %d scores recovered exactly\n", checked);
+}
+
+/* Integer P.V sums exactly: q = 0 makes every score 0 and p = 1, so block b's
+ * p' are V's token-head scales s_j, quantized here independently (pu_j =
+ * round(255 s_j / max_b s), the s_j chosen 0.2 away from a rounding tie) with
+ * ps_b = max_b / 255.  Block b's keys have V codes only in dims [16 b', 16 b'
+ * + 16) (b' = b mod hd / 16), so for those dims out_d = ps_b I_bd / n_kv, I_bd
+ * = sum_j pu_j v_jd, and out_d * n_kv / ps_b must be I_bd (the sums are
+ * < 2^19, f32 keeps them to ~0.05).  Wrong key lanes, dim lanes, chunks, a
+ * lost block or tail, the scale: all change some I. */
+static void test_pv_integer_sums(void **state)
+{
+    (void)state;
+    if (!have_avx512()) {
+        printf("  P.V integer sums: skipped (no AVX-512 VNNI)\n");
+        return;
+    }
+    unsetenv("SGLC_KV_INT8_QDOT");
+    unsetenv("SGLC_KV_INT8_PDOT");
+    const int shapes[][3] = {{32, 8, 64}, {8, 2, 128}, {4, 4, 64}, {16, 1, 576}, {12, 3, 192}};
+    int checked = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int nh = shapes[si][0], nkh = shapes[si][1], hd = shapes[si][2], row = nkh * hd;
+        const int nb = hd / 16 < 6 ? hd / 16 : 6, n_kv = 16 * nb - 5; /* the last block 11 keys */
+        int8_t *k = calloc((size_t)n_kv * row, 1), *v = calloc((size_t)n_kv * row, 1);
+        float *kts = malloc(sizeof(float) * n_kv * nkh), *vts = malloc(sizeof(float) * n_kv * nkh);
+        float *q = calloc((size_t)nh * hd, sizeof(float)), *o = malloc(sizeof(float) * nh * hd);
+        int32_t *slots = malloc(sizeof(int32_t) * n_kv);
+        int *want = malloc(sizeof(int) * n_kv * nkh);
+        for (int j = 0; j < n_kv; j++) slots[j] = (j * 11) % n_kv; /* 11 is prime to these n_kv (59, 91) */
+        for (int j = 0; j < n_kv; j++)
+            for (int kh = 0; kh < nkh; kh++) {
+                const int b = j / 16, d0 = 16 * (b % (hd / 16));
+                for (int i = 0; i < row; i++) k[(size_t)slots[j] * row + i] = (int8_t)((int)(rnd() % 255) - 127);
+                for (int d = 0; d < 16; d++)
+                    v[(size_t)slots[j] * row + kh * hd + d0 + d] = (int8_t)((int)(rnd() % 255) - 127);
+                /* s = (m + off) / 255 * 2^-6, m in 1..254, |off| <= 0.3; key 3 of a block: m = 255 */
+                int m = j % 16 == 3 ? 255 : 1 + (int)(rnd() % 254);
+                float off = m == 255 ? 0.0f : 0.3f * frand();
+                vts[slots[j] * nkh + kh] = ((float)m + off) / 255.0f * 0.015625f;
+                want[j * nkh + kh] = m;
+            }
+        for (int j = 0; j < n_kv * nkh; j++) kts[j] = 0.01f;
+        kern_attn_args a = {.n_q = 1, .n_kv = n_kv, .n_head = nh, .n_kv_head = nkh, .head_dim = hd, .q = q,
+                            .q_stride = (size_t)nh * hd, .k_cache = k, .v_cache = v, .kv_dt = DTYPE_I8,
+                            .k_tok_scale = kts, .v_tok_scale = vts, .slots = slots, .scale = 0.125f,
+                            .out = o, .out_stride = (size_t)nh * hd};
+        for (int which = 3; which >= 0; which -= 3) /* the reference, then the kernel */
+            for (int nth = 1; nth <= 2; nth++) {
+                memset(o, 0xff, sizeof(float) * nh * hd);
+                run(&a, nth, which);
+                for (int h = 0; h < nh; h++) {
+                    const int kh = h / (nh / nkh);
+                    for (int b = 0; b < nb; b++) {
+                        const int j0 = 16 * b, nk = n_kv - j0 < 16 ? n_kv - j0 : 16, d0 = 16 * (b % (hd / 16));
+                        const float ps = 0.015625f / 255.0f; /* max_b s / 255 */
+                        for (int d = d0; d < d0 + 16; d++) {
+                            int32_t isum = 0;
+                            for (int j = j0; j < j0 + nk; j++)
+                                isum += want[j * nkh + kh] * v[(size_t)slots[j] * row + kh * hd + d];
+                            double got = (double)o[h * hd + d] * n_kv / ps;
+                            if (!(fabs(got - isum) <= 0.25))
+                                fail_msg("shape %zu %s nth %d h %d block %d dim %d: sum %.3f, want %d", si,
+                                         which ? "ref" : "kernel", nth, h, b, d, got, isum);
+                            checked++;
+                        }
+                    }
+                }
+            }
+        free(k), free(v), free(kts), free(vts), free(q), free(o), free(slots), free(want);
+    }
+    kernels_init(NULL);
+    printf("  P.V integer sums: %d sums recovered exactly (kernel and reference)\n", checked);
 }
 
 typedef struct {
@@ -199,7 +276,7 @@ static void test_random(void **state)
         int8_t *k = malloc(nslot * row), *v = malloc(nslot * row);
         float *kts = malloc(sizeof(float) * nslot * c->n_kv_head), *vts = malloc(sizeof(float) * nslot * c->n_kv_head);
         float *q = malloc(sizeof(float) * no), *oex = malloc(sizeof(float) * no), *oiq = malloc(sizeof(float) * no);
-        float *o = malloc(sizeof(float) * no);
+        float *o = malloc(sizeof(float) * no), *oip = malloc(sizeof(float) * no);
         int32_t *slots = malloc(sizeof(int32_t) * (size_t)c->n_kv), *perm = malloc(sizeof(int32_t) * npages);
         assert_true(k && v && kts && vts && q && oex && oiq && o && slots && perm);
         for (int p = 0; p < npages; p++) perm[p] = p;
@@ -227,6 +304,10 @@ static void test_random(void **state)
         run(&a, 1, 1);
         a.out = oiq;
         run(&a, 1, 2);
+        a.out = oip;
+        run(&a, 1, 3);
+        const int pd = hd % 64 == 0; /* the kernel does integer P.V (no sliding window here) */
+        const float *oref = pd ? oip : oiq;
         float omax = 0.0f;
         for (size_t i = 0; i < no; i++) omax = fmaxf(omax, fabsf(oex[i]));
         assert_true(omax > 0.0f);
@@ -246,44 +327,81 @@ static void test_random(void **state)
                     eps = fmaxf(eps, amax / 254.0f * s1 * kts[(size_t)slots[p] * c->n_kv_head + kh] * 1.001f);
                 }
                 if (c->softcap > 0.0f) { /* |d tanh| <= |d x|: the bound holds after the cap */ }
-                for (int d = 0; d < hd; d++) {
-                    float vm = 0.0f;
+                /* integer P.V: p' of a key is off by <= ps_b / 2 = max_b p' / 510 (block b, p'
+                 * = w s with the int8-q weights w' <= w e^(2 eps), w exact): per dim
+                 * <= e^(2 eps) max_j (w_j s_j) / 510 * sum_j |v_jd| (codes), for any blocking */
+                double wsm = 0.0;
+                if (pd) {
+                    double *sc = malloc(sizeof(double) * (pos + 1)), mxs = -INFINITY, sum = 0.0;
+                    for (int p = 0; p <= pos; p++) {
+                        const int8_t *kr = k + (size_t)slots[p] * row + kh * hd;
+                        double t = 0.0;
+                        for (int d = 0; d < hd; d++) t += (double)qr[d] * a.scale * kr[d];
+                        sc[p] = t * kts[(size_t)slots[p] * c->n_kv_head + kh];
+                        if (c->softcap > 0.0f) sc[p] = c->softcap * tanh(sc[p] / c->softcap);
+                        mxs = fmax(mxs, sc[p]);
+                    }
+                    for (int p = 0; p <= pos; p++) sum += exp(sc[p] - mxs);
                     for (int p = 0; p <= pos; p++)
-                        vm = fmaxf(vm, fabsf((float)v[(size_t)slots[p] * row + kh * hd + d] *
-                                             vts[(size_t)slots[p] * c->n_kv_head + kh]));
-                    bound[((size_t)i * c->n_head + h) * hd + d] = expm1f(2.0f * eps) * vm + 1e-4f * omax;
+                        wsm = fmax(wsm, exp(sc[p] - mxs) / sum * vts[(size_t)slots[p] * c->n_kv_head + kh]);
+                    wsm *= exp(2.0 * eps) / 510.0 * 1.001;
+                    free(sc);
+                }
+                for (int d = 0; d < hd; d++) {
+                    float vm = 0.0f, va = 0.0f;
+                    for (int p = 0; p <= pos; p++) {
+                        const int8_t vc = v[(size_t)slots[p] * row + kh * hd + d];
+                        vm = fmaxf(vm, fabsf((float)vc * vts[(size_t)slots[p] * c->n_kv_head + kh]));
+                        va += fabsf((float)vc);
+                    }
+                    bound[((size_t)i * c->n_head + h) * hd + d] =
+                        expm1f(2.0f * eps) * vm + (float)(wsm * va) + 1e-4f * omax;
                 }
             }
-        for (int sw = 0; sw < 2; sw++) { /* sw 0: default (int8-q); 1: SGLC_KV_INT8_QDOT=0 (exact) */
-            if (sw) setenv("SGLC_KV_INT8_QDOT", "0", 1);
+        /* sw 0: default (int8-q, integer P.V at head_dim 64k); 2: SGLC_KV_INT8_QDOT=0 (exact);
+         * 1: SGLC_KV_INT8_PDOT=0 (int8-q scores, f32 P.V) */
+        for (int sw = 0; sw < 3; sw++) {
+            if (sw == 2) setenv("SGLC_KV_INT8_QDOT", "0", 1);
             else unsetenv("SGLC_KV_INT8_QDOT");
+            if (sw == 1) setenv("SGLC_KV_INT8_PDOT", "0", 1);
+            else unsetenv("SGLC_KV_INT8_PDOT");
+            if (sw == 1 && !pd) continue;
             for (int nth = 1; nth <= 3; nth++) {
                 a.out = o;
                 memset(o, 0xff, sizeof(float) * no);
                 run(&a, nth, 0);
-                double e_iq = 0.0, e_ex = 0.0;
+                double e_iq = 0.0, e_ex = 0.0, e_q = 0.0, e_qp = 0.0;
                 for (size_t i = 0; i < no; i++) {
-                    e_iq = fmax(e_iq, fabsf(o[i] - oiq[i]));
+                    e_iq = fmax(e_iq, fabsf(o[i] - oref[i]));
                     e_ex = fmax(e_ex, fabsf(o[i] - oex[i]));
-                    if (!sw && !(fabsf(o[i] - oiq[i]) <= 1e-4f * omax))
-                        fail_msg("case %zu nth %d: out[%zu] %.8g int8-q ref %.8g (max %g)", ci, nth, i, (double)o[i],
-                                 (double)oiq[i], (double)omax);
+                    e_q = fmax(e_q, fabsf(o[i] - oiq[i]));
+                    e_qp = fmax(e_qp, fabsf(o[i] - oip[i]));
+                    if (!sw && !(fabsf(o[i] - oref[i]) <= 1e-4f * omax))
+                        fail_msg("case %zu nth %d: out[%zu] %.8g int8-q%s ref %.8g (max %g)", ci, nth, i, (double)o[i],
+                                 pd ? " integer-P.V" : "", (double)oref[i], (double)omax);
+                    if (sw == 1 && !(fabsf(o[i] - oiq[i]) <= 1e-4f * omax))
+                        fail_msg("case %zu nth %d SGLC_KV_INT8_PDOT=0: out[%zu] %.8g int8-q ref %.8g", ci, nth, i,
+                                 (double)o[i], (double)oiq[i]);
                     if (!sw && !(fabsf(o[i] - oex[i]) <= bound[i]))
                         fail_msg("case %zu nth %d: out[%zu] %.8g exact ref %.8g: over the q-rounding bound %g", ci,
                                  nth, i, (double)o[i], (double)oex[i], (double)bound[i]);
                     if (!sw) worst_frac = fmax(worst_frac, fabsf(o[i] - oex[i]) / bound[i]);
-                    if (sw && !(fabsf(o[i] - oex[i]) <= 1e-4f * omax))
+                    if (sw == 2 && !(fabsf(o[i] - oex[i]) <= 1e-4f * omax))
                         fail_msg("case %zu nth %d SGLC_KV_INT8_QDOT=0: out[%zu] %.8g exact ref %.8g", ci, nth, i,
                                  (double)o[i], (double)oex[i]);
                 }
                 if (!sw && nth == 1) {
-                    printf("  case %zu: int8-q vs int8-q ref %.2e, vs exact ref %.2e (max |out| %.3g)\n", ci, e_iq,
-                           e_ex, (double)omax);
+                    printf("  case %zu: int8-q%s vs its ref %.2e, vs exact ref %.2e (max |out| %.3g)\n", ci,
+                           pd ? " integer-P.V" : "", e_iq, e_ex, (double)omax);
                     if (!(e_iq * 4.0 < e_ex)) fail_msg("case %zu: int8-q output not distinguishable from exact", ci);
+                    if (pd && !(e_qp * 4.0 < e_q)) fail_msg("case %zu: integer P.V not distinguishable from f32 P.V", ci);
                 }
+                if (sw == 1 && !(e_q * 4.0 < e_qp)) fail_msg("case %zu: SGLC_KV_INT8_PDOT=0 did not switch", ci);
             }
         }
         unsetenv("SGLC_KV_INT8_QDOT");
+        unsetenv("SGLC_KV_INT8_PDOT");
+        free(oip);
         free(bound), free(k), free(v), free(kts), free(vts), free(q), free(oex), free(oiq), free(o), free(slots),
             free(perm);
     }
@@ -296,6 +414,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantizer),
         cmocka_unit_test(test_integer_sums),
+        cmocka_unit_test(test_pv_integer_sums),
         cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
