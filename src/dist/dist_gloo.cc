@@ -468,38 +468,46 @@ int diagnose(dist_group *g, const char *what, int timeout_ms, double t0, const c
     const int me = dist_rank_name(g, g->rank);
     Status S;
     double took = (now_ms() - t0) / 1e3;
-    if (C->status(S)) {
-        dist_fail(g, 0, "rank %d: %s #%u failed and the rendezvous store at %s does not answer: rank 0 is gone "
-                  "(%s)", me, what, I->op, C->addr.c_str(), gloo_msg);
-        return -1;
-    }
-    if (S.abort_rank >= 0 && S.abort_rank != me) {
-        dist_fail(g, S.abort_rank, "rank %d failed: %s", S.abort_rank, S.abort_msg.c_str());
-        return -1;
-    }
+    const double d0 = now_ms();
     const int n = g->size, node_of = C->per_node > 0 ? C->per_node : 1;
     std::string msg;
     int who = -1;
-    for (int pass = 0; pass < 3 && who < 0; pass++)
-        for (int r = 0; r < n && who < 0; r++) {
-            int w = dist_rank_name(g, r);
-            if (r == g->rank || w < 0 || w >= (int)S.r.size()) continue;
-            const Status::R &R = S.r[w];
-            if (pass == 0 && !R.open && !R.bye) {
-                who = w;
-                msg = fmt("rank %d (pid %d on node %d, %s) is gone (its connection closed); rank %d was in %s #%u",
-                          w, R.pid, w / node_of, R.host.c_str(), me, what, I->op);
-            } else if (pass == 1 && R.ctr[I->idx] < I->op && timeout_ms > 0 && took * 1e3 >= timeout_ms * 0.9) {
-                who = w;
-                msg = fmt("rank %d (pid %d on node %d) did not reach %s #%u within %.1f s%s", w, R.pid, w / node_of,
-                          what, I->op, timeout_ms / 1e3,
-                          R.beat_age > 1000 ? fmt(" (no heartbeat for %.1f s: hung)", R.beat_age / 1e3).c_str() : "");
-            } else if (pass == 2 && R.beat_age > 1000) {
-                who = w;
-                msg = fmt("rank %d (pid %d on node %d) hung in %s #%u (no heartbeat for %.1f s)", w, R.pid,
-                          w / node_of, what, I->op, R.beat_age / 1e3);
-            }
+    /* A killed peer's data connection can reset before the store sees its
+     * store connection close: look again for up to 1 s before falling back
+     * to gloo's own text, so that the failure names the rank. */
+    for (;;) {
+        if (C->status(S)) {
+            dist_fail(g, 0, "rank %d: %s #%u failed and the rendezvous store at %s does not answer: rank 0 is gone "
+                      "(%s)", me, what, I->op, C->addr.c_str(), gloo_msg);
+            return -1;
         }
+        if (S.abort_rank >= 0 && S.abort_rank != me) {
+            dist_fail(g, S.abort_rank, "rank %d failed: %s", S.abort_rank, S.abort_msg.c_str());
+            return -1;
+        }
+        for (int pass = 0; pass < 3 && who < 0; pass++)
+            for (int r = 0; r < n && who < 0; r++) {
+                int w = dist_rank_name(g, r);
+                if (r == g->rank || w < 0 || w >= (int)S.r.size()) continue;
+                const Status::R &R = S.r[w];
+                if (pass == 0 && !R.open && !R.bye) {
+                    who = w;
+                    msg = fmt("rank %d (pid %d on node %d, %s) is gone (its connection closed); rank %d was in %s #%u",
+                              w, R.pid, w / node_of, R.host.c_str(), me, what, I->op);
+                } else if (pass == 1 && R.ctr[I->idx] < I->op && timeout_ms > 0 && took * 1e3 >= timeout_ms * 0.9) {
+                    who = w;
+                    msg = fmt("rank %d (pid %d on node %d) did not reach %s #%u within %.1f s%s", w, R.pid, w / node_of,
+                              what, I->op, timeout_ms / 1e3,
+                              R.beat_age > 1000 ? fmt(" (no heartbeat for %.1f s: hung)", R.beat_age / 1e3).c_str() : "");
+                } else if (pass == 2 && R.beat_age > 1000) {
+                    who = w;
+                    msg = fmt("rank %d (pid %d on node %d) hung in %s #%u (no heartbeat for %.1f s)", w, R.pid,
+                              w / node_of, what, I->op, R.beat_age / 1e3);
+                }
+            }
+        if (who >= 0 || now_ms() - d0 >= 1000) break;
+        usleep(50 * 1000);
+    }
     if (who < 0)
         msg = fmt("rank %d: %s #%u failed after %.1f s: %s", me, what, I->op, took, gloo_msg);
     dist_fail(g, who, "%s", msg.c_str());
