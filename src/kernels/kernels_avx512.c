@@ -348,11 +348,19 @@ AINLINE void qk16_i8(__m512i out[], const uint32_t *kt, const uint32_t *const qr
     for (int i = 0; i < NR; i++) out[i] = _mm512_add_epi32(s[i][0], s[i][1]);
 }
 
-/* acc rows ar[0..NR) = ar * al + sum_j pr[j] V[j] over nk keys (V row j at
- * vr + j * kst), NC chunks of 16: NR * NC accumulators in registers, each
- * V vector loaded once for the NR rows.  Called with constant NC, NR. */
-AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], const float *const pr[],
-                     const float al[], const int NC, const int NR)
+/* One 16-value chunk c of key j's V row: f32 at vr + j * kst, or (I8) sglc's
+ * int8 cache row vp[j] widened (its scale folded into p by the caller). */
+AINLINE __m512 pv_v16(const float *vr, size_t kst, const int8_t *const vp[], int j, int c, const int I8)
+{
+    if (I8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16))));
+    return _mm512_load_ps(vr + j * kst + c * 16);
+}
+
+/* acc rows ar[0..NR) = ar * al + sum_j pr[j] V[j] over nk keys (V per
+ * pv_v16), NC chunks of 16: NR * NC accumulators in registers, each V vector
+ * loaded once for the NR rows.  Called with constant NC, NR, I8. */
+AINLINE void pv_rows(const float *vr, size_t kst, const int8_t *const vp[], int nk, float *const ar[],
+                     const float *const pr[], const float al[], const int NC, const int NR, const int I8)
 {
     __m512 o[4][8];
 #pragma GCC unroll 4
@@ -367,7 +375,7 @@ AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], con
         for (int i = 0; i < NR; i++) pj[i] = _mm512_set1_ps(pr[i][j]);
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++) {
-            __m512 vv = _mm512_load_ps(vr + j * kst + c * 16);
+            __m512 vv = pv_v16(vr, kst, vp, j, c, I8);
 #pragma GCC unroll 4
             for (int i = 0; i < NR; i++) o[i][c] = _mm512_fmadd_ps(pj[i], vv, o[i][c]);
         }
@@ -376,6 +384,29 @@ AINLINE void pv_rows(const float *vr, size_t kst, int nk, float *const ar[], con
     for (int i = 0; i < NR; i++)
 #pragma GCC unroll 8
         for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
+}
+
+/* One row, any number of chunks (the fallback of pv_rows). */
+AINLINE void pv_row_any(const float *vr, size_t kst, const int8_t *const vp[], int nk, float *ar, const float *pr,
+                        float al, int nc, const int I8)
+{
+    __m512 va = _mm512_set1_ps(al);
+    for (int c = 0; c < nc; c++) {
+        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
+        for (int j = 0; j < nk; j++) o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]), pv_v16(vr, kst, vp, j, c, I8), o);
+        _mm512_store_ps(ar + c * 16, o);
+    }
+}
+
+/* P.V of up to 4 rows (rb) over nk keys, by the shapes pv_rows is built for. */
+AINLINE void pv_dispatch(const float *vr, size_t kst, const int8_t *const vp[], int nk, int rb, float *const ar[],
+                         const float *const pr[], const float al[], int nc, const int I8)
+{
+    if (rb == 4 && nk == KB) pv_rows(vr, kst, vp, KB, ar, pr, al, 4, 4, I8);
+    else if (rb == 4) pv_rows(vr, kst, vp, nk, ar, pr, al, 4, 4, I8);
+    else if (rb == 2 && nk == KB) pv_rows(vr, kst, vp, KB, ar, pr, al, 8, 2, I8);
+    else if (rb == 2) pv_rows(vr, kst, vp, nk, ar, pr, al, 8, 2, I8);
+    else pv_row_any(vr, kst, vp, nk, ar[0], pr[0], al[0], nc, I8);
 }
 
 /* Integer P.V (kern_ref_attention_i8qp's numerics).  vpdpbusd adds 4 u8 x s8
@@ -448,57 +479,6 @@ AINLINE void pv_rows_u8(const uint8_t *vt, int nch, float *const ar[4], const ui
                 _mm512_store_ps(o, _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][k]), vs, _mm512_mul_ps(_mm512_load_ps(o), va)));
             }
         }
-    }
-}
-
-/* pv_rows with V read from sglc's int8 cache (vp[j]: key j's row, NC * 16
- * values), its scale folded into pr by the caller. */
-AINLINE void pv_rows_i8(const int8_t *const vp[], int nk, float *const ar[], const float *const pr[],
-                        const float al[], const int NC, const int NR)
-{
-    __m512 o[4][8];
-#pragma GCC unroll 4
-    for (int i = 0; i < NR; i++) {
-        __m512 va = _mm512_set1_ps(al[i]);
-#pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) o[i][c] = _mm512_mul_ps(_mm512_load_ps(ar[i] + c * 16), va);
-    }
-    for (int j = 0; j < nk; j++) {
-        __m512 pj[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < NR; i++) pj[i] = _mm512_set1_ps(pr[i][j]);
-#pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) {
-            __m512 vv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16))));
-#pragma GCC unroll 4
-            for (int i = 0; i < NR; i++) o[i][c] = _mm512_fmadd_ps(pj[i], vv, o[i][c]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < NR; i++)
-#pragma GCC unroll 8
-        for (int c = 0; c < NC; c++) _mm512_store_ps(ar[i] + c * 16, o[i][c]);
-}
-
-static void pv_row_i8_any(const int8_t *const vp[], int nk, float *ar, const float *pr, float al, int nc)
-{
-    __m512 va = _mm512_set1_ps(al);
-    for (int c = 0; c < nc; c++) {
-        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
-        for (int j = 0; j < nk; j++)
-            o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]),
-                                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(vp[j] + c * 16)))), o);
-        _mm512_store_ps(ar + c * 16, o);
-    }
-}
-
-static void pv_row_any(const float *vr, size_t kst, int nk, float *ar, const float *pr, float al, int nc)
-{
-    __m512 va = _mm512_set1_ps(al);
-    for (int c = 0; c < nc; c++) {
-        __m512 o = _mm512_mul_ps(_mm512_load_ps(ar + c * 16), va);
-        for (int j = 0; j < nk; j++) o = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]), _mm512_load_ps(vr + j * kst + c * 16), o);
-        _mm512_store_ps(ar + c * 16, o);
     }
 }
 
@@ -653,16 +633,10 @@ AINLINE void attn_block(const attn_blk *b)
             }
             if (b->vrow) {
                 const int8_t *const *vp = b->vrow + (size_t)(g0 / nh % nkh) * KB;
-                if (rb == 4 && nk == KB) pv_rows_i8(vp, KB, ar, pr, al, 4, 4);
-                else if (rb == 4) pv_rows_i8(vp, nk, ar, pr, al, 4, 4);
-                else if (rb == 2 && nk == KB) pv_rows_i8(vp, KB, ar, pr, al, 8, 2);
-                else if (rb == 2) pv_rows_i8(vp, nk, ar, pr, al, 8, 2);
-                else pv_row_i8_any(vp, nk, ar[0], pr[0], al[0], nc);
-            } else if (rb == 4 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 4, 4);
-            else if (rb == 4) pv_rows(vr, kst, nk, ar, pr, al, 4, 4);
-            else if (rb == 2 && nk == KB) pv_rows(vr, kst, KB, ar, pr, al, 8, 2);
-            else if (rb == 2) pv_rows(vr, kst, nk, ar, pr, al, 8, 2);
-            else pv_row_any(vr, kst, nk, ar[0], pr[0], al[0], nc);
+                pv_dispatch(NULL, 0, vp, nk, rb, ar, pr, al, nc, 1);
+            } else {
+                pv_dispatch(vr, kst, NULL, nk, rb, ar, pr, al, nc, 0);
+            }
         }
     }
 }
